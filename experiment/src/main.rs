@@ -1,0 +1,107 @@
+//! The `experiment` command line: runs pollers against a target and records
+//! every request and item (`experiment --duration 1h`), serves the leaky
+//! simulator alone (`experiment serve`), and does ID math (`experiment id`).
+
+use clap::{Parser, Subcommand};
+use snowleak::id::{Id, Layout};
+use snowleak::policy::compensated_since_id;
+use snowleak::time::{parse_duration_ms, parse_time, rfc3339_ms};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "experiment",
+    version,
+    about = "Detect timeline leaks of since_id polling"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Decode IDs and compute since_id values.
+    #[command(subcommand)]
+    Id(IdCommand),
+}
+
+#[derive(Subcommand)]
+enum IdCommand {
+    /// Print an ID's time (RFC 3339 in UTC, and ms since the Unix epoch).
+    Decode {
+        id: String,
+        #[arg(long, short)]
+        layout: String,
+    },
+    /// Print the smallest ID at an instant (RFC 3339 or ms since the Unix epoch).
+    At {
+        time: String,
+        #[arg(long, short)]
+        layout: String,
+    },
+    /// Print the compensated since_id for the next request.
+    SinceId {
+        #[arg(long, short)]
+        layout: String,
+        /// The highest ID seen so far.
+        #[arg(long)]
+        latest_id: String,
+        /// Client time at which the previous request was sent.
+        #[arg(long)]
+        retrieved_at: String,
+        /// How far the IDs may be out of order (1s, 1500ms).
+        #[arg(long)]
+        k: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Id(cmd)) => id_command(cmd),
+        None => {
+            Err("the experiment run arrives with issue #4; try `experiment id --help`".to_string())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn id_command(cmd: IdCommand) -> Result<(), String> {
+    let layout = |name: &str| name.parse::<Layout>().map_err(|e| e.to_string());
+    match cmd {
+        IdCommand::Decode { id, layout: name } => {
+            let layout = layout(&name)?;
+            let id = layout.parse(&id).map_err(|e| e.to_string())?;
+            let ms = layout.ts_ms(id);
+            println!("{}\t{ms}", rfc3339_ms(ms));
+        }
+        IdCommand::At { time, layout: name } => {
+            let layout = layout(&name)?;
+            let ms = parse_time(&time)?;
+            println!("{}", layout.format(layout.min_id_at(ms)));
+        }
+        IdCommand::SinceId {
+            layout: name,
+            latest_id,
+            retrieved_at,
+            k,
+        } => {
+            let layout = layout(&name)?;
+            let latest: Id = layout.parse(&latest_id).map_err(|e| e.to_string())?;
+            let retrieved_at = parse_time(&retrieved_at)?;
+            let k_ms = parse_duration_ms(&k)?;
+            println!(
+                "{}",
+                layout.format(compensated_since_id(&layout, latest, retrieved_at, k_ms))
+            );
+        }
+    }
+    Ok(())
+}

@@ -8,6 +8,7 @@
 //! - [`policy`]: cursor policies (`naive`, `compensated:k=1s`).
 //! - [`time`]: ms since the Unix epoch, parsed and printed.
 
+pub mod clock;
 pub mod id;
 pub mod policy;
 pub mod record;

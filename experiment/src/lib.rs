@@ -11,5 +11,6 @@
 pub mod clock;
 pub mod id;
 pub mod policy;
+pub mod poller;
 pub mod record;
 pub mod time;

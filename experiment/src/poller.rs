@@ -1,0 +1,360 @@
+//! One poller as a state machine with no I/O (in the manner of quinn-proto):
+//! "given the last response and the clock, what is the next request".
+//!
+//! A poller works in *cycles*, one per tick of the cadence. A cycle starts
+//! with a request for everything above the cursor (`since`). When that page is
+//! full, the window was cut: the poller pages back below the lowest item it
+//! got, keeping the same `since`, until a page is not full (it reached the
+//! cursor) or the bound on pages is hit (an *overflow*, recorded as such). Only
+//! when the whole cycle succeeded does the cursor move: a failed request ends
+//! the cycle with the cursor where it was, so a fault can cost duplicates but
+//! never items. This keeps every miss attributable to the cursor policy alone,
+//! or to a recorded overflow or error.
+//!
+//! Times are passed in (client ms since the Unix epoch), so the same poller runs
+//! over real HTTP in real time and in-process in virtual time.
+
+use crate::id::{Id, Layout};
+use crate::policy::CursorPolicy;
+use std::collections::HashSet;
+
+/// A request in the API-neutral form: items with `since < id < before`, at most `limit`.
+/// Dialects translate it (Twitter's `max_id` is inclusive: `max_id = before - 1`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageRequest {
+    pub since: Option<Id>,
+    pub before: Option<Id>,
+    pub limit: usize,
+}
+
+/// One item of a response, as the API gave it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub id: Id,
+    /// The ID exactly as the API wrote it.
+    pub id_text: String,
+    pub created_at: Option<String>,
+    pub author: Option<String>,
+}
+
+/// What a poller learnt from one response.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// The items in descending ID order (sorted if the response was not).
+    pub items: Vec<Item>,
+    /// The response was out of descending ID order and had to be sorted.
+    pub reordered: bool,
+    /// How many of the items this poller had never returned before.
+    pub new_items: usize,
+    /// New items whose ID is below the highest ID seen before this cycle.
+    pub late_arrivals: Vec<Id>,
+    /// The cycle stopped paging back at its bound before reaching `since`.
+    pub overflow: bool,
+    /// The request to send next within this cycle, if any.
+    pub next: Option<PageRequest>,
+}
+
+#[derive(Clone, Debug)]
+struct Cycle {
+    number: u64,
+    page: u32,
+    sent_at_ms: i64,
+    highest: Option<Id>,
+}
+
+/// A polling loop's state: its policy, its cursor and what it has seen.
+#[derive(Clone, Debug)]
+pub struct Poller {
+    name: String,
+    policy: CursorPolicy,
+    layout: Layout,
+    limit: usize,
+    max_back_pages: u32,
+    /// The highest ID ever returned; never decreases, even when that item is deleted.
+    latest: Option<Id>,
+    /// The since_id of the next cycle (none before the first response).
+    since: Option<Id>,
+    /// The send time of the first request of the last successful cycle.
+    retrieved_at_ms: Option<i64>,
+    /// IDs returned and still above the cursor: only these can come back.
+    seen: HashSet<Id>,
+    cycles: u64,
+    cycle: Option<Cycle>,
+}
+
+impl Poller {
+    pub fn new(
+        name: impl Into<String>,
+        policy: CursorPolicy,
+        layout: Layout,
+        limit: usize,
+        max_back_pages: u32,
+    ) -> Poller {
+        Poller {
+            name: name.into(),
+            policy,
+            layout,
+            limit: limit.max(1),
+            max_back_pages,
+            latest: None,
+            since: None,
+            retrieved_at_ms: None,
+            seen: HashSet::new(),
+            cycles: 0,
+            cycle: None,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn policy(&self) -> CursorPolicy {
+        self.policy
+    }
+
+    pub fn latest(&self) -> Option<Id> {
+        self.latest
+    }
+
+    pub fn since(&self) -> Option<Id> {
+        self.since
+    }
+
+    /// The client time the policy used for the current since_id.
+    pub fn retrieved_at_ms(&self) -> Option<i64> {
+        self.retrieved_at_ms
+    }
+
+    /// The number of the current (or next) cycle and the page within it.
+    pub fn position(&self) -> (u64, u32) {
+        match &self.cycle {
+            Some(c) => (c.number, c.page),
+            None => (self.cycles, 0),
+        }
+    }
+
+    /// Starts a cycle at `now_ms`: the first request of a tick. A cycle still in
+    /// progress is abandoned with the cursor unchanged.
+    pub fn begin_cycle(&mut self, now_ms: i64) -> PageRequest {
+        self.cycle = Some(Cycle {
+            number: self.cycles,
+            page: 0,
+            sent_at_ms: now_ms,
+            highest: None,
+        });
+        self.cycles += 1;
+        PageRequest {
+            since: self.since,
+            before: None,
+            limit: self.limit,
+        }
+    }
+
+    /// Notes that the current request is being sent again (a back-page) at `now_ms`.
+    pub fn next_page_sent(&mut self) {
+        if let Some(c) = &mut self.cycle {
+            c.page += 1;
+        }
+    }
+
+    /// A request of the current cycle failed: the cycle ends, the cursor stays.
+    pub fn on_failure(&mut self) {
+        self.cycle = None;
+    }
+
+    /// A request of the current cycle succeeded with these items (in any order).
+    pub fn on_page(&mut self, mut items: Vec<Item>) -> Outcome {
+        let Some(mut cycle) = self.cycle.take() else {
+            return Outcome::default();
+        };
+        let reordered = items.windows(2).any(|w| w[0].id < w[1].id);
+        if reordered {
+            items.sort_by(|a, b| b.id.cmp(&a.id));
+        }
+        let full = items.len() >= self.limit;
+        let previous_latest = self.latest;
+        let mut new_items = 0;
+        let mut late_arrivals = Vec::new();
+        for item in &items {
+            if self.seen.insert(item.id) {
+                new_items += 1;
+                if previous_latest.is_some_and(|latest| item.id < latest) {
+                    late_arrivals.push(item.id);
+                }
+            }
+        }
+        if let Some(top) = items.first() {
+            cycle.highest = cycle.highest.max(Some(top.id));
+        }
+        let lowest = items.last().map(|item| item.id);
+        // A full page above a cursor means the window was cut: page back to the cursor.
+        let must_page_back =
+            full && self.since.is_some() && lowest.is_some_and(|low| Some(low) > self.since);
+        let mut outcome = Outcome {
+            items,
+            reordered,
+            new_items,
+            late_arrivals,
+            ..Outcome::default()
+        };
+        if must_page_back && cycle.page < self.max_back_pages {
+            outcome.next = Some(PageRequest {
+                since: self.since,
+                before: lowest,
+                limit: self.limit,
+            });
+            self.cycle = Some(cycle);
+            return outcome;
+        }
+        outcome.overflow = must_page_back;
+        self.finish_cycle(&cycle);
+        outcome
+    }
+
+    /// The whole cycle succeeded: move the cursor.
+    fn finish_cycle(&mut self, cycle: &Cycle) {
+        self.latest = self.latest.max(cycle.highest);
+        if let Some(latest) = self.latest {
+            let since = self.policy.since_id(&self.layout, latest, cycle.sent_at_ms);
+            self.since = Some(since);
+            self.retrieved_at_ms = Some(cycle.sent_at_ms);
+            // Nothing at or below the cursor can be returned again.
+            self.seen.retain(|id| *id > since);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: i64 = 1_700_000_000_000;
+
+    fn item(layout: &Layout, id_time_ms: i64, seq: u128) -> Item {
+        let id = Id(layout.min_id_at(id_time_ms).0 + seq);
+        Item {
+            id,
+            id_text: layout.format(id),
+            created_at: None,
+            author: None,
+        }
+    }
+
+    fn poller(policy: &str, limit: usize) -> Poller {
+        Poller::new(policy, policy.parse().unwrap(), Layout::twitter(), limit, 5)
+    }
+
+    #[test]
+    fn naive_skips_a_late_item_that_compensation_catches() {
+        let l = Layout::twitter();
+        let (a, late) = (item(&l, T0 - 100, 0), item(&l, T0 - 300, 0));
+        let mut naive = poller("naive", 200);
+        let mut comp = poller("compensated:k=1s", 200);
+        for p in [&mut naive, &mut comp] {
+            assert_eq!(p.begin_cycle(T0).since, None);
+            p.on_page(vec![a.clone()]);
+        }
+        // The late item became visible after the first request, below `a`.
+        assert_eq!(naive.begin_cycle(T0 + 1000).since, Some(a.id));
+        let req = comp.begin_cycle(T0 + 1000);
+        assert_eq!(req.since, Some(l.min_id_at(T0 - 1000).pred()));
+        assert!(
+            req.since.unwrap() < late.id,
+            "compensated window includes the late item"
+        );
+        let out = comp.on_page(vec![a.clone(), late.clone()]);
+        assert_eq!(out.new_items, 1, "a is a duplicate");
+        assert_eq!(out.late_arrivals, vec![late.id]);
+    }
+
+    #[test]
+    fn failure_leaves_the_cursor() {
+        let l = Layout::twitter();
+        let mut p = poller("naive", 200);
+        p.begin_cycle(T0);
+        p.on_page(vec![item(&l, T0 - 10, 0)]);
+        let before = (p.since(), p.latest(), p.retrieved_at_ms());
+        p.begin_cycle(T0 + 1000);
+        p.on_failure();
+        assert_eq!((p.since(), p.latest(), p.retrieved_at_ms()), before);
+        assert_eq!(p.begin_cycle(T0 + 2000).since, before.0);
+    }
+
+    #[test]
+    fn full_page_pages_back_to_the_cursor() {
+        let l = Layout::twitter();
+        let mut p = poller("naive", 2);
+        p.begin_cycle(T0);
+        p.on_page(vec![item(&l, T0 - 1000, 0)]);
+        let cursor = p.since();
+        let req = p.begin_cycle(T0 + 1000);
+        assert_eq!(req.before, None);
+        let page: Vec<Item> = (0..2).map(|i| item(&l, T0 - 10 * i, 0)).collect();
+        let out = p.on_page(page.clone());
+        let next = out.next.expect("full page above the cursor pages back");
+        assert_eq!(
+            next,
+            PageRequest {
+                since: cursor,
+                before: Some(page[1].id),
+                limit: 2
+            }
+        );
+        assert_eq!(
+            p.since(),
+            cursor,
+            "the cursor waits for the cycle to finish"
+        );
+        p.next_page_sent();
+        let out = p.on_page(vec![item(&l, T0 - 500, 0)]);
+        assert!(out.next.is_none() && !out.overflow);
+        assert_eq!(p.since(), Some(page[0].id));
+        assert_eq!(p.position(), (2, 0));
+    }
+
+    #[test]
+    fn back_paging_is_bounded_and_reports_overflow() {
+        let l = Layout::twitter();
+        let mut p = Poller::new("naive", CursorPolicy::Naive, l.clone(), 1, 2);
+        p.begin_cycle(T0);
+        p.on_page(vec![item(&l, T0 - 10_000, 0)]);
+        p.begin_cycle(T0 + 1000);
+        let mut pages = 0;
+        loop {
+            let out = p.on_page(vec![item(&l, T0 - pages * 10, 0)]);
+            if out.next.is_none() {
+                assert!(out.overflow);
+                break;
+            }
+            p.next_page_sent();
+            pages += 1;
+        }
+        assert_eq!(pages, 2);
+    }
+
+    #[test]
+    fn out_of_order_responses_are_sorted() {
+        let l = Layout::twitter();
+        let mut p = poller("naive", 200);
+        p.begin_cycle(T0);
+        let (lo, hi) = (item(&l, T0 - 50, 0), item(&l, T0 - 10, 0));
+        let out = p.on_page(vec![lo.clone(), hi.clone()]);
+        assert!(out.reordered);
+        assert_eq!(out.items, vec![hi.clone(), lo]);
+        assert_eq!(p.latest(), Some(hi.id));
+    }
+
+    #[test]
+    fn latest_never_decreases_when_the_top_item_is_deleted() {
+        let l = Layout::twitter();
+        let mut p = poller("naive", 200);
+        let (a, b) = (item(&l, T0 - 50, 0), item(&l, T0 - 10, 0));
+        p.begin_cycle(T0);
+        p.on_page(vec![b.clone(), a.clone()]);
+        p.begin_cycle(T0 + 1000);
+        p.on_page(vec![]);
+        assert_eq!(p.latest(), Some(b.id));
+        assert_eq!(p.since(), Some(b.id));
+    }
+}

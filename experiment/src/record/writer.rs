@@ -1,0 +1,550 @@
+//! The recorder: one thread that owns the SQLite connection and writes what
+//! the pollers send it, in batched transactions.
+//!
+//! Pollers never wait on the disk: they send [`Record`]s over a channel. The
+//! writer commits at least once a second (WAL mode, `synchronous = NORMAL`), so
+//! a killed process loses at most the last second and leaves a database that
+//! opens; the run row says `complete = 0` until [`Recorder::finish`] runs.
+
+use super::schema::{APPLICATION_ID, CREATE, SCHEMA_VERSION};
+use rusqlite::{Connection, OptionalExtension, params};
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The description of a run, stored in `runs` when it starts.
+#[derive(Clone, Debug)]
+pub struct RunInfo {
+    pub started_at_ms: i64,
+    pub target: String,
+    pub profile: Option<String>,
+    pub seed: Option<u64>,
+    pub clock: String,
+    pub layout: String,
+    pub interval_ms: u64,
+    pub page_limit: usize,
+    /// Every parameter of the run as JSON, tokens redacted.
+    pub config: String,
+}
+
+/// A poller as stored in `pollers`.
+#[derive(Clone, Debug)]
+pub struct PollerInfo {
+    pub name: String,
+    pub policy: String,
+    pub k_ms: Option<u64>,
+}
+
+/// A status as stored in `statuses` (once per run) and `truth`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatusRow {
+    pub id: String,
+    pub id_key: String,
+    pub id_time_ms: i64,
+    pub created_at: Option<String>,
+    pub author: Option<String>,
+}
+
+/// One status of the simulator's ground truth.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TruthRow {
+    pub id: String,
+    pub id_key: String,
+    pub id_time_ms: i64,
+    pub posted_at_ms: i64,
+    pub visible_at_ms: i64,
+    pub deleted_at_ms: Option<i64>,
+    pub origin: String,
+}
+
+/// One request with everything it returned.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RequestRow {
+    /// Index of the poller in the list given to [`Recorder::create`].
+    pub poller: usize,
+    pub cycle: u64,
+    pub page: u32,
+    pub sent_at_ms: i64,
+    pub received_at_ms: i64,
+    pub since_id: Option<(String, String)>,
+    pub before_id: Option<(String, String)>,
+    pub page_limit: usize,
+    pub retrieved_at_ms: Option<i64>,
+    pub http_status: Option<u16>,
+    pub error: Option<String>,
+    pub new_items: usize,
+    pub bytes: Option<u64>,
+    pub reordered: bool,
+    pub overflow: bool,
+    pub wait_ms: u64,
+    /// The items in response order (after sorting, if `reordered`).
+    pub items: Vec<StatusRow>,
+}
+
+enum Record {
+    Request(Box<RequestRow>),
+    Truth(Vec<TruthRow>),
+    Finish {
+        ended_at_ms: i64,
+        complete: bool,
+        reason: String,
+    },
+}
+
+/// What went wrong with the database.
+pub type RecordError = String;
+
+/// The sending half: cheap to clone, never blocks on the disk.
+#[derive(Clone)]
+pub struct RecordSender(Sender<Record>);
+
+impl RecordSender {
+    pub fn request(&self, row: RequestRow) {
+        let _ = self.0.send(Record::Request(Box::new(row)));
+    }
+
+    pub fn truth(&self, rows: Vec<TruthRow>) {
+        if !rows.is_empty() {
+            let _ = self.0.send(Record::Truth(rows));
+        }
+    }
+}
+
+/// The recorder of one run.
+pub struct Recorder {
+    pub run_id: i64,
+    sender: RecordSender,
+    thread: JoinHandle<Result<WriterStats, RecordError>>,
+}
+
+/// Counts of what was written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    pub requests: u64,
+    pub observations: u64,
+    pub truth: u64,
+}
+
+/// Opens (creating if needed) a run database, with the schema and pragmas set.
+/// Refuses a database of another program or of a newer schema.
+pub fn open_database(path: &Path) -> Result<Connection, RecordError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let name = path.display();
+    let conn = Connection::open(path).map_err(|e| format!("cannot open database {name}: {e}"))?;
+    conn.busy_timeout(Duration::from_secs(2))
+        .map_err(|e| format!("{name}: {e}"))?;
+    let sql_error = |e: rusqlite::Error| format!("database {name}: {e}");
+    let app_id: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(|e| format!("{name} is not a SQLite database ({e})"))?;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(sql_error)?;
+    let tables: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(sql_error)?;
+    if tables > 0 && app_id != APPLICATION_ID {
+        return Err(format!(
+            "{name} is a SQLite database of another program; choose another --db"
+        ));
+    }
+    if version > SCHEMA_VERSION {
+        return Err(format!(
+            "{name} has schema version {version}, newer than this build's {SCHEMA_VERSION}; use a newer build or another --db"
+        ));
+    }
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(sql_error)?;
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(sql_error)?;
+    conn.execute_batch(CREATE).map_err(sql_error)?;
+    conn.pragma_update(None, "application_id", APPLICATION_ID)
+        .map_err(sql_error)?;
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+        .map_err(sql_error)?;
+    Ok(conn)
+}
+
+impl Recorder {
+    /// Adds a new run (never touching earlier ones) and starts the writer thread.
+    pub fn create(
+        path: &Path,
+        run: &RunInfo,
+        pollers: &[PollerInfo],
+    ) -> Result<Recorder, RecordError> {
+        let mut conn = open_database(path)?;
+        let name = path.display().to_string();
+        let sql_error = move |e: rusqlite::Error| format!("database {name}: {e}");
+        let tx = conn.transaction().map_err(&sql_error)?;
+        tx.execute(
+            "INSERT INTO runs (started_at_ms, target, profile, seed, clock, layout, interval_ms, page_limit, config, version)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                run.started_at_ms,
+                run.target,
+                run.profile,
+                run.seed.map(|s| s as i64),
+                run.clock,
+                run.layout,
+                run.interval_ms as i64,
+                run.page_limit as i64,
+                run.config,
+                env!("CARGO_PKG_VERSION"),
+            ],
+        )
+        .map_err(&sql_error)?;
+        let run_id = tx.last_insert_rowid();
+        let mut poller_ids = Vec::new();
+        for p in pollers {
+            tx.execute(
+                "INSERT INTO pollers (run_id, name, policy, k_ms) VALUES (?1, ?2, ?3, ?4)",
+                params![run_id, p.name, p.policy, p.k_ms.map(|k| k as i64)],
+            )
+            .map_err(&sql_error)?;
+            poller_ids.push(tx.last_insert_rowid());
+        }
+        tx.commit().map_err(&sql_error)?;
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("recorder".into())
+            .spawn(move || {
+                Writer {
+                    conn,
+                    run_id,
+                    poller_ids,
+                    stats: WriterStats::default(),
+                }
+                .run(rx)
+            })
+            .map_err(|e| format!("cannot start the recorder thread: {e}"))?;
+        Ok(Recorder {
+            run_id,
+            sender: RecordSender(tx),
+            thread,
+        })
+    }
+
+    pub fn sender(&self) -> RecordSender {
+        self.sender.clone()
+    }
+
+    /// Marks the run ended (complete or not), commits and closes the database.
+    pub fn finish(
+        self,
+        ended_at_ms: i64,
+        complete: bool,
+        reason: &str,
+    ) -> Result<WriterStats, RecordError> {
+        let _ = self.sender.0.send(Record::Finish {
+            ended_at_ms,
+            complete,
+            reason: reason.to_string(),
+        });
+        drop(self.sender);
+        self.thread
+            .join()
+            .map_err(|_| "the recorder thread panicked".to_string())?
+    }
+}
+
+struct Writer {
+    conn: Connection,
+    run_id: i64,
+    poller_ids: Vec<i64>,
+    stats: WriterStats,
+}
+
+/// Commit at least this often, so a kill loses at most this much.
+const COMMIT_EVERY: Duration = Duration::from_secs(1);
+
+impl Writer {
+    fn run(mut self, rx: Receiver<Record>) -> Result<WriterStats, RecordError> {
+        let mut pending: Vec<Record> = Vec::new();
+        let mut last_commit = Instant::now();
+        loop {
+            let wait = COMMIT_EVERY.saturating_sub(last_commit.elapsed());
+            let (disconnected, finish) = match rx.recv_timeout(wait) {
+                Ok(Record::Finish {
+                    ended_at_ms,
+                    complete,
+                    reason,
+                }) => (false, Some((ended_at_ms, complete, reason))),
+                Ok(record) => {
+                    pending.push(record);
+                    // Drain what is already queued, so a busy run commits in large batches.
+                    while pending.len() < 50_000 {
+                        match rx.try_recv() {
+                            Ok(Record::Finish {
+                                ended_at_ms,
+                                complete,
+                                reason,
+                            }) => {
+                                self.commit(&mut pending)?;
+                                return self.finish(ended_at_ms, complete, &reason);
+                            }
+                            Ok(record) => pending.push(record),
+                            Err(_) => break,
+                        }
+                    }
+                    (false, None)
+                }
+                Err(RecvTimeoutError::Timeout) => (false, None),
+                Err(RecvTimeoutError::Disconnected) => (true, None),
+            };
+            if let Some((ended_at_ms, complete, reason)) = finish {
+                self.commit(&mut pending)?;
+                return self.finish(ended_at_ms, complete, &reason);
+            }
+            if disconnected {
+                // Every sender is gone without a finish: keep what we have, run stays incomplete.
+                self.commit(&mut pending)?;
+                return Ok(self.stats);
+            }
+            if last_commit.elapsed() >= COMMIT_EVERY || pending.len() >= 50_000 {
+                self.commit(&mut pending)?;
+                last_commit = Instant::now();
+            }
+        }
+    }
+
+    fn commit(&mut self, pending: &mut Vec<Record>) -> Result<(), RecordError> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let db_error = |e: rusqlite::Error| format!("cannot write the run database: {e}");
+        let tx = self.conn.transaction().map_err(db_error)?;
+        {
+            let mut insert_request = tx
+                .prepare_cached(
+                    "INSERT INTO requests (run_id, poller_id, cycle, page, sent_at_ms, received_at_ms,
+                        since_id, since_key, before_id, before_key, page_limit, retrieved_at_ms,
+                        http_status, error, items, new_items, bytes, reordered, overflow, wait_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+                )
+                .map_err(db_error)?;
+            let mut insert_observation = tx
+                .prepare_cached("INSERT INTO observations (request_id, position, status_id) VALUES (?1, ?2, ?3)")
+                .map_err(db_error)?;
+            let mut insert_status = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO statuses (run_id, id, id_key, id_time_ms, created_at, author)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )
+                .map_err(db_error)?;
+            let mut insert_truth = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO truth (run_id, id, id_key, id_time_ms, posted_at_ms, visible_at_ms, deleted_at_ms, origin)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )
+                .map_err(db_error)?;
+            for record in pending.drain(..) {
+                match record {
+                    Record::Request(r) => {
+                        let poller_id = self.poller_ids.get(r.poller).copied().unwrap_or(-1);
+                        insert_request
+                            .execute(params![
+                                self.run_id,
+                                poller_id,
+                                r.cycle as i64,
+                                r.page,
+                                r.sent_at_ms,
+                                r.received_at_ms,
+                                r.since_id.as_ref().map(|s| &s.0),
+                                r.since_id.as_ref().map(|s| &s.1),
+                                r.before_id.as_ref().map(|s| &s.0),
+                                r.before_id.as_ref().map(|s| &s.1),
+                                r.page_limit as i64,
+                                r.retrieved_at_ms,
+                                r.http_status,
+                                r.error,
+                                r.items.len() as i64,
+                                r.new_items as i64,
+                                r.bytes.map(|b| b as i64),
+                                r.reordered,
+                                r.overflow,
+                                r.wait_ms as i64,
+                            ])
+                            .map_err(db_error)?;
+                        let request_id = tx.last_insert_rowid();
+                        for (position, s) in r.items.iter().enumerate() {
+                            insert_observation
+                                .execute(params![request_id, position as i64, s.id])
+                                .map_err(db_error)?;
+                            insert_status
+                                .execute(params![
+                                    self.run_id,
+                                    s.id,
+                                    s.id_key,
+                                    s.id_time_ms,
+                                    s.created_at,
+                                    s.author
+                                ])
+                                .map_err(db_error)?;
+                        }
+                        self.stats.requests += 1;
+                        self.stats.observations += r.items.len() as u64;
+                    }
+                    Record::Truth(rows) => {
+                        for t in rows {
+                            insert_truth
+                                .execute(params![
+                                    self.run_id,
+                                    t.id,
+                                    t.id_key,
+                                    t.id_time_ms,
+                                    t.posted_at_ms,
+                                    t.visible_at_ms,
+                                    t.deleted_at_ms,
+                                    t.origin
+                                ])
+                                .map_err(db_error)?;
+                            self.stats.truth += 1;
+                        }
+                    }
+                    Record::Finish { .. } => {}
+                }
+            }
+        }
+        tx.commit().map_err(db_error)
+    }
+
+    fn finish(
+        self,
+        ended_at_ms: i64,
+        complete: bool,
+        reason: &str,
+    ) -> Result<WriterStats, RecordError> {
+        self.conn
+            .execute(
+                "UPDATE runs SET ended_at_ms = ?1, complete = ?2, end_reason = ?3 WHERE id = ?4",
+                params![ended_at_ms, complete, reason, self.run_id],
+            )
+            .map_err(|e| format!("cannot write the run database: {e}"))?;
+        // Fold the WAL back into the main file so the database is one file at rest.
+        let _ = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .optional();
+        self.conn
+            .close()
+            .map_err(|(_, e)| format!("cannot close the run database: {e}"))?;
+        Ok(self.stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn temp_db(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("snowleak-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("run.db")
+    }
+
+    fn run_info() -> RunInfo {
+        RunInfo {
+            started_at_ms: 1,
+            target: "simulator".into(),
+            profile: Some("twitter".into()),
+            seed: Some(7),
+            clock: "virtual".into(),
+            layout: "twitter".into(),
+            interval_ms: 1000,
+            page_limit: 200,
+            config: "{}".into(),
+        }
+    }
+
+    fn status(n: u64) -> StatusRow {
+        StatusRow {
+            id: n.to_string(),
+            id_key: format!("{n:032x}"),
+            id_time_ms: n as i64,
+            created_at: None,
+            author: None,
+        }
+    }
+
+    #[test]
+    fn runs_are_added_never_overwritten_and_marked_complete() {
+        let path = temp_db("runs");
+        for round in 0..2 {
+            let pollers = [PollerInfo {
+                name: "naive".into(),
+                policy: "naive".into(),
+                k_ms: None,
+            }];
+            let rec = Recorder::create(&path, &run_info(), &pollers).unwrap();
+            assert_eq!(rec.run_id, round + 1);
+            let tx = rec.sender();
+            tx.request(RequestRow {
+                poller: 0,
+                items: vec![status(1), status(2)],
+                ..RequestRow::default()
+            });
+            tx.request(RequestRow {
+                poller: 0,
+                cycle: 1,
+                items: vec![status(2)],
+                ..RequestRow::default()
+            });
+            tx.truth(vec![TruthRow {
+                id: "1".into(),
+                id_key: format!("{:032x}", 1),
+                id_time_ms: 1,
+                posted_at_ms: 1,
+                visible_at_ms: 2,
+                deleted_at_ms: None,
+                origin: "gen0".into(),
+            }]);
+            let stats = rec.finish(5, true, "duration").unwrap();
+            assert_eq!(
+                stats,
+                WriterStats {
+                    requests: 2,
+                    observations: 3,
+                    truth: 1
+                }
+            );
+        }
+        let conn = Connection::open(&path).unwrap();
+        let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+        assert_eq!(count("SELECT count(*) FROM runs WHERE complete = 1"), 2);
+        assert_eq!(count("SELECT count(*) FROM statuses"), 4);
+        assert_eq!(count("SELECT count(*) FROM observations"), 6);
+        assert_eq!(count("PRAGMA user_version"), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn refuses_another_programs_database() {
+        let path = temp_db("foreign");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x)")
+            .unwrap();
+        let err = open_database(&path).err().unwrap();
+        assert!(err.contains("another program"), "{err}");
+    }
+
+    #[test]
+    fn refuses_a_newer_schema() {
+        let path = temp_db("newer");
+        drop(open_database(&path).unwrap());
+        Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+            .unwrap();
+        let err = open_database(&path).err().unwrap();
+        assert!(err.contains("newer"), "{err}");
+    }
+}

@@ -13,4 +13,5 @@ pub mod id;
 pub mod policy;
 pub mod poller;
 pub mod record;
+pub mod target;
 pub mod time;

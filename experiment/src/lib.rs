@@ -13,5 +13,6 @@ pub mod id;
 pub mod policy;
 pub mod poller;
 pub mod record;
+pub mod run;
 pub mod target;
 pub mod time;

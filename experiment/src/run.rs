@@ -1,0 +1,411 @@
+//! Driving pollers side by side, in real time over HTTP or in virtual time
+//! in-process, and handing every request to the recorder.
+//!
+//! Both drivers share the cadence (ticks aligned to multiples of the interval
+//! since the Unix epoch, so at the start of a second for 1 s, as the original
+//! experiment did), the final drain (after the stop, wait the largest k of the
+//! run, then one last cycle per poller) and [`settle`], which turns one
+//! response into the poller's next step and a recorded row.
+
+use crate::id::{Id, Layout};
+use crate::poller::{PageRequest, Poller};
+use crate::record::{RecordSender, RequestRow, StatusRow, TruthRow};
+use crate::target::{Fetched, HttpTarget};
+use std::collections::{BinaryHeap, HashSet};
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+/// Everything a driver needs to know about the run.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub layout: Layout,
+    pub pollers: Vec<Poller>,
+    pub interval_ms: u64,
+    pub duration_ms: u64,
+    /// The largest k of the run: how long to wait before the final cycle.
+    pub final_wait_ms: u64,
+}
+
+/// Live counters, for the progress bar and the summary.
+#[derive(Clone, Debug, Default)]
+pub struct Progress {
+    pub requests: u64,
+    pub failed: u64,
+    pub statuses: u64,
+    pub late_arrivals: Vec<(String, u64)>,
+    seen: HashSet<Id>,
+}
+
+impl Progress {
+    pub fn new(pollers: &[Poller]) -> Progress {
+        Progress {
+            late_arrivals: pollers.iter().map(|p| (p.name().to_string(), 0)).collect(),
+            ..Progress::default()
+        }
+    }
+}
+
+/// The first tick at or after `t`.
+pub fn align_up(t_ms: i64, interval_ms: u64) -> i64 {
+    let i = interval_ms.max(1) as i64;
+    t_ms.div_euclid(i) * i + if t_ms.rem_euclid(i) == 0 { 0 } else { i }
+}
+
+/// Applies one response to its poller, records it, and says what to send next.
+#[allow(clippy::too_many_arguments)]
+pub fn settle(
+    poller: &mut Poller,
+    index: usize,
+    layout: &Layout,
+    req: &PageRequest,
+    fetched: Fetched,
+    sent_at_ms: i64,
+    received_at_ms: i64,
+    wait_ms: u64,
+    recorder: &RecordSender,
+    progress: &mut Progress,
+) -> Option<PageRequest> {
+    let (cycle, page) = poller.position();
+    let mut row = RequestRow {
+        poller: index,
+        cycle,
+        page,
+        sent_at_ms,
+        received_at_ms,
+        since_id: req.since.map(|id| (layout.format(id), id.sort_key())),
+        before_id: req.before.map(|id| (layout.format(id), id.sort_key())),
+        page_limit: req.limit,
+        retrieved_at_ms: req.since.and(poller.retrieved_at_ms()),
+        http_status: fetched.http_status,
+        bytes: fetched.bytes,
+        wait_ms,
+        ..RequestRow::default()
+    };
+    progress.requests += 1;
+    let next = match fetched.result {
+        Err(error) => {
+            poller.on_failure();
+            progress.failed += 1;
+            row.error = Some(error);
+            None
+        }
+        Ok(items) => {
+            let outcome = poller.on_page(items);
+            row.new_items = outcome.new_items;
+            row.reordered = outcome.reordered;
+            row.overflow = outcome.overflow;
+            progress.late_arrivals[index].1 += outcome.late_arrivals.len() as u64;
+            row.items = outcome
+                .items
+                .into_iter()
+                .map(|item| {
+                    if progress.seen.insert(item.id) {
+                        progress.statuses += 1;
+                    }
+                    StatusRow {
+                        id_key: item.id.sort_key(),
+                        id_time_ms: layout.ts_ms(item.id),
+                        id: item.id_text,
+                        created_at: item.created_at,
+                        author: item.author,
+                    }
+                })
+                .collect();
+            if outcome.next.is_some() {
+                poller.next_page_sent();
+            }
+            outcome.next
+        }
+    };
+    recorder.request(row);
+    next
+}
+
+/// A target reachable in-process at a simulated time.
+pub trait VirtualTarget {
+    /// Answers `req` as the server would at `server_time_ms`.
+    fn fetch_at(&mut self, server_time_ms: i64, req: &PageRequest) -> Fetched;
+    /// Ground truth produced since the last call (empty for targets without one).
+    fn take_truth(&mut self) -> Vec<TruthRow>;
+}
+
+/// Simulated round trip of a request in virtual time (the server answers halfway).
+pub const VIRTUAL_LATENCY_MS: i64 = 20;
+
+/// Runs the plan in virtual time from `start_ms`: no sockets, no sleeps, and
+/// the same inputs give the same records, in the same order.
+pub fn run_virtual(
+    plan: &mut Plan,
+    target: &mut dyn VirtualTarget,
+    start_ms: i64,
+    recorder: &RecordSender,
+    progress: &mut Progress,
+    mut on_tick: impl FnMut(i64, &Progress),
+) {
+    #[derive(PartialEq, Eq, PartialOrd, Ord)]
+    struct Event {
+        at_ms: std::cmp::Reverse<i64>,
+        poller: std::cmp::Reverse<usize>,
+        page: Option<(u64, u64)>,
+    }
+    let end_ms = start_ms + plan.duration_ms as i64;
+    let final_ms = end_ms + plan.final_wait_ms as i64;
+    let mut ticks: Vec<i64> = Vec::new();
+    let mut t = align_up(start_ms, plan.interval_ms);
+    while t < end_ms {
+        ticks.push(t);
+        t += plan.interval_ms as i64;
+    }
+    ticks.push(final_ms.max(ticks.last().map_or(final_ms, |last| last + 1)));
+    let mut queue: BinaryHeap<Event> = BinaryHeap::new();
+    let mut pending: Vec<Option<PageRequest>> = vec![None; plan.pollers.len()];
+    for (tick_index, &tick) in ticks.iter().enumerate() {
+        for i in 0..plan.pollers.len() {
+            queue.push(Event {
+                at_ms: std::cmp::Reverse(tick),
+                poller: std::cmp::Reverse(i),
+                page: None,
+            });
+        }
+        // Process every event up to the next tick, in time order (ties by poller).
+        let horizon = ticks.get(tick_index + 1).copied().unwrap_or(i64::MAX);
+        while queue.peek().is_some_and(|e| e.at_ms.0 < horizon) {
+            let Some(event) = queue.pop() else { break };
+            let (sent, i) = (event.at_ms.0, event.poller.0);
+            let req = match event.page {
+                None => plan.pollers[i].begin_cycle(sent),
+                Some(_) => match pending[i].take() {
+                    Some(req) => req,
+                    None => continue,
+                },
+            };
+            let fetched = target.fetch_at(sent + VIRTUAL_LATENCY_MS / 2, &req);
+            let received = sent + VIRTUAL_LATENCY_MS;
+            let layout = plan.layout.clone();
+            let next = settle(
+                &mut plan.pollers[i],
+                i,
+                &layout,
+                &req,
+                fetched,
+                sent,
+                received,
+                0,
+                recorder,
+                progress,
+            );
+            if let Some(next) = next {
+                pending[i] = Some(next);
+                queue.push(Event {
+                    at_ms: std::cmp::Reverse(received),
+                    poller: std::cmp::Reverse(i),
+                    page: Some((0, 0)),
+                });
+            }
+        }
+        recorder.truth(target.take_truth());
+        on_tick(tick, progress);
+    }
+}
+
+/// Where truth comes from during a real-time run (the embedded simulator), if anywhere.
+pub type TruthSource = Box<dyn FnMut() -> Vec<TruthRow> + Send>;
+
+/// Why a real-time run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    Duration,
+    Interrupted,
+}
+
+/// Runs the plan in real time against an HTTP target until the duration ends
+/// or `stop` turns true; then waits the largest k and makes one last cycle
+/// per poller. Returns the pollers' final states.
+pub async fn run_real(
+    plan: Plan,
+    target: HttpTarget,
+    mut truth: Option<TruthSource>,
+    recorder: RecordSender,
+    progress: Arc<Mutex<Progress>>,
+    stop: watch::Receiver<bool>,
+) -> StopReason {
+    let start_ms = crate::clock::now_ms();
+    let end_ms = start_ms + plan.duration_ms as i64;
+    let mut tasks = Vec::new();
+    for (index, poller) in plan.pollers.into_iter().enumerate() {
+        let target = target.clone();
+        let recorder = recorder.clone();
+        let progress = progress.clone();
+        let stop = stop.clone();
+        let layout = plan.layout.clone();
+        let (interval_ms, final_wait_ms) = (plan.interval_ms, plan.final_wait_ms);
+        tasks.push(tokio::spawn(async move {
+            poll_loop(
+                poller,
+                index,
+                layout,
+                target,
+                recorder,
+                progress,
+                stop,
+                start_ms,
+                end_ms,
+                interval_ms,
+                final_wait_ms,
+            )
+            .await
+        }));
+    }
+    // Stream the truth out once a second while the pollers run.
+    let truth_recorder = recorder.clone();
+    let mut all_done = Box::pin(futures_join(tasks));
+    let reason = loop {
+        tokio::select! {
+            reason = &mut all_done => break reason,
+            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {
+                if let Some(source) = truth.as_mut() {
+                    truth_recorder.truth(source());
+                }
+            }
+        }
+    };
+    if let Some(source) = truth.as_mut() {
+        truth_recorder.truth(source());
+    }
+    reason
+}
+
+async fn futures_join(tasks: Vec<tokio::task::JoinHandle<StopReason>>) -> StopReason {
+    let mut reason = StopReason::Duration;
+    for task in tasks {
+        if let Ok(StopReason::Interrupted) = task.await {
+            reason = StopReason::Interrupted;
+        }
+    }
+    reason
+}
+
+/// Backoff after consecutive failures: 1, 2, 4 ... ticks, at most a minute.
+fn backoff_ms(failures: u32, interval_ms: u64) -> u64 {
+    if failures == 0 {
+        return 0;
+    }
+    let doubled = interval_ms.saturating_mul(1u64 << (failures - 1).min(16));
+    doubled.min(60_000).saturating_sub(interval_ms)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn poll_loop(
+    mut poller: Poller,
+    index: usize,
+    layout: Layout,
+    target: HttpTarget,
+    recorder: RecordSender,
+    progress: Arc<Mutex<Progress>>,
+    mut stop: watch::Receiver<bool>,
+    start_ms: i64,
+    end_ms: i64,
+    interval_ms: u64,
+    final_wait_ms: u64,
+) -> StopReason {
+    let mut next_tick = align_up(start_ms, interval_ms);
+    let mut failures = 0u32;
+    let mut not_before_ms = i64::MIN;
+    let mut reason = StopReason::Duration;
+    let mut last = false;
+    let mut stopped = false;
+    loop {
+        stopped |= *stop.borrow();
+        if !last && (next_tick >= end_ms || stopped) {
+            // The final drain: wait the largest k of the run, then one last cycle.
+            if stopped {
+                reason = StopReason::Interrupted;
+            }
+            next_tick = crate::clock::now_ms().min(next_tick) + final_wait_ms as i64;
+            last = true;
+        }
+        let wait_until = next_tick.max(not_before_ms);
+        let wait_ms = (wait_until - next_tick).max(0) as u64;
+        let delay =
+            std::time::Duration::from_millis((wait_until - crate::clock::now_ms()).max(0) as u64);
+        if last {
+            tokio::time::sleep(delay).await;
+        } else {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                changed = stop.changed() => {
+                    // A dropped sender counts as a stop, so this never spins.
+                    stopped |= changed.is_err();
+                    continue;
+                }
+            }
+        }
+        let mut req = poller.begin_cycle(crate::clock::now_ms());
+        let mut cycle_failed = false;
+        let mut request_wait = wait_ms;
+        loop {
+            let sent = crate::clock::now_ms();
+            let fetched = target.fetch(&req).await;
+            let received = crate::clock::now_ms();
+            let failed = fetched.result.is_err();
+            let retry_after = fetched.retry_after_ms;
+            let next = {
+                let mut progress = progress.lock().unwrap_or_else(|e| e.into_inner());
+                settle(
+                    &mut poller,
+                    index,
+                    &layout,
+                    &req,
+                    fetched,
+                    sent,
+                    received,
+                    request_wait,
+                    &recorder,
+                    &mut progress,
+                )
+            };
+            request_wait = 0;
+            if let Some(retry) = retry_after {
+                not_before_ms = received + retry as i64;
+            }
+            cycle_failed |= failed;
+            match next {
+                Some(n) => req = n,
+                None => break,
+            }
+        }
+        if last {
+            return reason;
+        }
+        failures = if cycle_failed { failures + 1 } else { 0 };
+        not_before_ms =
+            not_before_ms.max(crate::clock::now_ms() + backoff_ms(failures, interval_ms) as i64);
+        // Ticks missed while waiting are skipped, not made up: the cadence stays aligned.
+        next_tick += interval_ms as i64;
+        let now = crate::clock::now_ms();
+        if next_tick <= now {
+            next_tick = align_up(now, interval_ms);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_align_to_the_interval() {
+        assert_eq!(align_up(1_700_000_000_001, 1000), 1_700_000_001_000);
+        assert_eq!(align_up(1_700_000_000_000, 1000), 1_700_000_000_000);
+        assert_eq!(align_up(-1, 1000), 0);
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        assert_eq!(backoff_ms(0, 1000), 0);
+        assert_eq!(backoff_ms(1, 1000), 0);
+        assert_eq!(backoff_ms(2, 1000), 1000);
+        assert_eq!(backoff_ms(3, 1000), 3000);
+        assert_eq!(backoff_ms(30, 1000), 59_000);
+    }
+}

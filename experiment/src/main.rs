@@ -3,8 +3,10 @@
 //! simulator alone (`experiment serve`), and does ID math (`experiment id`).
 
 use clap::{Parser, Subcommand};
+use snowleak::app::{RunArgs, run_experiment, summary_text};
 use snowleak::id::{Id, Layout};
 use snowleak::policy::compensated_since_id;
+use snowleak::sim::serve_cmd::{ServeArgs, serve_command};
 use snowleak::time::{parse_duration_ms, parse_time, rfc3339_ms};
 use std::process::ExitCode;
 
@@ -12,15 +14,20 @@ use std::process::ExitCode;
 #[command(
     name = "experiment",
     version,
-    about = "Detect timeline leaks of since_id polling"
+    about = "Run pollers side by side against a timeline and record every request and item",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve the leaky simulator alone, for any client to poll.
+    Serve(ServeArgs),
     /// Decode IDs and compute since_id values.
     #[command(subcommand)]
     Id(IdCommand),
@@ -58,11 +65,21 @@ enum IdCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     let result = match cli.command {
         Some(Command::Id(cmd)) => id_command(cmd),
-        None => {
-            Err("the experiment run arrives with issue #4; try `experiment id --help`".to_string())
-        }
+        Some(Command::Serve(args)) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the async runtime: {e}"))
+            .and_then(|rt| rt.block_on(serve_command(args))),
+        None => run_experiment(cli.run).map(|summary| print!("{}", summary_text(&summary))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,432 @@
+//! The `experiment` command: options in, a recorded run out. This is wiring
+//! only: it builds the target, the pollers and the recorder, hands them to a
+//! driver in [`crate::run`], and prints a summary.
+
+use crate::embedded::{self, InProcess};
+use crate::id::Layout;
+use crate::policy::CursorPolicy;
+use crate::poller::Poller;
+use crate::record::{PollerInfo, Recorder, RunInfo};
+use crate::run::{self, Plan, Progress, StopReason};
+use crate::sim::model::{SimConfig, Simulator};
+use crate::target::{HttpTarget, http_client};
+use crate::time::{format_duration_ms, parse_duration_ms};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// How long to poll (1h, 90s, 1500ms).
+    #[arg(long, default_value = "1h", value_parser = parse_duration_ms)]
+    pub duration: u64,
+    /// What to poll: `simulator` (the embedded leaky timeline).
+    #[arg(long, default_value = "simulator")]
+    pub target: String,
+    /// Simulator profile: twitter, mastodon or misskey.
+    #[arg(long, default_value = "twitter")]
+    pub profile: String,
+    /// A TOML file of simulator parameters, applied over the profile.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// One simulator parameter, KEY=VALUE (repeatable; after --config).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// A poller's cursor policy (repeatable): naive, compensated:k=1s, ...
+    #[arg(long = "poller", value_name = "SPEC", value_parser = parse_policy)]
+    pub pollers: Vec<CursorPolicy>,
+    /// Time between the pollers' ticks, aligned to multiples of it (1s: the start of each second).
+    #[arg(long, default_value = "1s", value_parser = parse_interval)]
+    pub interval: u64,
+    /// Page size (capped at the API's maximum: 200 Twitter, 40 Mastodon, 100 Misskey).
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub limit: u32,
+    /// How many pages a poller may page back within one tick before it gives up (overflow).
+    #[arg(long, default_value_t = 10)]
+    pub max_back_pages: u32,
+    /// The run database; each invocation adds a run to it.
+    #[arg(long, default_value = "data/run.db")]
+    pub db: PathBuf,
+    /// Seed of everything random.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// `real`: over HTTP on 127.0.0.1 in real time; `virtual`: in-process, simulated time.
+    #[arg(long, default_value = "real", value_parser = ["real", "virtual"])]
+    pub clock: String,
+    /// Start of a virtual run (RFC 3339 or ms); default 2026-01-01T00:00:00Z, so runs reproduce.
+    #[arg(long, value_parser = crate::time::parse_time)]
+    pub start: Option<i64>,
+    /// HTTP request timeout.
+    #[arg(long, default_value = "10s", value_parser = parse_duration_ms)]
+    pub timeout: u64,
+}
+
+fn parse_policy(text: &str) -> Result<CursorPolicy, String> {
+    text.parse()
+}
+
+fn parse_interval(text: &str) -> Result<u64, String> {
+    match parse_duration_ms(text)? {
+        0 => Err(format!("bad interval '{text}': must be at least 1ms")),
+        ms => Ok(ms),
+    }
+}
+
+/// The default start of virtual runs: fixed, so that a seed reproduces a run exactly.
+pub const VIRTUAL_START_MS: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+
+/// Everything that defines a run, stored as JSON in `runs.config`.
+#[derive(Serialize)]
+struct StoredConfig<'a> {
+    target: &'a str,
+    profile: &'a str,
+    seed: u64,
+    clock: &'a str,
+    duration_ms: u64,
+    interval_ms: u64,
+    page_limit: usize,
+    max_back_pages: u32,
+    timeout_ms: u64,
+    pollers: Vec<String>,
+    layout: String,
+    simulator: &'a SimConfig,
+    version: &'static str,
+}
+
+/// What a finished run reports.
+pub struct RunSummary {
+    pub run_id: i64,
+    pub db: PathBuf,
+    pub complete: bool,
+    pub progress: Progress,
+}
+
+fn poller_names(policies: &[CursorPolicy]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for p in policies {
+        let base = p.to_string();
+        let mut name = base.clone();
+        let mut n = 2;
+        while names.contains(&name) {
+            name = format!("{base}#{n}");
+            n += 1;
+        }
+        names.push(name);
+    }
+    names
+}
+
+/// Runs the experiment described by `args`.
+pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
+    if args.target != "simulator" {
+        return Err(format!(
+            "unknown target '{}': expected 'simulator' (real APIs arrive with issue #6)",
+            args.target
+        ));
+    }
+    if args.pollers.is_empty() {
+        args.pollers = vec![
+            CursorPolicy::Naive,
+            CursorPolicy::Compensated { k_ms: 1000 },
+        ];
+    }
+    let mut sim_config = SimConfig::profile(&args.profile)?;
+    let toml_text = match &args.config {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+        ),
+        None => None,
+    };
+    sim_config.apply_overrides(toml_text.as_deref(), &args.sets)?;
+    let layout: Layout = sim_config.layout();
+    let dialect = embedded::dialect_for(&layout);
+    let limit = (args.limit as usize).min(dialect.max_limit());
+    let names = poller_names(&args.pollers);
+    let final_wait_ms = args
+        .pollers
+        .iter()
+        .filter_map(|p| p.k_ms())
+        .max()
+        .unwrap_or(0);
+    let pollers: Vec<Poller> = names
+        .iter()
+        .zip(&args.pollers)
+        .map(|(name, policy)| {
+            Poller::new(
+                name.clone(),
+                *policy,
+                layout.clone(),
+                limit,
+                args.max_back_pages,
+            )
+        })
+        .collect();
+    let virtual_clock = args.clock == "virtual";
+    let start_ms = if virtual_clock {
+        args.start.unwrap_or(VIRTUAL_START_MS)
+    } else {
+        crate::clock::now_ms()
+    };
+    let stored = StoredConfig {
+        target: &args.target,
+        profile: &args.profile,
+        seed: args.seed,
+        clock: &args.clock,
+        duration_ms: args.duration,
+        interval_ms: args.interval,
+        page_limit: limit,
+        max_back_pages: args.max_back_pages,
+        timeout_ms: args.timeout,
+        pollers: names.clone(),
+        layout: layout.to_string(),
+        simulator: &sim_config,
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    let run_info = RunInfo {
+        started_at_ms: start_ms,
+        target: args.target.clone(),
+        profile: Some(args.profile.clone()),
+        seed: Some(args.seed),
+        clock: args.clock.clone(),
+        layout: layout.to_string(),
+        interval_ms: args.interval,
+        page_limit: limit,
+        config: serde_json::to_string(&stored).map_err(|e| e.to_string())?,
+    };
+    let poller_infos: Vec<PollerInfo> = pollers
+        .iter()
+        .map(|p| PollerInfo {
+            name: p.name().to_string(),
+            policy: p.policy().to_string(),
+            k_ms: p.policy().k_ms(),
+        })
+        .collect();
+    let recorder = Recorder::create(&args.db, &run_info, &poller_infos)?;
+    let run_id = recorder.run_id;
+    let mut plan = Plan {
+        layout: layout.clone(),
+        pollers,
+        interval_ms: args.interval,
+        duration_ms: args.duration,
+        final_wait_ms,
+    };
+    let simulator = Simulator::new(sim_config.clone(), args.seed, start_ms);
+    // Off a terminal: a line a minute in real time, ten lines a run in virtual time.
+    let log_every_ms = if virtual_clock {
+        (args.duration / 10).max(1)
+    } else {
+        60_000
+    };
+    let bar = progress_bar(args.duration, log_every_ms);
+    tracing::info!(run = run_id, db = %args.db.display(), clock = %args.clock, "run started");
+    let (progress, complete, reason) = if virtual_clock {
+        let mut target = InProcess {
+            sim: simulator,
+            max_limit: dialect.max_limit(),
+        };
+        let mut progress = Progress::new(&plan.pollers);
+        let sender = recorder.sender();
+        run::run_virtual(
+            &mut plan,
+            &mut target,
+            start_ms,
+            &sender,
+            &mut progress,
+            |tick, p| {
+                bar.tick_to(((tick - start_ms).max(0) as u64).min(args.duration), || {
+                    describe(p)
+                });
+            },
+        );
+        (progress, true, "duration")
+    } else {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        let progress = Arc::new(Mutex::new(Progress::new(&plan.pollers)));
+        let shared = Arc::new(Mutex::new(simulator));
+        let reason = runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| format!("cannot bind the simulator on 127.0.0.1: {e}"))?;
+            let addr = listener.local_addr().map_err(|e| e.to_string())?;
+            let router = crate::sim::server::router(shared.clone(), crate::sim::server::RateLimits::default());
+            tokio::spawn(async move {
+                let _ = axum::serve(listener, router).await;
+            });
+            let client = http_client(Duration::from_millis(args.timeout))?;
+            let target = HttpTarget::new(client, &format!("http://{addr}"), dialect.clone(), layout.clone(), None);
+            let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+            tokio::spawn(async move {
+                wait_for_signal().await;
+                tracing::warn!("stopping: one last request per poller after the largest k, then the run is closed");
+                let _ = stop_tx.send(true);
+                wait_for_signal().await;
+                tracing::error!("second signal: exiting now; the run stays marked incomplete");
+                std::process::exit(130);
+            });
+            let watcher = {
+                let progress = progress.clone();
+                let bar = bar.clone();
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                        let p = progress.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                        bar.tick_to((crate::clock::now_ms() - start_ms).max(0) as u64, || describe(&p));
+                    }
+                })
+            };
+            let truth = embedded::shared_truth(shared.clone());
+            let reason = run::run_real(plan, target, Some(truth), recorder.sender(), progress.clone(), stop_rx).await;
+            watcher.abort();
+            Ok::<StopReason, String>(reason)
+        })?;
+        let progress = progress.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let reason = match reason {
+            StopReason::Duration => "duration",
+            StopReason::Interrupted => "interrupted",
+        };
+        (progress, true, reason)
+    };
+    bar.finish();
+    let ended_at = if virtual_clock {
+        start_ms + (args.duration + final_wait_ms) as i64
+    } else {
+        crate::clock::now_ms()
+    };
+    recorder.finish(ended_at, complete, reason)?;
+    tracing::info!(run = run_id, reason, "run finished");
+    Ok(RunSummary {
+        run_id,
+        db: args.db,
+        complete,
+        progress,
+    })
+}
+
+/// One line of live counters.
+fn describe(p: &Progress) -> String {
+    let late: Vec<String> = p
+        .late_arrivals
+        .iter()
+        .map(|(n, c)| format!("{n} {c}"))
+        .collect();
+    format!(
+        "{} requests ({} failed), {} statuses, late arrivals: {}",
+        p.requests,
+        p.failed,
+        p.statuses,
+        late.join(", ")
+    )
+}
+
+/// Ctrl-C, or SIGTERM on Unix.
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// A progress bar on a terminal; plain log lines every minute elsewhere.
+#[derive(Clone)]
+struct Bar {
+    bar: Option<ProgressBar>,
+    log_every_ms: u64,
+    last_log_ms: Arc<Mutex<u64>>,
+}
+
+impl Bar {
+    fn tick_to(&self, elapsed_ms: u64, message: impl FnOnce() -> String) {
+        match &self.bar {
+            Some(bar) => {
+                bar.set_position(elapsed_ms / 1000);
+                bar.set_message(message());
+            }
+            None => {
+                let mut last = self.last_log_ms.lock().unwrap_or_else(|e| e.into_inner());
+                if elapsed_ms >= *last + self.log_every_ms {
+                    *last = elapsed_ms;
+                    tracing::info!(
+                        "{} elapsed: {}",
+                        format_duration_ms(elapsed_ms / 1000 * 1000),
+                        message()
+                    );
+                }
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn progress_bar(duration_ms: u64, log_every_ms: u64) -> Bar {
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(duration_ms.div_ceil(1000));
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len}s (eta {eta}) {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        bar
+    });
+    Bar {
+        bar,
+        log_every_ms,
+        last_log_ms: Arc::new(Mutex::new(0)),
+    }
+}
+
+/// The closing lines: per poller, and how to analyze the run.
+pub fn summary_text(summary: &RunSummary) -> String {
+    let p = &summary.progress;
+    let mut out = format!(
+        "run {} {}: {} requests ({} failed), {} distinct statuses\n",
+        summary.run_id,
+        if summary.complete {
+            "complete"
+        } else {
+            "INCOMPLETE"
+        },
+        p.requests,
+        p.failed,
+        p.statuses
+    );
+    for (name, late) in &p.late_arrivals {
+        out.push_str(&format!("  {name}: {late} late arrivals seen\n"));
+    }
+    out.push_str(&format!(
+        "analyze it with: cargo run --release --bin analyze {} --run {}\n",
+        summary.db.display(),
+        summary.run_id
+    ));
+    out
+}

@@ -1,0 +1,97 @@
+//! The embedded simulator as a target: in-process for virtual time, or served
+//! over real HTTP on 127.0.0.1 for real time, with its truth streamed to the
+//! recorder either way.
+
+use crate::id::Layout;
+use crate::poller::{Item, PageRequest};
+use crate::record::TruthRow;
+use crate::run::VirtualTarget;
+use crate::sim::model::{Query, SimStatus, Simulator};
+use crate::target::{Dialect, Fetched};
+use crate::time::rfc3339_ms;
+use std::sync::{Arc, Mutex};
+
+/// The truth row of a simulated status.
+pub fn truth_row(layout: &Layout, s: &SimStatus) -> TruthRow {
+    TruthRow {
+        id: layout.format(s.id),
+        id_key: s.id.sort_key(),
+        id_time_ms: s.id_time_ms,
+        posted_at_ms: s.posted_at_ms,
+        visible_at_ms: s.visible_at_ms,
+        deleted_at_ms: s.deleted_at_ms,
+        origin: s.origin.clone(),
+    }
+}
+
+/// Takes the truth produced since the last call, as rows.
+pub fn take_truth(sim: &mut Simulator) -> Vec<TruthRow> {
+    let layout = sim.layout().clone();
+    sim.take_truth()
+        .iter()
+        .map(|s| truth_row(&layout, s))
+        .collect()
+}
+
+/// The dialect the simulator speaks for a profile's layout.
+pub fn dialect_for(layout: &Layout) -> Dialect {
+    match layout.name() {
+        "mastodon" => Dialect::Mastodon {
+            timeline: "public".into(),
+        },
+        name if name.starts_with("misskey") => Dialect::Misskey {
+            endpoint: "local-timeline".into(),
+        },
+        _ => Dialect::TwitterV1 {
+            list_id: "1".into(),
+        },
+    }
+}
+
+/// The simulator reached in-process, at simulated times.
+pub struct InProcess {
+    pub sim: Simulator,
+    pub max_limit: usize,
+}
+
+impl VirtualTarget for InProcess {
+    fn fetch_at(&mut self, server_time_ms: i64, req: &PageRequest) -> Fetched {
+        self.sim.advance(server_time_ms);
+        let query = Query {
+            after: req.since,
+            before: req.before,
+            limit: req.limit.min(self.max_limit),
+            oldest_first: false,
+        };
+        let layout = self.sim.layout().clone();
+        let items = self
+            .sim
+            .query(&query)
+            .into_iter()
+            .map(|s| Item {
+                id: s.id,
+                id_text: layout.format(s.id),
+                created_at: Some(rfc3339_ms(s.posted_at_ms)),
+                author: Some(format!("user{}", s.author)),
+            })
+            .collect();
+        Fetched {
+            http_status: Some(200),
+            bytes: None,
+            result: Ok(items),
+            retry_after_ms: None,
+        }
+    }
+
+    fn take_truth(&mut self) -> Vec<TruthRow> {
+        take_truth(&mut self.sim)
+    }
+}
+
+/// A truth source for a simulator shared with its HTTP server.
+pub fn shared_truth(sim: Arc<Mutex<Simulator>>) -> crate::run::TruthSource {
+    Box::new(move || {
+        let mut sim = sim.lock().unwrap_or_else(|e| e.into_inner());
+        take_truth(&mut sim)
+    })
+}

@@ -1,0 +1,354 @@
+//! End-to-end tests of the `experiment` binary: real runs over loopback HTTP,
+//! virtual runs, determinism, back-paging, and what Ctrl-C and SIGKILL leave.
+
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("snowleak-e2e-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn experiment(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_experiment"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("the experiment binary runs")
+}
+
+fn count(conn: &Connection, sql: &str) -> i64 {
+    conn.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+/// Statuses (by truth) that the compensated poller returned and the naive poller never did,
+/// though they became visible while the naive poller was polling.
+const NAIVE_MISSED_COMPENSATED_CAUGHT: &str = "
+    WITH seen AS (
+        SELECT DISTINCT p.name AS poller, o.status_id AS id
+        FROM observations o JOIN requests r ON r.id = o.request_id JOIN pollers p ON p.id = r.poller_id
+        WHERE r.run_id = ?1),
+    naive_span AS (
+        SELECT min(r.sent_at_ms) AS first, max(r.sent_at_ms) AS last
+        FROM requests r JOIN pollers p ON p.id = r.poller_id WHERE r.run_id = ?1 AND p.name = 'naive')
+    SELECT count(*) FROM truth t, naive_span s
+    WHERE t.run_id = ?1 AND t.visible_at_ms > s.first AND t.visible_at_ms < s.last
+      AND t.id IN (SELECT id FROM seen WHERE poller LIKE 'compensated%')
+      AND t.id NOT IN (SELECT id FROM seen WHERE poller = 'naive')";
+
+fn naive_missed_compensated_caught(db: &Path, run: i64) -> i64 {
+    let conn = Connection::open(db).unwrap();
+    conn.query_row(NAIVE_MISSED_COMPENSATED_CAUGHT, [run], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn virtual_hour_at_defaults_naive_leaks_what_compensation_catches() {
+    let dir = temp_dir("virtual-hour");
+    let db = dir.join("run.db");
+    let out = experiment(&[
+        "--clock",
+        "virtual",
+        "--duration",
+        "1h",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("analyze it with: cargo run --release --bin analyze"),
+        "{stdout}"
+    );
+    let conn = Connection::open(&db).unwrap();
+    assert_eq!(count(&conn, "SELECT complete FROM runs WHERE id = 1"), 1);
+    assert_eq!(
+        count(&conn, "SELECT count(*) FROM pollers WHERE run_id = 1"),
+        2
+    );
+    // One cycle a second for an hour, plus the final drain, per poller.
+    assert!(count(&conn, "SELECT count(*) FROM requests WHERE page = 0") >= 2 * 3600);
+    assert!(count(&conn, "SELECT count(*) FROM truth") > 1000);
+    let caught = naive_missed_compensated_caught(&db, 1);
+    assert!(
+        caught >= 10,
+        "naive missed only {caught} statuses that k = 1 s caught"
+    );
+}
+
+#[test]
+fn same_seed_same_records() {
+    let dir = temp_dir("determinism");
+    let dump = |db: &Path| -> Vec<String> {
+        let conn = Connection::open(db).unwrap();
+        let mut stmt = conn
+            .prepare(
+                "SELECT r.cycle, r.page, r.sent_at_ms, r.since_id, r.before_id, r.items, o.position, o.status_id
+                 FROM requests r LEFT JOIN observations o ON o.request_id = r.id ORDER BY r.id, o.position",
+            )
+            .unwrap();
+        stmt.query_map([], |r| {
+            Ok(format!(
+                "{:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, Option<String>>(3)?,
+                r.get::<_, Option<String>>(4)?,
+                r.get::<_, i64>(5)?,
+                r.get::<_, Option<i64>>(6)?,
+                r.get::<_, Option<String>>(7)?
+            ))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+    };
+    let mut dumps = Vec::new();
+    for name in ["a.db", "b.db"] {
+        let db = dir.join(name);
+        let out = experiment(&[
+            "--clock",
+            "virtual",
+            "--duration",
+            "10m",
+            "--seed",
+            "42",
+            "--db",
+            db.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        dumps.push(dump(&db));
+    }
+    assert!(dumps[0].len() > 1000);
+    assert_eq!(dumps[0], dumps[1]);
+    let other = dir.join("c.db");
+    let out = experiment(&[
+        "--clock",
+        "virtual",
+        "--duration",
+        "10m",
+        "--seed",
+        "43",
+        "--db",
+        other.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    assert_ne!(dumps[0], dump(&other), "another seed, another history");
+}
+
+#[test]
+fn full_pages_page_back_to_the_cursor() {
+    let dir = temp_dir("backpaging");
+    let db = dir.join("run.db");
+    let out = experiment(&[
+        "--clock",
+        "virtual",
+        "--duration",
+        "2m",
+        "--limit",
+        "3",
+        "--max-back-pages",
+        "1000",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let conn = Connection::open(&db).unwrap();
+    assert!(
+        count(&conn, "SELECT count(*) FROM requests WHERE page > 0") > 10,
+        "back-pages were sent"
+    );
+    assert_eq!(
+        count(&conn, "SELECT count(*) FROM requests WHERE overflow = 1"),
+        0
+    );
+    // Back-pages keep the cycle's since_id and move before_id down.
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM requests b JOIN requests f ON f.poller_id = b.poller_id AND f.cycle = b.cycle AND f.page = 0
+             WHERE b.page > 0 AND (b.since_id IS NOT f.since_id OR b.before_id IS NULL)"
+        ),
+        0
+    );
+    // A tight bound reports the cut window as overflow instead.
+    let db2 = dir.join("overflow.db");
+    let out = experiment(&[
+        "--clock",
+        "virtual",
+        "--duration",
+        "2m",
+        "--limit",
+        "1",
+        "--max-back-pages",
+        "0",
+        "--db",
+        db2.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let conn = Connection::open(&db2).unwrap();
+    assert!(count(&conn, "SELECT count(*) FROM requests WHERE overflow = 1") > 0);
+}
+
+#[test]
+fn real_http_run_naive_leaks_what_compensation_catches() {
+    let dir = temp_dir("real");
+    let db = dir.join("run.db");
+    // A timeline tuned to leak quickly: many statuses, visibility delays up to a second.
+    let out = experiment(&[
+        "--duration",
+        "4s",
+        "--interval",
+        "250ms",
+        "--set",
+        "rate_per_s=300",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let conn = Connection::open(&db).unwrap();
+    assert_eq!(count(&conn, "SELECT complete FROM runs"), 1);
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM requests WHERE error IS NOT NULL"
+        ),
+        0
+    );
+    assert!(
+        count(
+            &conn,
+            "SELECT count(*) FROM requests WHERE http_status = 200"
+        ) >= 2 * 10
+    );
+    assert!(naive_missed_compensated_caught(&db, 1) > 0);
+}
+
+fn wait_for(deadline: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+fn committed_requests(db: &Path) -> i64 {
+    Connection::open(db)
+        .and_then(|c| c.query_row("SELECT count(*) FROM requests", [], |r| r.get(0)))
+        .unwrap_or(0)
+}
+
+#[cfg(unix)]
+#[test]
+fn sigint_completes_the_run_and_sigkill_leaves_it_readable() {
+    let dir = temp_dir("signals");
+    for (signal, expect_complete) in [("-INT", 1), ("-TERM", 1), ("-KILL", 0)] {
+        let db = dir.join(format!("run{signal}.db"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_experiment"))
+            .args([
+                "--duration",
+                "1h",
+                "--interval",
+                "100ms",
+                "--db",
+                db.to_str().unwrap(),
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(
+            wait_for(Duration::from_secs(60), || committed_requests(&db) >= 4),
+            "requests were committed"
+        );
+        let before = committed_requests(&db);
+        let killed = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = child.wait().unwrap();
+        let conn = Connection::open(&db).unwrap();
+        assert_eq!(
+            count(&conn, "SELECT complete FROM runs"),
+            expect_complete,
+            "{signal}"
+        );
+        assert!(
+            committed_requests(&db) >= before,
+            "{signal}: nothing committed was lost"
+        );
+        if expect_complete == 1 {
+            assert!(status.success(), "{signal}: clean exit");
+            assert_eq!(
+                count(&conn, "SELECT end_reason = 'interrupted' FROM runs"),
+                1
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let dir = temp_dir("bad");
+    let db = dir.join("run.db");
+    let db = db.to_str().unwrap();
+    for (args, needle) in [
+        (vec!["--duration", "soon"], "soon"),
+        (vec!["--interval", "0s"], "interval"),
+        (vec!["--poller", "compensated:k=fast"], "compensated:k=fast"),
+        (vec!["--profile", "friendster"], "friendster"),
+        (vec!["--target", "gopher:x"], "gopher:x"),
+        (vec!["--set", "no_such_knob=1"], "no_such_knob"),
+    ] {
+        let mut all = args.clone();
+        all.extend(["--clock", "virtual", "--duration", "1s", "--db", db]);
+        if args[0] == "--duration" {
+            all = args.clone();
+            all.extend(["--clock", "virtual", "--db", db]);
+        }
+        let out = experiment(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    let not_a_dir = dir.join("file");
+    std::fs::write(&not_a_dir, "x").unwrap();
+    let bad_db = not_a_dir.join("run.db");
+    let out = experiment(&[
+        "--clock",
+        "virtual",
+        "--duration",
+        "1s",
+        "--db",
+        bad_db.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+}

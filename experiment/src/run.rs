@@ -99,10 +99,10 @@ pub fn settle(
                 .items
                 .into_iter()
                 .map(|item| {
-                    if progress.seen.insert(item.id) {
-                        progress.statuses += 1;
-                    }
+                    let first_sighting = progress.seen.insert(item.id);
+                    progress.statuses += first_sighting as u64;
                     StatusRow {
+                        first_sighting,
                         id_key: item.id.sort_key(),
                         id_time_ms: layout.ts_ms(item.id),
                         id: item.id_text,

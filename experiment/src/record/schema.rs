@@ -75,9 +75,8 @@ CREATE TABLE IF NOT EXISTS statuses (
 CREATE TABLE IF NOT EXISTS observations (
     request_id      INTEGER NOT NULL REFERENCES requests(id),
     position        INTEGER NOT NULL,
-    status_id       TEXT NOT NULL,
-    PRIMARY KEY (request_id, position)
-) WITHOUT ROWID;
+    status_id       TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS truth (
     run_id          INTEGER NOT NULL REFERENCES runs(id),
     id              TEXT NOT NULL,

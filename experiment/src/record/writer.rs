@@ -44,6 +44,8 @@ pub struct StatusRow {
     pub id_time_ms: i64,
     pub created_at: Option<String>,
     pub author: Option<String>,
+    /// No poller of the run has returned it before: store it in `statuses`.
+    pub first_sighting: bool,
 }
 
 /// One status of the simulator's ground truth.
@@ -472,6 +474,7 @@ mod tests {
             id_time_ms: n as i64,
             created_at: None,
             author: None,
+            first_sighting: true,
         }
     }
 

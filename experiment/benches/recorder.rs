@@ -1,0 +1,69 @@
+//! Recorder throughput: how many observations per second the SQLite writer
+//! stores, through the same channel and thread a run uses.
+//!
+//! `cargo bench -p experiment --bench recorder` (figures in the README).
+
+use snowleak::record::{PollerInfo, Recorder, RequestRow, RunInfo, StatusRow};
+use std::time::Instant;
+
+fn main() {
+    let dir = std::env::temp_dir().join(format!("snowleak-bench-recorder-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let db = dir.join("run.db");
+    let run = RunInfo {
+        started_at_ms: 0,
+        target: "bench".into(),
+        profile: None,
+        seed: None,
+        clock: "virtual".into(),
+        layout: "twitter".into(),
+        interval_ms: 1000,
+        page_limit: 200,
+        config: "{}".into(),
+    };
+    let pollers = [
+        PollerInfo { name: "naive".into(), policy: "naive".into(), k_ms: None },
+        PollerInfo { name: "compensated:k=1s".into(), policy: "compensated:k=1s".into(), k_ms: Some(1000) },
+    ];
+    let recorder = Recorder::create(&db, &run, &pollers).expect("recorder");
+    let sender = recorder.sender();
+    let (requests, per_request) = (10_000u64, 200u64);
+    let start = Instant::now();
+    for r in 0..requests {
+        // Half of each page is new, half was seen before: like a compensated poller.
+        let items = (0..per_request)
+            .map(|i| {
+                let n = 1_600_000_000_000_000_000u64 + r * per_request / 2 + i;
+                StatusRow {
+                    id: n.to_string(),
+                    id_key: format!("{n:032x}"),
+                    id_time_ms: (n >> 22) as i64,
+                    created_at: Some("2026-01-01T00:00:00.000Z".into()),
+                    author: Some("user1".into()),
+                    first_sighting: i >= per_request / 2,
+                }
+            })
+            .collect();
+        sender.request(RequestRow {
+            poller: (r % 2) as usize,
+            cycle: r / 2,
+            sent_at_ms: r as i64,
+            received_at_ms: r as i64 + 20,
+            page_limit: 200,
+            items,
+            ..RequestRow::default()
+        });
+    }
+    drop(sender);
+    let stats = recorder.finish(0, true, "bench").expect("finish");
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "recorder: {} observations in {} requests in {:.2} s = {:.0} observations/s",
+        stats.observations,
+        stats.requests,
+        secs,
+        stats.observations as f64 / secs
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -638,3 +638,294 @@ fn generator_slots(layout: &Layout, generators: u32) -> Vec<(u128, u128)> {
         (0..n).map(|i| (i * slice, slice)).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+
+    const START: i64 = 1_700_000_000_000;
+
+    fn profile(name: &str) -> SimConfig {
+        SimConfig::profile(name).unwrap()
+    }
+
+    fn run(config: SimConfig, seed: u64, until: i64) -> (Simulator, Vec<SimStatus>) {
+        let mut sim = Simulator::new(config, seed, START);
+        sim.advance(START + until);
+        let truth = sim.take_truth();
+        (sim, truth)
+    }
+
+    fn status(id: u128, origin: &str) -> SimStatus {
+        SimStatus {
+            id: Id(id),
+            id_time_ms: 0,
+            posted_at_ms: 0,
+            visible_at_ms: 0,
+            deleted_at_ms: None,
+            origin: origin.into(),
+            author: 1,
+        }
+    }
+
+    fn ids(page: &[SimStatus]) -> Vec<u128> {
+        page.iter().map(|s| s.id.0).collect()
+    }
+
+    #[test]
+    fn ids_are_unique_and_decode_to_their_time() {
+        for name in SimConfig::PROFILES {
+            let mut config = profile(name);
+            // Dense enough that many statuses share a millisecond and a generator.
+            config.rate_per_s = 400.0;
+            let (sim, truth) = run(config, 7, 120_000);
+            assert!(truth.len() > 40_000, "{name}: {}", truth.len());
+            let layout = sim.layout();
+            let mut seen = HashSet::new();
+            for s in &truth {
+                assert!(seen.insert(s.id), "{name}: duplicate {:?}", s.id);
+                assert_eq!(layout.ts_ms(s.id), s.id_time_ms, "{name}");
+                assert_eq!(layout.parse(&layout.format(s.id)).unwrap(), s.id, "{name}");
+                assert!(s.visible_at_ms >= s.posted_at_ms, "{name}: {s:?}");
+                assert!(
+                    s.deleted_at_ms.is_none_or(|d| d > s.visible_at_ms),
+                    "{name}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sequence_overflow_moves_to_the_next_tick_and_stays_unique() {
+        let layout = Layout::twitter();
+        let mut generator = Generator {
+            part: 3 << 12,
+            seq_space: 4,
+            next_seq: BTreeMap::new(),
+            floor_tick: i64::MIN,
+            offset_ms: 0.0,
+        };
+        let t = START;
+        let issued: Vec<Id> = (0..10).map(|_| generator.issue(&layout, t)).collect();
+        let times: Vec<i64> = issued.iter().map(|&id| layout.ts_ms(id) - t).collect();
+        assert_eq!(times, [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]);
+        assert_eq!(issued[0], Id(layout.min_id_at(t).0 + (3 << 12)));
+        // The next tick's own IDs continue after the overflowed ones.
+        // Tick t+1 is full, so an ID asked for at t+1 takes tick t+2's next sequence.
+        assert_eq!(
+            generator.issue(&layout, t + 1),
+            Id(layout.min_id_at(t + 2).0 + (3 << 12) + 2)
+        );
+        let unique: HashSet<Id> = issued.iter().copied().collect();
+        assert_eq!(unique.len(), issued.len());
+        // Below the forgotten floor, IDs move up to it instead of reusing sequences.
+        generator.forget_below(t + 5000);
+        assert_eq!(layout.ts_ms(generator.issue(&layout, t)), t + 5000);
+    }
+
+    /// Twitter: IDs are k-sorted as documented: ID time within 5 sd of the
+    /// clock offset from the posted time (no clock steps here), and visible
+    /// within 1 s of the ID time except the heavy tail (probability 0.1 %).
+    #[test]
+    fn twitter_ids_are_k_sorted_except_the_tail() {
+        let mut config = profile("twitter");
+        config.clock_step_per_hour = 0.0;
+        config.rate_per_s = 50.0;
+        let (_, truth) = run(config.clone(), 11, 3_600_000);
+        let bound = 5.0 * config.clock_offset_sd_ms;
+        for s in &truth {
+            assert!(
+                ((s.id_time_ms - s.posted_at_ms) as f64).abs() <= bound,
+                "{s:?}"
+            );
+        }
+        let late = truth
+            .iter()
+            .filter(|s| s.visible_at_ms - s.id_time_ms > 1000)
+            .count();
+        let expected = config.tail_probability * truth.len() as f64;
+        assert!(late > 0, "the tail exists");
+        assert!(
+            (late as f64) < 2.0 * expected + 10.0,
+            "{late} late of {}",
+            truth.len()
+        );
+    }
+
+    #[test]
+    fn mastodon_and_misskey_id_remote_statuses_as_documented() {
+        let (_, truth) = run(profile("mastodon"), 5, 3_600_000);
+        let origins: HashSet<&str> = truth.iter().map(|s| s.origin.as_str()).collect();
+        assert_eq!(
+            origins,
+            HashSet::from(["local", "remote", "remote-fetched"])
+        );
+        for s in &truth {
+            match s.origin.as_str() {
+                // Transaction start: one clock, the posting time itself.
+                "local" => assert_eq!(s.id_time_ms, s.posted_at_ms),
+                // Delivered: IDed on receipt, after `published`.
+                "remote" => assert!(s.id_time_ms >= s.posted_at_ms),
+                // Fetched: id_at(published) = whole second + 0-999 ms, visible later.
+                _ => {
+                    let second = s.posted_at_ms.div_euclid(1000) * 1000;
+                    assert!((second..second + 1000).contains(&s.id_time_ms), "{s:?}");
+                    assert!(s.visible_at_ms > s.id_time_ms);
+                }
+            }
+        }
+        let (_, truth) = run(profile("misskey"), 5, 600_000);
+        for s in truth.iter().filter(|s| s.origin == "remote") {
+            assert_eq!(s.id_time_ms, s.posted_at_ms, "IDed at published");
+        }
+    }
+
+    #[test]
+    fn same_seed_same_statuses_other_seed_other_statuses() {
+        let a = run(profile("twitter"), 1, 600_000).1;
+        let b = run(profile("twitter"), 1, 600_000).1;
+        let c = run(profile("twitter"), 2, 600_000).1;
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// advance(t1); advance(t2) produces exactly what advance(t2) does,
+        /// and the same visible set.
+        #[test]
+        fn chunking_is_invariant(
+            which in 0usize..3,
+            seed in any::<u64>(),
+            mut cuts in proptest::collection::vec(0i64..120_000, 0..8),
+        ) {
+            let mut config = profile(SimConfig::PROFILES[which]);
+            config.rate_per_s = 40.0;
+            config.delete_probability = 0.05;
+            config.delete_after_mean_ms = 10_000.0;
+            let (whole_sim, whole) = run(config.clone(), seed, 120_000);
+            cuts.sort_unstable();
+            let mut sim = Simulator::new(config, seed, START);
+            let mut chunked = Vec::new();
+            for cut in cuts {
+                sim.advance(START + cut);
+                chunked.extend(sim.take_truth());
+            }
+            sim.advance(START + 120_000);
+            chunked.extend(sim.take_truth());
+            prop_assert_eq!(&chunked, &whole);
+            let all = Query { after: None, before: None, limit: usize::MAX, oldest_first: false };
+            prop_assert_eq!(sim.query(&all), whole_sim.query(&all));
+        }
+    }
+
+    #[test]
+    fn queries_follow_the_documented_semantics() {
+        let mut config = profile("twitter");
+        config.rate_per_s = 0.0;
+        let mut sim = Simulator::new(config, 1, START);
+        for id in 1..=6 {
+            sim.inject(status(id, if id % 2 == 0 { "local" } else { "remote" }));
+        }
+        let q = |after: Option<u128>, before: Option<u128>, limit, oldest_first| Query {
+            after: after.map(Id),
+            before: before.map(Id),
+            limit,
+            oldest_first,
+        };
+        // Newest `limit` above `after`, descending (Mastodon's since_id=3 limit=2 => 6 5).
+        assert_eq!(ids(&sim.query(&q(Some(3), None, 2, false))), [6, 5]);
+        // Oldest `limit` above `after`, ascending (min_id=3 limit=2 => 4 5).
+        assert_eq!(ids(&sim.query(&q(Some(3), None, 2, true))), [4, 5]);
+        // Both bounds are exclusive.
+        assert_eq!(ids(&sim.query(&q(Some(2), Some(5), 10, false))), [4, 3]);
+        // Empty and inverted ranges are empty, not a panic.
+        assert!(sim.query(&q(Some(3), Some(4), 10, false)).is_empty());
+        assert!(sim.query(&q(Some(5), Some(2), 10, false)).is_empty());
+        assert!(sim.query(&q(Some(6), None, 10, false)).is_empty());
+        assert!(sim.query(&q(None, Some(1), 10, false)).is_empty());
+        assert!(sim.query(&q(None, None, 0, false)).is_empty());
+        // A filter counts toward the limit only what it keeps.
+        let local = sim.query_filtered(&q(None, None, 2, false), SimStatus::is_local);
+        assert_eq!(ids(&local), [6, 4]);
+        // A deleted status is gone; its neighbours stay.
+        sim.remove(Id(5));
+        assert_eq!(ids(&sim.query(&q(Some(3), None, 10, false))), [6, 4]);
+    }
+
+    #[test]
+    fn statuses_appear_and_vanish_at_their_times() {
+        let (mut sim, truth) = run(profile("twitter"), 4, 60_000);
+        let all = Query {
+            after: None,
+            before: None,
+            limit: usize::MAX,
+            oldest_first: true,
+        };
+        let now = sim.now_ms();
+        let expected: Vec<Id> = {
+            let mut v: Vec<Id> = truth
+                .iter()
+                .filter(|s| s.visible_at_ms <= now && s.deleted_at_ms.is_none_or(|d| now < d))
+                .map(|s| s.id)
+                .collect();
+            v.sort();
+            v
+        };
+        let got: Vec<Id> = sim.query(&all).iter().map(|s| s.id).collect();
+        assert_eq!(got, expected);
+        // Going back in time is a no-op.
+        sim.advance(START);
+        assert_eq!(sim.now_ms(), now);
+        assert_eq!(sim.query(&all).len(), got.len());
+    }
+
+    #[test]
+    fn memory_is_bounded_by_retention_and_max_items() {
+        let mut config = profile("twitter");
+        config.rate_per_s = 100.0;
+        config.retention_ms = 60_000;
+        let mut sim = Simulator::new(config.clone(), 1, START);
+        sim.set_truth_recording(false);
+        sim.advance(START + 600_000);
+        assert!(sim.take_truth().is_empty());
+        // About 100/s for the last 60 s (bursts triple it).
+        assert!(
+            sim.visible_len() <= 60 * 100 * 3 + 1000,
+            "{}",
+            sim.visible_len()
+        );
+        assert!(sim.visible_len() >= 60 * 100 / 2, "{}", sim.visible_len());
+        config.max_items = 500;
+        let mut sim = Simulator::new(config, 1, START);
+        sim.advance(START + 600_000);
+        assert_eq!(sim.visible_len(), 500);
+        // The newest are kept.
+        let newest = sim.query(&Query {
+            after: None,
+            before: None,
+            limit: 1,
+            oldest_first: false,
+        });
+        let truth = sim.take_truth();
+        let max_visible = truth
+            .iter()
+            .filter(|s| {
+                s.visible_at_ms <= sim.now_ms() && s.deleted_at_ms.is_none_or(|d| d > sim.now_ms())
+            })
+            .map(|s| s.id)
+            .max();
+        assert_eq!(newest.first().map(|s| s.id), max_visible);
+    }
+
+    #[test]
+    fn rate_zero_posts_nothing() {
+        let mut config = profile("misskey");
+        config.rate_per_s = 0.0;
+        let (sim, truth) = run(config, 1, 3_600_000);
+        assert!(truth.is_empty());
+        assert_eq!(sim.visible_len(), 0);
+    }
+}

@@ -393,3 +393,78 @@ pub fn misskey() -> SimConfig {
         max_items: 1_000_000,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_are_valid_and_unknown_names_are_listed() {
+        for name in SimConfig::PROFILES {
+            let config = SimConfig::profile(name).unwrap();
+            config.validate().unwrap();
+            assert_eq!(&config.profile, name);
+        }
+        let err = SimConfig::profile("bluesky").unwrap_err();
+        assert!(
+            err.contains("'bluesky'") && err.contains("twitter, mastodon, misskey"),
+            "{err}"
+        );
+        assert_eq!(
+            SimConfig::profile("mastodon").unwrap().layout().name(),
+            "mastodon"
+        );
+        assert_eq!(
+            SimConfig::profile("misskey").unwrap().layout().name(),
+            "misskey-aidx"
+        );
+    }
+
+    #[test]
+    fn overrides_from_toml_then_sets() {
+        let mut config = SimConfig::profile("twitter").unwrap();
+        let file = "rate_per_s = 10\ngenerators = 4\n";
+        let sets = ["rate_per_s=20".to_string(), "delay_sigma = 0.25".into()];
+        config.apply_overrides(Some(file), &sets).unwrap();
+        assert_eq!(config.rate_per_s, 20.0);
+        assert_eq!(config.generators, 4);
+        assert_eq!(config.delay_sigma, 0.25);
+        // A bare word is a string.
+        config
+            .apply_overrides(None, &["layout=discord".into()])
+            .unwrap();
+        assert_eq!(config.layout().name(), "discord");
+    }
+
+    #[test]
+    fn bad_overrides_are_one_line_errors_and_change_nothing() {
+        let original = SimConfig::profile("twitter").unwrap();
+        for (file, set, expect) in [
+            (None, "rate=3", "unknown simulator key 'rate'"),
+            (None, "rate_per_s", "expected key=value"),
+            (None, "generators=1.5", "bad simulator config"),
+            (None, "generators=5000", "generators=5000"),
+            (None, "tail_probability=2", "tail_probability"),
+            (None, "rate_per_s=-1", "rate_per_s"),
+            (None, "layout=nope", "unknown layout 'nope'"),
+            (
+                Some("bogus = 1"),
+                "rate_per_s=1",
+                "unknown simulator key 'bogus'",
+            ),
+            (
+                Some("rate_per_s = "),
+                "rate_per_s=1",
+                "bad simulator config",
+            ),
+        ] {
+            let mut config = original.clone();
+            let err = config
+                .apply_overrides(file, &[set.to_string()])
+                .unwrap_err();
+            assert!(err.contains(expect), "{set}: {err}");
+            assert!(!err.contains('\n'), "{err}");
+            assert_eq!(config, original);
+        }
+    }
+}

@@ -5,6 +5,8 @@
 //! "part 2" poll loops directly against the model.
 
 pub mod calibration;
+#[cfg(test)]
+mod http_tests;
 pub mod model;
 pub mod profile;
 pub mod serve_cmd;

@@ -6,13 +6,25 @@
 //! Pure core (no I/O, no clock reads; unit- and property-tested):
 //! - [`id`]: ID layouts (Snowflake, Misskey, ULID, UUIDv7): `ts(id)`, `min_id_at(t)`.
 //! - [`policy`]: cursor policies (`naive`, `compensated:k=1s`).
+//! - [`poller`]: one poller as a state machine: the next request from the last response.
+//! - [`sim`]: the leaky timeline model (pure) and its HTTP server (shell).
 //! - [`time`]: ms since the Unix epoch, parsed and printed.
+//!
+//! Thin shell:
+//! - [`target`]: API dialects and the HTTP client.
+//! - [`run`]: the drivers, real time over HTTP and virtual time in-process.
+//! - [`embedded`]: the simulator as the default target.
+//! - [`record`]: the run database's schema and its writer.
+//! - [`app`]: the `experiment` command's wiring; [`clock`]: the one wall-clock read.
 
+pub mod app;
 pub mod clock;
+pub mod embedded;
 pub mod id;
 pub mod policy;
 pub mod poller;
 pub mod record;
 pub mod run;
+pub mod sim;
 pub mod target;
 pub mod time;

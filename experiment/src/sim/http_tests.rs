@@ -1,0 +1,598 @@
+//! The three dialects over real loopback HTTP, in fixed time: the simulator
+//! posts nothing (rate 0) and the statuses are injected with known IDs, so
+//! every page is exact. The clock handed to the router is a constant.
+
+use super::model::{SimStatus, Simulator};
+use super::profile::SimConfig;
+use super::serve_cmd::{ServeArgs, serve_until};
+use super::server::{RateLimits, RunningServer, router_with_clock};
+use crate::id::Id;
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+
+const NOW: i64 = 1_700_000_000_000;
+/// Wed Oct 10 20:19:24 UTC 2018.
+const POSTED: i64 = 1_539_202_764_000;
+
+fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().build().unwrap()
+}
+
+struct Fixture {
+    server: RunningServer,
+    sim: Arc<Mutex<Simulator>>,
+    http: reqwest::Client,
+}
+
+fn status(id: u128, origin: &str) -> SimStatus {
+    SimStatus {
+        id: Id(id),
+        id_time_ms: 0,
+        posted_at_ms: POSTED,
+        visible_at_ms: NOW,
+        deleted_at_ms: None,
+        origin: origin.into(),
+        author: 7,
+    }
+}
+
+/// A server on `profile`'s layout holding exactly `ids` (even IDs local, odd remote).
+async fn fixture_with(
+    profile: &str,
+    ids: &[u128],
+    limits: RateLimits,
+    retention_ms: u64,
+) -> Fixture {
+    let mut config = SimConfig::profile(profile).unwrap();
+    config.rate_per_s = 0.0;
+    config.retention_ms = retention_ms;
+    let mut sim = Simulator::new(config, 1, NOW);
+    for &id in ids {
+        sim.inject(status(id, if id % 2 == 0 { "local" } else { "remote" }));
+    }
+    let sim = Arc::new(Mutex::new(sim));
+    let app = router_with_clock(sim.clone(), limits, Arc::new(|| NOW));
+    let server = RunningServer::start(app).await.unwrap();
+    Fixture {
+        server,
+        sim,
+        http: client(),
+    }
+}
+
+async fn fixture(profile: &str, ids: &[u128]) -> Fixture {
+    fixture_with(profile, ids, RateLimits::default(), 3_600_000).await
+}
+
+impl Fixture {
+    async fn get(&self, path: &str) -> reqwest::Response {
+        self.http.get(self.server.url(path)).send().await.unwrap()
+    }
+
+    async fn get_json(&self, path: &str) -> Value {
+        let response = self.get(path).await;
+        assert_eq!(response.status(), 200, "{path}");
+        response.json().await.unwrap()
+    }
+
+    async fn post(&self, path: &str, body: Value) -> reqwest::Response {
+        self.http
+            .post(self.server.url(path))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+/// The `key` of every element, as strings.
+fn field(body: &Value, key: &str) -> Vec<String> {
+    body.as_array()
+        .unwrap()
+        .iter()
+        .map(|v| match &v[key] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+fn strs(ids: &[&str]) -> Vec<String> {
+    ids.iter().map(|s| s.to_string()).collect()
+}
+
+// ---------------------------------------------------------------- Twitter
+
+const LIST: &str =
+    "/1.1/lists/statuses.json?list_id=1&slug=busy&owner_screen_name=x&include_rts=true";
+
+#[tokio::test]
+async fn twitter_since_id_exclusive_max_id_inclusive_newest_first() {
+    let f = fixture("twitter", &[1, 2, 3, 4, 5, 6]).await;
+    let ids = |body: Value| field(&body, "id_str");
+    assert_eq!(
+        ids(f.get_json(&format!("{LIST}&count=2")).await),
+        strs(&["6", "5"])
+    );
+    assert_eq!(
+        ids(f.get_json(&format!("{LIST}&since_id=3")).await),
+        strs(&["6", "5", "4"])
+    );
+    // max_id is inclusive: the tweet with that ID comes back again.
+    assert_eq!(
+        ids(f.get_json(&format!("{LIST}&max_id=4&count=2")).await),
+        strs(&["4", "3"])
+    );
+    assert_eq!(
+        ids(f.get_json(&format!("{LIST}&since_id=2&max_id=4")).await),
+        strs(&["4", "3"])
+    );
+    // Empty page above the newest; count above 200 is capped, not an error.
+    assert!(ids(f.get_json(&format!("{LIST}&since_id=6")).await).is_empty());
+    assert_eq!(ids(f.get_json(&format!("{LIST}&count=500")).await).len(), 6);
+    // Exactly full page, then "max_id = lowest - 1" pages to the end.
+    let page = ids(f.get_json(&format!("{LIST}&count=3")).await);
+    assert_eq!(page, strs(&["6", "5", "4"]));
+    let page = ids(f.get_json(&format!("{LIST}&count=3&max_id=3")).await);
+    assert_eq!(page, strs(&["3", "2", "1"]));
+    assert!(ids(f.get_json(&format!("{LIST}&count=3&max_id=0")).await).is_empty());
+    // A cursor pointing at a deleted tweet still bounds the page.
+    f.sim.lock().unwrap().remove(Id(4));
+    assert_eq!(
+        ids(f.get_json(&format!("{LIST}&since_id=4")).await),
+        strs(&["6", "5"])
+    );
+    assert_eq!(
+        ids(f.get_json(&format!("{LIST}&max_id=4")).await),
+        strs(&["3", "2", "1"])
+    );
+}
+
+#[tokio::test]
+async fn twitter_tweets_have_exact_ids_and_twitter_dates() {
+    let big = u64::MAX as u128;
+    let f = fixture("twitter", &[big]).await;
+    let response = f.get(LIST).await;
+    let remaining = response.headers()["x-rate-limit-remaining"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let reset: i64 = response.headers()["x-rate-limit-reset"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(remaining, "999999");
+    assert!(
+        reset > NOW / 1000 && reset <= NOW / 1000 + 300,
+        "epoch seconds: {reset}"
+    );
+    let text = response.text().await.unwrap();
+    // A JSON integer with every digit, not a float.
+    assert!(text.contains("\"id\":18446744073709551615,"), "{text}");
+    let body: Value = serde_json::from_str(&text).unwrap();
+    let tweet = &body[0];
+    assert_eq!(tweet["id"].as_u64(), Some(u64::MAX));
+    assert_eq!(tweet["id_str"], "18446744073709551615");
+    assert_eq!(tweet["created_at"], "Wed Oct 10 20:19:24 +0000 2018");
+    assert_eq!(tweet["user"]["screen_name"], "user7");
+    assert_eq!(tweet["user"]["id_str"], tweet["user"]["id"].to_string());
+    assert!(tweet["text"].is_string());
+}
+
+#[tokio::test]
+async fn twitter_bad_parameters_are_400_with_a_json_error() {
+    let f = fixture("twitter", &[1]).await;
+    for query in [
+        "since_id=abc",
+        "max_id=-1",
+        "count=0",
+        "count=x",
+        "since_id=18446744073709551616",
+    ] {
+        let response = f.get(&format!("{LIST}&{query}")).await;
+        assert_eq!(response.status(), 400, "{query}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["errors"][0]["code"], 44, "{query}");
+    }
+}
+
+#[tokio::test]
+async fn twitter_rate_limit_is_429_with_retry_after() {
+    let limits = RateLimits {
+        per_window: 2,
+        window_ms: 60_000,
+    };
+    let f = fixture_with("twitter", &[1], limits, 3_600_000).await;
+    for remaining in ["1", "0"] {
+        let r = f.get(LIST).await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["x-rate-limit-remaining"], remaining);
+        assert_eq!(r.headers()["x-rate-limit-limit"], "2");
+    }
+    let r = f.get(LIST).await;
+    assert_eq!(r.status(), 429);
+    let retry: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry));
+    // Each dialect has its own budget.
+    assert_eq!(f.get("/api/v1/timelines/public").await.status(), 200);
+}
+
+// ---------------------------------------------------------------- Mastodon
+
+const PUBLIC: &str = "/api/v1/timelines/public";
+
+#[tokio::test]
+async fn mastodon_since_id_versus_min_id_as_in_gargrons_example() {
+    let f = fixture("mastodon", &[1, 2, 3, 4, 5, 6]).await;
+    let ids = |body: Value| field(&body, "id");
+    assert_eq!(
+        ids(f.get_json(&format!("{PUBLIC}?since_id=3&limit=2")).await),
+        strs(&["6", "5"])
+    );
+    assert_eq!(
+        ids(f.get_json(&format!("{PUBLIC}?min_id=3&limit=2")).await),
+        strs(&["5", "4"])
+    );
+    // min_id wins over since_id.
+    let both = f
+        .get_json(&format!("{PUBLIC}?since_id=1&min_id=3&limit=2"))
+        .await;
+    assert_eq!(ids(both), strs(&["5", "4"]));
+    // max_id is exclusive; min_id with max_id pages forward inside the range.
+    assert_eq!(
+        ids(f.get_json(&format!("{PUBLIC}?max_id=4")).await),
+        strs(&["3", "2", "1"])
+    );
+    let range = f
+        .get_json(&format!("{PUBLIC}?min_id=1&max_id=5&limit=2"))
+        .await;
+    assert_eq!(ids(range), strs(&["3", "2"]));
+    // A cursor at a deleted status.
+    f.sim.lock().unwrap().remove(Id(4));
+    assert_eq!(
+        ids(f.get_json(&format!("{PUBLIC}?min_id=4&limit=1")).await),
+        strs(&["5"])
+    );
+    assert_eq!(
+        ids(f.get_json(&format!("{PUBLIC}?max_id=4&limit=1")).await),
+        strs(&["3"])
+    );
+}
+
+fn link_target(link: &str, rel: &str) -> Option<String> {
+    link.split(", ")
+        .find(|part| part.ends_with(&format!("rel=\"{rel}\"")))
+        .and_then(|part| part.split_once('<'))
+        .and_then(|(_, rest)| rest.split_once('>'))
+        .map(|(url, _)| url.to_string())
+}
+
+#[tokio::test]
+async fn mastodon_link_header_pages_through_everything_and_is_absent_when_empty() {
+    let f = fixture("mastodon", &[1, 2, 3, 4, 5, 6]).await;
+    let first = f.get(&format!("{PUBLIC}?limit=3&local=false")).await;
+    let link = first.headers()["link"].to_str().unwrap().to_string();
+    let next = link_target(&link, "next").unwrap();
+    let prev = link_target(&link, "prev").unwrap();
+    assert_eq!(
+        next,
+        f.server
+            .url(&format!("{PUBLIC}?limit=3&local=false&max_id=4"))
+    );
+    assert_eq!(
+        prev,
+        f.server
+            .url(&format!("{PUBLIC}?limit=3&local=false&min_id=6"))
+    );
+    let mut seen = field(&first.json().await.unwrap(), "id");
+    // Exactly full pages: 6 statuses, 3 per page, then an empty page without Link.
+    let mut url = next;
+    loop {
+        let response = f.http.get(&url).send().await.unwrap();
+        let link = response
+            .headers()
+            .get("link")
+            .map(|l| l.to_str().unwrap().to_string());
+        let page = field(&response.json().await.unwrap(), "id");
+        if page.is_empty() {
+            assert_eq!(link, None, "no Link header on an empty page");
+            break;
+        }
+        seen.extend(page);
+        url = link_target(&link.unwrap(), "next").unwrap();
+    }
+    assert_eq!(seen, strs(&["6", "5", "4", "3", "2", "1"]));
+    // prev from the newest is empty.
+    let response = f.http.get(&prev).send().await.unwrap();
+    assert!(response.headers().get("link").is_none());
+    assert!(field(&response.json().await.unwrap(), "id").is_empty());
+}
+
+#[tokio::test]
+async fn mastodon_limits_local_filter_and_entities() {
+    let ids: Vec<u128> = (1..=50).collect();
+    let f = fixture("mastodon", &ids).await;
+    assert_eq!(
+        field(&f.get_json(PUBLIC).await, "id").len(),
+        20,
+        "default 20"
+    );
+    assert_eq!(
+        field(&f.get_json(&format!("{PUBLIC}?limit=100")).await, "id").len(),
+        40,
+        "max 40"
+    );
+    // Ruby's to_i.abs: -5 is 5, junk is 0.
+    assert_eq!(
+        field(&f.get_json(&format!("{PUBLIC}?limit=-5")).await, "id").len(),
+        5
+    );
+    assert!(field(&f.get_json(&format!("{PUBLIC}?limit=x")).await, "id").is_empty());
+    let local = field(
+        &f.get_json(&format!("{PUBLIC}?local=true&limit=3")).await,
+        "id",
+    );
+    assert_eq!(local, strs(&["50", "48", "46"]));
+    let local = field(&f.get_json("/api/v1/timelines/local?limit=3").await, "id");
+    assert_eq!(local, strs(&["50", "48", "46"]));
+    let remote = field(
+        &f.get_json(&format!("{PUBLIC}?remote=true&limit=2")).await,
+        "id",
+    );
+    assert_eq!(remote, strs(&["49", "47"]));
+    let tagged = field(
+        &f.get_json("/api/v1/timelines/tag/snowleak?limit=2").await,
+        "id",
+    );
+    assert_eq!(tagged, strs(&["50", "49"]));
+    assert!(field(&f.get_json("/api/v1/timelines/tag/other").await, "id").is_empty());
+
+    let response = f.get(&format!("{PUBLIC}?limit=1")).await;
+    let reset = response.headers()["x-ratelimit-reset"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(&reset).is_ok(),
+        "{reset}"
+    );
+    assert_eq!(
+        reset.split('.').nth(1).map(str::len),
+        Some(7),
+        "microseconds and Z: {reset}"
+    );
+    assert!(response.headers().contains_key("x-ratelimit-limit"));
+    assert!(response.headers().contains_key("x-ratelimit-remaining"));
+    let body: Value = response.json().await.unwrap();
+    let status = &body[0];
+    for key in [
+        "id",
+        "created_at",
+        "uri",
+        "url",
+        "content",
+        "visibility",
+        "account",
+        "sensitive",
+        "spoiler_text",
+        "media_attachments",
+        "mentions",
+        "tags",
+        "emojis",
+        "reblog",
+        "in_reply_to_id",
+        "replies_count",
+        "reblogs_count",
+        "favourites_count",
+    ] {
+        assert!(status.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(status["created_at"], "2018-10-10T20:19:24.000Z");
+    assert_eq!(status["visibility"], "public");
+    assert_eq!(status["account"]["acct"], "user7");
+    for key in ["id", "username", "acct", "display_name", "url"] {
+        assert!(status["account"][key].is_string(), "account.{key}");
+    }
+    assert_eq!(f.get(&format!("{PUBLIC}?max_id=x")).await.status(), 400);
+    for v in ["/api/v1/instance", "/api/v2/instance"] {
+        assert_eq!(f.get_json(v).await["version"], "4.3.0");
+    }
+}
+
+#[tokio::test]
+async fn mastodon_cursor_below_the_served_window_gets_the_oldest_retained() {
+    // Retention of 1 s: statuses 1 and 2 are evicted before 3 and 4 appear.
+    let f = fixture_with("mastodon", &[1, 2], RateLimits::default(), 1000).await;
+    {
+        let mut sim = f.sim.lock().unwrap();
+        sim.advance(NOW + 5000);
+        sim.inject(status(3, "local"));
+        sim.inject(status(4, "local"));
+    }
+    let page = field(
+        &f.get_json(&format!("{PUBLIC}?min_id=0&limit=1")).await,
+        "id",
+    );
+    assert_eq!(page, strs(&["3"]));
+    let page = field(&f.get_json(&format!("{PUBLIC}?since_id=1")).await, "id");
+    assert_eq!(page, strs(&["4", "3"]));
+}
+
+// ---------------------------------------------------------------- Misskey
+
+const LTL: &str = "/api/notes/local-timeline";
+const GTL: &str = "/api/notes/global-timeline";
+
+fn aidx(n: u128) -> String {
+    "misskey-aidx"
+        .parse::<crate::id::Layout>()
+        .unwrap()
+        .format(Id(n))
+}
+
+#[tokio::test]
+async fn misskey_since_id_alone_is_ascending() {
+    let f = fixture("misskey", &[1, 2, 3, 4, 5, 6]).await;
+    let ids = |v: Value| field(&v, "id");
+    let post = |body: Value| async { f.post(GTL, body).await.json::<Value>().await.unwrap() };
+    let a = |ns: &[u128]| ns.iter().map(|&n| aidx(n)).collect::<Vec<_>>();
+    // sinceId alone: the oldest notes after it, ascending.
+    let page = ids(post(serde_json::json!({"sinceId": aidx(3), "limit": 2})).await);
+    assert_eq!(page, a(&[4, 5]));
+    // untilId: descending below it.
+    let page = ids(post(serde_json::json!({"untilId": aidx(4)})).await);
+    assert_eq!(page, a(&[3, 2, 1]));
+    // Both: descending between them.
+    let page = ids(post(serde_json::json!({"sinceId": aidx(1), "untilId": aidx(5)})).await);
+    assert_eq!(page, a(&[4, 3, 2]));
+    // Default limit 10, newest first; the local timeline only has local notes.
+    assert_eq!(
+        ids(post(serde_json::json!({})).await),
+        a(&[6, 5, 4, 3, 2, 1])
+    );
+    let local = f
+        .post(LTL, serde_json::json!({"limit": 2}))
+        .await
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(ids(local.clone()), a(&[6, 4]));
+    // createdAt is derived from the ID.
+    let layout = "misskey-aidx".parse::<crate::id::Layout>().unwrap();
+    assert_eq!(
+        local[0]["createdAt"],
+        crate::time::rfc3339_ms(layout.ts_ms(Id(6)))
+    );
+    assert_eq!(local[0]["userId"], local[0]["user"]["id"]);
+    assert_eq!(local[0]["user"]["username"], "user7");
+    // Empty page after the newest.
+    assert!(ids(post(serde_json::json!({"sinceId": aidx(6)})).await).is_empty());
+}
+
+#[tokio::test]
+async fn misskey_bad_parameters_are_invalid_param() {
+    let f = fixture("misskey", &[1]).await;
+    for body in [
+        serde_json::json!({"limit": 0}),
+        serde_json::json!({"limit": 101}),
+        serde_json::json!({"sinceId": "nope"}),
+        serde_json::json!({"untilId": 5}),
+        serde_json::json!([1, 2]),
+    ] {
+        let response = f.post(GTL, body.clone()).await;
+        assert_eq!(response.status(), 400, "{body}");
+        let error: Value = response.json().await.unwrap();
+        assert_eq!(error["error"]["code"], "INVALID_PARAM", "{body}");
+    }
+}
+
+// ---------------------------------------------------------------- experiment serve
+
+fn serve_args(sets: &[&str]) -> ServeArgs {
+    ServeArgs {
+        profile: "twitter".into(),
+        seed: 1,
+        addr: "127.0.0.1:0".into(),
+        truth: None,
+        config: None,
+        sets: sets.iter().map(|s| s.to_string()).collect(),
+        rate_limit: None,
+    }
+}
+
+#[tokio::test]
+async fn serve_reports_bad_input_as_one_line_errors() {
+    let never = std::future::pending::<()>;
+    let mut args = serve_args(&[]);
+    args.profile = "bluesky".into();
+    let err = serve_until(args, never(), None).await.unwrap_err();
+    assert!(err.contains("twitter, mastodon, misskey"), "{err}");
+    let err = serve_until(serve_args(&["nope=1"]), never(), None)
+        .await
+        .unwrap_err();
+    assert!(err.contains("unknown simulator key 'nope'"), "{err}");
+    let mut args = serve_args(&[]);
+    args.rate_limit = Some("lots".into());
+    assert!(
+        serve_until(args, never(), None)
+            .await
+            .unwrap_err()
+            .contains("N/WINDOW")
+    );
+    let taken = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mut args = serve_args(&[]);
+    args.addr = taken.local_addr().unwrap().to_string();
+    let err = serve_until(args, never(), None).await.unwrap_err();
+    assert!(
+        err.starts_with("cannot listen on") && !err.contains('\n'),
+        "{err}"
+    );
+}
+
+/// End to end in real time: everything the server returned is in the truth
+/// file, which has the schema's version and a closed `runs` row.
+#[tokio::test]
+async fn serve_writes_the_truth_of_what_it_served() {
+    let path = std::env::temp_dir().join(format!("snowleak-truth-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let mut args = serve_args(&["rate_per_s=500", "delay_sigma=0"]);
+    args.truth = Some(path.clone());
+    let (ready, bound) = tokio::sync::oneshot::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(serve_until(
+        args,
+        async {
+            let _ = stopped.await;
+        },
+        Some(ready),
+    ));
+    let addr = bound.await.unwrap();
+    let http = client();
+    let mut served = Vec::new();
+    // No sleeping: ask until statuses have appeared (500/s, visible after ~40 ms).
+    for _ in 0..100_000 {
+        let body: Value = http
+            .get(format!("http://{addr}/1.1/lists/statuses.json?count=200"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        served = field(&body, "id_str");
+        if !served.is_empty() {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(!served.is_empty());
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, crate::record::schema::SCHEMA_VERSION);
+    let (complete, profile): (i64, String) = conn
+        .query_row("SELECT complete, profile FROM runs", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!((complete, profile.as_str()), (1, "twitter"));
+    for id in &served {
+        let n: i64 = conn
+            .query_row("SELECT count(*) FROM truth WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(n, 1, "served {id} is in the truth");
+    }
+    let _ = std::fs::remove_file(&path);
+}

@@ -1,0 +1,16 @@
+//! The embedded leaky timeline: a seeded model of a server whose IDs are
+//! k-sorted ([`model`], parameters in [`profile`]), served over HTTP in the
+//! dialects of Twitter v1.1, Mastodon and Misskey ([`server`]), and the
+//! `experiment serve` command ([`serve_cmd`]). [`calibration`] runs the
+//! "part 2" poll loops directly against the model.
+
+pub mod calibration;
+#[cfg(test)]
+mod http_tests;
+pub mod model;
+pub mod profile;
+pub mod serve_cmd;
+pub mod server;
+
+pub use model::{Query, SimStatus, Simulator};
+pub use profile::SimConfig;

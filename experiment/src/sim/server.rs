@@ -1,0 +1,962 @@
+//! The simulator over HTTP, in three dialects, each as `../shared/research/apis.md`
+//! describes the real API (section numbers in brackets):
+//!
+//! - Twitter v1.1 `GET /1.1/lists/statuses.json` [2.2]: `since_id` exclusive,
+//!   `max_id` *inclusive*, `count` default 20, at most 200, newest first.
+//! - Mastodon `GET /api/v1/timelines/public` (`local`, `remote`), `/local`
+//!   (= public with `local=true`) and `/tag/{tag}` (every status carries the
+//!   tag, so it equals public) [1.1-1.4]: `max_id`/`since_id` exclusive,
+//!   `min_id` pages forward and wins over `since_id`, `limit` default 20, at
+//!   most 40, a `Link` header on non-empty pages. Plus `/api/v1/instance` and
+//!   `/api/v2/instance` so that client libraries accept the server.
+//! - Misskey `POST /api/notes/local-timeline` and `/global-timeline` [3.1-3.2]:
+//!   `sinceId` alone returns the oldest notes after it in ascending order.
+//!
+//! Every handler reads the clock (injectable for tests), advances the shared
+//! [`Simulator`] to it, runs a dialect-free [`Query`] and renders it. The lock
+//! is held only for the advance and the query. Rate limits are counted per
+//! dialect in fixed windows and reported in each API's own headers [1.5, 2.3].
+
+use super::model::{Query, SimStatus, Simulator};
+use crate::id::{Id, Layout};
+use crate::time::{format_duration_ms, parse_duration_ms, rfc3339_ms};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A source of "now" in ms since the Unix epoch.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// Requests allowed per window, per dialect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimits {
+    pub per_window: u32,
+    pub window_ms: u64,
+}
+
+impl Default for RateLimits {
+    /// Generous: a million requests per 5 minutes, so default runs are never limited.
+    fn default() -> RateLimits {
+        RateLimits {
+            per_window: 1_000_000,
+            window_ms: 300_000,
+        }
+    }
+}
+
+impl FromStr for RateLimits {
+    type Err = String;
+
+    /// `N/WINDOW`, e.g. `300/5m` (Mastodon's documented limit) or `900/15m`.
+    fn from_str(text: &str) -> Result<RateLimits, String> {
+        let bad = || format!("bad rate limit '{text}': expected N/WINDOW such as 300/5m");
+        let (n, window) = text.split_once('/').ok_or_else(bad)?;
+        let per_window: u32 = n.trim().parse().map_err(|_| bad())?;
+        let window_ms = parse_duration_ms(window).map_err(|_| bad())?;
+        if per_window == 0 || window_ms == 0 {
+            return Err(bad());
+        }
+        Ok(RateLimits {
+            per_window,
+            window_ms,
+        })
+    }
+}
+
+impl std::fmt::Display for RateLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}/{}",
+            self.per_window,
+            format_duration_ms(self.window_ms)
+        )
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Dialect {
+    Twitter,
+    Mastodon,
+    Misskey,
+}
+
+/// A fixed window counter.
+#[derive(Default)]
+struct Window {
+    start_ms: i64,
+    used: u32,
+}
+
+/// What the limiter says about one request.
+struct Allowance {
+    allowed: bool,
+    limit: u32,
+    remaining: u32,
+    reset_ms: i64,
+    now_ms: i64,
+}
+
+struct Limiter {
+    limits: RateLimits,
+    windows: [Mutex<Window>; 3],
+}
+
+impl Limiter {
+    fn check(&self, dialect: Dialect, now_ms: i64) -> Allowance {
+        let window_ms = self.limits.window_ms.clamp(1, i64::MAX as u64) as i64;
+        let start = now_ms.div_euclid(window_ms) * window_ms;
+        let mut w = lock(&self.windows[dialect as usize]);
+        if w.start_ms != start {
+            *w = Window {
+                start_ms: start,
+                used: 0,
+            };
+        }
+        let allowed = w.used < self.limits.per_window;
+        if allowed {
+            w.used += 1;
+        }
+        Allowance {
+            allowed,
+            limit: self.limits.per_window,
+            remaining: self.limits.per_window - w.used,
+            reset_ms: start.saturating_add(window_ms),
+            now_ms,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    sim: Arc<Mutex<Simulator>>,
+    clock: Clock,
+    limiter: Arc<Limiter>,
+}
+
+/// A poisoned lock still holds a usable value (the model never panics midway
+/// on valid input); serving on beats failing every later request.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl AppState {
+    /// Advances the simulator to now and runs a query; returns the statuses,
+    /// the layout and the time.
+    fn query(&self, q: &Query, keep: impl Fn(&SimStatus) -> bool) -> (Vec<SimStatus>, Layout, i64) {
+        let now = (self.clock)();
+        let mut sim = lock(&self.sim);
+        sim.advance(now);
+        (sim.query_filtered(q, keep), sim.layout().clone(), now)
+    }
+
+    fn layout(&self) -> Layout {
+        lock(&self.sim).layout().clone()
+    }
+}
+
+/// The router, reading the wall clock.
+pub fn router(state: Arc<Mutex<Simulator>>, limits: RateLimits) -> Router {
+    router_with_clock(state, limits, Arc::new(crate::clock::now_ms))
+}
+
+/// The router with an injected clock (tests run it in fixed time).
+pub fn router_with_clock(state: Arc<Mutex<Simulator>>, limits: RateLimits, clock: Clock) -> Router {
+    let app = AppState {
+        sim: state,
+        clock,
+        limiter: Arc::new(Limiter {
+            limits,
+            windows: Default::default(),
+        }),
+    };
+    Router::new()
+        .route("/1.1/lists/statuses.json", get(twitter_list))
+        .route("/api/v1/timelines/public", get(mastodon_public))
+        .route("/api/v1/timelines/local", get(mastodon_local))
+        .route("/api/v1/timelines/tag/{tag}", get(mastodon_tag))
+        .route("/api/v1/instance", get(mastodon_instance_v1))
+        .route("/api/v2/instance", get(mastodon_instance_v2))
+        .route("/api/notes/local-timeline", post(misskey_local))
+        .route("/api/notes/global-timeline", post(misskey_global))
+        .with_state(app)
+}
+
+/// The base URLs of each API at `addr`, for printing.
+pub fn endpoints(addr: SocketAddr) -> Vec<(&'static str, String)> {
+    let base = format!("http://{addr}");
+    vec![
+        ("twitter", format!("{base}/1.1/lists/statuses.json")),
+        ("mastodon", format!("{base}/api/v1/timelines/public")),
+        (
+            "mastodon local",
+            format!("{base}/api/v1/timelines/public?local=true"),
+        ),
+        (
+            "misskey local",
+            format!("{base}/api/notes/local-timeline (POST)"),
+        ),
+        (
+            "misskey global",
+            format!("{base}/api/notes/global-timeline (POST)"),
+        ),
+    ]
+}
+
+/// Binds a listener (`127.0.0.1:0` picks a free port); a one-line error.
+pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, String> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| format!("server error: {e}"))
+}
+
+/// A server running in the background on a loopback port (tests, benches,
+/// and the lead's in-process target).
+pub struct RunningServer {
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), String>>,
+}
+
+impl RunningServer {
+    /// Binds 127.0.0.1 on a free port and serves `app` there.
+    pub async fn start(app: Router) -> Result<RunningServer, String> {
+        let listener = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| format!("no local address: {e}"))?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(serve(listener, app, async {
+            let _ = stopped.await;
+        }));
+        Ok(RunningServer {
+            addr,
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Stops accepting, finishes open requests, and returns the server's result.
+    pub async fn stop(mut self) -> Result<(), String> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        (&mut self.task)
+            .await
+            .map_err(|e| format!("server task failed: {e}"))?
+    }
+}
+
+// ---------------------------------------------------------------- helpers
+
+/// Query parameters in order; later duplicates win, like Rails and Twitter.
+fn params(raw: &Option<String>) -> Vec<(String, String)> {
+    raw.as_deref()
+        .map(|q| {
+            q.split('&')
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    let (k, v) = p.split_once('=').unwrap_or((p, ""));
+                    (decode(k), decode(v))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn param<'a>(params: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Percent-decoding of a query component (`+` is a space).
+fn decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn encode(text: &str) -> String {
+    let mut out = String::new();
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn json_response(status: StatusCode, headers: HeaderMap, body: Vec<u8>) -> Response {
+    let mut response = (status, headers, body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=utf-8"),
+    );
+    response
+}
+
+fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}").into_bytes())
+}
+
+fn header_value(text: &str) -> HeaderValue {
+    HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+}
+
+fn host(headers: &HeaderMap) -> String {
+    headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("127.0.0.1")
+        .to_string()
+}
+
+fn retry_after(a: &Allowance, headers: &mut HeaderMap) {
+    let seconds = ((a.reset_ms - a.now_ms).max(0) as u64)
+        .div_ceil(1000)
+        .max(1);
+    headers.insert(header::RETRY_AFTER, header_value(&seconds.to_string()));
+}
+
+fn parse_id(layout: &Layout, value: Option<&str>) -> Result<Option<Id>, String> {
+    match value {
+        None => Ok(None),
+        Some(v) => layout.parse(v).map(Some).map_err(|e| e.to_string()),
+    }
+}
+
+// ---------------------------------------------------------------- Twitter
+
+#[derive(Serialize)]
+struct TwitterUser {
+    id: u64,
+    id_str: String,
+    name: String,
+    screen_name: String,
+}
+
+#[derive(Serialize)]
+struct Tweet {
+    created_at: String,
+    /// The exact integer, never a float (serde_json writes u128 digits).
+    id: u128,
+    id_str: String,
+    text: String,
+    truncated: bool,
+    user: TwitterUser,
+}
+
+/// `Wed Oct 10 20:19:24 +0000 2018`.
+fn twitter_time(unix_ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(unix_ms)
+        .map(|t| t.format("%a %b %d %H:%M:%S +0000 %Y").to_string())
+        .unwrap_or_default()
+}
+
+fn twitter_error(status: StatusCode, code: u32, message: &str, headers: HeaderMap) -> Response {
+    let body = json!({"errors": [{"code": code, "message": message}]});
+    json_response(status, headers, to_json(&body))
+}
+
+fn twitter_rate_headers(a: &Allowance) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert("x-rate-limit-limit", header_value(&a.limit.to_string()));
+    h.insert(
+        "x-rate-limit-remaining",
+        header_value(&a.remaining.to_string()),
+    );
+    h.insert(
+        "x-rate-limit-reset",
+        header_value(&a.reset_ms.div_euclid(1000).to_string()),
+    );
+    h
+}
+
+async fn twitter_list(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Response {
+    let allowance = app.limiter.check(Dialect::Twitter, (app.clock)());
+    let mut headers = twitter_rate_headers(&allowance);
+    if !allowance.allowed {
+        retry_after(&allowance, &mut headers);
+        return twitter_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            88,
+            "Rate limit exceeded",
+            headers,
+        );
+    }
+    let params = params(&raw);
+    let layout = app.layout();
+    let count = match param(&params, "count") {
+        None => 20,
+        Some(c) => match c.trim().parse::<u64>() {
+            Ok(n) if n >= 1 => n.min(200) as usize,
+            _ => {
+                return twitter_error(
+                    StatusCode::BAD_REQUEST,
+                    44,
+                    "count parameter is invalid.",
+                    headers,
+                );
+            }
+        },
+    };
+    let since = match parse_id(&layout, param(&params, "since_id")) {
+        Ok(v) => v,
+        Err(_) => {
+            return twitter_error(
+                StatusCode::BAD_REQUEST,
+                44,
+                "since_id parameter is invalid.",
+                headers,
+            );
+        }
+    };
+    let max = match parse_id(&layout, param(&params, "max_id")) {
+        Ok(v) => v,
+        Err(_) => {
+            return twitter_error(
+                StatusCode::BAD_REQUEST,
+                44,
+                "max_id parameter is invalid.",
+                headers,
+            );
+        }
+    };
+    // max_id is inclusive: "IDs lower than or equal to" [2.2].
+    let query = Query {
+        after: since,
+        before: max.map(|m| Id(m.0.saturating_add(1))),
+        limit: count,
+        oldest_first: false,
+    };
+    let (statuses, layout, _) = app.query(&query, |_| true);
+    let tweets: Vec<Tweet> = statuses
+        .iter()
+        .map(|s| Tweet {
+            created_at: twitter_time(s.posted_at_ms),
+            id: s.id.0,
+            id_str: layout.format(s.id),
+            text: format!(
+                "Status {} from the snowleak simulator ({})",
+                layout.format(s.id),
+                s.origin
+            ),
+            truncated: false,
+            user: TwitterUser {
+                id: 1_000_000 + s.author as u64,
+                id_str: (1_000_000 + s.author as u64).to_string(),
+                name: format!("User {}", s.author),
+                screen_name: format!("user{}", s.author),
+            },
+        })
+        .collect();
+    json_response(StatusCode::OK, headers, to_json(&tweets))
+}
+
+// ---------------------------------------------------------------- Mastodon
+
+const MASTODON_FALSE: &[&str] = &["0", "f", "false", "off", "F", "FALSE", "OFF", ""];
+
+fn truthy(value: Option<&str>) -> bool {
+    value.is_some_and(|v| !MASTODON_FALSE.contains(&v))
+}
+
+/// Ruby's `to_i`: leading whitespace, an optional sign, digits; anything else is 0.
+fn ruby_to_i(text: &str) -> i64 {
+    let t = text.trim_start();
+    let (sign, digits) = match t.strip_prefix('-') {
+        Some(rest) => (-1, rest),
+        None => (1, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let end = digits
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(digits.len());
+    digits[..end].parse::<i64>().map_or(0, |n| sign * n)
+}
+
+fn mastodon_rate_headers(a: &Allowance) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert("x-ratelimit-limit", header_value(&a.limit.to_string()));
+    h.insert(
+        "x-ratelimit-remaining",
+        header_value(&a.remaining.to_string()),
+    );
+    // `(request_time + reset_period_offset).iso8601(6)` [1.5].
+    let reset = DateTime::<Utc>::from_timestamp_millis(a.reset_ms)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
+        .unwrap_or_default();
+    h.insert("x-ratelimit-reset", header_value(&reset));
+    h
+}
+
+fn mastodon_error(status: StatusCode, message: &str, headers: HeaderMap) -> Response {
+    json_response(status, headers, to_json(&json!({"error": message})))
+}
+
+#[derive(Clone, Copy)]
+enum Scope {
+    All,
+    Local,
+    Remote,
+}
+
+fn mastodon_account(s: &SimStatus, host: &str) -> Value {
+    let username = format!("user{}", s.author);
+    let (acct, url) = if s.is_local() {
+        (username.clone(), format!("http://{host}/@{username}"))
+    } else {
+        (
+            format!("{username}@remote.example"),
+            format!("https://remote.example/@{username}"),
+        )
+    };
+    json!({
+        "id": (1_000_000 + s.author as u64).to_string(),
+        "username": username,
+        "acct": acct,
+        "display_name": format!("User {}", s.author),
+        "locked": false,
+        "bot": true,
+        "discoverable": true,
+        "group": false,
+        "created_at": "2024-01-01T00:00:00.000Z",
+        "note": "",
+        "url": url,
+        "uri": url,
+        "avatar": format!("http://{host}/avatars/original/missing.png"),
+        "avatar_static": format!("http://{host}/avatars/original/missing.png"),
+        "header": format!("http://{host}/headers/original/missing.png"),
+        "header_static": format!("http://{host}/headers/original/missing.png"),
+        "followers_count": 0,
+        "following_count": 0,
+        "statuses_count": 1,
+        "last_status_at": null,
+        "emojis": [],
+        "fields": [],
+    })
+}
+
+fn mastodon_status(s: &SimStatus, layout: &Layout, host: &str) -> Value {
+    let id = layout.format(s.id);
+    let account = mastodon_account(s, host);
+    let user = format!("user{}", s.author);
+    let uri = if s.is_local() {
+        format!("http://{host}/users/{user}/statuses/{id}")
+    } else {
+        format!(
+            "https://remote.example/users/{user}/statuses/{}",
+            s.posted_at_ms
+        )
+    };
+    json!({
+        "id": id,
+        // Remote statuses carry their `published` time, which is not ID order [1.6].
+        "created_at": rfc3339_ms(s.posted_at_ms),
+        "in_reply_to_id": null,
+        "in_reply_to_account_id": null,
+        "sensitive": false,
+        "spoiler_text": "",
+        "visibility": "public",
+        "language": "en",
+        "uri": uri,
+        "url": uri,
+        "replies_count": 0,
+        "reblogs_count": 0,
+        "favourites_count": 0,
+        "edited_at": null,
+        "content": format!("<p>Status {id} from the snowleak simulator ({}) #snowleak</p>", s.origin),
+        "reblog": null,
+        "application": null,
+        "account": account,
+        "media_attachments": [],
+        "mentions": [],
+        "tags": [{"name": "snowleak", "url": format!("http://{host}/tags/snowleak")}],
+        "emojis": [],
+        "card": null,
+        "poll": null,
+    })
+}
+
+async fn mastodon_public(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let params = params(&raw);
+    let scope = if truthy(param(&params, "local")) {
+        Scope::Local
+    } else if truthy(param(&params, "remote")) {
+        Scope::Remote
+    } else {
+        Scope::All
+    };
+    mastodon_timeline(app, headers, "/api/v1/timelines/public", params, scope)
+}
+
+async fn mastodon_local(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    mastodon_timeline(
+        app,
+        headers,
+        "/api/v1/timelines/local",
+        params(&raw),
+        Scope::Local,
+    )
+}
+
+async fn mastodon_tag(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    Path(tag): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let path = format!("/api/v1/timelines/tag/{}", encode(&tag));
+    let params = params(&raw);
+    let scope = if truthy(param(&params, "local")) {
+        Scope::Local
+    } else if truthy(param(&params, "remote")) {
+        Scope::Remote
+    } else {
+        Scope::All
+    };
+    if !tag.eq_ignore_ascii_case("snowleak") {
+        // Only #snowleak exists; other tags are empty timelines.
+        let allowance = app.limiter.check(Dialect::Mastodon, (app.clock)());
+        return json_response(
+            StatusCode::OK,
+            mastodon_rate_headers(&allowance),
+            b"[]".to_vec(),
+        );
+    }
+    mastodon_timeline(app, headers, &path, params, scope)
+}
+
+fn mastodon_timeline(
+    app: AppState,
+    request_headers: HeaderMap,
+    path: &str,
+    params: Vec<(String, String)>,
+    scope: Scope,
+) -> Response {
+    let allowance = app.limiter.check(Dialect::Mastodon, (app.clock)());
+    let mut headers = mastodon_rate_headers(&allowance);
+    if !allowance.allowed {
+        retry_after(&allowance, &mut headers);
+        return mastodon_error(StatusCode::TOO_MANY_REQUESTS, "Too many requests", headers);
+    }
+    let layout = app.layout();
+    // `[params[:limit].to_i.abs, DEFAULT_STATUSES_LIMIT * 2].min` [1.1].
+    let limit =
+        param(&params, "limit").map_or(20, |l| ruby_to_i(l).unsigned_abs().min(40) as usize);
+    let cursor = |name: &str| parse_id(&layout, param(&params, name));
+    let (max_id, since_id, min_id) = match (cursor("max_id"), cursor("since_id"), cursor("min_id"))
+    {
+        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+            return mastodon_error(StatusCode::BAD_REQUEST, &e, headers);
+        }
+    };
+    let only_media = truthy(param(&params, "only_media"));
+    // With min_id, since_id is ignored; the oldest `limit` above min_id, reversed [1.2].
+    let query = match min_id {
+        Some(min) => Query {
+            after: Some(min),
+            before: max_id,
+            limit,
+            oldest_first: true,
+        },
+        None => Query {
+            after: since_id,
+            before: max_id,
+            limit,
+            oldest_first: false,
+        },
+    };
+    let keep = move |s: &SimStatus| {
+        !only_media
+            && match scope {
+                Scope::All => true,
+                Scope::Local => s.is_local(),
+                Scope::Remote => !s.is_local(),
+            }
+    };
+    let (mut statuses, layout, _) = app.query(&query, keep);
+    if query.oldest_first {
+        statuses.reverse();
+    }
+    let host = host(&request_headers);
+    if let (Some(first), Some(last)) = (statuses.first(), statuses.last()) {
+        // Carried over: local, remote, limit, only_media [1.3].
+        let carried: String = params
+            .iter()
+            .filter(|(k, _)| ["local", "remote", "limit", "only_media"].contains(&k.as_str()))
+            .map(|(k, v)| format!("{}={}&", encode(k), encode(v)))
+            .collect();
+        let base = format!("http://{host}{path}?{carried}");
+        let link = format!(
+            "<{base}max_id={}>; rel=\"next\", <{base}min_id={}>; rel=\"prev\"",
+            layout.format(last.id),
+            layout.format(first.id)
+        );
+        headers.insert(header::LINK, header_value(&link));
+    }
+    let body: Vec<Value> = statuses
+        .iter()
+        .map(|s| mastodon_status(s, &layout, &host))
+        .collect();
+    json_response(StatusCode::OK, headers, to_json(&body))
+}
+
+fn instance_fields(host: &str) -> (String, Value) {
+    let title = "snowleak simulator".to_string();
+    let urls =
+        json!({"streaming": format!("ws://{host}"), "streaming_api": format!("ws://{host}")});
+    (title, urls)
+}
+
+async fn mastodon_instance_v1(headers: HeaderMap) -> Response {
+    let host = host(&headers);
+    let (title, urls) = instance_fields(&host);
+    let body = json!({
+        "uri": host,
+        "title": title,
+        "short_description": "A leaky timeline for since_id experiments",
+        "description": "A leaky timeline for since_id experiments",
+        "email": "",
+        "version": "4.3.0",
+        "urls": urls,
+        "stats": {"user_count": 0, "status_count": 0, "domain_count": 1},
+        "thumbnail": null,
+        "languages": ["en"],
+        "registrations": false,
+        "approval_required": false,
+        "invites_enabled": false,
+        "configuration": {"statuses": {"max_characters": 500, "max_media_attachments": 4}},
+        "contact_account": null,
+        "rules": [],
+    });
+    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+}
+
+async fn mastodon_instance_v2(headers: HeaderMap) -> Response {
+    let host = host(&headers);
+    let (title, urls) = instance_fields(&host);
+    let body = json!({
+        "domain": host,
+        "title": title,
+        "version": "4.3.0",
+        "source_url": "https://github.com/mastodon/mastodon",
+        "description": "A leaky timeline for since_id experiments",
+        "usage": {"users": {"active_month": 0}},
+        "thumbnail": {"url": format!("http://{host}/thumbnail.png")},
+        "languages": ["en"],
+        "configuration": {
+            "urls": urls,
+            "accounts": {"max_featured_tags": 10},
+            "statuses": {"max_characters": 500, "max_media_attachments": 4, "characters_reserved_per_url": 23},
+        },
+        "registrations": {"enabled": false, "approval_required": false, "message": null},
+        "contact": {"email": "", "account": null},
+        "rules": [],
+    });
+    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+}
+
+// ---------------------------------------------------------------- Misskey
+
+fn misskey_error(
+    status: StatusCode,
+    code: &str,
+    message: &str,
+    id: &str,
+    headers: HeaderMap,
+) -> Response {
+    let body = json!({"error": {"message": message, "code": code, "id": id, "kind": "client"}});
+    json_response(status, headers, to_json(&body))
+}
+
+fn misskey_invalid(message: &str) -> Response {
+    misskey_error(
+        StatusCode::BAD_REQUEST,
+        "INVALID_PARAM",
+        message,
+        "3d81ceae-475f-4600-b2a8-2bc116157532",
+        HeaderMap::new(),
+    )
+}
+
+async fn misskey_local(State(app): State<AppState>, body: Bytes) -> Response {
+    misskey_timeline(app, body, true)
+}
+
+async fn misskey_global(State(app): State<AppState>, body: Bytes) -> Response {
+    misskey_timeline(app, body, false)
+}
+
+fn misskey_timeline(app: AppState, body: Bytes, local_only: bool) -> Response {
+    let allowance = app.limiter.check(Dialect::Misskey, (app.clock)());
+    if !allowance.allowed {
+        let mut headers = HeaderMap::new();
+        retry_after(&allowance, &mut headers);
+        return misskey_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "RATE_LIMIT_EXCEEDED",
+            "Rate limit exceeded. Please try again later.",
+            "d5826d14-3982-4d2e-8011-b9e9f02499ef",
+            headers,
+        );
+    }
+    let params: Value = if body.is_empty() {
+        json!({})
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => return misskey_invalid("Invalid param: the body must be a JSON object."),
+        }
+    };
+    let layout = app.layout();
+    let limit = match params.get("limit") {
+        None | Some(Value::Null) => 10,
+        Some(v) => match v.as_u64() {
+            Some(n @ 1..=100) => n as usize,
+            _ => return misskey_invalid("Invalid param: limit must be an integer from 1 to 100."),
+        },
+    };
+    let id_param = |name: &str| -> Result<Option<Id>, Response> {
+        match params.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => layout.parse(s).map(Some).map_err(|_| {
+                misskey_invalid(&format!("Invalid param: {name} must be a misskey:id."))
+            }),
+            Some(_) => Err(misskey_invalid(&format!(
+                "Invalid param: {name} must be a string."
+            ))),
+        }
+    };
+    // sinceDate/untilDate become IDs at that time (`idService.gen(date)`) [3.1].
+    let date_param = |name: &str| -> Result<Option<Id>, Response> {
+        match params.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_i64()
+                .map(|ms| Some(layout.min_id_at(ms)))
+                .ok_or_else(|| {
+                    misskey_invalid(&format!("Invalid param: {name} must be an integer."))
+                }),
+        }
+    };
+    let (since, until) = match (id_param("sinceId"), id_param("untilId")) {
+        (Ok(s), Ok(u)) => (s, u),
+        (Err(r), _) | (_, Err(r)) => return r,
+    };
+    let (since_date, until_date) = match (date_param("sinceDate"), date_param("untilDate")) {
+        (Ok(s), Ok(u)) => (s, u),
+        (Err(r), _) | (_, Err(r)) => return r,
+    };
+    let since = since.or(since_date.map(|id| id.pred()));
+    let until = until.or(until_date);
+    let with_files = params.get("withFiles").and_then(Value::as_bool) == Some(true);
+    // `sinceId` alone: `id > since ORDER BY id ASC` [3.2].
+    let query = Query {
+        after: since,
+        before: until,
+        limit,
+        oldest_first: since.is_some() && until.is_none(),
+    };
+    let keep = move |s: &SimStatus| !with_files && (!local_only || s.is_local());
+    let (statuses, layout, _) = app.query(&query, keep);
+    let notes: Vec<Value> = statuses.iter().map(|s| misskey_note(s, &layout)).collect();
+    json_response(StatusCode::OK, HeaderMap::new(), to_json(&notes))
+}
+
+fn misskey_note(s: &SimStatus, layout: &Layout) -> Value {
+    let id = layout.format(s.id);
+    let user_id = layout.format(Id(1_000_000 + s.author as u128));
+    let host = if s.is_local() {
+        Value::Null
+    } else {
+        json!("remote.example")
+    };
+    json!({
+        "id": id,
+        // Packed from the ID itself (`idService.parse(note.id).date`) [3.2].
+        "createdAt": rfc3339_ms(layout.ts_ms(s.id)),
+        "userId": user_id,
+        "user": {
+            "id": user_id,
+            "name": format!("User {}", s.author),
+            "username": format!("user{}", s.author),
+            "host": host,
+            "avatarUrl": null,
+            "emojis": {},
+            "onlineStatus": "unknown",
+        },
+        "text": format!("Note {id} from the snowleak simulator ({})", s.origin),
+        "cw": null,
+        "visibility": "public",
+        "localOnly": false,
+        "renoteCount": 0,
+        "repliesCount": 0,
+        "reactionCount": 0,
+        "reactions": {},
+        "reactionEmojis": {},
+        "emojis": {},
+        "fileIds": [],
+        "files": [],
+        "replyId": null,
+        "renoteId": null,
+        "uri": if s.is_local() { Value::Null } else { json!(format!("https://remote.example/notes/{id}")) },
+    })
+}

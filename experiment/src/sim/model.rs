@@ -128,7 +128,9 @@ impl Stored {
 /// A pending change of the visible set.
 #[derive(Debug)]
 enum Change {
-    Appear(Stored),
+    /// The pending status in this slot of `Simulator::waiting` becomes visible.
+    /// (Statuses wait in a slab, not in the heap: small heap entries sift faster.)
+    Appear(u32),
     Vanish(Id),
 }
 
@@ -216,6 +218,9 @@ pub struct Simulator {
     backdated: Generator,
     pending: BinaryHeap<Reverse<Event>>,
     event_order: u64,
+    /// Statuses not yet visible, by slot; free slots are reused.
+    waiting: Vec<Stored>,
+    free_slots: Vec<u32>,
     visible: BTreeMap<Id, Stored>,
     /// Visible statuses in the order they appeared, for eviction.
     appeared: VecDeque<(i64, Id)>,
@@ -269,6 +274,8 @@ impl Simulator {
             backdated,
             pending: BinaryHeap::new(),
             event_order: 0,
+            waiting: Vec::new(),
+            free_slots: Vec::new(),
             visible: BTreeMap::new(),
             appeared: VecDeque::new(),
             truth: Vec::new(),
@@ -328,7 +335,9 @@ impl Simulator {
                 break;
             };
             match event.change {
-                Change::Appear(status) => {
+                Change::Appear(slot) => {
+                    self.free_slots.push(slot);
+                    let status = self.waiting[slot as usize];
                     self.appeared.push_back((status.visible_at_ms, status.id));
                     self.visible.insert(status.id, status);
                 }
@@ -342,7 +351,13 @@ impl Simulator {
 
     /// Every status posted since the last call, in posting order.
     pub fn take_truth(&mut self) -> Vec<SimStatus> {
-        std::mem::take(&mut self.truth)
+        // The next batch is likely as large: reserve it instead of regrowing.
+        let capacity = if self.record_truth {
+            self.truth.len()
+        } else {
+            0
+        };
+        std::mem::replace(&mut self.truth, Vec::with_capacity(capacity))
     }
 
     /// The visible statuses with `after < id < before`: see [`Query`].
@@ -397,7 +412,7 @@ impl Simulator {
             self.appeared.push_back((self.now_ms, status.id));
             self.visible.insert(status.id, stored);
         } else {
-            self.schedule(status.visible_at_ms, Change::Appear(stored));
+            self.schedule_appearance(stored);
         }
         if let Some(d) = status.deleted_at_ms {
             self.schedule(d, Change::Vanish(status.id));
@@ -416,6 +431,20 @@ impl Simulator {
             order: self.event_order,
             change,
         }));
+    }
+
+    fn schedule_appearance(&mut self, status: Stored) {
+        let slot = match self.free_slots.pop() {
+            Some(slot) => {
+                self.waiting[slot as usize] = status;
+                slot
+            }
+            None => {
+                self.waiting.push(status);
+                (self.waiting.len() - 1) as u32
+            }
+        };
+        self.schedule(status.visible_at_ms, Change::Appear(slot));
     }
 
     fn evict(&mut self) {
@@ -572,7 +601,7 @@ impl Simulator {
         if self.record_truth {
             self.truth.push(stored.to_status());
         }
-        self.schedule(visible_at_ms, Change::Appear(stored));
+        self.schedule_appearance(stored);
         if let Some(d) = deleted_at_ms {
             self.schedule(d, Change::Vanish(id));
         }

@@ -185,8 +185,11 @@ pub fn router_with_clock(state: Arc<Mutex<Simulator>>, limits: RateLimits, clock
         .route("/api/v1/timelines/public", get(mastodon_public))
         .route("/api/v1/timelines/local", get(mastodon_local))
         .route("/api/v1/timelines/tag/{tag}", get(mastodon_tag))
+        // Mastodon.py asks with a trailing slash.
         .route("/api/v1/instance", get(mastodon_instance_v1))
+        .route("/api/v1/instance/", get(mastodon_instance_v1))
         .route("/api/v2/instance", get(mastodon_instance_v2))
+        .route("/api/v2/instance/", get(mastodon_instance_v2))
         .route("/api/notes/local-timeline", post(misskey_local))
         .route("/api/notes/global-timeline", post(misskey_global))
         .with_state(app)

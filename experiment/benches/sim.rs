@@ -23,7 +23,13 @@ fn main() {
         hour("twitter profile at 6,000/s", busy);
         return;
     }
-    calibration();
+    if std::env::var("SIM_BENCH_ONLY").as_deref() == Ok("profiles") {
+        profile_table();
+        return;
+    }
+    for profile in SimConfig::PROFILES {
+        calibration(profile);
+    }
     hour(
         "twitter profile (default rate)",
         SimConfig::profile("twitter").unwrap(),
@@ -40,11 +46,30 @@ fn main() {
     }
 }
 
-fn calibration() {
+/// Every parameter of every profile, as a Markdown table (SIM_BENCH_ONLY=profiles).
+fn profile_table() {
+    let tables: Vec<toml::Table> = SimConfig::PROFILES
+        .iter()
+        .map(
+            |p| match toml::Value::try_from(SimConfig::profile(p).unwrap()) {
+                Ok(toml::Value::Table(t)) => t,
+                _ => toml::Table::new(),
+            },
+        )
+        .collect();
+    println!("| parameter | {} |", SimConfig::PROFILES.join(" | "));
+    println!("|---|{}", "---|".repeat(tables.len()));
+    for key in tables[0].keys() {
+        let values: Vec<String> = tables.iter().map(|t| t[key].to_string()).collect();
+        println!("| `{key}` | {} |", values.join(" | "));
+    }
+}
+
+fn calibration(profile: &str) {
     let t = Instant::now();
-    let run = run_part2(SimConfig::profile("twitter").unwrap(), &Part2Setup::hour(1));
+    let run = run_part2(SimConfig::profile(profile).unwrap(), &Part2Setup::hour(1));
     println!(
-        "part 2 (twitter, seed 1, 1 h, every 1 s, k=1s): {} statuses; naive {} requests, {} leaks; k=1s {} requests, {} leaks ({:.2} s)",
+        "part 2 ({profile}, seed 1, 1 h, every 1 s, k=1s): {} statuses; naive {} requests, {} leaks; k=1s {} requests, {} leaks ({:.2} s)",
         run.statuses,
         run.naive.requests,
         run.naive.leaks.len(),

@@ -177,16 +177,19 @@ struct Generator {
 
 impl Generator {
     /// A unique ID at (or, when the tick's sequence is used up, just after) `tick_ms`.
-    fn issue(&mut self, layout: &Layout, mut tick_ms: i64) -> Id {
-        tick_ms = tick_ms.max(self.floor_tick);
+    fn issue(&mut self, layout: &Layout, tick_ms: i64) -> Id {
+        // Sequences are kept per tick of the layout's time field (10 ms for
+        // Sonyflake), keyed by the tick's first ms.
+        let unit = layout.unit_ms().clamp(1, i64::MAX as u64) as i64;
+        let mut tick = layout.ts_ms(layout.min_id_at(tick_ms.max(self.floor_tick)));
         loop {
-            let seq = self.next_seq.entry(tick_ms).or_insert(0);
+            let seq = self.next_seq.entry(tick).or_insert(0);
             if *seq < self.seq_space {
-                let id = layout.min_id_at(tick_ms).0 + self.part + *seq;
+                let id = layout.min_id_at(tick).0 + self.part + *seq;
                 *seq += 1;
                 return Id(id);
             }
-            tick_ms += 1;
+            tick = tick.saturating_add(unit);
         }
     }
 
@@ -724,6 +727,33 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn other_layouts_get_unique_decodable_ids_too() {
+        for layout in [
+            "discord",
+            "sonyflake",
+            "instagram",
+            "misskey-aid",
+            "ulid",
+            "uuidv7",
+        ] {
+            let mut config = profile("twitter");
+            config.layout = layout.into();
+            config.rate_per_s = 2000.0;
+            config.generators = config.generators.min(max_generators(&config.layout()));
+            config.validate().unwrap();
+            let (sim, truth) = run(config, 2, 5_000);
+            let unique: HashSet<Id> = truth.iter().map(|s| s.id).collect();
+            assert_eq!(unique.len(), truth.len(), "{layout}");
+            for s in &truth {
+                assert_eq!(sim.layout().ts_ms(s.id), s.id_time_ms, "{layout}");
+            }
+        }
+        let mut config = profile("twitter");
+        config.layout = "custom:epoch=0,shift=4".into();
+        assert!(config.validate().unwrap_err().contains("too few"));
     }
 
     #[test]

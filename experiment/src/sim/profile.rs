@@ -214,6 +214,13 @@ impl SimConfig {
                 ));
             }
         }
+        // Generators need disjoint non-time bits: at least 10 bits of them.
+        if layout.multiplier() < 1024 {
+            return Err(format!(
+                "bad simulator layout {}: too few non-time bits to tell generators apart",
+                self.layout
+            ));
+        }
         let max = super::model::max_generators(&layout);
         if self.generators < 1 || self.generators > max {
             return Err(format!(

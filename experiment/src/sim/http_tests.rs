@@ -219,8 +219,39 @@ async fn twitter_rate_limit_is_429_with_retry_after() {
         .parse()
         .unwrap();
     assert!((1..=60).contains(&retry));
-    // Each dialect has its own budget.
-    assert_eq!(f.get("/api/v1/timelines/public").await.status(), 200);
+    // Each dialect has its own budget, reported in its own headers.
+    for remaining in ["1", "0"] {
+        let r = f.get(PUBLIC).await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["x-ratelimit-remaining"], remaining);
+    }
+    let r = f.get(PUBLIC).await;
+    assert_eq!(r.status(), 429);
+    assert!(r.headers().contains_key("retry-after"));
+    assert!(r.headers().contains_key("x-ratelimit-reset"));
+    let body: Value = r.json().await.unwrap();
+    assert!(body["error"].is_string());
+    for _ in 0..2 {
+        assert_eq!(f.post(GTL, serde_json::json!({})).await.status(), 200);
+    }
+    let r = f.post(GTL, serde_json::json!({})).await;
+    assert_eq!(r.status(), 429);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "RATE_LIMIT_EXCEEDED");
+}
+
+#[test]
+fn rate_limits_parse_from_n_per_window() {
+    assert_eq!(
+        "300/5m".parse::<RateLimits>(),
+        Ok(RateLimits {
+            per_window: 300,
+            window_ms: 300_000
+        })
+    );
+    for bad in ["300", "0/5m", "x/5m", "300/0s", "300/soon"] {
+        assert!(bad.parse::<RateLimits>().is_err(), "{bad}");
+    }
 }
 
 // ---------------------------------------------------------------- Mastodon
@@ -524,6 +555,21 @@ async fn serve_reports_bad_input_as_one_line_errors() {
             .await
             .unwrap_err()
             .contains("N/WINDOW")
+    );
+    let mut args = serve_args(&[]);
+    args.config = Some("/nonexistent/sim.toml".into());
+    let err = serve_until(args, never(), None).await.unwrap_err();
+    assert!(
+        err.starts_with("cannot read /nonexistent/sim.toml"),
+        "{err}"
+    );
+    let mut args = serve_args(&[]);
+    args.addr = "localhost".into();
+    assert!(
+        serve_until(args, never(), None)
+            .await
+            .unwrap_err()
+            .contains("bad --addr")
     );
     let taken = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let mut args = serve_args(&[]);

@@ -128,7 +128,9 @@ impl Stored {
 /// A pending change of the visible set.
 #[derive(Debug)]
 enum Change {
-    Appear(Stored),
+    /// The pending status in this slot of `Simulator::waiting` becomes visible.
+    /// (Statuses wait in a slab, not in the heap: small heap entries sift faster.)
+    Appear(u32),
     Vanish(Id),
 }
 
@@ -175,16 +177,19 @@ struct Generator {
 
 impl Generator {
     /// A unique ID at (or, when the tick's sequence is used up, just after) `tick_ms`.
-    fn issue(&mut self, layout: &Layout, mut tick_ms: i64) -> Id {
-        tick_ms = tick_ms.max(self.floor_tick);
+    fn issue(&mut self, layout: &Layout, tick_ms: i64) -> Id {
+        // Sequences are kept per tick of the layout's time field (10 ms for
+        // Sonyflake), keyed by the tick's first ms.
+        let unit = layout.unit_ms().clamp(1, i64::MAX as u64) as i64;
+        let mut tick = layout.ts_ms(layout.min_id_at(tick_ms.max(self.floor_tick)));
         loop {
-            let seq = self.next_seq.entry(tick_ms).or_insert(0);
+            let seq = self.next_seq.entry(tick).or_insert(0);
             if *seq < self.seq_space {
-                let id = layout.min_id_at(tick_ms).0 + self.part + *seq;
+                let id = layout.min_id_at(tick).0 + self.part + *seq;
                 *seq += 1;
                 return Id(id);
             }
-            tick_ms += 1;
+            tick = tick.saturating_add(unit);
         }
     }
 
@@ -216,6 +221,9 @@ pub struct Simulator {
     backdated: Generator,
     pending: BinaryHeap<Reverse<Event>>,
     event_order: u64,
+    /// Statuses not yet visible, by slot; free slots are reused.
+    waiting: Vec<Stored>,
+    free_slots: Vec<u32>,
     visible: BTreeMap<Id, Stored>,
     /// Visible statuses in the order they appeared, for eviction.
     appeared: VecDeque<(i64, Id)>,
@@ -269,6 +277,8 @@ impl Simulator {
             backdated,
             pending: BinaryHeap::new(),
             event_order: 0,
+            waiting: Vec::new(),
+            free_slots: Vec::new(),
             visible: BTreeMap::new(),
             appeared: VecDeque::new(),
             truth: Vec::new(),
@@ -328,7 +338,9 @@ impl Simulator {
                 break;
             };
             match event.change {
-                Change::Appear(status) => {
+                Change::Appear(slot) => {
+                    self.free_slots.push(slot);
+                    let status = self.waiting[slot as usize];
                     self.appeared.push_back((status.visible_at_ms, status.id));
                     self.visible.insert(status.id, status);
                 }
@@ -342,7 +354,13 @@ impl Simulator {
 
     /// Every status posted since the last call, in posting order.
     pub fn take_truth(&mut self) -> Vec<SimStatus> {
-        std::mem::take(&mut self.truth)
+        // The next batch is likely as large: reserve it instead of regrowing.
+        let capacity = if self.record_truth {
+            self.truth.len()
+        } else {
+            0
+        };
+        std::mem::replace(&mut self.truth, Vec::with_capacity(capacity))
     }
 
     /// The visible statuses with `after < id < before`: see [`Query`].
@@ -397,7 +415,7 @@ impl Simulator {
             self.appeared.push_back((self.now_ms, status.id));
             self.visible.insert(status.id, stored);
         } else {
-            self.schedule(status.visible_at_ms, Change::Appear(stored));
+            self.schedule_appearance(stored);
         }
         if let Some(d) = status.deleted_at_ms {
             self.schedule(d, Change::Vanish(status.id));
@@ -416,6 +434,20 @@ impl Simulator {
             order: self.event_order,
             change,
         }));
+    }
+
+    fn schedule_appearance(&mut self, status: Stored) {
+        let slot = match self.free_slots.pop() {
+            Some(slot) => {
+                self.waiting[slot as usize] = status;
+                slot
+            }
+            None => {
+                self.waiting.push(status);
+                (self.waiting.len() - 1) as u32
+            }
+        };
+        self.schedule(status.visible_at_ms, Change::Appear(slot));
     }
 
     fn evict(&mut self) {
@@ -572,7 +604,7 @@ impl Simulator {
         if self.record_truth {
             self.truth.push(stored.to_status());
         }
-        self.schedule(visible_at_ms, Change::Appear(stored));
+        self.schedule_appearance(stored);
         if let Some(d) = deleted_at_ms {
             self.schedule(d, Change::Vanish(id));
         }
@@ -695,6 +727,33 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn other_layouts_get_unique_decodable_ids_too() {
+        for layout in [
+            "discord",
+            "sonyflake",
+            "instagram",
+            "misskey-aid",
+            "ulid",
+            "uuidv7",
+        ] {
+            let mut config = profile("twitter");
+            config.layout = layout.into();
+            config.rate_per_s = 2000.0;
+            config.generators = config.generators.min(max_generators(&config.layout()));
+            config.validate().unwrap();
+            let (sim, truth) = run(config, 2, 5_000);
+            let unique: HashSet<Id> = truth.iter().map(|s| s.id).collect();
+            assert_eq!(unique.len(), truth.len(), "{layout}");
+            for s in &truth {
+                assert_eq!(sim.layout().ts_ms(s.id), s.id_time_ms, "{layout}");
+            }
+        }
+        let mut config = profile("twitter");
+        config.layout = "custom:epoch=0,shift=4".into();
+        assert!(config.validate().unwrap_err().contains("too few"));
     }
 
     #[test]

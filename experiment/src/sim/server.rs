@@ -185,8 +185,11 @@ pub fn router_with_clock(state: Arc<Mutex<Simulator>>, limits: RateLimits, clock
         .route("/api/v1/timelines/public", get(mastodon_public))
         .route("/api/v1/timelines/local", get(mastodon_local))
         .route("/api/v1/timelines/tag/{tag}", get(mastodon_tag))
+        // Mastodon.py asks with a trailing slash.
         .route("/api/v1/instance", get(mastodon_instance_v1))
+        .route("/api/v1/instance/", get(mastodon_instance_v1))
         .route("/api/v2/instance", get(mastodon_instance_v2))
+        .route("/api/v2/instance/", get(mastodon_instance_v2))
         .route("/api/notes/local-timeline", post(misskey_local))
         .route("/api/notes/global-timeline", post(misskey_global))
         .with_state(app)
@@ -874,36 +877,38 @@ fn misskey_timeline(app: AppState, body: Bytes, local_only: bool) -> Response {
             _ => return misskey_invalid("Invalid param: limit must be an integer from 1 to 100."),
         },
     };
-    let id_param = |name: &str| -> Result<Option<Id>, Response> {
+    // Errors are messages here, turned into a response once (responses are large).
+    let id_param = |name: &str| -> Result<Option<Id>, String> {
         match params.get(name) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => layout.parse(s).map(Some).map_err(|_| {
-                misskey_invalid(&format!("Invalid param: {name} must be a misskey:id."))
-            }),
-            Some(_) => Err(misskey_invalid(&format!(
-                "Invalid param: {name} must be a string."
-            ))),
+            Some(Value::String(s)) => layout
+                .parse(s)
+                .map(Some)
+                .map_err(|_| format!("Invalid param: {name} must be a misskey:id.")),
+            Some(_) => Err(format!("Invalid param: {name} must be a string.")),
         }
     };
     // sinceDate/untilDate become IDs at that time (`idService.gen(date)`) [3.1].
-    let date_param = |name: &str| -> Result<Option<Id>, Response> {
+    let date_param = |name: &str| -> Result<Option<Id>, String> {
         match params.get(name) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => v
                 .as_i64()
                 .map(|ms| Some(layout.min_id_at(ms)))
-                .ok_or_else(|| {
-                    misskey_invalid(&format!("Invalid param: {name} must be an integer."))
-                }),
+                .ok_or_else(|| format!("Invalid param: {name} must be an integer.")),
         }
     };
-    let (since, until) = match (id_param("sinceId"), id_param("untilId")) {
-        (Ok(s), Ok(u)) => (s, u),
-        (Err(r), _) | (_, Err(r)) => return r,
-    };
-    let (since_date, until_date) = match (date_param("sinceDate"), date_param("untilDate")) {
-        (Ok(s), Ok(u)) => (s, u),
-        (Err(r), _) | (_, Err(r)) => return r,
+    let cursors = (|| {
+        Ok::<_, String>((
+            id_param("sinceId")?,
+            id_param("untilId")?,
+            date_param("sinceDate")?,
+            date_param("untilDate")?,
+        ))
+    })();
+    let (since, until, since_date, until_date) = match cursors {
+        Ok(c) => c,
+        Err(message) => return misskey_invalid(&message),
     };
     let since = since.or(since_date.map(|id| id.pred()));
     let until = until.or(until_date);

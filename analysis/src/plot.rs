@@ -1,7 +1,8 @@
 //! The plots, each written as PNG and SVG (same name, two extensions):
 //!
 //! - `run<N>-required-k`: the part-2 picture. Histogram of required_k over
-//!   leaks (red) and late arrivals every poller caught (blue), stacked, with a
+//!   leaks of a compensated poller (red), leaks of naive only (orange) and
+//!   late arrivals every poller caught (blue), stacked, with a
 //!   vertical line at each compensated poller's k: leaks right of a poller's
 //!   line are the ones that k is too small for.
 //! - `run<N>-leaks`: leaks over the run: seconds since the run started (when
@@ -30,6 +31,24 @@ const SIZE: (u32, u32) = (1200, 720);
 const FONT: &str = "sans-serif";
 const LEAK: RGBColor = RGBColor(214, 39, 40);
 const LATE: RGBColor = RGBColor(31, 119, 180);
+const NAIVE_ONLY: RGBColor = RGBColor(255, 160, 60);
+
+/// The stacked categories of the required-k histogram, bottom to top.
+const CATEGORIES: [(&str, RGBColor); 3] = [
+    ("leaks of a compensated poller", LEAK),
+    ("leaks of naive only", NAIVE_ONLY),
+    ("late arrivals every poller caught", LATE),
+];
+
+/// Axis numbers without a useless ".0".
+fn num(v: &f64) -> String {
+    if v.fract() == 0.0 || v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').to_string()
+    }
+}
 
 fn register() {
     static ONCE: Once = Once::new();
@@ -42,8 +61,8 @@ fn register() {
 /// What the plots draw, extracted once from the analysis.
 struct Data {
     run: i64,
-    /// (required_k in s, is a leak) for leaks and late arrivals.
-    required_k: Vec<(f64, bool)>,
+    /// (required_k in s, category) for leaks and late arrivals; see [`CATEGORIES`].
+    required_k: Vec<(f64, usize)>,
     /// Compensated pollers: (name, k in s).
     ks: Vec<(String, f64)>,
     /// Leaks: (s since run start, id_skew_ms, caught-by label).
@@ -61,10 +80,25 @@ fn extract(loaded: &Loaded, a: &Analysis) -> Data {
         .iter()
         .filter_map(|p| p.k_ms.map(|k| (p.name.clone(), k as f64 / 1000.0)))
         .collect();
+    let compensated: u64 = loaded
+        .pollers
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.k_ms.is_some())
+        .fold(0, |m, (i, _)| m | 1 << i);
     let required_k = a
         .items
         .iter()
-        .filter_map(|i| i.required_k_ms.map(|k| (k as f64 / 1000.0, i.leaked_by != 0)))
+        .filter_map(|i| {
+            let cat = if i.leaked_by & compensated != 0 {
+                0
+            } else if i.leaked_by != 0 {
+                1
+            } else {
+                2
+            };
+            i.required_k_ms.map(|k| (k as f64 / 1000.0, cat))
+        })
         .collect();
     let leaks = a
         .leaks()
@@ -197,24 +231,19 @@ where
     let hi = values.iter().copied().fold(kmax, f64::max).max(1.0) * 1.08;
     let bins = 40usize;
     let width = (hi - lo) / bins as f64;
-    let mut leak = vec![0u32; bins];
-    let mut late = vec![0u32; bins];
-    for &(v, is_leak) in &d.required_k {
+    let mut counts = vec![[0u32; 3]; bins];
+    for &(v, cat) in &d.required_k {
         let b = (((v - lo) / width) as usize).min(bins - 1);
-        if is_leak {
-            leak[b] += 1;
-        } else {
-            late[b] += 1;
-        }
+        counts[b][cat] += 1;
     }
-    let ymax = leak
+    // Headroom above the bars for the legend and the k labels.
+    let ymax = counts
         .iter()
-        .zip(&late)
-        .map(|(a, b)| a + b)
+        .map(|c| c.iter().sum::<u32>())
         .max()
         .unwrap_or(0)
         .max(1) as f64
-        * 1.15;
+        * 1.6;
     let title = if d.required_k.is_empty() {
         format!("Run {}: required k (no leaks or late arrivals)", d.run)
     } else {
@@ -236,23 +265,26 @@ where
         .y_desc("statuses")
         .axis_desc_style((FONT, 18))
         .label_style((FONT, 15))
+        .x_label_formatter(&num)
+        .y_label_formatter(&num)
         .draw()?;
-    let bar = |b: usize, y0: u32, y1: u32| {
-        let x0 = lo + b as f64 * width;
-        [(x0, y0 as f64), (x0 + width * 0.92, y1 as f64)]
-    };
-    chart
-        .draw_series((0..bins).filter(|&b| leak[b] > 0).map(|b| {
-            Rectangle::new(bar(b, 0, leak[b]), LEAK.filled())
-        }))?
-        .label("leaks (missed by some poller)")
-        .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], LEAK.filled()));
-    chart
-        .draw_series((0..bins).filter(|&b| late[b] > 0).map(|b| {
-            Rectangle::new(bar(b, leak[b], leak[b] + late[b]), LATE.filled())
-        }))?
-        .label("late arrivals caught by every poller")
-        .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], LATE.filled()));
+    for (cat, (label, colour)) in CATEGORIES.iter().enumerate() {
+        let colour = *colour;
+        chart
+            .draw_series((0..bins).filter(|&b| counts[b][cat] > 0).map(|b| {
+                let below: u32 = counts[b][..cat].iter().sum();
+                let x0 = lo + b as f64 * width;
+                Rectangle::new(
+                    [
+                        (x0, below as f64),
+                        (x0 + width * 0.92, (below + counts[b][cat]) as f64),
+                    ],
+                    colour.filled(),
+                )
+            }))?
+            .label(*label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], colour.filled()));
+    }
     for (i, (name, k)) in d.ks.iter().enumerate() {
         let c = k_colour(i);
         chart
@@ -264,7 +296,7 @@ where
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], c.stroke_width(3)));
         chart.draw_series(std::iter::once(Text::new(
             format!(" k = {}", fmt_s(*k)),
-            (*k, ymax * (0.97 - 0.05 * i as f64)),
+            (*k, ymax * (0.62 - 0.05 * i as f64)),
             (FONT, 16).into_font().color(&c),
         )))?;
     }
@@ -312,6 +344,8 @@ where
         .y_desc("id_skew (ms) below the cursor")
         .axis_desc_style((FONT, 18))
         .label_style((FONT, 15))
+        .x_label_formatter(&num)
+        .y_label_formatter(&num)
         .draw()?;
     let mut labels: Vec<&str> = d.leaks.iter().map(|l| l.2.as_str()).collect();
     labels.sort_unstable();
@@ -377,6 +411,8 @@ where
         .y_desc("fraction of statuses")
         .axis_desc_style((FONT, 18))
         .label_style((FONT, 15))
+        .x_label_formatter(&num)
+        .y_label_formatter(&num)
         .draw()?;
     // At most ~2000 points: the CDF's shape needs no more.
     let step = (v.len() / 2000).max(1);
@@ -425,7 +461,7 @@ where
     let panels = body.split_evenly((1, 2));
     let mut pts: Vec<&(f64, String, Option<u64>, f64)> = d.price.iter().collect();
     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let xmax = pts.iter().map(|p| p.0).fold(1.0, f64::max) * 1.1;
+    let xmax = pts.iter().map(|p| p.0).fold(1.0, f64::max) * 1.4;
     let series: [(&str, Vec<(f64, f64)>, RGBColor); 2] = [
         (
             "statuses missed",
@@ -453,6 +489,8 @@ where
             .y_desc(ylabel)
             .axis_desc_style((FONT, 18))
             .label_style((FONT, 15))
+            .x_label_formatter(&num)
+            .y_label_formatter(&num)
             .draw()?;
         chart
             .draw_series(LineSeries::new(values.clone(), colour.stroke_width(2)))?

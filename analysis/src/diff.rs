@@ -316,7 +316,8 @@ pub fn analyze(h: &History) -> Analysis {
     let mut stats = vec![PollerStats::default(); n_pollers];
     let mut late_for = vec![0u64; n_status];
     // Per poller: highest key over completed cycles, current cycle and its max.
-    let mut cursor: Vec<(Option<u128>, i64, Option<u128>)> = vec![(None, i64::MIN, None); n_pollers];
+    let mut cursor: Vec<(Option<u128>, i64, Option<u128>)> =
+        vec![(None, i64::MIN, None); n_pollers];
     let mut prefix_max: Vec<Option<(u128, i64)>> = Vec::with_capacity(global.len());
     let mut running: Option<(u128, i64)> = None;
     let views = poller_views(h, &global);
@@ -529,7 +530,10 @@ pub fn analyze(h: &History) -> Analysis {
 enum Vis {
     Truth(Visibility),
     /// From sightings: owed at q iff `from < q.sent <= until`.
-    Seen { from: i64, until: i64 },
+    Seen {
+        from: i64,
+        until: i64,
+    },
 }
 
 fn visibility(h: &History, sightings: &[Option<Sightings>], su: usize) -> Option<Vis> {
@@ -624,7 +628,8 @@ fn classify(
     let (from_ok, deleted): (Box<dyn Fn(&Request) -> bool>, bool) = match vis {
         Vis::Truth(v) => (
             Box::new(move |r: &Request| {
-                v.visible_at_ms <= r.sent_at_ms && v.deleted_at_ms.is_none_or(|d| d > r.received_at_ms)
+                v.visible_at_ms <= r.sent_at_ms
+                    && v.deleted_at_ms.is_none_or(|d| d > r.received_at_ms)
             }),
             v.deleted_at_ms.is_some(),
         ),

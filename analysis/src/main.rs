@@ -33,6 +33,10 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // A bug must still end in one readable line, not a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("analyze: internal error (please report): {info}");
+    }));
     let args = Args::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
@@ -64,9 +68,14 @@ fn run(args: &Args) -> Result<(), String> {
             .unwrap_or_else(|| PathBuf::from(".")),
     };
     // Plots never decide the exit status: a report without pictures is still a report.
-    let (plots, notes) = match plot::write_all(&loaded, &analysis, &out_dir) {
-        Ok(x) => x,
-        Err(e) => (Vec::new(), vec![format!("plotting failed: {e}")]),
+    let drawn = std::panic::catch_unwind(|| plot::write_all(&loaded, &analysis, &out_dir));
+    let (plots, notes) = match drawn {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => (Vec::new(), vec![format!("plotting failed: {e}")]),
+        Err(_) => (
+            Vec::new(),
+            vec!["plotting failed (internal error)".to_string()],
+        ),
     };
     if args.json {
         let out = json::build(&loaded, &analysis, &plots);

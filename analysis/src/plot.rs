@@ -183,10 +183,25 @@ pub fn write_all(
     let d = extract(loaded, a);
     let mut files = Vec::new();
     let mut notes = Vec::new();
-    files.extend(both!(dir, format!("run{}-required-k", d.run), required_k, &d));
-    files.extend(both!(dir, format!("run{}-leaks", d.run), leaks_over_run, &d));
+    files.extend(both!(
+        dir,
+        format!("run{}-required-k", d.run),
+        required_k,
+        &d
+    ));
+    files.extend(both!(
+        dir,
+        format!("run{}-leaks", d.run),
+        leaks_over_run,
+        &d
+    ));
     if d.lateness.as_ref().is_some_and(|l| !l.is_empty()) {
-        files.extend(both!(dir, format!("run{}-lateness-cdf", d.run), lateness_cdf, &d));
+        files.extend(both!(
+            dir,
+            format!("run{}-lateness-cdf", d.run),
+            lateness_cdf,
+            &d
+        ));
     } else {
         notes.push("lateness CDF skipped: the run has no truth (not a simulated target)".into());
     }
@@ -194,7 +209,12 @@ pub fn write_all(
     distinct.sort_unstable();
     distinct.dedup();
     if distinct.len() >= 2 && a.reference != crate::diff::Reference::None {
-        files.extend(both!(dir, format!("run{}-price-of-safety", d.run), price, &d));
+        files.extend(both!(
+            dir,
+            format!("run{}-price-of-safety", d.run),
+            price,
+            &d
+        ));
     } else {
         notes.push(
             "price-of-safety plot skipped: it needs compensated pollers with at least 2 distinct k (and a reference)"
@@ -495,15 +515,19 @@ where
         chart
             .draw_series(LineSeries::new(values.clone(), colour.stroke_width(2)))?
             .label(ylabel)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], colour.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 14, y)], colour.stroke_width(2))
+            });
         chart.draw_series(
             values
                 .iter()
                 .map(|&(x, y)| Circle::new((x, y), 5, colour.filled())),
         )?;
-        chart.draw_series(pts.iter().zip(&values).map(|(p, &(x, y))| {
-            Text::new(format!(" {}", p.1), (x, y), (FONT, 14).into_font())
-        }))?;
+        chart.draw_series(
+            pts.iter()
+                .zip(&values)
+                .map(|(p, &(x, y))| Text::new(format!(" {}", p.1), (x, y), (FONT, 14).into_font())),
+        )?;
     }
     Ok(())
 }

@@ -28,7 +28,9 @@ pub fn render(loaded: &Loaded, a: &Analysis, plots: &[String], plot_notes: &[Str
             o,
             "run {} is complete ({}).",
             run.id,
-            run.end_reason.as_deref().unwrap_or("no end reason recorded")
+            run.end_reason
+                .as_deref()
+                .unwrap_or("no end reason recorded")
         );
     } else {
         let _ = writeln!(
@@ -100,7 +102,16 @@ pub fn render(loaded: &Loaded, a: &Analysis, plots: &[String], plot_notes: &[Str
     let _ = writeln!(
         o,
         "{:width$}  {:>8} {:>6} {:>9} {:>10} {:>8} {:>6} {:>6} {:>7} {:>6}  verdict",
-        "poller", "requests", "failed", "seen", "duplicates", "dup/new", "pages+", "late", "missed", "leaks"
+        "poller",
+        "requests",
+        "failed",
+        "seen",
+        "duplicates",
+        "dup/new",
+        "pages+",
+        "late",
+        "missed",
+        "leaks"
     );
     for ((p, s), v) in loaded.pollers.iter().zip(&a.pollers).zip(&a.verdicts) {
         let missed = if a.reference == Reference::None {
@@ -241,7 +252,10 @@ This is a bug in the target, the poller or the recorder:",
             let _ = writeln!(o, "k to catch all leaks: {k} ms");
         }
         None => {
-            let _ = writeln!(o, "k to catch all leaks: - (no leaks with a known required_k)");
+            let _ = writeln!(
+                o,
+                "k to catch all leaks: - (no leaks with a known required_k)"
+            );
         }
     }
     match a.required_k {
@@ -277,7 +291,12 @@ This is a bug in the target, the poller or the recorder:",
             ),
             Verdict::Unknown => "no truth and no other poller to compare with".into(),
         };
-        let _ = writeln!(o, "  {:width$}  {} ({why})", p.name, v.as_str().to_uppercase());
+        let _ = writeln!(
+            o,
+            "  {:width$}  {} ({why})",
+            p.name,
+            v.as_str().to_uppercase()
+        );
     }
     if !run.complete {
         let _ = writeln!(

@@ -248,7 +248,11 @@ impl Default for SimSpec {
             delete_fraction: 0.01,
             error_rate: 0.0,
             max_pages: 20,
-            policies: vec!["naive".into(), "compensated:k=1s".into(), "compensated:k=10s".into()],
+            policies: vec![
+                "naive".into(),
+                "compensated:k=1s".into(),
+                "compensated:k=10s".into(),
+            ],
         }
     }
 }
@@ -273,7 +277,8 @@ pub fn simulate(spec: &SimSpec) -> (Vec<SynthRequest>, Vec<SynthTruth>) {
         } else {
             (rng.f64() * 30.0) as i64
         };
-        let deleted = (rng.f64() < spec.delete_fraction).then(|| ms + lag + (rng.f64() * 3000.0) as i64);
+        let deleted =
+            (rng.f64() < spec.delete_fraction).then(|| ms + lag + (rng.f64() * 3000.0) as i64);
         truth.push(SynthTruth {
             id,
             posted_at_ms: ms,

@@ -41,7 +41,10 @@ fn assert_refused(o: &Output, needle: &str) {
     assert_eq!(o.status.code(), Some(2), "stderr: {err}");
     assert!(err.contains(needle), "expected '{needle}' in: {err}");
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
-    assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
     assert!(o.stdout.is_empty());
 }
 
@@ -93,7 +96,12 @@ fn synthetic_run_gives_report_json_and_plots() {
 
     // JSON, with plots in another directory.
     let out = dir.join("plots");
-    let o = analyze(&[db.to_str().unwrap(), "--json", "--out", out.to_str().unwrap()]);
+    let o = analyze(&[
+        db.to_str().unwrap(),
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("valid JSON");
     assert_eq!(v["schema"], 1);
@@ -114,7 +122,15 @@ fn synthetic_run_gives_report_json_and_plots() {
     let leaks = v["leaks"].as_array().unwrap();
     assert!(leaks.len() as u64 >= naive_leaks);
     let l = &leaks[0];
-    for field in ["id", "id_time", "first_seen", "seen_by", "missed_by", "id_skew_ms", "required_k_ms"] {
+    for field in [
+        "id",
+        "id_time",
+        "first_seen",
+        "seen_by",
+        "missed_by",
+        "id_skew_ms",
+        "required_k_ms",
+    ] {
         assert!(l.get(field).is_some(), "leak field {field}");
     }
     assert!(v["truth"]["statuses"].as_u64().unwrap() > 0);
@@ -154,7 +170,10 @@ fn the_latest_run_is_the_default_and_run_n_picks_another() {
     assert!(text.starts_with("run 2 is complete"), "{text}");
     assert!(text.contains("target     mastodon:https://example.social\n"));
     // One poller, no truth: nothing to compare with.
-    assert!(text.contains("UNKNOWN (no truth and no other poller to compare with)"), "{text}");
+    assert!(
+        text.contains("UNKNOWN (no truth and no other poller to compare with)"),
+        "{text}"
+    );
     assert!(text.contains("price-of-safety plot skipped"));
     let o = analyze(&[db.to_str().unwrap(), "--run", "1"]);
     assert!(o.status.success());
@@ -234,14 +253,21 @@ fn a_missing_file_is_refused() {
     let dir = tempdir("missing");
     let o = analyze(&[dir.join("nope.db").to_str().unwrap()]);
     assert_refused(&o, "cannot open");
-    assert!(!dir.join("nope.db").exists(), "analyze must not create the file");
+    assert!(
+        !dir.join("nope.db").exists(),
+        "analyze must not create the file"
+    );
 }
 
 #[test]
 fn a_file_that_is_not_sqlite_is_refused() {
     let dir = tempdir("not-sqlite");
     let f = dir.join("notes.db");
-    std::fs::write(&f, "these are not the droids you are looking for\n".repeat(100)).unwrap();
+    std::fs::write(
+        &f,
+        "these are not the droids you are looking for\n".repeat(100),
+    )
+    .unwrap();
     let o = analyze(&[f.to_str().unwrap()]);
     assert_refused(&o, "not a SQLite database");
 }

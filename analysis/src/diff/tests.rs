@@ -331,7 +331,10 @@ fn required_k_keeps_its_sign() {
 #[test]
 fn percentiles_are_nearest_rank() {
     let d = Distribution::of((1..=100).collect()).unwrap();
-    assert_eq!((d.basis, d.p50, d.p90, d.p99, d.max), (100, 50, 90, 99, 100));
+    assert_eq!(
+        (d.basis, d.p50, d.p90, d.p99, d.max),
+        (100, 50, 90, 99, 100)
+    );
     let d = Distribution::of(vec![7]).unwrap();
     assert_eq!((d.p50, d.p99, d.max), (7, 7, 7));
     assert_eq!(Distribution::of(vec![]), None);

@@ -536,6 +536,19 @@ enum Vis {
     },
 }
 
+impl Vis {
+    /// Whether the status was visible throughout request `r`.
+    fn visible_at(&self, r: &Request) -> bool {
+        match *self {
+            Vis::Truth(v) => {
+                v.visible_at_ms <= r.sent_at_ms
+                    && v.deleted_at_ms.is_none_or(|d| d > r.received_at_ms)
+            }
+            Vis::Seen { from, until } => from < r.sent_at_ms && r.sent_at_ms <= until,
+        }
+    }
+}
+
 fn visibility(h: &History, sightings: &[Option<Sightings>], su: usize) -> Option<Vis> {
     if let Some(v) = h.truth.as_ref().and_then(|t| t[su]) {
         return Some(Vis::Truth(v));
@@ -625,19 +638,7 @@ fn classify(
     vis: Vis,
 ) -> Outcome {
     let key = h.statuses[su].key;
-    let (from_ok, deleted): (Box<dyn Fn(&Request) -> bool>, bool) = match vis {
-        Vis::Truth(v) => (
-            Box::new(move |r: &Request| {
-                v.visible_at_ms <= r.sent_at_ms
-                    && v.deleted_at_ms.is_none_or(|d| d > r.received_at_ms)
-            }),
-            v.deleted_at_ms.is_some(),
-        ),
-        Vis::Seen { from, until } => (
-            Box::new(move |r: &Request| from < r.sent_at_ms && r.sent_at_ms <= until),
-            false,
-        ),
-    };
+    let deleted = matches!(vis, Vis::Truth(v) if v.deleted_at_ms.is_some());
     let start_after = match vis {
         Vis::Truth(v) => v.visible_at_ms - 1,
         Vis::Seen { from, .. } => from,
@@ -649,7 +650,7 @@ fn classify(
     let mut causes: Option<(bool, bool, bool)> = None; // (clean, failed, overflow)
     for (j, &ri) in view.order.iter().enumerate().skip(first) {
         let r = &h.requests[ri as usize];
-        if !from_ok(r) {
+        if !vis.visible_at(r) {
             // Past the deletion or the last sighting: nothing later is owed.
             let past_end = match vis {
                 Vis::Truth(v) => v.deleted_at_ms.is_some_and(|d| r.sent_at_ms >= d),

@@ -482,7 +482,8 @@ where
     let mut pts: Vec<&(f64, String, Option<u64>, f64)> = d.price.iter().collect();
     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
     let xmax = pts.iter().map(|p| p.0).fold(1.0, f64::max) * 1.4;
-    let series: [(&str, Vec<(f64, f64)>, RGBColor); 2] = [
+    type Panel<'a> = (&'a str, Vec<(f64, f64)>, RGBColor);
+    let series: [Panel; 2] = [
         (
             "statuses missed",
             pts.iter()

@@ -424,10 +424,8 @@ proptest! {
         for item in a.leaks() {
             let rk = item.required_k_ms.unwrap();
             for (p, poller) in h.pollers.iter().enumerate() {
-                if let Some(k) = poller.k_ms {
-                    if k >= rk + 50 {
-                        prop_assert!(item.leaked_by & (1 << p) == 0, "{} leaked an item with required_k {rk}", poller.name);
-                    }
+                if poller.k_ms.is_some_and(|k| k >= rk + 50) {
+                    prop_assert!(item.leaked_by & (1 << p) == 0, "{} leaked an item with required_k {rk}", poller.name);
                 }
             }
         }

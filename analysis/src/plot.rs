@@ -345,7 +345,10 @@ where
     root.fill(&WHITE)?;
     let xmax = d.leaks.iter().map(|l| l.0).fold(1.0, f64::max) * 1.05;
     let xmin = d.leaks.iter().map(|l| l.0).fold(0.0, f64::min);
-    let ymax = d.leaks.iter().map(|l| l.1).fold(1.0, f64::max) * 1.1;
+    // Headroom above the points for the legend.
+    let ymax = d.leaks.iter().map(|l| l.1).fold(1.0, f64::max) * 1.35;
+    // Smaller marks when there are thousands, so that the density still shows.
+    let radius = if d.leaks.len() > 1000 { 3 } else { 5 };
     let ymin = d.leaks.iter().map(|l| l.1).fold(0.0, f64::min);
     let title = if d.leaks.is_empty() {
         format!("Run {}: leaks over the run (none)", d.run)
@@ -381,7 +384,7 @@ where
                 d.leaks
                     .iter()
                     .filter(|l| l.2 == *label)
-                    .map(|l| Circle::new((l.0, l.1), 5, c.filled())),
+                    .map(|l| Circle::new((l.0, l.1), radius, c.mix(0.8).filled())),
             )?
             .label(label.to_string())
             .legend(move |(x, y)| Circle::new((x + 7, y), 5, c.filled()));
@@ -391,7 +394,7 @@ where
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperLeft)
             .label_font((FONT, 16))
-            .background_style(WHITE.mix(0.85))
+            .background_style(WHITE.mix(0.95))
             .border_style(BLACK)
             .draw()?;
     }

@@ -220,6 +220,27 @@ required_k_ms = the k that would have caught it, negative = any k):",
                 s.before_baseline
             );
         }
+        let explained: Vec<_> = a
+            .other_misses
+            .iter()
+            .filter(|m| m.cause != Cause::Unexplained)
+            .collect();
+        for m in explained.iter().take(LIST_CAP) {
+            let _ = writeln!(
+                o,
+                "  {} missed by {} ({})",
+                loaded.status_ids[m.status as usize],
+                loaded.pollers[m.poller].name,
+                m.cause.as_str()
+            );
+        }
+        if explained.len() > LIST_CAP {
+            let _ = writeln!(
+                o,
+                "  ... and {} more (see --json)",
+                explained.len() - LIST_CAP
+            );
+        }
         let unexplained: Vec<_> = a
             .other_misses
             .iter()

@@ -144,6 +144,49 @@ fn synthetic_run_gives_report_json_and_plots() {
 }
 
 #[test]
+fn without_truth_the_other_pollers_are_the_reference() {
+    let dir = tempdir("union");
+    let db = dir.join("run.db");
+    let spec = small_spec();
+    let (requests, _truth) = synth::simulate(&spec);
+    let pollers: Vec<(&str, &str)> = spec
+        .policies
+        .iter()
+        .map(|p| (p.as_str(), p.as_str()))
+        .collect();
+    let run = RunSpec {
+        target: "mastodon:https://example.social".into(),
+        profile: None,
+        seed: None,
+        clock: "real".into(),
+        ..RunSpec::default()
+    };
+    let mut conn = synth::create(&db).unwrap();
+    synth::write_run(&mut conn, &run, &pollers, &requests, &[]).unwrap();
+    drop(conn);
+    let o = analyze(&[db.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["reference"], "union");
+    assert!(v["truth"].is_null());
+    assert!(v["run"]["profile"].is_null());
+    assert_eq!(v["pollers"][0]["verdict"], "invalid");
+    assert!(v["pollers"][0]["leaks"].as_u64().unwrap() > 0);
+    assert_eq!(v["pollers"][2]["verdict"], "valid");
+    assert!(
+        v["plots"].as_array().unwrap().len() == 6,
+        "no lateness CDF without truth"
+    );
+    let o = analyze(&[db.to_str().unwrap()]);
+    let text = stdout(&o);
+    assert!(
+        text.contains("reference  no truth: each poller is checked against the union"),
+        "{text}"
+    );
+    assert!(text.contains("lateness CDF skipped"));
+}
+
+#[test]
 fn the_latest_run_is_the_default_and_run_n_picks_another() {
     let dir = tempdir("two-runs");
     let db = dir.join("run.db");

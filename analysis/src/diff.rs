@@ -11,10 +11,10 @@
 //! - An item X is **visible** from `visible_at_ms` until `deleted_at_ms`
 //!   (truth), or, without truth for X, from the earliest `sent_at_ms` of a
 //!   request that returned it until the latest `received_at_ms` of one that
-//!   did, but at least one cadence interval after it surfaced (an item that
-//!   surfaced is taken to stay up until every poller's next tick; without
-//!   that, whether a leak is found would depend on which poller's request of a
-//!   tick left a few ms earlier).
+//!   did, but at least 1.5 cadence intervals after it surfaced (an item that
+//!   surfaced is taken to stay up until every poller's next tick, whatever
+//!   the jitter between pollers' sends; without that, whether a leak is found
+//!   would depend on which poller's request of a tick left a few ms earlier).
 //! - X is **owed** to poller P at request q if X was visible at q: with truth
 //!   `visible_at <= q.sent` and `deleted_at > q.received`; from sightings
 //!   `first_sent < q.sent <= visible_until`.
@@ -555,7 +555,7 @@ fn visibility(h: &History, sightings: &[Option<Sightings>], su: usize) -> Option
     }
     sightings[su].map(|s| Vis::Seen {
         from: s.first_sent,
-        until: s.last_received.max(s.first_sent + h.interval_ms),
+        until: s.last_received.max(s.first_sent + h.interval_ms * 3 / 2),
     })
 }
 

@@ -437,3 +437,26 @@ proptest! {
         prop_assert_eq!(analyze(&shuffled), a);
     }
 }
+
+#[test]
+fn union_reference_tolerates_send_jitter() {
+    // No truth. The compensated poller returns x once, at 4001; naive's
+    // request of that tick left earlier (3990) and its next one 1 s + 9 ms
+    // after x surfaced: x is still owed to it then, and below its cursor.
+    let mut b = B::new(&[("naive", None), ("compensated:k=1s", Some(1000))], false);
+    let a0 = b.status(1900, 0, None);
+    let bb = b.status(2500, 0, None);
+    let x = b.status(2400, 0, None);
+    b.req(0, 0, 0, 1990, None, None, &[a0]);
+    b.req(1, 0, 0, 2001, None, None, &[a0]);
+    b.req(0, 1, 0, 2990, Some(key(1900)), None, &[bb]);
+    b.req(1, 1, 0, 3001, Some(key(1000) - 1), None, &[bb, a0]);
+    b.req(0, 2, 0, 3990, Some(key(2500)), None, &[]);
+    b.req(1, 2, 0, 4001, Some(key(2000) - 1), None, &[bb, x]);
+    b.req(0, 3, 0, 5010, Some(key(2500)), None, &[]);
+    b.req(1, 3, 0, 5001, Some(key(3000) - 1), None, &[]);
+    let a = analyze(&b.h);
+    assert_eq!(a.pollers[0].leaks, 1);
+    assert_eq!(a.items[0].status, x);
+    assert_eq!(a.verdicts, vec![Verdict::Invalid, Verdict::Valid]);
+}

@@ -112,12 +112,24 @@ pub fn open(path: &Path) -> Result<Connection, LoadError> {
     )
     .map_err(|e| LoadError(format!("{shown}: cannot open as SQLite: {e}")))?;
     // The first real read tells whether the file is SQLite at all.
+    let first_read = |e: rusqlite::Error| {
+        LoadError(match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::NotADatabase) => {
+                format!("{shown}: not a SQLite database ({e})")
+            }
+            Some(rusqlite::ErrorCode::CannotOpen) => format!(
+                "{shown}: cannot open ({e}); a database with a -wal file beside it needs a \
+                 writable directory (or an existing -shm file) even to be read"
+            ),
+            _ => format!("{shown}: cannot read as SQLite ({e})"),
+        })
+    };
     let app_id: i64 = conn
         .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(|e| LoadError(format!("{shown}: not a SQLite database ({e})")))?;
+        .map_err(first_read)?;
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(|e| LoadError(format!("{shown}: not a SQLite database ({e})")))?;
+        .map_err(first_read)?;
     let has_runs: bool = conn
         .query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'runs'",

@@ -46,7 +46,7 @@ fn num(v: &f64) -> String {
         format!("{v:.0}")
     } else {
         let s = format!("{v:.3}");
-        s.trim_end_matches('0').to_string()
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }
 
@@ -530,7 +530,14 @@ where
         chart.draw_series(
             pts.iter()
                 .zip(&values)
-                .map(|(p, &(x, y))| Text::new(format!(" {}", p.1), (x, y), (FONT, 14).into_font())),
+                // Just above the point, so that a label at 0 clears the axis.
+                .map(|(p, &(x, y))| {
+                    Text::new(
+                        format!(" {}", p.1),
+                        (x, y + ymax * 0.045),
+                        (FONT, 14).into_font(),
+                    )
+                }),
         )?;
     }
     Ok(())

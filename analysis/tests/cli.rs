@@ -246,6 +246,27 @@ fn an_incomplete_run_says_so_on_its_first_line() {
     assert!(v["run"]["ended_at"].is_null());
 }
 
+#[test]
+fn a_run_that_has_only_just_started_is_reported() {
+    let dir = tempdir("just-started");
+    let db = dir.join("run.db");
+    let mut conn = synth::create(&db).unwrap();
+    let run = RunSpec {
+        complete: false,
+        ..RunSpec::default()
+    };
+    synth::write_run(&mut conn, &run, &[], &[], &[]).unwrap();
+    drop(conn);
+    let o = analyze(&[db.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.starts_with("run 1 is INCOMPLETE"), "{text}");
+    assert!(
+        text.contains("history    0 requests, 0 observations"),
+        "{text}"
+    );
+}
+
 /// Writes a run through a connection in WAL mode and leaves the WAL behind,
 /// as a killed experiment does.
 fn db_with_leftover_wal(dir: &Path) -> PathBuf {

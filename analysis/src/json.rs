@@ -1,0 +1,208 @@
+//! The `--json` output: the same findings as the text report, for machines.
+//!
+//! The shape is an interface (documented in analysis/JSON.md); `schema` is
+//! bumped on any incompatible change. Times are RFC 3339 with ms, UTC.
+
+use crate::diff::{Analysis, Reference};
+use crate::load::Loaded;
+use serde::Serialize;
+use snowleak::time::rfc3339_ms;
+use std::collections::BTreeMap;
+
+/// The version of this JSON shape.
+pub const JSON_SCHEMA: u32 = 1;
+
+#[derive(Serialize)]
+pub struct Output {
+    pub schema: u32,
+    pub run: Run,
+    /// "truth", "union" (of the other pollers) or "none".
+    pub reference: &'static str,
+    pub pollers: Vec<Poller>,
+    pub leaks: Vec<Leak>,
+    pub other_misses: Vec<OtherMiss>,
+    pub truth: Option<Truth>,
+    pub k_to_catch_all_ms: Option<i64>,
+    pub required_k: Option<RequiredK>,
+    /// Plot files written (empty when plotting was skipped or failed).
+    pub plots: Vec<String>,
+}
+
+#[derive(Serialize)]
+pub struct Run {
+    pub id: i64,
+    pub target: String,
+    pub profile: Option<String>,
+    pub seed: Option<i64>,
+    pub clock: String,
+    pub layout: String,
+    pub interval_ms: i64,
+    pub complete: bool,
+    pub end_reason: Option<String>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct Poller {
+    pub name: String,
+    pub policy: String,
+    pub k_ms: Option<i64>,
+    pub requests: u64,
+    pub errors: u64,
+    pub seen: u64,
+    pub duplicates: u64,
+    pub duplicates_per_new: f64,
+    pub duplicate_bytes_estimate: Option<u64>,
+    pub back_pages: u64,
+    pub late_arrivals: u64,
+    pub missed: Option<u64>,
+    pub leaks: u64,
+    pub misses_error: u64,
+    pub misses_overflow: u64,
+    pub misses_unexplained: u64,
+    pub gone_before_seen: u64,
+    pub before_baseline: u64,
+    pub verdict: &'static str,
+}
+
+#[derive(Serialize)]
+pub struct Leak {
+    pub id: String,
+    pub id_time: String,
+    pub first_seen: Option<String>,
+    pub seen_by: Vec<String>,
+    pub missed_by: Vec<String>,
+    pub id_skew_ms: Option<i64>,
+    pub required_k_ms: Option<i64>,
+}
+
+#[derive(Serialize)]
+pub struct OtherMiss {
+    pub id: String,
+    pub poller: String,
+    pub cause: &'static str,
+}
+
+#[derive(Serialize)]
+pub struct Truth {
+    pub statuses: usize,
+    pub missed: BTreeMap<String, u64>,
+}
+
+#[derive(Serialize)]
+pub struct RequiredK {
+    pub basis: usize,
+    pub p50: i64,
+    pub p90: i64,
+    pub p99: i64,
+    pub max: i64,
+}
+
+/// Names of the pollers whose bit is set in `mask`.
+pub fn names(loaded: &Loaded, mask: u64) -> Vec<String> {
+    loaded
+        .pollers
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| mask & (1 << i) != 0)
+        .map(|(_, p)| p.name.clone())
+        .collect()
+}
+
+pub fn build(loaded: &Loaded, a: &Analysis, plots: &[String]) -> Output {
+    let run = &loaded.run;
+    let h = &loaded.history;
+    let has_ref = a.reference != Reference::None;
+    let pollers = loaded
+        .pollers
+        .iter()
+        .zip(&a.pollers)
+        .zip(&a.verdicts)
+        .map(|((p, s), v)| Poller {
+            name: p.name.clone(),
+            policy: p.policy.clone(),
+            k_ms: p.k_ms,
+            requests: s.requests,
+            errors: s.errors,
+            seen: s.seen,
+            duplicates: s.duplicates,
+            duplicates_per_new: (s.duplicates_per_new() * 1000.0).round() / 1000.0,
+            duplicate_bytes_estimate: s.duplicate_bytes.map(|b| b.round() as u64),
+            back_pages: s.back_pages,
+            late_arrivals: s.late_arrivals,
+            missed: has_ref.then(|| s.missed()),
+            leaks: s.leaks,
+            misses_error: s.misses_error,
+            misses_overflow: s.misses_overflow,
+            misses_unexplained: s.misses_unexplained,
+            gone_before_seen: s.gone_before_seen,
+            before_baseline: s.before_baseline,
+            verdict: v.as_str(),
+        })
+        .collect();
+    let leaks = a
+        .leaks()
+        .map(|i| Leak {
+            id: loaded.status_ids[i.status as usize].to_string(),
+            id_time: rfc3339_ms(h.statuses[i.status as usize].id_time_ms),
+            first_seen: i.first_seen_ms.map(rfc3339_ms),
+            seen_by: names(loaded, i.seen_by),
+            missed_by: names(loaded, i.leaked_by),
+            id_skew_ms: i.id_skew_ms,
+            required_k_ms: i.required_k_ms,
+        })
+        .collect();
+    let other_misses = a
+        .other_misses
+        .iter()
+        .map(|m| OtherMiss {
+            id: loaded.status_ids[m.status as usize].to_string(),
+            poller: loaded.pollers[m.poller].name.clone(),
+            cause: m.cause.as_str(),
+        })
+        .collect();
+    let truth = h.truth.as_ref().map(|t| Truth {
+        statuses: t.iter().filter(|v| v.is_some()).count(),
+        missed: loaded
+            .pollers
+            .iter()
+            .zip(&a.pollers)
+            .map(|(p, s)| (p.name.clone(), s.missed()))
+            .collect(),
+    });
+    Output {
+        schema: JSON_SCHEMA,
+        run: Run {
+            id: run.id,
+            target: run.target.clone(),
+            profile: run.profile.clone(),
+            seed: run.seed,
+            clock: run.clock.clone(),
+            layout: run.layout.clone(),
+            interval_ms: run.interval_ms,
+            complete: run.complete,
+            end_reason: run.end_reason.clone(),
+            started_at: rfc3339_ms(run.started_at_ms),
+            ended_at: run.ended_at_ms.map(rfc3339_ms),
+        },
+        reference: match a.reference {
+            Reference::Truth => "truth",
+            Reference::Union => "union",
+            Reference::None => "none",
+        },
+        pollers,
+        leaks,
+        other_misses,
+        truth,
+        k_to_catch_all_ms: a.k_to_catch_all_ms,
+        required_k: a.required_k.map(|d| RequiredK {
+            basis: d.basis,
+            p50: d.p50,
+            p90: d.p90,
+            p99: d.p99,
+            max: d.max,
+        }),
+        plots: plots.to_vec(),
+    }
+}

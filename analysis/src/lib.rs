@@ -1,0 +1,16 @@
+//! # analysis: reads a run of the snowleak harness and judges it
+//!
+//! The `analyze` binary is a thin CLI over this library, which is also what
+//! the tests and the benchmark drive:
+//!
+//! - [`load`]: run.db (read-only) → [`diff::History`].
+//! - [`diff`]: the pure checker: misses, leaks, late arrivals, skews, verdicts.
+//! - [`report`]: the text report; [`json`]: the `--json` output; [`plot`]: PNG and SVG plots.
+//! - [`synth`]: writes synthetic run databases (for tests and the benchmark).
+
+pub mod diff;
+pub mod json;
+pub mod load;
+pub mod plot;
+pub mod report;
+pub mod synth;

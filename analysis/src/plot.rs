@@ -1,0 +1,544 @@
+//! The plots, each written as PNG and SVG (same name, two extensions):
+//!
+//! - `run<N>-required-k`: the part-2 picture. Histogram of required_k over
+//!   leaks of a compensated poller (red), leaks of naive only (orange) and
+//!   late arrivals every poller caught (blue), stacked, with a
+//!   vertical line at each compensated poller's k: leaks right of a poller's
+//!   line are the ones that k is too small for.
+//! - `run<N>-leaks`: leaks over the run: seconds since the run started (when
+//!   the leak became visible) against id_skew_ms, one colour per set of
+//!   pollers that caught it.
+//! - `run<N>-lateness-cdf` (truth only): CDF of visibility lateness
+//!   (visible_at - ID time) over every truth status, log x, with the pollers' k.
+//! - `run<N>-price-of-safety` (>= 2 distinct compensated k): statuses missed
+//!   and duplicates per new status against k (naive drawn at k = 0).
+//!
+//! plotters is built without system fonts, so Noto Sans is registered as
+//! "sans-serif" before anything is drawn (see research/deps.md).
+
+use crate::diff::Analysis;
+use crate::load::Loaded;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::{FontStyle, register_font};
+use std::error::Error;
+use std::path::Path;
+use std::sync::Once;
+
+type R = Result<(), Box<dyn Error>>;
+
+const SIZE: (u32, u32) = (1200, 720);
+const FONT: &str = "sans-serif";
+const LEAK: RGBColor = RGBColor(214, 39, 40);
+const LATE: RGBColor = RGBColor(31, 119, 180);
+const NAIVE_ONLY: RGBColor = RGBColor(255, 160, 60);
+
+/// The stacked categories of the required-k histogram, bottom to top.
+const CATEGORIES: [(&str, RGBColor); 3] = [
+    ("leaks of a compensated poller", LEAK),
+    ("leaks of naive only", NAIVE_ONLY),
+    ("late arrivals every poller caught", LATE),
+];
+
+/// Axis numbers without a useless ".0".
+fn num(v: &f64) -> String {
+    if v.fract() == 0.0 || v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+fn register() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // Only fails on unreadable font bytes, which are compiled in.
+        let _ = register_font(FONT, FontStyle::Normal, ttf_noto_sans::REGULAR);
+    });
+}
+
+/// What the plots draw, extracted once from the analysis.
+struct Data {
+    run: i64,
+    /// (required_k in s, category) for leaks and late arrivals; see [`CATEGORIES`].
+    required_k: Vec<(f64, usize)>,
+    /// Compensated pollers: (name, k in s).
+    ks: Vec<(String, f64)>,
+    /// Leaks: (s since run start, id_skew_ms, caught-by label).
+    leaks: Vec<(f64, f64, String)>,
+    /// Sorted visibility lateness in ms over truth statuses.
+    lateness: Option<Vec<f64>>,
+    /// (k in s, label, missed, duplicates per new) for naive and compensated pollers.
+    price: Vec<(f64, String, Option<u64>, f64)>,
+}
+
+fn extract(loaded: &Loaded, a: &Analysis) -> Data {
+    let h = &loaded.history;
+    let ks: Vec<(String, f64)> = loaded
+        .pollers
+        .iter()
+        .filter_map(|p| p.k_ms.map(|k| (p.name.clone(), k as f64 / 1000.0)))
+        .collect();
+    let compensated: u64 = loaded
+        .pollers
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.k_ms.is_some())
+        .fold(0, |m, (i, _)| m | 1 << i);
+    let required_k = a
+        .items
+        .iter()
+        .filter_map(|i| {
+            let cat = if i.leaked_by & compensated != 0 {
+                0
+            } else if i.leaked_by != 0 {
+                1
+            } else {
+                2
+            };
+            i.required_k_ms.map(|k| (k as f64 / 1000.0, cat))
+        })
+        .collect();
+    let leaks = a
+        .leaks()
+        .filter_map(|i| {
+            let t = i.visible_ms?;
+            let skew = i.id_skew_ms?;
+            let names = crate::json::names(loaded, i.seen_by);
+            let label = if names.is_empty() {
+                "caught by nobody".to_string()
+            } else {
+                format!("caught by {}", names.join(" + "))
+            };
+            Some((
+                (t - loaded.run.started_at_ms) as f64 / 1000.0,
+                skew as f64,
+                label,
+            ))
+        })
+        .collect();
+    let lateness = h.truth.as_ref().map(|t| {
+        let mut v: Vec<f64> = t
+            .iter()
+            .zip(&h.statuses)
+            .filter_map(|(v, s)| v.map(|v| (v.visible_at_ms - s.id_time_ms) as f64))
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    });
+    let has_ref = a.reference != crate::diff::Reference::None;
+    let price = loaded
+        .pollers
+        .iter()
+        .zip(&a.pollers)
+        .map(|(p, s)| {
+            (
+                p.k_ms.unwrap_or(0) as f64 / 1000.0,
+                p.name.clone(),
+                has_ref.then(|| s.missed()),
+                s.duplicates_per_new(),
+            )
+        })
+        .collect();
+    Data {
+        run: loaded.run.id,
+        required_k,
+        ks,
+        leaks,
+        lateness,
+        price,
+    }
+}
+
+/// Draws `f` into `<dir>/<stem>.png` and `.svg`; returns the two paths.
+macro_rules! both {
+    ($dir:expr, $stem:expr, $f:ident, $data:expr) => {{
+        let png = $dir.join(format!("{}.png", $stem));
+        let svg = $dir.join(format!("{}.svg", $stem));
+        {
+            let root = BitMapBackend::new(&png, SIZE).into_drawing_area();
+            $f(&root, $data)?;
+            root.present()?;
+        }
+        {
+            let root = SVGBackend::new(&svg, SIZE).into_drawing_area();
+            $f(&root, $data)?;
+            root.present()?;
+        }
+        vec![png.display().to_string(), svg.display().to_string()]
+    }};
+}
+
+/// Writes every plot that applies into `dir`. Returns the files written and
+/// notes on the plots skipped.
+pub fn write_all(
+    loaded: &Loaded,
+    a: &Analysis,
+    dir: &Path,
+) -> Result<(Vec<String>, Vec<String>), Box<dyn Error>> {
+    register();
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot create plot directory {}: {e}", dir.display()))?;
+    let d = extract(loaded, a);
+    let mut files = Vec::new();
+    let mut notes = Vec::new();
+    files.extend(both!(
+        dir,
+        format!("run{}-required-k", d.run),
+        required_k,
+        &d
+    ));
+    files.extend(both!(
+        dir,
+        format!("run{}-leaks", d.run),
+        leaks_over_run,
+        &d
+    ));
+    if d.lateness.as_ref().is_some_and(|l| !l.is_empty()) {
+        files.extend(both!(
+            dir,
+            format!("run{}-lateness-cdf", d.run),
+            lateness_cdf,
+            &d
+        ));
+    } else {
+        notes.push("lateness CDF skipped: the run has no truth (not a simulated target)".into());
+    }
+    let mut distinct: Vec<i64> = loaded.pollers.iter().filter_map(|p| p.k_ms).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() >= 2 && a.reference != crate::diff::Reference::None {
+        files.extend(both!(
+            dir,
+            format!("run{}-price-of-safety", d.run),
+            price,
+            &d
+        ));
+    } else {
+        notes.push(
+            "price-of-safety plot skipped: it needs compensated pollers with at least 2 distinct k (and a reference)"
+                .into(),
+        );
+    }
+    Ok((files, notes))
+}
+
+fn caption_style() -> TextStyle<'static> {
+    (FONT, 26).into_font().into()
+}
+
+fn k_colour(i: usize) -> RGBColor {
+    const C: [RGBColor; 6] = [
+        RGBColor(44, 160, 44),
+        RGBColor(148, 103, 189),
+        RGBColor(255, 127, 14),
+        RGBColor(23, 190, 207),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+    ];
+    C[i % C.len()]
+}
+
+fn required_k<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &Data) -> R
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let values: Vec<f64> = d.required_k.iter().map(|v| v.0).collect();
+    let kmax = d.ks.iter().map(|k| k.1).fold(0.0, f64::max);
+    let lo = values.iter().copied().fold(0.0, f64::min);
+    let hi = values.iter().copied().fold(kmax, f64::max).max(1.0) * 1.08;
+    let bins = 40usize;
+    let width = (hi - lo) / bins as f64;
+    let mut counts = vec![[0u32; 3]; bins];
+    for &(v, cat) in &d.required_k {
+        let b = (((v - lo) / width) as usize).min(bins - 1);
+        counts[b][cat] += 1;
+    }
+    // Headroom above the bars for the legend and the k labels.
+    let ymax = counts
+        .iter()
+        .map(|c| c.iter().sum::<u32>())
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64
+        * 1.6;
+    let title = if d.required_k.is_empty() {
+        format!("Run {}: required k (no leaks or late arrivals)", d.run)
+    } else {
+        format!(
+            "Run {}: required k of {} leaks and late arrivals",
+            d.run,
+            d.required_k.len()
+        )
+    };
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, caption_style())
+        .margin(20)
+        .x_label_area_size(55)
+        .y_label_area_size(70)
+        .build_cartesian_2d(lo..hi, 0.0..ymax)?;
+    chart
+        .configure_mesh()
+        .x_desc("required k (s): the smallest k whose compensated since_id catches the item")
+        .y_desc("statuses")
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 15))
+        .x_label_formatter(&num)
+        .y_label_formatter(&num)
+        .draw()?;
+    for (cat, (label, colour)) in CATEGORIES.iter().enumerate() {
+        let colour = *colour;
+        chart
+            .draw_series((0..bins).filter(|&b| counts[b][cat] > 0).map(|b| {
+                let below: u32 = counts[b][..cat].iter().sum();
+                let x0 = lo + b as f64 * width;
+                Rectangle::new(
+                    [
+                        (x0, below as f64),
+                        (x0 + width * 0.92, (below + counts[b][cat]) as f64),
+                    ],
+                    colour.filled(),
+                )
+            }))?
+            .label(*label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], colour.filled()));
+    }
+    for (i, (name, k)) in d.ks.iter().enumerate() {
+        let c = k_colour(i);
+        chart
+            .draw_series(LineSeries::new(
+                vec![(*k, 0.0), (*k, ymax)],
+                c.stroke_width(3),
+            ))?
+            .label(format!("k of {name}"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], c.stroke_width(3)));
+        chart.draw_series(std::iter::once(Text::new(
+            format!(" k = {}", fmt_s(*k)),
+            (*k, ymax * (0.62 - 0.05 * i as f64)),
+            (FONT, 16).into_font().color(&c),
+        )))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font((FONT, 16))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+fn fmt_s(s: f64) -> String {
+    if s >= 1.0 || s == 0.0 {
+        format!("{s}s")
+    } else {
+        format!("{}ms", (s * 1000.0).round())
+    }
+}
+
+fn leaks_over_run<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &Data) -> R
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let xmax = d.leaks.iter().map(|l| l.0).fold(1.0, f64::max) * 1.05;
+    let xmin = d.leaks.iter().map(|l| l.0).fold(0.0, f64::min);
+    // Headroom above the points for the legend.
+    let ymax = d.leaks.iter().map(|l| l.1).fold(1.0, f64::max) * 1.35;
+    // Smaller marks when there are thousands, so that the density still shows.
+    let radius = if d.leaks.len() > 1000 { 3 } else { 5 };
+    let ymin = d.leaks.iter().map(|l| l.1).fold(0.0, f64::min);
+    let title = if d.leaks.is_empty() {
+        format!("Run {}: leaks over the run (none)", d.run)
+    } else {
+        format!("Run {}: {} leaks over the run", d.run, d.leaks.len())
+    };
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, caption_style())
+        .margin(20)
+        .x_label_area_size(55)
+        .y_label_area_size(80)
+        .build_cartesian_2d(xmin..xmax, ymin..ymax)?;
+    chart
+        .configure_mesh()
+        .x_desc("time since the run started (s), when the leaked status became visible")
+        .y_desc("id_skew (ms) below the cursor")
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 15))
+        .x_label_formatter(&num)
+        .y_label_formatter(&num)
+        .draw()?;
+    let mut labels: Vec<&str> = d.leaks.iter().map(|l| l.2.as_str()).collect();
+    labels.sort_unstable();
+    labels.dedup();
+    for (i, label) in labels.iter().enumerate() {
+        let c = if label.ends_with("nobody") {
+            LEAK
+        } else {
+            k_colour(i)
+        };
+        chart
+            .draw_series(
+                d.leaks
+                    .iter()
+                    .filter(|l| l.2 == *label)
+                    .map(|l| Circle::new((l.0, l.1), radius, c.mix(0.8).filled())),
+            )?
+            .label(label.to_string())
+            .legend(move |(x, y)| Circle::new((x + 7, y), 5, c.filled()));
+    }
+    if !labels.is_empty() {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font((FONT, 16))
+            .background_style(WHITE.mix(0.95))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    Ok(())
+}
+
+fn lateness_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &Data) -> R
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let v = d.lateness.as_deref().unwrap_or(&[]);
+    let n = v.len().max(1);
+    // Log x: lateness of 0 ms (or less: a clock quirk) is drawn at 1 ms.
+    let xmax = v
+        .last()
+        .copied()
+        .unwrap_or(10.0)
+        .max(d.ks.iter().map(|k| k.1 * 1000.0).fold(10.0, f64::max))
+        * 1.5;
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            format!(
+                "Run {}: visibility lateness of {} statuses (truth)",
+                d.run,
+                v.len()
+            ),
+            caption_style(),
+        )
+        .margin(20)
+        .x_label_area_size(55)
+        .y_label_area_size(70)
+        .build_cartesian_2d((1f64..xmax).log_scale(), 0f64..1.0)?;
+    chart
+        .configure_mesh()
+        .x_desc("visible_at - ID time (ms, log scale; 0 or less drawn at 1 ms)")
+        .y_desc("fraction of statuses")
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 15))
+        .x_label_formatter(&num)
+        .y_label_formatter(&num)
+        .draw()?;
+    // At most ~2000 points: the CDF's shape needs no more.
+    let step = (v.len() / 2000).max(1);
+    let mut pts: Vec<(f64, f64)> = v
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % step == 0 || *i + 1 == v.len())
+        .map(|(i, &x)| (x.max(1.0), (i + 1) as f64 / n as f64))
+        .collect();
+    pts.dedup();
+    chart
+        .draw_series(LineSeries::new(pts, LATE.stroke_width(3)))?
+        .label("CDF of visibility lateness")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], LATE.stroke_width(3)));
+    for (i, (name, k)) in d.ks.iter().enumerate() {
+        let c = k_colour(i);
+        let kms = (k * 1000.0).max(1.0);
+        chart
+            .draw_series(LineSeries::new(
+                vec![(kms, 0.0), (kms, 1.0)],
+                c.stroke_width(2),
+            ))?
+            .label(format!("k of {name}"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], c.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .label_font((FONT, 16))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+fn price<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &Data) -> R
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let (title_area, body) = root.split_vertically(50);
+    title_area.titled(
+        &format!("Run {}: the price of safety (naive drawn at k = 0)", d.run),
+        caption_style(),
+    )?;
+    let panels = body.split_evenly((1, 2));
+    let mut pts: Vec<&(f64, String, Option<u64>, f64)> = d.price.iter().collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let xmax = pts.iter().map(|p| p.0).fold(1.0, f64::max) * 1.4;
+    type Panel<'a> = (&'a str, Vec<(f64, f64)>, RGBColor);
+    let series: [Panel; 2] = [
+        (
+            "statuses missed",
+            pts.iter()
+                .filter_map(|p| p.2.map(|m| (p.0, m as f64)))
+                .collect(),
+            LEAK,
+        ),
+        (
+            "duplicates per new status",
+            pts.iter().map(|p| (p.0, p.3)).collect(),
+            LATE,
+        ),
+    ];
+    for (panel, (ylabel, values, colour)) in panels.iter().zip(series) {
+        let ymax = values.iter().map(|v| v.1).fold(1.0, f64::max) * 1.15;
+        let mut chart = ChartBuilder::on(panel)
+            .margin(20)
+            .x_label_area_size(55)
+            .y_label_area_size(70)
+            .build_cartesian_2d(-xmax * 0.03..xmax, 0.0..ymax)?;
+        chart
+            .configure_mesh()
+            .x_desc("k (s)")
+            .y_desc(ylabel)
+            .axis_desc_style((FONT, 18))
+            .label_style((FONT, 15))
+            .x_label_formatter(&num)
+            .y_label_formatter(&num)
+            .draw()?;
+        chart
+            .draw_series(LineSeries::new(values.clone(), colour.stroke_width(2)))?
+            .label(ylabel)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 14, y)], colour.stroke_width(2))
+            });
+        chart.draw_series(
+            values
+                .iter()
+                .map(|&(x, y)| Circle::new((x, y), 5, colour.filled())),
+        )?;
+        chart.draw_series(
+            pts.iter()
+                .zip(&values)
+                // Just above the point, so that a label at 0 clears the axis.
+                .map(|(p, &(x, y))| {
+                    Text::new(
+                        format!(" {}", p.1),
+                        (x, y + ymax * 0.045),
+                        (FONT, 14).into_font(),
+                    )
+                }),
+        )?;
+    }
+    Ok(())
+}

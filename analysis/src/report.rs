@@ -1,0 +1,366 @@
+//! The text report: an honest account of one run, checked, with a verdict.
+//!
+//! Modelled on Jepsen's output: first what was recorded (and whether the
+//! recording is whole), then what each poller did, then every finding with
+//! the evidence to check it by hand in run.db, then the verdicts. Long lists
+//! are capped; the JSON has everything.
+
+use crate::diff::{Analysis, Cause, Reference, Verdict};
+use crate::json::names;
+use crate::load::Loaded;
+use snowleak::time::{format_duration_ms, rfc3339_ms};
+use std::fmt::Write;
+
+/// How many leaks (and other misses) the text lists before "... and N more".
+pub const LIST_CAP: usize = 25;
+
+/// Renders the report. `plots` are the files written; `plot_notes` says what was skipped.
+pub fn render(loaded: &Loaded, a: &Analysis, plots: &[String], plot_notes: &[String]) -> String {
+    let mut o = String::new();
+    let run = &loaded.run;
+    let h = &loaded.history;
+    let end_ms = run.ended_at_ms.or(loaded.last_activity_ms);
+    let duration = end_ms
+        .map(|e| format_duration_ms((e - run.started_at_ms).max(0) as u64))
+        .unwrap_or_else(|| "unknown".into());
+    if run.complete {
+        let _ = writeln!(
+            o,
+            "run {} is complete ({}).",
+            run.id,
+            run.end_reason
+                .as_deref()
+                .unwrap_or("no end reason recorded")
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "run {} is INCOMPLETE (killed or still running): the findings cover only the {} recorded so far{}.",
+            run.id,
+            duration,
+            run.end_reason
+                .as_deref()
+                .map(|r| format!(" (end reason: {r})"))
+                .unwrap_or_default()
+        );
+    }
+    o.push('\n');
+    let mut target = run.target.clone();
+    if run.profile.is_some() || run.seed.is_some() {
+        let _ = write!(
+            target,
+            " (profile {}, seed {})",
+            run.profile.as_deref().unwrap_or("-"),
+            run.seed.map(|s| s.to_string()).unwrap_or("-".into())
+        );
+    }
+    let _ = writeln!(o, "target     {target}");
+    let _ = writeln!(
+        o,
+        "clock      {}, layout {}, every {} ms, page limit {}",
+        run.clock, run.layout, run.interval_ms, run.page_limit
+    );
+    let _ = writeln!(
+        o,
+        "time       {} .. {} ({duration}{})",
+        rfc3339_ms(run.started_at_ms),
+        end_ms.map(rfc3339_ms).unwrap_or("?".into()),
+        if run.ended_at_ms.is_none() {
+            ", to the last recorded response"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        o,
+        "history    {} requests, {} observations, {} distinct statuses seen",
+        h.requests.len(),
+        h.observations.len(),
+        seen_any(loaded)
+    );
+    let reference = match (a.reference, &h.truth) {
+        (Reference::Truth, Some(t)) => format!(
+            "truth: {} statuses the simulator created",
+            t.iter().filter(|v| v.is_some()).count()
+        ),
+        (Reference::Union, _) => {
+            "no truth: each poller is checked against the union of what the others saw".into()
+        }
+        _ => "none: no truth and a single poller, so misses cannot be measured".into(),
+    };
+    let _ = writeln!(o, "reference  {reference}");
+    o.push('\n');
+
+    // Per-poller table.
+    let width = loaded
+        .pollers
+        .iter()
+        .map(|p| p.name.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let _ = writeln!(
+        o,
+        "{:width$}  {:>8} {:>6} {:>9} {:>10} {:>8} {:>6} {:>6} {:>7} {:>6}  verdict",
+        "poller",
+        "requests",
+        "failed",
+        "seen",
+        "duplicates",
+        "dup/new",
+        "pages+",
+        "late",
+        "missed",
+        "leaks"
+    );
+    for ((p, s), v) in loaded.pollers.iter().zip(&a.pollers).zip(&a.verdicts) {
+        let missed = if a.reference == Reference::None {
+            "-".to_string()
+        } else {
+            s.missed().to_string()
+        };
+        let _ = writeln!(
+            o,
+            "{:width$}  {:>8} {:>6} {:>9} {:>10} {:>8.3} {:>6} {:>6} {:>7} {:>6}  {}",
+            p.name,
+            s.requests,
+            s.errors,
+            s.seen,
+            s.duplicates,
+            s.duplicates_per_new(),
+            s.back_pages,
+            s.late_arrivals,
+            missed,
+            s.leaks,
+            v.as_str()
+        );
+    }
+    let _ = writeln!(
+        o,
+        "(seen: distinct statuses returned; duplicates: observations of statuses the poller already had; \
+pages+: back-paging requests; late: late arrivals the poller returned)"
+    );
+    let with_bytes: Vec<String> = loaded
+        .pollers
+        .iter()
+        .zip(&a.pollers)
+        .filter_map(|(p, s)| {
+            s.duplicate_bytes
+                .map(|b| format!("{} {}", p.name, human_bytes(b)))
+        })
+        .collect();
+    if !with_bytes.is_empty() {
+        let _ = writeln!(
+            o,
+            "duplicate bytes (estimate: response bytes x duplicate share of its items): {}",
+            with_bytes.join(", ")
+        );
+    }
+    o.push('\n');
+
+    // Leaks.
+    let leaks: Vec<_> = a.leaks().collect();
+    if a.reference == Reference::None {
+        let _ = writeln!(o, "leaks: not measurable without a reference.");
+    } else if leaks.is_empty() {
+        let _ = writeln!(o, "leaks: none.");
+    } else {
+        let _ = writeln!(
+            o,
+            "leaks: {} statuses (one line each; id_skew_ms = ts(highest ID any poller had returned before it became visible) - ts(it); \
+required_k_ms = the k that would have caught it, negative = any k):",
+            leaks.len()
+        );
+        let _ = writeln!(
+            o,
+            "  {:<24} {:<24} {:<24} {:>10} {:>13}  seen by / missed by",
+            "status", "ID time", "first surfaced", "id_skew_ms", "required_k_ms"
+        );
+        for i in leaks.iter().take(LIST_CAP) {
+            let seen = names(loaded, i.seen_by);
+            let _ = writeln!(
+                o,
+                "  {:<24} {:<24} {:<24} {:>10} {:>13}  {} / {}",
+                loaded.status_ids[i.status as usize],
+                rfc3339_ms(h.statuses[i.status as usize].id_time_ms),
+                i.first_seen_ms
+                    .map(rfc3339_ms)
+                    .unwrap_or_else(|| "never returned".into()),
+                opt(i.id_skew_ms),
+                opt(i.required_k_ms),
+                if seen.is_empty() {
+                    "nobody".to_string()
+                } else {
+                    seen.join(", ")
+                },
+                names(loaded, i.leaked_by).join(", ")
+            );
+        }
+        if leaks.len() > LIST_CAP {
+            let _ = writeln!(o, "  ... and {} more (see --json)", leaks.len() - LIST_CAP);
+        }
+    }
+    o.push('\n');
+
+    // Misses that are not leaks, and what was not owed.
+    if a.reference != Reference::None {
+        let _ = writeln!(
+            o,
+            "misses that are not leaks (never counted as leaks), and items not owed:"
+        );
+        for (p, s) in loaded.pollers.iter().zip(&a.pollers) {
+            let _ = writeln!(
+                o,
+                "  {:width$}  {} from errors, {} from overflow, {} unexplained; not owed: {} deleted before it could see them, {} below its baseline page",
+                p.name,
+                s.misses_error,
+                s.misses_overflow,
+                s.misses_unexplained,
+                s.gone_before_seen,
+                s.before_baseline
+            );
+        }
+        let explained: Vec<_> = a
+            .other_misses
+            .iter()
+            .filter(|m| m.cause != Cause::Unexplained)
+            .collect();
+        for m in explained.iter().take(LIST_CAP) {
+            let _ = writeln!(
+                o,
+                "  {} missed by {} ({})",
+                loaded.status_ids[m.status as usize],
+                loaded.pollers[m.poller].name,
+                m.cause.as_str()
+            );
+        }
+        if explained.len() > LIST_CAP {
+            let _ = writeln!(
+                o,
+                "  ... and {} more (see --json)",
+                explained.len() - LIST_CAP
+            );
+        }
+        let unexplained: Vec<_> = a
+            .other_misses
+            .iter()
+            .filter(|m| m.cause == Cause::Unexplained)
+            .collect();
+        if !unexplained.is_empty() {
+            let _ = writeln!(
+                o,
+                "  !! {} UNEXPLAINED misses: visible, inside a clean request's window, yet not returned. \
+This is a bug in the target, the poller or the recorder:",
+                unexplained.len()
+            );
+            for m in unexplained.iter().take(LIST_CAP) {
+                let _ = writeln!(
+                    o,
+                    "  !!   {} missed by {}",
+                    loaded.status_ids[m.status as usize], loaded.pollers[m.poller].name
+                );
+            }
+            if unexplained.len() > LIST_CAP {
+                let _ = writeln!(o, "  !!   ... and {} more", unexplained.len() - LIST_CAP);
+            }
+        }
+        o.push('\n');
+    }
+
+    // The part-2 numbers.
+    match a.k_to_catch_all_ms {
+        Some(k) => {
+            let _ = writeln!(o, "k to catch all leaks: {k} ms");
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "k to catch all leaks: - (no leaks with a known required_k)"
+            );
+        }
+    }
+    match a.required_k {
+        Some(d) => {
+            let _ = writeln!(
+                o,
+                "required_k_ms over leaks and late arrivals (basis: {} statuses): p50 {}, p90 {}, p99 {}, max {}",
+                d.basis, d.p50, d.p90, d.p99, d.max
+            );
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "required_k_ms: no leaks or late arrivals, nothing to measure (basis: 0)"
+            );
+        }
+    }
+    o.push('\n');
+
+    // Verdicts.
+    let _ = writeln!(o, "verdict:");
+    for ((p, s), v) in loaded.pollers.iter().zip(&a.pollers).zip(&a.verdicts) {
+        let why = match v {
+            Verdict::Valid => "no leaks, no unexplained misses".to_string(),
+            Verdict::Invalid => format!(
+                "{} leaks{}",
+                s.leaks,
+                if s.misses_unexplained > 0 {
+                    format!(", {} unexplained misses", s.misses_unexplained)
+                } else {
+                    String::new()
+                }
+            ),
+            Verdict::Unknown => "no truth and no other poller to compare with".into(),
+        };
+        let _ = writeln!(
+            o,
+            "  {:width$}  {} ({why})",
+            p.name,
+            v.as_str().to_uppercase()
+        );
+    }
+    if !run.complete {
+        let _ = writeln!(
+            o,
+            "  (run {} is incomplete: the verdicts cover the recorded part only)",
+            run.id
+        );
+    }
+    o.push('\n');
+    for n in plot_notes {
+        let _ = writeln!(o, "plot note: {n}");
+    }
+    if plots.is_empty() {
+        let _ = writeln!(o, "plots: none written.");
+    } else {
+        let _ = writeln!(o, "plots written:");
+        for p in plots {
+            let _ = writeln!(o, "  {p}");
+        }
+    }
+    o
+}
+
+/// Distinct statuses returned by any poller (truth-only statuses excluded).
+fn seen_any(loaded: &Loaded) -> usize {
+    let h = &loaded.history;
+    let mut seen = vec![false; h.statuses.len()];
+    for &s in &h.observations {
+        seen[s as usize] = true;
+    }
+    seen.iter().filter(|&&x| x).count()
+}
+
+fn opt(v: Option<i64>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_else(|| "-".into())
+}
+
+fn human_bytes(b: f64) -> String {
+    if b >= 1048576.0 {
+        format!("{:.1} MiB", b / 1048576.0)
+    } else if b >= 1024.0 {
+        format!("{:.1} KiB", b / 1024.0)
+    } else {
+        format!("{b:.0} B")
+    }
+}

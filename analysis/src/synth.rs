@@ -1,0 +1,404 @@
+//! Synthetic run databases, for the tests and the benchmark.
+//!
+//! Two layers: [`write_run`] records a hand-written history (requests with
+//! the IDs they returned, and optional truth) into a database created with
+//! the experiment's own schema and pragmas, exactly as the recorder lays it
+//! out; [`simulate`] produces such a history from a tiny model of a leaky
+//! timeline (statuses whose visibility lags their ID time, a few by seconds)
+//! polled by real cursor policies from `snowleak::policy`. Nothing here is
+//! used by `analyze` itself.
+
+use rusqlite::{Connection, params};
+use snowleak::id::{Id, Layout};
+use snowleak::policy::CursorPolicy;
+use snowleak::record::schema::{APPLICATION_ID, CREATE, SCHEMA_VERSION};
+use std::path::Path;
+
+/// The `runs` row of a synthetic run.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    pub target: String,
+    pub profile: Option<String>,
+    pub seed: Option<i64>,
+    pub clock: String,
+    pub layout: String,
+    pub interval_ms: i64,
+    pub page_limit: i64,
+    pub started_at_ms: i64,
+    pub ended_at_ms: Option<i64>,
+    pub complete: bool,
+}
+
+impl Default for RunSpec {
+    fn default() -> Self {
+        RunSpec {
+            target: "simulator".into(),
+            profile: Some("synthetic".into()),
+            seed: Some(1),
+            clock: "virtual".into(),
+            layout: "mastodon".into(),
+            interval_ms: 1000,
+            page_limit: 40,
+            started_at_ms: 1_700_000_000_000,
+            ended_at_ms: None,
+            complete: true,
+        }
+    }
+}
+
+/// One request of a synthetic history; `ids` are the returned IDs, in response order.
+#[derive(Clone, Debug, Default)]
+pub struct SynthRequest {
+    pub poller: usize,
+    pub cycle: i64,
+    pub page: i64,
+    pub sent_at_ms: i64,
+    pub received_at_ms: i64,
+    pub since: Option<u128>,
+    pub before: Option<u128>,
+    pub retrieved_at_ms: Option<i64>,
+    pub error: Option<String>,
+    pub ids: Vec<u128>,
+    pub new_items: i64,
+    pub bytes: Option<i64>,
+    pub overflow: bool,
+}
+
+/// A truth row of a synthetic run.
+#[derive(Clone, Copy, Debug)]
+pub struct SynthTruth {
+    pub id: u128,
+    pub posted_at_ms: i64,
+    pub visible_at_ms: i64,
+    pub deleted_at_ms: Option<i64>,
+}
+
+/// Creates a run database the way the experiment does: schema and both pragmas.
+pub fn create(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.execute_batch(CREATE)?;
+    conn.execute_batch(&format!(
+        "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
+    ))?;
+    Ok(conn)
+}
+
+/// Records one run; returns its id. Pollers are `(name, policy)`; their k is
+/// taken from the policy. All inserts happen in one transaction.
+pub fn write_run(
+    conn: &mut Connection,
+    run: &RunSpec,
+    pollers: &[(&str, &str)],
+    requests: &[SynthRequest],
+    truth: &[SynthTruth],
+) -> rusqlite::Result<i64> {
+    let layout: Layout = run.layout.parse().expect("a known layout");
+    let tx = conn.transaction()?;
+    tx.execute(
+        "INSERT INTO runs (started_at_ms, ended_at_ms, complete, end_reason, target, profile, seed,
+                           clock, layout, interval_ms, page_limit, config, version)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, '{}', 'synth')",
+        params![
+            run.started_at_ms,
+            run.ended_at_ms,
+            run.complete as i64,
+            run.complete.then_some("duration reached"),
+            run.target,
+            run.profile,
+            run.seed,
+            run.clock,
+            run.layout,
+            run.interval_ms,
+            run.page_limit
+        ],
+    )?;
+    let run_id = tx.last_insert_rowid();
+    let mut poller_ids = Vec::new();
+    for (name, policy) in pollers {
+        let k = policy
+            .parse::<CursorPolicy>()
+            .ok()
+            .and_then(|p| p.k_ms())
+            .map(|k| k as i64);
+        tx.execute(
+            "INSERT INTO pollers (run_id, name, policy, k_ms) VALUES (?1, ?2, ?3, ?4)",
+            params![run_id, name, policy, k],
+        )?;
+        poller_ids.push(tx.last_insert_rowid());
+    }
+    {
+        let fmt = |id: u128| layout.format(Id(id));
+        let key = |id: u128| Id(id).sort_key();
+        let mut req = tx.prepare(
+            "INSERT INTO requests (run_id, poller_id, cycle, page, sent_at_ms, received_at_ms,
+                 since_id, since_key, before_id, before_key, page_limit, retrieved_at_ms,
+                 http_status, error, items, new_items, bytes, reordered, overflow, wait_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, 0, ?18, 0)",
+        )?;
+        let mut obs = tx.prepare(
+            "INSERT INTO observations (request_id, position, status_id) VALUES (?1, ?2, ?3)",
+        )?;
+        let mut status = tx.prepare(
+            "INSERT OR IGNORE INTO statuses (run_id, id, id_key, id_time_ms) VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        let mut seen = std::collections::HashSet::new();
+        for r in requests {
+            req.execute(params![
+                run_id,
+                poller_ids[r.poller],
+                r.cycle,
+                r.page,
+                r.sent_at_ms,
+                r.received_at_ms,
+                r.since.map(fmt),
+                r.since.map(key),
+                r.before.map(fmt),
+                r.before.map(key),
+                run.page_limit,
+                r.retrieved_at_ms,
+                if r.error.is_some() { 503 } else { 200 },
+                r.error,
+                r.ids.len() as i64,
+                r.new_items,
+                r.bytes,
+                r.overflow as i64
+            ])?;
+            let rid = tx.last_insert_rowid();
+            for (pos, &id) in r.ids.iter().enumerate() {
+                let text = fmt(id);
+                obs.execute(params![rid, pos as i64, text])?;
+                if seen.insert(id) {
+                    status.execute(params![run_id, text, key(id), layout.ts_ms(Id(id))])?;
+                }
+            }
+        }
+        let mut t = tx.prepare(
+            "INSERT INTO truth (run_id, id, id_key, id_time_ms, posted_at_ms, visible_at_ms, deleted_at_ms, origin)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'local')",
+        )?;
+        for s in truth {
+            t.execute(params![
+                run_id,
+                fmt(s.id),
+                key(s.id),
+                layout.ts_ms(Id(s.id)),
+                s.posted_at_ms,
+                s.visible_at_ms,
+                s.deleted_at_ms
+            ])?;
+        }
+    }
+    tx.commit()?;
+    Ok(run_id)
+}
+
+/// A small deterministic PRNG (splitmix64): the synthetic runs must be reproducible.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    pub fn f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Parameters of [`simulate`].
+#[derive(Clone, Debug)]
+pub struct SimSpec {
+    pub seed: u64,
+    pub start_ms: i64,
+    pub ticks: i64,
+    pub interval_ms: i64,
+    pub page_limit: usize,
+    /// Statuses created per second.
+    pub rate_per_s: f64,
+    /// Fraction of statuses that become visible late (0.2 s to `max_late_ms`).
+    pub late_fraction: f64,
+    pub max_late_ms: i64,
+    /// Fraction of statuses deleted a little after they were posted.
+    pub delete_fraction: f64,
+    /// Probability that a request fails.
+    pub error_rate: f64,
+    /// Back-paging stops after this many pages (then the cycle overflows).
+    pub max_pages: i64,
+    pub policies: Vec<String>,
+}
+
+impl Default for SimSpec {
+    fn default() -> Self {
+        SimSpec {
+            seed: 7,
+            start_ms: 1_700_000_000_000,
+            ticks: 120,
+            interval_ms: 1000,
+            page_limit: 40,
+            rate_per_s: 10.0,
+            late_fraction: 0.05,
+            max_late_ms: 5000,
+            delete_fraction: 0.01,
+            error_rate: 0.0,
+            max_pages: 20,
+            policies: vec![
+                "naive".into(),
+                "compensated:k=1s".into(),
+                "compensated:k=10s".into(),
+            ],
+        }
+    }
+}
+
+/// Simulates a leaky timeline polled by `spec.policies` on one cadence, with
+/// the mastodon layout (ID = ms << 16 | sequence). Returns the requests and the truth.
+pub fn simulate(spec: &SimSpec) -> (Vec<SynthRequest>, Vec<SynthTruth>) {
+    let layout: Layout = "mastodon".parse().expect("a known layout");
+    let mut rng = Rng::new(spec.seed);
+    // Truth: IDs in ID order, with their visibility.
+    let end_ms = spec.start_ms + spec.ticks * spec.interval_ms;
+    let mut truth = Vec::new();
+    let mut t = spec.start_ms as f64 - 30_000.0; // a backlog before the first tick
+    let mut seq = 0u128;
+    while t < end_ms as f64 {
+        t += -(1.0 - rng.f64()).ln() * 1000.0 / spec.rate_per_s;
+        let ms = t as i64;
+        seq = (seq + 1) & 0xffff;
+        let id = (ms as u128) << 16 | seq;
+        let lag = if rng.f64() < spec.late_fraction {
+            200 + (rng.f64() * (spec.max_late_ms - 200).max(1) as f64) as i64
+        } else {
+            (rng.f64() * 30.0) as i64
+        };
+        let deleted =
+            (rng.f64() < spec.delete_fraction).then(|| ms + lag + (rng.f64() * 3000.0) as i64);
+        truth.push(SynthTruth {
+            id,
+            posted_at_ms: ms,
+            visible_at_ms: ms + lag,
+            deleted_at_ms: deleted,
+        });
+    }
+    truth.sort_by_key(|s| s.id);
+    let keys: Vec<u128> = truth.iter().map(|s| s.id).collect();
+
+    let policies: Vec<CursorPolicy> = spec
+        .policies
+        .iter()
+        .map(|p| p.parse().expect("a valid policy"))
+        .collect();
+    let mut requests = Vec::new();
+    // Per poller: latest ID, since of the next cycle, retrieved_at of the last good cycle, seen set.
+    let mut latest: Vec<Option<u128>> = vec![None; policies.len()];
+    let mut since: Vec<Option<u128>> = vec![None; policies.len()];
+    let mut retrieved: Vec<Option<i64>> = vec![None; policies.len()];
+    let mut cycles = vec![0i64; policies.len()];
+    let mut seen: Vec<std::collections::HashSet<u128>> = vec![Default::default(); policies.len()];
+    for tick in 0..spec.ticks {
+        let tick_ms = spec.start_ms + tick * spec.interval_ms;
+        for (p, policy) in policies.iter().enumerate() {
+            let cycle = cycles[p];
+            cycles[p] += 1;
+            let mut sent = tick_ms + p as i64 * 3;
+            let mut before: Option<u128> = None;
+            let mut page = 0i64;
+            let mut cycle_max: Option<u128> = None;
+            let mut failed = false;
+            loop {
+                let received = sent + 20;
+                if rng.f64() < spec.error_rate {
+                    requests.push(SynthRequest {
+                        poller: p,
+                        cycle,
+                        page,
+                        sent_at_ms: sent,
+                        received_at_ms: received,
+                        since: since[p],
+                        before,
+                        retrieved_at_ms: retrieved[p],
+                        error: Some("HTTP 503".into()),
+                        ..Default::default()
+                    });
+                    failed = true;
+                    break;
+                }
+                // Visible items in (since, before), highest first, up to the limit.
+                let lo = since[p].map_or(0, |s| keys.partition_point(|&k| k <= s));
+                let hi = before.map_or(keys.len(), |b| keys.partition_point(|&k| k < b));
+                let mut ids = Vec::with_capacity(spec.page_limit);
+                for s in truth[lo..hi].iter().rev() {
+                    if s.visible_at_ms <= sent && s.deleted_at_ms.is_none_or(|d| d > received) {
+                        ids.push(s.id);
+                        if ids.len() == spec.page_limit {
+                            break;
+                        }
+                    }
+                }
+                let new_items = ids.iter().filter(|&&i| seen[p].insert(i)).count() as i64;
+                cycle_max = cycle_max.max(ids.first().copied());
+                let full = ids.len() == spec.page_limit;
+                let low = ids.last().copied();
+                // Cycle 0 has no since_id to page back to: it is the baseline.
+                let go_on = full && since[p].is_some();
+                let cut = go_on && page + 1 >= spec.max_pages;
+                requests.push(SynthRequest {
+                    poller: p,
+                    cycle,
+                    page,
+                    sent_at_ms: sent,
+                    received_at_ms: received,
+                    since: since[p],
+                    before,
+                    retrieved_at_ms: retrieved[p],
+                    error: None,
+                    bytes: Some(200 + 900 * ids.len() as i64),
+                    ids,
+                    new_items,
+                    overflow: cut,
+                });
+                if !go_on || cut {
+                    break;
+                }
+                before = low;
+                page += 1;
+                sent = received + 5;
+            }
+            if !failed {
+                latest[p] = latest[p].max(cycle_max);
+                retrieved[p] = Some(tick_ms + p as i64 * 3);
+                if let Some(l) = latest[p] {
+                    since[p] = Some(policy.since_id(&layout, Id(l), retrieved[p].unwrap()).0);
+                }
+            }
+        }
+    }
+    (requests, truth)
+}
+
+/// Simulates and records a run at `path` (created fresh); returns the run id.
+pub fn simulate_to_db(path: &Path, spec: &SimSpec, complete: bool) -> rusqlite::Result<i64> {
+    let (requests, truth) = simulate(spec);
+    let mut conn = create(path)?;
+    let pollers: Vec<(&str, &str)> = spec
+        .policies
+        .iter()
+        .map(|p| (p.as_str(), p.as_str()))
+        .collect();
+    let run = RunSpec {
+        seed: Some(spec.seed as i64),
+        interval_ms: spec.interval_ms,
+        page_limit: spec.page_limit as i64,
+        started_at_ms: spec.start_ms,
+        ended_at_ms: complete.then_some(spec.start_ms + spec.ticks * spec.interval_ms),
+        complete,
+        ..RunSpec::default()
+    };
+    write_run(&mut conn, &run, &pollers, &requests, &truth)
+}

@@ -1,0 +1,382 @@
+//! End-to-end tests of the `analyze` binary on databases written in a temporary
+//! directory: a synthetic run (report, JSON, plots) and every kind of bad input.
+
+use analysis::synth::{self, RunSpec, SimSpec, SynthRequest, SynthTruth};
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A fresh directory under the system temp dir, unique per test and process.
+fn tempdir(name: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "analyze-test-{}-{}-{name}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn analyze(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_analyze"))
+        .args(args)
+        .output()
+        .expect("run analyze")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A bad input ends with exit status 2 and one line on stderr containing `needle`.
+fn assert_refused(o: &Output, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert!(err.contains(needle), "expected '{needle}' in: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+}
+
+fn small_spec() -> SimSpec {
+    SimSpec {
+        ticks: 60,
+        late_fraction: 0.1,
+        ..SimSpec::default()
+    }
+}
+
+#[test]
+fn synthetic_run_gives_report_json_and_plots() {
+    let dir = tempdir("synthetic");
+    let db = dir.join("run.db");
+    synth::simulate_to_db(&db, &small_spec(), true).unwrap();
+    let before = std::fs::read(&db).unwrap();
+
+    let o = analyze(&[db.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let first = text.lines().next().unwrap();
+    assert_eq!(first, "run 1 is complete (duration reached).");
+    for needle in [
+        "target     simulator (profile synthetic, seed 7)",
+        "reference  truth:",
+        "naive",
+        "compensated:k=10s",
+        "k to catch all leaks:",
+        "required_k_ms over leaks and late arrivals (basis:",
+        "verdict:",
+        "naive              INVALID (",
+        "compensated:k=10s  VALID",
+        "plots written:",
+    ] {
+        assert!(text.contains(needle), "missing '{needle}' in:\n{text}");
+    }
+    // Analysis never changes the database.
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+
+    for stem in ["required-k", "leaks", "lateness-cdf", "price-of-safety"] {
+        let png = std::fs::read(dir.join(format!("run1-{stem}.png"))).unwrap();
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{stem}.png");
+        assert!(png.len() > 10_000, "{stem}.png is only {} bytes", png.len());
+        let svg = std::fs::read_to_string(dir.join(format!("run1-{stem}.svg"))).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("<text"), "{stem}.svg");
+        assert!(svg.len() > 2_000, "{stem}.svg");
+    }
+
+    // JSON, with plots in another directory.
+    let out = dir.join("plots");
+    let o = analyze(&[
+        db.to_str().unwrap(),
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("valid JSON");
+    assert_eq!(v["schema"], 1);
+    assert_eq!(v["run"]["id"], 1);
+    assert_eq!(v["run"]["target"], "simulator");
+    assert_eq!(v["run"]["complete"], true);
+    assert!(v["run"]["started_at"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(v["reference"], "truth");
+    let pollers = v["pollers"].as_array().unwrap();
+    assert_eq!(pollers.len(), 3);
+    assert_eq!(pollers[0]["name"], "naive");
+    assert!(pollers[0]["k_ms"].is_null());
+    assert_eq!(pollers[1]["k_ms"], 1000);
+    assert_eq!(pollers[0]["verdict"], "invalid");
+    assert_eq!(pollers[2]["verdict"], "valid");
+    let naive_leaks = pollers[0]["leaks"].as_u64().unwrap();
+    assert!(naive_leaks > 0);
+    let leaks = v["leaks"].as_array().unwrap();
+    assert!(leaks.len() as u64 >= naive_leaks);
+    let l = &leaks[0];
+    for field in [
+        "id",
+        "id_time",
+        "first_seen",
+        "seen_by",
+        "missed_by",
+        "id_skew_ms",
+        "required_k_ms",
+    ] {
+        assert!(l.get(field).is_some(), "leak field {field}");
+    }
+    assert!(v["truth"]["statuses"].as_u64().unwrap() > 0);
+    assert_eq!(v["truth"]["missed"]["naive"], pollers[0]["missed"]);
+    assert!(v["k_to_catch_all_ms"].as_i64().unwrap() > 0);
+    let rk = &v["required_k"];
+    assert!(rk["basis"].as_u64().unwrap() >= leaks.len() as u64);
+    assert!(rk["p50"].as_i64() <= rk["p90"].as_i64() && rk["p99"].as_i64() <= rk["max"].as_i64());
+    assert_eq!(v["plots"].as_array().unwrap().len(), 8);
+    assert!(out.join("run1-required-k.png").exists());
+}
+
+#[test]
+fn without_truth_the_other_pollers_are_the_reference() {
+    let dir = tempdir("union");
+    let db = dir.join("run.db");
+    let spec = small_spec();
+    let (requests, _truth) = synth::simulate(&spec);
+    let pollers: Vec<(&str, &str)> = spec
+        .policies
+        .iter()
+        .map(|p| (p.as_str(), p.as_str()))
+        .collect();
+    let run = RunSpec {
+        target: "mastodon:https://example.social".into(),
+        profile: None,
+        seed: None,
+        clock: "real".into(),
+        ..RunSpec::default()
+    };
+    let mut conn = synth::create(&db).unwrap();
+    synth::write_run(&mut conn, &run, &pollers, &requests, &[]).unwrap();
+    drop(conn);
+    let o = analyze(&[db.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["reference"], "union");
+    assert!(v["truth"].is_null());
+    assert!(v["run"]["profile"].is_null());
+    assert_eq!(v["pollers"][0]["verdict"], "invalid");
+    assert!(v["pollers"][0]["leaks"].as_u64().unwrap() > 0);
+    assert_eq!(v["pollers"][2]["verdict"], "valid");
+    assert!(
+        v["plots"].as_array().unwrap().len() == 6,
+        "no lateness CDF without truth"
+    );
+    let o = analyze(&[db.to_str().unwrap()]);
+    let text = stdout(&o);
+    assert!(
+        text.contains("reference  no truth: each poller is checked against the union"),
+        "{text}"
+    );
+    assert!(text.contains("lateness CDF skipped"));
+}
+
+#[test]
+fn the_latest_run_is_the_default_and_run_n_picks_another() {
+    let dir = tempdir("two-runs");
+    let db = dir.join("run.db");
+    let mut conn = synth::create(&db).unwrap();
+    let pollers = [("naive", "naive")];
+    let req = |sent| SynthRequest {
+        sent_at_ms: sent,
+        received_at_ms: sent + 10,
+        ..SynthRequest::default()
+    };
+    synth::write_run(&mut conn, &RunSpec::default(), &pollers, &[req(1000)], &[]).unwrap();
+    let second = RunSpec {
+        target: "mastodon:https://example.social".into(),
+        profile: None,
+        seed: None,
+        clock: "real".into(),
+        ..RunSpec::default()
+    };
+    synth::write_run(&mut conn, &second, &pollers, &[req(1000)], &[]).unwrap();
+    drop(conn);
+    let o = analyze(&[db.to_str().unwrap(), "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.starts_with("run 2 is complete"), "{text}");
+    assert!(text.contains("target     mastodon:https://example.social\n"));
+    // One poller, no truth: nothing to compare with.
+    assert!(
+        text.contains("UNKNOWN (no truth and no other poller to compare with)"),
+        "{text}"
+    );
+    assert!(text.contains("price-of-safety plot skipped"));
+    let o = analyze(&[db.to_str().unwrap(), "--run", "1"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).starts_with("run 1 is complete"));
+    let o = analyze(&[db.to_str().unwrap(), "--run", "7"]);
+    assert_refused(&o, "no run 7 (runs recorded: 1, 2)");
+}
+
+#[test]
+fn an_incomplete_run_says_so_on_its_first_line() {
+    let dir = tempdir("incomplete");
+    let db = dir.join("run.db");
+    synth::simulate_to_db(&db, &small_spec(), false).unwrap();
+    let o = analyze(&[db.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.lines()
+            .next()
+            .unwrap()
+            .starts_with("run 1 is INCOMPLETE (killed or still running): "),
+        "{text}"
+    );
+    let o = analyze(&[db.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["run"]["complete"], false);
+    assert!(v["run"]["ended_at"].is_null());
+}
+
+#[test]
+fn a_run_that_has_only_just_started_is_reported() {
+    let dir = tempdir("just-started");
+    let db = dir.join("run.db");
+    let mut conn = synth::create(&db).unwrap();
+    let run = RunSpec {
+        complete: false,
+        ..RunSpec::default()
+    };
+    synth::write_run(&mut conn, &run, &[], &[], &[]).unwrap();
+    drop(conn);
+    let o = analyze(&[db.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.starts_with("run 1 is INCOMPLETE"), "{text}");
+    assert!(
+        text.contains("history    0 requests, 0 observations"),
+        "{text}"
+    );
+}
+
+/// Writes a run through a connection in WAL mode and leaves the WAL behind,
+/// as a killed experiment does.
+fn db_with_leftover_wal(dir: &Path) -> PathBuf {
+    let db = dir.join("run.db");
+    let mut conn = synth::create(&db).unwrap();
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;")
+        .unwrap();
+    let spec = small_spec();
+    let (requests, truth): (Vec<SynthRequest>, Vec<SynthTruth>) = synth::simulate(&spec);
+    let pollers: Vec<(&str, &str)> = spec
+        .policies
+        .iter()
+        .map(|p| (p.as_str(), p.as_str()))
+        .collect();
+    let run = RunSpec {
+        complete: false,
+        ..RunSpec::default()
+    };
+    synth::write_run(&mut conn, &run, &pollers, &requests, &truth).unwrap();
+    // Closing the last connection would checkpoint and delete the WAL: a killed process does not.
+    std::mem::forget(conn);
+    let wal = dir.join("run.db-wal");
+    assert!(std::fs::metadata(&wal).unwrap().len() > 0);
+    db
+}
+
+#[test]
+fn a_leftover_wal_is_readable() {
+    let dir = tempdir("wal");
+    let db = db_with_leftover_wal(&dir);
+    let o = analyze(&[db.to_str().unwrap(), "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("run 1 is INCOMPLETE"));
+
+    // The same files copied elsewhere, without the -shm of a live connection.
+    let copy = tempdir("wal-copy");
+    std::fs::copy(&db, copy.join("run.db")).unwrap();
+    std::fs::copy(dir.join("run.db-wal"), copy.join("run.db-wal")).unwrap();
+    let o = analyze(&[copy.join("run.db").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.starts_with("run 1 is INCOMPLETE"), "{text}");
+    assert!(text.contains("compensated:k=10s"));
+}
+
+#[test]
+fn a_missing_file_is_refused() {
+    let dir = tempdir("missing");
+    let o = analyze(&[dir.join("nope.db").to_str().unwrap()]);
+    assert_refused(&o, "cannot open");
+    assert!(
+        !dir.join("nope.db").exists(),
+        "analyze must not create the file"
+    );
+}
+
+#[test]
+fn a_file_that_is_not_sqlite_is_refused() {
+    let dir = tempdir("not-sqlite");
+    let f = dir.join("notes.db");
+    std::fs::write(
+        &f,
+        "these are not the droids you are looking for\n".repeat(100),
+    )
+    .unwrap();
+    let o = analyze(&[f.to_str().unwrap()]);
+    assert_refused(&o, "not a SQLite database");
+}
+
+#[test]
+fn another_programs_database_is_refused() {
+    let dir = tempdir("foreign");
+    let f = dir.join("other.db");
+    let c = Connection::open(&f).unwrap();
+    c.execute_batch("CREATE TABLE things (a, b); INSERT INTO things VALUES (1, 2);")
+        .unwrap();
+    drop(c);
+    let o = analyze(&[f.to_str().unwrap()]);
+    assert_refused(&o, "not a snowleak run database");
+
+    // A runs table is not enough: the application_id must be ours.
+    let f = dir.join("lookalike.db");
+    let c = Connection::open(&f).unwrap();
+    c.execute_batch("CREATE TABLE runs (id INTEGER PRIMARY KEY); PRAGMA application_id = 42;")
+        .unwrap();
+    drop(c);
+    let o = analyze(&[f.to_str().unwrap()]);
+    assert_refused(&o, "application_id 0x2a");
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let dir = tempdir("newer");
+    let db = dir.join("run.db");
+    let c = synth::create(&db).unwrap();
+    c.execute_batch(&format!(
+        "PRAGMA user_version = {}",
+        snowleak::record::schema::SCHEMA_VERSION + 1
+    ))
+    .unwrap();
+    drop(c);
+    let o = analyze(&[db.to_str().unwrap()]);
+    assert_refused(&o, "is newer than this build of analyze knows");
+}
+
+#[test]
+fn an_empty_database_is_refused() {
+    let dir = tempdir("empty");
+    let db = dir.join("run.db");
+    drop(synth::create(&db).unwrap());
+    let o = analyze(&[db.to_str().unwrap()]);
+    assert_refused(&o, "no runs recorded yet");
+}

@@ -8,6 +8,7 @@ use crate::policy::CursorPolicy;
 use crate::poller::Poller;
 use crate::record::{PollerInfo, Recorder, RunInfo};
 use crate::run::{self, Plan, Progress, StopReason};
+use crate::sim::faults::{FaultPlan, FaultSpec};
 use crate::sim::model::{SimConfig, Simulator};
 use crate::target::{HttpTarget, http_client};
 use crate::time::{format_duration_ms, parse_duration_ms};
@@ -60,12 +61,19 @@ pub struct RunArgs {
     /// Start of a virtual run (RFC 3339 or ms); default 2026-01-01T00:00:00Z, so runs reproduce.
     #[arg(long, value_parser = crate::time::parse_time)]
     pub start: Option<i64>,
+    /// Faults the simulator injects, e.g. 5xx=2%,429=1%,timeout=1%,reset=0.5%,truncate=0.5%,reorder=1%,duplicate=1%,slow=2%:3s
+    #[arg(long, value_parser = parse_faults)]
+    pub faults: Option<FaultSpec>,
     /// HTTP request timeout.
     #[arg(long, default_value = "10s", value_parser = parse_duration_ms)]
     pub timeout: u64,
 }
 
 fn parse_policy(text: &str) -> Result<CursorPolicy, String> {
+    text.parse()
+}
+
+fn parse_faults(text: &str) -> Result<FaultSpec, String> {
     text.parse()
 }
 
@@ -94,6 +102,7 @@ struct StoredConfig<'a> {
     pollers: Vec<String>,
     layout: String,
     simulator: &'a SimConfig,
+    faults: Option<String>,
     version: &'static str,
 }
 
@@ -185,6 +194,7 @@ pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
         pollers: names.clone(),
         layout: layout.to_string(),
         simulator: &sim_config,
+        faults: args.faults.as_ref().map(|f| f.to_string()),
         version: env!("CARGO_PKG_VERSION"),
     };
     let run_info = RunInfo {
@@ -225,9 +235,14 @@ pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
     let bar = progress_bar(args.duration, log_every_ms);
     tracing::info!(run = run_id, db = %args.db.display(), clock = %args.clock, "run started");
     let (progress, complete, reason) = if virtual_clock {
+        let faults = args
+            .faults
+            .clone()
+            .map(|spec| FaultPlan::new(spec, args.seed));
         let mut target = InProcess {
             sim: simulator,
             max_limit: dialect.max_limit(),
+            faults,
         };
         let mut progress = Progress::new(&plan.pollers);
         let sender = recorder.sender();
@@ -257,7 +272,10 @@ pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
                 .await
                 .map_err(|e| format!("cannot bind the simulator on 127.0.0.1: {e}"))?;
             let addr = listener.local_addr().map_err(|e| e.to_string())?;
-            let router = crate::sim::server::router(shared.clone(), crate::sim::server::RateLimits::default());
+            let mut router = crate::sim::server::router(shared.clone(), crate::sim::server::RateLimits::default());
+            if let Some(spec) = args.faults.clone() {
+                router = crate::sim::faults::layer(router, FaultPlan::new(spec, args.seed));
+            }
             tokio::spawn(async move {
                 let _ = axum::serve(listener, router).await;
             });

@@ -6,6 +6,7 @@ use crate::id::Layout;
 use crate::poller::{Item, PageRequest};
 use crate::record::TruthRow;
 use crate::run::VirtualTarget;
+use crate::sim::faults::{Fault, FaultPlan, mangle_list};
 use crate::sim::model::{Query, SimStatus, Simulator};
 use crate::target::{Dialect, Fetched};
 use crate::time::rfc3339_ms;
@@ -48,15 +49,38 @@ pub fn dialect_for(layout: &Layout) -> Dialect {
     }
 }
 
-/// The simulator reached in-process, at simulated times.
+/// The simulator reached in-process, at simulated times, with the same
+/// faults the HTTP server would inject, as the client would see them.
 pub struct InProcess {
     pub sim: Simulator,
     pub max_limit: usize,
+    pub faults: Option<FaultPlan>,
 }
 
 impl VirtualTarget for InProcess {
     fn fetch_at(&mut self, server_time_ms: i64, req: &PageRequest) -> Fetched {
         self.sim.advance(server_time_ms);
+        let (fault, salt) = self.faults.as_mut().map_or((None, 0), FaultPlan::next);
+        let failure = |status: Option<u16>, error: &str, retry_after_ms: Option<u64>| Fetched {
+            http_status: status,
+            bytes: None,
+            result: Err(error.to_string()),
+            retry_after_ms,
+        };
+        match fault {
+            Some(Fault::ServerError) => {
+                return failure(Some(503), "HTTP 503: injected fault", None);
+            }
+            Some(Fault::RateLimited) => {
+                return failure(Some(429), "HTTP 429: injected fault", Some(1000));
+            }
+            Some(Fault::Timeout) => return failure(None, "timed out", None),
+            Some(Fault::Reset) => return failure(Some(200), "body failed: connection reset", None),
+            Some(Fault::Truncate) => {
+                return failure(Some(200), "response is not JSON: EOF while parsing", None);
+            }
+            _ => {}
+        }
         let query = Query {
             after: req.since,
             before: req.before,
@@ -64,7 +88,7 @@ impl VirtualTarget for InProcess {
             oldest_first: false,
         };
         let layout = self.sim.layout().clone();
-        let items = self
+        let mut items: Vec<Item> = self
             .sim
             .query(&query)
             .into_iter()
@@ -75,6 +99,10 @@ impl VirtualTarget for InProcess {
                 author: Some(format!("user{}", s.author)),
             })
             .collect();
+        if let Some(fault) = fault {
+            // Reorder and duplicate reach the poller; slow costs nothing in virtual time.
+            mangle_list(fault, &mut items, salt);
+        }
         Fetched {
             http_status: Some(200),
             bytes: None,

@@ -5,6 +5,7 @@
 //! "part 2" poll loops directly against the model.
 
 pub mod calibration;
+pub mod faults;
 #[cfg(test)]
 mod http_tests;
 pub mod model;

@@ -60,7 +60,7 @@ pub struct InProcess {
 impl VirtualTarget for InProcess {
     fn fetch_at(&mut self, server_time_ms: i64, req: &PageRequest) -> Fetched {
         self.sim.advance(server_time_ms);
-        let (fault, salt) = self.faults.as_mut().map_or((None, 0), FaultPlan::next);
+        let (fault, salt) = self.faults.as_mut().map_or((None, 0), FaultPlan::draw);
         let failure = |status: Option<u16>, error: &str, retry_after_ms: Option<u64>| Fetched {
             http_status: status,
             bytes: None,

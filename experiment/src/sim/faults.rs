@@ -199,7 +199,7 @@ impl FaultPlan {
     }
 
     /// The fault of the next request, if any, and a number for where to mangle.
-    pub fn next(&mut self) -> (Option<Fault>, u64) {
+    pub fn draw(&mut self) -> (Option<Fault>, u64) {
         let roll: f64 = self.rng.random();
         let salt: u64 = self.rng.random();
         let mut acc = 0.0;
@@ -259,7 +259,7 @@ pub fn layer(router: axum::Router, plan: FaultPlan) -> axum::Router {
 async fn inject(State(plan): State<SharedPlan>, request: Request, next: Next) -> Response {
     let (fault, salt, spec) = {
         let mut plan = plan.lock().unwrap_or_else(|e| e.into_inner());
-        let (fault, salt) = plan.next();
+        let (fault, salt) = plan.draw();
         (fault, salt, plan.spec().clone())
     };
     let error = |status: StatusCode, message: &str| {
@@ -368,7 +368,7 @@ mod tests {
         let spec: FaultSpec = "5xx=10%,reorder=10%".parse().unwrap();
         let draw = |seed| {
             let mut plan = FaultPlan::new(spec.clone(), seed);
-            (0..10_000).map(|_| plan.next().0).collect::<Vec<_>>()
+            (0..10_000).map(|_| plan.draw().0).collect::<Vec<_>>()
         };
         assert_eq!(draw(1), draw(1));
         assert_ne!(draw(1), draw(2));

@@ -160,6 +160,10 @@ pub fn run_virtual(
     let mut queue: BinaryHeap<Event> = BinaryHeap::new();
     let mut pending: Vec<Option<PageRequest>> = vec![None; plan.pollers.len()];
     for (tick_index, &tick) in ticks.iter().enumerate() {
+        if recorder.failed() {
+            // Nothing more can be recorded: end the run; the recorder says why.
+            return;
+        }
         for i in 0..plan.pollers.len() {
             queue.push(Event {
                 at_ms: std::cmp::Reverse(tick),
@@ -315,6 +319,10 @@ async fn poll_loop(
     let mut last = false;
     let mut stopped = false;
     loop {
+        if recorder.failed() {
+            // Nothing more can be recorded: end the run; the recorder says why.
+            return reason;
+        }
         stopped |= *stop.borrow();
         if !last && (next_tick >= end_ms || stopped) {
             // The final drain: wait the largest k of the run, then one last cycle.

@@ -9,6 +9,8 @@
 use super::schema::{APPLICATION_ID, CREATE, SCHEMA_VERSION};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -99,17 +101,26 @@ pub type RecordError = String;
 
 /// The sending half: cheap to clone, never blocks on the disk.
 #[derive(Clone)]
-pub struct RecordSender(Sender<Record>);
+pub struct RecordSender {
+    channel: Sender<Record>,
+    failed: Arc<AtomicBool>,
+}
 
 impl RecordSender {
     pub fn request(&self, row: RequestRow) {
-        let _ = self.0.send(Record::Request(Box::new(row)));
+        let _ = self.channel.send(Record::Request(Box::new(row)));
     }
 
     pub fn truth(&self, rows: Vec<TruthRow>) {
         if !rows.is_empty() {
-            let _ = self.0.send(Record::Truth(rows));
+            let _ = self.channel.send(Record::Truth(rows));
         }
+    }
+
+    /// The writer could not write (disk full, database read-only): the run must end.
+    /// [`Recorder::finish`] says why.
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
     }
 }
 
@@ -182,7 +193,16 @@ impl Recorder {
         run: &RunInfo,
         pollers: &[PollerInfo],
     ) -> Result<Recorder, RecordError> {
-        let mut conn = open_database(path)?;
+        Recorder::start(open_database(path)?, path, run, pollers)
+    }
+
+    /// Adds the run through an open connection and starts the writer thread.
+    fn start(
+        mut conn: Connection,
+        path: &Path,
+        run: &RunInfo,
+        pollers: &[PollerInfo],
+    ) -> Result<Recorder, RecordError> {
         let name = path.display().to_string();
         let sql_error = move |e: rusqlite::Error| format!("database {name}: {e}");
         let tx = conn.transaction().map_err(&sql_error)?;
@@ -215,21 +235,30 @@ impl Recorder {
         }
         tx.commit().map_err(&sql_error)?;
         let (tx, rx) = mpsc::channel();
+        let failed = Arc::new(AtomicBool::new(false));
+        let writer_failed = failed.clone();
         let thread = std::thread::Builder::new()
             .name("recorder".into())
             .spawn(move || {
-                Writer {
+                let result = Writer {
                     conn,
                     run_id,
                     poller_ids,
                     stats: WriterStats::default(),
                 }
-                .run(rx)
+                .run(rx);
+                if result.is_err() {
+                    writer_failed.store(true, Ordering::Relaxed);
+                }
+                result
             })
             .map_err(|e| format!("cannot start the recorder thread: {e}"))?;
         Ok(Recorder {
             run_id,
-            sender: RecordSender(tx),
+            sender: RecordSender {
+                channel: tx,
+                failed,
+            },
             thread,
         })
     }
@@ -245,7 +274,7 @@ impl Recorder {
         complete: bool,
         reason: &str,
     ) -> Result<WriterStats, RecordError> {
-        let _ = self.sender.0.send(Record::Finish {
+        let _ = self.sender.channel.send(Record::Finish {
             ended_at_ms,
             complete,
             reason: reason.to_string(),
@@ -526,6 +555,41 @@ mod tests {
         assert_eq!(count("SELECT count(*) FROM statuses"), 4);
         assert_eq!(count("SELECT count(*) FROM observations"), 6);
         assert_eq!(count("PRAGMA user_version"), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_full_disk_ends_the_run_with_a_clear_error_and_keeps_what_was_committed() {
+        let path = temp_db("full");
+        let conn = open_database(&path).unwrap();
+        // Cap the file a few pages above its size: SQLite then answers SQLITE_FULL,
+        // exactly as it does when the disk fills up.
+        let pages: i64 = conn
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .unwrap();
+        conn.pragma_update(None, "max_page_count", pages + 4)
+            .unwrap();
+        let pollers = [PollerInfo {
+            name: "naive".into(),
+            policy: "naive".into(),
+            k_ms: None,
+        }];
+        let rec = Recorder::start(conn, &path, &run_info(), &pollers).unwrap();
+        let tx = rec.sender();
+        tx.request(RequestRow {
+            poller: 0,
+            items: (0..20_000).map(status).collect(),
+            ..RequestRow::default()
+        });
+        let err = rec.finish(5, true, "duration").unwrap_err();
+        assert!(err.contains("full"), "{err}");
+        assert_eq!(err.lines().count(), 1);
+        assert!(tx.failed(), "the drivers are told to stop");
+        // The run that was committed is still there, marked incomplete.
+        let side = Connection::open(&path).unwrap();
+        let complete: i64 = side
+            .query_row("SELECT complete FROM runs", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(complete, 0);
     }
 
     #[test]

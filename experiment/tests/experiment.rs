@@ -352,3 +352,86 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
 }
+
+#[cfg(unix)]
+#[test]
+fn killed_at_random_moments_the_database_stays_readable() {
+    use rand::{Rng, SeedableRng};
+    let dir = temp_dir("random-kills");
+    let db = dir.join("run.db");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let mut committed = 0;
+    for round in 1..=4 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_experiment"))
+            .args([
+                "--duration",
+                "1h",
+                "--interval",
+                "50ms",
+                "--db",
+                db.to_str().unwrap(),
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Kill at a random point: after a random number of further requests were committed.
+        let target = committed + rng.random_range(1..40);
+        assert!(wait_for(Duration::from_secs(60), || committed_requests(
+            &db
+        ) >= target));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let conn = Connection::open(&db).unwrap();
+        let ok: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(ok, "ok", "round {round}");
+        assert_eq!(count(&conn, "SELECT count(*) FROM runs"), round);
+        assert_eq!(
+            count(&conn, "SELECT count(*) FROM runs WHERE complete = 1"),
+            0
+        );
+        let now = committed_requests(&db);
+        assert!(now >= target, "round {round}: nothing committed was lost");
+        // Every committed request has its observations: transactions are whole.
+        assert_eq!(
+            count(
+                &conn,
+                "SELECT count(*) FROM requests r WHERE items <> (SELECT count(*) FROM observations o WHERE o.request_id = r.id)"
+            ),
+            0
+        );
+        committed = now;
+    }
+}
+
+#[test]
+fn a_locked_database_is_a_clear_error() {
+    let dir = temp_dir("locked");
+    let db = dir.join("run.db");
+    let out = experiment(&[
+        "--clock",
+        "virtual",
+        "--duration",
+        "1s",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let holder = Connection::open(&db).unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let out = experiment(&[
+        "--clock",
+        "virtual",
+        "--duration",
+        "1s",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("locked"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}

@@ -448,3 +448,18 @@ pub fn summary_text(summary: &RunSummary) -> String {
     ));
     out
 }
+
+/// Parses the command line; a usage error is one line on stderr and exit status 2
+/// (clap's own output adds a blank line and a tip), while `--help` and `--version` print as usual.
+pub fn parse_args_or_exit<T: clap::Parser>() -> T {
+    match T::try_parse() {
+        Ok(args) => args,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            let rendered = e.to_string();
+            let first = rendered.lines().next().unwrap_or("error: bad arguments");
+            eprintln!("{first}");
+            std::process::exit(2);
+        }
+    }
+}

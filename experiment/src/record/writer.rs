@@ -178,6 +178,11 @@ pub fn open_database(path: &Path) -> Result<Connection, RecordError> {
         .map_err(sql_error)?;
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(sql_error)?;
+    // A batch of a busy second fits in memory, and checkpoints come less often.
+    conn.pragma_update(None, "cache_size", -65_536)
+        .map_err(sql_error)?;
+    conn.pragma_update(None, "wal_autocheckpoint", 8192)
+        .map_err(sql_error)?;
     conn.execute_batch(CREATE).map_err(sql_error)?;
     conn.pragma_update(None, "application_id", APPLICATION_ID)
         .map_err(sql_error)?;
@@ -293,6 +298,24 @@ struct Writer {
     stats: WriterStats,
 }
 
+/// Observations inserted by one statement.
+const OBSERVATION_ROWS: usize = 50;
+
+/// New statuses inserted by one statement.
+const STATUS_ROWS: usize = 25;
+
+fn multi_row_observations() -> String {
+    let rows = vec!["(?, ?, ?)"; OBSERVATION_ROWS].join(", ");
+    format!("INSERT INTO observations (request_id, position, status_id) VALUES {rows}")
+}
+
+fn multi_row_statuses() -> String {
+    let rows = vec!["(?, ?, ?, ?, ?, ?)"; STATUS_ROWS].join(", ");
+    format!(
+        "INSERT OR IGNORE INTO statuses (run_id, id, id_key, id_time_ms, created_at, author) VALUES {rows}"
+    )
+}
+
 /// Commit at least this often, so a kill loses at most this much.
 const COMMIT_EVERY: Duration = Duration::from_secs(1);
 
@@ -361,6 +384,10 @@ impl Writer {
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
                 )
                 .map_err(db_error)?;
+            let mut insert_observations = tx
+                .prepare_cached(&multi_row_observations())
+                .map_err(db_error)?;
+            let mut insert_statuses = tx.prepare_cached(&multi_row_statuses()).map_err(db_error)?;
             let mut insert_observation = tx
                 .prepare_cached("INSERT INTO observations (request_id, position, status_id) VALUES (?1, ?2, ?3)")
                 .map_err(db_error)?;
@@ -405,10 +432,50 @@ impl Writer {
                             ])
                             .map_err(db_error)?;
                         let request_id = tx.last_insert_rowid();
-                        for (position, s) in r.items.iter().enumerate() {
-                            insert_observation
-                                .execute(params![request_id, position as i64, s.id])
+                        // Observations go in rows of OBSERVATION_ROWS per statement: far
+                        // fewer statement executions than one row each.
+                        let mut chunks = r.items.chunks_exact(OBSERVATION_ROWS);
+                        let mut position = 0i64;
+                        for chunk in &mut chunks {
+                            let mut values: Vec<&dyn rusqlite::ToSql> =
+                                Vec::with_capacity(3 * OBSERVATION_ROWS);
+                            let positions: Vec<i64> =
+                                (position..position + OBSERVATION_ROWS as i64).collect();
+                            for (s, p) in chunk.iter().zip(&positions) {
+                                values.extend([&request_id as &dyn rusqlite::ToSql, p, &s.id]);
+                            }
+                            insert_observations
+                                .execute(values.as_slice())
                                 .map_err(db_error)?;
+                            position += OBSERVATION_ROWS as i64;
+                        }
+                        for s in chunks.remainder() {
+                            insert_observation
+                                .execute(params![request_id, position, s.id])
+                                .map_err(db_error)?;
+                            position += 1;
+                        }
+                        let new: Vec<&StatusRow> =
+                            r.items.iter().filter(|s| s.first_sighting).collect();
+                        let mut chunks = new.chunks_exact(STATUS_ROWS);
+                        for chunk in &mut chunks {
+                            let mut values: Vec<&dyn rusqlite::ToSql> =
+                                Vec::with_capacity(6 * STATUS_ROWS);
+                            for s in chunk {
+                                values.extend([
+                                    &self.run_id as &dyn rusqlite::ToSql,
+                                    &s.id,
+                                    &s.id_key,
+                                    &s.id_time_ms,
+                                    &s.created_at,
+                                    &s.author,
+                                ]);
+                            }
+                            insert_statuses
+                                .execute(values.as_slice())
+                                .map_err(db_error)?;
+                        }
+                        for s in chunks.remainder() {
                             insert_status
                                 .execute(params![
                                     self.run_id,

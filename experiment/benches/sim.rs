@@ -23,6 +23,12 @@ fn main() {
         hour("twitter profile at 6,000/s", busy);
         return;
     }
+    if std::env::var("SIM_BENCH_ONLY").as_deref() == Ok("server") {
+        if let Err(e) = server_throughput() {
+            println!("server throughput: failed: {e}");
+        }
+        return;
+    }
     if std::env::var("SIM_BENCH_ONLY").as_deref() == Ok("profiles") {
         profile_table();
         return;

@@ -399,9 +399,27 @@ struct Tweet {
 }
 
 /// `Wed Oct 10 20:19:24 +0000 2018`.
+/// Written field by field: chrono's strftime parses its pattern on every call,
+/// which was the server's largest cost at 200 tweets a page.
 fn twitter_time(unix_ms: i64) -> String {
+    use chrono::{Datelike, Timelike};
+    const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
     DateTime::<Utc>::from_timestamp_millis(unix_ms)
-        .map(|t| t.format("%a %b %d %H:%M:%S +0000 %Y").to_string())
+        .map(|t| {
+            format!(
+                "{} {} {:02} {:02}:{:02}:{:02} +0000 {}",
+                DAYS[t.weekday().num_days_from_monday() as usize],
+                MONTHS[t.month0() as usize],
+                t.day(),
+                t.hour(),
+                t.minute(),
+                t.second(),
+                t.year()
+            )
+        })
         .unwrap_or_default()
 }
 
@@ -484,22 +502,21 @@ async fn twitter_list(State(app): State<AppState>, RawQuery(raw): RawQuery) -> R
     let (statuses, layout, _) = app.query(&query, |_| true);
     let tweets: Vec<Tweet> = statuses
         .iter()
-        .map(|s| Tweet {
-            created_at: twitter_time(s.posted_at_ms),
-            id: s.id.0,
-            id_str: layout.format(s.id),
-            text: format!(
-                "Status {} from the snowleak simulator ({})",
-                layout.format(s.id),
-                s.origin
-            ),
-            truncated: false,
-            user: TwitterUser {
-                id: 1_000_000 + s.author as u64,
-                id_str: (1_000_000 + s.author as u64).to_string(),
-                name: format!("User {}", s.author),
-                screen_name: format!("user{}", s.author),
-            },
+        .map(|s| {
+            let id_str = layout.format(s.id);
+            Tweet {
+                created_at: twitter_time(s.posted_at_ms),
+                id: s.id.0,
+                text: format!("Status {id_str} from the snowleak simulator ({})", s.origin),
+                id_str,
+                truncated: false,
+                user: TwitterUser {
+                    id: 1_000_000 + s.author as u64,
+                    id_str: (1_000_000 + s.author as u64).to_string(),
+                    name: format!("User {}", s.author),
+                    screen_name: format!("user{}", s.author),
+                },
+            }
         })
         .collect();
     json_response(StatusCode::OK, headers, to_json(&tweets))

@@ -4,48 +4,15 @@
 //! cursor on a failed response, and the analysis must report no leak the
 //! cursor policy did not cause, and report what the faults hid as such.
 
-use clap::Parser;
+mod common;
+
+use common::{analyze, experiment, temp_dir};
 use rusqlite::Connection;
 use serde_json::Value;
-use snowleak::app::{RunArgs, run_experiment};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 const ALL_FAULTS: &str = "5xx=10%,429=10%,timeout=10%:1s,reset=10%,truncate=10%,reorder=10%,duplicate=10%,slow=10%:100ms";
-
-#[derive(Parser)]
-struct Args {
-    #[command(flatten)]
-    run: RunArgs,
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("snowleak-faults-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn experiment(args: &[&str]) {
-    let mut all = vec!["experiment"];
-    all.extend_from_slice(args);
-    let summary = run_experiment(Args::parse_from(all).run).expect("the run completes");
-    assert!(summary.complete);
-}
-
-fn analyze(db: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_analyze"))
-        .args([db.to_str().unwrap(), "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
 
 fn leaks_of(report: &Value, poller: &str) -> BTreeSet<String> {
     report["leaks"]
@@ -146,12 +113,7 @@ fn virtual_hour_under_every_fault_has_no_false_leak() {
 
     let (clean, faulty) = (analyze(&clean_db), analyze(&faulty_db));
     for poller in ["naive", "compensated:k=1s"] {
-        let p = faulty["pollers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == poller)
-            .unwrap();
+        let p = common::poller(&faulty, poller);
         assert_eq!(p["misses_unexplained"], 0, "{poller}");
         assert!(p["errors"].as_u64().unwrap() > 1000, "{poller} met faults");
         check_no_false_leaks(&faulty_db, &faulty, poller);
@@ -225,12 +187,7 @@ fn real_http_under_every_fault_has_no_false_leak() {
     check_history(&db);
     let report = analyze(&db);
     for poller in ["naive", "compensated:k=1s"] {
-        let p = report["pollers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == poller)
-            .unwrap();
+        let p = common::poller(&report, poller);
         assert_eq!(p["misses_unexplained"], 0, "{poller}");
         check_no_false_leaks(&db, &report, poller);
     }

@@ -4,25 +4,16 @@
 //! tens of statuses, k = 1 s catches most of them, and several needed more
 //! than 1 s, so k = 1 s missed them as well.
 
-use clap::Parser;
-use serde_json::Value;
-use snowleak::app::{RunArgs, run_experiment};
-use std::process::Command;
+mod common;
 
-#[derive(Parser)]
-struct Args {
-    #[command(flatten)]
-    run: RunArgs,
-}
+use common::{analyze, experiment, poller, temp_dir};
+use serde_json::Value;
 
 #[test]
 fn default_virtual_hour_reproduces_part_2() {
-    let dir = std::env::temp_dir().join(format!("snowleak-part2-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("part2");
     let db = dir.join("run.db");
-    let args = Args::parse_from([
-        "experiment",
+    experiment(&[
         "--clock",
         "virtual",
         "--duration",
@@ -30,34 +21,11 @@ fn default_virtual_hour_reproduces_part_2() {
         "--db",
         db.to_str().unwrap(),
     ]);
-    let summary = run_experiment(args.run).expect("the default experiment runs");
-    assert!(summary.complete);
-
-    let out = Command::new(env!("CARGO_BIN_EXE_analyze"))
-        .args([
-            db.to_str().unwrap(),
-            "--json",
-            "--out",
-            dir.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let report = analyze(&db);
+    let (naive, k1) = (
+        poller(&report, "naive"),
+        poller(&report, "compensated:k=1s"),
     );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let poller = |name: &str| {
-        report["pollers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == name)
-            .unwrap()
-            .clone()
-    };
-    let (naive, k1) = (poller("naive"), poller("compensated:k=1s"));
     let (naive_leaks, k1_leaks) = (
         naive["leaks"].as_u64().unwrap(),
         k1["leaks"].as_u64().unwrap(),

@@ -21,6 +21,20 @@ fn experiment(args: &[&str]) -> Output {
         .expect("the experiment binary runs")
 }
 
+/// A run in virtual time into `db`, with more options.
+fn virtual_run(db: &Path, duration: &str, more: &[&str]) -> Output {
+    let mut args = vec![
+        "--clock",
+        "virtual",
+        "--duration",
+        duration,
+        "--db",
+        db.to_str().unwrap(),
+    ];
+    args.extend_from_slice(more);
+    experiment(&args)
+}
+
 fn count(conn: &Connection, sql: &str) -> i64 {
     conn.query_row(sql, [], |r| r.get(0)).unwrap()
 }
@@ -50,14 +64,7 @@ fn naive_missed_compensated_caught(db: &Path, run: i64) -> i64 {
 fn virtual_hour_at_defaults_naive_leaks_what_compensation_catches() {
     let dir = temp_dir("virtual-hour");
     let db = dir.join("run.db");
-    let out = experiment(&[
-        "--clock",
-        "virtual",
-        "--duration",
-        "1h",
-        "--db",
-        db.to_str().unwrap(),
-    ]);
+    let out = virtual_run(&db, "1h", &[]);
     assert!(
         out.status.success(),
         "{}",
@@ -115,16 +122,7 @@ fn same_seed_same_records() {
     let mut dumps = Vec::new();
     for name in ["a.db", "b.db"] {
         let db = dir.join(name);
-        let out = experiment(&[
-            "--clock",
-            "virtual",
-            "--duration",
-            "10m",
-            "--seed",
-            "42",
-            "--db",
-            db.to_str().unwrap(),
-        ]);
+        let out = virtual_run(&db, "10m", &["--seed", "42"]);
         assert!(
             out.status.success(),
             "{}",
@@ -135,16 +133,7 @@ fn same_seed_same_records() {
     assert!(dumps[0].len() > 1000);
     assert_eq!(dumps[0], dumps[1]);
     let other = dir.join("c.db");
-    let out = experiment(&[
-        "--clock",
-        "virtual",
-        "--duration",
-        "10m",
-        "--seed",
-        "43",
-        "--db",
-        other.to_str().unwrap(),
-    ]);
+    let out = virtual_run(&other, "10m", &["--seed", "43"]);
     assert!(out.status.success());
     assert_ne!(dumps[0], dump(&other), "another seed, another history");
 }
@@ -153,18 +142,7 @@ fn same_seed_same_records() {
 fn full_pages_page_back_to_the_cursor() {
     let dir = temp_dir("backpaging");
     let db = dir.join("run.db");
-    let out = experiment(&[
-        "--clock",
-        "virtual",
-        "--duration",
-        "2m",
-        "--limit",
-        "3",
-        "--max-back-pages",
-        "1000",
-        "--db",
-        db.to_str().unwrap(),
-    ]);
+    let out = virtual_run(&db, "2m", &["--limit", "3", "--max-back-pages", "1000"]);
     assert!(
         out.status.success(),
         "{}",
@@ -190,18 +168,7 @@ fn full_pages_page_back_to_the_cursor() {
     );
     // A tight bound reports the cut window as overflow instead.
     let db2 = dir.join("overflow.db");
-    let out = experiment(&[
-        "--clock",
-        "virtual",
-        "--duration",
-        "2m",
-        "--limit",
-        "1",
-        "--max-back-pages",
-        "0",
-        "--db",
-        db2.to_str().unwrap(),
-    ]);
+    let out = virtual_run(&db2, "2m", &["--limit", "1", "--max-back-pages", "0"]);
     assert!(out.status.success());
     let conn = Connection::open(&db2).unwrap();
     assert!(count(&conn, "SELECT count(*) FROM requests WHERE overflow = 1") > 0);
@@ -341,14 +308,7 @@ fn bad_input_is_one_line_and_exit_2() {
     let not_a_dir = dir.join("file");
     std::fs::write(&not_a_dir, "x").unwrap();
     let bad_db = not_a_dir.join("run.db");
-    let out = experiment(&[
-        "--clock",
-        "virtual",
-        "--duration",
-        "1s",
-        "--db",
-        bad_db.to_str().unwrap(),
-    ]);
+    let out = virtual_run(&bad_db, "1s", &[]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
 }
@@ -411,25 +371,11 @@ fn killed_at_random_moments_the_database_stays_readable() {
 fn a_locked_database_is_a_clear_error() {
     let dir = temp_dir("locked");
     let db = dir.join("run.db");
-    let out = experiment(&[
-        "--clock",
-        "virtual",
-        "--duration",
-        "1s",
-        "--db",
-        db.to_str().unwrap(),
-    ]);
+    let out = virtual_run(&db, "1s", &[]);
     assert!(out.status.success());
     let holder = Connection::open(&db).unwrap();
     holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
-    let out = experiment(&[
-        "--clock",
-        "virtual",
-        "--duration",
-        "1s",
-        "--db",
-        db.to_str().unwrap(),
-    ]);
+    let out = virtual_run(&db, "1s", &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("locked"), "{stderr}");

@@ -23,8 +23,16 @@ fn main() {
         config: "{}".into(),
     };
     let pollers = [
-        PollerInfo { name: "naive".into(), policy: "naive".into(), k_ms: None },
-        PollerInfo { name: "compensated:k=1s".into(), policy: "compensated:k=1s".into(), k_ms: Some(1000) },
+        PollerInfo {
+            name: "naive".into(),
+            policy: "naive".into(),
+            k_ms: None,
+        },
+        PollerInfo {
+            name: "compensated:k=1s".into(),
+            policy: "compensated:k=1s".into(),
+            k_ms: Some(1000),
+        },
     ];
     let recorder = Recorder::create(&db, &run, &pollers).expect("recorder");
     let sender = recorder.sender();

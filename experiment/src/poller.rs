@@ -170,7 +170,7 @@ impl Poller {
         };
         let reordered = items.windows(2).any(|w| w[0].id < w[1].id);
         if reordered {
-            items.sort_by(|a, b| b.id.cmp(&a.id));
+            items.sort_by_key(|item| std::cmp::Reverse(item.id));
         }
         let full = items.len() >= self.limit;
         let previous_latest = self.latest;

@@ -344,6 +344,8 @@ async fn poll_loop(
         let mut cycle_failed = false;
         let mut request_wait = wait_ms;
         loop {
+            // All pollers share the target's rate-limit budget: wait for a slot.
+            let paced_ms = target.pace().await;
             let sent = crate::clock::now_ms();
             let fetched = target.fetch(&req).await;
             let received = crate::clock::now_ms();
@@ -359,7 +361,7 @@ async fn poll_loop(
                     fetched,
                     sent,
                     received,
-                    request_wait,
+                    request_wait + paced_ms,
                     &recorder,
                     &mut progress,
                 )

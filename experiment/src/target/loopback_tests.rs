@@ -1,0 +1,1 @@
+//! Loopback tests of the HTTP shell.

@@ -51,7 +51,7 @@ pub struct RunArgs {
     /// Print the first request each poller would make (token redacted) and exit.
     #[arg(long)]
     pub dry_run: bool,
-    /// Simulator profile: twitter, mastodon or misskey.
+    /// Simulator profile: twitter, mastodon, misskey or discord.
     #[arg(long, default_value = "twitter")]
     pub profile: String,
     /// A TOML file of simulator parameters, applied over the profile.

@@ -719,6 +719,276 @@ mod tests {
         }
     }
 
+    fn fixture(path: &str) -> Vec<u8> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        std::fs::read(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    fn texts(items: &[Item]) -> Vec<(&str, Option<&str>, Option<&str>)> {
+        items
+            .iter()
+            .map(|i| {
+                (
+                    i.id_text.as_str(),
+                    i.created_at.as_deref(),
+                    i.author.as_deref(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fixtures_parse() {
+        let mastodon = Dialect::Mastodon {
+            timeline: "public".into(),
+        };
+        let m: Layout = "mastodon".parse().unwrap();
+        let items = mastodon
+            .parse(&m, &fixture("mastodon/public_limit2.json"))
+            .unwrap();
+        assert_eq!(
+            texts(&items),
+            vec![
+                ("103206804533200177", Some("2019-11-26T23:27:31.000Z"), None),
+                ("103206804086086361", Some("2019-11-26T23:27:32.000Z"), None)
+            ]
+        );
+        // The docs' own example is out of created_at order: ID time 23:27:40.186.
+        assert_eq!(m.ts_ms(items[0].id), 1_574_810_860_186);
+
+        let x = Dialect::X {
+            endpoint: XEndpoint::UserTweets {
+                user_id: "2244994945".into(),
+            },
+        };
+        let t = Layout::twitter();
+        let items = x.parse(&t, &fixture("x/timeline.json")).unwrap();
+        assert_eq!(items[0].id_text, "1524796546306478083");
+        assert_eq!(items[1].id, Id(1_524_468_552_404_668_416));
+        assert_eq!(x.parse(&t, &fixture("x/empty.json")).unwrap(), vec![]);
+
+        let d = Dialect::Discord {
+            channel_id: "290926798999357250".into(),
+        };
+        let items = d
+            .parse(
+                &"discord".parse().unwrap(),
+                &fixture("discord/messages.json"),
+            )
+            .unwrap();
+        assert_eq!(
+            texts(&items),
+            vec![(
+                "334385199974967042",
+                Some("2017-07-11T17:27:07.299000+00:00"),
+                Some("Mason")
+            )]
+        );
+
+        let items = twitter()
+            .parse(&t, &fixture("twitter-v1/lists_statuses.json"))
+            .unwrap();
+        assert_eq!(
+            texts(&items),
+            vec![(
+                "1050118621198921728",
+                Some("Wed Oct 10 20:19:24 +0000 2018"),
+                Some("TwitterAPI")
+            )]
+        );
+        // created_at has whole seconds; the ID says 20:19:24.211.
+        assert_eq!(t.ts_ms(items[0].id), 1_539_202_764_211);
+
+        let body = fixture("misskey/local_timeline.json");
+        let notes: Vec<Value> = serde_json::from_slice(&body).unwrap();
+        let ids: Vec<&str> = notes.iter().map(|n| n["id"].as_str().unwrap()).collect();
+        let layout = detect_misskey_layout(&ids).unwrap();
+        assert_eq!(layout.name(), "misskey-aidx");
+        let items = Dialect::Misskey {
+            endpoint: "local-timeline".into(),
+        }
+        .parse(&layout, &body)
+        .unwrap();
+        assert_eq!(
+            texts(&items),
+            vec![(
+                "9v6hsao08sdi0003",
+                Some("2024-07-01T12:00:00.000Z"),
+                Some("example")
+            )]
+        );
+        assert_eq!(layout.ts_ms(items[0].id), 1_719_835_200_000);
+    }
+
+    #[test]
+    fn x_requests_use_exclusive_until_id_and_clamp_max_results() {
+        let t = Layout::twitter();
+        let search = Dialect::X {
+            endpoint: XEndpoint::SearchRecent {
+                query: "from:a -is:retweet".into(),
+            },
+        };
+        let req = PageRequest {
+            since: Some(Id(10)),
+            before: Some(Id(20)),
+            limit: 3,
+        };
+        let http = search.build(&t, &req);
+        assert_eq!(http.path, "/2/tweets/search/recent");
+        for pair in [
+            ("query", "from:a -is:retweet"),
+            ("max_results", "10"),
+            ("since_id", "10"),
+            ("until_id", "20"),
+            ("tweet.fields", "created_at,author_id"),
+        ] {
+            assert!(
+                http.query.contains(&(pair.0.into(), pair.1.into())),
+                "{pair:?}"
+            );
+        }
+        let user = Dialect::X {
+            endpoint: XEndpoint::UserTweets {
+                user_id: "42".into(),
+            },
+        };
+        let http = user.build(
+            &t,
+            &PageRequest {
+                since: None,
+                before: None,
+                limit: 500,
+            },
+        );
+        assert_eq!(http.path, "/2/users/42/tweets");
+        assert!(http.query.contains(&("max_results".into(), "100".into())));
+        assert!(
+            !http
+                .query
+                .iter()
+                .any(|(k, _)| k == "since_id" || k == "until_id")
+        );
+        assert_eq!(user.page_limit(1), 5);
+        // Errors without data are errors; a non-object is an error.
+        assert!(
+            user.parse(&t, br#"{"errors":[{"title":"Not Found Error"}]}"#)
+                .is_err()
+        );
+        assert!(user.parse(&t, b"[]").is_err());
+    }
+
+    #[test]
+    fn discord_never_combines_after_and_before_and_filters_the_window_locally() {
+        let l: Layout = "discord".parse().unwrap();
+        let d = Dialect::Discord {
+            channel_id: "7".into(),
+        };
+        let page0 = PageRequest {
+            since: Some(Id(100)),
+            before: None,
+            limit: 50,
+        };
+        let http = d.build(&l, &page0);
+        assert_eq!(http.path, "/channels/7/messages");
+        assert_eq!(http.query, vec![("limit".to_string(), "50".to_string())]);
+        let back = PageRequest {
+            before: Some(Id(300)),
+            ..page0.clone()
+        };
+        let http = d.build(&l, &back);
+        assert_eq!(
+            http.query,
+            vec![
+                ("limit".to_string(), "50".to_string()),
+                ("before".to_string(), "300".to_string())
+            ]
+        );
+        let body = br#"[{"id":"301"},{"id":"250"},{"id":"101"},{"id":"100"},{"id":"99"}]"#;
+        let ids = |items: Vec<Item>| items.into_iter().map(|i| i.id.0).collect::<Vec<_>>();
+        assert_eq!(
+            ids(d.parse_page(&l, &page0, body).unwrap()),
+            vec![301, 250, 101]
+        );
+        assert_eq!(ids(d.parse_page(&l, &back, body).unwrap()), vec![250, 101]);
+        // Other dialects trust the server's window.
+        let m = Dialect::Mastodon {
+            timeline: "public".into(),
+        };
+        assert_eq!(ids(m.parse_page(&l, &page0, body).unwrap()).len(), 5);
+    }
+
+    #[test]
+    fn misskey_layouts_are_detected_from_the_id_shape() {
+        let name = |ids: &[&str]| detect_misskey_layout(ids).map(|l| l.name().to_string());
+        assert_eq!(name(&["9v6hsao0ab"]), Ok("misskey-aid".into()));
+        assert_eq!(
+            name(&["9v6hsao08sdi0003", "9v6hsao08sdi0004"]),
+            Ok("misskey-aidx".into())
+        );
+        assert_eq!(
+            name(&["8190a2b3c4d5e6f708192a3b"]),
+            Ok("misskey-meid".into())
+        );
+        assert_eq!(name(&["01ARZ3NDEKTSV4RRFFQ69G5FAV"]), Ok("ulid".into()));
+        for bad in [
+            &["0190a2b3c4d5e6f708192a3b"][..], // objectid: unsupported
+            &["g190a2b3c4d5e6f708192a3b"],     // meidg: unsupported
+            &["9v6hsao0ab", "9v6hsao08sdi0003"],
+            &["short"],
+            &[],
+        ] {
+            let e = name(bad).unwrap_err();
+            assert!(e.contains("--layout"), "{e}");
+        }
+    }
+
+    #[test]
+    fn dry_run_descriptions_redact_the_token() {
+        let l: Layout = "misskey-aidx".parse().unwrap();
+        let req = PageRequest {
+            since: None,
+            before: None,
+            limit: 100,
+        };
+        let mk = Dialect::Misskey {
+            endpoint: "timeline".into(),
+        };
+        let text = mk.describe("https://misskey.example", &l, &req, true);
+        assert_eq!(
+            text,
+            "POST https://misskey.example/api/notes/timeline\n  body: {\"i\":\"<redacted>\",\"limit\":100,\"untilId\":\"zzzzzzzzzzzzzzzz\"}"
+        );
+        let x = Dialect::X {
+            endpoint: XEndpoint::SearchRecent {
+                query: "a b".into(),
+            },
+        };
+        let text = x.describe("https://api.x.com", &Layout::twitter(), &req, true);
+        assert_eq!(
+            text,
+            "GET https://api.x.com/2/tweets/search/recent?query=a+b&max_results=100&tweet.fields=created_at%2Cauthor_id\n  Authorization: Bearer <redacted>"
+        );
+        let d = Dialect::Discord {
+            channel_id: "1".into(),
+        };
+        let text = d.describe(
+            "https://discord.com/api/v10",
+            &Layout::twitter(),
+            &req,
+            true,
+        );
+        assert!(text.ends_with("Authorization: Bot <redacted>"), "{text}");
+        assert!(
+            !d.describe(
+                "https://discord.com/api/v10",
+                &Layout::twitter(),
+                &req,
+                false
+            )
+            .contains("Authorization")
+        );
+    }
+
     #[test]
     fn twitter_max_id_is_inclusive() {
         let l = Layout::twitter();

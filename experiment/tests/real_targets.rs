@@ -398,3 +398,54 @@ fn bad_targets_are_one_line_and_exit_2() {
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
     }
 }
+
+/// A spent budget makes the pollers wait for the window's reset (minutes);
+/// Ctrl-C still ends the run promptly and completely.
+#[cfg(unix)]
+#[test]
+fn a_stop_during_a_long_rate_limit_wait_ends_the_run_promptly() {
+    let limits: RateLimits = "3/10m".parse().unwrap();
+    let (_rt, server) = serve("mastodon", limits);
+    let dir = temp_dir("stop-while-paced");
+    let db = dir.join("run.db");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_experiment"))
+        .args([
+            "--target",
+            &format!("mastodon:{}", server.url("")),
+            "--duration",
+            "1h",
+            "--interval",
+            "100ms",
+            "--db",
+            db.to_str().unwrap(),
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(30) {
+        let committed = Connection::open(&db)
+            .and_then(|c| c.query_row("SELECT count(*) FROM requests", [], |r| r.get::<_, i64>(0)))
+            .unwrap_or(0);
+        if committed >= 3 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Let the pollers settle into the wait for the reset.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let stopped_at = std::time::Instant::now();
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    // The final drain: k = 1 s, then at most the final cycle's pacing cap (5 s).
+    assert!(stopped_at.elapsed() < std::time::Duration::from_secs(15));
+    assert_eq!(count(&db, "SELECT complete FROM runs"), 1);
+    assert_eq!(text(&db, "SELECT end_reason FROM runs"), "interrupted");
+}

@@ -249,6 +249,60 @@ fn gzip_stored(data: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A brotli stream of uncompressed meta-blocks (RFC 7932 9.2): valid brotli without a compressor.
+fn brotli_stored(data: &[u8]) -> Vec<u8> {
+    struct Bits {
+        out: Vec<u8>,
+        used: u32,
+    }
+    impl Bits {
+        fn put(&mut self, value: u32, n: u32) {
+            for i in 0..n {
+                if self.used.is_multiple_of(8) {
+                    self.out.push(0);
+                }
+                let bit = ((value >> i) & 1) as u8;
+                *self.out.last_mut().unwrap() |= bit << (self.used % 8);
+                self.used += 1;
+            }
+        }
+        fn align(&mut self) {
+            self.used = self.used.div_ceil(8) * 8;
+        }
+    }
+    let mut b = Bits {
+        out: Vec::new(),
+        used: 0,
+    };
+    b.put(0, 1); // WBITS = 16
+    for chunk in data.chunks(65_536) {
+        b.put(0, 1); // ISLAST = 0
+        b.put(0, 2); // MNIBBLES = 4
+        b.put(chunk.len() as u32 - 1, 16); // MLEN - 1
+        b.put(1, 1); // ISUNCOMPRESSED
+        b.align();
+        b.out.extend_from_slice(chunk);
+        b.used = b.out.len() as u32 * 8;
+    }
+    b.put(1, 1); // ISLAST
+    b.put(1, 1); // ISLASTEMPTY
+    b.out
+}
+
+#[tokio::test]
+async fn brotli_bodies_are_read() {
+    let body = br#"[{"id":"103206804086086361","created_at":"2019-11-26T23:27:32.000Z"}]"#;
+    let (server, _) =
+        capture(move || ([(header::CONTENT_ENCODING, "br")], brotli_stored(body)).into_response())
+            .await;
+    let items = mastodon_target(&server, None)
+        .fetch(&first_page())
+        .await
+        .result
+        .unwrap();
+    assert_eq!(items[0].id_text, "103206804086086361");
+}
+
 type Seen = Arc<Mutex<Vec<(HeaderMap, Vec<u8>)>>>;
 
 /// A server answering every request on `path` with `respond`, remembering the requests.

@@ -1074,5 +1074,14 @@ mod tests {
         assert_eq!(retry_after_ms(&h, now), Some(2000));
         h.insert("x-ratelimit-remaining", HeaderValue::from_static("7"));
         assert_eq!(retry_after_ms(&h, now), None);
+        // Discord: Reset-After seconds (with decimals) when the bucket is spent.
+        let mut h = HeaderMap::new();
+        h.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
+        h.insert(
+            "x-ratelimit-reset",
+            HeaderValue::from_static("1700000009.000"),
+        );
+        h.insert("x-ratelimit-reset-after", HeaderValue::from_static("0.75"));
+        assert_eq!(retry_after_ms(&h, now), Some(750));
     }
 }

@@ -11,6 +11,8 @@
 //!   `/api/v2/instance` so that client libraries accept the server.
 //! - Misskey `POST /api/notes/local-timeline` and `/global-timeline` [3.1-3.2]:
 //!   `sinceId` alone returns the oldest notes after it in ascending order.
+//! - X API v2 and Discord, in their own files (`server_x.rs`,
+//!   `server_discord.rs`), merged into the router here.
 //!
 //! Every handler reads the clock (injectable for tests), advances the shared
 //! [`Simulator`] to it, runs a dialect-free [`Query`] and renders it. The lock

@@ -149,3 +149,107 @@ fn message(layout: &Layout, channel: &str, id: crate::id::Id, author: u32, origi
         "components": [],
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::id::Id;
+    use crate::sim::model::{SimStatus, Simulator};
+    use crate::sim::profile::SimConfig;
+    use crate::sim::server::{RateLimits, RunningServer, router_with_clock};
+    use serde_json::Value;
+    use std::sync::{Arc, Mutex};
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    async fn server(n: u128, limits: RateLimits) -> RunningServer {
+        let mut config = SimConfig::profile("discord").unwrap();
+        config.rate_per_s = 0.0;
+        let mut sim = Simulator::new(config, 1, NOW);
+        for id in 1..=n {
+            sim.inject(SimStatus {
+                id: Id(id << 22),
+                id_time_ms: 0,
+                posted_at_ms: NOW,
+                visible_at_ms: NOW,
+                deleted_at_ms: None,
+                origin: "local".into(),
+                author: 3,
+            });
+        }
+        let app = router_with_clock(Arc::new(Mutex::new(sim)), limits, Arc::new(|| NOW));
+        RunningServer::start(app).await.unwrap()
+    }
+
+    async fn get(server: &RunningServer, query: &str) -> (u16, reqwest::header::HeaderMap, Value) {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let url = server.url(&format!("/api/v10/channels/42/messages{query}"));
+        let r = reqwest::get(url).await.unwrap();
+        let status = r.status().as_u16();
+        let headers = r.headers().clone();
+        (status, headers, r.json().await.unwrap())
+    }
+
+    /// The n of each message (IDs are n << 22).
+    fn ns(body: &Value) -> Vec<u64> {
+        body.as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().parse::<u64>().unwrap() >> 22)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn before_is_newest_below_and_after_is_oldest_above_both_listed_newest_first() {
+        let s = server(10, RateLimits::default()).await;
+        let (status, h, body) = get(&s, "?limit=3").await;
+        assert_eq!((status, ns(&body)), (200, vec![10, 9, 8]));
+        assert_eq!(body[0]["channel_id"], "42");
+        assert_eq!(body[0]["author"]["username"], "user3");
+        assert!(body[0]["timestamp"].as_str().unwrap().ends_with("+00:00"));
+        for name in [
+            "x-ratelimit-reset",
+            "x-ratelimit-reset-after",
+            "x-ratelimit-bucket",
+        ] {
+            assert!(h.contains_key(name), "{name}");
+        }
+        let (_, _, body) = get(&s, &format!("?limit=3&before={}", 8u64 << 22)).await;
+        assert_eq!(ns(&body), [7, 6, 5]);
+        let (_, _, body) = get(&s, &format!("?limit=3&after={}", 2u64 << 22)).await;
+        assert_eq!(
+            ns(&body),
+            [5, 4, 3],
+            "after: the ones just after the cursor"
+        );
+        let (_, _, body) = get(&s, "").await;
+        assert_eq!(ns(&body).len(), 10, "default limit 50");
+    }
+
+    #[tokio::test]
+    async fn exclusive_cursors_and_bad_limits_are_400() {
+        let s = server(3, RateLimits::default()).await;
+        for q in [
+            "?before=1&after=2",
+            "?around=5",
+            "?limit=0",
+            "?limit=101",
+            "?before=x",
+        ] {
+            let (status, _, body) = get(&s, q).await;
+            assert_eq!(status, 400, "{q}");
+            assert_eq!(body["code"], 50035, "{q}");
+        }
+    }
+
+    #[tokio::test]
+    async fn spent_bucket_is_429_with_retry_after() {
+        let s = server(1, "1/10s".parse().unwrap()).await;
+        assert_eq!(get(&s, "").await.0, 200);
+        let (status, h, body) = get(&s, "").await;
+        assert_eq!(status, 429);
+        assert_eq!(body["global"], false);
+        assert!(body["retry_after"].as_f64().unwrap() > 0.0);
+        assert_eq!(h["x-ratelimit-remaining"], "0");
+        assert!(h.contains_key("retry-after"));
+    }
+}

@@ -166,3 +166,112 @@ fn timeline(app: AppState, raw: Option<String>, min: u64, token_param: &str) -> 
     };
     json_response(StatusCode::OK, headers, to_json(&body))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::id::Id;
+    use crate::sim::model::{SimStatus, Simulator};
+    use crate::sim::profile::SimConfig;
+    use crate::sim::server::{RateLimits, RunningServer, router_with_clock};
+    use serde_json::Value;
+    use std::sync::{Arc, Mutex};
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    /// A server holding tweets with IDs 1..=n (twitter layout), fixed clock.
+    async fn server(profile: &str, n: u128, limits: RateLimits) -> RunningServer {
+        let mut config = SimConfig::profile(profile).unwrap();
+        config.rate_per_s = 0.0;
+        let mut sim = Simulator::new(config, 1, NOW);
+        for id in 1..=n {
+            sim.inject(SimStatus {
+                id: Id(id),
+                id_time_ms: 0,
+                posted_at_ms: NOW - 1000,
+                visible_at_ms: NOW,
+                deleted_at_ms: None,
+                origin: "local".into(),
+                author: 3,
+            });
+        }
+        let app = router_with_clock(Arc::new(Mutex::new(sim)), limits, Arc::new(|| NOW));
+        RunningServer::start(app).await.unwrap()
+    }
+
+    async fn get(server: &RunningServer, path: &str) -> (u16, reqwest::header::HeaderMap, Value) {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let r = reqwest::get(server.url(path)).await.unwrap();
+        let status = r.status().as_u16();
+        let headers = r.headers().clone();
+        (status, headers, r.json().await.unwrap())
+    }
+
+    fn ids(body: &Value) -> Vec<&str> {
+        body["data"]
+            .as_array()
+            .map(|a| a.iter().map(|t| t["id"].as_str().unwrap()).collect())
+            .unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn since_until_exclusive_newest_first_with_meta_and_tokens() {
+        let s = server("twitter", 30, RateLimits::default()).await;
+        let (status, h, body) = get(
+            &s,
+            "/2/users/9/tweets?since_id=3&until_id=9&max_results=5&tweet.fields=created_at,author_id",
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(ids(&body), ["8", "7", "6", "5", "4"]);
+        assert_eq!(body["meta"]["newest_id"], "8");
+        assert_eq!(body["meta"]["oldest_id"], "4");
+        assert_eq!(body["meta"]["result_count"], 5);
+        assert_eq!(body["data"][0]["author_id"], "1000003");
+        assert!(body["data"][0]["created_at"].is_string());
+        assert!(h.contains_key("x-rate-limit-reset"));
+        // The token continues below the oldest; the page without fields is bare.
+        let token = body["meta"]["next_token"].as_str().unwrap().to_string();
+        let (_, _, next) = get(
+            &s,
+            &format!("/2/users/9/tweets?since_id=2&max_results=5&pagination_token={token}"),
+        )
+        .await;
+        assert_eq!(ids(&next), ["3"]);
+        assert!(next["meta"].get("next_token").is_none());
+        assert!(next["data"][0].get("created_at").is_none());
+        // Empty: no data, result_count 0.
+        let (_, _, empty) = get(&s, "/2/users/9/tweets?since_id=30").await;
+        assert_eq!(empty, serde_json::json!({"meta": {"result_count": 0}}));
+    }
+
+    #[tokio::test]
+    async fn bad_parameters_are_400() {
+        let s = server("twitter", 3, RateLimits::default()).await;
+        for path in [
+            "/2/users/9/tweets?max_results=4",
+            "/2/users/9/tweets?max_results=101",
+            "/2/tweets/search/recent?query=a&max_results=5",
+            "/2/tweets/search/recent",
+            "/2/users/9/tweets?since_id=5&until_id=5",
+            "/2/users/9/tweets?since_id=x",
+            "/2/users/9/tweets?pagination_token=zzz",
+        ] {
+            let (status, _, body) = get(&s, path).await;
+            assert_eq!(status, 400, "{path}");
+            assert!(body["errors"].is_array(), "{path}");
+        }
+        let (status, _, body) = get(&s, "/2/tweets/search/recent?query=a&max_results=10").await;
+        assert_eq!((status, ids(&body)), (200, vec!["3", "2", "1"]));
+    }
+
+    #[tokio::test]
+    async fn spent_limit_is_429_with_epoch_reset() {
+        let s = server("twitter", 1, "1/15m".parse().unwrap()).await;
+        assert_eq!(get(&s, "/2/users/9/tweets").await.0, 200);
+        let (status, h, body) = get(&s, "/2/users/9/tweets").await;
+        assert_eq!(status, 429);
+        assert_eq!(body["status"], 429);
+        assert_eq!(h["x-rate-limit-remaining"], "0");
+        assert!(h.contains_key("retry-after"));
+    }
+}

@@ -350,6 +350,13 @@ fn dry_run_prints_the_first_requests_and_sends_nothing() {
         "{stdout}"
     );
     assert!(!stdout.contains("Authorization"));
+    let out = experiment(&["--dry-run", "--profile", "mastodon"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("naive: GET http://127.0.0.1:PORT/api/v1/timelines/public?limit=40"),
+        "{stdout}"
+    );
     let out = experiment(
         &["--target", "misskey:https://misskey.example", "--dry-run"],
         &[],

@@ -332,17 +332,19 @@ impl Dialect {
     }
 }
 
-/// `base` + the request's path and query, percent-encoded as it is sent.
+/// `base` + the request's path and query, percent-encoded as it is sent
+/// (`base` is used as given, so a placeholder such as `http://127.0.0.1:PORT` works).
 pub fn full_url(base: &str, http: &HttpRequest) -> String {
-    let joined = format!("{}{}", base.trim_end_matches('/'), http.path);
-    match reqwest::Url::parse(&joined) {
+    let base = base.trim_end_matches('/');
+    match reqwest::Url::parse(&format!("http://placeholder{}", http.path)) {
         Ok(mut url) => {
             if !http.query.is_empty() {
                 url.query_pairs_mut().extend_pairs(&http.query);
             }
-            url.to_string()
+            let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
+            format!("{base}{}{query}", url.path())
         }
-        Err(_) => joined,
+        Err(_) => format!("{base}{}", http.path),
     }
 }
 

@@ -10,7 +10,8 @@ use crate::record::{PollerInfo, Recorder, RunInfo};
 use crate::run::{self, Plan, Progress, StopReason};
 use crate::sim::faults::{FaultPlan, FaultSpec};
 use crate::sim::model::{SimConfig, Simulator};
-use crate::target::{HttpTarget, http_client};
+use crate::target::spec::{TargetOptions, TargetSpec};
+use crate::target::{Dialect, HttpTarget, Token, http_client};
 use crate::time::{format_duration_ms, parse_duration_ms};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -25,10 +26,33 @@ pub struct RunArgs {
     /// How long to poll (1h, 90s, 1500ms).
     #[arg(long, default_value = "1h", value_parser = parse_duration_ms)]
     pub duration: u64,
-    /// What to poll: `simulator` (the embedded leaky timeline).
+    /// What to poll: `simulator` (the embedded leaky timeline), `mastodon:https://HOST`,
+    /// `x:users/ID/tweets`, `x:search?query=...`, `twitter-v1:https://HOST`,
+    /// `misskey:https://HOST` or `discord:CHANNEL_ID`.
     #[arg(long, default_value = "simulator")]
     pub target: String,
-    /// Simulator profile: twitter, mastodon or misskey.
+    /// Which timeline: mastodon public|local|remote|home|tag:NAME|list:ID (default public);
+    /// misskey local|global|hybrid|home (default local).
+    #[arg(long)]
+    pub timeline: Option<String>,
+    /// The list polled by `twitter-v1` (lists/statuses).
+    #[arg(long)]
+    pub list_id: Option<String>,
+    /// Base URL of the API for `x` (default https://api.x.com) and `discord`
+    /// (default https://discord.com/api/v10).
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// The ID layout, overriding the target's (misskey: detected from the first IDs if absent).
+    #[arg(long)]
+    pub layout: Option<String>,
+    /// Read the API token from this file instead of the environment
+    /// (MASTODON_ACCESS_TOKEN, X_BEARER_TOKEN, MISSKEY_TOKEN, DISCORD_BOT_TOKEN).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// Print the first request each poller would make (token redacted) and exit.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Simulator profile: twitter, mastodon, misskey or discord.
     #[arg(long, default_value = "twitter")]
     pub profile: String,
     /// A TOML file of simulator parameters, applied over the profile.
@@ -91,7 +115,17 @@ pub const VIRTUAL_START_MS: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 #[derive(Serialize)]
 struct StoredConfig<'a> {
     target: &'a str,
-    profile: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeline: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    list_id: Option<&'a str>,
+    /// `"<redacted>"` when a token was used; the token itself is never stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    profile: Option<&'a str>,
     seed: u64,
     clock: &'a str,
     duration_ms: u64,
@@ -101,7 +135,9 @@ struct StoredConfig<'a> {
     timeout_ms: u64,
     pollers: Vec<String>,
     layout: String,
-    simulator: &'a SimConfig,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    simulator: Option<&'a SimConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     faults: Option<String>,
     version: &'static str,
 }
@@ -131,30 +167,123 @@ fn poller_names(policies: &[CursorPolicy]) -> Vec<String> {
 
 /// Runs the experiment described by `args`.
 pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
-    if args.target != "simulator" {
-        return Err(format!(
-            "unknown target '{}': expected 'simulator' (real APIs arrive with issue #6)",
-            args.target
-        ));
-    }
+    let spec: TargetSpec = args.target.parse()?;
     if args.pollers.is_empty() {
         args.pollers = vec![
             CursorPolicy::Naive,
             CursorPolicy::Compensated { k_ms: 1000 },
         ];
     }
-    let mut sim_config = SimConfig::profile(&args.profile)?;
-    let toml_text = match &args.config {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
-        ),
-        None => None,
+    if spec.is_simulator() {
+        simulator_only_flags(&args)?;
+        run_simulator(args)
+    } else {
+        run_real_target(args, &spec)
+    }
+}
+
+/// `--dry-run`: the first request each poller would make, token redacted.
+pub fn dry_run(mut args: RunArgs) -> Result<String, String> {
+    let spec: TargetSpec = args.target.parse()?;
+    if args.pollers.is_empty() {
+        args.pollers = vec![
+            CursorPolicy::Naive,
+            CursorPolicy::Compensated { k_ms: 1000 },
+        ];
+    }
+    let (base, dialect, layout, token) = if spec.is_simulator() {
+        simulator_only_flags(&args)?;
+        let mut sim_config = SimConfig::profile(&args.profile)?;
+        sim_config.apply_overrides(read_config(&args)?.as_deref(), &args.sets)?;
+        let layout = sim_config.layout();
+        let dialect = embedded::dialect_for(&layout);
+        (
+            "http://127.0.0.1:PORT".to_string(),
+            dialect,
+            Some(layout),
+            false,
+        )
+    } else {
+        let resolved = spec.resolve(&target_options(&args))?;
+        let token = Token::load(resolved.dialect.token_env(), args.token_file.as_deref())?;
+        (
+            resolved.base,
+            resolved.dialect,
+            resolved.layout,
+            token.is_some(),
+        )
     };
-    sim_config.apply_overrides(toml_text.as_deref(), &args.sets)?;
-    let layout: Layout = sim_config.layout();
-    let dialect = embedded::dialect_for(&layout);
-    let limit = (args.limit as usize).min(dialect.max_limit());
+    let mut out = format!("target {} (dry run: nothing is sent)\n", args.target);
+    let Some(layout) = layout else {
+        // Misskey without --layout: the run starts with one probe to see the IDs.
+        let http = misskey_probe(&dialect);
+        let mut body = http.json_body.clone().unwrap_or_default();
+        if let (true, serde_json::Value::Object(map)) = (token, &mut body) {
+            map.insert("i".into(), "<redacted>".into());
+        }
+        out.push_str(&format!(
+            "layout probe: POST {}\n  body: {body}\n(the pollers' requests depend on the layout detected; pass --layout to see them)\n",
+            crate::target::full_url(&base, &http)
+        ));
+        return Ok(out);
+    };
+    let limit = dialect.page_limit(args.limit as usize);
+    let now = crate::clock::now_ms();
+    for (name, policy) in poller_names(&args.pollers).iter().zip(&args.pollers) {
+        let mut poller = Poller::new(
+            name.clone(),
+            *policy,
+            layout.clone(),
+            limit,
+            args.max_back_pages,
+        );
+        let req = poller.begin_cycle(now);
+        out.push_str(&format!(
+            "{name}: {}\n",
+            dialect.describe(&base, &layout, &req, token)
+        ));
+    }
+    Ok(out)
+}
+
+fn target_options(args: &RunArgs) -> TargetOptions {
+    TargetOptions {
+        timeline: args.timeline.clone(),
+        list_id: args.list_id.clone(),
+        base_url: args.base_url.clone(),
+        layout: args.layout.clone(),
+    }
+}
+
+/// The flags of real targets are errors with the simulator (its layout comes from the profile).
+fn simulator_only_flags(args: &RunArgs) -> Result<(), String> {
+    for (flag, given) in [
+        ("--timeline", args.timeline.is_some()),
+        ("--list-id", args.list_id.is_some()),
+        ("--base-url", args.base_url.is_some()),
+        ("--layout", args.layout.is_some()),
+        ("--token-file", args.token_file.is_some()),
+    ] {
+        if given {
+            return Err(format!(
+                "{flag} applies to real targets only (the simulator is configured with --profile and --set)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn read_config(args: &RunArgs) -> Result<Option<String>, String> {
+    match &args.config {
+        Some(path) => std::fs::read_to_string(path)
+            .map(Some)
+            .map_err(|e| format!("cannot read {}: {e}", path.display())),
+        None => Ok(None),
+    }
+}
+
+/// The pollers of a run, and the largest k (the final drain's wait).
+fn build_pollers(args: &RunArgs, layout: &Layout, limit: usize) -> (Vec<Poller>, Vec<String>, u64) {
     let names = poller_names(&args.pollers);
     let final_wait_ms = args
         .pollers
@@ -162,7 +291,7 @@ pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
         .filter_map(|p| p.k_ms())
         .max()
         .unwrap_or(0);
-    let pollers: Vec<Poller> = names
+    let pollers = names
         .iter()
         .zip(&args.pollers)
         .map(|(name, policy)| {
@@ -175,6 +304,201 @@ pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
             )
         })
         .collect();
+    (pollers, names, final_wait_ms)
+}
+
+fn poller_infos(pollers: &[Poller]) -> Vec<PollerInfo> {
+    pollers
+        .iter()
+        .map(|p| PollerInfo {
+            name: p.name().to_string(),
+            policy: p.policy().to_string(),
+            k_ms: p.policy().k_ms(),
+        })
+        .collect()
+}
+
+/// Misskey's first request without a layout: the newest notes, no cursors.
+fn misskey_probe(dialect: &Dialect) -> crate::target::HttpRequest {
+    let endpoint = match dialect {
+        Dialect::Misskey { endpoint } => endpoint.as_str(),
+        _ => "local-timeline",
+    };
+    crate::target::HttpRequest {
+        post: true,
+        path: format!("/api/notes/{endpoint}"),
+        query: vec![],
+        json_body: Some(serde_json::json!({"limit": 10})),
+    }
+}
+
+/// Polls a real API in real time; no truth.
+fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, String> {
+    if args.clock == "virtual" {
+        return Err(
+            "--clock virtual runs the simulator only; real targets are polled in real time".into(),
+        );
+    }
+    if args.config.is_some() || !args.sets.is_empty() {
+        return Err(
+            "--config and --set configure the simulator; they do not apply to a real target".into(),
+        );
+    }
+    if args.faults.is_some() {
+        return Err(
+            "--faults are injected by the simulator; they do not apply to a real target".into(),
+        );
+    }
+    let resolved = spec.resolve(&target_options(&args))?;
+    let token = Token::load(resolved.dialect.token_env(), args.token_file.as_deref())?;
+    let runtime = runtime()?;
+    let client = http_client(Duration::from_millis(args.timeout))?;
+    let layout = match resolved.layout.clone() {
+        Some(layout) => layout,
+        None => {
+            let probe = misskey_probe(&resolved.dialect);
+            let layout = runtime.block_on(crate::target::probe_layout(
+                &client,
+                &resolved.base,
+                &probe,
+                token.as_ref(),
+            ))?;
+            tracing::info!(layout = %layout, "ID layout detected from the first notes");
+            layout
+        }
+    };
+    let dialect = resolved.dialect.clone();
+    let limit = dialect.page_limit(args.limit as usize);
+    let (pollers, names, final_wait_ms) = build_pollers(&args, &layout, limit);
+    let start_ms = crate::clock::now_ms();
+    let stored = StoredConfig {
+        target: &args.target,
+        timeline: match &dialect {
+            Dialect::Mastodon { timeline } => Some(timeline.clone()),
+            Dialect::Misskey { endpoint } => Some(endpoint.clone()),
+            _ => None,
+        },
+        base_url: Some(resolved.base.clone()),
+        list_id: args.list_id.as_deref(),
+        token: token.as_ref().map(|_| "<redacted>"),
+        profile: None,
+        seed: args.seed,
+        clock: &args.clock,
+        duration_ms: args.duration,
+        interval_ms: args.interval,
+        page_limit: limit,
+        max_back_pages: args.max_back_pages,
+        timeout_ms: args.timeout,
+        pollers: names,
+        layout: layout.to_string(),
+        simulator: None,
+        faults: None,
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    let run_info = RunInfo {
+        started_at_ms: start_ms,
+        target: args.target.clone(),
+        profile: None,
+        seed: None,
+        clock: args.clock.clone(),
+        layout: layout.to_string(),
+        interval_ms: args.interval,
+        page_limit: limit,
+        config: serde_json::to_string(&stored).map_err(|e| e.to_string())?,
+    };
+    let recorder = Recorder::create(&args.db, &run_info, &poller_infos(&pollers))?;
+    let run_id = recorder.run_id;
+    let plan = Plan {
+        layout: layout.clone(),
+        pollers,
+        interval_ms: args.interval,
+        duration_ms: args.duration,
+        final_wait_ms,
+    };
+    let bar = progress_bar(args.duration, 60_000);
+    tracing::info!(run = run_id, db = %args.db.display(), target = %args.target, "run started");
+    let progress = Arc::new(Mutex::new(Progress::new(&plan.pollers)));
+    let target = HttpTarget::new(client, &resolved.base, dialect, layout, token);
+    let reason = runtime.block_on(drive(
+        plan,
+        target,
+        None,
+        &recorder,
+        progress.clone(),
+        &bar,
+        start_ms,
+    ));
+    let progress = progress.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    bar.finish();
+    let reason = match reason {
+        StopReason::Duration => "duration",
+        StopReason::Interrupted => "interrupted",
+    };
+    recorder.finish(crate::clock::now_ms(), true, reason)?;
+    tracing::info!(run = run_id, reason, "run finished");
+    Ok(RunSummary {
+        run_id,
+        db: args.db,
+        complete: true,
+        progress,
+    })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
+}
+
+/// Runs the pollers in real time with signal handling and the live counters.
+async fn drive(
+    plan: Plan,
+    target: HttpTarget,
+    truth: Option<run::TruthSource>,
+    recorder: &Recorder,
+    progress: Arc<Mutex<Progress>>,
+    bar: &Bar,
+    start_ms: i64,
+) -> StopReason {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::warn!(
+            "stopping: one last request per poller after the largest k, then the run is closed"
+        );
+        let _ = stop_tx.send(true);
+        wait_for_signal().await;
+        tracing::error!("second signal: exiting now; the run stays marked incomplete");
+        std::process::exit(130);
+    });
+    let watcher = {
+        let progress = progress.clone();
+        let bar = bar.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                let p = progress.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                bar.tick_to((crate::clock::now_ms() - start_ms).max(0) as u64, || {
+                    describe(&p)
+                });
+            }
+        })
+    };
+    let reason = run::run_real(plan, target, truth, recorder.sender(), progress, stop_rx).await;
+    watcher.abort();
+    reason
+}
+
+/// The experiment against the embedded simulator, in real or virtual time.
+fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
+    let mut sim_config = SimConfig::profile(&args.profile)?;
+    sim_config.apply_overrides(read_config(&args)?.as_deref(), &args.sets)?;
+    let layout: Layout = sim_config.layout();
+    let dialect = embedded::dialect_for(&layout);
+    let limit = (args.limit as usize).min(dialect.max_limit());
+    let (pollers, names, final_wait_ms) = build_pollers(&args, &layout, limit);
     let virtual_clock = args.clock == "virtual";
     let start_ms = if virtual_clock {
         args.start.unwrap_or(VIRTUAL_START_MS)
@@ -183,7 +507,11 @@ pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
     };
     let stored = StoredConfig {
         target: &args.target,
-        profile: &args.profile,
+        timeline: None,
+        base_url: None,
+        list_id: None,
+        token: None,
+        profile: Some(&args.profile),
         seed: args.seed,
         clock: &args.clock,
         duration_ms: args.duration,
@@ -191,9 +519,9 @@ pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
         page_limit: limit,
         max_back_pages: args.max_back_pages,
         timeout_ms: args.timeout,
-        pollers: names.clone(),
+        pollers: names,
         layout: layout.to_string(),
-        simulator: &sim_config,
+        simulator: Some(&sim_config),
         faults: args.faults.as_ref().map(|f| f.to_string()),
         version: env!("CARGO_PKG_VERSION"),
     };
@@ -208,15 +536,7 @@ pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
         page_limit: limit,
         config: serde_json::to_string(&stored).map_err(|e| e.to_string())?,
     };
-    let poller_infos: Vec<PollerInfo> = pollers
-        .iter()
-        .map(|p| PollerInfo {
-            name: p.name().to_string(),
-            policy: p.policy().to_string(),
-            k_ms: p.policy().k_ms(),
-        })
-        .collect();
-    let recorder = Recorder::create(&args.db, &run_info, &poller_infos)?;
+    let recorder = Recorder::create(&args.db, &run_info, &poller_infos(&pollers))?;
     let run_id = recorder.run_id;
     let mut plan = Plan {
         layout: layout.clone(),
@@ -260,11 +580,7 @@ pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
         );
         (progress, true, "duration")
     } else {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        let runtime = runtime()?;
         let progress = Arc::new(Mutex::new(Progress::new(&plan.pollers)));
         let shared = Arc::new(Mutex::new(simulator));
         let reason = runtime.block_on(async {
@@ -272,7 +588,10 @@ pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
                 .await
                 .map_err(|e| format!("cannot bind the simulator on 127.0.0.1: {e}"))?;
             let addr = listener.local_addr().map_err(|e| e.to_string())?;
-            let mut router = crate::sim::server::router(shared.clone(), crate::sim::server::RateLimits::default());
+            let mut router = crate::sim::server::router(
+                shared.clone(),
+                crate::sim::server::RateLimits::default(),
+            );
             if let Some(spec) = args.faults.clone() {
                 router = crate::sim::faults::layer(router, FaultPlan::new(spec, args.seed));
             }
@@ -280,31 +599,26 @@ pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
                 let _ = axum::serve(listener, router).await;
             });
             let client = http_client(Duration::from_millis(args.timeout))?;
-            let target = HttpTarget::new(client, &format!("http://{addr}"), dialect.clone(), layout.clone(), None);
-            let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-            tokio::spawn(async move {
-                wait_for_signal().await;
-                tracing::warn!("stopping: one last request per poller after the largest k, then the run is closed");
-                let _ = stop_tx.send(true);
-                wait_for_signal().await;
-                tracing::error!("second signal: exiting now; the run stays marked incomplete");
-                std::process::exit(130);
-            });
-            let watcher = {
-                let progress = progress.clone();
-                let bar = bar.clone();
-                tokio::spawn(async move {
-                    loop {
-                        tokio::time::sleep(Duration::from_millis(250)).await;
-                        let p = progress.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                        bar.tick_to((crate::clock::now_ms() - start_ms).max(0) as u64, || describe(&p));
-                    }
-                })
-            };
+            let target = HttpTarget::new(
+                client,
+                &format!("http://{addr}"),
+                dialect.clone(),
+                layout.clone(),
+                None,
+            );
             let truth = embedded::shared_truth(shared.clone());
-            let reason = run::run_real(plan, target, Some(truth), recorder.sender(), progress.clone(), stop_rx).await;
-            watcher.abort();
-            Ok::<StopReason, String>(reason)
+            Ok::<StopReason, String>(
+                drive(
+                    plan,
+                    target,
+                    Some(truth),
+                    &recorder,
+                    progress.clone(),
+                    &bar,
+                    start_ms,
+                )
+                .await,
+            )
         })?;
         let progress = progress.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let reason = match reason {

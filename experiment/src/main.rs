@@ -3,7 +3,7 @@
 //! simulator alone (`experiment serve`), and does ID math (`experiment id`).
 
 use clap::{Parser, Subcommand};
-use snowleak::app::{RunArgs, run_experiment, summary_text};
+use snowleak::app::{RunArgs, dry_run, run_experiment, summary_text};
 use snowleak::id::{Id, Layout};
 use snowleak::policy::compensated_since_id;
 use snowleak::sim::serve_cmd::{ServeArgs, serve_command};
@@ -79,6 +79,7 @@ fn main() -> ExitCode {
             .build()
             .map_err(|e| format!("cannot start the async runtime: {e}"))
             .and_then(|rt| rt.block_on(serve_command(args))),
+        None if cli.run.dry_run => dry_run(cli.run).map(|text| print!("{text}")),
         None => run_experiment(cli.run).map(|summary| print!("{}", summary_text(&summary))),
     };
     match result {

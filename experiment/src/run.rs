@@ -289,6 +289,9 @@ async fn futures_join(tasks: Vec<tokio::task::JoinHandle<StopReason>>) -> StopRe
     reason
 }
 
+/// The longest the final cycle waits for the shared rate-limit budget.
+const FINAL_PACE_CAP_MS: u64 = 5_000;
+
 /// Backoff after consecutive failures: 1, 2, 4 ... ticks, at most a minute.
 fn backoff_ms(failures: u32, interval_ms: u64) -> u64 {
     if failures == 0 {
@@ -332,7 +335,14 @@ async fn poll_loop(
             next_tick = crate::clock::now_ms().min(next_tick) + final_wait_ms as i64;
             last = true;
         }
-        let wait_until = next_tick.max(not_before_ms);
+        // The final cycle waits out a rate-limit refusal for a few seconds at
+        // most (the window can be 15 minutes): it goes, and a refusal is recorded.
+        let not_before = if last {
+            not_before_ms.min(next_tick + FINAL_PACE_CAP_MS as i64)
+        } else {
+            not_before_ms
+        };
+        let wait_until = next_tick.max(not_before);
         let wait_ms = (wait_until - next_tick).max(0) as u64;
         let delay =
             std::time::Duration::from_millis((wait_until - crate::clock::now_ms()).max(0) as u64);
@@ -351,7 +361,30 @@ async fn poll_loop(
         let mut req = poller.begin_cycle(crate::clock::now_ms());
         let mut cycle_failed = false;
         let mut request_wait = wait_ms;
+        let mut abandoned = false;
         loop {
+            // All pollers share the target's rate-limit budget: wait for a slot.
+            // A stop during a long wait (a spent budget can mean minutes)
+            // abandons the cycle, cursor unchanged, and goes to the final drain.
+            let paced_ms = if last {
+                // The final cycle waits for the budget at most this long, then
+                // goes anyway (a refusal is recorded as such): ending a run must
+                // not take a whole rate-limit window.
+                let cap = FINAL_PACE_CAP_MS.max(interval_ms);
+                tokio::time::timeout(std::time::Duration::from_millis(cap), target.pace())
+                    .await
+                    .unwrap_or(cap)
+            } else {
+                tokio::select! {
+                    waited = target.pace() => waited,
+                    changed = stop.changed() => {
+                        stopped |= changed.is_err();
+                        poller.on_failure();
+                        abandoned = true;
+                        break;
+                    }
+                }
+            };
             let sent = crate::clock::now_ms();
             let fetched = target.fetch(&req).await;
             let received = crate::clock::now_ms();
@@ -367,7 +400,7 @@ async fn poll_loop(
                     fetched,
                     sent,
                     received,
-                    request_wait,
+                    request_wait + paced_ms,
                     &recorder,
                     &mut progress,
                 )
@@ -381,6 +414,9 @@ async fn poll_loop(
                 Some(n) => req = n,
                 None => break,
             }
+        }
+        if abandoned {
+            continue;
         }
         if last {
             return reason;

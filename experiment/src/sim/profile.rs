@@ -93,7 +93,7 @@ pub struct SimConfig {
 
 impl SimConfig {
     /// The profile names [`SimConfig::profile`] accepts; the first is the default.
-    pub const PROFILES: &'static [&'static str] = &["twitter", "mastodon", "misskey"];
+    pub const PROFILES: &'static [&'static str] = &["twitter", "mastodon", "misskey", "discord"];
 
     /// A named profile.
     pub fn profile(name: &str) -> Result<SimConfig, String> {
@@ -101,6 +101,7 @@ impl SimConfig {
             "twitter" => Ok(twitter()),
             "mastodon" => Ok(mastodon()),
             "misskey" => Ok(misskey()),
+            "discord" => Ok(discord()),
             _ => Err(format!(
                 "unknown profile '{name}': expected one of {}",
                 Self::PROFILES.join(", ")
@@ -311,6 +312,19 @@ pub fn twitter() -> SimConfig {
         backdate_max_ms: 0,
         retention_ms: 3_600_000,
         max_items: 1_000_000,
+    }
+}
+
+/// `discord`: the `twitter` profile's process on Discord's layout (its
+/// snowflakes have the same 42-bit time, 10 worker/process bits and 12-bit
+/// increment, from the Discord epoch) [apis.md 4]. It exists so that the X
+/// and Discord dialects can be served with the right IDs; the process itself
+/// is not calibrated against Discord.
+pub fn discord() -> SimConfig {
+    SimConfig {
+        profile: "discord".into(),
+        layout: "discord".into(),
+        ..twitter()
     }
 }
 

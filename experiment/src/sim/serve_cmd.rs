@@ -20,7 +20,7 @@ use std::time::Duration;
 /// Run the leaky simulator as an HTTP server (Twitter v1.1, Mastodon and Misskey dialects).
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
-    /// Simulator profile: twitter, mastodon or misskey.
+    /// Simulator profile: twitter, mastodon, misskey or discord.
     #[arg(long, default_value = "twitter")]
     pub profile: String,
     /// Seed of the simulator's random stream (same seed, same statuses).

@@ -11,6 +11,8 @@
 //!   `/api/v2/instance` so that client libraries accept the server.
 //! - Misskey `POST /api/notes/local-timeline` and `/global-timeline` [3.1-3.2]:
 //!   `sinceId` alone returns the oldest notes after it in ascending order.
+//! - X API v2 and Discord, in their own files (`server_x.rs`,
+//!   `server_discord.rs`), merged into the router here.
 //!
 //! Every handler reads the clock (injectable for tests), advances the shared
 //! [`Simulator`] to it, runs a dialect-free [`Query`] and renders it. The lock
@@ -84,11 +86,14 @@ impl std::fmt::Display for RateLimits {
     }
 }
 
+/// Each dialect has its own rate-limit window.
 #[derive(Clone, Copy)]
-enum Dialect {
+pub(super) enum Dialect {
     Twitter,
     Mastodon,
     Misskey,
+    X,
+    Discord,
 }
 
 /// A fixed window counter.
@@ -99,21 +104,21 @@ struct Window {
 }
 
 /// What the limiter says about one request.
-struct Allowance {
-    allowed: bool,
-    limit: u32,
-    remaining: u32,
-    reset_ms: i64,
-    now_ms: i64,
+pub(super) struct Allowance {
+    pub(super) allowed: bool,
+    pub(super) limit: u32,
+    pub(super) remaining: u32,
+    pub(super) reset_ms: i64,
+    pub(super) now_ms: i64,
 }
 
-struct Limiter {
+pub(super) struct Limiter {
     limits: RateLimits,
-    windows: [Mutex<Window>; 3],
+    windows: [Mutex<Window>; 5],
 }
 
 impl Limiter {
-    fn check(&self, dialect: Dialect, now_ms: i64) -> Allowance {
+    pub(super) fn check(&self, dialect: Dialect, now_ms: i64) -> Allowance {
         let window_ms = self.limits.window_ms.clamp(1, i64::MAX as u64) as i64;
         let start = now_ms.div_euclid(window_ms) * window_ms;
         let mut w = lock(&self.windows[dialect as usize]);
@@ -138,10 +143,10 @@ impl Limiter {
 }
 
 #[derive(Clone)]
-struct AppState {
+pub(super) struct AppState {
     sim: Arc<Mutex<Simulator>>,
-    clock: Clock,
-    limiter: Arc<Limiter>,
+    pub(super) clock: Clock,
+    pub(super) limiter: Arc<Limiter>,
 }
 
 /// A poisoned lock still holds a usable value (the model never panics midway
@@ -153,14 +158,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl AppState {
     /// Advances the simulator to now and runs a query; returns the statuses,
     /// the layout and the time.
-    fn query(&self, q: &Query, keep: impl Fn(&SimStatus) -> bool) -> (Vec<SimStatus>, Layout, i64) {
+    pub(super) fn query(
+        &self,
+        q: &Query,
+        keep: impl Fn(&SimStatus) -> bool,
+    ) -> (Vec<SimStatus>, Layout, i64) {
         let now = (self.clock)();
         let mut sim = lock(&self.sim);
         sim.advance(now);
         (sim.query_filtered(q, keep), sim.layout().clone(), now)
     }
 
-    fn layout(&self) -> Layout {
+    pub(super) fn layout(&self) -> Layout {
         lock(&self.sim).layout().clone()
     }
 }
@@ -192,6 +201,8 @@ pub fn router_with_clock(state: Arc<Mutex<Simulator>>, limits: RateLimits, clock
         .route("/api/v2/instance/", get(mastodon_instance_v2))
         .route("/api/notes/local-timeline", post(misskey_local))
         .route("/api/notes/global-timeline", post(misskey_global))
+        .merge(super::server_x::routes())
+        .merge(super::server_discord::routes())
         .with_state(app)
 }
 
@@ -213,6 +224,12 @@ pub fn endpoints(addr: SocketAddr) -> Vec<(&'static str, String)> {
             "misskey global",
             format!("{base}/api/notes/global-timeline (POST)"),
         ),
+        ("x v2 user", format!("{base}/2/users/1/tweets")),
+        (
+            "x v2 search",
+            format!("{base}/2/tweets/search/recent?query=snowleak"),
+        ),
+        ("discord", format!("{base}/api/v10/channels/1/messages")),
     ]
 }
 
@@ -279,7 +296,7 @@ impl RunningServer {
 // ---------------------------------------------------------------- helpers
 
 /// Query parameters in order; later duplicates win, like Rails and Twitter.
-fn params(raw: &Option<String>) -> Vec<(String, String)> {
+pub(super) fn params(raw: &Option<String>) -> Vec<(String, String)> {
     raw.as_deref()
         .map(|q| {
             q.split('&')
@@ -293,7 +310,7 @@ fn params(raw: &Option<String>) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-fn param<'a>(params: &'a [(String, String)], key: &str) -> Option<&'a str> {
+pub(super) fn param<'a>(params: &'a [(String, String)], key: &str) -> Option<&'a str> {
     params
         .iter()
         .rev()
@@ -338,7 +355,7 @@ fn encode(text: &str) -> String {
     out
 }
 
-fn json_response(status: StatusCode, headers: HeaderMap, body: Vec<u8>) -> Response {
+pub(super) fn json_response(status: StatusCode, headers: HeaderMap, body: Vec<u8>) -> Response {
     let mut response = (status, headers, body).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -347,11 +364,11 @@ fn json_response(status: StatusCode, headers: HeaderMap, body: Vec<u8>) -> Respo
     response
 }
 
-fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
+pub(super) fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}").into_bytes())
 }
 
-fn header_value(text: &str) -> HeaderValue {
+pub(super) fn header_value(text: &str) -> HeaderValue {
     HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 
@@ -363,14 +380,14 @@ fn host(headers: &HeaderMap) -> String {
         .to_string()
 }
 
-fn retry_after(a: &Allowance, headers: &mut HeaderMap) {
+pub(super) fn retry_after(a: &Allowance, headers: &mut HeaderMap) {
     let seconds = ((a.reset_ms - a.now_ms).max(0) as u64)
         .div_ceil(1000)
         .max(1);
     headers.insert(header::RETRY_AFTER, header_value(&seconds.to_string()));
 }
 
-fn parse_id(layout: &Layout, value: Option<&str>) -> Result<Option<Id>, String> {
+pub(super) fn parse_id(layout: &Layout, value: Option<&str>) -> Result<Option<Id>, String> {
     match value {
         None => Ok(None),
         Some(v) => layout.parse(v).map(Some).map_err(|e| e.to_string()),

@@ -1,0 +1,462 @@
+//! The HTTP shell over real loopback sockets: every dialect against the
+//! simulator's server (fixed clock, injected statuses, so pages are exact),
+//! and against tiny handlers for what the simulator does not do (gzip, a
+//! huge body, a 401, a 429).
+
+use super::*;
+use crate::policy::CursorPolicy;
+use crate::poller::Poller;
+use crate::sim::model::{SimStatus, Simulator};
+use crate::sim::profile::SimConfig;
+use crate::sim::server::{RateLimits, RunningServer, router_with_clock};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
+use std::collections::HashSet;
+
+const NOW: i64 = 1_700_000_000_000;
+
+fn status(id: Id) -> SimStatus {
+    SimStatus {
+        id,
+        id_time_ms: 0,
+        posted_at_ms: NOW - 60_000,
+        visible_at_ms: NOW,
+        deleted_at_ms: None,
+        origin: "local".into(),
+        author: 7,
+    }
+}
+
+/// A simulator on `profile`'s layout with nothing but what the test injects.
+async fn server(profile: &str) -> (RunningServer, Arc<Mutex<Simulator>>, Layout) {
+    let mut config = SimConfig::profile(profile).unwrap();
+    config.rate_per_s = 0.0;
+    let sim = Simulator::new(config, 1, NOW);
+    let layout = sim.layout().clone();
+    let sim = Arc::new(Mutex::new(sim));
+    let app = router_with_clock(sim.clone(), RateLimits::default(), Arc::new(|| NOW));
+    (RunningServer::start(app).await.unwrap(), sim, layout)
+}
+
+/// IDs `n` apart in time, from `from` (ms before NOW) upwards.
+fn ids(layout: &Layout, from_ms: i64, count: usize) -> Vec<Id> {
+    (0..count)
+        .map(|i| layout.min_id_at(NOW - from_ms + i as i64 * 10))
+        .collect()
+}
+
+fn inject(sim: &Arc<Mutex<Simulator>>, ids: &[Id]) {
+    let mut sim = sim.lock().unwrap();
+    for &id in ids {
+        sim.inject(status(id));
+    }
+}
+
+/// One cycle of `poller` against `target`: every item returned, and whether it overflowed.
+async fn cycle(target: &HttpTarget, poller: &mut Poller, now: i64) -> (Vec<Id>, bool) {
+    let mut req = poller.begin_cycle(now);
+    let mut seen = Vec::new();
+    loop {
+        let fetched = target.fetch(&req).await;
+        let items = fetched.result.expect("request succeeds");
+        let outcome = poller.on_page(items);
+        seen.extend(outcome.items.iter().map(|i| i.id));
+        match outcome.next {
+            Some(next) => {
+                poller.next_page_sent();
+                req = next;
+            }
+            None => return (seen, outcome.overflow),
+        }
+    }
+}
+
+/// The analysis-free check: every status of the gap was observed.
+fn gap_covered(gap: &[Id], observed: &HashSet<Id>) -> Result<(), String> {
+    let missing = gap.iter().filter(|id| !observed.contains(id)).count();
+    if missing == 0 {
+        Ok(())
+    } else {
+        Err(format!("{missing} statuses in the gap never observed"))
+    }
+}
+
+/// A naive poller sees one status, then 100 more appear: more than a page
+/// (40) above its since_id. Returns what the gap check says and the overflow flag.
+async fn mastodon_gap(max_back_pages: u32) -> (Result<(), String>, bool) {
+    let (server, sim, layout) = server("mastodon").await;
+    let first = ids(&layout, 10_000, 1);
+    inject(&sim, &first);
+    let target = HttpTarget::new(
+        http_client(Duration::from_secs(5)).unwrap(),
+        &server.url(""),
+        Dialect::Mastodon {
+            timeline: "public".into(),
+        },
+        layout.clone(),
+        None,
+    );
+    let mut poller = Poller::new(
+        "naive",
+        CursorPolicy::Naive,
+        layout.clone(),
+        40,
+        max_back_pages,
+    );
+    let (seen, _) = cycle(&target, &mut poller, NOW).await;
+    assert_eq!(seen, first);
+    let gap = ids(&layout, 5_000, 100);
+    inject(&sim, &gap);
+    let (seen, overflow) = cycle(&target, &mut poller, NOW + 1000).await;
+    let observed: HashSet<Id> = seen.into_iter().collect();
+    (gap_covered(&gap, &observed), overflow)
+}
+
+#[tokio::test]
+async fn mastodon_gap_larger_than_a_page_is_filled_by_paging_back_with_max_id() {
+    let (check, overflow) = mastodon_gap(10).await;
+    assert_eq!(check, Ok(()));
+    assert!(!overflow);
+}
+
+/// since_id alone returns the newest 40 and silently drops the middle: the
+/// same check catches a poller that does not page back (and it says so).
+#[tokio::test]
+async fn since_id_alone_loses_the_middle_of_the_gap_and_the_check_catches_it() {
+    let (check, overflow) = mastodon_gap(0).await;
+    assert_eq!(
+        check,
+        Err("60 statuses in the gap never observed".to_string())
+    );
+    assert!(overflow, "the cut window is flagged as an overflow");
+}
+
+/// Every dialect against the simulator: a first page, then a gap of 100 above
+/// the cursor with pages smaller than that, all of which must be observed.
+#[tokio::test]
+async fn every_dialect_pages_a_gap_completely() {
+    let cases: Vec<(&str, Dialect, &str, usize)> = vec![
+        (
+            "twitter",
+            Dialect::TwitterV1 {
+                list_id: "1".into(),
+            },
+            "",
+            30,
+        ),
+        (
+            "mastodon",
+            Dialect::Mastodon {
+                timeline: "local".into(),
+            },
+            "",
+            40,
+        ),
+        (
+            "misskey",
+            Dialect::Misskey {
+                endpoint: "local-timeline".into(),
+            },
+            "",
+            30,
+        ),
+        (
+            "twitter",
+            Dialect::X {
+                endpoint: XEndpoint::UserTweets {
+                    user_id: "2244994945".into(),
+                },
+            },
+            "",
+            30,
+        ),
+        (
+            "twitter",
+            Dialect::X {
+                endpoint: XEndpoint::SearchRecent {
+                    query: "from:XDevelopers".into(),
+                },
+            },
+            "",
+            30,
+        ),
+        (
+            "discord",
+            Dialect::Discord {
+                channel_id: "290926798999357250".into(),
+            },
+            "/api/v10",
+            30,
+        ),
+    ];
+    for (profile, dialect, prefix, limit) in cases {
+        let (server, sim, layout) = server(profile).await;
+        let old = ids(&layout, 20_000, 50);
+        inject(&sim, &old);
+        let target = HttpTarget::new(
+            http_client(Duration::from_secs(5)).unwrap(),
+            &server.url(prefix),
+            dialect.clone(),
+            layout.clone(),
+            None,
+        );
+        let mut poller = Poller::new("naive", CursorPolicy::Naive, layout.clone(), limit, 10);
+        let (seen, overflow) = cycle(&target, &mut poller, NOW).await;
+        assert_eq!(seen.len(), limit, "{dialect:?}: first cycle is one page");
+        assert!(!overflow);
+        let gap = ids(&layout, 5_000, 100);
+        inject(&sim, &gap);
+        let (seen, overflow) = cycle(&target, &mut poller, NOW + 1000).await;
+        let observed: HashSet<Id> = seen.iter().copied().collect();
+        assert_eq!(gap_covered(&gap, &observed), Ok(()), "{dialect:?}");
+        assert!(!overflow, "{dialect:?}");
+        assert!(
+            seen.iter().all(|id| *id > old[49]),
+            "{dialect:?}: nothing at or below the cursor comes back"
+        );
+        server.stop().await.unwrap();
+    }
+}
+
+/// Minimal deflate "stored" blocks in a gzip member: valid gzip without a compressor.
+fn gzip_stored(data: &[u8]) -> Vec<u8> {
+    let mut crc_table = [0u32; 256];
+    for (i, slot) in crc_table.iter_mut().enumerate() {
+        let mut c = i as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+        }
+        *slot = c;
+    }
+    let crc = !data.iter().fold(!0u32, |c, &b| {
+        crc_table[((c ^ b as u32) & 0xFF) as usize] ^ (c >> 8)
+    });
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
+    let chunks: Vec<&[u8]> = data.chunks(65_535).collect();
+    for (i, chunk) in chunks.iter().enumerate() {
+        out.push(u8::from(i + 1 == chunks.len()));
+        let len = chunk.len() as u16;
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(chunk);
+    }
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out
+}
+
+/// A brotli stream of uncompressed meta-blocks (RFC 7932 9.2): valid brotli without a compressor.
+fn brotli_stored(data: &[u8]) -> Vec<u8> {
+    struct Bits {
+        out: Vec<u8>,
+        used: u32,
+    }
+    impl Bits {
+        fn put(&mut self, value: u32, n: u32) {
+            for i in 0..n {
+                if self.used.is_multiple_of(8) {
+                    self.out.push(0);
+                }
+                let bit = ((value >> i) & 1) as u8;
+                *self.out.last_mut().unwrap() |= bit << (self.used % 8);
+                self.used += 1;
+            }
+        }
+        fn align(&mut self) {
+            self.used = self.used.div_ceil(8) * 8;
+        }
+    }
+    let mut b = Bits {
+        out: Vec::new(),
+        used: 0,
+    };
+    b.put(0, 1); // WBITS = 16
+    for chunk in data.chunks(65_536) {
+        b.put(0, 1); // ISLAST = 0
+        b.put(0, 2); // MNIBBLES = 4
+        b.put(chunk.len() as u32 - 1, 16); // MLEN - 1
+        b.put(1, 1); // ISUNCOMPRESSED
+        b.align();
+        b.out.extend_from_slice(chunk);
+        b.used = b.out.len() as u32 * 8;
+    }
+    b.put(1, 1); // ISLAST
+    b.put(1, 1); // ISLASTEMPTY
+    b.out
+}
+
+#[tokio::test]
+async fn brotli_bodies_are_read() {
+    let body = br#"[{"id":"103206804086086361","created_at":"2019-11-26T23:27:32.000Z"}]"#;
+    let (server, _) =
+        capture(move || ([(header::CONTENT_ENCODING, "br")], brotli_stored(body)).into_response())
+            .await;
+    let items = mastodon_target(&server, None)
+        .fetch(&first_page())
+        .await
+        .result
+        .unwrap();
+    assert_eq!(items[0].id_text, "103206804086086361");
+}
+
+type Seen = Arc<Mutex<Vec<(HeaderMap, Vec<u8>)>>>;
+
+/// A server answering every request on `path` with `respond`, remembering the requests.
+async fn capture(
+    respond: impl Fn() -> axum::response::Response + Clone + Send + Sync + 'static,
+) -> (RunningServer, Seen) {
+    let seen: Seen = Arc::default();
+    let log = seen.clone();
+    let app = axum::Router::new().fallback(move |headers: HeaderMap, body: axum::body::Bytes| {
+        let respond = respond.clone();
+        let log = log.clone();
+        async move {
+            log.lock().unwrap().push((headers, body.to_vec()));
+            respond()
+        }
+    });
+    (RunningServer::start(app).await.unwrap(), seen)
+}
+
+fn mastodon_target(server: &RunningServer, token: Option<&str>) -> HttpTarget {
+    HttpTarget::new(
+        http_client(Duration::from_secs(5)).unwrap(),
+        &server.url(""),
+        Dialect::Mastodon {
+            timeline: "public".into(),
+        },
+        "mastodon".parse().unwrap(),
+        token.map(|t| Token::new(t.into())),
+    )
+}
+
+fn first_page() -> PageRequest {
+    PageRequest {
+        since: None,
+        before: None,
+        limit: 40,
+    }
+}
+
+#[tokio::test]
+async fn gzip_bodies_are_read_and_the_headers_reach_the_server() {
+    let body = br#"[{"id":"103206804533200177","created_at":"2019-11-26T23:27:31.000Z","account":{"acct":"a@b"}}]"#;
+    let (server, seen) = capture(move || {
+        (
+            [
+                (header::CONTENT_ENCODING, "gzip"),
+                (header::CONTENT_TYPE, "application/json"),
+            ],
+            gzip_stored(body),
+        )
+            .into_response()
+    })
+    .await;
+    let fetched = mastodon_target(&server, Some("s3cret"))
+        .fetch(&first_page())
+        .await;
+    let items = fetched.result.unwrap();
+    assert_eq!(items[0].id_text, "103206804533200177");
+    assert_eq!(items[0].author.as_deref(), Some("a@b"));
+    let (headers, _) = seen.lock().unwrap()[0].clone();
+    let get = |h: header::HeaderName| headers.get(h).unwrap().to_str().unwrap().to_string();
+    assert_eq!(get(header::USER_AGENT), USER_AGENT);
+    assert!(USER_AGENT.starts_with("snowleak-experiment/0."));
+    let accept = get(header::ACCEPT_ENCODING);
+    assert!(accept.contains("gzip") && accept.contains("br"), "{accept}");
+    assert_eq!(get(header::AUTHORIZATION), "Bearer s3cret");
+}
+
+#[tokio::test]
+async fn discord_sends_a_bot_token_and_misskey_a_body_token() {
+    let (server, seen) = capture(|| (StatusCode::OK, "[]").into_response()).await;
+    let client = http_client(Duration::from_secs(5)).unwrap();
+    let discord = HttpTarget::new(
+        client.clone(),
+        &server.url("/api/v10"),
+        Dialect::Discord {
+            channel_id: "1".into(),
+        },
+        "discord".parse().unwrap(),
+        Some(Token::new("bot-secret".into())),
+    );
+    assert_eq!(discord.fetch(&first_page()).await.result, Ok(vec![]));
+    let misskey = HttpTarget::new(
+        client,
+        &server.url(""),
+        Dialect::Misskey {
+            endpoint: "local-timeline".into(),
+        },
+        "misskey-aidx".parse().unwrap(),
+        Some(Token::new("mk-secret".into())),
+    );
+    assert_eq!(misskey.fetch(&first_page()).await.result, Ok(vec![]));
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen[0].0[header::AUTHORIZATION], "Bot bot-secret");
+    assert!(seen[1].0.get(header::AUTHORIZATION).is_none());
+    let body: Value = serde_json::from_slice(&seen[1].1).unwrap();
+    assert_eq!(body["i"], "mk-secret");
+    assert_eq!(body["untilId"], "zzzzzzzzzzzzzzzz");
+}
+
+#[tokio::test]
+async fn bodies_over_the_cap_are_errors() {
+    let (server, _) = capture(|| vec![b' '; MAX_BODY_BYTES + 1].into_response()).await;
+    let fetched = mastodon_target(&server, None).fetch(&first_page()).await;
+    assert_eq!(
+        fetched.result,
+        Err(format!("response body over {MAX_BODY_BYTES} bytes"))
+    );
+    let (server, _) = capture(|| "[]    ".into_response()).await;
+    let small = mastodon_target(&server, None).with_max_body(5);
+    assert!(small.fetch(&first_page()).await.result.is_err());
+}
+
+#[tokio::test]
+async fn a_401_without_a_token_says_which_variable_to_set() {
+    let (server, _) = capture(|| {
+        (
+            StatusCode::UNAUTHORIZED,
+            r#"{"error":"This API requires an authenticated user"}"#,
+        )
+            .into_response()
+    })
+    .await;
+    let error = mastodon_target(&server, None)
+        .fetch(&first_page())
+        .await
+        .result
+        .unwrap_err();
+    assert!(error.starts_with("HTTP 401: "), "{error}");
+    assert!(error.contains("MASTODON_ACCESS_TOKEN"), "{error}");
+    let with_token = mastodon_target(&server, Some("t"))
+        .fetch(&first_page())
+        .await
+        .result
+        .unwrap_err();
+    assert!(!with_token.contains("MASTODON_ACCESS_TOKEN"));
+}
+
+#[tokio::test]
+async fn a_429_holds_back_every_clone_of_the_target() {
+    let (server, _) = capture(|| {
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, "1")],
+            r#"{"error":"Too many requests"}"#,
+        )
+            .into_response()
+    })
+    .await;
+    let target = mastodon_target(&server, None);
+    let fetched = target.fetch(&first_page()).await;
+    assert_eq!(fetched.http_status, Some(429));
+    assert_eq!(fetched.retry_after_ms, Some(1000));
+    // Another poller's clone waits out the refusal too.
+    let waited = target.clone().pace().await;
+    assert!((800..=1000).contains(&waited), "{waited}");
+}

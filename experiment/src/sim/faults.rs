@@ -394,4 +394,92 @@ mod tests {
         assert_eq!(out["data"][0]["id"], "1");
         assert!(mangle_json(Fault::Reorder, b"not json", 0).is_none());
     }
+
+    /// The layer over real HTTP: each fault reaches the client as itself.
+    #[tokio::test]
+    async fn the_layer_injects_each_fault_over_http() {
+        use crate::sim::model::{SimStatus, Simulator};
+        use crate::sim::server::{RateLimits, RunningServer, router_with_clock};
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let now = 1_700_000_000_000;
+        let mut config = crate::sim::SimConfig::profile("twitter").unwrap();
+        config.rate_per_s = 0.0;
+        let mut sim = Simulator::new(config, 1, now);
+        for id in 1..=5u128 {
+            sim.inject(SimStatus {
+                id: crate::id::Id(id << 22),
+                id_time_ms: 0,
+                posted_at_ms: now,
+                visible_at_ms: now,
+                deleted_at_ms: None,
+                origin: "gen0".into(),
+                author: 1,
+            });
+        }
+        let sim = Arc::new(Mutex::new(sim));
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let ids = |body: &[u8]| -> Vec<String> {
+            let v: Value = serde_json::from_slice(body).unwrap();
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["id_str"].as_str().unwrap().to_string())
+                .collect()
+        };
+        for (spec, check) in [
+            ("5xx=100%", "503"),
+            ("429=100%", "429"),
+            ("timeout=100%:5s", "timeout"),
+            ("truncate=100%", "truncated"),
+            ("reset=100%", "reset"),
+            ("reorder=100%", "reordered"),
+            ("duplicate=100%", "duplicated"),
+        ] {
+            let app = layer(
+                router_with_clock(sim.clone(), RateLimits::default(), Arc::new(move || now)),
+                FaultPlan::new(spec.parse().unwrap(), 1),
+            );
+            let server = RunningServer::start(app).await.unwrap();
+            let result = http
+                .get(server.url("/1.1/lists/statuses.json?count=200"))
+                .send()
+                .await;
+            match check {
+                "503" | "429" => {
+                    let r = result.unwrap();
+                    assert_eq!(r.status().as_str(), check);
+                    if check == "429" {
+                        assert_eq!(r.headers()["retry-after"], "1");
+                    }
+                }
+                "timeout" => assert!(result.unwrap_err().is_timeout(), "{spec}"),
+                "truncated" => {
+                    let body = result.unwrap().bytes().await.unwrap();
+                    assert!(serde_json::from_slice::<Value>(&body).is_err(), "{spec}");
+                }
+                "reset" => {
+                    let failed = match result {
+                        Err(_) => true,
+                        Ok(r) => r.bytes().await.is_err(),
+                    };
+                    assert!(failed, "{spec}: the body should fail mid-way");
+                }
+                "reordered" => {
+                    let got = ids(&result.unwrap().bytes().await.unwrap());
+                    let mut sorted = got.clone();
+                    sorted.sort_by_key(|id| std::cmp::Reverse(id.parse::<u64>().unwrap()));
+                    assert_eq!(got.len(), 5);
+                    assert_ne!(got, sorted, "{spec}");
+                }
+                _ => {
+                    let got = ids(&result.unwrap().bytes().await.unwrap());
+                    assert_eq!(got.len(), 6, "{spec}: one item twice");
+                }
+            }
+            drop(server);
+        }
+    }
 }

@@ -534,6 +534,7 @@ fn serve_args(sets: &[&str]) -> ServeArgs {
         config: None,
         sets: sets.iter().map(|s| s.to_string()).collect(),
         rate_limit: None,
+        faults: None,
     }
 }
 

@@ -41,6 +41,9 @@ pub struct ServeArgs {
     /// Rate limit per API, e.g. 300/5m (default: effectively unlimited).
     #[arg(long, value_name = "N/WINDOW")]
     pub rate_limit: Option<String>,
+    /// Faults to inject, e.g. 5xx=2%,429=1%,timeout=1%,reset=0.5%,truncate=0.5%,reorder=1%,duplicate=1%,slow=2%:3s
+    #[arg(long, value_name = "SPEC", value_parser = |s: &str| s.parse::<super::faults::FaultSpec>())]
+    pub faults: Option<super::faults::FaultSpec>,
 }
 
 /// Serves until Ctrl-C, then flushes the truth.
@@ -142,7 +145,11 @@ pub async fn serve_until(
         })
     });
 
-    let served = server::serve(listener, server::router(sim, limits), shutdown).await;
+    let mut app = server::router(sim, limits);
+    if let Some(spec) = args.faults.clone() {
+        app = super::faults::layer(app, super::faults::FaultPlan::new(spec, args.seed));
+    }
+    let served = server::serve(listener, app, shutdown).await;
     let _ = stop_flush.send(());
     let flushed = match flusher {
         Some(task) => task

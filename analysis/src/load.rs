@@ -375,15 +375,17 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
     }
 
     // Observations in (request, position) order, so each request's items are
-    // one contiguous range of the flat vector. The range scan over the primary
-    // key avoids a join with `requests` (a third of the load time at 10 M
-    // rows); rows of other runs that fall inside the range are skipped.
+    // one contiguous range of the flat vector. The recorder appends each
+    // request's observations in position order in the transaction that adds
+    // the request, so rowid order is (request, position) order and no sort or
+    // index is needed; no join with `requests` either (a third of the load
+    // time at 10 M rows). Rows of other runs inside the range are skipped.
     let mut observations: Vec<u32> = Vec::with_capacity(requests.len() * 8);
     if let (Some(&first), Some(&last)) = (request_ids.first(), request_ids.last()) {
         let mut st = conn
             .prepare(
                 "SELECT request_id, status_id FROM observations
-                 WHERE request_id BETWEEN ?1 AND ?2 ORDER BY request_id, position",
+                 WHERE request_id BETWEEN ?1 AND ?2 ORDER BY rowid",
             )
             .map_err(sql)?;
         let mut rows = st.query([first, last]).map_err(sql)?;

@@ -31,6 +31,7 @@ use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::str::FromStr;
@@ -147,6 +148,60 @@ pub(super) struct AppState {
     sim: Arc<Mutex<Simulator>>,
     pub(super) clock: Clock,
     pub(super) limiter: Arc<Limiter>,
+    tweets: Arc<RenderCache>,
+}
+
+/// Rendered JSON of statuses, by ID. A status never changes once posted, and
+/// pollers fetch the same statuses again and again (a compensated poller on
+/// purpose), so each is rendered once, as real servers cache rendered statuses.
+#[derive(Default)]
+struct RenderCache {
+    rendered: Mutex<HashMap<Id, Arc<[u8]>>>,
+}
+
+impl RenderCache {
+    /// More than this and the cache starts over: memory stays bounded.
+    const MAX_ENTRIES: usize = 100_000;
+
+    /// A JSON array of the statuses, each rendered by `render` unless cached.
+    fn page(&self, statuses: &[SimStatus], render: impl Fn(&SimStatus) -> Vec<u8>) -> Vec<u8> {
+        let mut parts: Vec<Arc<[u8]>> = Vec::with_capacity(statuses.len());
+        {
+            let cache = lock(&self.rendered);
+            for s in statuses {
+                parts.push(
+                    cache
+                        .get(&s.id)
+                        .cloned()
+                        .unwrap_or_else(|| Arc::from(&[][..])),
+                );
+            }
+        }
+        let mut fresh = Vec::new();
+        for (part, s) in parts.iter_mut().zip(statuses) {
+            if part.is_empty() {
+                *part = Arc::from(render(s));
+                fresh.push((s.id, part.clone()));
+            }
+        }
+        if !fresh.is_empty() {
+            let mut cache = lock(&self.rendered);
+            if cache.len() + fresh.len() > Self::MAX_ENTRIES {
+                cache.clear();
+            }
+            cache.extend(fresh);
+        }
+        let mut body = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum::<usize>() + 2);
+        body.push(b'[');
+        for (i, part) in parts.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(part);
+        }
+        body.push(b']');
+        body
+    }
 }
 
 /// A poisoned lock still holds a usable value (the model never panics midway
@@ -188,6 +243,7 @@ pub fn router_with_clock(state: Arc<Mutex<Simulator>>, limits: RateLimits, clock
             limits,
             windows: Default::default(),
         }),
+        tweets: Arc::default(),
     };
     Router::new()
         .route("/1.1/lists/statuses.json", get(twitter_list))
@@ -396,48 +452,88 @@ pub(super) fn parse_id(layout: &Layout, value: Option<&str>) -> Result<Option<Id
 
 // ---------------------------------------------------------------- Twitter
 
-#[derive(Serialize)]
-struct TwitterUser {
-    id: u64,
-    id_str: String,
-    name: String,
-    screen_name: String,
+/// A value written straight into the JSON output through its `Display`
+/// (serde's `collect_str`), so a page of 200 tweets does not allocate a string
+/// per field.
+struct Shown<T: std::fmt::Display>(T);
+
+impl<T: std::fmt::Display> Serialize for Shown<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&self.0)
+    }
+}
+
+/// A prefix and a number: `user7`, `User 7`, `1000007`.
+struct Numbered(&'static str, u64);
+
+impl std::fmt::Display for Numbered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", self.0, self.1)
+    }
+}
+
+/// The text of a simulated tweet.
+struct StatusText<'a> {
+    id: &'a str,
+    origin: &'a str,
+}
+
+impl std::fmt::Display for StatusText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Status {} from the snowleak simulator ({})",
+            self.id, self.origin
+        )
+    }
 }
 
 #[derive(Serialize)]
-struct Tweet {
-    created_at: String,
+struct TwitterUser {
+    id: u64,
+    id_str: Shown<Numbered>,
+    name: Shown<Numbered>,
+    screen_name: Shown<Numbered>,
+}
+
+#[derive(Serialize)]
+struct Tweet<'a> {
+    created_at: Shown<TwitterTime>,
     /// The exact integer, never a float (serde_json writes u128 digits).
     id: u128,
-    id_str: String,
-    text: String,
+    id_str: &'a str,
+    text: Shown<StatusText<'a>>,
     truncated: bool,
     user: TwitterUser,
 }
 
-/// `Wed Oct 10 20:19:24 +0000 2018`.
-/// Written field by field: chrono's strftime parses its pattern on every call,
-/// which was the server's largest cost at 200 tweets a page.
-fn twitter_time(unix_ms: i64) -> String {
-    use chrono::{Datelike, Timelike};
-    const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    DateTime::<Utc>::from_timestamp_millis(unix_ms)
-        .map(|t| {
-            format!(
-                "{} {} {:02} {:02}:{:02}:{:02} +0000 {}",
-                DAYS[t.weekday().num_days_from_monday() as usize],
-                MONTHS[t.month0() as usize],
-                t.day(),
-                t.hour(),
-                t.minute(),
-                t.second(),
-                t.year()
-            )
-        })
-        .unwrap_or_default()
+/// `Wed Oct 10 20:19:24 +0000 2018`, written field by field: chrono's
+/// strftime parses its pattern on every call, which was the server's largest
+/// cost at 200 tweets a page.
+struct TwitterTime(i64);
+
+impl std::fmt::Display for TwitterTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use chrono::{Datelike, Timelike};
+        const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+        const MONTHS: [&str; 12] = [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+        ];
+        let Some(t) = DateTime::<Utc>::from_timestamp_millis(self.0) else {
+            return Ok(());
+        };
+        write!(
+            f,
+            "{} {} {:02} {:02}:{:02}:{:02} +0000 {}",
+            DAYS[t.weekday().num_days_from_monday() as usize],
+            MONTHS[t.month0() as usize],
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second(),
+            t.year()
+        )
+    }
 }
 
 fn twitter_error(status: StatusCode, code: u32, message: &str, headers: HeaderMap) -> Response {
@@ -517,26 +613,27 @@ async fn twitter_list(State(app): State<AppState>, RawQuery(raw): RawQuery) -> R
         oldest_first: false,
     };
     let (statuses, layout, _) = app.query(&query, |_| true);
-    let tweets: Vec<Tweet> = statuses
-        .iter()
-        .map(|s| {
-            let id_str = layout.format(s.id);
-            Tweet {
-                created_at: twitter_time(s.posted_at_ms),
-                id: s.id.0,
-                text: format!("Status {id_str} from the snowleak simulator ({})", s.origin),
-                id_str,
-                truncated: false,
-                user: TwitterUser {
-                    id: 1_000_000 + s.author as u64,
-                    id_str: (1_000_000 + s.author as u64).to_string(),
-                    name: format!("User {}", s.author),
-                    screen_name: format!("user{}", s.author),
-                },
-            }
+    let body = app.tweets.page(&statuses, |s| {
+        let id_str = layout.format(s.id);
+        let author = 1_000_000 + s.author as u64;
+        to_json(&Tweet {
+            created_at: Shown(TwitterTime(s.posted_at_ms)),
+            id: s.id.0,
+            id_str: &id_str,
+            text: Shown(StatusText {
+                id: &id_str,
+                origin: &s.origin,
+            }),
+            truncated: false,
+            user: TwitterUser {
+                id: author,
+                id_str: Shown(Numbered("", author)),
+                name: Shown(Numbered("User ", s.author as u64)),
+                screen_name: Shown(Numbered("user", s.author as u64)),
+            },
         })
-        .collect();
-    json_response(StatusCode::OK, headers, to_json(&tweets))
+    });
+    json_response(StatusCode::OK, headers, body)
 }
 
 // ---------------------------------------------------------------- Mastodon

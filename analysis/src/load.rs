@@ -17,7 +17,6 @@ use snowleak::id::Layout;
 use snowleak::record::schema::{APPLICATION_ID, SCHEMA_VERSION};
 use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::path::Path;
 
 /// Why a database could not be analyzed; `Display` is the one-line message.
@@ -34,27 +33,6 @@ impl std::error::Error for LoadError {}
 
 fn err<T>(msg: impl Into<String>) -> Result<T, LoadError> {
     Err(LoadError(msg.into()))
-}
-
-/// A fast non-cryptographic hash (the Fx mix used inside rustc) for the
-/// status-ID map: ten million lookups of short digit strings, where SipHash
-/// costs a second. The input is our own database, so flooding is no concern.
-#[derive(Default)]
-struct Fx(u64);
-
-impl Hasher for Fx {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word))
-                .wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }
 
 /// A row of `runs`.
@@ -274,7 +252,9 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
     }
 
     // Statuses seen, then truth (which adds the statuses nobody saw).
-    let mut index: HashMap<Box<[u8]>, u32, BuildHasherDefault<Fx>> = HashMap::default();
+    // foldhash, not SipHash: ten million lookups of short digit strings, where
+    // SipHash costs a second. The input is our own database, so flooding is no concern.
+    let mut index: HashMap<Box<[u8]>, u32, foldhash::fast::FixedState> = HashMap::default();
     let mut status_ids: Vec<Box<str>> = Vec::new();
     let mut statuses: Vec<Status> = Vec::new();
     {

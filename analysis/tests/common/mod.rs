@@ -1,5 +1,7 @@
 //! What the end-to-end tests of whole runs share: run the experiment through
-//! its library, and read `analyze --json` back.
+//! its library, and read `analyze --json` back. Each test crate uses a part of
+//! it, hence the `dead_code` allowance.
+#![allow(dead_code)]
 
 use clap::Parser;
 use serde_json::Value;

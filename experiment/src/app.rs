@@ -142,6 +142,37 @@ struct StoredConfig<'a> {
     version: &'static str,
 }
 
+impl<'a> StoredConfig<'a> {
+    /// The fields every run stores; each kind of target adds its own.
+    fn common(
+        args: &'a RunArgs,
+        page_limit: usize,
+        pollers: Vec<String>,
+        layout: &Layout,
+    ) -> StoredConfig<'a> {
+        StoredConfig {
+            target: &args.target,
+            timeline: None,
+            base_url: None,
+            list_id: None,
+            token: None,
+            profile: None,
+            seed: args.seed,
+            clock: &args.clock,
+            duration_ms: args.duration,
+            interval_ms: args.interval,
+            page_limit,
+            max_back_pages: args.max_back_pages,
+            timeout_ms: args.timeout,
+            pollers,
+            layout: layout.to_string(),
+            simulator: None,
+            faults: None,
+            version: env!("CARGO_PKG_VERSION"),
+        }
+    }
+}
+
 /// What a finished run reports.
 pub struct RunSummary {
     pub run_id: i64,
@@ -372,7 +403,6 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
     let (pollers, names, final_wait_ms) = build_pollers(&args, &layout, limit);
     let start_ms = crate::clock::now_ms();
     let stored = StoredConfig {
-        target: &args.target,
         timeline: match &dialect {
             Dialect::Mastodon { timeline } => Some(timeline.clone()),
             Dialect::Misskey { endpoint } => Some(endpoint.clone()),
@@ -381,19 +411,7 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
         base_url: Some(resolved.base.clone()),
         list_id: args.list_id.as_deref(),
         token: token.as_ref().map(|_| "<redacted>"),
-        profile: None,
-        seed: args.seed,
-        clock: &args.clock,
-        duration_ms: args.duration,
-        interval_ms: args.interval,
-        page_limit: limit,
-        max_back_pages: args.max_back_pages,
-        timeout_ms: args.timeout,
-        pollers: names,
-        layout: layout.to_string(),
-        simulator: None,
-        faults: None,
-        version: env!("CARGO_PKG_VERSION"),
+        ..StoredConfig::common(&args, limit, names, &layout)
     };
     let run_info = RunInfo {
         started_at_ms: start_ms,
@@ -506,24 +524,10 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
         crate::clock::now_ms()
     };
     let stored = StoredConfig {
-        target: &args.target,
-        timeline: None,
-        base_url: None,
-        list_id: None,
-        token: None,
         profile: Some(&args.profile),
-        seed: args.seed,
-        clock: &args.clock,
-        duration_ms: args.duration,
-        interval_ms: args.interval,
-        page_limit: limit,
-        max_back_pages: args.max_back_pages,
-        timeout_ms: args.timeout,
-        pollers: names,
-        layout: layout.to_string(),
         simulator: Some(&sim_config),
         faults: args.faults.as_ref().map(|f| f.to_string()),
-        version: env!("CARGO_PKG_VERSION"),
+        ..StoredConfig::common(&args, limit, names, &layout)
     };
     let run_info = RunInfo {
         started_at_ms: start_ms,

@@ -569,41 +569,20 @@ async fn twitter_list(State(app): State<AppState>, RawQuery(raw): RawQuery) -> R
     }
     let params = params(&raw);
     let layout = app.layout();
-    let count = match param(&params, "count") {
+    let invalid = |name: &str| {
+        let message = format!("{name} parameter is invalid.");
+        twitter_error(StatusCode::BAD_REQUEST, 44, &message, headers.clone())
+    };
+    let count = match param(&params, "count").map(|c| c.trim().parse::<u64>()) {
         None => 20,
-        Some(c) => match c.trim().parse::<u64>() {
-            Ok(n) if n >= 1 => n.min(200) as usize,
-            _ => {
-                return twitter_error(
-                    StatusCode::BAD_REQUEST,
-                    44,
-                    "count parameter is invalid.",
-                    headers,
-                );
-            }
-        },
+        Some(Ok(n)) if n >= 1 => n.min(200) as usize,
+        Some(_) => return invalid("count"),
     };
-    let since = match parse_id(&layout, param(&params, "since_id")) {
-        Ok(v) => v,
-        Err(_) => {
-            return twitter_error(
-                StatusCode::BAD_REQUEST,
-                44,
-                "since_id parameter is invalid.",
-                headers,
-            );
-        }
+    let Ok(since) = parse_id(&layout, param(&params, "since_id")) else {
+        return invalid("since_id");
     };
-    let max = match parse_id(&layout, param(&params, "max_id")) {
-        Ok(v) => v,
-        Err(_) => {
-            return twitter_error(
-                StatusCode::BAD_REQUEST,
-                44,
-                "max_id parameter is invalid.",
-                headers,
-            );
-        }
+    let Ok(max) = parse_id(&layout, param(&params, "max_id")) else {
+        return invalid("max_id");
     };
     // max_id is inclusive: "IDs lower than or equal to" [2.2].
     let query = Query {

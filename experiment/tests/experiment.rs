@@ -223,6 +223,24 @@ fn wait_for(deadline: Duration, mut condition: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// A real-time run of an hour in a child process, for a test to stop or kill.
+fn spawn_real_run(db: &Path, interval: &str) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_experiment"))
+        .args([
+            "--duration",
+            "1h",
+            "--interval",
+            interval,
+            "--db",
+            db.to_str().unwrap(),
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 fn committed_requests(db: &Path) -> i64 {
     Connection::open(db)
         .and_then(|c| c.query_row("SELECT count(*) FROM requests", [], |r| r.get(0)))
@@ -235,20 +253,7 @@ fn sigint_completes_the_run_and_sigkill_leaves_it_readable() {
     let dir = temp_dir("signals");
     for (signal, expect_complete) in [("-INT", 1), ("-TERM", 1), ("-KILL", 0)] {
         let db = dir.join(format!("run{signal}.db"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_experiment"))
-            .args([
-                "--duration",
-                "1h",
-                "--interval",
-                "100ms",
-                "--db",
-                db.to_str().unwrap(),
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_real_run(&db, "100ms");
         assert!(
             wait_for(Duration::from_secs(60), || committed_requests(&db) >= 4),
             "requests were committed"
@@ -322,20 +327,7 @@ fn killed_at_random_moments_the_database_stays_readable() {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
     let mut committed = 0;
     for round in 1..=4 {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_experiment"))
-            .args([
-                "--duration",
-                "1h",
-                "--interval",
-                "50ms",
-                "--db",
-                db.to_str().unwrap(),
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_real_run(&db, "50ms");
         // Kill at a random point: after a random number of further requests were committed.
         let target = committed + rng.random_range(1..40);
         assert!(wait_for(Duration::from_secs(60), || committed_requests(

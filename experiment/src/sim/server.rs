@@ -262,6 +262,34 @@ pub fn router_with_clock(state: Arc<Mutex<Simulator>>, limits: RateLimits, clock
         .with_state(app)
 }
 
+/// A server on `profile`'s layout, in fixed time `now`, holding exactly `ids`
+/// (visible at `now`, posted at `posted_at_ms`): the fixture of the dialect tests.
+#[cfg(test)]
+pub(super) async fn test_server(
+    profile: &str,
+    ids: impl IntoIterator<Item = Id>,
+    posted_at_ms: i64,
+    now: i64,
+    limits: RateLimits,
+) -> RunningServer {
+    let mut config = super::SimConfig::profile(profile).unwrap();
+    config.rate_per_s = 0.0;
+    let mut sim = Simulator::new(config, 1, now);
+    for id in ids {
+        sim.inject(super::SimStatus {
+            id,
+            id_time_ms: 0,
+            posted_at_ms,
+            visible_at_ms: now,
+            deleted_at_ms: None,
+            origin: "local".into(),
+            author: 3,
+        });
+    }
+    let app = router_with_clock(Arc::new(Mutex::new(sim)), limits, Arc::new(move || now));
+    RunningServer::start(app).await.unwrap()
+}
+
 /// The base URLs of each API at `addr`, for printing.
 pub fn endpoints(addr: SocketAddr) -> Vec<(&'static str, String)> {
     let base = format!("http://{addr}");

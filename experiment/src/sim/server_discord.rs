@@ -153,31 +153,13 @@ fn message(layout: &Layout, channel: &str, id: crate::id::Id, author: u32, origi
 #[cfg(test)]
 mod tests {
     use crate::id::Id;
-    use crate::sim::model::{SimStatus, Simulator};
-    use crate::sim::profile::SimConfig;
-    use crate::sim::server::{RateLimits, RunningServer, router_with_clock};
+    use crate::sim::server::{RateLimits, RunningServer, test_server};
     use serde_json::Value;
-    use std::sync::{Arc, Mutex};
 
     const NOW: i64 = 1_700_000_000_000;
 
     async fn server(n: u128, limits: RateLimits) -> RunningServer {
-        let mut config = SimConfig::profile("discord").unwrap();
-        config.rate_per_s = 0.0;
-        let mut sim = Simulator::new(config, 1, NOW);
-        for id in 1..=n {
-            sim.inject(SimStatus {
-                id: Id(id << 22),
-                id_time_ms: 0,
-                posted_at_ms: NOW,
-                visible_at_ms: NOW,
-                deleted_at_ms: None,
-                origin: "local".into(),
-                author: 3,
-            });
-        }
-        let app = router_with_clock(Arc::new(Mutex::new(sim)), limits, Arc::new(|| NOW));
-        RunningServer::start(app).await.unwrap()
+        test_server("discord", (1..=n).map(|id| Id(id << 22)), NOW, NOW, limits).await
     }
 
     async fn get(server: &RunningServer, query: &str) -> (u16, reqwest::header::HeaderMap, Value) {

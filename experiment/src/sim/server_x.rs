@@ -170,32 +170,14 @@ fn timeline(app: AppState, raw: Option<String>, min: u64, token_param: &str) -> 
 #[cfg(test)]
 mod tests {
     use crate::id::Id;
-    use crate::sim::model::{SimStatus, Simulator};
-    use crate::sim::profile::SimConfig;
-    use crate::sim::server::{RateLimits, RunningServer, router_with_clock};
+    use crate::sim::server::{RateLimits, RunningServer, test_server};
     use serde_json::Value;
-    use std::sync::{Arc, Mutex};
 
     const NOW: i64 = 1_700_000_000_000;
 
     /// A server holding tweets with IDs 1..=n (twitter layout), fixed clock.
     async fn server(profile: &str, n: u128, limits: RateLimits) -> RunningServer {
-        let mut config = SimConfig::profile(profile).unwrap();
-        config.rate_per_s = 0.0;
-        let mut sim = Simulator::new(config, 1, NOW);
-        for id in 1..=n {
-            sim.inject(SimStatus {
-                id: Id(id),
-                id_time_ms: 0,
-                posted_at_ms: NOW - 1000,
-                visible_at_ms: NOW,
-                deleted_at_ms: None,
-                origin: "local".into(),
-                author: 3,
-            });
-        }
-        let app = router_with_clock(Arc::new(Mutex::new(sim)), limits, Arc::new(|| NOW));
-        RunningServer::start(app).await.unwrap()
+        test_server(profile, (1..=n).map(Id), NOW - 1000, NOW, limits).await
     }
 
     async fn get(server: &RunningServer, path: &str) -> (u16, reqwest::header::HeaderMap, Value) {

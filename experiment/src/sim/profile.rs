@@ -89,6 +89,12 @@ pub struct SimConfig {
     pub retention_ms: u64,
     /// At most this many visible statuses are kept (the oldest to appear go first).
     pub max_items: usize,
+    /// X recent search's default `end_time` is this far before the request:
+    /// "now" "(actually 30 seconds before the time of query)"
+    /// (docs.x.com, x-api/posts/search/integrate/paginate). Only that endpoint
+    /// reads it. Absent from configs older than it: 0.
+    #[serde(default)]
+    pub search_end_lag_ms: u64,
 }
 
 impl SimConfig {
@@ -312,6 +318,7 @@ pub fn twitter() -> SimConfig {
         backdate_max_ms: 0,
         retention_ms: 3_600_000,
         max_items: 1_000_000,
+        search_end_lag_ms: 30_000,
     }
 }
 
@@ -374,6 +381,7 @@ pub fn mastodon() -> SimConfig {
         backdate_max_ms: 6 * 3_600_000,
         retention_ms: 3_600_000,
         max_items: 1_000_000,
+        search_end_lag_ms: 0,
     }
 }
 
@@ -422,6 +430,7 @@ pub fn misskey() -> SimConfig {
         backdate_max_ms: 600_000,
         retention_ms: 3_600_000,
         max_items: 1_000_000,
+        search_end_lag_ms: 0,
     }
 }
 

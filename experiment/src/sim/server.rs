@@ -227,6 +227,11 @@ impl AppState {
     pub(super) fn layout(&self) -> Layout {
         lock(&self.sim).layout().clone()
     }
+
+    /// Reads the simulator's configuration (profile name, authors, lags).
+    pub(super) fn with_config<T>(&self, f: impl FnOnce(&super::SimConfig) -> T) -> T {
+        f(lock(&self.sim).config())
+    }
 }
 
 /// The router, reading the wall clock.
@@ -255,11 +260,40 @@ pub fn router_with_clock(state: Arc<Mutex<Simulator>>, limits: RateLimits, clock
         .route("/api/v1/instance/", get(mastodon_instance_v1))
         .route("/api/v2/instance", get(mastodon_instance_v2))
         .route("/api/v2/instance/", get(mastodon_instance_v2))
+        .route("/.well-known/nodeinfo", get(nodeinfo_links))
+        .route("/nodeinfo/2.0", get(nodeinfo))
         .route("/api/notes/local-timeline", post(misskey_local))
         .route("/api/notes/global-timeline", post(misskey_global))
+        .route("/api/meta", post(misskey_meta))
         .merge(super::server_x::routes())
         .merge(super::server_discord::routes())
+        .fallback(not_found)
         .with_state(app)
+}
+
+/// A 404 in the shape of the API the path belongs to, so that a client's error
+/// handling (not its JSON parser) sees it.
+async fn not_found(uri: axum::http::Uri) -> Response {
+    let path = uri.path();
+    if path.starts_with("/api/v10/") {
+        super::server_discord::not_found()
+    } else if path.starts_with("/2/") {
+        super::server_x::not_found()
+    } else if path.starts_with("/api/v1/") || path.starts_with("/api/v2/") || !path.starts_with("/api/") {
+        // Api::BaseController's `rescue_from ActiveRecord::RecordNotFound`
+        // (mastodon/mastodon `app/controllers/api/base_controller.rb`).
+        mastodon_error(StatusCode::NOT_FOUND, "Record not found", HeaderMap::new())
+    } else {
+        // Misskey's catch-all under /api
+        // (misskey-dev/misskey `packages/backend/src/server/api/ApiServerService.ts`).
+        misskey_error(
+            StatusCode::NOT_FOUND,
+            "UNKNOWN_API_ENDPOINT",
+            "Unknown API endpoint.",
+            "2ca3b769-540a-4f08-9dd5-b5a825b6d0f1",
+            HeaderMap::new(),
+        )
+    }
 }
 
 /// A server on `profile`'s layout, in fixed time `now`, holding exactly `ids`
@@ -955,7 +989,84 @@ async fn mastodon_instance_v2(headers: HeaderMap) -> Response {
     json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
 }
 
+/// The software a profile's server runs, for NodeInfo: Misskey for the
+/// misskey profile, Mastodon for the others.
+fn software(app: &AppState) -> (&'static str, &'static str) {
+    if app.with_config(|c| c.profile == "misskey") {
+        ("misskey", MISSKEY_VERSION)
+    } else {
+        ("mastodon", "4.3.0")
+    }
+}
+
+const MISSKEY_VERSION: &str = "2025.4.0";
+
+/// `GET /.well-known/nodeinfo`: where the schema-2.0 document is
+/// (https://nodeinfo.diaspora.software/protocol.html).
+async fn nodeinfo_links(headers: HeaderMap) -> Response {
+    let host = host(&headers);
+    let body = json!({"links": [{
+        "rel": "http://nodeinfo.diaspora.software/ns/schema/2.0",
+        "href": format!("http://{host}/nodeinfo/2.0"),
+    }]});
+    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+}
+
+/// `GET /nodeinfo/2.0` (https://nodeinfo.diaspora.software/schema.html):
+/// clients read `software.name` to tell Mastodon from Misskey.
+async fn nodeinfo(State(app): State<AppState>) -> Response {
+    let (name, version) = software(&app);
+    let authors = app.with_config(|c| c.authors);
+    let body = json!({
+        "version": "2.0",
+        "software": {"name": name, "version": version},
+        "protocols": ["activitypub"],
+        "services": {"outbound": [], "inbound": []},
+        "usage": {
+            "users": {"total": authors, "activeMonth": authors, "activeHalfyear": authors},
+            "localPosts": 0,
+        },
+        "openRegistrations": false,
+        "metadata": {"nodeName": "snowleak simulator"},
+    });
+    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+}
+
 // ---------------------------------------------------------------- Misskey
+
+/// `POST /api/meta`, which clients post first (Misskey.py's constructor
+/// does): the instance's name, version and features, in the shape of
+/// Misskey's `MetaDetailed` (misskey-hub.net, for-developers/api, `meta`).
+async fn misskey_meta(headers: HeaderMap) -> Response {
+    let host = host(&headers);
+    let body = json!({
+        "maintainerName": null,
+        "maintainerEmail": null,
+        "version": MISSKEY_VERSION,
+        "name": "snowleak simulator",
+        "shortName": null,
+        "uri": format!("http://{host}"),
+        "description": "A leaky timeline for since_id experiments",
+        "langs": ["en"],
+        "tosUrl": null,
+        "repositoryUrl": "https://github.com/misskey-dev/misskey",
+        "feedbackUrl": null,
+        "disableRegistration": true,
+        "emailRequiredForSignup": false,
+        "maxNoteTextLength": 3000,
+        "iconUrl": null,
+        "bannerUrl": null,
+        "policies": {"ltlAvailable": true, "gtlAvailable": true},
+        "features": {
+            "registration": false,
+            "emailRequiredForSignup": false,
+            "localTimeline": true,
+            "globalTimeline": true,
+            "miauth": true,
+        },
+    });
+    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+}
 
 fn misskey_error(
     status: StatusCode,

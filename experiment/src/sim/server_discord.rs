@@ -1,5 +1,7 @@
 //! The simulator in Discord's dialect [apis.md 4]:
-//! `GET /api/v10/channels/{id}/messages`.
+//! `GET /api/v10/channels/{id}/messages`, and what a bot library calls around
+//! it: `GET /users/@me` (login), `GET /oauth2/applications/@me`,
+//! `GET /channels/{id}` and `GET /users/{id}`.
 //!
 //! - `before`, `after` and `around` are mutually exclusive (here: more than
 //!   one is a 400; `around` is not modelled and is a 400 too).
@@ -8,10 +10,16 @@
 //! - `limit` 1-100, default 50; otherwise 400 "Invalid Form Body".
 //! - Rate headers `X-RateLimit-Limit`, `-Remaining`, `-Reset` (epoch seconds
 //!   with decimals), `-Reset-After` (seconds), `-Bucket`; a 429 carries
-//!   `Retry-After` and `{"message", "retry_after", "global"}`.
+//!   `Retry-After`, `X-RateLimit-Scope` and `{"message", "retry_after",
+//!   "global"}` (developers/topics/rate-limits).
+//! - Every response is `Content-Type: application/json` exactly and carries
+//!   `Via: 1.1 google`, as Discord's do: discord.py parses a body as JSON only
+//!   for that exact content type, and takes a 429 without `Via` for a
+//!   Cloudflare ban (discord.py `http.py`, `json_or_text` and `request`).
 //!
-//! Every channel ID sees the whole simulated timeline. A message's
-//! `timestamp` is its snowflake's time.
+//! Every channel ID is a text channel of guild 1 and sees the whole simulated
+//! timeline. A message's `timestamp` is its snowflake's time. Author `n` is
+//! user `1000000 + n` everywhere; the bot (`@me`) is user 1.
 
 use super::model::Query;
 use super::server::{
@@ -21,14 +29,41 @@ use super::server::{
 use crate::id::Layout;
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::get;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 pub(super) fn routes() -> Router<AppState> {
-    Router::new().route("/api/v10/channels/{id}/messages", get(messages))
+    Router::new()
+        .route("/api/v10/channels/{id}/messages", get(messages))
+        .route("/api/v10/channels/{id}", get(channel))
+        .route("/api/v10/users/@me", get(me))
+        .route("/api/v10/users/{id}", get(user))
+        .route("/api/v10/oauth2/applications/@me", get(application))
+}
+
+/// A Discord response: the exact content type and `Via`.
+fn respond(status: StatusCode, headers: HeaderMap, body: &Value) -> Response {
+    let mut response = json_response(status, headers, to_json(body));
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(header::VIA, HeaderValue::from_static("1.1 google"));
+    response
+}
+
+/// The 404 of an unknown path under `/api/v10/`.
+pub(super) fn not_found() -> Response {
+    error(StatusCode::NOT_FOUND, "404: Not Found", 0, HeaderMap::new())
+}
+
+/// Discord's error shape: `{"message", "code"}` (developers/topics/opcodes-and-status-codes).
+fn error(status: StatusCode, message: &str, code: u32, headers: HeaderMap) -> Response {
+    respond(status, headers, &json!({"message": message, "code": code}))
 }
 
 fn rate_headers(a: &Allowance) -> HeaderMap {
@@ -51,10 +86,25 @@ fn rate_headers(a: &Allowance) -> HeaderMap {
     h
 }
 
+/// Counts the request; on a spent limit, the 429 to send.
+fn admit(app: &AppState) -> Result<HeaderMap, Response> {
+    let allowance = app.limiter.check(Dialect::Discord, (app.clock)());
+    let mut headers = rate_headers(&allowance);
+    if allowance.allowed {
+        return Ok(headers);
+    }
+    retry_after(&allowance, &mut headers);
+    headers.insert("x-ratelimit-scope", header_value("user"));
+    let secs = (allowance.reset_ms - allowance.now_ms).max(0) as f64 / 1000.0;
+    let body =
+        json!({"message": "You are being rate limited.", "retry_after": secs, "global": false});
+    Err(respond(StatusCode::TOO_MANY_REQUESTS, headers, &body))
+}
+
 fn invalid(message: &str, headers: HeaderMap) -> Response {
     let body = json!({"message": "Invalid Form Body", "code": 50035,
                       "errors": {"_errors": [{"code": "BASE_TYPE_INVALID", "message": message}]}});
-    json_response(StatusCode::BAD_REQUEST, headers, to_json(&body))
+    respond(StatusCode::BAD_REQUEST, headers, &body)
 }
 
 /// `2017-07-11T17:27:07.299000+00:00`, as Discord writes timestamps.
@@ -64,20 +114,123 @@ fn discord_time(unix_ms: i64) -> String {
         .unwrap_or_default()
 }
 
+/// The bot: user 1.
+const BOT_ID: u64 = 1;
+/// Author `n` is user `AUTHOR_BASE + n`.
+const AUTHOR_BASE: u64 = 1_000_000;
+/// The guild every channel belongs to.
+const GUILD_ID: &str = "1";
+
+/// A user object; the same for the same user everywhere (messages, lookups).
+fn author_object(n: u32) -> Value {
+    json!({
+        "id": (AUTHOR_BASE + n as u64).to_string(),
+        "username": format!("user{n}"),
+        "global_name": format!("User {n}"),
+        "discriminator": "0",
+        "avatar": null,
+        "public_flags": 0,
+    })
+}
+
+fn bot_object() -> Value {
+    json!({
+        "id": BOT_ID.to_string(),
+        "username": "snowleak",
+        "global_name": null,
+        "discriminator": "0",
+        "avatar": null,
+        "bot": true,
+        "public_flags": 0,
+    })
+}
+
+async fn me(State(app): State<AppState>) -> Response {
+    match admit(&app) {
+        Ok(headers) => {
+            let mut user = bot_object();
+            user["verified"] = json!(true);
+            user["mfa_enabled"] = json!(false);
+            user["flags"] = json!(0);
+            respond(StatusCode::OK, headers, &user)
+        }
+        Err(refused) => refused,
+    }
+}
+
+async fn user(State(app): State<AppState>, Path(id): Path<String>) -> Response {
+    let headers = match admit(&app) {
+        Ok(h) => h,
+        Err(refused) => return refused,
+    };
+    let authors = app.with_config(|c| c.authors) as u64;
+    let found = match id.parse::<u64>() {
+        Ok(BOT_ID) => Some(bot_object()),
+        Ok(n) if (AUTHOR_BASE..AUTHOR_BASE + authors).contains(&n) => {
+            Some(author_object((n - AUTHOR_BASE) as u32))
+        }
+        _ => None,
+    };
+    match found {
+        // Discord's JSON error codes: 10013 Unknown user.
+        None => error(StatusCode::NOT_FOUND, "Unknown User", 10013, headers),
+        Some(user) => respond(StatusCode::OK, headers, &user),
+    }
+}
+
+async fn application(State(app): State<AppState>) -> Response {
+    let headers = match admit(&app) {
+        Ok(h) => h,
+        Err(refused) => return refused,
+    };
+    let body = json!({
+        "id": BOT_ID.to_string(),
+        "name": "snowleak",
+        "description": "A leaky timeline for since_id experiments",
+        "icon": null,
+        "bot_public": false,
+        "bot_require_code_grant": false,
+        "owner": bot_object(),
+        "verify_key": "0000000000000000000000000000000000000000000000000000000000000000",
+        "flags": 0,
+        "team": null,
+    });
+    respond(StatusCode::OK, headers, &body)
+}
+
+async fn channel(State(app): State<AppState>, Path(id): Path<String>) -> Response {
+    let headers = match admit(&app) {
+        Ok(h) => h,
+        Err(refused) => return refused,
+    };
+    if id.parse::<u64>().is_err() {
+        return invalid(&format!("channel_id: Value \"{id}\" is not snowflake."), headers);
+    }
+    let body = json!({
+        "id": id,
+        "type": 0,
+        "guild_id": GUILD_ID,
+        "name": "snowleak",
+        "position": 0,
+        "permission_overwrites": [],
+        "nsfw": false,
+        "topic": null,
+        "last_message_id": null,
+        "rate_limit_per_user": 0,
+        "parent_id": null,
+    });
+    respond(StatusCode::OK, headers, &body)
+}
+
 async fn messages(
     State(app): State<AppState>,
     Path(channel): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let allowance = app.limiter.check(Dialect::Discord, (app.clock)());
-    let mut headers = rate_headers(&allowance);
-    if !allowance.allowed {
-        retry_after(&allowance, &mut headers);
-        let secs = (allowance.reset_ms - allowance.now_ms).max(0) as f64 / 1000.0;
-        let body =
-            json!({"message": "You are being rate limited.", "retry_after": secs, "global": false});
-        return json_response(StatusCode::TOO_MANY_REQUESTS, headers, to_json(&body));
-    }
+    let headers = match admit(&app) {
+        Ok(h) => h,
+        Err(refused) => return refused,
+    };
     let p = params(&raw);
     let layout = app.layout();
     let limit = match param(&p, "limit") {
@@ -119,7 +272,7 @@ async fn messages(
         .iter()
         .map(|s| message(&layout, &channel, s.id, s.author, &s.origin))
         .collect();
-    json_response(StatusCode::OK, headers, to_json(&body))
+    respond(StatusCode::OK, headers, &Value::Array(body))
 }
 
 fn message(layout: &Layout, channel: &str, id: crate::id::Id, author: u32, origin: &str) -> Value {
@@ -129,13 +282,7 @@ fn message(layout: &Layout, channel: &str, id: crate::id::Id, author: u32, origi
         "type": 0,
         "content": format!("Message {id_text} from the snowleak simulator ({origin})"),
         "channel_id": channel,
-        "author": {
-            "id": (1_000_000 + author as u64).to_string(),
-            "username": format!("user{author}"),
-            "global_name": format!("User {author}"),
-            "discriminator": "0",
-            "avatar": null,
-        },
+        "author": author_object(author),
         "attachments": [],
         "embeds": [],
         "mentions": [],

@@ -1,22 +1,36 @@
-//! The simulator in X API v2's dialect [apis.md 2.3]:
-//! `GET /2/users/{id}/tweets` and `GET /2/tweets/search/recent`.
+//! The simulator in X API v2's dialect [apis.md 2.3]: the timelines
+//! `GET /2/users/{id}/tweets` and `GET /2/tweets/search/recent`, and the user
+//! lookups a client makes first (`/2/users/me`, `/2/users/{id}`, `/2/users?ids=`,
+//! `/2/users/by/username/{name}`, `/2/users/by?usernames=`).
 //!
 //! - `since_id` and `until_id` are both exclusive; "`since_id` must be less
-//!   than `until_id`" (else 400).
+//!   than `until_id`" (else 400). `start_time` (inclusive) and `end_time`
+//!   (exclusive) bound `created_at`, in RFC 3339; recent search takes at most
+//!   one of `start_time` and `since_id`.
 //! - `max_results`: 5-100 for user tweets, 10-100 for search, default 10;
 //!   outside the range, 400 with X's problem JSON.
-//! - Newest first; `{"data": [...], "meta": {"newest_id", "oldest_id",
-//!   "result_count", "next_token"}}`; an empty result has no `data`.
-//! - `next_token` (passed back as `pagination_token`, or `next_token` for
-//!   search) continues below the page's oldest ID.
-//! - `created_at` and `author_id` only when asked for in `tweet.fields`
-//!   (the default fields are `id`, `text`, `edit_history_tweet_ids`).
+//! - Newest first; `{"data": [...], "includes": {"users": [...]}, "meta":
+//!   {"newest_id", "oldest_id", "result_count", "next_token",
+//!   "previous_token"}}`; an empty result has no `data`. Tokens are passed back
+//!   as `pagination_token` (or `next_token` for search): `next_token` continues
+//!   below the page's oldest ID, `previous_token` returns the page above its
+//!   newest (x-api/fundamentals/pagination).
+//! - The default tweet fields are `id`, `text`, `edit_history_tweet_ids`;
+//!   `tweet.fields` adds `created_at`, `author_id`, `conversation_id`, `lang`,
+//!   `public_metrics`, `possibly_sensitive`, `reply_settings`,
+//!   `edit_controls`; `expansions=author_id` adds `includes.users`, each user
+//!   the same object as the lookups return (`user.fields` applies to both).
+//! - Recent search's `end_time` defaults to now minus the profile's
+//!   `search_end_lag_ms` (the docs: "now" "(actually 30 seconds before the time
+//!   of query)", x-api/posts/search/integrate/paginate).
 //! - `x-rate-limit-limit/-remaining/-reset` (epoch seconds); 429 when spent.
 //!
-//! Every user ID and every search query sees the whole simulated timeline.
-//! Not modelled: recent search's default `end_time` of now - 30 s.
+//! Users: the simulated authors are `1000000 + n`, `@user{n}`; the reader
+//! (`/2/users/me`) is `1`, `@snowleak`. An author's timeline holds that
+//! author's posts; every other user ID (the reader's, or any unknown one) and
+//! every search query reads the whole simulated timeline.
 
-use super::model::Query;
+use super::model::{Query, SimStatus};
 use super::server::{
     Allowance, AppState, Dialect, json_response, param, params, parse_id, retry_after, to_json,
 };
@@ -33,6 +47,11 @@ pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/2/users/{id}/tweets", get(user_tweets))
         .route("/2/tweets/search/recent", get(search_recent))
+        .route("/2/users/me", get(user_me))
+        .route("/2/users/{id}", get(user_by_id))
+        .route("/2/users", get(users_by_ids))
+        .route("/2/users/by/username/{username}", get(user_by_username))
+        .route("/2/users/by", get(users_by_usernames))
 }
 
 fn rate_headers(a: &Allowance) -> HeaderMap {
@@ -54,41 +73,291 @@ fn invalid(message: &str, headers: HeaderMap) -> Response {
     json_response(StatusCode::BAD_REQUEST, headers, to_json(&body))
 }
 
-async fn user_tweets(
+/// Counts the request; on a spent limit, the 429 to send.
+fn admit(app: &AppState) -> Result<(HeaderMap, i64), Response> {
+    let allowance = app.limiter.check(Dialect::X, (app.clock)());
+    let mut headers = rate_headers(&allowance);
+    if allowance.allowed {
+        return Ok((headers, allowance.now_ms));
+    }
+    retry_after(&allowance, &mut headers);
+    let body = json!({"title": "Too Many Requests", "detail": "Too Many Requests",
+                      "type": "about:blank", "status": 429});
+    Err(json_response(
+        StatusCode::TOO_MANY_REQUESTS,
+        headers,
+        to_json(&body),
+    ))
+}
+
+/// The 404 of an unknown path under `/2/`, in X's problem shape.
+pub(super) fn not_found() -> Response {
+    let body = json!({"title": "Not Found Error", "detail": "Sorry, that page does not exist.",
+                      "type": "about:blank", "status": 404});
+    json_response(StatusCode::NOT_FOUND, HeaderMap::new(), to_json(&body))
+}
+
+// ---------------------------------------------------------------- users
+
+/// The reader, `/2/users/me`.
+const READER_ID: u64 = 1;
+/// Author `n` is user `AUTHOR_BASE + n` (the same numbering as the other dialects).
+const AUTHOR_BASE: u64 = 1_000_000;
+
+/// A user the server knows: the reader or an author.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum User {
+    Reader,
+    Author(u32),
+}
+
+impl User {
+    fn by_id(text: &str, authors: u32) -> Option<User> {
+        let id: u64 = text.parse().ok()?;
+        if id == READER_ID && text == "1" {
+            return Some(User::Reader);
+        }
+        let n = id.checked_sub(AUTHOR_BASE)?;
+        (n < authors as u64 && text == id.to_string()).then_some(User::Author(n as u32))
+    }
+
+    /// Usernames are case-insensitive.
+    fn by_username(name: &str, authors: u32) -> Option<User> {
+        let name = name.to_ascii_lowercase();
+        if name == "snowleak" {
+            return Some(User::Reader);
+        }
+        let n: u32 = name.strip_prefix("user")?.parse().ok()?;
+        (n < authors && name == format!("user{n}")).then_some(User::Author(n))
+    }
+
+    /// The user object: always the same for the same user; `user.fields` adds
+    /// `created_at`, `description`, `protected`, `verified`, `public_metrics`, `url`.
+    fn render(self, fields: &Fields) -> Value {
+        let (id, username, name) = match self {
+            User::Reader => (READER_ID, "snowleak".to_string(), "snowleak reader".to_string()),
+            User::Author(n) => (AUTHOR_BASE + n as u64, format!("user{n}"), format!("User {n}")),
+        };
+        let mut user = json!({"id": id.to_string(), "name": name, "username": username});
+        let extra = [
+            ("created_at", json!("2024-01-01T00:00:00.000Z")),
+            ("description", json!("")),
+            ("protected", json!(false)),
+            ("verified", json!(false)),
+            ("url", json!("")),
+            (
+                "public_metrics",
+                json!({"followers_count": 0, "following_count": 0, "tweet_count": 0, "listed_count": 0}),
+            ),
+        ];
+        for (name, value) in extra {
+            if fields.has(name) {
+                user[name] = value;
+            }
+        }
+        user
+    }
+}
+
+/// A comma-separated field list (`tweet.fields`, `user.fields`, `expansions`).
+struct Fields(Vec<String>);
+
+impl Fields {
+    fn of(params: &[(String, String)], key: &str) -> Fields {
+        Fields(
+            param(params, key)
+                .unwrap_or("")
+                .split(',')
+                .map(|f| f.trim().to_string())
+                .filter(|f| !f.is_empty())
+                .collect(),
+        )
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.0.iter().any(|f| f == name)
+    }
+}
+
+/// X answers a lookup of a missing user with 200 and an `errors` entry.
+fn missing_user(value: &str, parameter: &str) -> Value {
+    json!({
+        "value": value,
+        "detail": format!("Could not find user with {parameter}: [{value}]."),
+        "title": "Not Found Error",
+        "resource_type": "user",
+        "parameter": parameter,
+        "resource_id": value,
+        "type": "https://api.twitter.com/2/problems/resource-not-found",
+    })
+}
+
+/// One lookup or many: `single` renders `{"data": {...}}`, else `{"data": [...]}`;
+/// missing users go to `errors`.
+fn lookup(
+    app: AppState,
+    raw: Option<String>,
+    wanted: Vec<String>,
+    parameter: &str,
+    single: bool,
+) -> Response {
+    let (headers, _) = match admit(&app) {
+        Ok(h) => h,
+        Err(refused) => return refused,
+    };
+    let p = params(&raw);
+    let fields = Fields::of(&p, "user.fields");
+    let authors = app.with_config(|c| c.authors);
+    if wanted.is_empty() || wanted.len() > 100 {
+        let message = format!("The `{parameter}s` query parameter must hold 1 to 100 values");
+        return invalid(&message, headers);
+    }
+    let mut found = Vec::new();
+    let mut errors = Vec::new();
+    for value in &wanted {
+        let user = match parameter {
+            "id" => User::by_id(value, authors),
+            _ => User::by_username(value, authors),
+        };
+        match user {
+            Some(u) => found.push(u.render(&fields)),
+            None => errors.push(missing_user(value, parameter)),
+        }
+    }
+    let mut body = json!({});
+    if single {
+        if let Some(user) = found.pop() {
+            body["data"] = user;
+        }
+    } else if !found.is_empty() {
+        body["data"] = Value::Array(found);
+    }
+    if !errors.is_empty() {
+        body["errors"] = Value::Array(errors);
+    }
+    json_response(StatusCode::OK, headers, to_json(&body))
+}
+
+fn list_param(raw: &Option<String>, key: &str) -> Vec<String> {
+    param(&params(raw), key)
+        .unwrap_or("")
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect()
+}
+
+async fn user_me(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Response {
+    lookup(app, raw, vec![READER_ID.to_string()], "id", true)
+}
+
+async fn user_by_id(
     State(app): State<AppState>,
-    Path(_user): Path<String>,
+    Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    timeline(app, raw, 5, "pagination_token")
+    lookup(app, raw, vec![id], "id", true)
+}
+
+async fn users_by_ids(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Response {
+    let ids = list_param(&raw, "ids");
+    lookup(app, raw, ids, "id", false)
+}
+
+async fn user_by_username(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    lookup(app, raw, vec![name], "username", true)
+}
+
+async fn users_by_usernames(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Response {
+    let names = list_param(&raw, "usernames");
+    lookup(app, raw, names, "username", false)
+}
+
+// ---------------------------------------------------------------- timelines
+
+async fn user_tweets(
+    State(app): State<AppState>,
+    Path(user): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let authors = app.with_config(|c| c.authors);
+    let only = match User::by_id(&user, authors) {
+        Some(User::Author(n)) => Some(n),
+        _ => None,
+    };
+    timeline(app, raw, Endpoint::User { only })
 }
 
 async fn search_recent(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Response {
-    let p = params(&raw);
-    if param(&p, "query").is_none_or(|q| q.trim().is_empty()) {
-        let allowance = app.limiter.check(Dialect::X, (app.clock)());
-        return invalid(
-            "The `query` query parameter can not be empty",
-            rate_headers(&allowance),
-        );
-    }
-    timeline(app, raw, 10, "next_token")
+    timeline(app, raw, Endpoint::Search)
 }
 
-/// `p` + the ID the next page starts below.
-fn next_token(layout: &Layout, oldest: Id) -> String {
-    format!("p{}", layout.format(oldest))
+#[derive(Clone, Copy)]
+enum Endpoint {
+    /// A user's posts (`only` an author), or the whole timeline.
+    User { only: Option<u32> },
+    Search,
 }
 
-fn timeline(app: AppState, raw: Option<String>, min: u64, token_param: &str) -> Response {
-    let allowance = app.limiter.check(Dialect::X, (app.clock)());
-    let mut headers = rate_headers(&allowance);
-    if !allowance.allowed {
-        retry_after(&allowance, &mut headers);
-        let body = json!({"title": "Too Many Requests", "detail": "Too Many Requests",
-                          "type": "about:blank", "status": 429});
-        return json_response(StatusCode::TOO_MANY_REQUESTS, headers, to_json(&body));
+/// A pagination token: below (`next_token`) or above (`previous_token`) an ID.
+#[derive(Clone, Copy)]
+enum Token {
+    Below(Id),
+    Above(Id),
+}
+
+impl Token {
+    fn format(self, layout: &Layout) -> String {
+        match self {
+            Token::Below(id) => format!("p{}", layout.format(id)),
+            Token::Above(id) => format!("n{}", layout.format(id)),
+        }
     }
+
+    fn parse(text: &str, layout: &Layout) -> Option<Token> {
+        let make: fn(Id) -> Token = match text.get(..1)? {
+            "p" => Token::Below,
+            "n" => Token::Above,
+            _ => return None,
+        };
+        layout.parse(&text[1..]).ok().map(make)
+    }
+}
+
+/// `start_time`/`end_time`: RFC 3339, as ms.
+fn time_param(p: &[(String, String)], name: &str) -> Result<Option<i64>, String> {
+    match param(p, name) {
+        None => Ok(None),
+        Some(v) => chrono::DateTime::parse_from_rfc3339(v)
+            .map(|t| Some(t.timestamp_millis()))
+            .map_err(|_| {
+                format!("Invalid '{name}':'{v}'. '{name}' must be a valid RFC 3339 date.")
+            }),
+    }
+}
+
+fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response {
+    let (headers, now) = match admit(&app) {
+        Ok(h) => h,
+        Err(refused) => return refused,
+    };
     let p = params(&raw);
+    let (min, token_param) = match endpoint {
+        Endpoint::User { .. } => (5, "pagination_token"),
+        Endpoint::Search => (10, "next_token"),
+    };
+    if matches!(endpoint, Endpoint::Search) {
+        if param(&p, "query").is_none_or(|q| q.trim().is_empty()) {
+            return invalid("The `query` query parameter can not be empty", headers);
+        }
+        if param(&p, "start_time").is_some() && param(&p, "since_id").is_some() {
+            return invalid("At most one of start_time, since_id may be provided", headers);
+        }
+    }
     let layout = app.layout();
     let limit = match param(&p, "max_results") {
         None => 10,
@@ -112,43 +381,61 @@ fn timeline(app: AppState, raw: Option<String>, min: u64, token_param: &str) -> 
     {
         return invalid("since_id must be less than until_id", headers);
     }
+    let (start, end) = match (time_param(&p, "start_time"), time_param(&p, "end_time")) {
+        (Ok(s), Ok(e)) => (s, e),
+        (Err(e), _) | (_, Err(e)) => return invalid(&e, headers),
+    };
+    let end = match endpoint {
+        Endpoint::Search => {
+            end.or_else(|| Some(now - app.with_config(|c| c.search_end_lag_ms) as i64))
+        }
+        Endpoint::User { .. } => end,
+    };
     let token = match param(&p, token_param).or(param(&p, "pagination_token")) {
         None => None,
-        Some(t) => match t.strip_prefix('p').map(|id| layout.parse(id)) {
-            Some(Ok(id)) => Some(id),
-            _ => return invalid("The pagination token is invalid", headers),
+        Some(t) => match Token::parse(t, &layout) {
+            Some(token) => Some(token),
+            None => return invalid("The pagination token is invalid", headers),
         },
     };
-    let before = match (until, token) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
+    // Above a token: the oldest `limit` above it, listed newest first.
+    let query = match token {
+        Some(Token::Above(id)) => Query {
+            after: Some(since.map_or(id, |s| s.max(id))),
+            before: until,
+            limit,
+            oldest_first: true,
+        },
+        Some(Token::Below(id)) => Query {
+            after: since,
+            before: Some(until.map_or(id, |u| u.min(id))),
+            limit,
+            oldest_first: false,
+        },
+        None => Query {
+            after: since,
+            before: until,
+            limit,
+            oldest_first: false,
+        },
     };
-    let fields = param(&p, "tweet.fields").unwrap_or("");
-    let with = |f: &str| fields.split(',').any(|x| x.trim() == f);
-    let query = Query {
-        after: since,
-        before,
-        limit,
-        oldest_first: false,
+    let only = match endpoint {
+        Endpoint::User { only } => only,
+        Endpoint::Search => None,
     };
-    let (statuses, layout, _) = app.query(&query, |_| true);
+    let keep = move |s: &SimStatus| {
+        only.is_none_or(|a| s.author == a)
+            && start.is_none_or(|t| s.posted_at_ms >= t)
+            && end.is_none_or(|t| s.posted_at_ms < t)
+    };
+    let (mut statuses, layout, _) = app.query(&query, keep);
+    if query.oldest_first {
+        statuses.reverse();
+    }
+    let tweet_fields = Fields::of(&p, "tweet.fields");
     let data: Vec<Value> = statuses
         .iter()
-        .map(|s| {
-            let id = layout.format(s.id);
-            let mut tweet = json!({
-                "id": id,
-                "text": format!("Post {id} from the snowleak simulator ({})", s.origin),
-                "edit_history_tweet_ids": [id],
-            });
-            if with("created_at") {
-                tweet["created_at"] = json!(rfc3339_ms(s.posted_at_ms));
-            }
-            if with("author_id") {
-                tweet["author_id"] = json!((1_000_000 + s.author as u64).to_string());
-            }
-            tweet
-        })
+        .map(|s| tweet(s, &layout, &tweet_fields))
         .collect();
     let body = match (statuses.first(), statuses.last()) {
         (Some(newest), Some(oldest)) => {
@@ -157,14 +444,79 @@ fn timeline(app: AppState, raw: Option<String>, min: u64, token_param: &str) -> 
                 "oldest_id": layout.format(oldest.id),
                 "result_count": data.len(),
             });
-            if data.len() == limit {
-                meta["next_token"] = json!(next_token(&layout, oldest.id));
+            let full = data.len() == limit;
+            // Below a page reached from above, there is at least the page it came from.
+            let (next, previous) = match token {
+                None => (full, false),
+                Some(Token::Below(_)) => (full, true),
+                Some(Token::Above(_)) => (true, full),
+            };
+            if next {
+                meta["next_token"] = json!(Token::Below(oldest.id).format(&layout));
             }
-            json!({"data": data, "meta": meta})
+            if previous {
+                meta["previous_token"] = json!(Token::Above(newest.id).format(&layout));
+            }
+            let mut body = json!({"data": data, "meta": meta});
+            if Fields::of(&p, "expansions").has("author_id") {
+                body["includes"] = json!({"users": page_authors(&statuses, &Fields::of(&p, "user.fields"))});
+            }
+            body
         }
         _ => json!({"meta": {"result_count": 0}}),
     };
     json_response(StatusCode::OK, headers, to_json(&body))
+}
+
+/// The authors of a page, each once, in order of first appearance.
+fn page_authors(statuses: &[SimStatus], fields: &Fields) -> Vec<Value> {
+    let mut seen = Vec::new();
+    for s in statuses {
+        if !seen.contains(&s.author) {
+            seen.push(s.author);
+        }
+    }
+    seen.into_iter()
+        .map(|n| User::Author(n).render(fields))
+        .collect()
+}
+
+fn tweet(s: &SimStatus, layout: &Layout, fields: &Fields) -> Value {
+    let id = layout.format(s.id);
+    let mut tweet = json!({
+        "id": id,
+        "text": format!("Post {id} from the snowleak simulator ({})", s.origin),
+        "edit_history_tweet_ids": [id],
+    });
+    let extra = [
+        ("created_at", json!(rfc3339_ms(s.posted_at_ms))),
+        (
+            "author_id",
+            json!((AUTHOR_BASE + s.author as u64).to_string()),
+        ),
+        // Every simulated post starts its own conversation.
+        ("conversation_id", json!(id)),
+        ("lang", json!("en")),
+        (
+            "public_metrics",
+            json!({"retweet_count": 0, "reply_count": 0, "like_count": 0, "quote_count": 0,
+                   "bookmark_count": 0, "impression_count": 0}),
+        ),
+        ("possibly_sensitive", json!(false)),
+        ("reply_settings", json!("everyone")),
+        // "Posts can be edited up to 5 times within 30 minutes" (x-api/posts/timelines/integrate).
+        (
+            "edit_controls",
+            json!({"edits_remaining": 5, "is_edit_eligible": true,
+                   "editable_until": rfc3339_ms(s.posted_at_ms + 30 * 60_000)}),
+        ),
+    ];
+    for (name, value) in extra {
+        if fields.has(name) {
+            tweet[name] = value;
+        }
+    }
+    tweet
 }
 
 #[cfg(test)]
@@ -177,7 +529,7 @@ mod tests {
 
     /// A server holding tweets with IDs 1..=n (twitter layout), fixed clock.
     async fn server(profile: &str, n: u128, limits: RateLimits) -> RunningServer {
-        test_server(profile, (1..=n).map(Id), NOW - 1000, NOW, limits).await
+        test_server(profile, (1..=n).map(Id), NOW - 60_000, NOW, limits).await
     }
 
     async fn get(server: &RunningServer, path: &str) -> (u16, reqwest::header::HeaderMap, Value) {

@@ -643,3 +643,213 @@ async fn serve_writes_the_truth_of_what_it_served() {
     }
     let _ = std::fs::remove_file(&path);
 }
+
+// ---------------------------------------------------------------- what client libraries need
+
+/// The `id`s of an X v2 page's `data`.
+fn x_ids(body: &Value) -> Vec<String> {
+    body.get("data").map_or_else(Vec::new, |d| field(d, "id"))
+}
+
+#[tokio::test]
+async fn discord_responses_are_exactly_application_json_with_via_in_every_case() {
+    let f = fixture_with(
+        "discord",
+        &[1 << 22, 2 << 22],
+        "2/1m".parse().unwrap(),
+        3_600_000,
+    )
+    .await;
+    for (path, status) in [
+        ("/api/v10/users/@me", 200),
+        ("/api/v10/channels/42/messages?limit=0", 400),
+        ("/api/v10/channels/42/messages", 429),
+        ("/api/v10/no/such/route", 404),
+    ] {
+        let r = f.get(path).await;
+        assert_eq!(r.status(), status, "{path}");
+        assert_eq!(r.headers()["content-type"], "application/json", "{path}");
+        assert_eq!(r.headers()["via"], "1.1 google", "{path}");
+        let body: Value = r.json().await.unwrap();
+        if status == 429 {
+            assert!(body["retry_after"].as_f64().unwrap() > 0.0);
+            assert_eq!(body["global"], false);
+        } else if status != 200 {
+            assert!(
+                body["message"].is_string() && body["code"].is_u64(),
+                "{path}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn discord_login_channel_and_users_are_consistent_with_messages() {
+    let f = fixture("discord", &[1 << 22]).await;
+    let me = f.get_json("/api/v10/users/@me").await;
+    assert_eq!(
+        (me["id"].as_str(), me["bot"].as_bool()),
+        (Some("1"), Some(true))
+    );
+    let app = f.get_json("/api/v10/oauth2/applications/@me").await;
+    assert_eq!(app["owner"]["id"], "1");
+    assert!(app["verify_key"].is_string() && app["bot_public"].is_boolean());
+    let channel = f.get_json("/api/v10/channels/42").await;
+    assert_eq!(
+        (channel["id"].as_str(), channel["type"].as_u64()),
+        (Some("42"), Some(0))
+    );
+    assert!(channel["guild_id"].is_string());
+    let messages = f.get_json("/api/v10/channels/42/messages").await;
+    let author = &messages[0]["author"];
+    let id = author["id"].as_str().unwrap();
+    assert_eq!(&f.get_json(&format!("/api/v10/users/{id}")).await, author);
+    let missing = f.get("/api/v10/users/999").await;
+    assert_eq!(missing.status(), 404);
+    assert_eq!(missing.json::<Value>().await.unwrap()["code"], 10013);
+}
+
+async fn x_page(f: &Fixture, query: String) -> Value {
+    f.get_json(&format!("/2/users/1/tweets?max_results=5{query}"))
+        .await
+}
+
+#[tokio::test]
+async fn x_previous_token_returns_exactly_the_page_above() {
+    let f = fixture("twitter", &(1..=12).collect::<Vec<_>>()).await;
+    let first = x_page(&f, String::new()).await;
+    assert_eq!(x_ids(&first), strs(&["12", "11", "10", "9", "8"]));
+    assert!(
+        first["meta"].get("previous_token").is_none(),
+        "the first page has none"
+    );
+    let next = first["meta"]["next_token"].as_str().unwrap().to_string();
+    let second = x_page(&f, format!("&pagination_token={next}")).await;
+    assert_eq!(x_ids(&second), strs(&["7", "6", "5", "4", "3"]));
+    let previous = second["meta"]["previous_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let back = x_page(&f, format!("&pagination_token={previous}")).await;
+    assert_eq!(
+        x_ids(&back),
+        x_ids(&first),
+        "previous_token goes back to the first page"
+    );
+    assert_eq!(back["meta"]["next_token"], first["meta"]["next_token"]);
+    // The last page: below it nothing, above it the second page.
+    let next = second["meta"]["next_token"].as_str().unwrap().to_string();
+    let third = x_page(&f, format!("&pagination_token={next}")).await;
+    assert_eq!(x_ids(&third), strs(&["2", "1"]));
+    assert!(third["meta"].get("next_token").is_none());
+    let previous = third["meta"]["previous_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        x_ids(&x_page(&f, format!("&pagination_token={previous}")).await),
+        x_ids(&second)
+    );
+}
+
+#[tokio::test]
+async fn x_expansions_fields_and_user_lookups_agree() {
+    let f = fixture("twitter", &[1, 2]).await;
+    let page = f
+        .get_json("/2/users/1/tweets?tweet.fields=conversation_id,lang,public_metrics,author_id,created_at&expansions=author_id&user.fields=created_at")
+        .await;
+    let tweet = &page["data"][0];
+    assert_eq!(tweet["conversation_id"], tweet["id"]);
+    assert_eq!(tweet["lang"], "en");
+    assert_eq!(tweet["public_metrics"]["like_count"], 0);
+    assert_eq!(tweet["author_id"], "1000007");
+    let users = page["includes"]["users"].as_array().unwrap();
+    assert_eq!(users.len(), 1, "one author, included once");
+    let by_id = f.get_json("/2/users/1000007?user.fields=created_at").await;
+    let by_name = f
+        .get_json("/2/users/by/username/USER7?user.fields=created_at")
+        .await;
+    assert_eq!((&by_id["data"], &by_name["data"]), (&users[0], &users[0]));
+    assert!(users[0]["created_at"].is_string());
+    // The author's own timeline holds only its posts; the reader's holds all.
+    assert_eq!(
+        x_ids(&f.get_json("/2/users/1000008/tweets").await),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        f.get_json("/2/users/me").await["data"]["username"],
+        "snowleak"
+    );
+    let many = f.get_json("/2/users?ids=1000007,5").await;
+    assert_eq!(many["data"].as_array().unwrap().len(), 1);
+    assert_eq!(many["errors"][0]["resource_id"], "5");
+    assert_eq!(f.get("/2/nothing/here").await.status(), 404);
+}
+
+#[tokio::test]
+async fn x_time_bounds_and_recent_searchs_end_time_lag() {
+    let f = fixture("twitter", &[1]).await;
+    {
+        let mut sim = f.sim.lock().unwrap();
+        let mut recent = status(2, "local");
+        recent.posted_at_ms = NOW - 1000;
+        sim.inject(recent);
+    }
+    // POSTED is 2018-10-10T20:19:24Z.
+    let bounded = "/2/users/1/tweets?start_time=2018-10-10T20:19:24Z&end_time=2018-10-10T20:19:25Z";
+    assert_eq!(x_ids(&f.get_json(bounded).await), strs(&["1"]));
+    let after = "/2/users/1/tweets?start_time=2018-10-10T20:19:25Z";
+    assert_eq!(x_ids(&f.get_json(after).await), strs(&["2"]));
+    // Search: end_time defaults to 30 s ago, so the post of 1 s ago is not there yet.
+    assert_eq!(
+        x_ids(&f.get_json("/2/tweets/search/recent?query=a").await),
+        strs(&["1"])
+    );
+    let now = crate::time::rfc3339_ms(NOW);
+    let explicit = format!("/2/tweets/search/recent?query=a&end_time={now}");
+    assert_eq!(x_ids(&f.get_json(&explicit).await), strs(&["2", "1"]));
+    let both = "/2/tweets/search/recent?query=a&since_id=1&start_time=2018-10-10T20:19:25Z";
+    assert_eq!(f.get(both).await.status(), 400);
+    assert_eq!(
+        f.get("/2/users/1/tweets?end_time=yesterday").await.status(),
+        400
+    );
+}
+
+#[tokio::test]
+async fn nodeinfo_names_the_profiles_software() {
+    for (profile, software) in [("mastodon", "mastodon"), ("misskey", "misskey")] {
+        let f = fixture(profile, &[]).await;
+        let links = f.get_json("/.well-known/nodeinfo").await;
+        assert_eq!(
+            links["links"][0]["rel"],
+            "http://nodeinfo.diaspora.software/ns/schema/2.0"
+        );
+        let href = links["links"][0]["href"].as_str().unwrap();
+        assert_eq!(href, f.server.url("/nodeinfo/2.0"));
+        let info = f.get_json("/nodeinfo/2.0").await;
+        assert_eq!(info["software"]["name"], software, "{profile}");
+        assert_eq!(info["version"], "2.0");
+    }
+}
+
+#[tokio::test]
+async fn misskey_meta_and_404s_in_each_apis_shape() {
+    let f = fixture("misskey", &[]).await;
+    let meta = f.post("/api/meta", serde_json::json!({})).await;
+    assert_eq!(meta.status(), 200);
+    let meta: Value = meta.json().await.unwrap();
+    assert!(meta["version"].is_string() && meta["features"]["localTimeline"] == true);
+    let unknown = f.post("/api/no-such-endpoint", serde_json::json!({})).await;
+    assert_eq!(unknown.status(), 404);
+    assert_eq!(
+        unknown.json::<Value>().await.unwrap()["error"]["code"],
+        "UNKNOWN_API_ENDPOINT"
+    );
+    let mastodon = f.get("/api/v1/no/such/thing").await;
+    assert_eq!(mastodon.status(), 404);
+    assert_eq!(
+        mastodon.json::<Value>().await.unwrap()["error"],
+        "Record not found"
+    );
+}

@@ -279,7 +279,10 @@ async fn not_found(uri: axum::http::Uri) -> Response {
         super::server_discord::not_found()
     } else if path.starts_with("/2/") {
         super::server_x::not_found()
-    } else if path.starts_with("/api/v1/") || path.starts_with("/api/v2/") || !path.starts_with("/api/") {
+    } else if path.starts_with("/api/v1/")
+        || path.starts_with("/api/v2/")
+        || !path.starts_with("/api/")
+    {
         // Api::BaseController's `rescue_from ActiveRecord::RecordNotFound`
         // (mastodon/mastodon `app/controllers/api/base_controller.rb`).
         mastodon_error(StatusCode::NOT_FOUND, "Record not found", HeaderMap::new())

@@ -204,7 +204,10 @@ async fn channel(State(app): State<AppState>, Path(id): Path<String>) -> Respons
         Err(refused) => return refused,
     };
     if id.parse::<u64>().is_err() {
-        return invalid(&format!("channel_id: Value \"{id}\" is not snowflake."), headers);
+        return invalid(
+            &format!("channel_id: Value \"{id}\" is not snowflake."),
+            headers,
+        );
     }
     let body = json!({
         "id": id,

@@ -135,8 +135,16 @@ impl User {
     /// `created_at`, `description`, `protected`, `verified`, `public_metrics`, `url`.
     fn render(self, fields: &Fields) -> Value {
         let (id, username, name) = match self {
-            User::Reader => (READER_ID, "snowleak".to_string(), "snowleak reader".to_string()),
-            User::Author(n) => (AUTHOR_BASE + n as u64, format!("user{n}"), format!("User {n}")),
+            User::Reader => (
+                READER_ID,
+                "snowleak".to_string(),
+                "snowleak reader".to_string(),
+            ),
+            User::Author(n) => (
+                AUTHOR_BASE + n as u64,
+                format!("user{n}"),
+                format!("User {n}"),
+            ),
         };
         let mut user = json!({"id": id.to_string(), "name": name, "username": username});
         let extra = [
@@ -299,7 +307,9 @@ async fn search_recent(State(app): State<AppState>, RawQuery(raw): RawQuery) -> 
 #[derive(Clone, Copy)]
 enum Endpoint {
     /// A user's posts (`only` an author), or the whole timeline.
-    User { only: Option<u32> },
+    User {
+        only: Option<u32>,
+    },
     Search,
 }
 
@@ -355,7 +365,10 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
             return invalid("The `query` query parameter can not be empty", headers);
         }
         if param(&p, "start_time").is_some() && param(&p, "since_id").is_some() {
-            return invalid("At most one of start_time, since_id may be provided", headers);
+            return invalid(
+                "At most one of start_time, since_id may be provided",
+                headers,
+            );
         }
     }
     let layout = app.layout();
@@ -459,7 +472,8 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
             }
             let mut body = json!({"data": data, "meta": meta});
             if Fields::of(&p, "expansions").has("author_id") {
-                body["includes"] = json!({"users": page_authors(&statuses, &Fields::of(&p, "user.fields"))});
+                body["includes"] =
+                    json!({"users": page_authors(&statuses, &Fields::of(&p, "user.fields"))});
             }
             body
         }

@@ -853,3 +853,85 @@ async fn misskey_meta_and_404s_in_each_apis_shape() {
         "Record not found"
     );
 }
+
+/// Every field of `fixture` is in `served`, with the same JSON type (null
+/// matches anything: the documented example may have a value where the
+/// simulator has none, or the other way round); arrays compare first elements.
+fn assert_shape(fixture: &Value, served: &Value, at: &str) {
+    match (fixture, served) {
+        (Value::Object(want), Value::Object(got)) => {
+            for (key, value) in want {
+                let Some(other) = got.get(key) else {
+                    panic!("{at}.{key} is missing from the simulator's answer");
+                };
+                assert_shape(value, other, &format!("{at}.{key}"));
+            }
+        }
+        (Value::Array(want), Value::Array(got)) => {
+            if let (Some(a), Some(b)) = (want.first(), got.first()) {
+                assert_shape(a, b, &format!("{at}[0]"));
+            }
+        }
+        (Value::Null, _) | (_, Value::Null) => {}
+        (a, b) => assert_eq!(
+            std::mem::discriminant(a),
+            std::mem::discriminant(b),
+            "{at}: {a} versus {b}"
+        ),
+    }
+}
+
+fn fixture_json(path: &str) -> Value {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path);
+    serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn fixtures_have_the_served_shape() {
+    let x = fixture("twitter", &(1..=12).collect::<Vec<_>>()).await;
+    let fields = "tweet.fields=author_id,created_at,conversation_id,lang,public_metrics";
+    let expanded = format!(
+        "/2/users/1/tweets?max_results=5&pagination_token=p9&{fields}&expansions=author_id&user.fields=created_at"
+    );
+    for (file, path) in [
+        ("x/timeline.json", "/2/users/1/tweets?max_results=5"),
+        ("x/empty.json", "/2/users/1/tweets?since_id=12"),
+        ("x/timeline_expanded.json", expanded.as_str()),
+        ("x/user_by_username.json", "/2/users/by/username/user7"),
+        ("x/user_missing.json", "/2/users/by/username/nosuchuser"),
+    ] {
+        assert_shape(&fixture_json(file), &x.get_json(path).await, file);
+    }
+    let discord = fixture_with("discord", &[1 << 22], "2/1m".parse().unwrap(), 3_600_000).await;
+    for (file, path) in [
+        ("discord/user.json", "/api/v10/users/1000007"),
+        ("discord/channel.json", "/api/v10/channels/42"),
+    ] {
+        assert_shape(&fixture_json(file), &discord.get_json(path).await, file);
+    }
+    let limited = discord.get("/api/v10/users/@me").await;
+    assert_eq!(limited.status(), 429);
+    let body = limited.json().await.unwrap();
+    assert_shape(
+        &fixture_json("discord/rate_limited.json"),
+        &body,
+        "discord/rate_limited.json",
+    );
+    let mastodon = fixture("mastodon", &[]).await;
+    for (file, path) in [
+        ("mastodon/nodeinfo_links.json", "/.well-known/nodeinfo"),
+        ("mastodon/nodeinfo.json", "/nodeinfo/2.0"),
+    ] {
+        assert_shape(&fixture_json(file), &mastodon.get_json(path).await, file);
+    }
+    let misskey = fixture("misskey", &[]).await;
+    let meta = misskey.post("/api/meta", serde_json::json!({})).await;
+    let meta = meta.json().await.unwrap();
+    assert_shape(
+        &fixture_json("misskey/meta.json"),
+        &meta,
+        "misskey/meta.json",
+    );
+}

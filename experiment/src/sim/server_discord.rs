@@ -87,7 +87,8 @@ fn rate_headers(a: &Allowance) -> HeaderMap {
 }
 
 /// Counts the request; on a spent limit, the 429 to send.
-fn admit(app: &AppState) -> Result<HeaderMap, Response> {
+/// (The refusal is boxed: a `Response` is large.)
+fn admit(app: &AppState) -> Result<HeaderMap, Box<Response>> {
     let allowance = app.limiter.check(Dialect::Discord, (app.clock)());
     let mut headers = rate_headers(&allowance);
     if allowance.allowed {
@@ -98,7 +99,11 @@ fn admit(app: &AppState) -> Result<HeaderMap, Response> {
     let secs = (allowance.reset_ms - allowance.now_ms).max(0) as f64 / 1000.0;
     let body =
         json!({"message": "You are being rate limited.", "retry_after": secs, "global": false});
-    Err(respond(StatusCode::TOO_MANY_REQUESTS, headers, &body))
+    Err(Box::new(respond(
+        StatusCode::TOO_MANY_REQUESTS,
+        headers,
+        &body,
+    )))
 }
 
 fn invalid(message: &str, headers: HeaderMap) -> Response {
@@ -154,14 +159,14 @@ async fn me(State(app): State<AppState>) -> Response {
             user["flags"] = json!(0);
             respond(StatusCode::OK, headers, &user)
         }
-        Err(refused) => refused,
+        Err(refused) => *refused,
     }
 }
 
 async fn user(State(app): State<AppState>, Path(id): Path<String>) -> Response {
     let headers = match admit(&app) {
         Ok(h) => h,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let authors = app.with_config(|c| c.authors) as u64;
     let found = match id.parse::<u64>() {
@@ -181,7 +186,7 @@ async fn user(State(app): State<AppState>, Path(id): Path<String>) -> Response {
 async fn application(State(app): State<AppState>) -> Response {
     let headers = match admit(&app) {
         Ok(h) => h,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let body = json!({
         "id": BOT_ID.to_string(),
@@ -201,7 +206,7 @@ async fn application(State(app): State<AppState>) -> Response {
 async fn channel(State(app): State<AppState>, Path(id): Path<String>) -> Response {
     let headers = match admit(&app) {
         Ok(h) => h,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     if id.parse::<u64>().is_err() {
         return invalid(
@@ -232,7 +237,7 @@ async fn messages(
 ) -> Response {
     let headers = match admit(&app) {
         Ok(h) => h,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let p = params(&raw);
     let layout = app.layout();

@@ -74,7 +74,8 @@ fn invalid(message: &str, headers: HeaderMap) -> Response {
 }
 
 /// Counts the request; on a spent limit, the 429 to send.
-fn admit(app: &AppState) -> Result<(HeaderMap, i64), Response> {
+/// (The refusal is boxed: a `Response` is large.)
+fn admit(app: &AppState) -> Result<(HeaderMap, i64), Box<Response>> {
     let allowance = app.limiter.check(Dialect::X, (app.clock)());
     let mut headers = rate_headers(&allowance);
     if allowance.allowed {
@@ -83,11 +84,11 @@ fn admit(app: &AppState) -> Result<(HeaderMap, i64), Response> {
     retry_after(&allowance, &mut headers);
     let body = json!({"title": "Too Many Requests", "detail": "Too Many Requests",
                       "type": "about:blank", "status": 429});
-    Err(json_response(
+    Err(Box::new(json_response(
         StatusCode::TOO_MANY_REQUESTS,
         headers,
         to_json(&body),
-    ))
+    )))
 }
 
 /// The 404 of an unknown path under `/2/`, in X's problem shape.
@@ -211,7 +212,7 @@ fn lookup(
 ) -> Response {
     let (headers, _) = match admit(&app) {
         Ok(h) => h,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let p = params(&raw);
     let fields = Fields::of(&p, "user.fields");
@@ -353,7 +354,7 @@ fn time_param(p: &[(String, String)], name: &str) -> Result<Option<i64>, String>
 fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response {
     let (headers, now) = match admit(&app) {
         Ok(h) => h,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let p = params(&raw);
     let (min, token_param) = match endpoint {

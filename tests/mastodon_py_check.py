@@ -19,12 +19,7 @@ from datetime import datetime
 
 from mastodon import Mastodon
 
-
-def check(condition, message):
-    if not condition:
-        print(f"FAIL: {message}")
-        sys.exit(1)
-    print(f"ok: {message}")
+from checklib import check, contains_all, in_order, poll
 
 
 def ids(page):
@@ -76,6 +71,22 @@ def main():
         pages += 1
     check(pages >= 1 or len(window) < 40, "fetch_next followed at least one page")
     check(len(seen) == len(set(seen)), "no status appears twice while paging")
+
+    # A since_id poll, then fetch_previous (Link rel="prev", min_id) back up
+    # over what fetch_next paged down.
+    polled = poll(lambda cursor: ids(api.timeline_public(since_id=cursor, limit=40)), window[0], newest_first=True)
+    up = []
+    current = api.timeline_public(min_id=seen[-1], limit=10)
+    for n in range(3):
+        if not current:
+            break
+        check(in_order(ids(current), True) and all(i > seen[-1] for i in ids(current)),
+              f"fetch_previous page {n + 1} is newest first, above min_id")
+        check(not up or min(ids(current)) > max(up), f"fetch_previous page {n + 1} is above the last one")
+        up.extend(ids(current))
+        current = api.fetch_previous(current)
+    contains_all(up, [i for i in seen[:-1] if i <= max(up)], "walking up with fetch_previous")
+    print(f"{len(polled)} statuses polled with since_id, {len(up)} walked up")
     print(f"all checks passed ({len(seen)} statuses read over {pages + 1} pages)")
 
 

@@ -935,3 +935,49 @@ async fn fixtures_have_the_served_shape() {
         "misskey/meta.json",
     );
 }
+
+/// Each account ID of a page, with the account object it stands for: one object per ID.
+fn accounts_by_id(
+    items: &Value,
+    id_key: &str,
+    object_key: &str,
+) -> std::collections::BTreeMap<String, Value> {
+    let mut accounts = std::collections::BTreeMap::new();
+    for item in items.as_array().unwrap() {
+        let id = item[id_key].as_str().unwrap().to_string();
+        let account = item[object_key].clone();
+        let known = accounts
+            .entry(id.clone())
+            .or_insert_with(|| account.clone());
+        assert_eq!(known, &account, "account {id} has two objects");
+    }
+    accounts
+}
+
+#[tokio::test]
+async fn one_account_object_per_id_for_local_and_remote_authors() {
+    // Author 7 posts everything; even IDs are local, odd ones remote.
+    let ids: Vec<u128> = (1..=6).map(|n| (n << 16) | (n & 1)).collect();
+    let f = fixture("mastodon", &ids).await;
+    let page = f.get_json("/api/v1/timelines/public").await;
+    let statuses: Vec<Value> = page
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| serde_json::json!({"account_id": s["account"]["id"], "account": s["account"]}))
+        .collect();
+    let accounts = accounts_by_id(&Value::Array(statuses), "account_id", "account");
+    assert_eq!(accounts.len(), 2, "the local and the remote user7");
+    let misskey_ids: Vec<u128> = (1..=6).map(|n| (n << 30) | (n & 1)).collect();
+    let m = fixture("misskey", &misskey_ids).await;
+    let notes = m
+        .post(
+            "/api/notes/global-timeline",
+            serde_json::json!({"limit": 100}),
+        )
+        .await
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(accounts_by_id(&notes, "userId", "user").len(), 2);
+}

@@ -727,6 +727,14 @@ enum Scope {
     Remote,
 }
 
+/// The account of a status's author: author `n` is `1000000 + n` here and
+/// `2000000 + n` on remote.example, so that one account ID always stands for
+/// one account object (local `user7` and remote `user7@remote.example` differ).
+fn account_number(s: &SimStatus) -> u64 {
+    let base = if s.is_local() { 1_000_000 } else { 2_000_000 };
+    base + s.author as u64
+}
+
 fn mastodon_account(s: &SimStatus, host: &str) -> Value {
     let username = format!("user{}", s.author);
     let (acct, url) = if s.is_local() {
@@ -738,7 +746,7 @@ fn mastodon_account(s: &SimStatus, host: &str) -> Value {
         )
     };
     json!({
-        "id": (1_000_000 + s.author as u64).to_string(),
+        "id": account_number(s).to_string(),
         "username": username,
         "acct": acct,
         "display_name": format!("User {}", s.author),
@@ -1180,7 +1188,7 @@ fn misskey_timeline(app: AppState, body: Bytes, local_only: bool) -> Response {
 
 fn misskey_note(s: &SimStatus, layout: &Layout) -> Value {
     let id = layout.format(s.id);
-    let user_id = layout.format(Id(1_000_000 + s.author as u128));
+    let user_id = layout.format(Id(account_number(s) as u128));
     let host = if s.is_local() {
         Value::Null
     } else {

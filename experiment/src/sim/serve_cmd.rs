@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-/// Run the leaky simulator as an HTTP server (Twitter v1.1, Mastodon and Misskey dialects).
+/// Run the leaky simulator as an HTTP server (Twitter v1.1, X API v2, Mastodon, Misskey and Discord dialects).
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
     /// Simulator profile: twitter, mastodon, misskey or discord.

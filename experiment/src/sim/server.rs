@@ -345,12 +345,16 @@ pub fn endpoints(addr: SocketAddr) -> Vec<(&'static str, String)> {
             "misskey global",
             format!("{base}/api/notes/global-timeline (POST)"),
         ),
+        ("nodeinfo", format!("{base}/.well-known/nodeinfo")),
+        ("misskey meta", format!("{base}/api/meta (POST)")),
         ("x v2 user", format!("{base}/2/users/1/tweets")),
+        ("x v2 lookup", format!("{base}/2/users/me")),
         (
             "x v2 search",
             format!("{base}/2/tweets/search/recent?query=snowleak"),
         ),
         ("discord", format!("{base}/api/v10/channels/1/messages")),
+        ("discord login", format!("{base}/api/v10/users/@me")),
     ]
 }
 

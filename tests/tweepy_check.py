@@ -84,8 +84,10 @@ def main():
     check(all(int(i) < int(top) for i in up), "previous pages stay below until_id")
     contains_all(up, [i for r in forward[:3] for i in ids(r)], "reversed Paginator")
 
-    # start_time/end_time bound created_at (tweepy sends whole seconds).
-    end = one.created_at.replace(microsecond=0)
+    # start_time/end_time bound created_at (tweepy sends whole seconds), over
+    # the two seconds before the newest post: the simulator has posted for longer.
+    newest_post = timeline(max_results=5).data[0]
+    end = newest_post.created_at.replace(microsecond=0)
     start = end - timedelta(seconds=2)
     bounded = client.get_users_tweets(me.id, start_time=start, end_time=end, max_results=100,
                                       tweet_fields=["created_at"])
@@ -97,6 +99,8 @@ def main():
     found = client.search_recent_tweets("snowleak", max_results=100, tweet_fields=["created_at"])
     check(all(t.created_at <= asked - timedelta(seconds=29) for t in found.data or []),
           "recent search returns nothing from the last 30 s")
+    recent = client.search_recent_tweets("snowleak", end_time=asked, max_results=100, tweet_fields=["created_at"])
+    check(len(recent.data or []) > len(found.data or []), "an explicit end_time returns the last 30 s too")
     print(f"all checks passed ({len(polled)} polled, {len(back)} paged back, {len(walked)} paginated)")
 
 

@@ -31,6 +31,10 @@ def main():
     # No token: the public timeline is public. The version check reads /api/v1/instance.
     api = Mastodon(api_base_url=base, request_timeout=10)
 
+    # NodeInfo: /.well-known/nodeinfo, then the 2.0 document it links to.
+    info = api.instance_nodeinfo()
+    check(info.software.name == "mastodon" and info.version == "2.0", "instance_nodeinfo names Mastodon")
+
     deadline = time.time() + 60
     page = api.timeline_public(limit=40)
     while len(page) < 12 and time.time() < deadline:

@@ -460,3 +460,150 @@ async fn a_429_holds_back_every_clone_of_the_target() {
     let waited = target.clone().pace().await;
     assert!((800..=1000).contains(&waited), "{waited}");
 }
+
+fn misskey_target(server: &RunningServer, token: &str) -> HttpTarget {
+    HttpTarget::new(
+        http_client(Duration::from_secs(5)).unwrap(),
+        &server.url(""),
+        Dialect::Misskey {
+            endpoint: "local-timeline".into(),
+        },
+        "misskey-aidx".parse().unwrap(),
+        Some(Token::new(token.into())),
+    )
+}
+
+/// Issue 11.1: a 307/308 to another host would re-send Misskey's body token.
+/// No redirect is followed, on or off the origin; the failure names the location.
+#[tokio::test]
+async fn a_redirect_to_another_host_is_never_followed_and_names_its_location() {
+    let (elsewhere, reached) = capture(|| (StatusCode::OK, "[]").into_response()).await;
+    for code in [
+        StatusCode::TEMPORARY_REDIRECT,
+        StatusCode::PERMANENT_REDIRECT,
+    ] {
+        let location = elsewhere.url("/api/notes/local-timeline");
+        let (hostile, asked) =
+            capture(move || (code, [(header::LOCATION, location.clone())], "").into_response())
+                .await;
+        let target = misskey_target(&hostile, "mk-secret");
+        let fetched = target.fetch(&first_page()).await;
+        assert_eq!(fetched.http_status, Some(code.as_u16()));
+        let error = fetched.result.unwrap_err();
+        assert_eq!(
+            error,
+            format!(
+                "HTTP {}: redirect to {} not followed (redirects are never followed)",
+                code.as_u16(),
+                elsewhere.url("/api/notes/local-timeline")
+            )
+        );
+        // The layout probe is refused the same way.
+        let probe = misskey_probe_request();
+        let client = http_client(Duration::from_secs(5)).unwrap();
+        let token = Token::new("mk-secret".into());
+        let probed = probe_layout(&client, &hostile.url(""), &probe, Some(&token)).await;
+        assert!(probed.unwrap_err().contains("not followed"));
+        assert_eq!(asked.lock().unwrap().len(), 2);
+    }
+    // A file:// location is named too.
+    let (hostile, _) = capture(|| {
+        (
+            StatusCode::FOUND,
+            [(header::LOCATION, "file:///etc/passwd")],
+            "",
+        )
+            .into_response()
+    })
+    .await;
+    let error = mastodon_target(&hostile, None)
+        .fetch(&first_page())
+        .await
+        .result
+        .unwrap_err();
+    assert!(error.contains("redirect to file:///etc/passwd"), "{error}");
+    assert!(
+        reached.lock().unwrap().is_empty(),
+        "the other host was never reached, so neither the body token nor a Referer left"
+    );
+}
+
+/// Issue 11.6: a server echoing the token gets it back redacted, in errors and items.
+#[tokio::test]
+async fn a_token_echoed_by_the_server_is_redacted_everywhere() {
+    let (server, _) = capture(|| {
+        (
+            StatusCode::UNAUTHORIZED,
+            r#"{"error": "Bearer s3cret-token"}"#,
+        )
+            .into_response()
+    })
+    .await;
+    let error = mastodon_target(&server, Some("s3cret-token"))
+        .fetch(&first_page())
+        .await
+        .result
+        .unwrap_err();
+    assert_eq!(error, r#"HTTP 401: {"error": "Bearer <redacted>"}"#);
+    let (server, _) = capture(|| {
+        (
+            StatusCode::OK,
+            r#"[{"id":"103206804533200177","created_at":"Bot s3cret-token","account":{"acct":"s3cret-token@x"}}]"#,
+        )
+            .into_response()
+    })
+    .await;
+    let items = mastodon_target(&server, Some("s3cret-token"))
+        .fetch(&first_page())
+        .await
+        .result
+        .unwrap();
+    assert_eq!(items[0].created_at.as_deref(), Some("Bot <redacted>"));
+    assert_eq!(items[0].author.as_deref(), Some("<redacted>@x"));
+    // The probe's errors too.
+    let (server, _) =
+        capture(|| (StatusCode::FORBIDDEN, "i=mk-secret is wrong").into_response()).await;
+    let client = http_client(Duration::from_secs(5)).unwrap();
+    let probe = misskey_probe_request();
+    let token = Token::new("mk-secret".into());
+    let error = probe_layout(&client, &server.url(""), &probe, Some(&token))
+        .await
+        .unwrap_err();
+    assert_eq!(error, "layout probe: HTTP 403: i=<redacted> is wrong");
+}
+
+fn misskey_probe_request() -> HttpRequest {
+    HttpRequest {
+        post: true,
+        path: "/api/notes/local-timeline".into(),
+        query: vec![],
+        json_body: Some(serde_json::json!({"limit": 10})),
+    }
+}
+
+/// Issue 11.3: a page larger than asked for is a failed request, whatever the body,
+/// and the count is made before any item is built.
+#[tokio::test]
+async fn a_page_larger_than_the_limit_is_a_failed_request() {
+    let entry = r#"{"id":"103206804533200177"}"#;
+    let big = format!("[{}]", vec![entry; 41].join(","));
+    let (server, _) = capture(move || (StatusCode::OK, big.clone()).into_response()).await;
+    let fetched = mastodon_target(&server, None).fetch(&first_page()).await;
+    assert_eq!(
+        fetched.result,
+        Err("response has 41 items, more than the page limit of 40 asked for".into())
+    );
+    // 450,000 tiny items under the body cap: refused the same way.
+    let huge = format!("[{}]", vec!["{}"; 450_000].join(","));
+    let (server, _) = capture(move || (StatusCode::OK, huge.clone()).into_response()).await;
+    let fetched = mastodon_target(&server, None).fetch(&first_page()).await;
+    assert_eq!(
+        fetched.result,
+        Err("response has 450000 items, more than the page limit of 40 asked for".into())
+    );
+    // Exactly the limit is fine.
+    let full = format!("[{}]", vec![entry; 40].join(","));
+    let (server, _) = capture(move || (StatusCode::OK, full.clone()).into_response()).await;
+    let fetched = mastodon_target(&server, None).fetch(&first_page()).await;
+    assert_eq!(fetched.result.unwrap().len(), 40);
+}

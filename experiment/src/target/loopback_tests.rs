@@ -585,8 +585,10 @@ fn misskey_probe_request() -> HttpRequest {
 /// and the count is made before any item is built.
 #[tokio::test]
 async fn a_page_larger_than_the_limit_is_a_failed_request() {
-    let entry = r#"{"id":"103206804533200177"}"#;
-    let big = format!("[{}]", vec![entry; 41].join(","));
+    let entries: Vec<String> = (0..41)
+        .map(|i| format!(r#"{{"id":"1032068045332{i:05}"}}"#))
+        .collect();
+    let big = format!("[{}]", entries.join(","));
     let (server, _) = capture(move || (StatusCode::OK, big.clone()).into_response()).await;
     let fetched = mastodon_target(&server, None).fetch(&first_page()).await;
     assert_eq!(
@@ -601,9 +603,12 @@ async fn a_page_larger_than_the_limit_is_a_failed_request() {
         fetched.result,
         Err("response has 450000 items, more than the page limit of 40 asked for".into())
     );
-    // Exactly the limit is fine.
-    let full = format!("[{}]", vec![entry; 40].join(","));
+    // Exactly the limit is fine, and so is a full page with one item repeated
+    // (the simulator's `duplicate` fault): repeats are duplicates, not a violation.
+    let mut full = entries[..40].to_vec();
+    full.push(entries[0].clone());
+    let full = format!("[{}]", full.join(","));
     let (server, _) = capture(move || (StatusCode::OK, full.clone()).into_response()).await;
     let fetched = mastodon_target(&server, None).fetch(&first_page()).await;
-    assert_eq!(fetched.result.unwrap().len(), 40);
+    assert_eq!(fetched.result.unwrap().len(), 41);
 }

@@ -238,17 +238,29 @@ impl Dialect {
         // More items than asked for is a protocol violation. The page is refused
         // whole (a failed request, cursor unchanged) rather than cut to the limit:
         // which `limit` items a lying server meant is unknowable, and keeping any
-        // of them would move the cursor on a page we cannot trust. The count comes
-        // first, from a pass that allocates nothing per item, so an oversized page
-        // never becomes a tree of values.
+        // of them would move the cursor on a page we cannot trust. An item
+        // repeated within a page is counted once (a repeat is a duplicate, not a
+        // violation). The raw count comes first, from a pass that allocates
+        // nothing per item, so a page far over the limit never becomes a tree
+        // of values.
         let asked = self.page_limit(req.limit);
         let count = self.count_entries(body);
-        if count > asked {
-            return Err(format!(
-                "response has {count} items, more than the page limit of {asked} asked for"
-            ));
+        let too_many = |n: usize| {
+            format!("response has {n} items, more than the page limit of {asked} asked for")
+        };
+        if count > 2 * asked {
+            return Err(too_many(count));
         }
         let mut items = self.parse(layout, body)?;
+        if count > asked {
+            let distinct = items
+                .iter()
+                .map(|i| i.id)
+                .collect::<std::collections::HashSet<_>>();
+            if distinct.len() > asked {
+                return Err(too_many(distinct.len()));
+            }
+        }
         if matches!(self, Dialect::Discord { .. }) {
             items.retain(|item| {
                 req.since.is_none_or(|s| item.id > s) && req.before.is_none_or(|b| item.id < b)

@@ -539,7 +539,7 @@ impl Writer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn temp_db(name: &str) -> std::path::PathBuf {
@@ -549,7 +549,7 @@ mod tests {
         dir.join("run.db")
     }
 
-    fn run_info() -> RunInfo {
+    pub(crate) fn run_info() -> RunInfo {
         RunInfo {
             started_at_ms: 1,
             target: "simulator".into(),

@@ -821,14 +821,19 @@ pub fn retry_after_ms(headers: &reqwest::header::HeaderMap, now_ms: i64) -> Opti
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<f64>().ok());
     if let Some(secs) = retry_after {
-        return Some((secs.max(0.0) * 1000.0) as u64);
+        return Some(((secs.max(0.0) * 1000.0) as u64).min(MAX_SERVER_WAIT_MS));
     }
     let info = rate_info(headers, now_ms);
     if info.remaining != Some(0) {
         return None;
     }
-    Some(info.reset_at_ms?.saturating_sub(now_ms).max(0) as u64)
+    Some((info.reset_at_ms?.saturating_sub(now_ms).max(0) as u64).min(MAX_SERVER_WAIT_MS))
 }
+
+/// The longest wait a server's answer is taken to ask for (a day), so that
+/// `Retry-After: 1e300` stays in range of the clock's arithmetic. The run's
+/// end cuts every wait anyway (`run::poll_loop`).
+pub const MAX_SERVER_WAIT_MS: u64 = 24 * 3600 * 1000;
 
 #[cfg(test)]
 mod tests {
@@ -1205,5 +1210,15 @@ mod tests {
         );
         h.insert("x-ratelimit-reset-after", HeaderValue::from_static("0.75"));
         assert_eq!(retry_after_ms(&h, now), Some(750));
+        // Absurd values stay in range.
+        for absurd in ["99999999", "1e300", "inf"] {
+            let mut h = HeaderMap::new();
+            h.insert("retry-after", HeaderValue::from_static(absurd));
+            assert_eq!(
+                retry_after_ms(&h, now),
+                Some(MAX_SERVER_WAIT_MS),
+                "{absurd}"
+            );
+        }
     }
 }

@@ -373,3 +373,46 @@ fn a_locked_database_is_a_clear_error() {
     assert!(stderr.contains("locked"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
+
+/// Issue 11.8: concurrent virtual runs on one database take turns writing
+/// (each waits for the others' commits) instead of dying with `database is
+/// locked` and leaving empty incomplete runs.
+#[test]
+fn concurrent_virtual_runs_on_one_database_all_complete() {
+    let dir = temp_dir("concurrent");
+    let db = dir.join("run.db");
+    let children: Vec<_> = (1..=4)
+        .map(|seed| {
+            Command::new(env!("CARGO_BIN_EXE_experiment"))
+                .args(["--clock", "virtual", "--duration", "10m", "--seed"])
+                .arg(seed.to_string())
+                .arg("--db")
+                .arg(&db)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let conn = Connection::open(&db).unwrap();
+    assert_eq!(
+        count(&conn, "SELECT count(*) FROM runs WHERE complete = 1"),
+        4
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM runs r WHERE NOT EXISTS (SELECT 1 FROM requests q WHERE q.run_id = r.id)"
+        ),
+        0
+    );
+}

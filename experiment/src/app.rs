@@ -23,8 +23,8 @@ use std::time::Duration;
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// How long to poll (1h, 90s, 1500ms).
-    #[arg(long, default_value = "1h", value_parser = parse_duration_ms)]
+    /// How long to poll (1h, 90s, 1500ms; at most 366 days).
+    #[arg(long, default_value = "1h", value_parser = parse_run_duration)]
     pub duration: u64,
     /// What to poll: `simulator` (the embedded leaky timeline), `mastodon:https://HOST`,
     /// `x:users/ID/tweets`, `x:search?query=...`, `twitter-v1:https://HOST`,
@@ -88,8 +88,8 @@ pub struct RunArgs {
     /// Faults the simulator injects, e.g. 5xx=2%,429=1%,timeout=1%,reset=0.5%,truncate=0.5%,reorder=1%,duplicate=1%,slow=2%:3s
     #[arg(long, value_parser = parse_faults)]
     pub faults: Option<FaultSpec>,
-    /// HTTP request timeout.
-    #[arg(long, default_value = "10s", value_parser = parse_duration_ms)]
+    /// HTTP request timeout (at most 1h).
+    #[arg(long, default_value = "10s", value_parser = parse_timeout)]
     pub timeout: u64,
 }
 
@@ -100,6 +100,69 @@ fn parse_policy(text: &str) -> Result<CursorPolicy, String> {
 fn parse_faults(text: &str) -> Result<FaultSpec, String> {
     text.parse()
 }
+
+/// The longest run: a year and a day of leap. Beyond, `--duration` is refused.
+pub const MAX_DURATION_MS: u64 = 366 * 24 * 3600 * 1000;
+
+/// The longest HTTP timeout: the final drain lasts at most a few of them.
+pub const MAX_TIMEOUT_MS: u64 = 3600 * 1000;
+
+/// A virtual run steps through every tick: at most this many, so it ends in minutes.
+pub const MAX_VIRTUAL_TICKS: u64 = 10_000_000;
+
+/// The simulator creates, between two looks at it (an interval, or the final
+/// drain's k), at most this many statuses on average: its memory is bounded
+/// per step, and a step ends.
+pub const MAX_STATUSES_PER_STEP: f64 = 1_000_000.0;
+
+fn parse_bounded(text: &str, what: &str, max_ms: u64, max_text: &str) -> Result<u64, String> {
+    let ms = parse_duration_ms(text)?;
+    if ms > max_ms {
+        return Err(format!("bad {what} '{text}': at most {max_text}"));
+    }
+    Ok(ms)
+}
+
+fn parse_run_duration(text: &str) -> Result<u64, String> {
+    parse_bounded(
+        text,
+        "duration",
+        MAX_DURATION_MS,
+        "366days (a run must end)",
+    )
+}
+
+fn parse_timeout(text: &str) -> Result<u64, String> {
+    parse_bounded(text, "timeout", MAX_TIMEOUT_MS, "1h")
+}
+
+/// Refuses a simulated run whose size would not fit: too many virtual ticks, or
+/// more statuses in one step of the simulator than memory should hold.
+fn check_finite(args: &RunArgs, sim: &SimConfig, final_wait_ms: u64) -> Result<(), String> {
+    if args.clock == "virtual" {
+        let ticks = (args.duration + final_wait_ms) / args.interval;
+        if ticks > MAX_VIRTUAL_TICKS {
+            return Err(format!(
+                "a virtual run of {ticks} ticks (--duration and k over --interval) is more than {MAX_VIRTUAL_TICKS}: raise --interval or shorten --duration"
+            ));
+        }
+    }
+    let step_ms = args.interval.max(final_wait_ms);
+    let peak = sim.rate_per_s * sim.burst_factor.max(1.0);
+    let per_step = peak * step_ms as f64 / 1000.0;
+    if per_step > MAX_STATUSES_PER_STEP {
+        return Err(format!(
+            "the simulator would create about {per_step:.0} statuses every {} (rate_per_s={} x burst_factor={}), more than {MAX_STATUSES_PER_STEP:.0}: lower rate_per_s, or shorten --interval or k",
+            format_duration_ms(step_ms),
+            sim.rate_per_s,
+            sim.burst_factor
+        ));
+    }
+    Ok(())
+}
+
+/// The most `--poller` values a run takes (`analyze` reads at most as many).
+pub const MAX_POLLERS: usize = 64;
 
 fn parse_interval(text: &str) -> Result<u64, String> {
     match parse_duration_ms(text)? {
@@ -199,6 +262,7 @@ fn poller_names(policies: &[CursorPolicy]) -> Vec<String> {
 /// Runs the experiment described by `args`.
 pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
     let spec: TargetSpec = args.target.parse()?;
+    check_poller_count(&args)?;
     if args.pollers.is_empty() {
         args.pollers = vec![
             CursorPolicy::Naive,
@@ -216,6 +280,7 @@ pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
 /// `--dry-run`: the first request each poller would make, token redacted.
 pub fn dry_run(mut args: RunArgs) -> Result<String, String> {
     let spec: TargetSpec = args.target.parse()?;
+    check_poller_count(&args)?;
     if args.pollers.is_empty() {
         args.pollers = vec![
             CursorPolicy::Naive,
@@ -275,6 +340,16 @@ pub fn dry_run(mut args: RunArgs) -> Result<String, String> {
         ));
     }
     Ok(out)
+}
+
+fn check_poller_count(args: &RunArgs) -> Result<(), String> {
+    if args.pollers.len() > MAX_POLLERS {
+        return Err(format!(
+            "{} --poller values: at most {MAX_POLLERS} per run",
+            args.pollers.len()
+        ));
+    }
+    Ok(())
 }
 
 fn target_options(args: &RunArgs) -> TargetOptions {
@@ -517,6 +592,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
     let dialect = embedded::dialect_for(&layout);
     let limit = (args.limit as usize).min(dialect.max_limit());
     let (pollers, names, final_wait_ms) = build_pollers(&args, &layout, limit);
+    check_finite(&args, &sim_config, final_wait_ms)?;
     let virtual_clock = args.clock == "virtual";
     let start_ms = if virtual_clock {
         args.start.unwrap_or(VIRTUAL_START_MS)

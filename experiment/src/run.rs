@@ -150,16 +150,24 @@ pub fn run_virtual(
     }
     let end_ms = start_ms + plan.duration_ms as i64;
     let final_ms = end_ms + plan.final_wait_ms as i64;
-    let mut ticks: Vec<i64> = Vec::new();
-    let mut t = align_up(start_ms, plan.interval_ms);
-    while t < end_ms {
-        ticks.push(t);
-        t += plan.interval_ms as i64;
-    }
-    ticks.push(final_ms.max(ticks.last().map_or(final_ms, |last| last + 1)));
+    // The ticks, made one at a time (a list of them all would grow with the run):
+    // every interval from the aligned start until the end, then the final cycle.
+    let first = align_up(start_ms, plan.interval_ms);
+    let next_tick = |tick: i64| -> Option<i64> {
+        if tick >= end_ms {
+            return None;
+        }
+        let next = tick + plan.interval_ms as i64;
+        Some(if next < end_ms {
+            next
+        } else {
+            final_ms.max(tick + 1)
+        })
+    };
+    let mut tick = if first < end_ms { first } else { final_ms };
     let mut queue: BinaryHeap<Event> = BinaryHeap::new();
     let mut pending: Vec<Option<PageRequest>> = vec![None; plan.pollers.len()];
-    for (tick_index, &tick) in ticks.iter().enumerate() {
+    loop {
         if recorder.failed() {
             // Nothing more can be recorded: end the run; the recorder says why.
             return;
@@ -172,7 +180,8 @@ pub fn run_virtual(
             });
         }
         // Process every event up to the next tick, in time order (ties by poller).
-        let horizon = ticks.get(tick_index + 1).copied().unwrap_or(i64::MAX);
+        let following = next_tick(tick);
+        let horizon = following.unwrap_or(i64::MAX);
         while queue.peek().is_some_and(|e| e.at_ms.0 < horizon) {
             let Some(event) = queue.pop() else { break };
             let (sent, i) = (event.at_ms.0, event.poller.0);
@@ -209,6 +218,10 @@ pub fn run_virtual(
         }
         recorder.truth(target.take_truth());
         on_tick(tick, progress);
+        match following {
+            Some(next) => tick = next,
+            None => return,
+        }
     }
 }
 

@@ -91,6 +91,12 @@ pub struct SimConfig {
     pub max_items: usize,
 }
 
+/// The highest rate accepted (statuses per second, outside bursts).
+pub const MAX_RATE_PER_S: f64 = 100_000.0;
+
+/// The highest burst multiplier accepted.
+pub const MAX_BURST_FACTOR: f64 = 1_000.0;
+
 impl SimConfig {
     /// The profile names [`SimConfig::profile`] accepts; the first is the default.
     pub const PROFILES: &'static [&'static str] = &["twitter", "mastodon", "misskey", "discord"];
@@ -191,6 +197,16 @@ impl SimConfig {
                 return Err(format!(
                     "bad simulator value {name}={v}: expected a finite number >= 0"
                 ));
+            }
+        }
+        // Upper bounds that keep the model's every step finite: a rate of 1e308
+        // would never finish one `advance`.
+        for (name, v, max) in [
+            ("rate_per_s", self.rate_per_s, MAX_RATE_PER_S),
+            ("burst_factor", self.burst_factor, MAX_BURST_FACTOR),
+        ] {
+            if v > max {
+                return Err(format!("bad simulator value {name}={v:e}: at most {max}"));
             }
         }
         for (name, v) in [

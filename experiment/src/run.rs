@@ -33,6 +33,8 @@ pub struct Progress {
     pub failed: u64,
     pub statuses: u64,
     pub late_arrivals: Vec<(String, u64)>,
+    /// Items from the future (see [`crate::poller::FUTURE_TOLERANCE_MS`]).
+    pub future_ids: u64,
     seen: HashSet<Id>,
 }
 
@@ -91,6 +93,17 @@ pub fn settle(
         }
         Ok(items) => {
             let outcome = poller.on_page(items);
+            if let Some(first) = outcome.future.first() {
+                // Flagged here and by `analyze` (from the recorded ID times).
+                tracing::warn!(
+                    poller = poller.name(),
+                    count = outcome.future.len(),
+                    id = %layout.format(*first),
+                    "IDs more than {} s ahead of the client clock: recorded, the cursor does not follow them",
+                    crate::poller::FUTURE_TOLERANCE_MS / 1000
+                );
+                progress.future_ids += outcome.future.len() as u64;
+            }
             row.new_items = outcome.new_items;
             row.reordered = outcome.reordered;
             row.overflow = outcome.overflow;

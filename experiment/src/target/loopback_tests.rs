@@ -612,3 +612,41 @@ async fn a_page_larger_than_the_limit_is_a_failed_request() {
     let fetched = mastodon_target(&server, None).fetch(&first_page()).await;
     assert_eq!(fetched.result.unwrap().len(), 41);
 }
+
+/// Issue 11.4 over loopback: a server that serves one status IDed three years
+/// ahead does not blind the poller; what is posted later is still returned.
+#[tokio::test]
+async fn a_status_from_the_future_does_not_blind_the_poller() {
+    let (server, sim, layout) = server("mastodon").await;
+    let three_years = 3 * 365 * 24 * 3600 * 1000;
+    let future = layout.min_id_at(NOW + three_years);
+    let first = ids(&layout, 10_000, 3);
+    inject(&sim, &first);
+    inject(&sim, &[future]);
+    let target = HttpTarget::new(
+        http_client(Duration::from_secs(5)).unwrap(),
+        &server.url(""),
+        Dialect::Mastodon {
+            timeline: "public".into(),
+        },
+        layout.clone(),
+        None,
+    );
+    for policy in [
+        CursorPolicy::Naive,
+        CursorPolicy::Compensated { k_ms: 1000 },
+    ] {
+        let mut poller = Poller::new("p", policy, layout.clone(), 40, 10);
+        let (seen, _) = cycle(&target, &mut poller, NOW).await;
+        assert!(seen.contains(&future));
+        assert!(poller.since().unwrap() < layout.min_id_at(NOW + 60_001));
+        let later = ids(&layout, 2_000, 2);
+        inject(&sim, &later);
+        let (seen, _) = cycle(&target, &mut poller, NOW + 1000).await;
+        for id in &later {
+            assert!(seen.contains(id), "{policy}: a later status is returned");
+        }
+        sim.lock().unwrap().remove(later[0]);
+        sim.lock().unwrap().remove(later[1]);
+    }
+}

@@ -675,9 +675,11 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
             if let Some(spec) = args.faults.clone() {
                 router = crate::sim::faults::layer(router, FaultPlan::new(spec, args.seed));
             }
-            tokio::spawn(async move {
-                let _ = axum::serve(listener, router).await;
-            });
+            tokio::spawn(crate::sim::server::serve(
+                listener,
+                router,
+                std::future::pending(),
+            ));
             let client = http_client(Duration::from_millis(args.timeout))?;
             let target = HttpTarget::new(
                 client,

@@ -650,3 +650,43 @@ async fn a_status_from_the_future_does_not_blind_the_poller() {
         sim.lock().unwrap().remove(later[1]);
     }
 }
+
+/// Issue 11.8: the simulator's server closes connections that stay idle, send
+/// half a request head, or go quiet after a request, instead of keeping them
+/// open until it runs out of sockets. Each read below ends only because the
+/// server closed the connection (the harness timeout fails the test otherwise).
+#[tokio::test]
+async fn the_server_closes_idle_and_half_sent_connections() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = crate::sim::server::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(|| async { "ok" });
+    tokio::spawn(crate::sim::server::serve_with_timeout(
+        listener,
+        app,
+        std::future::pending(),
+        Duration::from_millis(200),
+    ));
+    let sends: [&[u8]; 3] = [
+        b"",
+        b"GET / HTTP/1.1\r\nHost: x\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    ];
+    for send in sends {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.write_all(send).await.unwrap();
+        let mut got = Vec::new();
+        tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut got))
+            .await
+            .expect("the server closes the connection")
+            .unwrap();
+        if send.ends_with(b"\r\n\r\n") {
+            assert!(
+                got.starts_with(b"HTTP/1.1 200"),
+                "a whole request is answered first"
+            );
+        }
+    }
+}

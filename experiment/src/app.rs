@@ -302,6 +302,9 @@ pub fn dry_run(mut args: RunArgs) -> Result<String, String> {
     } else {
         let resolved = spec.resolve(&target_options(&args))?;
         let token = Token::load(resolved.dialect.token_env(), args.token_file.as_deref())?;
+        for warning in token_warnings(&resolved.base, args.token_file.as_deref(), token.is_some()) {
+            eprintln!("{warning}");
+        }
         (
             resolved.base,
             resolved.dialect,
@@ -340,6 +343,43 @@ pub fn dry_run(mut args: RunArgs) -> Result<String, String> {
         ));
     }
     Ok(out)
+}
+
+/// Warnings (never refusals) about how a token is kept and where it goes: a
+/// token file others can read, or a token sent in clear text off this machine.
+pub fn token_warnings(
+    base: &str,
+    token_file: Option<&std::path::Path>,
+    token: bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    #[cfg(unix)]
+    if let Some(path) = token_file {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path) {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o044 != 0 {
+                out.push(format!(
+                    "warning: the token file {} is readable by other users (mode {mode:o}); chmod 600 it",
+                    path.display()
+                ));
+            }
+        }
+    }
+    if token && let Ok(url) = reqwest::Url::parse(base) {
+        let host = url.host_str().unwrap_or_default();
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let loopback = bare.eq_ignore_ascii_case("localhost")
+            || bare
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if url.scheme() == "http" && !loopback {
+            out.push(format!(
+                "warning: the token is sent over plain http:// to {host}, readable by anyone on the way; use https://"
+            ));
+        }
+    }
+    out
 }
 
 fn check_poller_count(args: &RunArgs) -> Result<(), String> {
@@ -457,6 +497,9 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
     }
     let resolved = spec.resolve(&target_options(&args))?;
     let token = Token::load(resolved.dialect.token_env(), args.token_file.as_deref())?;
+    for warning in token_warnings(&resolved.base, args.token_file.as_deref(), token.is_some()) {
+        eprintln!("{warning}");
+    }
     let runtime = runtime()?;
     let client = http_client(Duration::from_millis(args.timeout))?;
     let layout = match resolved.layout.clone() {

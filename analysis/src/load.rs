@@ -82,6 +82,12 @@ pub fn open(path: &Path) -> Result<Connection, LoadError> {
     match std::fs::metadata(path) {
         Err(e) => return err(format!("{shown}: cannot open: {e}")),
         Ok(m) if m.is_dir() => return err(format!("{shown}: is a directory, not a run database")),
+        // A FIFO, a socket or a device would block SQLite's first read forever.
+        Ok(m) if !m.is_file() => {
+            return err(format!(
+                "{shown}: not a regular file (a FIFO, socket or device), not a run database"
+            ));
+        }
         Ok(_) => {}
     }
     let conn = Connection::open_with_flags(

@@ -742,7 +742,8 @@ pub(crate) mod tests {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .collect();
-        let mut states: Vec<(String, Box<dyn Fn(&Connection)>)> = vec![
+        type Damage = Box<dyn Fn(&Connection)>;
+        let mut states: Vec<(String, Damage)> = vec![
             ("empty file".into(), Box::new(|_: &Connection| {})),
             (
                 "WAL only".into(),

@@ -52,6 +52,19 @@ fn inject(sim: &Arc<Mutex<Simulator>>, ids: &[Id]) {
     }
 }
 
+/// The Mastodon public timeline of a simulator server, without a token.
+fn mastodon_sim_target(server: &RunningServer, layout: &Layout) -> HttpTarget {
+    HttpTarget::new(
+        http_client(Duration::from_secs(5)).unwrap(),
+        &server.url(""),
+        Dialect::Mastodon {
+            timeline: "public".into(),
+        },
+        layout.clone(),
+        None,
+    )
+}
+
 /// One cycle of `poller` against `target`: every item returned, and whether it overflowed.
 async fn cycle(target: &HttpTarget, poller: &mut Poller, now: i64) -> (Vec<Id>, bool) {
     let mut req = poller.begin_cycle(now);
@@ -87,15 +100,7 @@ async fn mastodon_gap(max_back_pages: u32) -> (Result<(), String>, bool) {
     let (server, sim, layout) = server("mastodon").await;
     let first = ids(&layout, 10_000, 1);
     inject(&sim, &first);
-    let target = HttpTarget::new(
-        http_client(Duration::from_secs(5)).unwrap(),
-        &server.url(""),
-        Dialect::Mastodon {
-            timeline: "public".into(),
-        },
-        layout.clone(),
-        None,
-    );
+    let target = mastodon_sim_target(&server, &layout);
     let mut poller = Poller::new(
         "naive",
         CursorPolicy::Naive,
@@ -334,6 +339,18 @@ fn mastodon_target(server: &RunningServer, token: Option<&str>) -> HttpTarget {
     )
 }
 
+/// What a Mastodon first page comes to against a server that always answers `respond`.
+async fn mastodon_result(
+    respond: impl Fn() -> axum::response::Response + Clone + Send + Sync + 'static,
+    token: Option<&str>,
+) -> Result<Vec<Item>, String> {
+    let (server, _) = capture(respond).await;
+    mastodon_target(&server, token)
+        .fetch(&first_page())
+        .await
+        .result
+}
+
 fn first_page() -> PageRequest {
     PageRequest {
         since: None,
@@ -507,20 +524,19 @@ async fn a_redirect_to_another_host_is_never_followed_and_names_its_location() {
         assert_eq!(asked.lock().unwrap().len(), 2);
     }
     // A file:// location is named too.
-    let (hostile, _) = capture(|| {
-        (
-            StatusCode::FOUND,
-            [(header::LOCATION, "file:///etc/passwd")],
-            "",
-        )
-            .into_response()
-    })
-    .await;
-    let error = mastodon_target(&hostile, None)
-        .fetch(&first_page())
-        .await
-        .result
-        .unwrap_err();
+    let error = mastodon_result(
+        || {
+            (
+                StatusCode::FOUND,
+                [(header::LOCATION, "file:///etc/passwd")],
+                "",
+            )
+                .into_response()
+        },
+        None,
+    )
+    .await
+    .unwrap_err();
     assert!(error.contains("redirect to file:///etc/passwd"), "{error}");
     assert!(
         reached.lock().unwrap().is_empty(),
@@ -531,33 +547,24 @@ async fn a_redirect_to_another_host_is_never_followed_and_names_its_location() {
 /// Issue 11.6: a server echoing the token gets it back redacted, in errors and items.
 #[tokio::test]
 async fn a_token_echoed_by_the_server_is_redacted_everywhere() {
-    let (server, _) = capture(|| {
+    let token = Some("s3cret-token");
+    let echo = || {
         (
             StatusCode::UNAUTHORIZED,
             r#"{"error": "Bearer s3cret-token"}"#,
         )
             .into_response()
-    })
-    .await;
-    let error = mastodon_target(&server, Some("s3cret-token"))
-        .fetch(&first_page())
-        .await
-        .result
-        .unwrap_err();
+    };
+    let error = mastodon_result(echo, token).await.unwrap_err();
     assert_eq!(error, r#"HTTP 401: {"error": "Bearer <redacted>"}"#);
-    let (server, _) = capture(|| {
+    let echo = || {
         (
             StatusCode::OK,
             r#"[{"id":"103206804533200177","created_at":"Bot s3cret-token","account":{"acct":"s3cret-token@x"}}]"#,
         )
             .into_response()
-    })
-    .await;
-    let items = mastodon_target(&server, Some("s3cret-token"))
-        .fetch(&first_page())
-        .await
-        .result
-        .unwrap();
+    };
+    let items = mastodon_result(echo, token).await.unwrap();
     assert_eq!(items[0].created_at.as_deref(), Some("Bot <redacted>"));
     assert_eq!(items[0].author.as_deref(), Some("<redacted>@x"));
     // The probe's errors too.
@@ -589,18 +596,17 @@ async fn a_page_larger_than_the_limit_is_a_failed_request() {
         .map(|i| format!(r#"{{"id":"1032068045332{i:05}"}}"#))
         .collect();
     let big = format!("[{}]", entries.join(","));
-    let (server, _) = capture(move || (StatusCode::OK, big.clone()).into_response()).await;
-    let fetched = mastodon_target(&server, None).fetch(&first_page()).await;
+    let result = mastodon_result(move || (StatusCode::OK, big.clone()).into_response(), None).await;
     assert_eq!(
-        fetched.result,
+        result,
         Err("response has 41 items, more than the page limit of 40 asked for".into())
     );
     // 450,000 tiny items under the body cap: refused the same way.
     let huge = format!("[{}]", vec!["{}"; 450_000].join(","));
-    let (server, _) = capture(move || (StatusCode::OK, huge.clone()).into_response()).await;
-    let fetched = mastodon_target(&server, None).fetch(&first_page()).await;
+    let result =
+        mastodon_result(move || (StatusCode::OK, huge.clone()).into_response(), None).await;
     assert_eq!(
-        fetched.result,
+        result,
         Err("response has 450000 items, more than the page limit of 40 asked for".into())
     );
     // Exactly the limit is fine, and so is a full page with one item repeated
@@ -608,9 +614,9 @@ async fn a_page_larger_than_the_limit_is_a_failed_request() {
     let mut full = entries[..40].to_vec();
     full.push(entries[0].clone());
     let full = format!("[{}]", full.join(","));
-    let (server, _) = capture(move || (StatusCode::OK, full.clone()).into_response()).await;
-    let fetched = mastodon_target(&server, None).fetch(&first_page()).await;
-    assert_eq!(fetched.result.unwrap().len(), 41);
+    let result =
+        mastodon_result(move || (StatusCode::OK, full.clone()).into_response(), None).await;
+    assert_eq!(result.unwrap().len(), 41);
 }
 
 /// Issue 11.4 over loopback: a server that serves one status IDed three years
@@ -623,15 +629,7 @@ async fn a_status_from_the_future_does_not_blind_the_poller() {
     let first = ids(&layout, 10_000, 3);
     inject(&sim, &first);
     inject(&sim, &[future]);
-    let target = HttpTarget::new(
-        http_client(Duration::from_secs(5)).unwrap(),
-        &server.url(""),
-        Dialect::Mastodon {
-            timeline: "public".into(),
-        },
-        layout.clone(),
-        None,
-    );
+    let target = mastodon_sim_target(&server, &layout);
     for policy in [
         CursorPolicy::Naive,
         CursorPolicy::Compensated { k_ms: 1000 },

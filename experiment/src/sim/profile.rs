@@ -97,6 +97,9 @@ pub const MAX_RATE_PER_S: f64 = 100_000.0;
 /// The highest burst multiplier accepted.
 pub const MAX_BURST_FACTOR: f64 = 1_000.0;
 
+/// The most visible statuses the model may keep (ten times the profiles' value).
+pub const MAX_ITEMS: usize = 10_000_000;
+
 impl SimConfig {
     /// The profile names [`SimConfig::profile`] accepts; the first is the default.
     pub const PROFILES: &'static [&'static str] = &["twitter", "mastodon", "misskey", "discord"];
@@ -247,6 +250,13 @@ impl SimConfig {
         }
         if self.authors < 1 {
             return Err("bad simulator value authors=0: expected at least 1".into());
+        }
+        // The visible window is the model's largest store: its cap bounds memory.
+        if self.max_items > MAX_ITEMS {
+            return Err(format!(
+                "bad simulator value max_items={}: at most {MAX_ITEMS}",
+                self.max_items
+            ));
         }
         Ok(())
     }
@@ -493,6 +503,14 @@ mod tests {
             (None, "generators=5000", "generators=5000"),
             (None, "tail_probability=2", "tail_probability"),
             (None, "rate_per_s=-1", "rate_per_s"),
+            // Issue 11.7: values that would never finish a step, or fill memory.
+            (None, "rate_per_s=1e308", "rate_per_s=1e308: at most 100000"),
+            (None, "burst_factor=1e9", "burst_factor=1e9: at most 1000"),
+            (
+                None,
+                "max_items=100000000",
+                "max_items=100000000: at most 10000000",
+            ),
             (None, "layout=nope", "unknown layout 'nope'"),
             (
                 Some("bogus = 1"),

@@ -33,7 +33,13 @@
 //!   that request: `unexplained` if some such cycle neither failed nor
 //!   overflowed (a bug somewhere: reported loudly), else `error` if one failed,
 //!   else `overflow`. If X was owed but below (or outside) the window at every
-//!   owed request, it is a **leak**: the cursor policy skipped it.
+//!   owed request, it is a **leak**: the cursor policy skipped it, unless at
+//!   every such request the cursor's own ID time was more than
+//!   [`FUTURE_TOLERANCE_MS`] past the request's send time: then the cursor
+//!   followed an ID from the future, and the miss is that ID's (`future-id`).
+//! - A status is **from the future** if its ID time is more than
+//!   [`FUTURE_TOLERANCE_MS`] past the send time of the first request that
+//!   returned it (listed in [`Analysis::future_ids`]).
 //! - A **late arrival** of P is an item P returned for the first time with a
 //!   key below the highest key P returned in its earlier *cycles* (back-paging
 //!   pages of the same cycle are below page 0 by construction and are not
@@ -50,6 +56,8 @@
 //!   includes X iff `k >= t_prev - ts(X)`.
 
 use std::collections::HashMap;
+
+pub use snowleak::poller::FUTURE_TOLERANCE_MS;
 
 /// A distinct status: its sort key (the ID as an order-preserving integer) and the time in its ID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +91,8 @@ pub struct Request {
     pub sent_at_ms: i64,
     pub received_at_ms: i64,
     pub since_key: Option<u128>,
+    /// The time in the since ID (`None` with no since, or when unknown).
+    pub since_time_ms: Option<i64>,
     pub before_key: Option<u128>,
     /// `error` was non-NULL: the cursor did not move.
     pub failed: bool,
@@ -113,6 +123,8 @@ pub enum Cause {
     Error,
     Overflow,
     Unexplained,
+    /// The cursor stood on an ID from the future at every request that owed it.
+    FutureId,
 }
 
 impl Cause {
@@ -121,6 +133,7 @@ impl Cause {
             Cause::Error => "error",
             Cause::Overflow => "overflow",
             Cause::Unexplained => "unexplained",
+            Cause::FutureId => "future-id",
         }
     }
 }
@@ -170,6 +183,8 @@ pub struct PollerStats {
     pub misses_error: u64,
     pub misses_overflow: u64,
     pub misses_unexplained: u64,
+    /// Below a cursor that had followed an ID from the future.
+    pub misses_future_id: u64,
     /// Deleted before any request of this poller could see them (not owed).
     pub gone_before_seen: u64,
     /// Below the poller's baseline page (not owed).
@@ -179,7 +194,11 @@ pub struct PollerStats {
 impl PollerStats {
     /// All misses against the reference: leaks and misses with a cause.
     pub fn missed(&self) -> u64 {
-        self.leaks + self.misses_error + self.misses_overflow + self.misses_unexplained
+        self.leaks
+            + self.misses_error
+            + self.misses_overflow
+            + self.misses_unexplained
+            + self.misses_future_id
     }
 
     pub fn duplicates_per_new(&self) -> f64 {
@@ -254,6 +273,8 @@ pub struct Analysis {
     pub k_to_catch_all_ms: Option<i64>,
     /// required_k over leaks and late arrivals (one value per status).
     pub required_k: Option<Distribution>,
+    /// Statuses from the future, in index order.
+    pub future_ids: Vec<u32>,
 }
 
 impl Analysis {
@@ -435,6 +456,7 @@ pub fn analyze(h: &History) -> Analysis {
                             Cause::Error => stats[p].misses_error += 1,
                             Cause::Overflow => stats[p].misses_overflow += 1,
                             Cause::Unexplained => stats[p].misses_unexplained += 1,
+                            Cause::FutureId => stats[p].misses_future_id += 1,
                         }
                         other_misses.push(OtherMiss {
                             status: su as u32,
@@ -514,6 +536,15 @@ pub fn analyze(h: &History) -> Analysis {
             _ => Verdict::Invalid,
         })
         .collect();
+    // Statuses from the future: flagged, whatever the pollers made of them.
+    let future_ids = (0..n_status)
+        .filter(|&su| {
+            sightings[su].is_some_and(|s| {
+                h.statuses[su].id_time_ms > s.first_sent.saturating_add(FUTURE_TOLERANCE_MS)
+            })
+        })
+        .map(|su| su as u32)
+        .collect();
     Analysis {
         reference,
         pollers: stats,
@@ -522,6 +553,7 @@ pub fn analyze(h: &History) -> Analysis {
         other_misses,
         k_to_catch_all_ms,
         required_k,
+        future_ids,
     }
 }
 
@@ -647,6 +679,8 @@ fn classify(
         .order
         .partition_point(|&i| h.requests[i as usize].sent_at_ms <= start_after);
     let mut owed_any = false;
+    // Whether every request that had X below its cursor had a cursor from the future.
+    let mut below_future_cursor_only = true;
     let mut causes: Option<(bool, bool, bool)> = None; // (clean, failed, overflow)
     for (j, &ri) in view.order.iter().enumerate().skip(first) {
         let r = &h.requests[ri as usize];
@@ -672,6 +706,11 @@ fn classify(
             return Outcome::BeforeBaseline;
         }
         owed_any = true;
+        if below {
+            below_future_cursor_only &= r
+                .since_time_ms
+                .is_some_and(|t| t > r.sent_at_ms.saturating_add(FUTURE_TOLERANCE_MS));
+        }
         if !below {
             let (failed, overflow, _) = cycle_flags[&(r.poller, r.cycle)];
             let c = causes.get_or_insert((false, false, false));
@@ -685,6 +724,7 @@ fn classify(
     }
     match (owed_any, causes) {
         (false, _) => Outcome::NotOwed { deleted },
+        (true, None) if below_future_cursor_only => Outcome::Miss(Cause::FutureId),
         (true, None) => Outcome::Leak,
         (true, Some((true, _, _))) => Outcome::Miss(Cause::Unexplained),
         (true, Some((false, true, _))) => Outcome::Miss(Cause::Error),

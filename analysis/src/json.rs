@@ -21,6 +21,7 @@ pub struct Output {
     pub pollers: Vec<Poller>,
     pub leaks: Vec<Leak>,
     pub other_misses: Vec<OtherMiss>,
+    pub future_ids: Vec<String>,
     pub truth: Option<Truth>,
     pub k_to_catch_all_ms: Option<i64>,
     pub required_k: Option<RequiredK>,
@@ -61,6 +62,7 @@ pub struct Poller {
     pub misses_error: u64,
     pub misses_overflow: u64,
     pub misses_unexplained: u64,
+    pub misses_future_id: u64,
     pub gone_before_seen: u64,
     pub before_baseline: u64,
     pub verdict: &'static str,
@@ -136,6 +138,7 @@ pub fn build(loaded: &Loaded, a: &Analysis, plots: &[String]) -> Output {
             misses_error: s.misses_error,
             misses_overflow: s.misses_overflow,
             misses_unexplained: s.misses_unexplained,
+            misses_future_id: s.misses_future_id,
             gone_before_seen: s.gone_before_seen,
             before_baseline: s.before_baseline,
             verdict: v.as_str(),
@@ -161,6 +164,11 @@ pub fn build(loaded: &Loaded, a: &Analysis, plots: &[String]) -> Output {
             poller: loaded.pollers[m.poller].name.clone(),
             cause: m.cause.as_str(),
         })
+        .collect();
+    let future_ids = a
+        .future_ids
+        .iter()
+        .map(|&s| loaded.status_ids[s as usize].to_string())
         .collect();
     let truth = h.truth.as_ref().map(|t| Truth {
         statuses: t.iter().filter(|v| v.is_some()).count(),
@@ -194,6 +202,7 @@ pub fn build(loaded: &Loaded, a: &Analysis, plots: &[String]) -> Output {
         pollers,
         leaks,
         other_misses,
+        future_ids,
         truth,
         k_to_catch_all_ms: a.k_to_catch_all_ms,
         required_k: a.required_k.map(|d| RequiredK {

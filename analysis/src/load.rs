@@ -82,6 +82,12 @@ pub fn open(path: &Path) -> Result<Connection, LoadError> {
     match std::fs::metadata(path) {
         Err(e) => return err(format!("{shown}: cannot open: {e}")),
         Ok(m) if m.is_dir() => return err(format!("{shown}: is a directory, not a run database")),
+        // A FIFO, a socket or a device would block SQLite's first read forever.
+        Ok(m) if !m.is_file() => {
+            return err(format!(
+                "{shown}: not a regular file (a FIFO, socket or device), not a run database"
+            ));
+        }
         Ok(_) => {}
     }
     let conn = Connection::open_with_flags(
@@ -336,13 +342,15 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
             let page_limit: i64 = r.get(8).map_err(sql)?;
             let items: i64 = r.get(10).map_err(sql)?;
             request_ids.push(r.get(0).map_err(sql)?);
+            let since_key = opt_key(r.get(6).map_err(sql)?)?;
             requests.push(Request {
                 poller,
                 cycle: r.get(2).map_err(sql)?,
                 page: r.get(3).map_err(sql)?,
                 sent_at_ms: r.get(4).map_err(sql)?,
                 received_at_ms,
-                since_key: opt_key(r.get(6).map_err(sql)?)?,
+                since_key,
+                since_time_ms: since_key.map(|k| layout.ts_ms(snowleak::id::Id(k))),
                 before_key: opt_key(r.get(7).map_err(sql)?)?,
                 failed: r.get(9).map_err(sql)?,
                 overflow: r.get::<_, i64>(12).map_err(sql)? != 0,

@@ -211,10 +211,11 @@ required_k_ms = the k that would have caught it, negative = any k):",
         for (p, s) in loaded.pollers.iter().zip(&a.pollers) {
             let _ = writeln!(
                 o,
-                "  {:width$}  {} from errors, {} from overflow, {} unexplained; not owed: {} deleted before it could see them, {} below its baseline page",
+                "  {:width$}  {} from errors, {} from overflow, {} from a cursor on an ID from the future, {} unexplained; not owed: {} deleted before it could see them, {} below its baseline page",
                 p.name,
                 s.misses_error,
                 s.misses_overflow,
+                s.misses_future_id,
                 s.misses_unexplained,
                 s.gone_before_seen,
                 s.before_baseline
@@ -263,6 +264,32 @@ This is a bug in the target, the poller or the recorder:",
             if unexplained.len() > LIST_CAP {
                 let _ = writeln!(o, "  !!   ... and {} more", unexplained.len() - LIST_CAP);
             }
+        }
+        o.push('\n');
+    }
+
+    // IDs from the future: a server's clock (or a hostile ID) far ahead.
+    if !a.future_ids.is_empty() {
+        let _ = writeln!(
+            o,
+            "!! {} statuses IDed more than {} s after the request that first returned them (IDs from the future):",
+            a.future_ids.len(),
+            crate::diff::FUTURE_TOLERANCE_MS / 1000
+        );
+        for &s in a.future_ids.iter().take(LIST_CAP) {
+            let _ = writeln!(
+                o,
+                "  {} (ID time {})",
+                loaded.status_ids[s as usize],
+                rfc3339_ms(loaded.history.statuses[s as usize].id_time_ms)
+            );
+        }
+        if a.future_ids.len() > LIST_CAP {
+            let _ = writeln!(
+                o,
+                "  ... and {} more (see --json)",
+                a.future_ids.len() - LIST_CAP
+            );
         }
         o.push('\n');
     }

@@ -380,3 +380,23 @@ fn an_empty_database_is_refused() {
     let o = analyze(&[db.to_str().unwrap()]);
     assert_refused(&o, "no runs recorded yet");
 }
+
+/// Issue 11.8: a FIFO (or any non-regular file) is refused at once instead of
+/// blocking on SQLite's first read. Without the check this test never returns.
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_refused_not_waited_on() {
+    let dir = tempdir("fifo");
+    let fifo = dir.join("run.db");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let out = analyze(&[fifo.to_str().unwrap()]);
+    assert_eq!(
+        stderr(&out).trim_end(),
+        format!(
+            "analyze: {}: not a regular file (a FIFO, socket or device), not a run database",
+            fifo.display()
+        )
+    );
+    assert_eq!(out.status.code(), Some(2));
+}

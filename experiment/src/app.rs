@@ -23,8 +23,8 @@ use std::time::Duration;
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// How long to poll (1h, 90s, 1500ms).
-    #[arg(long, default_value = "1h", value_parser = parse_duration_ms)]
+    /// How long to poll (1h, 90s, 1500ms; at most 366 days).
+    #[arg(long, default_value = "1h", value_parser = parse_run_duration)]
     pub duration: u64,
     /// What to poll: `simulator` (the embedded leaky timeline), `mastodon:https://HOST`,
     /// `x:users/ID/tweets`, `x:search?query=...`, `twitter-v1:https://HOST`,
@@ -88,8 +88,8 @@ pub struct RunArgs {
     /// Faults the simulator injects, e.g. 5xx=2%,429=1%,timeout=1%,reset=0.5%,truncate=0.5%,reorder=1%,duplicate=1%,slow=2%:3s
     #[arg(long, value_parser = parse_faults)]
     pub faults: Option<FaultSpec>,
-    /// HTTP request timeout.
-    #[arg(long, default_value = "10s", value_parser = parse_duration_ms)]
+    /// HTTP request timeout (at most 1h).
+    #[arg(long, default_value = "10s", value_parser = parse_timeout)]
     pub timeout: u64,
 }
 
@@ -100,6 +100,69 @@ fn parse_policy(text: &str) -> Result<CursorPolicy, String> {
 fn parse_faults(text: &str) -> Result<FaultSpec, String> {
     text.parse()
 }
+
+/// The longest run: a year and a day of leap. Beyond, `--duration` is refused.
+pub const MAX_DURATION_MS: u64 = 366 * 24 * 3600 * 1000;
+
+/// The longest HTTP timeout: the final drain lasts at most a few of them.
+pub const MAX_TIMEOUT_MS: u64 = 3600 * 1000;
+
+/// A virtual run steps through every tick: at most this many, so it ends in minutes.
+pub const MAX_VIRTUAL_TICKS: u64 = 10_000_000;
+
+/// The simulator creates, between two looks at it (an interval, or the final
+/// drain's k), at most this many statuses on average: its memory is bounded
+/// per step, and a step ends.
+pub const MAX_STATUSES_PER_STEP: f64 = 1_000_000.0;
+
+fn parse_bounded(text: &str, what: &str, max_ms: u64, max_text: &str) -> Result<u64, String> {
+    let ms = parse_duration_ms(text)?;
+    if ms > max_ms {
+        return Err(format!("bad {what} '{text}': at most {max_text}"));
+    }
+    Ok(ms)
+}
+
+fn parse_run_duration(text: &str) -> Result<u64, String> {
+    parse_bounded(
+        text,
+        "duration",
+        MAX_DURATION_MS,
+        "366days (a run must end)",
+    )
+}
+
+fn parse_timeout(text: &str) -> Result<u64, String> {
+    parse_bounded(text, "timeout", MAX_TIMEOUT_MS, "1h")
+}
+
+/// Refuses a simulated run whose size would not fit: too many virtual ticks, or
+/// more statuses in one step of the simulator than memory should hold.
+fn check_finite(args: &RunArgs, sim: &SimConfig, final_wait_ms: u64) -> Result<(), String> {
+    if args.clock == "virtual" {
+        let ticks = (args.duration + final_wait_ms) / args.interval;
+        if ticks > MAX_VIRTUAL_TICKS {
+            return Err(format!(
+                "a virtual run of {ticks} ticks (--duration and k over --interval) is more than {MAX_VIRTUAL_TICKS}: raise --interval or shorten --duration"
+            ));
+        }
+    }
+    let step_ms = args.interval.max(final_wait_ms);
+    let peak = sim.rate_per_s * sim.burst_factor.max(1.0);
+    let per_step = peak * step_ms as f64 / 1000.0;
+    if per_step > MAX_STATUSES_PER_STEP {
+        return Err(format!(
+            "the simulator would create about {per_step:.0} statuses every {} (rate_per_s={} x burst_factor={}), more than {MAX_STATUSES_PER_STEP:.0}: lower rate_per_s, or shorten --interval or k",
+            format_duration_ms(step_ms),
+            sim.rate_per_s,
+            sim.burst_factor
+        ));
+    }
+    Ok(())
+}
+
+/// The most `--poller` values a run takes (`analyze` reads at most as many).
+pub const MAX_POLLERS: usize = 64;
 
 fn parse_interval(text: &str) -> Result<u64, String> {
     match parse_duration_ms(text)? {
@@ -199,6 +262,7 @@ fn poller_names(policies: &[CursorPolicy]) -> Vec<String> {
 /// Runs the experiment described by `args`.
 pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
     let spec: TargetSpec = args.target.parse()?;
+    check_poller_count(&args)?;
     if args.pollers.is_empty() {
         args.pollers = vec![
             CursorPolicy::Naive,
@@ -216,6 +280,7 @@ pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
 /// `--dry-run`: the first request each poller would make, token redacted.
 pub fn dry_run(mut args: RunArgs) -> Result<String, String> {
     let spec: TargetSpec = args.target.parse()?;
+    check_poller_count(&args)?;
     if args.pollers.is_empty() {
         args.pollers = vec![
             CursorPolicy::Naive,
@@ -237,6 +302,9 @@ pub fn dry_run(mut args: RunArgs) -> Result<String, String> {
     } else {
         let resolved = spec.resolve(&target_options(&args))?;
         let token = Token::load(resolved.dialect.token_env(), args.token_file.as_deref())?;
+        for warning in token_warnings(&resolved.base, args.token_file.as_deref(), token.is_some()) {
+            eprintln!("{warning}");
+        }
         (
             resolved.base,
             resolved.dialect,
@@ -275,6 +343,53 @@ pub fn dry_run(mut args: RunArgs) -> Result<String, String> {
         ));
     }
     Ok(out)
+}
+
+/// Warnings (never refusals) about how a token is kept and where it goes: a
+/// token file others can read, or a token sent in clear text off this machine.
+pub fn token_warnings(
+    base: &str,
+    token_file: Option<&std::path::Path>,
+    token: bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    #[cfg(unix)]
+    if let Some(path) = token_file {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path) {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o044 != 0 {
+                out.push(format!(
+                    "warning: the token file {} is readable by other users (mode {mode:o}); chmod 600 it",
+                    path.display()
+                ));
+            }
+        }
+    }
+    if token && let Ok(url) = reqwest::Url::parse(base) {
+        let host = url.host_str().unwrap_or_default();
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let loopback = bare.eq_ignore_ascii_case("localhost")
+            || bare
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if url.scheme() == "http" && !loopback {
+            out.push(format!(
+                "warning: the token is sent over plain http:// to {host}, readable by anyone on the way; use https://"
+            ));
+        }
+    }
+    out
+}
+
+fn check_poller_count(args: &RunArgs) -> Result<(), String> {
+    if args.pollers.len() > MAX_POLLERS {
+        return Err(format!(
+            "{} --poller values: at most {MAX_POLLERS} per run",
+            args.pollers.len()
+        ));
+    }
+    Ok(())
 }
 
 fn target_options(args: &RunArgs) -> TargetOptions {
@@ -382,6 +497,9 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
     }
     let resolved = spec.resolve(&target_options(&args))?;
     let token = Token::load(resolved.dialect.token_env(), args.token_file.as_deref())?;
+    for warning in token_warnings(&resolved.base, args.token_file.as_deref(), token.is_some()) {
+        eprintln!("{warning}");
+    }
     let runtime = runtime()?;
     let client = http_client(Duration::from_millis(args.timeout))?;
     let layout = match resolved.layout.clone() {
@@ -517,6 +635,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
     let dialect = embedded::dialect_for(&layout);
     let limit = (args.limit as usize).min(dialect.max_limit());
     let (pollers, names, final_wait_ms) = build_pollers(&args, &layout, limit);
+    check_finite(&args, &sim_config, final_wait_ms)?;
     let virtual_clock = args.clock == "virtual";
     let start_ms = if virtual_clock {
         args.start.unwrap_or(VIRTUAL_START_MS)
@@ -599,9 +718,11 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
             if let Some(spec) = args.faults.clone() {
                 router = crate::sim::faults::layer(router, FaultPlan::new(spec, args.seed));
             }
-            tokio::spawn(async move {
-                let _ = axum::serve(listener, router).await;
-            });
+            tokio::spawn(crate::sim::server::serve(
+                listener,
+                router,
+                std::future::pending(),
+            ));
             let client = http_client(Duration::from_millis(args.timeout))?;
             let target = HttpTarget::new(
                 client,

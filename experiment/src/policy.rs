@@ -9,6 +9,11 @@ use crate::time::{format_duration_ms, parse_duration_ms};
 use std::fmt;
 use std::str::FromStr;
 
+/// The largest k accepted when parsing a policy: a run ends k after its
+/// duration (the final drain), so k must keep it finite. Measured leaks needed
+/// seconds (README); a day is far beyond any useful k.
+pub const MAX_K_MS: u64 = 24 * 3600 * 1000;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CursorPolicy {
     /// since_id = the highest ID seen: skips every late arrival.
@@ -79,6 +84,7 @@ impl fmt::Display for CursorPolicy {
 impl FromStr for CursorPolicy {
     type Err = String;
 
+    /// Parses `naive` or `compensated:k=DURATION`, k at most [`MAX_K_MS`].
     fn from_str(s: &str) -> Result<CursorPolicy, String> {
         let expected =
             "expected 'naive' or 'compensated:k=DURATION' (for example compensated:k=1s)";
@@ -90,6 +96,11 @@ impl FromStr for CursorPolicy {
                     .ok_or_else(|| format!("bad poller policy '{s}': {expected}"))?;
                 let k_ms =
                     parse_duration_ms(k).map_err(|e| format!("bad poller policy '{s}': {e}"))?;
+                if k_ms > MAX_K_MS {
+                    return Err(format!(
+                        "bad poller policy '{s}': k is at most 1day (the run's final drain waits k)"
+                    ));
+                }
                 Ok(CursorPolicy::Compensated { k_ms })
             }
         }

@@ -18,6 +18,14 @@ use crate::id::{Id, Layout};
 use crate::policy::CursorPolicy;
 use std::collections::HashSet;
 
+/// How far an item's ID time may be ahead of the client clock before the item
+/// is taken to be *from the future* (a server clock or generator far ahead, or
+/// a hostile ID). A minute is far above NTP-synchronised skew and the
+/// simulator's generator offsets (tens of ms, `sim/profile.rs`), and far below
+/// what blinds a poller: one ID three years ahead would otherwise move the
+/// cursor there and every later status would look like a leak.
+pub const FUTURE_TOLERANCE_MS: i64 = 60_000;
+
 /// A request in the API-neutral form: items with `since < id < before`, at most `limit`.
 /// Dialects translate it (Twitter's `max_id` is inclusive: `max_id = before - 1`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +58,9 @@ pub struct Outcome {
     pub late_arrivals: Vec<Id>,
     /// The cycle stopped paging back at its bound before reaching `since`.
     pub overflow: bool,
+    /// Items whose ID time is more than [`FUTURE_TOLERANCE_MS`] ahead of the
+    /// cycle's send time: kept and returned, but they never move the cursor.
+    pub future: Vec<Id>,
     /// The request to send next within this cycle, if any.
     pub next: Option<PageRequest>,
 }
@@ -176,7 +187,15 @@ impl Poller {
         let previous_latest = self.latest;
         let mut new_items = 0;
         let mut late_arrivals = Vec::new();
-        for item in &items {
+        // The cursor never moves past now + tolerance: an item from the future
+        // is recorded and flagged, not followed. It stays out of `seen` too, so a
+        // server inventing future IDs cannot grow the poller's memory.
+        let horizon_ms = cycle.sent_at_ms.saturating_add(FUTURE_TOLERANCE_MS);
+        let (present, future): (Vec<&Item>, Vec<&Item>) = items
+            .iter()
+            .partition(|item| self.layout.ts_ms(item.id) <= horizon_ms);
+        let future: Vec<Id> = future.into_iter().map(|item| item.id).collect();
+        for item in &present {
             if self.seen.insert(item.id) {
                 new_items += 1;
                 if previous_latest.is_some_and(|latest| item.id < latest) {
@@ -184,7 +203,7 @@ impl Poller {
                 }
             }
         }
-        if let Some(top) = items.first() {
+        if let Some(top) = present.first() {
             cycle.highest = cycle.highest.max(Some(top.id));
         }
         let lowest = items.last().map(|item| item.id);
@@ -196,6 +215,7 @@ impl Poller {
             reordered,
             new_items,
             late_arrivals,
+            future,
             ..Outcome::default()
         };
         if must_page_back && cycle.page < self.max_back_pages {
@@ -356,5 +376,47 @@ mod tests {
         p.on_page(vec![]);
         assert_eq!(p.latest(), Some(b.id));
         assert_eq!(p.since(), Some(b.id));
+    }
+
+    /// Issue 11.4: one ID three years ahead does not blind the poller: it is
+    /// flagged, the cursor stays within now + tolerance, and what comes later
+    /// is returned as new.
+    #[test]
+    fn an_id_from_the_future_is_flagged_and_never_moves_the_cursor() {
+        let l = Layout::twitter();
+        let three_years = 3 * 365 * 24 * 3600 * 1000;
+        let future = item(&l, T0 + three_years, 0);
+        let near = item(&l, T0 + FUTURE_TOLERANCE_MS, 0);
+        for policy in ["naive", "compensated:k=1s"] {
+            let mut p = poller(policy, 200);
+            p.begin_cycle(T0);
+            let a = item(&l, T0 - 100, 0);
+            let out = p.on_page(vec![future.clone(), a.clone()]);
+            assert_eq!(out.future, vec![future.id], "{policy}");
+            assert_eq!(
+                out.new_items, 1,
+                "{policy}: the future item is not counted new"
+            );
+            let bound = l.min_id_at(T0 + FUTURE_TOLERANCE_MS + 1);
+            assert!(p.since().unwrap() <= bound, "{policy}");
+            assert_eq!(p.latest(), Some(a.id), "{policy}");
+            // A status posted later, below the future ID, is still returned as new.
+            let b = item(&l, T0 + 500, 0);
+            let req = p.begin_cycle(T0 + 1000);
+            assert!(req.since.unwrap() < b.id, "{policy}: b is in the window");
+            let out = p.on_page(vec![future.clone(), b.clone()]);
+            assert_eq!(out.new_items, 1, "{policy}");
+            assert_eq!(out.future, vec![future.id]);
+            // And once the clock reaches it, the once-future ID counts.
+            p.begin_cycle(T0 + three_years);
+            let out = p.on_page(vec![future.clone()]);
+            assert!(out.future.is_empty());
+            assert_eq!(p.latest(), Some(future.id));
+        }
+        // Within the tolerance an ID is an ordinary one (clocks disagree a little).
+        let mut p = poller("naive", 200);
+        p.begin_cycle(T0);
+        assert!(p.on_page(vec![near.clone()]).future.is_empty());
+        assert_eq!(p.since(), Some(near.id));
     }
 }

@@ -33,6 +33,8 @@ pub struct Progress {
     pub failed: u64,
     pub statuses: u64,
     pub late_arrivals: Vec<(String, u64)>,
+    /// Items from the future (see [`crate::poller::FUTURE_TOLERANCE_MS`]).
+    pub future_ids: u64,
     seen: HashSet<Id>,
 }
 
@@ -91,6 +93,17 @@ pub fn settle(
         }
         Ok(items) => {
             let outcome = poller.on_page(items);
+            if let Some(first) = outcome.future.first() {
+                // Flagged here and by `analyze` (from the recorded ID times).
+                tracing::warn!(
+                    poller = poller.name(),
+                    count = outcome.future.len(),
+                    id = %layout.format(*first),
+                    "IDs more than {} s ahead of the client clock: recorded, the cursor does not follow them",
+                    crate::poller::FUTURE_TOLERANCE_MS / 1000
+                );
+                progress.future_ids += outcome.future.len() as u64;
+            }
             row.new_items = outcome.new_items;
             row.reordered = outcome.reordered;
             row.overflow = outcome.overflow;
@@ -150,16 +163,24 @@ pub fn run_virtual(
     }
     let end_ms = start_ms + plan.duration_ms as i64;
     let final_ms = end_ms + plan.final_wait_ms as i64;
-    let mut ticks: Vec<i64> = Vec::new();
-    let mut t = align_up(start_ms, plan.interval_ms);
-    while t < end_ms {
-        ticks.push(t);
-        t += plan.interval_ms as i64;
-    }
-    ticks.push(final_ms.max(ticks.last().map_or(final_ms, |last| last + 1)));
+    // The ticks, made one at a time (a list of them all would grow with the run):
+    // every interval from the aligned start until the end, then the final cycle.
+    let first = align_up(start_ms, plan.interval_ms);
+    let next_tick = |tick: i64| -> Option<i64> {
+        if tick >= end_ms {
+            return None;
+        }
+        let next = tick + plan.interval_ms as i64;
+        Some(if next < end_ms {
+            next
+        } else {
+            final_ms.max(tick + 1)
+        })
+    };
+    let mut tick = if first < end_ms { first } else { final_ms };
     let mut queue: BinaryHeap<Event> = BinaryHeap::new();
     let mut pending: Vec<Option<PageRequest>> = vec![None; plan.pollers.len()];
-    for (tick_index, &tick) in ticks.iter().enumerate() {
+    loop {
         if recorder.failed() {
             // Nothing more can be recorded: end the run; the recorder says why.
             return;
@@ -172,7 +193,8 @@ pub fn run_virtual(
             });
         }
         // Process every event up to the next tick, in time order (ties by poller).
-        let horizon = ticks.get(tick_index + 1).copied().unwrap_or(i64::MAX);
+        let following = next_tick(tick);
+        let horizon = following.unwrap_or(i64::MAX);
         while queue.peek().is_some_and(|e| e.at_ms.0 < horizon) {
             let Some(event) = queue.pop() else { break };
             let (sent, i) = (event.at_ms.0, event.poller.0);
@@ -209,6 +231,10 @@ pub fn run_virtual(
         }
         recorder.truth(target.take_truth());
         on_tick(tick, progress);
+        match following {
+            Some(next) => tick = next,
+            None => return,
+        }
     }
 }
 
@@ -321,6 +347,10 @@ async fn poll_loop(
     let mut reason = StopReason::Duration;
     let mut last = false;
     let mut stopped = false;
+    // A wait cut short by the end of the run, recorded with the final cycle's first request.
+    let mut cut_wait_ms = 0u64;
+    // The final cycle's deadline for waits on the server (Retry-After, budget).
+    let mut final_deadline_ms = i64::MAX;
     loop {
         if recorder.failed() {
             // Nothing more can be recorded: end the run; the recorder says why.
@@ -333,19 +363,25 @@ async fn poll_loop(
                 reason = StopReason::Interrupted;
             }
             next_tick = crate::clock::now_ms().min(next_tick) + final_wait_ms as i64;
+            final_deadline_ms = next_tick + FINAL_PACE_CAP_MS as i64;
             last = true;
         }
         // The final cycle waits out a rate-limit refusal for a few seconds at
         // most (the window can be 15 minutes): it goes, and a refusal is recorded.
         let not_before = if last {
-            not_before_ms.min(next_tick + FINAL_PACE_CAP_MS as i64)
+            not_before_ms.min(final_deadline_ms)
         } else {
             not_before_ms
         };
         let wait_until = next_tick.max(not_before);
+        // No wait outlasts the run, whatever the server asked for (Retry-After:
+        // 99999999, a reset far away, backoff): at the end it is cut short and
+        // the final drain begins.
+        let cut = !last && wait_until > end_ms;
+        let sleep_until = if cut { end_ms } else { wait_until };
         let wait_ms = (wait_until - next_tick).max(0) as u64;
         let delay =
-            std::time::Duration::from_millis((wait_until - crate::clock::now_ms()).max(0) as u64);
+            std::time::Duration::from_millis((sleep_until - crate::clock::now_ms()).max(0) as u64);
         if last {
             tokio::time::sleep(delay).await;
         } else {
@@ -358,25 +394,40 @@ async fn poll_loop(
                 }
             }
         }
+        if cut {
+            cut_wait_ms += (end_ms - next_tick).max(0) as u64;
+            next_tick = end_ms;
+            continue;
+        }
         let mut req = poller.begin_cycle(crate::clock::now_ms());
         let mut cycle_failed = false;
-        let mut request_wait = wait_ms;
+        let mut request_wait = wait_ms + std::mem::take(&mut cut_wait_ms);
         let mut abandoned = false;
         loop {
             // All pollers share the target's rate-limit budget: wait for a slot.
             // A stop during a long wait (a spent budget can mean minutes)
             // abandons the cycle, cursor unchanged, and goes to the final drain.
             let paced_ms = if last {
-                // The final cycle waits for the budget at most this long, then
-                // goes anyway (a refusal is recorded as such): ending a run must
-                // not take a whole rate-limit window.
-                let cap = FINAL_PACE_CAP_MS.max(interval_ms);
+                // The final cycle waits for the budget until its deadline at
+                // most, then goes anyway (a refusal is recorded as such): ending
+                // a run must not take a whole rate-limit window.
+                let cap = (final_deadline_ms - crate::clock::now_ms()).max(0) as u64;
                 tokio::time::timeout(std::time::Duration::from_millis(cap), target.pace())
                     .await
                     .unwrap_or(cap)
             } else {
+                let pace_started = crate::clock::now_ms();
+                let until_end = (end_ms - pace_started).max(0) as u64;
                 tokio::select! {
                     waited = target.pace() => waited,
+                    // The budget's wait ends with the run too: the cycle is abandoned,
+                    // cursor unchanged, and the wait is recorded with the final cycle.
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(until_end)) => {
+                        cut_wait_ms += request_wait + (crate::clock::now_ms() - pace_started).max(0) as u64;
+                        poller.on_failure();
+                        abandoned = true;
+                        break;
+                    }
                     changed = stop.changed() => {
                         stopped |= changed.is_err();
                         poller.on_failure();
@@ -407,7 +458,7 @@ async fn poll_loop(
             };
             request_wait = 0;
             if let Some(retry) = retry_after {
-                not_before_ms = received + retry as i64;
+                not_before_ms = received.saturating_add(retry as i64);
             }
             cycle_failed |= failed;
             match next {
@@ -416,6 +467,7 @@ async fn poll_loop(
             }
         }
         if abandoned {
+            next_tick = next_tick.max(end_ms.min(crate::clock::now_ms()));
             continue;
         }
         if last {
@@ -442,6 +494,90 @@ mod tests {
         assert_eq!(align_up(1_700_000_000_001, 1000), 1_700_000_001_000);
         assert_eq!(align_up(1_700_000_000_000, 1000), 1_700_000_000_000);
         assert_eq!(align_up(-1, 1000), 0);
+    }
+
+    /// Issue 11.2: a server answering every request with `Retry-After: 99999999`
+    /// cannot hold the run: it ends after the duration, the largest k and the
+    /// final cycle's bounded wait, and the wait cut short is recorded. Without
+    /// the cut, this test never returns (the harness timeout fails it).
+    #[tokio::test]
+    async fn a_far_retry_after_cannot_hold_the_run_past_its_end() {
+        use crate::record::writer::tests::{run_info, temp_db};
+        use crate::record::{PollerInfo, Recorder};
+        use crate::target::{Dialect, HttpTarget, http_client};
+        use axum::response::IntoResponse;
+        let app = axum::Router::new().fallback(|| async {
+            (
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                [(axum::http::header::RETRY_AFTER, "99999999")],
+                "slow down",
+            )
+                .into_response()
+        });
+        let server = crate::sim::server::RunningServer::start(app).await.unwrap();
+        let layout: Layout = "mastodon".parse().unwrap();
+        let policies = ["naive", "compensated:k=100ms"];
+        let pollers: Vec<Poller> = policies
+            .iter()
+            .map(|p| Poller::new(*p, p.parse().unwrap(), layout.clone(), 40, 2))
+            .collect();
+        let infos: Vec<PollerInfo> = policies
+            .iter()
+            .map(|p| PollerInfo {
+                name: p.to_string(),
+                policy: p.to_string(),
+                k_ms: None,
+            })
+            .collect();
+        let path = temp_db("retry-after");
+        let recorder = Recorder::create(&path, &run_info(), &infos).unwrap();
+        let target = HttpTarget::new(
+            http_client(std::time::Duration::from_secs(5)).unwrap(),
+            &server.url(""),
+            Dialect::Mastodon {
+                timeline: "public".into(),
+            },
+            layout.clone(),
+            None,
+        );
+        let plan = Plan {
+            layout,
+            pollers,
+            interval_ms: 100,
+            duration_ms: 300,
+            final_wait_ms: 100,
+        };
+        let progress = Arc::new(Mutex::new(Progress::new(&plan.pollers)));
+        let (_stop_tx, stop_rx) = watch::channel(false);
+        let reason = tokio::time::timeout(
+            std::time::Duration::from_secs(120),
+            run_real(plan, target, None, recorder.sender(), progress, stop_rx),
+        )
+        .await
+        .expect("the run ends whatever Retry-After says");
+        assert_eq!(reason, StopReason::Duration);
+        recorder.finish(0, true, "duration").unwrap();
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let rows: Vec<(i64, i64, u16, i64, String)> = conn
+            .prepare("SELECT poller_id, cycle, http_status, wait_ms, error FROM requests ORDER BY poller_id, id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        for poller in 1..=2 {
+            let mine: Vec<_> = rows.iter().filter(|r| r.0 == poller).collect();
+            // The first tick's request, refused; then only the final cycle's.
+            assert_eq!(mine.len(), 2, "{rows:?}");
+            assert!(
+                mine.iter()
+                    .all(|r| r.2 == 429 && r.4.starts_with("HTTP 429"))
+            );
+            assert_eq!(mine[0].3, 0);
+            // The wait the server asked for was cut short at the end, and recorded.
+            assert!(mine[1].3 > 0, "{rows:?}");
+            assert!((mine[1].3 as u64) < crate::target::MAX_SERVER_WAIT_MS);
+        }
     }
 
     #[test]

@@ -373,3 +373,109 @@ fn a_locked_database_is_a_clear_error() {
     assert!(stderr.contains("locked"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
+
+/// Issue 11.8: concurrent virtual runs on one database take turns writing
+/// (each waits for the others' commits) instead of dying with `database is
+/// locked` and leaving empty incomplete runs.
+#[test]
+fn concurrent_virtual_runs_on_one_database_all_complete() {
+    let dir = temp_dir("concurrent");
+    let db = dir.join("run.db");
+    let children: Vec<_> = (1..=4)
+        .map(|seed| {
+            Command::new(env!("CARGO_BIN_EXE_experiment"))
+                .args(["--clock", "virtual", "--duration", "10m", "--seed"])
+                .arg(seed.to_string())
+                .arg("--db")
+                .arg(&db)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let conn = Connection::open(&db).unwrap();
+    assert_eq!(
+        count(&conn, "SELECT count(*) FROM runs WHERE complete = 1"),
+        4
+    );
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT count(*) FROM runs r WHERE NOT EXISTS (SELECT 1 FROM requests q WHERE q.run_id = r.id)"
+        ),
+        0
+    );
+}
+
+/// Issue 11.7 and 11.8: values that would exhaust memory or never end are
+/// refused at the start, one line and exit 2, before any run row is made.
+#[test]
+fn huge_values_are_refused_with_one_line_and_exit_2() {
+    let dir = temp_dir("huge");
+    let db = dir.join("run.db");
+    let many_pollers: Vec<&str> = ["--poller", "naive"].repeat(65);
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--duration", "1000000h"],
+            "error: invalid value '1000000h' for '--duration <DURATION>': bad duration '1000000h': at most 366days (a run must end)",
+        ),
+        (
+            vec!["--duration", "1000h", "--interval", "1ms"],
+            "error: a virtual run of 3600001000 ticks (--duration and k over --interval) is more than 10000000: raise --interval or shorten --duration",
+        ),
+        (
+            vec!["--duration", "1s", "--poller", "compensated:k=1y"],
+            "error: invalid value 'compensated:k=1y' for '--poller <SPEC>': bad poller policy 'compensated:k=1y': k is at most 1day (the run's final drain waits k)",
+        ),
+        (
+            vec!["--duration", "1s", "--set", "rate_per_s=1e308"],
+            "error: bad simulator value rate_per_s=1e308: at most 100000",
+        ),
+        (
+            vec![
+                "--duration",
+                "1s",
+                "--set",
+                "rate_per_s=100000",
+                "--set",
+                "burst_factor=1000",
+            ],
+            "error: the simulator would create about 100000000 statuses every 1s (rate_per_s=100000 x burst_factor=1000), more than 1000000: lower rate_per_s, or shorten --interval or k",
+        ),
+        (
+            [vec!["--duration", "1s"], many_pollers].concat(),
+            "error: 65 --poller values: at most 64 per run",
+        ),
+        (
+            vec!["--duration", "1s", "--timeout", "100000h"],
+            "error: invalid value '100000h' for '--timeout <TIMEOUT>': bad timeout '100000h': at most 1h",
+        ),
+    ];
+    for (args, message) in cases {
+        let mut all = vec!["--clock", "virtual", "--db", db.to_str().unwrap()];
+        all.extend_from_slice(&args);
+        let out = experiment(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end(), message, "{args:?}");
+    }
+    assert!(!db.exists(), "no run was started");
+    // The largest accepted count of pollers runs.
+    let sixty_four: Vec<&str> = ["--poller", "naive"].repeat(64);
+    let out = virtual_run(&db, "2s", &sixty_four);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

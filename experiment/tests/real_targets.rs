@@ -456,3 +456,41 @@ fn a_stop_during_a_long_rate_limit_wait_ends_the_run_promptly() {
     assert_eq!(count(&db, "SELECT complete FROM runs"), 1);
     assert_eq!(text(&db, "SELECT end_reason FROM runs"), "interrupted");
 }
+
+/// Issue 11.8: a token file others can read, and a token over plain http:// to
+/// another machine, are warned about (one line each) but not refused.
+#[cfg(unix)]
+#[test]
+fn unsafe_token_handling_is_warned_about_not_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("token-warnings");
+    let file = dir.join("token");
+    std::fs::write(&file, "s3cret\n").unwrap();
+    let file_arg = file.to_str().unwrap();
+    let run = |target: &str, mode: u32| {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let out = experiment(
+            &["--target", target, "--token-file", file_arg, "--dry-run"],
+            &[],
+        );
+        assert!(out.status.success(), "{target}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let stderr = run("mastodon:http://mastodon.example", 0o644);
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        vec![
+            format!("warning: the token file {file_arg} is readable by other users (mode 644); chmod 600 it"),
+            "warning: the token is sent over plain http:// to mastodon.example, readable by anyone on the way; use https://".to_string(),
+        ]
+    );
+    assert!(!stderr.contains("s3cret"));
+    for quiet in [
+        "mastodon:https://mastodon.example",
+        "mastodon:http://127.0.0.1:9",
+        "mastodon:http://localhost:9",
+        "mastodon:http://[::1]:9",
+    ] {
+        assert_eq!(run(quiet, 0o600), "", "{quiet}");
+    }
+}

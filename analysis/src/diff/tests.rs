@@ -69,6 +69,7 @@ impl B {
             sent_at_ms: sent,
             received_at_ms: sent + 10,
             since_key: since,
+            since_time_ms: since.map(|k| (k / 10) as i64),
             before_key: before,
             failed: false,
             overflow: false,
@@ -370,6 +371,7 @@ fn history_of(spec: &SimSpec, requests: &[SynthRequest], truth: &[SynthTruth]) -
                 sent_at_ms: r.sent_at_ms,
                 received_at_ms: r.received_at_ms,
                 since_key: r.since,
+                since_time_ms: r.since.map(|k| layout.ts_ms(snowleak::id::Id(k))),
                 before_key: r.before,
                 failed: r.error.is_some(),
                 overflow: r.overflow,
@@ -459,4 +461,46 @@ fn union_reference_tolerates_send_jitter() {
     assert_eq!(a.pollers[0].leaks, 1);
     assert_eq!(a.items[0].status, x);
     assert_eq!(a.verdicts, vec![Verdict::Invalid, Verdict::Valid]);
+}
+
+/// Issue 11.4: a poller whose cursor followed an ID from the future misses
+/// what comes after; that is the ID's doing, not the policy's.
+#[test]
+fn misses_below_a_cursor_from_the_future_are_not_leaks() {
+    let three_years = 3 * 365 * 24 * 3600 * 1000_i64;
+    let mut b = B::new(&[("naive", None)], true);
+    let a = b.status(1900, 1900, None);
+    let future = b.status(1900 + three_years, 1900, None);
+    let x = b.status(2500, 2500, None);
+    b.req(0, 0, 0, 2000, None, None, &[future, a]);
+    // An unclamped poller moved its cursor to the future ID.
+    b.req(0, 1, 0, 3000, Some(key(1900 + three_years)), None, &[]);
+    b.req(0, 2, 0, 4000, Some(key(1900 + three_years)), None, &[]);
+    let an = analyze(&b.h);
+    assert_eq!(an.pollers[0].leaks, 0);
+    assert_eq!(an.pollers[0].misses_future_id, 1);
+    assert_eq!(an.pollers[0].missed(), 1);
+    assert_eq!(an.verdicts, vec![Verdict::Valid]);
+    assert_eq!(
+        an.other_misses,
+        vec![OtherMiss {
+            status: x,
+            poller: 0,
+            cause: Cause::FutureId
+        }]
+    );
+    assert_eq!(an.future_ids, vec![future]);
+    assert_eq!(Cause::FutureId.as_str(), "future-id");
+    // With a cursor within the tolerance, the same miss is a leak of the policy.
+    let mut b = B::new(&[("naive", None)], true);
+    let a = b.status(1900, 1900, None);
+    let y = b.status(2600, 2600, None);
+    let x = b.status(2500, 2700, None);
+    b.req(0, 0, 0, 2000, None, None, &[a]);
+    b.req(0, 1, 0, 2650, Some(key(1900)), None, &[y]);
+    b.req(0, 2, 0, 4000, Some(key(2600)), None, &[]);
+    let an = analyze(&b.h);
+    assert_eq!(an.pollers[0].leaks, 1, "{:?}", an.other_misses);
+    assert!(an.future_ids.is_empty());
+    assert_eq!(an.leaks().next().map(|i| i.status), Some(x));
 }

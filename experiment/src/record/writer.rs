@@ -139,16 +139,63 @@ pub struct WriterStats {
     pub truth: u64,
 }
 
+/// How long opening a database waits for another writer: a run that cannot
+/// start fails before it creates its run row.
+const OPEN_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the writer waits for another writer mid-run (concurrent runs on one
+/// database take turns committing; a virtual run's batch can take seconds):
+/// giving up here would leave an incomplete run.
+const WRITE_BUSY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The tables of [`CREATE`].
+const OUR_TABLES: [&str; 6] = [
+    "runs",
+    "pollers",
+    "requests",
+    "statuses",
+    "observations",
+    "truth",
+];
+
+/// A database an earlier build began to create and was killed creating: only
+/// our tables (some of them), every one empty, and no marker yet. Completing
+/// it loses nothing.
+fn half_created(conn: &Connection) -> rusqlite::Result<bool> {
+    let names: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    for name in &names {
+        if !OUR_TABLES.contains(&name.as_str()) {
+            return Ok(false);
+        }
+        let rows: i64 = conn.query_row(&format!("SELECT count(*) FROM \"{name}\""), [], |r| {
+            r.get(0)
+        })?;
+        if rows > 0 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Opens (creating if needed) a run database, with the schema and pragmas set.
 /// Refuses a database of another program or of a newer schema.
+///
+/// The schema, `application_id` and `user_version` are written in one
+/// transaction, so a kill while creating leaves the file absent, empty (and
+/// re-creatable), or whole. A file left half-created by an earlier build (our
+/// tables, empty, no marker) is completed.
 pub fn open_database(path: &Path) -> Result<Connection, RecordError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
     let name = path.display();
-    let conn = Connection::open(path).map_err(|e| format!("cannot open database {name}: {e}"))?;
-    conn.busy_timeout(Duration::from_secs(2))
+    let mut conn =
+        Connection::open(path).map_err(|e| format!("cannot open database {name}: {e}"))?;
+    conn.busy_timeout(OPEN_BUSY_TIMEOUT)
         .map_err(|e| format!("{name}: {e}"))?;
     let sql_error = |e: rusqlite::Error| format!("database {name}: {e}");
     let app_id: i64 = conn
@@ -157,14 +204,7 @@ pub fn open_database(path: &Path) -> Result<Connection, RecordError> {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(sql_error)?;
-    let tables: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
-            [],
-            |r| r.get(0),
-        )
-        .map_err(sql_error)?;
-    if tables > 0 && app_id != APPLICATION_ID {
+    if app_id != APPLICATION_ID && !half_created(&conn).map_err(sql_error)? {
         return Err(format!(
             "{name} is a SQLite database of another program; choose another --db"
         ));
@@ -183,11 +223,17 @@ pub fn open_database(path: &Path) -> Result<Connection, RecordError> {
         .map_err(sql_error)?;
     conn.pragma_update(None, "wal_autocheckpoint", 8192)
         .map_err(sql_error)?;
-    conn.execute_batch(CREATE).map_err(sql_error)?;
-    conn.pragma_update(None, "application_id", APPLICATION_ID)
+    // The header fields are pages of the database like any other: they commit
+    // or roll back with the tables (https://www.sqlite.org/pragma.html#pragma_user_version).
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .map_err(sql_error)?;
-    conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+    tx.execute_batch(CREATE).map_err(sql_error)?;
+    tx.pragma_update(None, "application_id", APPLICATION_ID)
         .map_err(sql_error)?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+        .map_err(sql_error)?;
+    tx.commit().map_err(sql_error)?;
     Ok(conn)
 }
 
@@ -239,6 +285,7 @@ impl Recorder {
             poller_ids.push(tx.last_insert_rowid());
         }
         tx.commit().map_err(&sql_error)?;
+        conn.busy_timeout(WRITE_BUSY_TIMEOUT).map_err(&sql_error)?;
         let (tx, rx) = mpsc::channel();
         let failed = Arc::new(AtomicBool::new(false));
         let writer_failed = failed.clone();
@@ -526,7 +573,9 @@ impl Writer {
                 params![ended_at_ms, complete, reason, self.run_id],
             )
             .map_err(|e| format!("cannot write the run database: {e}"))?;
-        // Fold the WAL back into the main file so the database is one file at rest.
+        // Fold the WAL back into the main file so the database is one file at rest;
+        // not waiting for it when other runs are writing to the same file.
+        let _ = self.conn.busy_timeout(Duration::ZERO);
         let _ = self
             .conn
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
@@ -539,7 +588,7 @@ impl Writer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn temp_db(name: &str) -> std::path::PathBuf {
@@ -549,7 +598,7 @@ mod tests {
         dir.join("run.db")
     }
 
-    fn run_info() -> RunInfo {
+    pub(crate) fn run_info() -> RunInfo {
         RunInfo {
             started_at_ms: 1,
             target: "simulator".into(),
@@ -680,5 +729,91 @@ mod tests {
             .unwrap();
         let err = open_database(&path).err().unwrap();
         assert!(err.contains("newer"), "{err}");
+    }
+
+    /// Issue 11.5: every state a kill while creating can leave is accepted by the
+    /// next run: an empty file, WAL switched on and nothing else, some or all of
+    /// an earlier build's tables without the marker. And the schema with its
+    /// marker is one transaction: rolled back, nothing of it stays.
+    #[test]
+    fn a_database_left_empty_or_half_created_is_accepted() {
+        let statements: Vec<&str> = CREATE
+            .split(';')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        type Damage = Box<dyn Fn(&Connection)>;
+        let mut states: Vec<(String, Damage)> = vec![
+            ("empty file".into(), Box::new(|_: &Connection| {})),
+            (
+                "WAL only".into(),
+                Box::new(|c: &Connection| {
+                    c.pragma_update(None, "journal_mode", "WAL").unwrap();
+                }),
+            ),
+        ];
+        for n in 1..=statements.len() {
+            let first: Vec<String> = statements[..n].iter().map(|s| s.to_string()).collect();
+            states.push((
+                format!("{n} of {} statements", statements.len()),
+                Box::new(move |c: &Connection| c.execute_batch(&first.join(";")).unwrap()),
+            ));
+        }
+        for (i, (what, make)) in states.iter().enumerate() {
+            let path = temp_db(&format!("half-{i}"));
+            std::fs::write(&path, b"").unwrap();
+            make(&Connection::open(&path).unwrap());
+            let recorder =
+                Recorder::create(&path, &run_info(), &[]).unwrap_or_else(|e| panic!("{what}: {e}"));
+            recorder.finish(2, true, "duration").unwrap();
+            let conn = Connection::open(&path).unwrap();
+            let marker: (i64, i64) = conn
+                .query_row(
+                    "SELECT application_id, user_version FROM pragma_application_id, pragma_user_version",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .unwrap();
+            assert_eq!(marker, (APPLICATION_ID, SCHEMA_VERSION), "{what}");
+            let runs: i64 = conn
+                .query_row("SELECT count(*) FROM runs WHERE complete = 1", [], |r| {
+                    r.get(0)
+                })
+                .unwrap();
+            assert_eq!(runs, 1, "{what}");
+        }
+        // One of our tables with rows and no marker is not ours to complete.
+        let path = temp_db("half-with-rows");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(statements[0]).unwrap();
+        conn.execute(
+            "INSERT INTO runs (started_at_ms, target, clock, layout, interval_ms, page_limit, config, version) VALUES (1, 'x', 'x', 'x', 1, 1, '{}', 'x')",
+            [],
+        )
+        .unwrap();
+        assert!(
+            open_database(&path)
+                .err()
+                .unwrap()
+                .contains("another program")
+        );
+        // The marker commits with the tables: a creation that does not commit leaves neither.
+        let path = temp_db("rolled-back");
+        let mut conn = Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        tx.execute_batch(CREATE).unwrap();
+        tx.pragma_update(None, "application_id", APPLICATION_ID)
+            .unwrap();
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+            .unwrap();
+        drop(tx);
+        let left: (i64, i64, i64) = conn
+            .query_row(
+                "SELECT application_id, user_version, (SELECT count(*) FROM sqlite_master) FROM pragma_application_id, pragma_user_version",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!(left, (0, 0, 0));
     }
 }

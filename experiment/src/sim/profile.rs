@@ -97,6 +97,15 @@ pub struct SimConfig {
     pub search_end_lag_ms: u64,
 }
 
+/// The highest rate accepted (statuses per second, outside bursts).
+pub const MAX_RATE_PER_S: f64 = 100_000.0;
+
+/// The highest burst multiplier accepted.
+pub const MAX_BURST_FACTOR: f64 = 1_000.0;
+
+/// The most visible statuses the model may keep (ten times the profiles' value).
+pub const MAX_ITEMS: usize = 10_000_000;
+
 impl SimConfig {
     /// The profile names [`SimConfig::profile`] accepts; the first is the default.
     pub const PROFILES: &'static [&'static str] = &["twitter", "mastodon", "misskey", "discord"];
@@ -199,6 +208,16 @@ impl SimConfig {
                 ));
             }
         }
+        // Upper bounds that keep the model's every step finite: a rate of 1e308
+        // would never finish one `advance`.
+        for (name, v, max) in [
+            ("rate_per_s", self.rate_per_s, MAX_RATE_PER_S),
+            ("burst_factor", self.burst_factor, MAX_BURST_FACTOR),
+        ] {
+            if v > max {
+                return Err(format!("bad simulator value {name}={v:e}: at most {max}"));
+            }
+        }
         for (name, v) in [
             ("tail_probability", self.tail_probability),
             ("delete_probability", self.delete_probability),
@@ -237,6 +256,13 @@ impl SimConfig {
         }
         if self.authors < 1 {
             return Err("bad simulator value authors=0: expected at least 1".into());
+        }
+        // The visible window is the model's largest store: its cap bounds memory.
+        if self.max_items > MAX_ITEMS {
+            return Err(format!(
+                "bad simulator value max_items={}: at most {MAX_ITEMS}",
+                self.max_items
+            ));
         }
         Ok(())
     }
@@ -486,6 +512,14 @@ mod tests {
             (None, "generators=5000", "generators=5000"),
             (None, "tail_probability=2", "tail_probability"),
             (None, "rate_per_s=-1", "rate_per_s"),
+            // Issue 11.7: values that would never finish a step, or fill memory.
+            (None, "rate_per_s=1e308", "rate_per_s=1e308: at most 100000"),
+            (None, "burst_factor=1e9", "burst_factor=1e9: at most 1000"),
+            (
+                None,
+                "max_items=100000000",
+                "max_items=100000000: at most 10000000",
+            ),
             (None, "layout=nope", "unknown layout 'nope'"),
             (
                 Some("bogus = 1"),

@@ -365,16 +365,71 @@ pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, String> {
         .map_err(|e| format!("cannot listen on {addr}: {e}"))
 }
 
-/// Serves `app` on `listener` until `shutdown` resolves.
+/// How long a connection may take to send a request's headers, and how long
+/// it may stay idle between requests, before the server closes it (hyper's
+/// header read timeout runs from the moment a connection waits for a request
+/// head: https://docs.rs/hyper/1/hyper/server/conn/http1/struct.Builder.html#method.header_read_timeout).
+/// Without it, idle or half-sent connections pile up until the process runs
+/// out of sockets.
+pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Serves `app` on `listener` until `shutdown` resolves, closing connections
+/// that are idle or send their headers too slowly ([`HEADER_READ_TIMEOUT`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| format!("server error: {e}"))
+    serve_with_timeout(listener, app, shutdown, HEADER_READ_TIMEOUT).await
+}
+
+/// [`serve`] with another header read / idle timeout. HTTP/1.1 only, as the
+/// simulator's APIs are; on shutdown, stops accepting and lets open requests finish.
+pub async fn serve_with_timeout(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    header_timeout: std::time::Duration,
+) -> Result<(), String> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let (close_tx, close_rx) = tokio::sync::watch::channel(());
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: let connections close, then retry.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut close = close_rx.clone();
+        tokio::spawn(async move {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = close.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+            drop(close);
+        });
+    }
+    drop(close_rx);
+    drop(listener);
+    let _ = close_tx.send(());
+    close_tx.closed().await;
+    Ok(())
 }
 
 /// A server running in the background on a loopback port (tests, benches,

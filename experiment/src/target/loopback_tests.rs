@@ -52,6 +52,19 @@ fn inject(sim: &Arc<Mutex<Simulator>>, ids: &[Id]) {
     }
 }
 
+/// The Mastodon public timeline of a simulator server, without a token.
+fn mastodon_sim_target(server: &RunningServer, layout: &Layout) -> HttpTarget {
+    HttpTarget::new(
+        http_client(Duration::from_secs(5)).unwrap(),
+        &server.url(""),
+        Dialect::Mastodon {
+            timeline: "public".into(),
+        },
+        layout.clone(),
+        None,
+    )
+}
+
 /// One cycle of `poller` against `target`: every item returned, and whether it overflowed.
 async fn cycle(target: &HttpTarget, poller: &mut Poller, now: i64) -> (Vec<Id>, bool) {
     let mut req = poller.begin_cycle(now);
@@ -87,15 +100,7 @@ async fn mastodon_gap(max_back_pages: u32) -> (Result<(), String>, bool) {
     let (server, sim, layout) = server("mastodon").await;
     let first = ids(&layout, 10_000, 1);
     inject(&sim, &first);
-    let target = HttpTarget::new(
-        http_client(Duration::from_secs(5)).unwrap(),
-        &server.url(""),
-        Dialect::Mastodon {
-            timeline: "public".into(),
-        },
-        layout.clone(),
-        None,
-    );
+    let target = mastodon_sim_target(&server, &layout);
     let mut poller = Poller::new(
         "naive",
         CursorPolicy::Naive,
@@ -334,6 +339,18 @@ fn mastodon_target(server: &RunningServer, token: Option<&str>) -> HttpTarget {
     )
 }
 
+/// What a Mastodon first page comes to against a server that always answers `respond`.
+async fn mastodon_result(
+    respond: impl Fn() -> axum::response::Response + Clone + Send + Sync + 'static,
+    token: Option<&str>,
+) -> Result<Vec<Item>, String> {
+    let (server, _) = capture(respond).await;
+    mastodon_target(&server, token)
+        .fetch(&first_page())
+        .await
+        .result
+}
+
 fn first_page() -> PageRequest {
     PageRequest {
         since: None,
@@ -459,4 +476,215 @@ async fn a_429_holds_back_every_clone_of_the_target() {
     // Another poller's clone waits out the refusal too.
     let waited = target.clone().pace().await;
     assert!((800..=1000).contains(&waited), "{waited}");
+}
+
+fn misskey_target(server: &RunningServer, token: &str) -> HttpTarget {
+    HttpTarget::new(
+        http_client(Duration::from_secs(5)).unwrap(),
+        &server.url(""),
+        Dialect::Misskey {
+            endpoint: "local-timeline".into(),
+        },
+        "misskey-aidx".parse().unwrap(),
+        Some(Token::new(token.into())),
+    )
+}
+
+/// Issue 11.1: a 307/308 to another host would re-send Misskey's body token.
+/// No redirect is followed, on or off the origin; the failure names the location.
+#[tokio::test]
+async fn a_redirect_to_another_host_is_never_followed_and_names_its_location() {
+    let (elsewhere, reached) = capture(|| (StatusCode::OK, "[]").into_response()).await;
+    for code in [
+        StatusCode::TEMPORARY_REDIRECT,
+        StatusCode::PERMANENT_REDIRECT,
+    ] {
+        let location = elsewhere.url("/api/notes/local-timeline");
+        let (hostile, asked) =
+            capture(move || (code, [(header::LOCATION, location.clone())], "").into_response())
+                .await;
+        let target = misskey_target(&hostile, "mk-secret");
+        let fetched = target.fetch(&first_page()).await;
+        assert_eq!(fetched.http_status, Some(code.as_u16()));
+        let error = fetched.result.unwrap_err();
+        assert_eq!(
+            error,
+            format!(
+                "HTTP {}: redirect to {} not followed (redirects are never followed)",
+                code.as_u16(),
+                elsewhere.url("/api/notes/local-timeline")
+            )
+        );
+        // The layout probe is refused the same way.
+        let probe = misskey_probe_request();
+        let client = http_client(Duration::from_secs(5)).unwrap();
+        let token = Token::new("mk-secret".into());
+        let probed = probe_layout(&client, &hostile.url(""), &probe, Some(&token)).await;
+        assert!(probed.unwrap_err().contains("not followed"));
+        assert_eq!(asked.lock().unwrap().len(), 2);
+    }
+    // A file:// location is named too.
+    let error = mastodon_result(
+        || {
+            (
+                StatusCode::FOUND,
+                [(header::LOCATION, "file:///etc/passwd")],
+                "",
+            )
+                .into_response()
+        },
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(error.contains("redirect to file:///etc/passwd"), "{error}");
+    assert!(
+        reached.lock().unwrap().is_empty(),
+        "the other host was never reached, so neither the body token nor a Referer left"
+    );
+}
+
+/// Issue 11.6: a server echoing the token gets it back redacted, in errors and items.
+#[tokio::test]
+async fn a_token_echoed_by_the_server_is_redacted_everywhere() {
+    let token = Some("s3cret-token");
+    let echo = || {
+        (
+            StatusCode::UNAUTHORIZED,
+            r#"{"error": "Bearer s3cret-token"}"#,
+        )
+            .into_response()
+    };
+    let error = mastodon_result(echo, token).await.unwrap_err();
+    assert_eq!(error, r#"HTTP 401: {"error": "Bearer <redacted>"}"#);
+    let echo = || {
+        (
+            StatusCode::OK,
+            r#"[{"id":"103206804533200177","created_at":"Bot s3cret-token","account":{"acct":"s3cret-token@x"}}]"#,
+        )
+            .into_response()
+    };
+    let items = mastodon_result(echo, token).await.unwrap();
+    assert_eq!(items[0].created_at.as_deref(), Some("Bot <redacted>"));
+    assert_eq!(items[0].author.as_deref(), Some("<redacted>@x"));
+    // The probe's errors too.
+    let (server, _) =
+        capture(|| (StatusCode::FORBIDDEN, "i=mk-secret is wrong").into_response()).await;
+    let client = http_client(Duration::from_secs(5)).unwrap();
+    let probe = misskey_probe_request();
+    let token = Token::new("mk-secret".into());
+    let error = probe_layout(&client, &server.url(""), &probe, Some(&token))
+        .await
+        .unwrap_err();
+    assert_eq!(error, "layout probe: HTTP 403: i=<redacted> is wrong");
+}
+
+fn misskey_probe_request() -> HttpRequest {
+    HttpRequest {
+        post: true,
+        path: "/api/notes/local-timeline".into(),
+        query: vec![],
+        json_body: Some(serde_json::json!({"limit": 10})),
+    }
+}
+
+/// Issue 11.3: a page larger than asked for is a failed request, whatever the body,
+/// and the count is made before any item is built.
+#[tokio::test]
+async fn a_page_larger_than_the_limit_is_a_failed_request() {
+    let entries: Vec<String> = (0..41)
+        .map(|i| format!(r#"{{"id":"1032068045332{i:05}"}}"#))
+        .collect();
+    let big = format!("[{}]", entries.join(","));
+    let result = mastodon_result(move || (StatusCode::OK, big.clone()).into_response(), None).await;
+    assert_eq!(
+        result,
+        Err("response has 41 items, more than the page limit of 40 asked for".into())
+    );
+    // 450,000 tiny items under the body cap: refused the same way.
+    let huge = format!("[{}]", vec!["{}"; 450_000].join(","));
+    let result =
+        mastodon_result(move || (StatusCode::OK, huge.clone()).into_response(), None).await;
+    assert_eq!(
+        result,
+        Err("response has 450000 items, more than the page limit of 40 asked for".into())
+    );
+    // Exactly the limit is fine, and so is a full page with one item repeated
+    // (the simulator's `duplicate` fault): repeats are duplicates, not a violation.
+    let mut full = entries[..40].to_vec();
+    full.push(entries[0].clone());
+    let full = format!("[{}]", full.join(","));
+    let result =
+        mastodon_result(move || (StatusCode::OK, full.clone()).into_response(), None).await;
+    assert_eq!(result.unwrap().len(), 41);
+}
+
+/// Issue 11.4 over loopback: a server that serves one status IDed three years
+/// ahead does not blind the poller; what is posted later is still returned.
+#[tokio::test]
+async fn a_status_from_the_future_does_not_blind_the_poller() {
+    let (server, sim, layout) = server("mastodon").await;
+    let three_years = 3 * 365 * 24 * 3600 * 1000;
+    let future = layout.min_id_at(NOW + three_years);
+    let first = ids(&layout, 10_000, 3);
+    inject(&sim, &first);
+    inject(&sim, &[future]);
+    let target = mastodon_sim_target(&server, &layout);
+    for policy in [
+        CursorPolicy::Naive,
+        CursorPolicy::Compensated { k_ms: 1000 },
+    ] {
+        let mut poller = Poller::new("p", policy, layout.clone(), 40, 10);
+        let (seen, _) = cycle(&target, &mut poller, NOW).await;
+        assert!(seen.contains(&future));
+        assert!(poller.since().unwrap() < layout.min_id_at(NOW + 60_001));
+        let later = ids(&layout, 2_000, 2);
+        inject(&sim, &later);
+        let (seen, _) = cycle(&target, &mut poller, NOW + 1000).await;
+        for id in &later {
+            assert!(seen.contains(id), "{policy}: a later status is returned");
+        }
+        sim.lock().unwrap().remove(later[0]);
+        sim.lock().unwrap().remove(later[1]);
+    }
+}
+
+/// Issue 11.8: the simulator's server closes connections that stay idle, send
+/// half a request head, or go quiet after a request, instead of keeping them
+/// open until it runs out of sockets. Each read below ends only because the
+/// server closed the connection (the harness timeout fails the test otherwise).
+#[tokio::test]
+async fn the_server_closes_idle_and_half_sent_connections() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = crate::sim::server::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(|| async { "ok" });
+    tokio::spawn(crate::sim::server::serve_with_timeout(
+        listener,
+        app,
+        std::future::pending(),
+        Duration::from_millis(200),
+    ));
+    let sends: [&[u8]; 3] = [
+        b"",
+        b"GET / HTTP/1.1\r\nHost: x\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    ];
+    for send in sends {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.write_all(send).await.unwrap();
+        let mut got = Vec::new();
+        tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut got))
+            .await
+            .expect("the server closes the connection")
+            .unwrap();
+        if send.ends_with(b"\r\n\r\n") {
+            assert!(
+                got.starts_with(b"HTTP/1.1 200"),
+                "a whole request is answered first"
+            );
+        }
+    }
 }

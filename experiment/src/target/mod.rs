@@ -235,13 +235,56 @@ impl Dialect {
         req: &PageRequest,
         body: &[u8],
     ) -> Result<Vec<Item>, String> {
+        // More items than asked for is a protocol violation. The page is refused
+        // whole (a failed request, cursor unchanged) rather than cut to the limit:
+        // which `limit` items a lying server meant is unknowable, and keeping any
+        // of them would move the cursor on a page we cannot trust. An item
+        // repeated within a page is counted once (a repeat is a duplicate, not a
+        // violation). The raw count comes first, from a pass that allocates
+        // nothing per item, so a page far over the limit never becomes a tree
+        // of values.
+        let asked = self.page_limit(req.limit);
+        let count = self.count_entries(body);
+        let too_many = |n: usize| {
+            format!("response has {n} items, more than the page limit of {asked} asked for")
+        };
+        if count > 2 * asked {
+            return Err(too_many(count));
+        }
         let mut items = self.parse(layout, body)?;
+        if count > asked {
+            let distinct = items
+                .iter()
+                .map(|i| i.id)
+                .collect::<std::collections::HashSet<_>>();
+            if distinct.len() > asked {
+                return Err(too_many(distinct.len()));
+            }
+        }
         if matches!(self, Dialect::Discord { .. }) {
             items.retain(|item| {
                 req.since.is_none_or(|s| item.id > s) && req.before.is_none_or(|b| item.id < b)
             });
         }
         Ok(items)
+    }
+
+    /// How many entries the body's timeline array has (0 for anything else: the
+    /// full parse reports what is wrong with it). Entries are skipped, not kept.
+    fn count_entries(&self, body: &[u8]) -> usize {
+        use serde::de::IgnoredAny;
+        #[derive(serde::Deserialize)]
+        struct XPage {
+            data: Option<Vec<IgnoredAny>>,
+        }
+        if matches!(self, Dialect::X { .. }) {
+            serde_json::from_slice::<XPage>(body)
+                .ok()
+                .and_then(|page| page.data)
+                .map_or(0, |data| data.len())
+        } else {
+            serde_json::from_slice::<Vec<IgnoredAny>>(body).map_or(0, |entries| entries.len())
+        }
     }
 
     /// Reads a response body into items, in the order the API gave them.
@@ -444,6 +487,35 @@ impl Token {
     }
 }
 
+impl Token {
+    /// `text` with every occurrence of the token replaced by `<redacted>`: a
+    /// server may echo it (`{"error": "Bearer <token>"}`), and nothing stored or
+    /// printed may carry it. `Bearer`/`Bot` forms are covered, as they contain it.
+    pub fn redact(&self, text: &str) -> String {
+        if self.0.is_empty() || !text.contains(&self.0) {
+            return text.to_string();
+        }
+        text.replace(&self.0, "<redacted>")
+    }
+}
+
+/// [`Token::redact`] when there is a token.
+fn redact(token: Option<&Token>, text: String) -> String {
+    match token {
+        Some(token) => token.redact(&text),
+        None => text,
+    }
+}
+
+/// The error for a 3xx answer: redirects are never followed (see [`http_client`]).
+fn redirect_error(status: u16, headers: &reqwest::header::HeaderMap) -> String {
+    let location = headers
+        .get(reqwest::header::LOCATION)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_else(|| "no Location".into());
+    format!("HTTP {status}: redirect to {location} not followed (redirects are never followed)")
+}
+
 impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Token(<redacted>)")
@@ -486,6 +558,13 @@ pub fn http_client(timeout: Duration) -> Result<reqwest::Client, String> {
         .user_agent(USER_AGENT)
         .timeout(timeout)
         .connect_timeout(timeout)
+        // No redirect is followed: a redirect off the target's origin would carry
+        // Misskey's body token (`i`, re-sent on 307/308) and a `Referer` to another
+        // host, and record that host's data as the target's. Timeline APIs answer in
+        // place, so a 3xx is recorded as a failed request naming its location
+        // ([`HttpTarget::fetch`]).
+        .redirect(reqwest::redirect::Policy::none())
+        .referer(false)
         .tls_certs_only(roots)
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))
@@ -535,7 +614,30 @@ impl HttpTarget {
         wait
     }
 
+    /// Sends `req` and reads the answer. Whatever the server says, the token is
+    /// redacted from everything that comes back (errors, authors, timestamps).
     pub async fn fetch(&self, req: &PageRequest) -> Fetched {
+        let mut fetched = self.fetch_raw(req).await;
+        if let Some(token) = &self.token {
+            match &mut fetched.result {
+                Err(error) => *error = token.redact(error),
+                Ok(items) => {
+                    for item in items {
+                        for text in [&mut item.created_at, &mut item.author]
+                            .into_iter()
+                            .flatten()
+                        {
+                            *text = token.redact(text);
+                        }
+                        item.id_text = token.redact(&item.id_text);
+                    }
+                }
+            }
+        }
+        fetched
+    }
+
+    async fn fetch_raw(&self, req: &PageRequest) -> Fetched {
         let http = self.dialect.build(&self.layout, req);
         let url = format!("{}{}", self.base, http.path);
         let mut builder = if http.post {
@@ -579,24 +681,18 @@ impl HttpTarget {
         } else {
             retry_after_ms
         };
-        lock(&self.pacer).update(&info, retry.map(|ms| now + ms as i64));
-        let mut body = Vec::new();
-        loop {
-            match response.chunk().await {
-                Ok(Some(chunk)) => {
-                    if body.len() + chunk.len() > self.max_body {
-                        return failed(
-                            Some(status),
-                            format!("response body over {} bytes", self.max_body),
-                            None,
-                        );
-                    }
-                    body.extend_from_slice(&chunk);
-                }
-                Ok(None) => break,
-                Err(e) => return failed(Some(status), describe_reqwest_error(&e), None),
-            }
+        lock(&self.pacer).update(&info, retry.map(|ms| now.saturating_add(ms as i64)));
+        if (300..400).contains(&status) {
+            return failed(
+                Some(status),
+                redirect_error(status, response.headers()),
+                retry,
+            );
         }
+        let body = match read_capped(&mut response, self.max_body).await {
+            Ok(body) => body,
+            Err(e) => return failed(Some(status), e, None),
+        };
         let bytes = Some(body.len() as u64);
         if !(200..300).contains(&status) {
             let mut error = format!("HTTP {status}: {}", excerpt(&body));
@@ -640,27 +736,51 @@ pub async fn probe_layout(
         map.insert("i".into(), Value::from(token.0.clone()));
     }
     let url = format!("{}{}", base.trim_end_matches('/'), probe.path);
-    let response = client
+    let mut response = client
         .post(&url)
         .json(&body)
         .send()
         .await
         .map_err(|e| format!("layout probe: {}", describe_reqwest_error(&e)))?;
     let status = response.status().as_u16();
-    let bytes = response
-        .bytes()
-        .await
-        .map_err(|e| format!("layout probe: {}", describe_reqwest_error(&e)))?;
-    if !(200..300).contains(&status) {
-        return Err(format!("layout probe: HTTP {status}: {}", excerpt(&bytes)));
+    if (300..400).contains(&status) {
+        let error = redirect_error(status, response.headers());
+        return Err(redact(token, format!("layout probe: {error}")));
     }
-    let notes: Vec<Value> = serde_json::from_slice(&bytes)
-        .map_err(|_| format!("layout probe: not a JSON array: {}", excerpt(&bytes)))?;
+    let bytes = read_capped(&mut response, MAX_BODY_BYTES)
+        .await
+        .map_err(|e| format!("layout probe: {e}"))?;
+    if !(200..300).contains(&status) {
+        let error = format!("layout probe: HTTP {status}: {}", excerpt(&bytes));
+        return Err(redact(token, error));
+    }
+    let notes: Vec<Value> = serde_json::from_slice(&bytes).map_err(|_| {
+        redact(
+            token,
+            format!("layout probe: not a JSON array: {}", excerpt(&bytes)),
+        )
+    })?;
     let ids: Vec<&str> = notes
         .iter()
         .filter_map(|n| n.get("id").and_then(Value::as_str))
         .collect();
-    detect_misskey_layout(&ids)
+    detect_misskey_layout(&ids).map_err(|e| redact(token, e))
+}
+
+/// Reads a response body of at most `max` bytes; a longer one is an error, not an allocation.
+async fn read_capped(response: &mut reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| describe_reqwest_error(&e))?
+    {
+        if body.len() + chunk.len() > max {
+            return Err(format!("response body over {max} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -701,14 +821,19 @@ pub fn retry_after_ms(headers: &reqwest::header::HeaderMap, now_ms: i64) -> Opti
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<f64>().ok());
     if let Some(secs) = retry_after {
-        return Some((secs.max(0.0) * 1000.0) as u64);
+        return Some(((secs.max(0.0) * 1000.0) as u64).min(MAX_SERVER_WAIT_MS));
     }
     let info = rate_info(headers, now_ms);
     if info.remaining != Some(0) {
         return None;
     }
-    Some(info.reset_at_ms?.saturating_sub(now_ms).max(0) as u64)
+    Some((info.reset_at_ms?.saturating_sub(now_ms).max(0) as u64).min(MAX_SERVER_WAIT_MS))
 }
+
+/// The longest wait a server's answer is taken to ask for (a day), so that
+/// `Retry-After: 1e300` stays in range of the clock's arithmetic. The run's
+/// end cuts every wait anyway (`run::poll_loop`).
+pub const MAX_SERVER_WAIT_MS: u64 = 24 * 3600 * 1000;
 
 #[cfg(test)]
 mod tests {
@@ -1085,5 +1210,15 @@ mod tests {
         );
         h.insert("x-ratelimit-reset-after", HeaderValue::from_static("0.75"));
         assert_eq!(retry_after_ms(&h, now), Some(750));
+        // Absurd values stay in range.
+        for absurd in ["99999999", "1e300", "inf"] {
+            let mut h = HeaderMap::new();
+            h.insert("retry-after", HeaderValue::from_static(absurd));
+            assert_eq!(
+                retry_after_ms(&h, now),
+                Some(MAX_SERVER_WAIT_MS),
+                "{absurd}"
+            );
+        }
     }
 }

@@ -38,6 +38,7 @@ pub mod app;
 pub mod clock;
 pub mod embedded;
 pub mod id;
+pub mod pg;
 pub mod policy;
 pub mod poller;
 pub mod record;

@@ -43,6 +43,13 @@ impl Progress {
             ..Progress::default()
         }
     }
+
+    /// Counts one returned status; true the first time any poller returns it.
+    pub fn sighted(&mut self, id: Id) -> bool {
+        let first = self.seen.insert(id);
+        self.statuses += first as u64;
+        first
+    }
 }
 
 /// The first tick at or after `t`.
@@ -99,8 +106,7 @@ pub fn settle(
                 .items
                 .into_iter()
                 .map(|item| {
-                    let first_sighting = progress.seen.insert(item.id);
-                    progress.statuses += first_sighting as u64;
+                    let first_sighting = progress.sighted(item.id);
                     StatusRow {
                         first_sighting,
                         id_key: item.id.sort_key(),
@@ -212,6 +218,25 @@ pub fn run_virtual(
     }
 }
 
+/// A target polled in real time: over HTTP ([`HttpTarget`]) or over SQL
+/// (`crate::pg::source::SqlTarget`). Clones share the target's pacing.
+pub trait PollTarget: Clone + Send + Sync + 'static {
+    /// Waits for a slot in the shared rate-limit budget; returns the ms waited.
+    fn pace(&self) -> impl std::future::Future<Output = u64> + Send;
+    /// Sends one request.
+    fn fetch(&self, req: &PageRequest) -> impl std::future::Future<Output = Fetched> + Send;
+}
+
+impl PollTarget for HttpTarget {
+    fn pace(&self) -> impl std::future::Future<Output = u64> + Send {
+        HttpTarget::pace(self)
+    }
+
+    fn fetch(&self, req: &PageRequest) -> impl std::future::Future<Output = Fetched> + Send {
+        HttpTarget::fetch(self, req)
+    }
+}
+
 /// Where truth comes from during a real-time run (the embedded simulator), if anywhere.
 pub type TruthSource = Box<dyn FnMut() -> Vec<TruthRow> + Send>;
 
@@ -225,9 +250,9 @@ pub enum StopReason {
 /// Runs the plan in real time against an HTTP target until the duration ends
 /// or `stop` turns true; then waits the largest k and makes one last cycle
 /// per poller. Returns the pollers' final states.
-pub async fn run_real(
+pub async fn run_real<T: PollTarget>(
     plan: Plan,
-    target: HttpTarget,
+    target: T,
     mut truth: Option<TruthSource>,
     recorder: RecordSender,
     progress: Arc<Mutex<Progress>>,
@@ -302,11 +327,11 @@ fn backoff_ms(failures: u32, interval_ms: u64) -> u64 {
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn poll_loop(
+async fn poll_loop<T: PollTarget>(
     mut poller: Poller,
     index: usize,
     layout: Layout,
-    target: HttpTarget,
+    target: T,
     recorder: RecordSender,
     progress: Arc<Mutex<Progress>>,
     mut stop: watch::Receiver<bool>,

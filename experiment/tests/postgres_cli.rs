@@ -42,3 +42,207 @@ fn xmin_elsewhere_is_refused_in_one_line() {
     }
     assert!(!db.exists(), "nothing was recorded");
 }
+
+/// A throwaway cluster with a table `posts (id bigserial, body text)` of three rows.
+struct OwnDb {
+    cluster: snowleak::pg::cluster::Cluster,
+    runtime: tokio::runtime::Runtime,
+    client: tokio_postgres::Client,
+}
+
+impl OwnDb {
+    fn start() -> OwnDb {
+        let cluster = snowleak::pg::cluster::Cluster::start()
+            .expect("these tests need PostgreSQL (initdb, pg_ctl)");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = runtime.block_on(async {
+            let (client, conn) = cluster
+                .config()
+                .connect(tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            client
+                .batch_execute(
+                    "CREATE TABLE posts (id bigserial PRIMARY KEY, body text);
+                     INSERT INTO posts (body) VALUES ('a'), ('b'), ('c');
+                     CREATE ROLE stranger LOGIN;",
+                )
+                .await
+                .unwrap();
+            client
+        });
+        OwnDb {
+            cluster,
+            runtime,
+            client,
+        }
+    }
+
+    fn target(&self) -> String {
+        format!(
+            "postgres:postgresql://postgres@/postgres?host={}",
+            self.cluster.dir().display()
+        )
+    }
+
+    fn sql(&self, sql: &str) -> i64 {
+        self.runtime
+            .block_on(self.client.query_one(sql, &[]))
+            .unwrap()
+            .get(0)
+    }
+}
+
+#[test]
+fn your_own_table_is_polled_read_only_with_commit_timestamp_truth() {
+    let own = OwnDb::start();
+    let dir = temp_dir("own");
+    let db = dir.join("run.db");
+    let relations = own.sql("SELECT count(*) FROM pg_class");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_experiment"))
+        .args([
+            "--target",
+            &own.target(),
+            "--table",
+            "posts",
+            "--duration",
+            "3s",
+            "--poller",
+            "naive",
+            "--poller",
+            "naive",
+            "--db",
+            db.to_str().unwrap(),
+        ])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for the run to start (its log line), then commit rows while it polls.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("run started") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0,
+            "the run ended before it started"
+        );
+    }
+    for n in 0..20 {
+        own.runtime
+            .block_on(
+                own.client
+                    .execute("INSERT INTO posts (body) VALUES ($1)", &[&n.to_string()]),
+            )
+            .unwrap();
+    }
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(status.success(), "{rest}");
+    // Nothing was created, altered or written there.
+    assert_eq!(own.sql("SELECT count(*) FROM pg_class"), relations);
+    assert_eq!(own.sql("SELECT count(*) FROM posts"), 23);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let one = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    // Truth: the 20 rows committed during the run, from their commit timestamps.
+    assert_eq!(
+        one("SELECT count(*) FROM truth WHERE origin = 'commit-ts'"),
+        20
+    );
+    // Both pollers returned all 23 rows.
+    assert_eq!(
+        one("SELECT count(DISTINCT status_id) FROM observations"),
+        23
+    );
+    let config: String = conn
+        .query_row("SELECT config FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert!(config.contains("\"table\":\"posts\""), "{config}");
+}
+
+#[test]
+fn bad_postgres_targets_get_one_line_and_exit_2() {
+    let own = OwnDb::start();
+    let dir = temp_dir("bad-own");
+    let db = dir.join("run.db");
+    let target = own.target();
+    let nowhere = format!(
+        "postgres:postgresql://postgres@/postgres?host={}",
+        dir.display()
+    );
+    let stranger = target.replace("postgres@", "stranger@");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--target", &stranger, "--table", "posts"],
+            "permission denied for table posts",
+        ),
+        (
+            vec!["--target", &nowhere, "--table", "posts"],
+            "cannot connect to PostgreSQL",
+        ),
+        (
+            vec!["--target", &target, "--table", "nope"],
+            "relation \"nope\" does not exist",
+        ),
+        (
+            vec![
+                "--target",
+                &target,
+                "--table",
+                "posts",
+                "--id-column",
+                "uid",
+            ],
+            "column \"uid\" does not exist",
+        ),
+        (vec!["--target", &target], "needs --table"),
+        (
+            vec!["--target", &target, "--table", "posts", "--poller", "xmin"],
+            "needs an xid8 column",
+        ),
+        (
+            vec![
+                "--target",
+                "postgres:postgresql://u:secret@localhost/db",
+                "--table",
+                "t",
+            ],
+            "not in the URL",
+        ),
+        (
+            vec!["--target", "postgres", "--schema", "oracle"],
+            "unknown schema 'oracle'",
+        ),
+        (
+            vec![
+                "--target",
+                "postgres",
+                "--schema",
+                "outbox",
+                "--poller",
+                "compensated:k=1s",
+            ],
+            "carry no time",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut all = args.clone();
+        if !all.contains(&"--poller") {
+            all.extend(["--poller", "naive"]);
+        }
+        all.extend(["--duration", "2s", "--db", db.to_str().unwrap()]);
+        let (code, err) = experiment_bin(&all);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert!(
+            !err.contains("secret"),
+            "the password is never echoed: {err}"
+        );
+    }
+}

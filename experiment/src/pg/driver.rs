@@ -33,6 +33,12 @@ pub struct PgArgs {
     /// sleeps up to MAX inside the transaction, uniformly). Off by default.
     #[arg(long, value_parser = parse_tail)]
     pub pg_tail: Option<Tail>,
+    /// Your own database (--target postgres:URL): the table to poll.
+    #[arg(long)]
+    pub table: Option<String>,
+    /// Your own database: the table's ID column.
+    #[arg(long, default_value = "id")]
+    pub id_column: String,
     /// PostgreSQL target: how the pollers read, `sql` (the table) or `http`.
     #[arg(long, default_value = "sql", value_parser = ["sql"])]
     pub via: String,
@@ -90,9 +96,10 @@ pub fn run(args: RunArgs) -> Result<RunSummary, String> {
 fn run_embedded(args: RunArgs) -> Result<RunSummary, String> {
     check_flags(&args)?;
     let schema = args.pg.schema;
-    if args.layout.is_some() || args.token_file.is_some() {
+    if args.layout.is_some() || args.token_file.is_some() || args.pg.table.is_some() {
         return Err(
-            "--layout and --token-file are for your own database (--target postgres:URL)".into(),
+            "--layout, --table and --token-file are for your own database (--target postgres:URL)"
+                .into(),
         );
     }
     if schema == Schema::Outbox && args.pollers.iter().any(|p| p.k_ms().is_some()) {
@@ -126,13 +133,37 @@ fn run_embedded(args: RunArgs) -> Result<RunSummary, String> {
             .map_err(|e| format!("cannot create the {schema} schema: {}", super::db_error(&e)))?;
         Ok::<_, String>(Arc::new(client))
     })?;
-    let result = runtime.block_on(drive(&args, &config, admin, workload, layout));
+    let setup = Setup {
+        config,
+        admin,
+        workload: Some(workload),
+        layout,
+        table: schema.table().to_string(),
+        id_column: "id".to_string(),
+        commit_ts_truth: false,
+    };
+    let result = runtime.block_on(drive(&args, setup));
     drop(runtime);
     drop(cluster);
     result
 }
 
-async fn connect(config: &tokio_postgres::Config) -> Result<tokio_postgres::Client, String> {
+/// What a run polls and whether anything writes to it.
+pub(super) struct Setup {
+    pub config: tokio_postgres::Config,
+    pub admin: Arc<tokio_postgres::Client>,
+    /// The writers' load (the throwaway cluster); none for your own database.
+    pub workload: Option<Workload>,
+    pub layout: Layout,
+    pub table: String,
+    pub id_column: String,
+    /// Your own database with track_commit_timestamp on: truth from commit timestamps.
+    pub commit_ts_truth: bool,
+}
+
+pub(super) async fn connect(
+    config: &tokio_postgres::Config,
+) -> Result<tokio_postgres::Client, String> {
     let (client, connection) = config
         .connect(tokio_postgres::NoTls)
         .await
@@ -160,21 +191,30 @@ struct PgConfig<'a> {
     pollers: Vec<String>,
     layout: String,
     via: &'a str,
-    workload: &'a Workload,
+    table: &'a str,
+    id_column: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workload: Option<&'a Workload>,
+    /// `"<redacted>"` when a password was used; the password itself never.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    password: Option<&'static str>,
     /// Said aloud: an injected tail is our assumption, not PostgreSQL's behaviour.
     #[serde(skip_serializing_if = "Option::is_none")]
     assumption: Option<String>,
     version: &'static str,
 }
 
-async fn drive(
-    args: &RunArgs,
-    config: &tokio_postgres::Config,
-    admin: Arc<tokio_postgres::Client>,
-    workload: Workload,
-    layout: Layout,
-) -> Result<RunSummary, String> {
-    let schema = workload.schema;
+pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, String> {
+    let Setup {
+        config,
+        admin,
+        workload,
+        layout,
+        table,
+        id_column,
+        commit_ts_truth,
+    } = setup;
+    let config = &config;
     let limit = args.limit as usize;
     // Pollers with a since_id cursor first, xmin pollers after them.
     let (xmins, ids): (Vec<CursorPolicy>, Vec<CursorPolicy>) =
@@ -207,8 +247,11 @@ async fn drive(
         pollers: names.clone(),
         layout: layout.to_string(),
         via: &args.pg.via,
-        workload: &workload,
-        assumption: workload.tail.map(|t| {
+        table: &table,
+        id_column: &id_column,
+        workload: workload.as_ref(),
+        password: config.get_password().map(|_| "<redacted>"),
+        assumption: workload.as_ref().and_then(|w| w.tail).map(|t| {
             format!("injected tail: {t} of transactions sleep inside the transaction (pg_sleep)")
         }),
         version: env!("CARGO_PKG_VERSION"),
@@ -217,7 +260,7 @@ async fn drive(
     let run_info = RunInfo {
         started_at_ms: start_ms,
         target: args.target.clone(),
-        profile: Some(schema.to_string()),
+        profile: workload.as_ref().map(|w| w.schema.to_string()),
         seed: Some(args.seed),
         clock: args.clock.clone(),
         layout: layout.to_string(),
@@ -227,10 +270,10 @@ async fn drive(
     };
     let recorder = Recorder::create(&args.db, &run_info, &infos)?;
     let run_id = recorder.run_id;
-    tracing::info!(run = run_id, db = %args.db.display(), schema = %schema, "run started");
+    tracing::info!(run = run_id, db = %args.db.display(), table = %table, "run started");
 
     let readers = Arc::new(connect(config).await?);
-    let target = SqlTarget::new(readers, schema.table(), "id", layout.clone()).await?;
+    let target = SqlTarget::new(readers, &table, &id_column, layout.clone()).await?;
     let mut progress = Progress::new(&pollers);
     for name in &names[ids.len()..] {
         progress.late_arrivals.push((name.clone(), 0));
@@ -265,7 +308,10 @@ async fn drive(
     let writers_task = {
         let (config, workload, output) = (config.clone(), workload.clone(), output.clone());
         tokio::spawn(async move {
-            let result = writers::run_writers(config, workload, output, writers_stop).await;
+            let result = match workload {
+                Some(w) => writers::run_writers(config, w, output, writers_stop).await,
+                None => Ok(()),
+            };
             let _ = done_tx.send(true);
             result
         })
@@ -275,9 +321,14 @@ async fn drive(
     for (n, _) in xmins.iter().enumerate() {
         let client = Arc::new(connect(config).await?);
         let statement = client
-            .prepare(&super::xmin::query(schema.table(), "id"))
+            .prepare(&super::xmin::query(&table, &id_column))
             .await
-            .map_err(|e| super::db_error(&e))?;
+            .map_err(|e| {
+                format!(
+                    "the xmin poller needs an xid8 column 'xid': {}",
+                    super::db_error(&e)
+                )
+            })?;
         xmin_tasks.push(tokio::spawn(super::xmin::poll_loop(
             client,
             statement,
@@ -315,7 +366,7 @@ async fn drive(
         tokio::select! {
             reason = &mut pollers_task => break reason,
             _ = tokio::time::sleep(Duration::from_secs(1)) => {
-                brackets.extend(pump_truth(&admin, schema, &layout, take(), &sender).await);
+                brackets.extend(pump_truth(&admin, &table, &layout, take(), &sender).await);
             }
         }
     };
@@ -323,7 +374,14 @@ async fn drive(
         let _ = task.await;
     }
     let writers_result = writers_task.await.map_err(|e| e.to_string())?;
-    brackets.extend(pump_truth(&admin, schema, &layout, take(), &sender).await);
+    brackets.extend(pump_truth(&admin, &table, &layout, take(), &sender).await);
+    if commit_ts_truth {
+        let rows = super::own::commit_ts_truth(&admin, &table, &id_column, &layout, start_ms).await;
+        match rows {
+            Ok(rows) => sender.truth(rows),
+            Err(e) => tracing::warn!("no truth: {e}"),
+        }
+    }
     signals.abort();
     let stopped = *stop_rx.borrow();
     let reason = match (reason, stopped) {
@@ -335,23 +393,29 @@ async fn drive(
     write_brackets(&args.db, run_id, &brackets)?;
     writers_result?;
     let out = output.lock().unwrap_or_else(|e| e.into_inner());
-    let mut notes = format!(
-        "writers: {} commits ({:.0}/s), {} failed transactions{}\n",
-        out.commits,
-        out.commits as f64 * 1000.0 / args.duration.max(1) as f64,
-        out.failed,
-        out.last_error
-            .as_ref()
-            .map(|e| format!(" (last: {e})"))
-            .unwrap_or_default()
-    );
-    if let Some(t) = workload.tail {
+    let mut notes = if workload.is_none() {
+        String::new()
+    } else {
+        format!(
+            "writers: {} commits ({:.0}/s), {} failed transactions{}\n",
+            out.commits,
+            out.commits as f64 * 1000.0 / args.duration.max(1) as f64,
+            out.failed,
+            out.last_error
+                .as_ref()
+                .map(|e| format!(" (last: {e})"))
+                .unwrap_or_default()
+        )
+    };
+    if let Some(t) = workload.as_ref().and_then(|w| w.tail) {
         notes.push_str(&format!(
             "assumption: an injected tail, {t} of transactions sleep inside the transaction\n"
         ));
     }
-    for name in &names[ids.len()..] {
-        notes.push_str(&xmin_delay_line(&args.db, run_id, name)?);
+    if workload.is_some() {
+        for name in &names[ids.len()..] {
+            notes.push_str(&xmin_delay_line(&args.db, run_id, name)?);
+        }
     }
     tracing::info!(run = run_id, reason, "run finished");
     Ok(RunSummary {
@@ -371,7 +435,7 @@ fn args_end_delay(end_ms: i64) -> u64 {
 /// and brackets (kept for `pg_truth`).
 async fn pump_truth(
     admin: &tokio_postgres::Client,
-    schema: Schema,
+    table: &str,
     layout: &Layout,
     pending: Vec<Written>,
     sender: &RecordSender,
@@ -381,7 +445,7 @@ async fn pump_truth(
     }
     let ids: Vec<i64> = pending.iter().map(|w| w.id).collect();
     let stamps: std::collections::HashMap<i64, Option<i64>> =
-        writers::commit_timestamps(admin, schema.table(), "id", &ids)
+        writers::commit_timestamps(admin, table, "id", &ids)
             .await
             .unwrap_or_default()
             .into_iter()
@@ -393,7 +457,7 @@ async fn pump_truth(
             TruthRow {
                 id: w.id.to_string(),
                 id_key: id.sort_key(),
-                id_time_ms: writers::id_time_ms(schema, layout, w),
+                id_time_ms: writers::id_time_ms(layout, w),
                 posted_at_ms: w.xact_start_ms,
                 // The conservative end of the bracket: owed only to requests sent after it.
                 visible_at_ms: w.commit_returned_ms,

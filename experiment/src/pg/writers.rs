@@ -316,10 +316,12 @@ pub async fn commit_timestamps(
 
 /// The ID's time of a post: decoded from the ID, except for BIGSERIAL, whose
 /// IDs carry no time (then the transaction's start, the insert time the writer saw).
-pub fn id_time_ms(schema: Schema, layout: &Layout, w: &Written) -> i64 {
-    match schema {
-        Schema::Outbox => w.xact_start_ms,
-        _ => layout.ts_ms(crate::id::Id(w.id as u128)),
+pub fn id_time_ms(layout: &Layout, w: &Written) -> i64 {
+    if layout.multiplier() == 1 && layout.epoch_ms() == 0 {
+        // The outbox schema's sequence layout (Schema::layout).
+        w.xact_start_ms
+    } else {
+        layout.ts_ms(crate::id::Id(w.id as u128))
     }
 }
 

@@ -50,7 +50,7 @@ pub fn find_bin_dir() -> Result<PathBuf, String> {
                 .collect()
         })
         .unwrap_or_default();
-    debian.sort_by(|a, b| b.0.cmp(&a.0));
+    debian.sort_by_key(|(version, _)| std::cmp::Reverse(*version));
     path_dirs
         .into_iter()
         .chain(debian.into_iter().map(|(_, dir)| dir))

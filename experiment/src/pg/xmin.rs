@@ -135,7 +135,7 @@ pub async fn poll_loop(
                     p.requests += 1;
                     // Recorded in descending ID order, as every response is.
                     let mut ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
-                    ids.sort_unstable_by(|a, b| b.cmp(a));
+                    ids.sort_unstable_by_key(|id| std::cmp::Reverse(*id));
                     row.reordered = rows.windows(2).any(|w| w[0].0 < w[1].0);
                     row.new_items = ids.len();
                     let late = ids

@@ -11,6 +11,7 @@ use crate::policy::CursorPolicy;
 use crate::poller::Poller;
 use crate::record::{PollerInfo, RecordSender, Recorder, RunInfo, TruthRow};
 use crate::run::{self, Plan, Progress, StopReason};
+use crate::target::{Dialect, HttpTarget};
 use clap::Args;
 use rand::{Rng, SeedableRng};
 use std::sync::{Arc, Mutex};
@@ -40,7 +41,7 @@ pub struct PgArgs {
     #[arg(long, default_value = "id")]
     pub id_column: String,
     /// PostgreSQL target: how the pollers read, `sql` (the table) or `http`.
-    #[arg(long, default_value = "sql", value_parser = ["sql"])]
+    #[arg(long, default_value = "sql", value_parser = ["sql", "http"])]
     pub via: String,
 }
 
@@ -109,6 +110,9 @@ fn run_embedded(args: RunArgs) -> Result<RunSummary, String> {
                 .into(),
         );
     }
+    if args.pg.via == "http" && schema != Schema::Mastodon {
+        return Err("--via http serves the Mastodon API: it needs --schema mastodon".into());
+    }
     let cluster = Cluster::start()?;
     let runtime = crate::app::runtime()?;
     let layout = schema.layout();
@@ -141,6 +145,7 @@ fn run_embedded(args: RunArgs) -> Result<RunSummary, String> {
         table: schema.table().to_string(),
         id_column: "id".to_string(),
         commit_ts_truth: false,
+        via_http: args.pg.via == "http",
     };
     let result = runtime.block_on(drive(&args, setup));
     drop(runtime);
@@ -159,6 +164,8 @@ pub(super) struct Setup {
     pub id_column: String,
     /// Your own database with track_commit_timestamp on: truth from commit timestamps.
     pub commit_ts_truth: bool,
+    /// Poll the Mastodon API served from the table (`--via http`) instead of SQL.
+    pub via_http: bool,
 }
 
 pub(super) async fn connect(
@@ -213,9 +220,17 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
         table,
         id_column,
         commit_ts_truth,
+        via_http,
     } = setup;
     let config = &config;
-    let limit = args.limit as usize;
+    let mastodon = Dialect::Mastodon {
+        timeline: "public".into(),
+    };
+    let limit = if via_http {
+        mastodon.page_limit(args.limit as usize)
+    } else {
+        args.limit as usize
+    };
     // Pollers with a since_id cursor first, xmin pollers after them.
     let (xmins, ids): (Vec<CursorPolicy>, Vec<CursorPolicy>) =
         args.pollers.iter().partition(|p| **p == CursorPolicy::Xmin);
@@ -273,7 +288,27 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
     tracing::info!(run = run_id, db = %args.db.display(), table = %table, "run started");
 
     let readers = Arc::new(connect(config).await?);
-    let target = SqlTarget::new(readers, &table, &id_column, layout.clone()).await?;
+    let target = SqlTarget::new(readers.clone(), &table, &id_column, layout.clone()).await?;
+    let http_target = if via_http {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| format!("cannot listen on 127.0.0.1: {e}"))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let router = super::http::router(readers.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        let client = crate::target::http_client(Duration::from_millis(args.timeout))?;
+        Some(HttpTarget::new(
+            client,
+            &format!("http://{addr}"),
+            mastodon,
+            layout.clone(),
+            None,
+        ))
+    } else {
+        None
+    };
     let mut progress = Progress::new(&pollers);
     for name in &names[ids.len()..] {
         progress.late_arrivals.push((name.clone(), 0));
@@ -351,14 +386,25 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
         duration_ms: args.duration,
         final_wait_ms,
     };
-    let mut pollers_task = Box::pin(run::run_real(
-        plan,
-        target,
-        None,
-        recorder.sender(),
-        progress.clone(),
-        stop_rx.clone(),
-    ));
+    let mut pollers_task: std::pin::Pin<Box<dyn std::future::Future<Output = StopReason> + Send>> =
+        match http_target {
+            Some(http) => Box::pin(run::run_real(
+                plan,
+                http,
+                None,
+                recorder.sender(),
+                progress.clone(),
+                stop_rx.clone(),
+            )),
+            None => Box::pin(run::run_real(
+                plan,
+                target,
+                None,
+                recorder.sender(),
+                progress.clone(),
+                stop_rx.clone(),
+            )),
+        };
     let sender = recorder.sender();
     let take = || std::mem::take(&mut output.lock().unwrap_or_else(|e| e.into_inner()).written);
     let mut brackets: Vec<Bracket> = Vec::new();

@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod driver;
+pub mod http;
 pub mod own;
 pub mod schema;
 pub mod source;

@@ -41,6 +41,12 @@ pub fn config(args: &RunArgs, url: &str) -> Result<tokio_postgres::Config, Strin
 }
 
 pub fn run(args: RunArgs, url: &str) -> Result<RunSummary, String> {
+    if args.pg.via == "http" {
+        return Err(
+            "--via http serves the throwaway cluster's statuses; your own table is read over SQL"
+                .into(),
+        );
+    }
     if args.pg.pg_tail.is_some() {
         return Err(
             "--pg-tail shapes the throwaway cluster's writers; nothing writes to your own database"
@@ -112,6 +118,7 @@ pub fn run(args: RunArgs, url: &str) -> Result<RunSummary, String> {
         table,
         id_column,
         commit_ts_truth,
+        via_http: false,
     };
     runtime.block_on(drive(&args, setup))
 }

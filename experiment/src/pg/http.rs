@@ -47,19 +47,16 @@ fn bad(message: String) -> Response {
 }
 
 async fn public(State(db): State<Db>, Query(params): Query<HashMap<String, String>>) -> Response {
-    let id = |name: &str| -> Result<Option<i64>, Response> {
+    let id = |name: &str| -> Result<Option<i64>, String> {
         params
             .get(name)
             .filter(|v| !v.is_empty())
-            .map(|v| {
-                v.parse::<i64>()
-                    .map_err(|_| bad(format!("bad {name} '{v}'")))
-            })
+            .map(|v| v.parse::<i64>().map_err(|_| format!("bad {name} '{v}'")))
             .transpose()
     };
     let (since, max, min) = match (id("since_id"), id("max_id"), id("min_id")) {
         (Ok(s), Ok(m), Ok(n)) => (s, m, n),
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e,
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return bad(e),
     };
     let limit = match params.get("limit").map(|v| v.parse::<i64>()) {
         None => 20,

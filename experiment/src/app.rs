@@ -115,7 +115,7 @@ pub const VIRTUAL_START_MS: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 
 /// Everything that defines a run, stored as JSON in `runs.config`.
 #[derive(Serialize)]
-struct StoredConfig<'a> {
+pub(crate) struct StoredConfig<'a> {
     target: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     timeline: Option<String>,
@@ -146,7 +146,7 @@ struct StoredConfig<'a> {
 
 impl<'a> StoredConfig<'a> {
     /// The fields every run stores; each kind of target adds its own.
-    fn common(
+    pub(crate) fn common(
         args: &'a RunArgs,
         page_limit: usize,
         pollers: Vec<String>,

@@ -449,12 +449,18 @@ async fn poll_loop<T: PollTarget>(
         failures = if cycle_failed { failures + 1 } else { 0 };
         not_before_ms =
             not_before_ms.max(crate::clock::now_ms() + backoff_ms(failures, interval_ms) as i64);
-        // Ticks missed while waiting are skipped, not made up: the cadence stays aligned.
-        next_tick += interval_ms as i64;
-        let now = crate::clock::now_ms();
-        if next_tick <= now {
-            next_tick = align_up(now, interval_ms);
-        }
+        next_tick = following_tick(next_tick, interval_ms, crate::clock::now_ms());
+    }
+}
+
+/// The tick after `tick`; ticks missed while waiting are skipped, not made up,
+/// so the cadence stays aligned.
+pub fn following_tick(tick: i64, interval_ms: u64, now_ms: i64) -> i64 {
+    let next = tick + interval_ms as i64;
+    if next <= now_ms {
+        align_up(now_ms, interval_ms)
+    } else {
+        next
     }
 }
 
@@ -467,6 +473,13 @@ mod tests {
         assert_eq!(align_up(1_700_000_000_001, 1000), 1_700_000_001_000);
         assert_eq!(align_up(1_700_000_000_000, 1000), 1_700_000_000_000);
         assert_eq!(align_up(-1, 1000), 0);
+    }
+
+    #[test]
+    fn missed_ticks_are_skipped() {
+        assert_eq!(following_tick(1000, 1000, 1500), 2000);
+        assert_eq!(following_tick(1000, 1000, 3500), 4000);
+        assert_eq!(following_tick(1000, 1000, 2000), 2000);
     }
 
     #[test]

@@ -185,18 +185,12 @@ struct Bracket {
     commit_ts_ms: Option<i64>,
 }
 
-/// Everything stored about the run, as JSON in `runs.config`.
+/// Everything stored about the run, as JSON in `runs.config`: what every run
+/// stores, and the PostgreSQL target's own.
 #[derive(serde::Serialize)]
 struct PgConfig<'a> {
-    target: &'a str,
-    seed: u64,
-    clock: &'a str,
-    duration_ms: u64,
-    interval_ms: u64,
-    page_limit: usize,
-    max_back_pages: u32,
-    pollers: Vec<String>,
-    layout: String,
+    #[serde(flatten)]
+    common: crate::app::StoredConfig<'a>,
     via: &'a str,
     table: &'a str,
     id_column: &'a str,
@@ -208,7 +202,6 @@ struct PgConfig<'a> {
     /// Said aloud: an injected tail is our assumption, not PostgreSQL's behaviour.
     #[serde(skip_serializing_if = "Option::is_none")]
     assumption: Option<String>,
-    version: &'static str,
 }
 
 pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, String> {
@@ -252,15 +245,7 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
         .collect();
     let final_wait_ms = ordered.iter().filter_map(|p| p.k_ms()).max().unwrap_or(0);
     let stored = PgConfig {
-        target: &args.target,
-        seed: args.seed,
-        clock: &args.clock,
-        duration_ms: args.duration,
-        interval_ms: args.interval,
-        page_limit: limit,
-        max_back_pages: args.max_back_pages,
-        pollers: names.clone(),
-        layout: layout.to_string(),
+        common: crate::app::StoredConfig::common(args, limit, names.clone(), &layout),
         via: &args.pg.via,
         table: &table,
         id_column: &id_column,
@@ -269,7 +254,6 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
         assumption: workload.as_ref().and_then(|w| w.tail).map(|t| {
             format!("injected tail: {t} of transactions sleep inside the transaction (pg_sleep)")
         }),
-        version: env!("CARGO_PKG_VERSION"),
     };
     let start_ms = crate::clock::now_ms();
     let run_info = RunInfo {

@@ -11,7 +11,7 @@
 
 use crate::id::{Id, Layout};
 use crate::record::{RecordSender, RequestRow, StatusRow};
-use crate::run::{Progress, align_up};
+use crate::run::{Progress, align_up, following_tick};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
@@ -173,11 +173,7 @@ pub async fn poll_loop(
             return;
         }
         cycle += 1;
-        next_tick += interval_ms as i64;
-        let now = crate::clock::now_ms();
-        if next_tick <= now {
-            next_tick = align_up(now, interval_ms);
-        }
+        next_tick = following_tick(next_tick, interval_ms, crate::clock::now_ms());
     }
 }
 

@@ -246,3 +246,62 @@ fn bad_postgres_targets_get_one_line_and_exit_2() {
         );
     }
 }
+
+#[test]
+fn ctrl_c_ends_the_run_cleanly_and_removes_the_cluster() {
+    let dir = temp_dir("ctrl-c");
+    let db = dir.join("run.db");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_experiment"))
+        .args([
+            "--target",
+            "postgres",
+            "--duration",
+            "1h",
+            "--poller",
+            "naive",
+        ])
+        .args(["--poller", "xmin", "--write-rate", "50", "--db"])
+        .arg(&db)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("run started") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0,
+            "the run ended before it started"
+        );
+    }
+    let prefix = format!("snowleak-pg-{}-", child.id());
+    let clusters = || {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(&prefix)
+            })
+            .count()
+    };
+    assert_eq!(clusters(), 1, "the run's cluster exists while it runs");
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    assert_eq!(clusters(), 0, "the cluster is stopped and removed");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (complete, reason): (i64, String) = conn
+        .query_row("SELECT complete, end_reason FROM runs", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!((complete, reason.as_str()), (1, "interrupted"));
+}

@@ -6,9 +6,9 @@
 //! Information Functions"). Dropping the handle stops the server and removes
 //! the directory, on every way out of a run (end, error, Ctrl-C, panic).
 //!
-//! A run killed with SIGKILL cannot clean up; its directory carries the pid
-//! of the process that made it, and the next start sweeps away every cluster
-//! whose owner is gone (stopping its server first). Clusters of live
+//! A run killed with SIGKILL cannot clean up; its directory's name carries
+//! the pid of the process that made it, and the next start sweeps away every
+//! cluster whose owner is gone (stopping its server first). Clusters of live
 //! processes (parallel tests) are left alone.
 //!
 //! `initdb` refuses to run as root (PostgreSQL manual, 19.2 "Creating a
@@ -21,8 +21,6 @@ use std::process::{Command, Stdio};
 
 /// Prefix of every cluster directory this module makes in the temp directory.
 const PREFIX: &str = "snowleak-pg-";
-/// The file inside a cluster directory naming the pid of the process that owns it.
-const OWNER_FILE: &str = "owner.pid";
 
 /// A running throwaway cluster. Dropping it stops the server and removes its directory.
 #[derive(Debug)]
@@ -106,8 +104,6 @@ impl Cluster {
             .map_err(|e| format!("cannot make the cluster directory {}: {e}", dir.display()))?;
         // From here on, dropping `cluster` cleans up whatever was made.
         let cluster = Cluster { dir, bin, run_as };
-        std::fs::write(cluster.dir.join(OWNER_FILE), std::process::id().to_string())
-            .map_err(|e| format!("cannot write in {}: {e}", cluster.dir.display()))?;
         if let Some(user) = &cluster.run_as {
             let (uid, gid) = user_ids(user)?;
             std::os::unix::fs::chown(&cluster.dir, Some(uid), Some(gid))
@@ -257,9 +253,12 @@ fn sweep_stale(bin: &Path) {
             continue;
         }
         let dir = entry.path();
-        let owner = std::fs::read_to_string(dir.join(OWNER_FILE))
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok());
+        // The owner's pid is in the name, written in the same step as the
+        // directory itself, so no sweep can see a cluster without its owner.
+        let owner = name.to_string_lossy()[PREFIX.len()..]
+            .split('-')
+            .next()
+            .and_then(|pid| pid.parse::<u32>().ok());
         let alive = owner.is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
         if !alive {
             tracing::info!(dir = %dir.display(), "removing a PostgreSQL cluster left by a killed run");
@@ -305,8 +304,12 @@ mod tests {
     fn a_cluster_left_by_a_dead_process_is_swept() {
         let cluster = Cluster::start().expect("PostgreSQL must start for this test");
         // Pretend its owner died: a pid that cannot exist (above pid_max).
-        std::fs::write(cluster.dir().join(OWNER_FILE), "4294967295").unwrap();
-        let dir = cluster.dir().to_path_buf();
+        let dir = std::env::temp_dir().join(format!(
+            "{PREFIX}4294967295-{}-{}",
+            std::process::id(),
+            unique()
+        ));
+        std::fs::rename(cluster.dir(), &dir).unwrap();
         let bin = cluster.bin.clone();
         std::mem::forget(cluster);
         assert!(dir.join("data/postmaster.pid").exists());

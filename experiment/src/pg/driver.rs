@@ -269,7 +269,6 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
     };
     let recorder = Recorder::create(&args.db, &run_info, &infos)?;
     let run_id = recorder.run_id;
-    tracing::info!(run = run_id, db = %args.db.display(), table = %table, "run started");
 
     let readers = Arc::new(connect(config).await?);
     let target = SqlTarget::new(readers.clone(), &table, &id_column, layout.clone()).await?;
@@ -300,6 +299,16 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
     let progress = Arc::new(Mutex::new(progress));
 
     let (stop_tx, stop_rx) = watch::channel(false);
+    // Install the handlers now, not when the task below first runs: tokio
+    // keeps an installed handler for the life of the process, so from here on
+    // Ctrl-C and SIGTERM no longer kill it (and its cluster is cleaned up).
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let _ = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        );
+    }
     let signals = tokio::spawn(async move {
         crate::app::wait_for_signal().await;
         tracing::warn!("stopping: the writers stop, the pollers make their last cycle");
@@ -308,6 +317,8 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
         tracing::error!("second signal: exiting now; the run stays marked incomplete");
         std::process::exit(130);
     });
+    // Logged once Ctrl-C is handled: from here on a signal ends the run cleanly.
+    tracing::info!(run = run_id, db = %args.db.display(), table = %table, "run started");
     let end_ms = start_ms + args.duration as i64;
     // The writers stop at the end of the duration or at a signal.
     let (writers_stop_tx, writers_stop) = watch::channel(false);

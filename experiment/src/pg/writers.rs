@@ -364,3 +364,90 @@ mod tests {
         assert_eq!(l.ts_ms(crate::id::Id(ids[4096] as u128)), t + 1);
     }
 }
+
+#[cfg(test)]
+mod database_tests {
+    use super::*;
+    use crate::id::Id;
+    use crate::pg::cluster::Cluster;
+
+    /// One post in each schema, on a real cluster: the ID's time is where each
+    /// schema says it is.
+    #[test]
+    fn each_schema_ids_its_posts_at_transaction_start() {
+        let cluster = Cluster::start().expect("PostgreSQL must start for this test");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        for schema in [Schema::Mastodon, Schema::Outbox, Schema::Snowflake] {
+            rt.block_on(async {
+                let mut config = cluster.config();
+                let (client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
+                tokio::spawn(conn);
+                let db = format!("s_{schema}");
+                client
+                    .batch_execute(&format!("CREATE DATABASE {db}"))
+                    .await
+                    .unwrap();
+                let (client, conn) = config
+                    .dbname(&db)
+                    .connect(tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+                tokio::spawn(conn);
+                client.batch_execute(&schema.ddl("00ff")).await.unwrap();
+                let (insert, side, update) = prepare(&client, schema).await.unwrap();
+                let mut ids = SnowflakeGen::new(7);
+                let layout = schema.layout();
+                let mut previous: Option<Written> = None;
+                for n in 0..3 {
+                    let w = post(
+                        &client, &insert, &side, &update, schema, &mut ids, 1, 2, "x", 0,
+                    )
+                    .await
+                    .unwrap();
+                    assert!(w.xact_start_ms <= w.commit_returned_ms);
+                    let id_time = id_time_ms(&layout, &w);
+                    match schema {
+                        // timestamp_id: the ms of now() above the low 16 bits.
+                        Schema::Mastodon => {
+                            assert_eq!(layout.ts_ms(Id(w.id as u128)), w.xact_start_ms)
+                        }
+                        Schema::Outbox => {
+                            assert_eq!(w.id, n + 1, "BIGSERIAL counts from 1");
+                            assert_eq!(id_time, w.xact_start_ms);
+                        }
+                        // The writer's clock, read after BEGIN.
+                        Schema::Snowflake => {
+                            assert!(id_time >= w.xact_start_ms && id_time <= w.commit_returned_ms);
+                            assert_eq!((w.id >> 12) & 1023, 7);
+                        }
+                    }
+                    if let Some(p) = &previous {
+                        assert!(w.id > p.id);
+                        assert_ne!(w.xid, p.xid, "one transaction per post");
+                    }
+                    previous = Some(w);
+                }
+                let stamps = commit_timestamps(
+                    &client,
+                    schema.table(),
+                    "id",
+                    &[previous.as_ref().unwrap().id],
+                )
+                .await
+                .unwrap();
+                let w = previous.unwrap();
+                let commit = stamps[0].1.expect("track_commit_timestamp is on");
+                assert!(w.xact_start_ms <= commit && commit <= w.commit_returned_ms);
+                let count: i64 = client
+                    .query_one("SELECT sum(statuses_count)::bigint FROM accounts", &[])
+                    .await
+                    .unwrap()
+                    .get(0);
+                assert_eq!(count, 3, "each post updated a counter row");
+            });
+        }
+    }
+}

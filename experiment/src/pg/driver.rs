@@ -500,8 +500,11 @@ async fn pump_truth(
                 id_key: id.sort_key(),
                 id_time_ms: writers::id_time_ms(layout, w),
                 posted_at_ms: w.xact_start_ms,
-                // The conservative end of the bracket: owed only to requests sent after it.
-                visible_at_ms: w.commit_returned_ms,
+                // The conservative end of the bracket: owed only to requests
+                // sent after COMMIT returned. The clocks read whole ms, and a
+                // request read at the same ms may have left before the COMMIT
+                // returned (a real run showed it), so: the next ms.
+                visible_at_ms: w.commit_returned_ms + 1,
                 deleted_at_ms: None,
                 origin: if w.sleep_ms > 0 {
                     "injected-sleep".into()

@@ -305,3 +305,42 @@ fn ctrl_c_ends_the_run_cleanly_and_removes_the_cluster() {
         .unwrap();
     assert_eq!((complete, reason.as_str()), (1, "interrupted"));
 }
+
+#[test]
+fn a_server_that_goes_away_gives_failed_requests_and_a_clean_end() {
+    let own = OwnDb::start();
+    let dir = temp_dir("gone");
+    let db = dir.join("run.db");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_experiment"))
+        .args([
+            "--target",
+            &own.target(),
+            "--table",
+            "posts",
+            "--duration",
+            "3s",
+        ])
+        .args(["--poller", "naive", "--interval", "200ms", "--db"])
+        .arg(&db)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("run started") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0,
+            "the run ended before it started"
+        );
+    }
+    // The server goes away mid-run (stopped, its directory removed).
+    drop(own);
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let one = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(one("SELECT complete FROM runs"), 1, "a clean end");
+    assert!(one("SELECT count(*) FROM requests WHERE error IS NOT NULL") > 0);
+}

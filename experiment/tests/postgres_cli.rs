@@ -43,6 +43,23 @@ fn xmin_elsewhere_is_refused_in_one_line() {
     assert!(!db.exists(), "nothing was recorded");
 }
 
+/// Waits until a spawned run logs that it started (Ctrl-C is handled from
+/// then on); returns the rest of its stderr.
+fn wait_for_start(
+    child: &mut std::process::Child,
+) -> std::io::BufReader<std::process::ChildStderr> {
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("run started") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0,
+            "the run ended before it started"
+        );
+    }
+    stderr
+}
+
 /// A throwaway cluster with a table `posts (id bigserial, body text)` of three rows.
 struct OwnDb {
     cluster: snowleak::pg::cluster::Cluster,
@@ -123,15 +140,7 @@ fn your_own_table_is_polled_read_only_with_commit_timestamp_truth() {
         .spawn()
         .unwrap();
     // Wait for the run to start (its log line), then commit rows while it polls.
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("run started") {
-        line.clear();
-        assert!(
-            std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0,
-            "the run ended before it started"
-        );
-    }
+    let mut stderr = wait_for_start(&mut child);
     for n in 0..20 {
         own.runtime
             .block_on(
@@ -266,15 +275,8 @@ fn ctrl_c_ends_the_run_cleanly_and_removes_the_cluster() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("run started") {
-        line.clear();
-        assert!(
-            std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0,
-            "the run ended before it started"
-        );
-    }
+    // Kept open until the end: the run logs to it.
+    let _stderr = wait_for_start(&mut child);
     let prefix = format!("snowleak-pg-{}-", child.id());
     let clusters = || {
         std::fs::read_dir(std::env::temp_dir())
@@ -326,15 +328,8 @@ fn a_server_that_goes_away_gives_failed_requests_and_a_clean_end() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("run started") {
-        line.clear();
-        assert!(
-            std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0,
-            "the run ended before it started"
-        );
-    }
+    // Kept open until the end: the run logs to it.
+    let _stderr = wait_for_start(&mut child);
     // The server goes away mid-run (stopped, its directory removed).
     drop(own);
     let status = child.wait().unwrap();

@@ -339,3 +339,46 @@ fn a_server_that_goes_away_gives_failed_requests_and_a_clean_end() {
     assert_eq!(one("SELECT complete FROM runs"), 1, "a clean end");
     assert!(one("SELECT count(*) FROM requests WHERE error IS NOT NULL") > 0);
 }
+
+#[test]
+fn wrong_credentials_get_one_line_and_the_password_is_never_shown() {
+    let own = OwnDb::start();
+    // A role that must give its password (scram), the rest stays trusted.
+    let hba = own.cluster.dir().join("data/pg_hba.conf");
+    let rules = std::fs::read_to_string(&hba).unwrap();
+    std::fs::write(&hba, format!("local all checked scram-sha-256\n{rules}")).unwrap();
+    own.sql("SELECT pg_reload_conf()::int::bigint");
+    own.runtime
+        .block_on(own.client.batch_execute(
+            "CREATE ROLE checked LOGIN PASSWORD 'right-one'; GRANT SELECT ON posts TO checked",
+        ))
+        .unwrap();
+    let dir = temp_dir("credentials");
+    let target = own.target().replace("postgres@", "checked@");
+    let run = |password: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_experiment"))
+            .args(["--target", &target, "--table", "posts", "--poller", "naive"])
+            .args(["--duration", "1s", "--db"])
+            .arg(dir.join("run.db"))
+            .env("PGPASSWORD", password)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run("wrong-one");
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("password authentication failed"), "{err}");
+    assert!(!err.contains("wrong-one"), "{err}");
+    let (code, err) = run("right-one");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("right-one"), "{err}");
+    let stored: String = rusqlite::Connection::open(dir.join("run.db"))
+        .unwrap()
+        .query_row("SELECT config FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert!(stored.contains("\"password\":\"<redacted>\"") && !stored.contains("right-one"));
+}

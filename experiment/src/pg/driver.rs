@@ -174,7 +174,7 @@ pub(super) async fn connect(
     let (client, connection) = config
         .connect(tokio_postgres::NoTls)
         .await
-        .map_err(|e| format!("cannot connect to PostgreSQL: {e}"))?;
+        .map_err(|e| format!("cannot connect to PostgreSQL: {}", super::db_error(&e)))?;
     tokio::spawn(connection);
     Ok(client)
 }

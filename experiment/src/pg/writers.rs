@@ -134,7 +134,7 @@ pub async fn run_writers(
         let (client, connection) = config
             .connect(tokio_postgres::NoTls)
             .await
-            .map_err(|e| format!("writer {index} cannot connect: {e}"))?;
+            .map_err(|e| format!("writer {index} cannot connect: {}", super::db_error(&e)))?;
         tokio::spawn(connection);
         let workload = workload.clone();
         let output = output.clone();

@@ -37,8 +37,20 @@ async fn instance() -> Json<Value> {
     Json(json!({
         "uri": "127.0.0.1",
         "title": "snowleak on PostgreSQL",
-        "version": "4.3.0",
+        "short_description": "statuses served from a PostgreSQL table",
         "description": "statuses served from a PostgreSQL table",
+        "email": "",
+        "version": "4.3.0",
+        "urls": {},
+        "stats": {"user_count": 16, "status_count": 0, "domain_count": 1},
+        "thumbnail": null,
+        "languages": ["en"],
+        "registrations": false,
+        "approval_required": false,
+        "invites_enabled": false,
+        "configuration": {"statuses": {"max_characters": 500, "max_media_attachments": 4}},
+        "contact_account": null,
+        "rules": [],
     }))
 }
 
@@ -46,7 +58,11 @@ fn bad(message: String) -> Response {
     (StatusCode::BAD_REQUEST, Json(json!({ "error": message }))).into_response()
 }
 
-async fn public(State(db): State<Db>, Query(params): Query<HashMap<String, String>>) -> Response {
+async fn public(
+    State(db): State<Db>,
+    headers: axum::http::HeaderMap,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
     let id = |name: &str| -> Result<Option<i64>, String> {
         params
             .get(name)
@@ -104,7 +120,27 @@ async fn public(State(db): State<Db>, Query(params): Query<HashMap<String, Strin
     if ascending {
         statuses.reverse();
     }
-    Json(statuses).into_response()
+    let mut response = Json(&statuses).into_response();
+    // Mastodon's Link header (API docs, "Paginating with the Link header"):
+    // next pages down from the last status, prev up from the first.
+    if let (Some(first), Some(last)) = (statuses.first(), statuses.last()) {
+        let host = headers
+            .get(axum::http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("127.0.0.1");
+        let base = format!("http://{host}/api/v1/timelines/public?limit={limit}&");
+        let link = format!(
+            "<{base}max_id={}>; rel=\"next\", <{base}min_id={}>; rel=\"prev\"",
+            last["id"].as_str().unwrap_or_default(),
+            first["id"].as_str().unwrap_or_default()
+        );
+        if let Ok(value) = axum::http::HeaderValue::from_str(&link) {
+            response
+                .headers_mut()
+                .insert(axum::http::header::LINK, value);
+        }
+    }
+    response
 }
 
 /// `experiment serve --backend postgres`: a throwaway cluster with the

@@ -192,3 +192,71 @@ mod tests {
         assert_eq!(c, XminCursor { xid: 9, id: 4 });
     }
 }
+
+#[cfg(test)]
+mod database_tests {
+    use super::*;
+    use crate::pg::cluster::Cluster;
+    use crate::pg::schema::Schema;
+
+    /// The horizon on a real cluster: an open transaction anywhere holds back
+    /// every row committed after it started; once it ends, both come, in xid order.
+    #[test]
+    fn an_open_transaction_holds_back_later_commits() {
+        let cluster = Cluster::start().expect("PostgreSQL must start for this test");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let connect = || async {
+                let (client, conn) = cluster
+                    .config()
+                    .connect(tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+                tokio::spawn(conn);
+                client
+            };
+            let (slow, fast, reader) = (connect().await, connect().await, connect().await);
+            slow.batch_execute(&Schema::Mastodon.ddl("ab"))
+                .await
+                .unwrap();
+            let statement = reader.prepare(&query("statuses", "id")).await.unwrap();
+            let read = |cursor: XminCursor| {
+                let (reader, statement) = (&reader, &statement);
+                async move {
+                    reader
+                        .query(statement, &[&cursor.xid.to_string(), &cursor.id, &100i64])
+                        .await
+                        .unwrap()
+                        .iter()
+                        .map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1)))
+                        .collect::<Vec<(i64, i64)>>()
+                }
+            };
+            let insert = "INSERT INTO statuses (account_id, text) VALUES (1, 'x') RETURNING id";
+            slow.batch_execute("BEGIN").await.unwrap();
+            let slow_id: i64 = slow.query_one(insert, &[]).await.unwrap().get(0);
+            let fast_id: i64 = fast.query_one(insert, &[]).await.unwrap().get(0);
+            // The fast row is committed and visible, but held back by the open transaction.
+            let visible: i64 = reader
+                .query_one("SELECT count(*) FROM statuses", &[])
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(visible, 1);
+            assert!(read(XminCursor::start()).await.is_empty());
+            slow.batch_execute("COMMIT").await.unwrap();
+            let rows = read(XminCursor::start()).await;
+            assert_eq!(
+                rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+                vec![slow_id, fast_id],
+                "both, in transaction order"
+            );
+            let mut cursor = XminCursor::start();
+            cursor.advance(&rows, 100);
+            assert!(read(cursor).await.is_empty(), "nothing comes twice");
+        });
+    }
+}

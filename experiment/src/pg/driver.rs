@@ -260,7 +260,7 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
         started_at_ms: start_ms,
         target: args.target.clone(),
         profile: workload.as_ref().map(|w| w.schema.to_string()),
-        seed: Some(args.seed),
+        seed: workload.as_ref().map(|_| args.seed),
         clock: args.clock.clone(),
         layout: layout.to_string(),
         interval_ms: args.interval,

@@ -279,17 +279,11 @@ mod tests {
 
     #[test]
     fn starts_answers_and_cleans_up() {
-        let cluster = Cluster::start().expect("PostgreSQL must start for this test");
+        let (cluster, rt) = crate::pg::testing::start();
         let dir = cluster.dir().to_path_buf();
-        let config = cluster.config();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
         let setting: String = rt.block_on(async {
-            let (client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
-            tokio::spawn(conn);
-            client
+            crate::pg::testing::connect(&cluster, None)
+                .await
                 .query_one("SHOW track_commit_timestamp", &[])
                 .await
                 .unwrap()

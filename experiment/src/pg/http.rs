@@ -210,26 +210,15 @@ pub async fn serve(addr: &str, seed: u64) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::id::Id;
-    use crate::pg::cluster::Cluster;
     use crate::pg::schema::Schema;
     use crate::pg::source::SqlTarget;
     use crate::poller::PageRequest;
 
     #[test]
     fn the_api_reads_the_same_rows_as_the_sql_pollers() {
-        let cluster = Cluster::start().expect("PostgreSQL must start for this test");
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let (cluster, rt) = crate::pg::testing::start();
         rt.block_on(async {
-            let (client, conn) = cluster
-                .config()
-                .connect(tokio_postgres::NoTls)
-                .await
-                .unwrap();
-            tokio::spawn(conn);
+            let client = crate::pg::testing::connect(&cluster, None).await;
             client
                 .batch_execute(&Schema::Mastodon.ddl("0123"))
                 .await

@@ -23,3 +23,31 @@ pub fn db_error(e: &tokio_postgres::Error) -> String {
         None => e.to_string(),
     }
 }
+
+/// What the tests on a real cluster share: the cluster and a runtime to talk to it.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// Starts a throwaway cluster (failing the test, never skipping it, without PostgreSQL).
+    pub fn start() -> (super::cluster::Cluster, tokio::runtime::Runtime) {
+        let cluster = super::cluster::Cluster::start()
+            .expect("PostgreSQL must start for this test (initdb and pg_ctl)");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        (cluster, runtime)
+    }
+
+    /// A connection to the cluster's `postgres` database, or to `dbname`.
+    pub async fn connect(
+        cluster: &super::cluster::Cluster,
+        dbname: Option<&str>,
+    ) -> tokio_postgres::Client {
+        let mut config = cluster.config();
+        if let Some(name) = dbname {
+            config.dbname(name);
+        }
+        super::driver::connect(&config).await.unwrap()
+    }
+}

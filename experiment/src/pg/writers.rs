@@ -369,33 +369,21 @@ mod tests {
 mod database_tests {
     use super::*;
     use crate::id::Id;
-    use crate::pg::cluster::Cluster;
 
     /// One post in each schema, on a real cluster: the ID's time is where each
     /// schema says it is.
     #[test]
     fn each_schema_ids_its_posts_at_transaction_start() {
-        let cluster = Cluster::start().expect("PostgreSQL must start for this test");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let (cluster, rt) = crate::pg::testing::start();
         for schema in [Schema::Mastodon, Schema::Outbox, Schema::Snowflake] {
             rt.block_on(async {
-                let mut config = cluster.config();
-                let (client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
-                tokio::spawn(conn);
                 let db = format!("s_{schema}");
-                client
+                crate::pg::testing::connect(&cluster, None)
+                    .await
                     .batch_execute(&format!("CREATE DATABASE {db}"))
                     .await
                     .unwrap();
-                let (client, conn) = config
-                    .dbname(&db)
-                    .connect(tokio_postgres::NoTls)
-                    .await
-                    .unwrap();
-                tokio::spawn(conn);
+                let client = crate::pg::testing::connect(&cluster, Some(&db)).await;
                 client.batch_execute(&schema.ddl("00ff")).await.unwrap();
                 let (insert, side, update) = prepare(&client, schema).await.unwrap();
                 let mut ids = SnowflakeGen::new(7);

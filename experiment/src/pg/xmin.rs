@@ -196,28 +196,15 @@ mod tests {
 #[cfg(test)]
 mod database_tests {
     use super::*;
-    use crate::pg::cluster::Cluster;
     use crate::pg::schema::Schema;
 
     /// The horizon on a real cluster: an open transaction anywhere holds back
     /// every row committed after it started; once it ends, both come, in xid order.
     #[test]
     fn an_open_transaction_holds_back_later_commits() {
-        let cluster = Cluster::start().expect("PostgreSQL must start for this test");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let (cluster, rt) = crate::pg::testing::start();
         rt.block_on(async {
-            let connect = || async {
-                let (client, conn) = cluster
-                    .config()
-                    .connect(tokio_postgres::NoTls)
-                    .await
-                    .unwrap();
-                tokio::spawn(conn);
-                client
-            };
+            let connect = || crate::pg::testing::connect(&cluster, None);
             let (slow, fast, reader) = (connect().await, connect().await, connect().await);
             slow.batch_execute(&Schema::Mastodon.ddl("ab"))
                 .await

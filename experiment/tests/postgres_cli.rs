@@ -43,11 +43,24 @@ fn xmin_elsewhere_is_refused_in_one_line() {
     assert!(!db.exists(), "nothing was recorded");
 }
 
-/// Waits until a spawned run logs that it started (Ctrl-C is handled from
-/// then on); returns the rest of its stderr.
-fn wait_for_start(
-    child: &mut std::process::Child,
-) -> std::io::BufReader<std::process::ChildStderr> {
+/// Starts `experiment ARGS --db DB` and waits until it logs that the run
+/// started (Ctrl-C is handled from then on); returns the process and the rest
+/// of its stderr, to be kept open while it runs (it logs there).
+fn start_run(
+    args: &[&str],
+    db: &std::path::Path,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStderr>,
+) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_experiment"))
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     while !line.contains("run started") {
@@ -57,7 +70,7 @@ fn wait_for_start(
             "the run ended before it started"
         );
     }
-    stderr
+    (child, stderr)
 }
 
 /// A throwaway cluster with a table `posts (id bigserial, body text)` of three rows.
@@ -120,8 +133,9 @@ fn your_own_table_is_polled_read_only_with_commit_timestamp_truth() {
     let dir = temp_dir("own");
     let db = dir.join("run.db");
     let relations = own.sql("SELECT count(*) FROM pg_class");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_experiment"))
-        .args([
+    // Wait for the run to start (its log line), then commit rows while it polls.
+    let (mut child, mut stderr) = start_run(
+        &[
             "--target",
             &own.target(),
             "--table",
@@ -132,15 +146,9 @@ fn your_own_table_is_polled_read_only_with_commit_timestamp_truth() {
             "naive",
             "--poller",
             "naive",
-            "--db",
-            db.to_str().unwrap(),
-        ])
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait for the run to start (its log line), then commit rows while it polls.
-    let mut stderr = wait_for_start(&mut child);
+        ],
+        &db,
+    );
     for n in 0..20 {
         own.runtime
             .block_on(
@@ -260,23 +268,21 @@ fn bad_postgres_targets_get_one_line_and_exit_2() {
 fn ctrl_c_ends_the_run_cleanly_and_removes_the_cluster() {
     let dir = temp_dir("ctrl-c");
     let db = dir.join("run.db");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_experiment"))
-        .args([
+    let (mut child, _stderr) = start_run(
+        &[
             "--target",
             "postgres",
             "--duration",
             "1h",
             "--poller",
             "naive",
-        ])
-        .args(["--poller", "xmin", "--write-rate", "50", "--db"])
-        .arg(&db)
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Kept open until the end: the run logs to it.
-    let _stderr = wait_for_start(&mut child);
+            "--poller",
+            "xmin",
+            "--write-rate",
+            "50",
+        ],
+        &db,
+    );
     let prefix = format!("snowleak-pg-{}-", child.id());
     let clusters = || {
         std::fs::read_dir(std::env::temp_dir())
@@ -313,23 +319,21 @@ fn a_server_that_goes_away_gives_failed_requests_and_a_clean_end() {
     let own = OwnDb::start();
     let dir = temp_dir("gone");
     let db = dir.join("run.db");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_experiment"))
-        .args([
+    let (mut child, _stderr) = start_run(
+        &[
             "--target",
             &own.target(),
             "--table",
             "posts",
             "--duration",
             "3s",
-        ])
-        .args(["--poller", "naive", "--interval", "200ms", "--db"])
-        .arg(&db)
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Kept open until the end: the run logs to it.
-    let _stderr = wait_for_start(&mut child);
+            "--poller",
+            "naive",
+            "--interval",
+            "200ms",
+        ],
+        &db,
+    );
     // The server goes away mid-run (stopped, its directory removed).
     drop(own);
     let status = child.wait().unwrap();

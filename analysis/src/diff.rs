@@ -40,15 +40,21 @@
 //!   late), and not before P's baseline.
 //! - **id_skew_ms** = ts(highest key returned by any poller in requests sent
 //!   before X became visible (truth) or first surfaced) - ts(X).
-//! - **required_k_ms** = sent time of the last cadence tick (page-0 request of
-//!   any poller) strictly before X became visible - ts(X). With truth
-//!   "became visible" is `visible_at_ms`; without, the tick before the one in
-//!   which X first surfaced (ticks of different pollers within half an
-//!   interval count as one). Negative values are kept: any k catches them.
-//!   Why: the compensated since_id of the first request after X became
-//!   visible is `min_id_at(t_prev - k) - 1`, with `t_prev` that tick, so it
-//!   includes X iff `k >= t_prev - ts(X)`.
+//! - **required_k_ms** = the smallest k for which the compensated policy,
+//!   replayed on this run's history, asks for a since_id below X at the tick
+//!   X belongs to. Ticks are the page-0 requests of all pollers (sends within
+//!   half an interval count as one tick). X belongs to the first tick sent at
+//!   or after `visible_at_ms`, or to an earlier tick whose request, sent
+//!   before then, returned X (X became visible while it was in flight);
+//!   without truth, to the tick of its first sighting. The replay uses the
+//!   policy's own function ([`smallest_k_catching`]) with `retrieved_at` =
+//!   the previous tick's last send and `latest` = the highest key returned in
+//!   earlier ticks, so both bounds of the clamp count: `k >=
+//!   max(retrieved_at, ts(latest)) - ts(X)`, never negative. Later ticks
+//!   only need more (both inputs grow), so this k catches X at all.
 
+use snowleak::id::{Id, Layout};
+use snowleak::policy::smallest_k_catching;
 use std::collections::HashMap;
 
 /// A distinct status: its sort key (the ID as an order-preserving integer) and the time in its ID.
@@ -96,8 +102,10 @@ pub struct Request {
 }
 
 /// Everything the diff reads. Statuses are dense indices (`u32`) into `statuses`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct History {
+    /// The run's ID layout: required_k replays the compensated formula in it.
+    pub layout: Layout,
     pub statuses: Vec<Status>,
     /// Per status, its truth row; `None` for the whole run when the target has no truth.
     pub truth: Option<Vec<Option<Visibility>>>,
@@ -382,14 +390,7 @@ pub fn analyze(h: &History) -> Analysis {
         .iter()
         .map(|&i| h.requests[i as usize].sent_at_ms)
         .collect();
-    let mut ticks: Vec<i64> = h
-        .requests
-        .iter()
-        .filter(|r| r.page == 0)
-        .map(|r| r.sent_at_ms)
-        .collect();
-    ticks.sort_unstable();
-
+    let ticks = Ticks::of(h, &cycle_flags);
     let reference = if h.truth.is_some() {
         Reference::Truth
     } else if n_pollers >= 2 {
@@ -469,23 +470,19 @@ pub fn analyze(h: &History) -> Analysis {
                 prefix_max[n - 1].map(|(_, time)| time - status.id_time_ms)
             }
         });
-        // The bound before which the last tick counts.
-        let bound = match truth_vis {
-            Some(v) => Some(v),
-            None => sight.map(|s| {
-                let r = &h.requests[s.first_req as usize];
-                let tick = cycle_flags
-                    .get(&(r.poller, r.cycle))
-                    .map(|f| f.2)
-                    .filter(|&t| t != i64::MAX)
-                    .unwrap_or(r.sent_at_ms);
-                tick - h.interval_ms / 2
-            }),
+        // The tick the status belongs to. With truth: the first tick sent
+        // after it became visible (owed from then on to every poller), or an
+        // earlier one whose request, sent before it became visible, returned
+        // it (it became visible while that request was in flight). Without
+        // truth: the tick of its first sighting.
+        let first_returned = sight.map(|s| (s.first_sent, s.first_req));
+        let belongs = match (truth_vis, first_returned) {
+            (Some(v), Some((sent, req))) if sent < v => ticks.of_request(h, &cycle_flags, req),
+            (Some(v), _) => Some(ticks.sent.partition_point(|&t| t < v)),
+            (None, Some((_, req))) => ticks.of_request(h, &cycle_flags, req),
+            (None, None) => None,
         };
-        let required_k_ms = bound.and_then(|b| {
-            let n = ticks.partition_point(|&t| t < b);
-            (n > 0).then(|| ticks[n - 1] - status.id_time_ms)
-        });
+        let required_k_ms = belongs.and_then(|c| ticks.required_k(h, c, status.key));
         items.push(Item {
             status: su as u32,
             first_seen_ms: sight.map(|s| s.first_sent),
@@ -522,6 +519,88 @@ pub fn analyze(h: &History) -> Analysis {
         other_misses,
         k_to_catch_all_ms,
         required_k,
+    }
+}
+
+/// The run's cadence: page-0 sends of every poller, those within half an
+/// interval of a tick's first send merged into it, and per tick the highest
+/// key any request of an earlier tick returned (the latest ID a poller holds
+/// when it sends that tick's request).
+struct Ticks {
+    /// The first page-0 send of each tick: which tick a time falls in.
+    sent: Vec<i64>,
+    /// The last page-0 send of each tick: the `retrieved_at` of the next tick's
+    /// since_id, taken from the latest poller so that required_k suffices for
+    /// each poller of the run (in virtual time all pollers send at once).
+    last: Vec<i64>,
+    latest_before: Vec<Option<u128>>,
+}
+
+impl Ticks {
+    fn of(h: &History, cycle_flags: &HashMap<(usize, i64), (bool, bool, i64)>) -> Ticks {
+        let mut page0: Vec<i64> = h
+            .requests
+            .iter()
+            .filter(|r| r.page == 0)
+            .map(|r| r.sent_at_ms)
+            .collect();
+        page0.sort_unstable();
+        let (mut sent, mut last): (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
+        for t in page0 {
+            if sent.last().is_none_or(|&first| t > first + h.interval_ms / 2) {
+                sent.push(t);
+                last.push(t);
+            } else if let Some(l) = last.last_mut() {
+                *l = t;
+            }
+        }
+        let mut ticks = Ticks {
+            latest_before: vec![None; sent.len() + 1],
+            sent,
+            last,
+        };
+        let mut highest_in: Vec<Option<u128>> = vec![None; ticks.sent.len()];
+        for (i, r) in h.requests.iter().enumerate() {
+            let top = h.observations[r.obs_start as usize..r.obs_end as usize]
+                .iter()
+                .map(|&s| h.statuses[s as usize].key)
+                .max();
+            if let (Some(top), Some(c)) = (top, ticks.of_request(h, cycle_flags, i as u32)) {
+                highest_in[c] = highest_in[c].max(Some(top));
+            }
+        }
+        for c in 0..ticks.sent.len() {
+            ticks.latest_before[c + 1] = ticks.latest_before[c].max(highest_in[c]);
+        }
+        ticks
+    }
+
+    /// The tick of a request: that of its cycle's page 0.
+    fn of_request(
+        &self,
+        h: &History,
+        cycle_flags: &HashMap<(usize, i64), (bool, bool, i64)>,
+        ri: u32,
+    ) -> Option<usize> {
+        let r = &h.requests[ri as usize];
+        let page0 = cycle_flags
+            .get(&(r.poller, r.cycle))
+            .map(|f| f.2)
+            .filter(|&t| t != i64::MAX)
+            .unwrap_or(r.sent_at_ms);
+        self.sent.partition_point(|&t| t <= page0).checked_sub(1)
+    }
+
+    /// The smallest k for which the compensated policy, at tick `c`, with
+    /// the previous tick as `retrieved_at` and the latest ID of the ticks
+    /// before, asks for a since_id below `key`. Later ticks only need more
+    /// (both inputs of the formula only grow), so this is the k that catches
+    /// the status at all. `None` without a previous tick or a latest ID.
+    fn required_k(&self, h: &History, c: usize, key: u128) -> Option<i64> {
+        let retrieved_at = *self.last.get(c.checked_sub(1)?)?;
+        let latest = self.latest_before.get(c).copied().flatten()?;
+        smallest_k_catching(&h.layout, Id(latest), retrieved_at, Id(key))
+            .map(|k| k.min(i64::MAX as u64) as i64)
     }
 }
 

@@ -425,6 +425,7 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
         t
     });
     let history = History {
+        layout,
         statuses,
         truth,
         pollers: pollers

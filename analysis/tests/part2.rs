@@ -64,3 +64,32 @@ fn default_virtual_hour_reproduces_part_2() {
     assert_eq!(k1["misses_unexplained"], 0);
     assert!(report["k_to_catch_all_ms"].as_i64().unwrap() > 1000);
 }
+
+/// Issue #10's example: seed 4, where a generator's clock runs ahead, so the
+/// compensated formula's lower clamp decides. "k to catch all leaks" must be
+/// exactly the edge: a poller at that k is valid, one at a millisecond less
+/// leaks (before the fix it said 5735 ms, and k = 5735 ms leaked one).
+#[test]
+fn k_to_catch_all_is_exact_on_seed_4() {
+    let dir = temp_dir("seed4");
+    let (first, second) = (dir.join("a.db"), dir.join("b.db"));
+    let virtual_hour = ["--clock", "virtual", "--duration", "1h", "--seed", "4"];
+    experiment(&[&virtual_hour[..], &["--db", first.to_str().unwrap()]].concat());
+    let k = analyze(&first)["k_to_catch_all_ms"].as_i64().unwrap();
+    let (at_k, below) = (
+        format!("compensated:k={k}ms"),
+        format!("compensated:k={}ms", k - 1),
+    );
+    let args = [
+        &virtual_hour[..],
+        &["--db", second.to_str().unwrap(), "--poller", "naive"],
+        &["--poller", &at_k, "--poller", &below],
+    ]
+    .concat();
+    experiment(&args);
+    let report = analyze(&second);
+    let name = |spec: &str| spec.parse::<snowleak::policy::CursorPolicy>().unwrap().to_string();
+    assert_eq!(poller(&report, &name(&at_k))["verdict"], "valid");
+    assert_eq!(poller(&report, &name(&below))["verdict"], "invalid");
+    assert_eq!(report["k_to_catch_all_ms"], k);
+}

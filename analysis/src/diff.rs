@@ -288,9 +288,20 @@ struct PollerView {
     /// the early exit in [`classify`]: once every later request's since is at
     /// or above X, X can never again be in this poller's window.
     suffix_min_since: Vec<Option<u128>>,
+    /// The send time of the poller's last successful cycle without a cursor:
+    /// nothing it returned up to then can be late.
     baseline_sent: Option<i64>,
-    /// The lowest key of the baseline cycle, when its last page was full.
-    baseline_low: Option<u128>,
+    /// Its successful cycles without a cursor (page 0 had no since_id) whose
+    /// last page was full: what lies below such a page is the backlog it
+    /// started from. Usually one: a full page gives the poller its cursor.
+    baseline: Vec<Baseline>,
+}
+
+#[derive(Clone, Copy)]
+struct Baseline {
+    sent: i64,
+    /// The lowest key the cycle returned.
+    low: u128,
 }
 
 /// Judges a history. Panics only if there are more than [`MAX_POLLERS`]
@@ -357,7 +368,7 @@ pub fn analyze(h: &History) -> Analysis {
                 seen_mask[su] |= bit;
                 st.seen += 1;
                 let below_cursor = c.0.is_some_and(|m| status.key < m);
-                if below_cursor && after_baseline && !before_baseline(h, view, su) {
+                if below_cursor && after_baseline && !before_baseline(h, view, su, i64::MAX) {
                     late_for[su] |= bit;
                     st.late_arrivals += 1;
                 }
@@ -644,7 +655,7 @@ fn poller_views(h: &History, global: &[u32]) -> Vec<PollerView> {
             order: Vec::new(),
             suffix_min_since: Vec::new(),
             baseline_sent: None,
-            baseline_low: None,
+            baseline: Vec::new(),
         })
         .collect();
     for &i in global {
@@ -664,42 +675,59 @@ fn poller_views(h: &History, global: &[u32]) -> Vec<PollerView> {
             })
             .collect();
         v.suffix_min_since.reverse();
-        // Baseline: the first cycle whose page 0 succeeded.
-        let Some(&b) = v.order.iter().find(|&&i| {
+        // Baseline: every successful cycle whose page 0 had no since_id. A
+        // poller without a cursor has nothing to page back to (see
+        // `snowleak::poller`), so a full page then cuts the backlog, and what
+        // lies below it was never the cursor policy's to lose.
+        // (cycle, sent, succeeded, last page full, lowest key)
+        let mut cycles: Vec<(i64, i64, bool, bool, Option<u128>)> = Vec::new();
+        for &i in &v.order {
             let r = &h.requests[i as usize];
-            r.page == 0 && !r.failed
-        }) else {
-            continue;
-        };
-        let base = &h.requests[b as usize];
-        v.baseline_sent = Some(base.sent_at_ms);
-        let cycle: Vec<&Request> = v
-            .order
-            .iter()
-            .map(|&i| &h.requests[i as usize])
-            .filter(|r| r.cycle == base.cycle && !r.failed)
-            .collect();
-        if cycle.last().is_some_and(|r| r.full) {
-            v.baseline_low = cycle
+            if r.page == 0 {
+                if r.since_key.is_some() {
+                    break;
+                }
+                cycles.push((r.cycle, r.sent_at_ms, true, false, None));
+            }
+            let Some(c) = cycles.last_mut().filter(|c| c.0 == r.cycle) else {
+                continue;
+            };
+            c.2 &= !r.failed;
+            c.3 = r.full;
+            let low = h.observations[r.obs_start as usize..r.obs_end as usize]
                 .iter()
-                .flat_map(|r| &h.observations[r.obs_start as usize..r.obs_end as usize])
                 .map(|&s| h.statuses[s as usize].key)
                 .min();
+            c.4 = match (c.4, low) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        for (_, sent, ok, full, low) in cycles {
+            if !ok {
+                continue;
+            }
+            v.baseline_sent = Some(sent);
+            if let (true, Some(low)) = (full, low) {
+                v.baseline.push(Baseline { sent, low });
+            }
         }
     }
     views
 }
 
-fn before_baseline(h: &History, view: &PollerView, su: usize) -> bool {
-    let (Some(sent), Some(low)) = (view.baseline_sent, view.baseline_low) else {
-        return false;
-    };
+/// Whether status `su` lies below a baseline page of the poller, sent at or
+/// before `by_ms`, that it was visible at (without truth: whose send time its
+/// ID time is not after).
+fn before_baseline(h: &History, view: &PollerView, su: usize, by_ms: i64) -> bool {
     let status = h.statuses[su];
     let visible = match h.truth.as_ref().and_then(|t| t[su]) {
         Some(v) => v.visible_at_ms,
         None => status.id_time_ms,
     };
-    status.key < low && visible <= sent
+    view.baseline
+        .iter()
+        .any(|b| status.key < b.low && visible <= b.sent && b.sent <= by_ms)
 }
 
 enum Outcome {
@@ -747,7 +775,13 @@ fn classify(
             // for it, and if it surfaced after that page, the next cycle is.
             continue;
         }
-        if !owed_any && before_baseline(h, view, su) {
+        // Below a baseline page it was visible at: the backlog, not owed;
+        // earlier cursorless cycles that failed do not change that. (One that
+        // succeeded, was not full and still left it out stays a miss.)
+        if r.since_key.is_none()
+            && !causes.is_some_and(|c| c.0)
+            && before_baseline(h, view, su, r.sent_at_ms)
+        {
             return Outcome::BeforeBaseline;
         }
         owed_any = true;

@@ -283,6 +283,40 @@ fn back_pages_are_not_late_arrivals_and_backlog_is_not_owed() {
 }
 
 #[test]
+fn a_busy_start_is_baseline_not_unexplained() {
+    // Issue #10: the first cycle sees an empty timeline, the second a full
+    // page without a since_id (nothing to page back to). Everything below
+    // that page is the backlog the poller starts from: not owed, not an
+    // unexplained miss (this was `unexplained`, verdict invalid).
+    let mut b = B::new(&[("naive", None)], true);
+    let old = b.status(1200, 1200, None);
+    let p = b.status(1300, 1300, None);
+    let q = b.status(1400, 1400, None);
+    let r = b.status(2500, 2500, None);
+    b.req(0, 0, 0, 1000, None, None, &[]);
+    b.req(0, 1, 0, 2000, None, None, &[q, p]).full = true;
+    b.req(0, 2, 0, 3000, Some(key(1400)), None, &[r]);
+    let a = analyze(&b.h);
+    assert_eq!(a.pollers[0].misses_unexplained, 0, "{:?}", a.other_misses);
+    assert_eq!(a.pollers[0].before_baseline, 1);
+    assert_eq!(a.verdicts, vec![Verdict::Valid]);
+    // A cursorless first page that failed changes nothing.
+    b.h.requests[0].failed = true;
+    let a = analyze(&b.h);
+    assert_eq!((a.pollers[0].before_baseline, a.pollers[0].missed()), (1, 0));
+    // But a clean cursorless page that was not full and left out a visible
+    // status is still a bug, whatever the later baseline hides.
+    b.h.requests[0].failed = false;
+    b.h.truth.as_mut().unwrap()[old as usize] = Some(Visibility {
+        visible_at_ms: 900,
+        deleted_at_ms: None,
+    });
+    let a = analyze(&b.h);
+    assert_eq!(a.pollers[0].misses_unexplained, 1);
+    assert_eq!(a.verdicts, vec![Verdict::Invalid]);
+}
+
+#[test]
 fn an_item_above_a_back_page_window_is_not_a_leak() {
     // x becomes visible between page 0 and page 1, above page 1's bound, and
     // is deleted before the next cycle: nobody's cursor skipped it.

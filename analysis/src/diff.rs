@@ -558,7 +558,10 @@ impl Ticks {
         page0.sort_unstable();
         let (mut sent, mut last): (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
         for t in page0 {
-            if sent.last().is_none_or(|&first| t > first + h.interval_ms / 2) {
+            if sent
+                .last()
+                .is_none_or(|&first| t > first + h.interval_ms / 2)
+            {
                 sent.push(t);
                 last.push(t);
             } else if let Some(l) = last.last_mut() {

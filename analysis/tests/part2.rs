@@ -88,7 +88,11 @@ fn k_to_catch_all_is_exact_on_seed_4() {
     .concat();
     experiment(&args);
     let report = analyze(&second);
-    let name = |spec: &str| spec.parse::<snowleak::policy::CursorPolicy>().unwrap().to_string();
+    let name = |spec: &str| {
+        spec.parse::<snowleak::policy::CursorPolicy>()
+            .unwrap()
+            .to_string()
+    };
     assert_eq!(poller(&report, &name(&at_k))["verdict"], "valid");
     assert_eq!(poller(&report, &name(&below))["verdict"], "invalid");
     assert_eq!(report["k_to_catch_all_ms"], k);

@@ -303,7 +303,10 @@ fn a_busy_start_is_baseline_not_unexplained() {
     // A cursorless first page that failed changes nothing.
     b.h.requests[0].failed = true;
     let a = analyze(&b.h);
-    assert_eq!((a.pollers[0].before_baseline, a.pollers[0].missed()), (1, 0));
+    assert_eq!(
+        (a.pollers[0].before_baseline, a.pollers[0].missed()),
+        (1, 0)
+    );
     // But a clean cursorless page that was not full and left out a visible
     // status is still a bug, whatever the later baseline hides.
     b.h.requests[0].failed = false;
@@ -525,7 +528,6 @@ fn union_reference_tolerates_send_jitter() {
     assert_eq!(a.verdicts, vec![Verdict::Invalid, Verdict::Valid]);
 }
 
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
 
@@ -577,4 +579,3 @@ proptest! {
         }
     }
 }
-

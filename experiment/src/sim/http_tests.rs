@@ -535,7 +535,41 @@ fn serve_args(sets: &[&str]) -> ServeArgs {
         sets: sets.iter().map(|s| s.to_string()).collect(),
         rate_limit: None,
         faults: None,
+        // An empty timeline at the start, as these tests expect.
+        backlog: Some(0),
     }
+}
+
+/// `--backlog`: the first request meets a timeline with history, a full page.
+#[tokio::test]
+async fn serve_starts_with_its_backlog() {
+    let mut args = serve_args(&["rate_per_s=10"]);
+    args.backlog = Some(60_000);
+    let (ready, bound) = tokio::sync::oneshot::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(serve_until(
+        args,
+        async {
+            let _ = stopped.await;
+        },
+        Some(ready),
+    ));
+    let addr = bound.await.unwrap();
+    let body: Value = client()
+        .get(format!("http://{addr}/1.1/lists/statuses.json?count=200"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        field(&body, "id_str").len(),
+        200,
+        "a minute at 10/s fills a page"
+    );
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
 }
 
 #[tokio::test]

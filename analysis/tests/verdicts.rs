@@ -1,0 +1,58 @@
+//! Verdicts that can be trusted (issue #10), end to end: a busy start is
+//! baseline, not a bug; the misskey profile owes what its endpoint serves in
+//! both clocks; a poller that never succeeded is `unknown`, not `valid`.
+
+mod common;
+
+use common::{analyze, experiment, poller, temp_dir};
+use rusqlite::Connection;
+use serde_json::Value;
+use std::path::Path;
+
+fn stored_config(db: &Path) -> Value {
+    let conn = Connection::open(db).unwrap();
+    let text: String = conn
+        .query_row(
+            "SELECT config FROM runs ORDER BY id DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn a_busy_start_has_no_unexplained_miss() {
+    // Issue #10's command: 60 statuses/s, pages of 40. The first page without
+    // a cursor is full and does not page back; what lies below it is the
+    // backlog, owed to nobody. With the default backlog and with none.
+    let dir = temp_dir("busy");
+    for backlog in [None, Some("0s")] {
+        let db = dir.join(format!("{}.db", backlog.unwrap_or("default")));
+        let mut args = vec![
+            "--clock",
+            "virtual",
+            "--duration",
+            "1m",
+            "--set",
+            "rate_per_s=60",
+            "--limit",
+            "40",
+            "--db",
+            db.to_str().unwrap(),
+        ];
+        args.extend(backlog.iter().flat_map(|b| ["--backlog", *b]));
+        experiment(&args);
+        let report = analyze(&db);
+        for name in ["naive", "compensated:k=1s"] {
+            let p = poller(&report, name);
+            assert_eq!(p["misses_unexplained"], 0, "{backlog:?} {name}: {p}");
+            assert!(
+                p["before_baseline"].as_u64().unwrap() > 0 || name != "naive",
+                "{p}"
+            );
+        }
+        let expected = if backlog.is_some() { 0 } else { 300_000 };
+        assert_eq!(stored_config(&db)["backlog_ms"], expected);
+    }
+}

@@ -165,6 +165,9 @@ impl Verdict {
 pub struct PollerStats {
     pub requests: u64,
     pub errors: u64,
+    /// Successful requests that carried a since_id: the ones that test the
+    /// cursor policy.
+    pub cursor_requests_ok: u64,
     /// Distinct statuses returned.
     pub seen: u64,
     pub observations: u64,
@@ -255,6 +258,8 @@ pub struct Analysis {
     pub reference: Reference,
     pub pollers: Vec<PollerStats>,
     pub verdicts: Vec<Verdict>,
+    /// Why each verdict, in words (the report and `--json` print them).
+    pub verdict_reasons: Vec<String>,
     /// Leaks and late arrivals, one per status, in order of ID time.
     pub items: Vec<Item>,
     pub other_misses: Vec<OtherMiss>,
@@ -347,6 +352,7 @@ pub fn analyze(h: &History) -> Analysis {
         let st = &mut stats[p];
         st.requests += 1;
         st.errors += r.failed as u64;
+        st.cursor_requests_ok += (!r.failed && r.since_key.is_some()) as u64;
         st.back_pages += (r.page > 0) as u64;
         let c = &mut cursor[p];
         if r.cycle != c.1 {
@@ -514,18 +520,12 @@ pub fn analyze(h: &History) -> Analysis {
         .filter_map(|i| i.required_k_ms)
         .max();
     let required_k = Distribution::of(items.iter().filter_map(|i| i.required_k_ms).collect());
-    let verdicts = stats
-        .iter()
-        .map(|s| match reference {
-            Reference::None => Verdict::Unknown,
-            _ if s.leaks == 0 && s.misses_unexplained == 0 => Verdict::Valid,
-            _ => Verdict::Invalid,
-        })
-        .collect();
+    let (verdicts, verdict_reasons) = stats.iter().map(|s| judge(reference, s)).unzip();
     Analysis {
         reference,
         pollers: stats,
         verdicts,
+        verdict_reasons,
         items,
         other_misses,
         k_to_catch_all_ms,
@@ -616,6 +616,53 @@ impl Ticks {
         smallest_k_catching(&h.layout, Id(latest), retrieved_at, Id(key))
             .map(|k| k.min(i64::MAX as u64) as i64)
     }
+}
+
+/// A poller's verdict, and why. As in Jepsen, `unknown` when the check
+/// cannot decide: without a reference, and when the cursor policy was never
+/// put to the test (no request with a since_id succeeded) or everything the
+/// poller owed was lost to errors or overflow, so that "nothing leaked" would
+/// rest on no evidence. A leak or an unexplained miss is evidence enough for
+/// `invalid` whatever else happened.
+fn judge(reference: Reference, s: &PollerStats) -> (Verdict, String) {
+    let lost = s.misses_error + s.misses_overflow;
+    if reference == Reference::None {
+        return (
+            Verdict::Unknown,
+            "no truth and no other poller to compare with".into(),
+        );
+    }
+    if s.leaks > 0 || s.misses_unexplained > 0 {
+        let mut why = format!("{} leaks", s.leaks);
+        if s.misses_unexplained > 0 {
+            why += &format!(", {} unexplained misses", s.misses_unexplained);
+        }
+        return (Verdict::Invalid, why);
+    }
+    if s.cursor_requests_ok == 0 {
+        let why = if s.requests == s.errors {
+            format!(
+                "none of its {} requests succeeded: no evidence either way",
+                s.requests
+            )
+        } else {
+            "no request with a since_id succeeded: its cursor policy was never tested".into()
+        };
+        return (Verdict::Unknown, why);
+    }
+    if s.seen == 0 && lost > 0 {
+        return (
+            Verdict::Unknown,
+            format!(
+                "every status it owed ({lost}) was missed from errors or overflow: no evidence either way"
+            ),
+        );
+    }
+    let mut why = "no leaks, no unexplained misses".to_string();
+    if lost > 0 {
+        why += &format!(" ({lost} missed from errors or overflow, not the policy's doing)");
+    }
+    (Verdict::Valid, why)
 }
 
 /// When status `su` was visible: (from, until, owed test by truth?).

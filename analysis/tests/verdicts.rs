@@ -56,3 +56,24 @@ fn a_busy_start_has_no_unexplained_miss() {
         assert_eq!(stored_config(&db)["backlog_ms"], expected);
     }
 }
+
+#[test]
+fn pollers_that_never_succeeded_are_unknown() {
+    // Issue #10's command: every request fails. Nothing was seen, everything
+    // owed was missed from errors: `unknown`, with the reason (this was `valid`).
+    let dir = temp_dir("all-failed");
+    let db = dir.join("run.db");
+    experiment(&[
+        "--clock", "virtual", "--duration", "10m", "--faults", "5xx=100%",
+        "--db", db.to_str().unwrap(),
+    ]);
+    let report = analyze(&db);
+    for name in ["naive", "compensated:k=1s"] {
+        let p = poller(&report, name);
+        assert_eq!(p["seen"], 0, "{p}");
+        assert!(p["misses_error"].as_u64().unwrap() > 0, "{p}");
+        assert_eq!(p["verdict"], "unknown", "{p}");
+        let why = p["verdict_reason"].as_str().unwrap();
+        assert!(why.contains("requests succeeded"), "{why}");
+    }
+}

@@ -320,6 +320,42 @@ fn a_busy_start_is_baseline_not_unexplained() {
 }
 
 #[test]
+fn a_poller_that_never_succeeded_is_unknown_not_valid() {
+    // Issue #10: poller 1 fails every request. It leaked nothing and missed
+    // everything from errors: no evidence either way (this was `valid`).
+    let mut b = B::new(&[("naive", None), ("compensated:k=1s", Some(1000))], true);
+    let a0 = b.status(900, 900, None);
+    let x = b.status(1500, 1500, None);
+    b.req(0, 0, 0, 1000, None, None, &[a0]);
+    b.req(0, 1, 0, 2000, Some(key(900)), None, &[x]);
+    for (cycle, sent) in [(0, 1001), (1, 2001)] {
+        b.req(1, cycle, 0, sent, None, None, &[]).failed = true;
+    }
+    let a = analyze(&b.h);
+    assert_eq!(a.pollers[1].misses_error, 2);
+    assert_eq!(a.verdicts, vec![Verdict::Valid, Verdict::Unknown]);
+    assert!(a.verdict_reasons[1].contains("none of its 2 requests succeeded"), "{}", a.verdict_reasons[1]);
+    // Its first request succeeds, every later one fails: the cursor policy was
+    // never tested, still unknown.
+    let mut b = B::new(&[("naive", None), ("compensated:k=1s", Some(1000))], true);
+    let a0 = b.status(900, 900, None);
+    let x = b.status(1500, 1500, None);
+    b.req(0, 0, 0, 1000, None, None, &[a0]);
+    b.req(0, 1, 0, 2000, Some(key(900)), None, &[x]);
+    b.req(1, 0, 0, 1001, None, None, &[a0]);
+    b.req(1, 1, 0, 2001, Some(key(900)), None, &[]).failed = true;
+    let a = analyze(&b.h);
+    assert_eq!(a.verdicts[1], Verdict::Unknown);
+    assert!(a.verdict_reasons[1].contains("never tested"), "{}", a.verdict_reasons[1]);
+    // One clean request with a cursor afterwards is evidence: x's miss was
+    // the failed request's, and the verdict is decided.
+    b.req(1, 2, 0, 3001, Some(key(1600)), None, &[]);
+    let a = analyze(&b.h);
+    assert_eq!(a.verdicts[1], Verdict::Valid);
+    assert!(a.verdict_reasons[1].contains("1 missed from errors"), "{}", a.verdict_reasons[1]);
+}
+
+#[test]
 fn an_item_above_a_back_page_window_is_not_a_leak() {
     // x becomes visible between page 0 and page 1, above page 1's bound, and
     // is deleted before the next cycle: nobody's cursor skipped it.

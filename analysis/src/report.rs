@@ -298,7 +298,12 @@ This is a bug in the target, the poller or the recorder:",
 
     // Verdicts.
     let _ = writeln!(o, "verdict:");
-    for ((p, v), why) in loaded.pollers.iter().zip(&a.verdicts).zip(&a.verdict_reasons) {
+    for ((p, v), why) in loaded
+        .pollers
+        .iter()
+        .zip(&a.verdicts)
+        .zip(&a.verdict_reasons)
+    {
         let _ = writeln!(
             o,
             "  {:width$}  {} ({why})",

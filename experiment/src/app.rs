@@ -180,6 +180,15 @@ impl<'a> StoredConfig<'a> {
     }
 }
 
+/// The timeline a dialect polls, as `runs.config` records it.
+fn timeline_of(dialect: &Dialect) -> Option<String> {
+    match dialect {
+        Dialect::Mastodon { timeline } => Some(timeline.clone()),
+        Dialect::Misskey { endpoint } => Some(endpoint.clone()),
+        _ => None,
+    }
+}
+
 /// What a finished run reports.
 pub struct RunSummary {
     pub run_id: i64,
@@ -415,11 +424,7 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
     let (pollers, names, final_wait_ms) = build_pollers(&args, &layout, limit);
     let start_ms = crate::clock::now_ms();
     let stored = StoredConfig {
-        timeline: match &dialect {
-            Dialect::Mastodon { timeline } => Some(timeline.clone()),
-            Dialect::Misskey { endpoint } => Some(endpoint.clone()),
-            _ => None,
-        },
+        timeline: timeline_of(&dialect),
         base_url: Some(resolved.base.clone()),
         list_id: args.list_id.as_deref(),
         token: token.as_ref().map(|_| "<redacted>"),
@@ -537,6 +542,8 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
         crate::clock::now_ms()
     };
     let stored = StoredConfig {
+        // The truth is what this endpoint serves (`embedded::serves`).
+        timeline: timeline_of(&dialect),
         profile: Some(&args.profile),
         simulator: Some(&sim_config),
         faults: args.faults.as_ref().map(|f| f.to_string()),
@@ -581,6 +588,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
             sim: simulator,
             max_limit: dialect.max_limit(),
             faults,
+            serves: embedded::serves(&dialect),
         };
         let mut progress = Progress::new(&plan.pollers);
         let sender = recorder.sender();
@@ -624,7 +632,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
                 layout.clone(),
                 None,
             );
-            let truth = embedded::shared_truth(shared.clone());
+            let truth = embedded::shared_truth(shared.clone(), embedded::serves(&dialect));
             Ok::<StopReason, String>(
                 drive(
                     plan,

@@ -334,7 +334,11 @@ fn a_poller_that_never_succeeded_is_unknown_not_valid() {
     let a = analyze(&b.h);
     assert_eq!(a.pollers[1].misses_error, 2);
     assert_eq!(a.verdicts, vec![Verdict::Valid, Verdict::Unknown]);
-    assert!(a.verdict_reasons[1].contains("none of its 2 requests succeeded"), "{}", a.verdict_reasons[1]);
+    assert!(
+        a.verdict_reasons[1].contains("none of its 2 requests succeeded"),
+        "{}",
+        a.verdict_reasons[1]
+    );
     // Its first request succeeds, every later one fails: the cursor policy was
     // never tested, still unknown.
     let mut b = B::new(&[("naive", None), ("compensated:k=1s", Some(1000))], true);
@@ -346,13 +350,21 @@ fn a_poller_that_never_succeeded_is_unknown_not_valid() {
     b.req(1, 1, 0, 2001, Some(key(900)), None, &[]).failed = true;
     let a = analyze(&b.h);
     assert_eq!(a.verdicts[1], Verdict::Unknown);
-    assert!(a.verdict_reasons[1].contains("never tested"), "{}", a.verdict_reasons[1]);
+    assert!(
+        a.verdict_reasons[1].contains("never tested"),
+        "{}",
+        a.verdict_reasons[1]
+    );
     // One clean request with a cursor afterwards is evidence: x's miss was
     // the failed request's, and the verdict is decided.
     b.req(1, 2, 0, 3001, Some(key(1600)), None, &[]);
     let a = analyze(&b.h);
     assert_eq!(a.verdicts[1], Verdict::Valid);
-    assert!(a.verdict_reasons[1].contains("1 missed from errors"), "{}", a.verdict_reasons[1]);
+    assert!(
+        a.verdict_reasons[1].contains("1 missed from errors"),
+        "{}",
+        a.verdict_reasons[1]
+    );
 }
 
 #[test]

@@ -583,8 +583,8 @@ impl Ticks {
                 highest_in[c] = highest_in[c].max(Some(top));
             }
         }
-        for c in 0..ticks.sent.len() {
-            ticks.latest_before[c + 1] = ticks.latest_before[c].max(highest_in[c]);
+        for (c, highest) in highest_in.into_iter().enumerate() {
+            ticks.latest_before[c + 1] = ticks.latest_before[c].max(highest);
         }
         ticks
     }

@@ -9,19 +9,19 @@ mod common;
 use common::{analyze, experiment, poller, temp_dir};
 use serde_json::Value;
 
+/// One virtual hour of the default experiment with `extra` arguments, analyzed.
+fn virtual_hour(name: &str, extra: &[&str]) -> Value {
+    let db = temp_dir(name).join("run.db");
+    let mut args = vec!["--clock", "virtual", "--duration", "1h"];
+    args.extend_from_slice(extra);
+    args.extend(["--db", db.to_str().unwrap()]);
+    experiment(&args);
+    analyze(&db)
+}
+
 #[test]
 fn default_virtual_hour_reproduces_part_2() {
-    let dir = temp_dir("part2");
-    let db = dir.join("run.db");
-    experiment(&[
-        "--clock",
-        "virtual",
-        "--duration",
-        "1h",
-        "--db",
-        db.to_str().unwrap(),
-    ]);
-    let report = analyze(&db);
+    let report = virtual_hour("part2", &[]);
     let (naive, k1) = (
         poller(&report, "naive"),
         poller(&report, "compensated:k=1s"),
@@ -71,23 +71,19 @@ fn default_virtual_hour_reproduces_part_2() {
 /// leaks (before the fix it said 5735 ms, and k = 5735 ms leaked one).
 #[test]
 fn k_to_catch_all_is_exact_on_seed_4() {
-    let dir = temp_dir("seed4");
-    let (first, second) = (dir.join("a.db"), dir.join("b.db"));
-    let virtual_hour = ["--clock", "virtual", "--duration", "1h", "--seed", "4"];
-    experiment(&[&virtual_hour[..], &["--db", first.to_str().unwrap()]].concat());
-    let k = analyze(&first)["k_to_catch_all_ms"].as_i64().unwrap();
+    let k = virtual_hour("seed4-a", &["--seed", "4"])["k_to_catch_all_ms"]
+        .as_i64()
+        .unwrap();
     let (at_k, below) = (
         format!("compensated:k={k}ms"),
         format!("compensated:k={}ms", k - 1),
     );
-    let args = [
-        &virtual_hour[..],
-        &["--db", second.to_str().unwrap(), "--poller", "naive"],
-        &["--poller", &at_k, "--poller", &below],
-    ]
-    .concat();
-    experiment(&args);
-    let report = analyze(&second);
+    let report = virtual_hour(
+        "seed4-b",
+        &[
+            "--seed", "4", "--poller", "naive", "--poller", &at_k, "--poller", &below,
+        ],
+    );
     let name = |spec: &str| {
         spec.parse::<snowleak::policy::CursorPolicy>()
             .unwrap()
@@ -104,19 +100,7 @@ fn k_to_catch_all_is_exact_on_seed_4() {
 /// Without the tail the naive poller still leaks and k = 1 s catches all.
 #[test]
 fn without_the_tail_k_1s_catches_every_leak() {
-    let dir = temp_dir("notail");
-    let db = dir.join("run.db");
-    experiment(&[
-        "--clock",
-        "virtual",
-        "--duration",
-        "1h",
-        "--set",
-        "tail_probability=0",
-        "--db",
-        db.to_str().unwrap(),
-    ]);
-    let report = analyze(&db);
+    let report = virtual_hour("notail", &["--set", "tail_probability=0"]);
     assert!(poller(&report, "naive")["leaks"].as_u64().unwrap() >= 10);
     assert_eq!(poller(&report, "compensated:k=1s")["verdict"], "valid");
     assert!(report["k_to_catch_all_ms"].as_i64().unwrap() < 1000);

@@ -19,11 +19,17 @@
 //!   `visible_at <= q.sent` and `deleted_at > q.received`; from sightings
 //!   `first_sent < q.sent <= visible_until`.
 //! - X is **in window** at q if `since_key < key < before_key` (NULL bounds open).
-//! - X is **before the baseline** of P (not owed) if it was visible at P's
-//!   first successful page-0 request, that cycle's last page was full and X
-//!   lies below the lowest key the cycle returned: the backlog a poller
+//! - P's **baseline** is every successful cycle whose page 0 had no
+//!   since_id (P had no cursor, so it did not page back). X is **before the
+//!   baseline** (not owed) if it was visible at such a cycle, that cycle's
+//!   last page was full and X lies below the lowest key the cycle returned,
+//!   and no earlier clean cycle had X in its window: the backlog a poller
 //!   starts from is not something its cursor policy lost. Without truth,
 //!   "visible at the baseline" is read as "ID time at or before it".
+//! - The **verdict**: `invalid` with a leak or an unexplained miss; else
+//!   `unknown` when the check cannot decide (no reference; no successful
+//!   request with a since_id; or nothing returned and every owed status
+//!   missed from errors or overflow); else `valid`. See [`judge`].
 //! - Owed requests where X lies above a back page's upper bound (and not
 //!   below its since) do not count: that range was page 0's responsibility,
 //!   and an item that became visible between page 0 and page 1 is the next

@@ -29,7 +29,7 @@
 //! - The **verdict**: `invalid` with a leak or an unexplained miss; else
 //!   `unknown` when the check cannot decide (no reference; no successful
 //!   request with a since_id; or nothing returned and every owed status
-//!   missed from errors or overflow); else `valid`. See [`judge`].
+//!   missed from errors or overflow); else `valid` (`judge` below).
 //! - Owed requests where X lies above a back page's upper bound (and not
 //!   below its since) do not count: that range was page 0's responsibility,
 //!   and an item that became visible between page 0 and page 1 is the next

@@ -1,4 +1,4 @@
-//! The simulator over HTTP, in three dialects, each as `../shared/research/apis.md`
+//! The simulator over HTTP, in three dialects, each as `docs/apis.md`
 //! describes the real API (section numbers in brackets):
 //!
 //! - Twitter v1.1 `GET /1.1/lists/statuses.json` [2.2]: `since_id` exclusive,

@@ -35,15 +35,41 @@ pub struct Progress {
     pub late_arrivals: Vec<(String, u64)>,
     /// Items from the future (see [`crate::poller::FUTURE_TOLERANCE_MS`]).
     pub future_ids: u64,
+    /// IDs returned by some poller and above some poller's cursor: the only
+    /// ones that can come back. Pruned below the lowest cursor, so its size
+    /// follows the pollers' windows, not the length of the run.
     seen: HashSet<Id>,
+    /// Each poller's since_id after its last response.
+    cursors: Vec<Option<Id>>,
+    /// `seen`'s size after the last pruning: the next one waits until it doubles.
+    pruned_len: usize,
 }
 
 impl Progress {
     pub fn new(pollers: &[Poller]) -> Progress {
         Progress {
             late_arrivals: pollers.iter().map(|p| (p.name().to_string(), 0)).collect(),
+            cursors: vec![None; pollers.len()],
             ..Progress::default()
         }
+    }
+
+    /// Forgets the IDs at or below every poller's cursor. Every request asks
+    /// for IDs above its poller's since_id, and a since_id never moves down
+    /// (`policy.rs`: both policies follow the highest ID and the send time), so
+    /// those IDs cannot be returned again. Amortised O(1) per insertion: a
+    /// pass over the set happens only when it has doubled since the last one.
+    fn prune(&mut self, index: usize, since: Option<Id>) {
+        if let Some(cursor) = self.cursors.get_mut(index) {
+            *cursor = since;
+        }
+        if self.seen.len() < 2 * self.pruned_len.max(4096) {
+            return;
+        }
+        if let Some(Some(floor)) = self.cursors.iter().copied().min() {
+            self.seen.retain(|id| *id > floor);
+        }
+        self.pruned_len = self.seen.len();
     }
 }
 
@@ -127,6 +153,7 @@ pub fn settle(
             if outcome.next.is_some() {
                 poller.next_page_sent();
             }
+            progress.prune(index, poller.since());
             outcome.next
         }
     };
@@ -259,6 +286,9 @@ pub async fn run_real(
     progress: Arc<Mutex<Progress>>,
     stop: watch::Receiver<bool>,
 ) -> StopReason {
+    // Real time cannot wait on the disk: a recorder that falls a whole queue
+    // behind ends the run with an error rather than growing without bound.
+    let recorder = recorder.never_waiting();
     let start_ms = crate::clock::now_ms();
     let end_ms = start_ms + plan.duration_ms as i64;
     let mut tasks = Vec::new();
@@ -578,6 +608,87 @@ mod tests {
             assert!(mine[1].3 > 0, "{rows:?}");
             assert!((mine[1].3 as u64) < crate::target::MAX_SERVER_WAIT_MS);
         }
+    }
+
+    /// Issue 13.2: the queue to the recorder is bounded. The writer is held
+    /// back (another connection holds the write lock) until the virtual driver
+    /// has filled the queue; the driver then waits instead of queueing the run
+    /// in memory, and once the lock goes, everything is written.
+    #[test]
+    fn a_long_virtual_run_never_queues_more_than_the_bound() {
+        use crate::embedded::InProcess;
+        use crate::record::writer::QUEUE_BOUND;
+        use crate::record::writer::tests::{run_info, temp_db};
+        use crate::record::{PollerInfo, Recorder};
+        use crate::sim::model::Simulator;
+        use crate::sim::profile::SimConfig;
+        let path = temp_db("bounded-queue");
+        let config = SimConfig::profile("twitter").unwrap();
+        let layout = config.layout();
+        let policies = ["naive", "compensated:k=1s"];
+        let pollers: Vec<Poller> = policies
+            .iter()
+            .map(|p| Poller::new(*p, p.parse().unwrap(), layout.clone(), 200, 10))
+            .collect();
+        let infos: Vec<PollerInfo> = policies
+            .iter()
+            .map(|p| PollerInfo {
+                name: p.to_string(),
+                policy: p.to_string(),
+                k_ms: None,
+            })
+            .collect();
+        let recorder = Recorder::create(&path, &run_info(), &infos).unwrap();
+        let blocker = rusqlite::Connection::open(&path).unwrap();
+        blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let sender = recorder.sender();
+        let start_ms = 1_767_225_600_000;
+        let driver = {
+            let sender = sender.clone();
+            std::thread::spawn(move || {
+                let mut plan = Plan {
+                    layout,
+                    pollers,
+                    interval_ms: 1000,
+                    duration_ms: 3_600_000,
+                    final_wait_ms: 1000,
+                };
+                let mut target = InProcess {
+                    sim: Simulator::new(config, 7, start_ms),
+                    max_limit: 200,
+                    faults: None,
+                };
+                let mut progress = Progress::new(&plan.pollers);
+                run_virtual(
+                    &mut plan,
+                    &mut target,
+                    start_ms,
+                    &sender,
+                    &mut progress,
+                    |_, _| {},
+                );
+                progress
+            })
+        };
+        // Wait (on the queue's own count, not on time) until the queue is full.
+        while sender.queue_high_water() < QUEUE_BOUND && !driver.is_finished() {
+            std::thread::yield_now();
+        }
+        assert!(
+            !driver.is_finished(),
+            "the driver waits for the writer when the queue is full"
+        );
+        blocker.execute_batch("COMMIT").unwrap();
+        let progress = driver.join().unwrap();
+        assert!(
+            sender.queue_high_water() <= QUEUE_BOUND + 1,
+            "{}",
+            sender.queue_high_water()
+        );
+        drop(sender);
+        let stats = recorder.finish(start_ms, true, "duration").unwrap();
+        assert_eq!(stats.requests, progress.requests);
+        assert!(stats.requests >= 7200, "{stats:?}");
     }
 
     #[test]

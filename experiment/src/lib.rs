@@ -42,6 +42,7 @@ pub mod policy;
 pub mod poller;
 pub mod record;
 pub mod run;
+pub mod schedule;
 pub mod sim;
 pub mod target;
 pub mod time;

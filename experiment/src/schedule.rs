@@ -31,6 +31,17 @@ pub fn align_up(t_ms: i64, interval_ms: u64) -> i64 {
     t_ms.div_euclid(i) * i + if t_ms.rem_euclid(i) == 0 { 0 } else { i }
 }
 
+/// The tick after `tick` when the cycle ended at `now_ms`: ticks missed while
+/// waiting are skipped, not made up, so the cadence stays aligned.
+pub fn following_tick(tick: i64, interval_ms: u64, now_ms: i64) -> i64 {
+    let next = tick + interval_ms as i64;
+    if next <= now_ms {
+        align_up(now_ms, interval_ms)
+    } else {
+        next
+    }
+}
+
 /// Extra wait after `failures` consecutive failed cycles: 0 after one, then
 /// 1, 3, 7 ... intervals more, so that cycles start 1, 2, 4, 8 ... ticks
 /// apart, at most a minute.
@@ -107,6 +118,11 @@ impl Schedule {
     /// Whether a stop (Ctrl-C, SIGTERM) ended the run early.
     pub fn stopped(&self) -> bool {
         self.stopped
+    }
+
+    /// Still ticking: neither the end nor a stop has come.
+    pub fn is_running(&self) -> bool {
+        self.phase == Phase::Running
     }
 
     /// The final cycle was made: nothing more to do.
@@ -195,11 +211,7 @@ impl Schedule {
             return;
         }
         self.failures = if failed { self.failures + 1 } else { 0 };
-        // Ticks missed while waiting are skipped, not made up: the cadence stays aligned.
-        self.next_tick += self.interval_ms as i64;
-        if self.next_tick <= now_ms {
-            self.next_tick = align_up(now_ms, self.interval_ms);
-        }
+        self.next_tick = following_tick(self.next_tick, self.interval_ms, now_ms);
         // Backoff counts from the next tick, so backed-off cycles stay on the cadence.
         let backoff = backoff_ms(self.failures, self.interval_ms);
         if backoff > 0 {
@@ -279,6 +291,13 @@ mod tests {
         let times: Vec<i64> = sent.iter().map(|s| s.0).collect();
         assert_eq!(times, vec![11_000, 12_000, 13_000, 13_750]);
         assert!(sent[3].2 && !sent[2].2);
+    }
+
+    #[test]
+    fn missed_ticks_are_skipped() {
+        assert_eq!(following_tick(1000, 1000, 1500), 2000);
+        assert_eq!(following_tick(1000, 1000, 3500), 4000);
+        assert_eq!(following_tick(1000, 1000, 2000), 2000);
     }
 
     #[test]

@@ -20,13 +20,16 @@ pub enum CursorPolicy {
     Naive,
     /// since_id held k ms behind the previous request (the seeds' final formula).
     Compensated { k_ms: u64 },
+    /// PostgreSQL targets only: a keyset cursor on (xid, id) below the oldest
+    /// running transaction (`crate::pg::xmin`); it has no since_id.
+    Xmin,
 }
 
 impl CursorPolicy {
     /// The k this policy compensates for; `None` for naive.
     pub fn k_ms(&self) -> Option<u64> {
         match self {
-            CursorPolicy::Naive => None,
+            CursorPolicy::Naive | CursorPolicy::Xmin => None,
             CursorPolicy::Compensated { k_ms } => Some(*k_ms),
         }
     }
@@ -36,7 +39,8 @@ impl CursorPolicy {
     /// the client time at which the previous request was sent.
     pub fn since_id(&self, layout: &Layout, latest: Id, retrieved_at_ms: i64) -> Id {
         match *self {
-            CursorPolicy::Naive => latest,
+            // An xmin poller reads by (xid, id), never by since_id.
+            CursorPolicy::Naive | CursorPolicy::Xmin => latest,
             CursorPolicy::Compensated { k_ms } => {
                 compensated_since_id(layout, latest, retrieved_at_ms, k_ms)
             }
@@ -70,6 +74,7 @@ impl fmt::Display for CursorPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CursorPolicy::Naive => f.write_str("naive"),
+            CursorPolicy::Xmin => f.write_str("xmin"),
             CursorPolicy::Compensated { k_ms } => {
                 write!(
                     f,
@@ -86,10 +91,11 @@ impl FromStr for CursorPolicy {
 
     /// Parses `naive` or `compensated:k=DURATION`, k at most [`MAX_K_MS`].
     fn from_str(s: &str) -> Result<CursorPolicy, String> {
-        let expected =
-            "expected 'naive' or 'compensated:k=DURATION' (for example compensated:k=1s)";
+        let expected = "expected 'naive', 'compensated:k=DURATION' (for example compensated:k=1s) \
+             or 'xmin' (PostgreSQL targets)";
         match s.trim() {
             "naive" => Ok(CursorPolicy::Naive),
+            "xmin" => Ok(CursorPolicy::Xmin),
             other => {
                 let k = other
                     .strip_prefix("compensated:k=")

@@ -57,6 +57,14 @@ impl Progress {
         }
     }
 
+    /// Counts one returned status; true the first time any poller returns it
+    /// (or, rarely, the first time since it was pruned: see [`Progress::prune`]).
+    pub fn sighted(&mut self, id: Id) -> bool {
+        let first = self.seen.insert(id);
+        self.statuses += first as u64;
+        first
+    }
+
     /// Forgets the IDs at or below every poller's cursor. Every request asks
     /// for IDs above its poller's since_id, and a since_id never moves down
     /// (`policy.rs`: both policies follow the highest ID and the send time), so
@@ -135,8 +143,7 @@ pub fn settle(
                 .items
                 .into_iter()
                 .map(|item| {
-                    let first_sighting = progress.seen.insert(item.id);
-                    progress.statuses += first_sighting as u64;
+                    let first_sighting = progress.sighted(item.id);
                     StatusRow {
                         first_sighting,
                         id_key: item.id.sort_key(),
@@ -273,6 +280,25 @@ pub fn run_virtual(
     on_tick(report_tick, progress);
 }
 
+/// A target polled in real time: over HTTP ([`HttpTarget`]) or over SQL
+/// (`crate::pg::source::SqlTarget`). Clones share the target's pacing.
+pub trait PollTarget: Clone + Send + Sync + 'static {
+    /// Waits for a slot in the shared rate-limit budget; returns the ms waited.
+    fn pace(&self) -> impl std::future::Future<Output = u64> + Send;
+    /// Sends one request.
+    fn fetch(&self, req: &PageRequest) -> impl std::future::Future<Output = Fetched> + Send;
+}
+
+impl PollTarget for HttpTarget {
+    fn pace(&self) -> impl std::future::Future<Output = u64> + Send {
+        HttpTarget::pace(self)
+    }
+
+    fn fetch(&self, req: &PageRequest) -> impl std::future::Future<Output = Fetched> + Send {
+        HttpTarget::fetch(self, req)
+    }
+}
+
 /// Where truth comes from during a real-time run (the embedded simulator), if anywhere.
 pub type TruthSource = Box<dyn FnMut() -> Vec<TruthRow> + Send>;
 
@@ -286,9 +312,9 @@ pub enum StopReason {
 /// Runs the plan in real time against an HTTP target until the duration ends
 /// or `stop` turns true; then waits the largest k and makes one last cycle
 /// per poller. Returns the pollers' final states.
-pub async fn run_real(
+pub async fn run_real<T: PollTarget>(
     plan: Plan,
-    target: HttpTarget,
+    target: T,
     mut truth: Option<TruthSource>,
     recorder: RecordSender,
     progress: Arc<Mutex<Progress>>,
@@ -356,11 +382,11 @@ async fn futures_join(tasks: Vec<tokio::task::JoinHandle<StopReason>>) -> StopRe
 /// One poller in real time: its [`Schedule`] says when, tokio's timers wait,
 /// and a stop (Ctrl-C, SIGTERM, or the sender dropped) is told to the schedule.
 #[allow(clippy::too_many_arguments)]
-async fn poll_loop(
+async fn poll_loop<T: PollTarget>(
     mut poller: Poller,
     index: usize,
     layout: Layout,
-    target: HttpTarget,
+    target: T,
     recorder: RecordSender,
     progress: Arc<Mutex<Progress>>,
     mut stop: watch::Receiver<bool>,
@@ -649,5 +675,22 @@ mod tests {
         let stats = recorder.finish(start_ms, true, "duration").unwrap();
         assert_eq!(stats.requests, progress.requests);
         assert!(stats.requests >= 7200, "{stats:?}");
+    }
+
+    #[test]
+    fn missed_ticks_are_skipped() {
+        assert_eq!(following_tick(1000, 1000, 1500), 2000);
+        assert_eq!(following_tick(1000, 1000, 3500), 4000);
+        assert_eq!(following_tick(1000, 1000, 2000), 2000);
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        use crate::schedule::backoff_ms;
+        assert_eq!(backoff_ms(0, 1000), 0);
+        assert_eq!(backoff_ms(1, 1000), 0);
+        assert_eq!(backoff_ms(2, 1000), 1000);
+        assert_eq!(backoff_ms(3, 1000), 3000);
+        assert_eq!(backoff_ms(30, 1000), 59_000);
     }
 }

@@ -286,6 +286,7 @@ mod tests {
         assert_eq!(align_up(1_700_000_000_001, 1000), 1_700_000_001_000);
         assert_eq!(align_up(1_700_000_000_000, 1000), 1_700_000_000_000);
         assert_eq!(align_up(-1, 1000), 0);
+        // Missed ticks: `run::tests::missed_ticks_are_skipped`.
         // A run started mid-second ticks on whole seconds, then drains at end + k.
         let sent = drive(Schedule::new(10_250, 3_000, 1000, 500), |_| (false, None));
         let times: Vec<i64> = sent.iter().map(|s| s.0).collect();
@@ -294,19 +295,8 @@ mod tests {
     }
 
     #[test]
-    fn missed_ticks_are_skipped() {
-        assert_eq!(following_tick(1000, 1000, 1500), 2000);
-        assert_eq!(following_tick(1000, 1000, 3500), 4000);
-        assert_eq!(following_tick(1000, 1000, 2000), 2000);
-    }
-
-    #[test]
-    fn backoff_doubles_and_caps() {
-        assert_eq!(backoff_ms(0, 1000), 0);
-        assert_eq!(backoff_ms(1, 1000), 0);
-        assert_eq!(backoff_ms(2, 1000), 1000);
-        assert_eq!(backoff_ms(3, 1000), 3000);
-        assert_eq!(backoff_ms(30, 1000), 59_000);
+    fn failed_cycles_back_off_on_the_cadence() {
+        // backoff_ms itself: `run::tests::backoff_doubles_and_caps`.
         // Nine failed cycles: they go 1, 2, 4 ... ticks apart, then a minute
         // apart, on the cadence; one success resets it.
         let sent = drive(Schedule::new(0, 400_000, 1000, 0), |n| (n < 9, None));

@@ -66,6 +66,7 @@ pub struct Poller {
     pub gone_before_seen: u64,
     pub before_baseline: u64,
     pub verdict: &'static str,
+    pub verdict_reason: String,
 }
 
 #[derive(Serialize)]
@@ -121,7 +122,8 @@ pub fn build(loaded: &Loaded, a: &Analysis, plots: &[String]) -> Output {
         .iter()
         .zip(&a.pollers)
         .zip(&a.verdicts)
-        .map(|((p, s), v)| Poller {
+        .zip(&a.verdict_reasons)
+        .map(|(((p, s), v), why)| Poller {
             name: p.name.clone(),
             policy: p.policy.clone(),
             k_ms: p.k_ms,
@@ -142,6 +144,7 @@ pub fn build(loaded: &Loaded, a: &Analysis, plots: &[String]) -> Output {
             gone_before_seen: s.gone_before_seen,
             before_baseline: s.before_baseline,
             verdict: v.as_str(),
+            verdict_reason: why.clone(),
         })
         .collect();
     let leaks = a

@@ -9,7 +9,7 @@ use crate::poller::Poller;
 use crate::record::{PollerInfo, Recorder, RunInfo};
 use crate::run::{self, Plan, Progress, StopReason};
 use crate::sim::faults::{FaultPlan, FaultSpec};
-use crate::sim::model::{SimConfig, Simulator};
+use crate::sim::model::{DEFAULT_BACKLOG_MS, SimConfig, Simulator};
 use crate::target::spec::{TargetOptions, TargetSpec};
 use crate::target::{Dialect, HttpTarget, Token, http_client};
 use crate::time::{format_duration_ms, parse_duration_ms};
@@ -85,6 +85,9 @@ pub struct RunArgs {
     /// Start of a virtual run (RFC 3339 or ms); default 2026-01-01T00:00:00Z, so runs reproduce.
     #[arg(long, value_parser = crate::time::parse_time)]
     pub start: Option<i64>,
+    /// History the simulator holds when the run starts (default 5m; 0s: an empty timeline).
+    #[arg(long, value_parser = parse_duration_ms)]
+    pub backlog: Option<u64>,
     /// Faults the simulator injects, e.g. 5xx=2%,429=1%,timeout=1%,reset=0.5%,truncate=0.5%,reorder=1%,duplicate=1%,slow=2%:3s
     #[arg(long, value_parser = parse_faults)]
     pub faults: Option<FaultSpec>,
@@ -204,6 +207,9 @@ pub(crate) struct StoredConfig<'a> {
     simulator: Option<&'a SimConfig>,
     #[serde(skip_serializing_if = "Option::is_none")]
     faults: Option<String>,
+    /// The simulator's history at the start of the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    backlog_ms: Option<u64>,
     version: &'static str,
 }
 
@@ -233,8 +239,18 @@ impl<'a> StoredConfig<'a> {
             layout: layout.to_string(),
             simulator: None,
             faults: None,
+            backlog_ms: None,
             version: env!("CARGO_PKG_VERSION"),
         }
+    }
+}
+
+/// The timeline a dialect polls, as `runs.config` records it.
+fn timeline_of(dialect: &Dialect) -> Option<String> {
+    match dialect {
+        Dialect::Mastodon { timeline } => Some(timeline.clone()),
+        Dialect::Misskey { endpoint } => Some(endpoint.clone()),
+        _ => None,
     }
 }
 
@@ -517,6 +533,11 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
             "--config and --set configure the simulator; they do not apply to a real target".into(),
         );
     }
+    if args.backlog.is_some() {
+        return Err(
+            "--backlog is the simulator's history; it does not apply to a real target".into(),
+        );
+    }
     if args.faults.is_some() {
         return Err(
             "--faults are injected by the simulator; they do not apply to a real target".into(),
@@ -548,11 +569,7 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
     let (pollers, names, final_wait_ms) = build_pollers(&args, &layout, limit);
     let start_ms = crate::clock::now_ms();
     let stored = StoredConfig {
-        timeline: match &dialect {
-            Dialect::Mastodon { timeline } => Some(timeline.clone()),
-            Dialect::Misskey { endpoint } => Some(endpoint.clone()),
-            _ => None,
-        },
+        timeline: timeline_of(&dialect),
         base_url: Some(resolved.base.clone()),
         list_id: args.list_id.as_deref(),
         token: token.as_ref().map(|_| "<redacted>"),
@@ -665,15 +682,19 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
     let (pollers, names, final_wait_ms) = build_pollers(&args, &layout, limit);
     check_finite(&args, &sim_config, final_wait_ms)?;
     let virtual_clock = args.clock == "virtual";
+    let backlog_ms = args.backlog.unwrap_or(DEFAULT_BACKLOG_MS);
     let start_ms = if virtual_clock {
         args.start.unwrap_or(VIRTUAL_START_MS)
     } else {
         crate::clock::now_ms()
     };
     let stored = StoredConfig {
+        // The truth is what this endpoint serves (`embedded::serves`).
+        timeline: timeline_of(&dialect),
         profile: Some(&args.profile),
         simulator: Some(&sim_config),
         faults: args.faults.as_ref().map(|f| f.to_string()),
+        backlog_ms: Some(backlog_ms),
         ..StoredConfig::common(&args, limit, names, &layout)
     };
     let run_info = RunInfo {
@@ -696,7 +717,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
         duration_ms: args.duration,
         final_wait_ms,
     };
-    let simulator = Simulator::new(sim_config.clone(), args.seed, start_ms);
+    let simulator = Simulator::with_backlog(sim_config.clone(), args.seed, start_ms, backlog_ms);
     // Off a terminal: a line a minute in real time, ten lines a run in virtual time.
     let log_every_ms = if virtual_clock {
         (args.duration / 10).max(1)
@@ -714,6 +735,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
             sim: simulator,
             max_limit: dialect.max_limit(),
             faults,
+            serves: embedded::serves(&dialect),
         };
         let mut progress = Progress::new(&plan.pollers);
         let sender = recorder.sender();
@@ -759,7 +781,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
                 layout.clone(),
                 None,
             );
-            let truth = embedded::shared_truth(shared.clone());
+            let truth = embedded::shared_truth(shared.clone(), embedded::serves(&dialect));
             Ok::<StopReason, String>(
                 drive(
                     plan,

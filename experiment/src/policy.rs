@@ -70,6 +70,41 @@ pub fn compensated_since_id(layout: &Layout, latest: Id, retrieved_at_ms: i64, k
     candidate.clamp(lower, latest)
 }
 
+/// The smallest k for which [`compensated_since_id`] (with this `latest` and
+/// `retrieved_at_ms`) lies below `id`, so that a request with that since_id
+/// returns it; `None` if no k does (only near the layout's epoch, where the
+/// formula's guard pins since_id to `latest`).
+///
+/// Answered by asking the formula itself, not a re-derivation of it: since_id
+/// never rises as k grows (below the guard), so a binary search finds the
+/// edge exactly, whichever of `lower` and the candidate binds and whatever the
+/// layout's time unit. The analysis uses it to replay the policy on a run.
+pub fn smallest_k_catching(
+    layout: &Layout,
+    latest: Id,
+    retrieved_at_ms: i64,
+    id: Id,
+) -> Option<u64> {
+    let catches = |k: u64| compensated_since_id(layout, latest, retrieved_at_ms, k) < id;
+    // Both bounds of the clamp are met at this k, plus a margin for coarse units.
+    let newest = retrieved_at_ms.max(layout.ts_ms(latest)) as i128;
+    let margin = 2 * layout.unit_ms() as i128 + 1;
+    let mut hi = (newest - layout.ts_ms(id) as i128 + margin).clamp(0, u64::MAX as i128) as u64;
+    if !catches(hi) {
+        return None;
+    }
+    let mut lo = 0u64;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if catches(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Some(lo)
+}
+
 impl fmt::Display for CursorPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -175,6 +210,26 @@ mod tests {
         assert_eq!(since, l.min_id_at(request - 1100).pred());
     }
 
+    #[test]
+    fn smallest_k_catching_honours_the_lower_clamp() {
+        // The latest ID runs 3 s ahead of the client's clock (a generator
+        // whose clock is fast): an item 500 ms before the previous request
+        // needs k = 3.5 s, not 500 ms, because `lower` is k below the latest ID.
+        let l = Layout::twitter();
+        let request = 1_700_000_000_000;
+        let latest = l.min_id_at(request + 3000);
+        let item = l.min_id_at(request - 500);
+        assert_eq!(smallest_k_catching(&l, latest, request, item), Some(3500));
+        // With the latest ID behind the clock, the candidate binds: k = 500 ms.
+        let latest = l.min_id_at(request - 100);
+        assert_eq!(smallest_k_catching(&l, latest, request, item), Some(500));
+        // Above the latest ID any k catches it.
+        assert_eq!(
+            smallest_k_catching(&l, latest, request, Id(latest.0 + 1)),
+            Some(0)
+        );
+    }
+
     fn numeric_layouts() -> Vec<(Layout, i64, u32)> {
         vec![
             ("twitter".parse().unwrap(), crate::id::TWITTER_EPOCH_MS, 22),
@@ -259,6 +314,33 @@ mod tests {
             prop_assume!(l.ts_since_epoch_ms(latest) > k2 as u128);
             let retrieved_at = l.ts_ms(latest) + offset;
             prop_assert!(compensated_since_id(l, latest, retrieved_at, k2) <= compensated_since_id(l, latest, retrieved_at, k1));
+        }
+
+        #[test]
+        fn smallest_k_catching_is_the_edge(
+            which in 0usize..5,
+            latest_ms in 100_000i64..10_000_000,
+            seq in 0u128..64,
+            retrieved_offset in -20_000i64..20_000,
+            below in 0i64..30_000,
+        ) {
+            // IDs well past each layout's epoch, the item below the latest ID,
+            // and a client clock on either side of the latest ID's time: both
+            // bounds of the clamp get their turn to bind.
+            let (l, _, _) = &numeric_layouts()[which];
+            let t_latest = l.epoch_ms() + latest_ms;
+            let latest = Id(l.min_id_at(t_latest).0 + seq % l.multiplier());
+            let retrieved_at = t_latest + retrieved_offset;
+            let id = Id(l.min_id_at(t_latest - below).0 + seq / 2 % l.multiplier());
+            prop_assume!(id < latest);
+            let k = smallest_k_catching(l, latest, retrieved_at, id).expect("far from the epoch");
+            prop_assert!(compensated_since_id(l, latest, retrieved_at, k) < id);
+            if k > 0 {
+                prop_assert!(compensated_since_id(l, latest, retrieved_at, k - 1) >= id);
+            }
+            // It is at least what each bound alone asks for.
+            let unit = l.unit_ms() as i64;
+            prop_assert!(k as i64 + unit > (retrieved_at - l.ts_ms(id)).max(l.ts_ms(latest) - l.ts_ms(id)));
         }
 
         #[test]

@@ -11,6 +11,12 @@
 //! never items. This keeps every miss attributable to the cursor policy alone,
 //! or to a recorded overflow or error.
 //!
+//! Before its first non-empty successful cycle a poller has no cursor, and a
+//! cycle without one never pages back: there is no since_id to page back to,
+//! and the backlog of a timeline is unbounded. Every such cycle is the
+//! poller's *baseline*: what lies below its (full) page was never the cursor
+//! policy's to lose, and the analysis owes it to nobody (README, Definitions).
+//!
 //! Times are passed in (client ms since the Unix epoch), so the same poller runs
 //! over real HTTP in real time and in-process in virtual time.
 
@@ -207,7 +213,8 @@ impl Poller {
             cycle.highest = cycle.highest.max(Some(top.id));
         }
         let lowest = items.last().map(|item| item.id);
-        // A full page above a cursor means the window was cut: page back to the cursor.
+        // A full page above a cursor means the window was cut: page back to the
+        // cursor. Without a cursor the page is the baseline (module docs).
         let must_page_back =
             full && self.since.is_some() && lowest.is_some_and(|low| Some(low) > self.since);
         let mut outcome = Outcome {
@@ -331,6 +338,25 @@ mod tests {
         assert!(out.next.is_none() && !out.overflow);
         assert_eq!(p.since(), Some(page[0].id));
         assert_eq!(p.position(), (2, 0));
+    }
+
+    #[test]
+    fn a_busy_start_is_baseline_without_back_paging() {
+        // An empty first page sets no cursor; the next page is full and has no
+        // since_id either: it ends its cycle and sets the cursor at its top.
+        let l = Layout::twitter();
+        let mut p = poller("naive", 2);
+        assert_eq!(p.begin_cycle(T0).since, None);
+        let out = p.on_page(vec![]);
+        assert!(out.next.is_none() && p.since().is_none());
+        assert_eq!(p.begin_cycle(T0 + 1000).since, None);
+        let page: Vec<Item> = (0..2).map(|i| item(&l, T0 + 900 - 10 * i, 0)).collect();
+        let out = p.on_page(page.clone());
+        assert!(
+            out.next.is_none() && !out.overflow,
+            "no back-paging without a cursor"
+        );
+        assert_eq!(p.since(), Some(page[0].id));
     }
 
     #[test]

@@ -297,6 +297,7 @@ fn bad_input_is_one_line_and_exit_2() {
         (vec!["--profile", "friendster"], "friendster"),
         (vec!["--target", "gopher:x"], "gopher:x"),
         (vec!["--set", "no_such_knob=1"], "no_such_knob"),
+        (vec!["--backlog", "soon"], "soon"),
     ] {
         let mut all = args.clone();
         all.extend(["--clock", "virtual", "--duration", "1s", "--db", db]);
@@ -310,6 +311,18 @@ fn bad_input_is_one_line_and_exit_2() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
+    // The simulator's backlog means nothing to a real target (refused before any request).
+    let out = experiment(&[
+        "--target",
+        "mastodon:https://mastodon.invalid",
+        "--backlog",
+        "1m",
+        "--db",
+        db,
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--backlog"), "{stderr}");
     let not_a_dir = dir.join("file");
     std::fs::write(&not_a_dir, "x").unwrap();
     let bad_db = not_a_dir.join("run.db");

@@ -349,7 +349,7 @@ struct Baseline {
 /// depends on k and the cadence, not on the run's length (see [`classify`]).
 /// Each pass below states its own share.
 pub fn analyze(h: &History) -> Analysis {
-    judge(h, false)
+    check(h, false)
 }
 
 /// [`analyze`] with every miss that has a cause walked over the whole of its
@@ -357,10 +357,10 @@ pub fn analyze(h: &History) -> Analysis {
 /// For tests, which check that [`analyze`] gives the same [`Analysis`].
 #[doc(hidden)]
 pub fn analyze_exhaustive(h: &History) -> Analysis {
-    judge(h, true)
+    check(h, true)
 }
 
-fn judge(h: &History, exhaustive: bool) -> Analysis {
+fn check(h: &History, exhaustive: bool) -> Analysis {
     assert!(h.pollers.len() <= MAX_POLLERS, "too many pollers");
     let n_status = h.statuses.len();
     let n_pollers = h.pollers.len();

@@ -84,7 +84,9 @@ fn run(args: &Args) -> Result<(), String> {
         use std::io::Write;
         let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
         serde_json::to_writer_pretty(&mut stdout, &out).map_err(|e| e.to_string())?;
-        writeln!(stdout).and_then(|_| stdout.flush()).map_err(|e| e.to_string())?;
+        writeln!(stdout)
+            .and_then(|_| stdout.flush())
+            .map_err(|e| e.to_string())?;
         for n in &notes {
             eprintln!("analyze: {n}");
         }

@@ -8,7 +8,7 @@ mod common;
 
 use analysis::diff::{Analysis, analyze, analyze_exhaustive};
 use analysis::load;
-use analysis::synth::{self, RunSpec, SimSpec};
+use analysis::synth::{self, SimSpec};
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -30,24 +30,7 @@ fn misses_with_a_cause(a: &Analysis) -> u64 {
 fn synthetic(spec: &SimSpec, with_truth: bool, name: &str) -> (Analysis, Analysis) {
     let dir = common::temp_dir(name);
     let db = dir.join("run.db");
-    let (requests, truth) = synth::simulate(spec);
-    let mut conn = synth::create(&db).unwrap();
-    let pollers: Vec<(&str, &str)> = spec
-        .policies
-        .iter()
-        .map(|p| (p.as_str(), p.as_str()))
-        .collect();
-    let run = RunSpec {
-        interval_ms: spec.interval_ms,
-        page_limit: spec.page_limit as i64,
-        started_at_ms: spec.start_ms,
-        ended_at_ms: Some(spec.start_ms + spec.ticks * spec.interval_ms),
-        complete: true,
-        ..RunSpec::default()
-    };
-    let truth = if with_truth { &truth[..] } else { &[] };
-    synth::write_run(&mut conn, &run, &pollers, &requests, truth).unwrap();
-    drop(conn);
+    synth::simulate_to_db_with(&db, spec, true, with_truth).unwrap();
     let both = judged_both_ways(&db);
     let _ = std::fs::remove_dir_all(dir);
     both

@@ -511,6 +511,29 @@ async fn poll_loop<T: PollTarget>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::PollerInfo;
+
+    /// Pollers of these policies, and their rows for the recorder.
+    fn pollers_of(
+        policies: &[&str],
+        layout: &Layout,
+        limit: usize,
+        back_pages: u32,
+    ) -> (Vec<Poller>, Vec<PollerInfo>) {
+        let pollers = policies
+            .iter()
+            .map(|p| Poller::new(*p, p.parse().unwrap(), layout.clone(), limit, back_pages))
+            .collect();
+        let infos = policies
+            .iter()
+            .map(|p| PollerInfo {
+                name: p.to_string(),
+                policy: p.to_string(),
+                k_ms: None,
+            })
+            .collect();
+        (pollers, infos)
+    }
 
     /// Issue 11.2: a server answering every request with `Retry-After: 99999999`
     /// cannot hold the run: it ends after the duration, the largest k and the
@@ -518,8 +541,8 @@ mod tests {
     /// the cut, this test never returns (the harness timeout fails it).
     #[tokio::test]
     async fn a_far_retry_after_cannot_hold_the_run_past_its_end() {
+        use crate::record::Recorder;
         use crate::record::writer::tests::{run_info, temp_db};
-        use crate::record::{PollerInfo, Recorder};
         use crate::target::{Dialect, HttpTarget, http_client};
         use axum::response::IntoResponse;
         let app = axum::Router::new().fallback(|| async {
@@ -533,18 +556,7 @@ mod tests {
         let server = crate::sim::server::RunningServer::start(app).await.unwrap();
         let layout: Layout = "mastodon".parse().unwrap();
         let policies = ["naive", "compensated:k=100ms"];
-        let pollers: Vec<Poller> = policies
-            .iter()
-            .map(|p| Poller::new(*p, p.parse().unwrap(), layout.clone(), 40, 2))
-            .collect();
-        let infos: Vec<PollerInfo> = policies
-            .iter()
-            .map(|p| PollerInfo {
-                name: p.to_string(),
-                policy: p.to_string(),
-                k_ms: None,
-            })
-            .collect();
+        let (pollers, infos) = pollers_of(&policies, &layout, 40, 2);
         let path = temp_db("retry-after");
         let recorder = Recorder::create(&path, &run_info(), &infos).unwrap();
         let target = HttpTarget::new(
@@ -603,27 +615,17 @@ mod tests {
     #[test]
     fn a_long_virtual_run_never_queues_more_than_the_bound() {
         use crate::embedded::InProcess;
+        use crate::record::Recorder;
         use crate::record::writer::QUEUE_BOUND;
         use crate::record::writer::tests::{run_info, temp_db};
-        use crate::record::{PollerInfo, Recorder};
         use crate::sim::model::Simulator;
         use crate::sim::profile::SimConfig;
         let path = temp_db("bounded-queue");
         let config = SimConfig::profile("twitter").unwrap();
         let layout = config.layout();
         let policies = ["naive", "compensated:k=1s"];
-        let pollers: Vec<Poller> = policies
-            .iter()
-            .map(|p| Poller::new(*p, p.parse().unwrap(), layout.clone(), 200, 10))
-            .collect();
-        let infos: Vec<PollerInfo> = policies
-            .iter()
-            .map(|p| PollerInfo {
-                name: p.to_string(),
-                policy: p.to_string(),
-                k_ms: None,
-            })
-            .collect();
+        let (pollers, infos) = pollers_of(&policies, &layout, 200, 10);
+        let serves = crate::embedded::serves(&crate::embedded::dialect_for(&layout));
         let recorder = Recorder::create(&path, &run_info(), &infos).unwrap();
         let blocker = rusqlite::Connection::open(&path).unwrap();
         blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
@@ -643,6 +645,7 @@ mod tests {
                     sim: Simulator::new(config, 7, start_ms),
                     max_limit: 200,
                     faults: None,
+                    serves,
                 };
                 let mut progress = Progress::new(&plan.pollers);
                 run_virtual(

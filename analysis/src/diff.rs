@@ -6,7 +6,8 @@
 //! only print what it found. It is pure (no I/O, no clock), so every definition
 //! below is tested on small hand-built histories.
 //!
-//! Definitions (see the project brief for the words):
+//! Definitions (the README's "Definitions" gives them in words, and
+//! `docs/analysis.md` the reasoning):
 //!
 //! - An item X is **visible** from `visible_at_ms` until `deleted_at_ms`
 //!   (truth), or, without truth for X, from the earliest `sent_at_ms` of a

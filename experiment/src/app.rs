@@ -13,13 +13,34 @@ use crate::sim::model::{DEFAULT_BACKLOG_MS, SimConfig, Simulator};
 use crate::target::spec::{TargetOptions, TargetSpec};
 use crate::target::{Dialect, HttpTarget, Token, http_client};
 use crate::time::{format_duration_ms, parse_duration_ms};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Which clock a run follows. Its text (`as_str`) is what run.db's `runs.clock`
+/// and the stored config hold, so the two spellings are part of the schema.
+#[derive(ValueEnum, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ClockMode {
+    /// Over HTTP on 127.0.0.1, in real time.
+    Real,
+    /// In process, in simulated time: deterministic for a seed.
+    Virtual,
+}
+
+impl ClockMode {
+    /// The stored text: `real` or `virtual`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClockMode::Real => "real",
+            ClockMode::Virtual => "virtual",
+        }
+    }
+}
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
@@ -80,8 +101,8 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// `real`: over HTTP on 127.0.0.1 in real time; `virtual`: in-process, simulated time.
-    #[arg(long, default_value = "real", value_parser = ["real", "virtual"])]
-    pub clock: String,
+    #[arg(long, value_enum, default_value_t = ClockMode::Real)]
+    pub clock: ClockMode,
     /// Start of a virtual run (RFC 3339 or ms); default 2026-01-01T00:00:00Z, so runs reproduce.
     #[arg(long, value_parser = crate::time::parse_time)]
     pub start: Option<i64>,
@@ -144,7 +165,7 @@ fn parse_timeout(text: &str) -> Result<u64, String> {
 /// Refuses a simulated run whose size would not fit: too many virtual ticks, or
 /// more statuses in one step of the simulator than memory should hold.
 fn check_finite(args: &RunArgs, sim: &SimConfig, final_wait_ms: u64) -> Result<(), String> {
-    if args.clock == "virtual" {
+    if args.clock == ClockMode::Virtual {
         let ticks = (args.duration + final_wait_ms) / args.interval;
         if ticks > MAX_VIRTUAL_TICKS {
             return Err(format!(
@@ -195,7 +216,7 @@ pub(crate) struct StoredConfig<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     profile: Option<&'a str>,
     seed: u64,
-    clock: &'a str,
+    clock: ClockMode,
     duration_ms: u64,
     interval_ms: u64,
     page_limit: usize,
@@ -229,7 +250,7 @@ impl<'a> StoredConfig<'a> {
             token: None,
             profile: None,
             seed: args.seed,
-            clock: &args.clock,
+            clock: args.clock,
             duration_ms: args.duration,
             interval_ms: args.interval,
             page_limit,
@@ -306,7 +327,7 @@ pub fn dry_run(mut args: RunArgs) -> Result<String, String> {
     if crate::pg::driver::is_postgres(&args.target) {
         return Err(
             "--dry-run shows HTTP requests; a PostgreSQL target sends only the SELECTs \
-             documented in the README"
+             documented in docs/postgres.md"
                 .into(),
         );
     }
@@ -523,7 +544,7 @@ fn misskey_probe(dialect: &Dialect) -> crate::target::HttpRequest {
 
 /// Polls a real API in real time; no truth.
 fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, String> {
-    if args.clock == "virtual" {
+    if args.clock == ClockMode::Virtual {
         return Err(
             "--clock virtual runs the simulator only; real targets are polled in real time".into(),
         );
@@ -580,7 +601,7 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
         target: args.target.clone(),
         profile: None,
         seed: None,
-        clock: args.clock.clone(),
+        clock: args.clock.as_str().into(),
         layout: layout.to_string(),
         interval_ms: args.interval,
         page_limit: limit,
@@ -681,7 +702,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
     let limit = (args.limit as usize).min(dialect.max_limit());
     let (pollers, names, final_wait_ms) = build_pollers(&args, &layout, limit);
     check_finite(&args, &sim_config, final_wait_ms)?;
-    let virtual_clock = args.clock == "virtual";
+    let virtual_clock = args.clock == ClockMode::Virtual;
     let backlog_ms = args.backlog.unwrap_or(DEFAULT_BACKLOG_MS);
     let start_ms = if virtual_clock {
         args.start.unwrap_or(VIRTUAL_START_MS)
@@ -702,7 +723,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
         target: args.target.clone(),
         profile: Some(args.profile.clone()),
         seed: Some(args.seed),
-        clock: args.clock.clone(),
+        clock: args.clock.as_str().into(),
         layout: layout.to_string(),
         interval_ms: args.interval,
         page_limit: limit,
@@ -725,7 +746,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
         60_000
     };
     let bar = progress_bar(args.duration, log_every_ms);
-    tracing::info!(run = run_id, db = %args.db.display(), clock = %args.clock, "run started");
+    tracing::info!(run = run_id, db = %args.db.display(), clock = args.clock.as_str(), "run started");
     let (progress, complete, reason) = if virtual_clock {
         let faults = args
             .faults

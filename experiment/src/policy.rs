@@ -18,7 +18,8 @@ pub const MAX_K_MS: u64 = 24 * 3600 * 1000;
 pub enum CursorPolicy {
     /// since_id = the highest ID seen: skips every late arrival.
     Naive,
-    /// since_id held k ms behind the previous request (the seeds' final formula).
+    /// since_id held k ms behind the previous request (the final formula of
+    /// tesaguri's "Your Timelines Are Leaky", github.com/tesaguri/leaky-snowflake).
     Compensated { k_ms: u64 },
     /// PostgreSQL targets only: a keyset cursor on (xid, id) below the oldest
     /// running transaction (`crate::pg::xmin`); it has no since_id.
@@ -48,7 +49,8 @@ impl CursorPolicy {
     }
 }
 
-/// The seeds' final formula, exactly:
+/// The final formula of tesaguri's article "Your Timelines Are Leaky"
+/// (github.com/tesaguri/leaky-snowflake), exactly:
 ///
 /// ```text
 /// lower    = latest_id                          if ts(latest_id) <= k   (overflow guard)
@@ -65,7 +67,7 @@ pub fn compensated_since_id(layout: &Layout, latest: Id, retrieved_at_ms: i64, k
         layout.min_id_before(layout.ts_ms(latest), k_ms).pred()
     };
     // min_id_at saturates at ID 0 before the epoch and pred at 0, where the
-    // seeds' arithmetic would give -1; the clamp maps both to `lower`.
+    // article's arithmetic would give -1; the clamp maps both to `lower`.
     let candidate = layout.min_id_before(retrieved_at_ms, k_ms).pred();
     candidate.clamp(lower, latest)
 }
@@ -153,9 +155,9 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// The seeds' pseudocode transcribed literally for shift layouts, in i128
+    /// The article's pseudocode transcribed literally for shift layouts, in i128
     /// so that its `- 1` may go negative as in Ruby.
-    fn seed_pseudocode(epoch: i64, shift: u32, latest: u64, retrieved_at: i64, k: i64) -> u128 {
+    fn article_pseudocode(epoch: i64, shift: u32, latest: u64, retrieved_at: i64, k: i64) -> u128 {
         let time2sf = |unix_ms: i64| ((unix_ms as i128 - epoch as i128).max(0)) << shift;
         let latest = latest as i128;
         let timestamp = latest >> shift;
@@ -246,7 +248,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn agrees_with_the_seed_pseudocode(
+        fn agrees_with_the_article_pseudocode(
             which in 0usize..5,
             latest in any::<u64>(),
             offset in -10_000_000i64..10_000_000,
@@ -255,8 +257,8 @@ mod tests {
             let (l, epoch, shift) = &numeric_layouts()[which];
             let latest_id = Id(latest as u128);
             let retrieved_at = l.ts_ms(latest_id).saturating_add(offset);
-            // The seeds shift in unbounded integers; compare where they stay in u64.
-            let expected = seed_pseudocode(*epoch, *shift, latest, retrieved_at, k);
+            // The article shifts in unbounded integers; compare where they stay in u64.
+            let expected = article_pseudocode(*epoch, *shift, latest, retrieved_at, k);
             let time_bits_fit = ((retrieved_at as i128 - *epoch as i128 - k as i128).max(0) << shift) < (1i128 << 64);
             prop_assume!(time_bits_fit);
             prop_assert_eq!(compensated_since_id(l, latest_id, retrieved_at, k as u64).0, expected);

@@ -80,6 +80,37 @@ struct Cycle {
 }
 
 /// A polling loop's state: its policy, its cursor and what it has seen.
+///
+/// The caller sends the requests it is given and hands back the pages:
+///
+/// ```
+/// use snowleak::id::Layout;
+/// use snowleak::poller::{Item, Poller};
+///
+/// let layout: Layout = "mastodon".parse().unwrap();
+/// let id = |text: &str| layout.parse(text).unwrap();
+/// let item = |text: &str| Item { id: id(text), id_text: text.into(), created_at: None, author: None };
+/// // Pages of 2, at most 3 back-pages a cycle.
+/// let mut poller = Poller::new("naive", "naive".parse().unwrap(), layout.clone(), 2, 3);
+/// let t = 1_574_810_861_000; // client ms when the first request is sent
+///
+/// // First cycle: no cursor yet. A page that is not full ends the cycle, and
+/// // only then does the cursor move (naive: to the highest ID seen).
+/// assert_eq!(poller.begin_cycle(t).since, None);
+/// assert!(poller.on_page(vec![item("103206804533200177")]).next.is_none());
+/// assert_eq!(poller.since(), Some(id("103206804533200177")));
+///
+/// // Next tick: a full page may have cut the window, so the poller pages
+/// // back below its lowest item with the same since_id...
+/// let first = poller.begin_cycle(t + 1000);
+/// let page = vec![item("103206804600000000"), item("103206804590000000")];
+/// let back = poller.on_page(page).next.expect("a full page pages back");
+/// assert_eq!((back.since, back.before), (first.since, Some(id("103206804590000000"))));
+/// poller.next_page_sent();
+/// // ...and the cursor moves once that cycle has reached it.
+/// assert!(poller.on_page(vec![]).next.is_none());
+/// assert_eq!(poller.since(), Some(id("103206804600000000")));
+/// ```
 #[derive(Clone, Debug)]
 pub struct Poller {
     name: String,
@@ -168,7 +199,7 @@ impl Poller {
         }
     }
 
-    /// Notes that the current request is being sent again (a back-page) at `now_ms`.
+    /// Notes that the back-page request the last [`Outcome::next`] gave is being sent.
     pub fn next_page_sent(&mut self) {
         if let Some(c) = &mut self.cycle {
             c.page += 1;

@@ -283,10 +283,8 @@ mod tests {
 
     #[test]
     fn ticks_align_to_the_interval() {
-        assert_eq!(align_up(1_700_000_000_001, 1000), 1_700_000_001_000);
-        assert_eq!(align_up(1_700_000_000_000, 1000), 1_700_000_000_000);
-        assert_eq!(align_up(-1, 1000), 0);
-        // Missed ticks: `run::tests::missed_ticks_are_skipped`.
+        // align_up itself: `run::tests::ticks_align_to_the_interval`; missed
+        // ticks: `run::tests::missed_ticks_are_skipped`.
         // A run started mid-second ticks on whole seconds, then drains at end + k.
         let sent = drive(Schedule::new(10_250, 3_000, 1000, 500), |_| (false, None));
         let times: Vec<i64> = sent.iter().map(|s| s.0).collect();

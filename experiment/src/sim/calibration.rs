@@ -1,8 +1,9 @@
-//! The "part 2" experiment run directly against the model, in virtual time:
-//! a naive poller (since_id = highest ID seen) and a compensated one (the
-//! seeds' formula with a given k) poll side by side on a fixed cadence, paging
-//! back with `before` whenever a page is full, and every status the truth says
-//! was visible at one of their requests but never returned is a leak.
+//! The "part 2" experiment of tesaguri's "Your Timelines Are Leaky" run
+//! directly against the model, in virtual time: a naive poller (since_id =
+//! highest ID seen) and a compensated one (the article's final formula with a
+//! given k, `crate::policy`) poll side by side on a fixed cadence, paging back
+//! with `before` whenever a page is full, and every status the truth says was
+//! visible at one of their requests but never returned is a leak.
 //!
 //! This is how the `twitter` profile is calibrated (see its docs and the test
 //! below), and what the `sim` bench prints. It is deliberately independent of

@@ -343,7 +343,25 @@ struct Baseline {
 
 /// Judges a history. Panics only if there are more than [`MAX_POLLERS`]
 /// pollers or an observation refers past `statuses` (the loader checks both).
+///
+/// Time O(R log R + O + S log R + M·W) and memory O(R + O + S·P), with R
+/// requests, O observations, S statuses, P pollers and M the (status,
+/// poller) pairs never returned; W, the span one such pair is examined over,
+/// depends on k and the cadence, not on the run's length (see [`classify`]).
+/// Each pass below states its own share.
 pub fn analyze(h: &History) -> Analysis {
+    check(h, false)
+}
+
+/// [`analyze`] with every miss that has a cause walked over the whole of its
+/// visibility, as before issue 13: quadratic in a run with many such misses.
+/// For tests, which check that [`analyze`] gives the same [`Analysis`].
+#[doc(hidden)]
+pub fn analyze_exhaustive(h: &History) -> Analysis {
+    check(h, true)
+}
+
+fn check(h: &History, exhaustive: bool) -> Analysis {
     assert!(h.pollers.len() <= MAX_POLLERS, "too many pollers");
     let n_status = h.statuses.len();
     let n_pollers = h.pollers.len();
@@ -352,7 +370,9 @@ pub fn analyze(h: &History) -> Analysis {
     let mut global: Vec<u32> = (0..h.requests.len() as u32).collect();
     global.sort_by_key(|&i| (h.requests[i as usize].sent_at_ms, i));
 
-    // Cycle outcome per (poller, cycle): failed if any page failed, overflow if flagged.
+    // O(R log R): all requests in time order; O(R) expected: the cycle
+    // outcome per (poller, cycle): failed if any page failed, overflow if
+    // flagged, and its page-0 send time; then per request, its cycle's outcome.
     let mut cycle_flags: HashMap<(usize, i64), (bool, bool, i64)> = HashMap::new();
     for r in &h.requests {
         let e = cycle_flags
@@ -365,8 +385,17 @@ pub fn analyze(h: &History) -> Analysis {
         }
     }
 
-    // One pass in time order: who saw what, duplicates, late arrivals, and the
-    // running highest key (for id_skew).
+    let cycle_of: Vec<(bool, bool)> = h
+        .requests
+        .iter()
+        .map(|r| {
+            let (failed, overflow, _) = cycle_flags[&(r.poller, r.cycle)];
+            (failed, overflow)
+        })
+        .collect();
+
+    // O(R + O): one pass in time order: who saw what, duplicates, late
+    // arrivals, and the running highest key (for id_skew).
     let mut seen_mask = vec![0u64; n_status];
     let mut sightings: Vec<Option<Sightings>> = vec![None; n_status];
     let mut stats = vec![PollerStats::default(); n_pollers];
@@ -449,7 +478,8 @@ pub fn analyze(h: &History) -> Analysis {
         Reference::None
     };
 
-    // Misses: every (status, poller) where the poller never returned the status.
+    // Misses: every (status, poller) where the poller never returned the
+    // status: O(S·P) to find them, and [`classify`]'s cost for each.
     let mut leaked_by = vec![0u64; n_status];
     let mut other_misses = Vec::new();
     let all_bits = if n_pollers == 64 {
@@ -470,7 +500,7 @@ pub fn analyze(h: &History) -> Analysis {
                 if missing & (1 << p) == 0 {
                     continue;
                 }
-                match classify(h, view, &cycle_flags, su, vis) {
+                match classify(h, view, &cycle_of, su, vis, exhaustive) {
                     Outcome::NotOwed { deleted } => {
                         if deleted {
                             stats[p].gone_before_seen += 1;
@@ -499,7 +529,8 @@ pub fn analyze(h: &History) -> Analysis {
         }
     }
 
-    // Items of interest: leaks and late arrivals, with skew and required k.
+    // O(S log R): items of interest (leaks and late arrivals), with skew and
+    // required k found by binary search in the time-ordered requests and ticks.
     let mut items = Vec::new();
     for su in 0..n_status {
         if leaked_by[su] == 0 && late_for[su] == 0 {
@@ -838,12 +869,24 @@ enum Outcome {
     Miss(Cause),
 }
 
+/// Judges one (status, poller) pair the poller never returned.
+///
+/// Cost: O(log R) to find the first request after X became visible, then one
+/// step per request of the poller from there until its cursor is above X for
+/// good (the suffix minimum of since_id passes X's key), the end of X's
+/// visibility, or the end of the run, whichever comes first. That span is the
+/// requests during which X sat above the lowest later cursor: about (k + the
+/// cursor's lag) / interval cycles, times the pages of a cycle, whatever the
+/// length of the run. With `exhaustive`, a pair with a cause is walked to the
+/// end of X's visibility, as before issue 13: the reference the tests compare
+/// the fast path with.
 fn classify(
     h: &History,
     view: &PollerView,
-    cycle_flags: &HashMap<(usize, i64), (bool, bool, i64)>,
+    cycle_of: &[(bool, bool)],
     su: usize,
     vis: Vis,
+    exhaustive: bool,
 ) -> Outcome {
     let key = h.statuses[su].key;
     let deleted = matches!(vis, Vis::Truth(v) if v.deleted_at_ms.is_some());
@@ -894,13 +937,21 @@ fn classify(
                 .is_some_and(|t| t > r.sent_at_ms.saturating_add(FUTURE_TOLERANCE_MS));
         }
         if !below {
-            let (failed, overflow, _) = cycle_flags[&(r.poller, r.cycle)];
+            let (failed, overflow) = cycle_of[ri as usize];
             let c = causes.get_or_insert((false, false, false));
             c.0 |= !failed && !overflow;
             c.1 |= failed;
             c.2 |= overflow;
-        } else if causes.is_none() && view.suffix_min_since[j].is_some_and(|s| s >= key) {
-            // Never in window again: a leak if it stays owed, which it was here.
+        } else if (!exhaustive || causes.is_none())
+            && view.suffix_min_since[j].is_some_and(|s| s >= key)
+        {
+            // Every later request has X below its cursor: none can put X in
+            // window (so `causes` is final), `owed_any` is already true, and
+            // with no cause the leak-or-future-id question was answered here.
+            // Walking on once a cause is found (what `exhaustive` does, as
+            // this check did before issue 13) changes nothing, but it made a
+            // status missed from an overflow walk every later request of the
+            // poller: quadratic in the run.
             break;
         }
     }

@@ -79,8 +79,14 @@ fn run(args: &Args) -> Result<(), String> {
     };
     if args.json {
         let out = json::build(&loaded, &analysis, &plots);
-        let text = serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?;
-        println!("{text}");
+        // Streamed, not built as one string: a run with millions of misses
+        // prints hundreds of MB of JSON.
+        use std::io::Write;
+        let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+        serde_json::to_writer_pretty(&mut stdout, &out).map_err(|e| e.to_string())?;
+        writeln!(stdout)
+            .and_then(|_| stdout.flush())
+            .map_err(|e| e.to_string())?;
         for n in &notes {
             eprintln!("analyze: {n}");
         }

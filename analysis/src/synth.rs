@@ -399,7 +399,21 @@ pub fn simulate(spec: &SimSpec) -> (Vec<SynthRequest>, Vec<SynthTruth>) {
 
 /// Simulates and records a run at `path` (created fresh); returns the run id.
 pub fn simulate_to_db(path: &Path, spec: &SimSpec, complete: bool) -> rusqlite::Result<i64> {
-    let (requests, truth) = simulate(spec);
+    simulate_to_db_with(path, spec, complete, true)
+}
+
+/// [`simulate_to_db`], with the truth recorded or left out (a run of a
+/// target without truth).
+pub fn simulate_to_db_with(
+    path: &Path,
+    spec: &SimSpec,
+    complete: bool,
+    with_truth: bool,
+) -> rusqlite::Result<i64> {
+    let (requests, mut truth) = simulate(spec);
+    if !with_truth {
+        truth.clear();
+    }
     let mut conn = create(path)?;
     let pollers: Vec<(&str, &str)> = spec
         .policies

@@ -73,7 +73,9 @@ fn virtual_hour_under_every_fault_has_no_false_leak() {
     for poller in ["naive", "compensated:k=1s"] {
         let p = common::poller(&faulty, poller);
         assert_eq!(p["misses_unexplained"], 0, "{poller}");
-        assert!(p["errors"].as_u64().unwrap() > 1000, "{poller} met faults");
+        // Half the requests fail, and virtual time backs off as real time does
+        // (issue 13: one schedule), so an hour holds some 150 requests a poller.
+        assert!(p["errors"].as_u64().unwrap() > 50, "{poller} met faults");
         check_no_false_leaks(&faulty_db, &faulty, poller);
         // Faults never add a leak: a failed cycle keeps the older, wider cursor.
         let (was, now) = (leaks_of(&clean, poller), leaks_of(&faulty, poller));

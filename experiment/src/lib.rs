@@ -45,6 +45,7 @@ pub mod policy;
 pub mod poller;
 pub mod record;
 pub mod run;
+pub mod schedule;
 pub mod sim;
 pub mod target;
 pub mod time;

@@ -1,16 +1,19 @@
 //! Driving pollers side by side, in real time over HTTP or in virtual time
 //! in-process, and handing every request to the recorder.
 //!
-//! Both drivers share the cadence (ticks aligned to multiples of the interval
-//! since the Unix epoch, so at the start of a second for 1 s, as the original
-//! experiment did), the final drain (after the stop, wait the largest k of the
-//! run, then one last cycle per poller) and [`settle`], which turns one
-//! response into the poller's next step and a recorded row.
+//! Both drivers follow one [`Schedule`] per poller (the cadence aligned to
+//! multiples of the interval, backoff, `Retry-After`, the final drain: see
+//! `schedule.rs`), the real-time one by tokio's timers, the virtual-time one by
+//! its event queue, and share [`settle`], which turns one response into the
+//! poller's next step and a recorded row.
 
 use crate::id::{Id, Layout};
 use crate::poller::{PageRequest, Poller};
 use crate::record::{RecordSender, RequestRow, StatusRow, TruthRow};
+use crate::schedule::{CycleStart, Schedule};
+pub use crate::schedule::{align_up, following_tick};
 use crate::target::{Fetched, HttpTarget};
+use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
@@ -35,29 +38,50 @@ pub struct Progress {
     pub late_arrivals: Vec<(String, u64)>,
     /// Items from the future (see [`crate::poller::FUTURE_TOLERANCE_MS`]).
     pub future_ids: u64,
+    /// IDs returned by some poller and above some poller's cursor: the only
+    /// ones that can come back. Pruned below the lowest cursor, so its size
+    /// follows the pollers' windows, not the length of the run.
     seen: HashSet<Id>,
+    /// Each poller's since_id after its last response.
+    cursors: Vec<Option<Id>>,
+    /// `seen`'s size after the last pruning: the next one waits until it doubles.
+    pruned_len: usize,
 }
 
 impl Progress {
     pub fn new(pollers: &[Poller]) -> Progress {
         Progress {
             late_arrivals: pollers.iter().map(|p| (p.name().to_string(), 0)).collect(),
+            cursors: vec![None; pollers.len()],
             ..Progress::default()
         }
     }
 
-    /// Counts one returned status; true the first time any poller returns it.
+    /// Counts one returned status; true the first time any poller returns it
+    /// (or, rarely, the first time since it was pruned: see [`Progress::prune`]).
     pub fn sighted(&mut self, id: Id) -> bool {
         let first = self.seen.insert(id);
         self.statuses += first as u64;
         first
     }
-}
 
-/// The first tick at or after `t`.
-pub fn align_up(t_ms: i64, interval_ms: u64) -> i64 {
-    let i = interval_ms.max(1) as i64;
-    t_ms.div_euclid(i) * i + if t_ms.rem_euclid(i) == 0 { 0 } else { i }
+    /// Forgets the IDs at or below every poller's cursor. Every request asks
+    /// for IDs above its poller's since_id, and a since_id never moves down
+    /// (`policy.rs`: both policies follow the highest ID and the send time), so
+    /// those IDs cannot be returned again. Amortised O(1) per insertion: a
+    /// pass over the set happens only when it has doubled since the last one.
+    fn prune(&mut self, index: usize, since: Option<Id>) {
+        if let Some(cursor) = self.cursors.get_mut(index) {
+            *cursor = since;
+        }
+        if self.seen.len() < 2 * self.pruned_len.max(4096) {
+            return;
+        }
+        if let Some(Some(floor)) = self.cursors.iter().copied().min() {
+            self.seen.retain(|id| *id > floor);
+        }
+        self.pruned_len = self.seen.len();
+    }
 }
 
 /// Applies one response to its poller, records it, and says what to send next.
@@ -133,6 +157,7 @@ pub fn settle(
             if outcome.next.is_some() {
                 poller.next_page_sent();
             }
+            progress.prune(index, poller.since());
             outcome.next
         }
     };
@@ -153,6 +178,11 @@ pub const VIRTUAL_LATENCY_MS: i64 = 20;
 
 /// Runs the plan in virtual time from `start_ms`: no sockets, no sleeps, and
 /// the same inputs give the same records, in the same order.
+///
+/// An event loop over simulated time: each poller's next event is its
+/// schedule's deadline ([`Schedule::poll_timeout`]) or, within a cycle, the
+/// arrival of its last response; events run in time order, ties by poller.
+/// The truth and the progress are flushed once per interval of simulated time.
 pub fn run_virtual(
     plan: &mut Plan,
     target: &mut dyn VirtualTarget,
@@ -161,87 +191,93 @@ pub fn run_virtual(
     progress: &mut Progress,
     mut on_tick: impl FnMut(i64, &Progress),
 ) {
-    #[derive(PartialEq, Eq, PartialOrd, Ord)]
-    struct Event {
-        at_ms: std::cmp::Reverse<i64>,
-        poller: std::cmp::Reverse<usize>,
-        page: Option<(u64, u64)>,
+    /// A cycle under way: the request to send next, and whether a page failed.
+    struct Cycle {
+        next: PageRequest,
+        wait_ms: u64,
+        failed: bool,
     }
-    let end_ms = start_ms + plan.duration_ms as i64;
-    let final_ms = end_ms + plan.final_wait_ms as i64;
-    // The ticks, made one at a time (a list of them all would grow with the run):
-    // every interval from the aligned start until the end, then the final cycle.
-    let first = align_up(start_ms, plan.interval_ms);
-    let next_tick = |tick: i64| -> Option<i64> {
-        if tick >= end_ms {
-            return None;
-        }
-        let next = tick + plan.interval_ms as i64;
-        Some(if next < end_ms {
-            next
-        } else {
-            final_ms.max(tick + 1)
+    let n = plan.pollers.len();
+    let mut schedules: Vec<Schedule> = (0..n)
+        .map(|_| {
+            Schedule::new(
+                start_ms,
+                plan.duration_ms,
+                plan.interval_ms,
+                plan.final_wait_ms,
+            )
         })
-    };
-    let mut tick = if first < end_ms { first } else { final_ms };
-    let mut queue: BinaryHeap<Event> = BinaryHeap::new();
-    let mut pending: Vec<Option<PageRequest>> = vec![None; plan.pollers.len()];
-    loop {
+        .collect();
+    let mut cycles: Vec<Option<Cycle>> = (0..n).map(|_| None).collect();
+    // One event per poller at any time, so the queue holds at most n.
+    let mut queue: BinaryHeap<Reverse<(i64, usize)>> = schedules
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.poll_timeout().map(|t| Reverse((t, i))))
+        .collect();
+    let interval = plan.interval_ms.max(1) as i64;
+    let mut report_tick = align_up(start_ms, plan.interval_ms);
+    let layout = plan.layout.clone();
+    while let Some(Reverse((at, i))) = queue.pop() {
         if recorder.failed() {
             // Nothing more can be recorded: end the run; the recorder says why.
             return;
         }
-        for i in 0..plan.pollers.len() {
-            queue.push(Event {
-                at_ms: std::cmp::Reverse(tick),
-                poller: std::cmp::Reverse(i),
-                page: None,
-            });
+        // Each interval of simulated time that has passed: truth and progress.
+        while at >= report_tick + interval {
+            recorder.truth(target.take_truth());
+            on_tick(report_tick, progress);
+            report_tick += interval;
         }
-        // Process every event up to the next tick, in time order (ties by poller).
-        let following = next_tick(tick);
-        let horizon = following.unwrap_or(i64::MAX);
-        while queue.peek().is_some_and(|e| e.at_ms.0 < horizon) {
-            let Some(event) = queue.pop() else { break };
-            let (sent, i) = (event.at_ms.0, event.poller.0);
-            let req = match event.page {
-                None => plan.pollers[i].begin_cycle(sent),
-                Some(_) => match pending[i].take() {
-                    Some(req) => req,
-                    None => continue,
-                },
-            };
-            let fetched = target.fetch_at(sent + VIRTUAL_LATENCY_MS / 2, &req);
-            let received = sent + VIRTUAL_LATENCY_MS;
-            let layout = plan.layout.clone();
-            let next = settle(
-                &mut plan.pollers[i],
-                i,
-                &layout,
-                &req,
-                fetched,
-                sent,
-                received,
-                0,
-                recorder,
-                progress,
-            );
-            if let Some(next) = next {
-                pending[i] = Some(next);
-                queue.push(Event {
-                    at_ms: std::cmp::Reverse(received),
-                    poller: std::cmp::Reverse(i),
-                    page: Some((0, 0)),
+        let (req, wait_ms, failed_before) = match cycles[i].take() {
+            Some(cycle) => (cycle.next, cycle.wait_ms, cycle.failed),
+            None => match schedules[i].handle_timeout(at) {
+                Some(CycleStart { wait_ms, .. }) => {
+                    (plan.pollers[i].begin_cycle(at), wait_ms, false)
+                }
+                None => {
+                    if let Some(t) = schedules[i].poll_timeout() {
+                        queue.push(Reverse((t, i)));
+                    }
+                    continue;
+                }
+            },
+        };
+        let fetched = target.fetch_at(at + VIRTUAL_LATENCY_MS / 2, &req);
+        let received = at + VIRTUAL_LATENCY_MS;
+        let failed = failed_before || fetched.result.is_err();
+        schedules[i].on_response(received, fetched.retry_after_ms);
+        let next = settle(
+            &mut plan.pollers[i],
+            i,
+            &layout,
+            &req,
+            fetched,
+            at,
+            received,
+            wait_ms,
+            recorder,
+            progress,
+        );
+        match next {
+            Some(next) => {
+                cycles[i] = Some(Cycle {
+                    next,
+                    wait_ms: 0,
+                    failed,
                 });
+                queue.push(Reverse((received, i)));
+            }
+            None => {
+                schedules[i].on_cycle_end(received, failed);
+                if let Some(t) = schedules[i].poll_timeout() {
+                    queue.push(Reverse((t, i)));
+                }
             }
         }
-        recorder.truth(target.take_truth());
-        on_tick(tick, progress);
-        match following {
-            Some(next) => tick = next,
-            None => return,
-        }
     }
+    recorder.truth(target.take_truth());
+    on_tick(report_tick, progress);
 }
 
 /// A target polled in real time: over HTTP ([`HttpTarget`]) or over SQL
@@ -285,6 +321,9 @@ pub async fn run_real<T: PollTarget>(
     progress: Arc<Mutex<Progress>>,
     stop: watch::Receiver<bool>,
 ) -> StopReason {
+    // Real time cannot wait on the disk: a recorder that falls a whole queue
+    // behind ends the run with an error rather than growing without bound.
+    let recorder = recorder.never_waiting();
     let start_ms = crate::clock::now_ms();
     let end_ms = start_ms + plan.duration_ms as i64;
     let mut tasks = tokio::task::JoinSet::new();
@@ -344,18 +383,8 @@ async fn all_stopped(mut tasks: tokio::task::JoinSet<StopReason>) -> StopReason 
     reason
 }
 
-/// The longest the final cycle waits for the shared rate-limit budget.
-const FINAL_PACE_CAP_MS: u64 = 5_000;
-
-/// Backoff after consecutive failures: 1, 2, 4 ... ticks, at most a minute.
-fn backoff_ms(failures: u32, interval_ms: u64) -> u64 {
-    if failures == 0 {
-        return 0;
-    }
-    let doubled = interval_ms.saturating_mul(1u64 << (failures - 1).min(16));
-    doubled.min(60_000).saturating_sub(interval_ms)
-}
-
+/// One poller in real time: its [`Schedule`] says when, tokio's timers wait,
+/// and a stop (Ctrl-C, SIGTERM, or the sender dropped) is told to the schedule.
 #[allow(clippy::too_many_arguments)]
 async fn poll_loop<T: PollTarget>(
     mut poller: Poller,
@@ -370,106 +399,90 @@ async fn poll_loop<T: PollTarget>(
     interval_ms: u64,
     final_wait_ms: u64,
 ) -> StopReason {
-    let mut next_tick = align_up(start_ms, interval_ms);
-    let mut failures = 0u32;
-    let mut not_before_ms = i64::MIN;
-    let mut reason = StopReason::Duration;
-    let mut last = false;
-    let mut stopped = false;
-    // A wait cut short by the end of the run, recorded with the final cycle's first request.
-    let mut cut_wait_ms = 0u64;
-    // The final cycle's deadline for waits on the server (Retry-After, budget).
-    let mut final_deadline_ms = i64::MAX;
+    use crate::clock::now_ms;
+    let mut schedule = Schedule::new(
+        start_ms,
+        (end_ms - start_ms).max(0) as u64,
+        interval_ms,
+        final_wait_ms,
+    );
+    let reason = |s: &Schedule| {
+        if s.stopped() {
+            StopReason::Interrupted
+        } else {
+            StopReason::Duration
+        }
+    };
+    let sleep_ms = |ms: i64| tokio::time::sleep(std::time::Duration::from_millis(ms.max(0) as u64));
     loop {
         if recorder.failed() {
             // Nothing more can be recorded: end the run; the recorder says why.
-            return reason;
+            return reason(&schedule);
         }
-        stopped |= *stop.borrow();
-        if !last && (next_tick >= end_ms || stopped) {
-            // The final drain: wait the largest k of the run, then one last cycle.
-            if stopped {
-                reason = StopReason::Interrupted;
-            }
-            next_tick = crate::clock::now_ms().min(next_tick) + final_wait_ms as i64;
-            final_deadline_ms = next_tick + FINAL_PACE_CAP_MS as i64;
-            last = true;
+        if *stop.borrow() {
+            schedule.stop(now_ms());
         }
-        // The final cycle waits out a rate-limit refusal for a few seconds at
-        // most (the window can be 15 minutes): it goes, and a refusal is recorded.
-        let not_before = if last {
-            not_before_ms.min(final_deadline_ms)
-        } else {
-            not_before_ms
+        let Some(at) = schedule.poll_timeout() else {
+            return reason(&schedule);
         };
-        let wait_until = next_tick.max(not_before);
-        // No wait outlasts the run, whatever the server asked for (Retry-After:
-        // 99999999, a reset far away, backoff): at the end it is cut short and
-        // the final drain begins.
-        let cut = !last && wait_until > end_ms;
-        let sleep_until = if cut { end_ms } else { wait_until };
-        let wait_ms = (wait_until - next_tick).max(0) as u64;
-        let delay =
-            std::time::Duration::from_millis((sleep_until - crate::clock::now_ms()).max(0) as u64);
-        if last {
-            tokio::time::sleep(delay).await;
-        } else {
+        if schedule.is_running() {
             tokio::select! {
-                _ = tokio::time::sleep(delay) => {}
+                _ = sleep_ms(at - now_ms()) => {}
                 changed = stop.changed() => {
                     // A dropped sender counts as a stop, so this never spins.
-                    stopped |= changed.is_err();
+                    if changed.is_err() {
+                        schedule.stop(now_ms());
+                    }
                     continue;
                 }
             }
+        } else {
+            sleep_ms(at - now_ms()).await;
         }
-        if cut {
-            cut_wait_ms += (end_ms - next_tick).max(0) as u64;
-            next_tick = end_ms;
+        let Some(start) = schedule.handle_timeout(now_ms().max(at)) else {
             continue;
-        }
-        let mut req = poller.begin_cycle(crate::clock::now_ms());
+        };
+        let mut req = poller.begin_cycle(now_ms());
         let mut cycle_failed = false;
-        let mut request_wait = wait_ms + std::mem::take(&mut cut_wait_ms);
+        let mut request_wait = start.wait_ms;
         let mut abandoned = false;
         loop {
-            // All pollers share the target's rate-limit budget: wait for a slot.
-            // A stop during a long wait (a spent budget can mean minutes)
-            // abandons the cycle, cursor unchanged, and goes to the final drain.
-            let paced_ms = if last {
-                // The final cycle waits for the budget until its deadline at
-                // most, then goes anyway (a refusal is recorded as such): ending
-                // a run must not take a whole rate-limit window.
-                let cap = (final_deadline_ms - crate::clock::now_ms()).max(0) as u64;
+            // All pollers share the target's rate-limit budget: wait for a slot,
+            // as long as the schedule allows.
+            let pace_started = now_ms();
+            let cap = schedule.pace_cap_ms(pace_started);
+            let paced_ms = if start.last {
+                // The final cycle goes at its deadline anyway (a refusal is
+                // recorded as such): ending a run must not take a whole window.
                 tokio::time::timeout(std::time::Duration::from_millis(cap), target.pace())
                     .await
                     .unwrap_or(cap)
             } else {
-                let pace_started = crate::clock::now_ms();
-                let until_end = (end_ms - pace_started).max(0) as u64;
                 tokio::select! {
                     waited = target.pace() => waited,
-                    // The budget's wait ends with the run too: the cycle is abandoned,
+                    // The budget's wait ends with the run: the cycle is abandoned,
                     // cursor unchanged, and the wait is recorded with the final cycle.
-                    _ = tokio::time::sleep(std::time::Duration::from_millis(until_end)) => {
-                        cut_wait_ms += request_wait + (crate::clock::now_ms() - pace_started).max(0) as u64;
-                        poller.on_failure();
+                    _ = sleep_ms(cap as i64) => {
+                        let waited = (now_ms() - pace_started).max(0) as u64;
+                        schedule.abandon(now_ms(), request_wait + waited);
                         abandoned = true;
                         break;
                     }
                     changed = stop.changed() => {
-                        stopped |= changed.is_err();
-                        poller.on_failure();
+                        schedule.abandon(now_ms(), 0);
+                        if changed.is_err() {
+                            schedule.stop(now_ms());
+                        }
                         abandoned = true;
                         break;
                     }
                 }
             };
-            let sent = crate::clock::now_ms();
+            let sent = now_ms();
             let fetched = target.fetch(&req).await;
-            let received = crate::clock::now_ms();
-            let failed = fetched.result.is_err();
-            let retry_after = fetched.retry_after_ms;
+            let received = now_ms();
+            cycle_failed |= fetched.result.is_err();
+            schedule.on_response(received, fetched.retry_after_ms);
             let next = {
                 let mut progress = progress.lock().unwrap_or_else(|e| e.into_inner());
                 settle(
@@ -486,43 +499,45 @@ async fn poll_loop<T: PollTarget>(
                 )
             };
             request_wait = 0;
-            if let Some(retry) = retry_after {
-                not_before_ms = received.saturating_add(retry as i64);
-            }
-            cycle_failed |= failed;
             match next {
                 Some(n) => req = n,
                 None => break,
             }
         }
         if abandoned {
-            next_tick = next_tick.max(end_ms.min(crate::clock::now_ms()));
-            continue;
+            poller.on_failure();
+        } else {
+            schedule.on_cycle_end(now_ms(), cycle_failed);
         }
-        if last {
-            return reason;
-        }
-        failures = if cycle_failed { failures + 1 } else { 0 };
-        not_before_ms =
-            not_before_ms.max(crate::clock::now_ms() + backoff_ms(failures, interval_ms) as i64);
-        next_tick = following_tick(next_tick, interval_ms, crate::clock::now_ms());
-    }
-}
-
-/// The tick after `tick`; ticks missed while waiting are skipped, not made up,
-/// so the cadence stays aligned.
-pub fn following_tick(tick: i64, interval_ms: u64, now_ms: i64) -> i64 {
-    let next = tick + interval_ms as i64;
-    if next <= now_ms {
-        align_up(now_ms, interval_ms)
-    } else {
-        next
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::PollerInfo;
+
+    /// Pollers of these policies, and their rows for the recorder.
+    fn pollers_of(
+        policies: &[&str],
+        layout: &Layout,
+        limit: usize,
+        back_pages: u32,
+    ) -> (Vec<Poller>, Vec<PollerInfo>) {
+        let pollers = policies
+            .iter()
+            .map(|p| Poller::new(*p, p.parse().unwrap(), layout.clone(), limit, back_pages))
+            .collect();
+        let infos = policies
+            .iter()
+            .map(|p| PollerInfo {
+                name: p.to_string(),
+                policy: p.to_string(),
+                k_ms: None,
+            })
+            .collect();
+        (pollers, infos)
+    }
 
     /// The first-spawned task finishes last (it waits for the second), and a
     /// panicked task does not hide another's interruption.
@@ -565,8 +580,8 @@ mod tests {
     /// the cut, this test never returns (the harness timeout fails it).
     #[tokio::test]
     async fn a_far_retry_after_cannot_hold_the_run_past_its_end() {
+        use crate::record::Recorder;
         use crate::record::writer::tests::{run_info, temp_db};
-        use crate::record::{PollerInfo, Recorder};
         use crate::target::{Dialect, HttpTarget, http_client};
         use axum::response::IntoResponse;
         let app = axum::Router::new().fallback(|| async {
@@ -580,18 +595,7 @@ mod tests {
         let server = crate::sim::server::RunningServer::start(app).await.unwrap();
         let layout: Layout = "mastodon".parse().unwrap();
         let policies = ["naive", "compensated:k=100ms"];
-        let pollers: Vec<Poller> = policies
-            .iter()
-            .map(|p| Poller::new(*p, p.parse().unwrap(), layout.clone(), 40, 2))
-            .collect();
-        let infos: Vec<PollerInfo> = policies
-            .iter()
-            .map(|p| PollerInfo {
-                name: p.to_string(),
-                policy: p.to_string(),
-                k_ms: None,
-            })
-            .collect();
+        let (pollers, infos) = pollers_of(&policies, &layout, 40, 2);
         let path = temp_db("retry-after");
         let recorder = Recorder::create(&path, &run_info(), &infos).unwrap();
         let target = HttpTarget::new(
@@ -643,6 +647,78 @@ mod tests {
         }
     }
 
+    /// Issue 13.2: the queue to the recorder is bounded. The writer is held
+    /// back (another connection holds the write lock) until the virtual driver
+    /// has filled the queue; the driver then waits instead of queueing the run
+    /// in memory, and once the lock goes, everything is written.
+    #[test]
+    fn a_long_virtual_run_never_queues_more_than_the_bound() {
+        use crate::embedded::InProcess;
+        use crate::record::Recorder;
+        use crate::record::writer::QUEUE_BOUND;
+        use crate::record::writer::tests::{run_info, temp_db};
+        use crate::sim::model::Simulator;
+        use crate::sim::profile::SimConfig;
+        let path = temp_db("bounded-queue");
+        let config = SimConfig::profile("twitter").unwrap();
+        let layout = config.layout();
+        let policies = ["naive", "compensated:k=1s"];
+        let (pollers, infos) = pollers_of(&policies, &layout, 200, 10);
+        let serves = crate::embedded::serves(&crate::embedded::dialect_for(&layout));
+        let recorder = Recorder::create(&path, &run_info(), &infos).unwrap();
+        let blocker = rusqlite::Connection::open(&path).unwrap();
+        blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let sender = recorder.sender();
+        let start_ms = 1_767_225_600_000;
+        let driver = {
+            let sender = sender.clone();
+            std::thread::spawn(move || {
+                let mut plan = Plan {
+                    layout,
+                    pollers,
+                    interval_ms: 1000,
+                    duration_ms: 3_600_000,
+                    final_wait_ms: 1000,
+                };
+                let mut target = InProcess {
+                    sim: Simulator::new(config, 7, start_ms),
+                    max_limit: 200,
+                    faults: None,
+                    serves,
+                };
+                let mut progress = Progress::new(&plan.pollers);
+                run_virtual(
+                    &mut plan,
+                    &mut target,
+                    start_ms,
+                    &sender,
+                    &mut progress,
+                    |_, _| {},
+                );
+                progress
+            })
+        };
+        // Wait (on the queue's own count, not on time) until the queue is full.
+        while sender.queue_high_water() < QUEUE_BOUND && !driver.is_finished() {
+            std::thread::yield_now();
+        }
+        assert!(
+            !driver.is_finished(),
+            "the driver waits for the writer when the queue is full"
+        );
+        blocker.execute_batch("COMMIT").unwrap();
+        let progress = driver.join().unwrap();
+        assert!(
+            sender.queue_high_water() <= QUEUE_BOUND + 1,
+            "{}",
+            sender.queue_high_water()
+        );
+        drop(sender);
+        let stats = recorder.finish(start_ms, true, "duration").unwrap();
+        assert_eq!(stats.requests, progress.requests);
+        assert!(stats.requests >= 7200, "{stats:?}");
+    }
+
     #[test]
     fn missed_ticks_are_skipped() {
         assert_eq!(following_tick(1000, 1000, 1500), 2000);
@@ -652,6 +728,7 @@ mod tests {
 
     #[test]
     fn backoff_doubles_and_caps() {
+        use crate::schedule::backoff_ms;
         assert_eq!(backoff_ms(0, 1000), 0);
         assert_eq!(backoff_ms(1, 1000), 0);
         assert_eq!(backoff_ms(2, 1000), 1000);

@@ -1,17 +1,22 @@
 //! The recorder: one thread that owns the SQLite connection and writes what
 //! the pollers send it, in batched transactions.
 //!
-//! Pollers never wait on the disk: they send [`Record`]s over a channel. The
-//! writer commits at least once a second (WAL mode, `synchronous = NORMAL`), so
-//! a killed process loses at most the last second and leaves a database that
-//! opens; the run row says `complete = 0` until [`Recorder::finish`] runs.
+//! Pollers send [`Record`]s over a bounded channel ([`QUEUE_BOUND`] records),
+//! so a run's memory does not grow with its length: the virtual-time driver
+//! waits for room (backpressure); the real-time driver never waits on the disk
+//! and ends the run with a clear error if the queue is ever full (the recorder
+//! cannot keep up). The writer inserts each record as it arrives, inside a
+//! transaction it commits at least once a second of wall time (WAL mode,
+//! `synchronous = NORMAL`), in either clock, so a killed process loses at most
+//! the last second and leaves a database that opens; the run row says
+//! `complete = 0` until [`Recorder::finish`] runs.
 
 use super::schema::{APPLICATION_ID, CREATE, SCHEMA_VERSION};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -99,26 +104,97 @@ enum Record {
 /// What went wrong with the database.
 pub type RecordError = String;
 
-/// The sending half: cheap to clone, never blocks on the disk.
+/// How many records may wait for the writer. A record is one request (at most
+/// a page of items: 200 for Twitter, the largest page of the dialects) or at
+/// most [`TRUTH_ROWS_PER_RECORD`] truth rows, a few hundred bytes each, so the
+/// queue holds at most tens of MiB whatever the rate or the length of the run.
+pub const QUEUE_BOUND: usize = 1024;
+
+/// Truth rows per record: a busy second of truth is split, so that one record
+/// stays about the size of a page.
+pub const TRUTH_ROWS_PER_RECORD: usize = 256;
+
+/// The queue's depth, counted by the senders and the writer, with its
+/// high-water mark (for tests and the benchmark).
+#[derive(Debug, Default)]
+struct Gauge {
+    /// Signed: the writer may count a record out just before its sender counts it in.
+    depth: AtomicIsize,
+    high: AtomicIsize,
+}
+
+/// The sending half: cheap to clone.
 #[derive(Clone)]
 pub struct RecordSender {
-    channel: Sender<Record>,
+    channel: SyncSender<Record>,
     failed: Arc<AtomicBool>,
+    gauge: Arc<Gauge>,
+    /// Why the run had to stop on the senders' side (the queue was full).
+    overrun: Arc<Mutex<Option<String>>>,
+    /// Real time: never wait for the writer; a full queue ends the run.
+    never_wait: bool,
 }
 
 impl RecordSender {
     pub fn request(&self, row: RequestRow) {
-        let _ = self.channel.send(Record::Request(Box::new(row)));
+        self.send(Record::Request(Box::new(row)));
     }
 
-    pub fn truth(&self, rows: Vec<TruthRow>) {
+    pub fn truth(&self, mut rows: Vec<TruthRow>) {
+        while rows.len() > TRUTH_ROWS_PER_RECORD {
+            let rest = rows.split_off(TRUTH_ROWS_PER_RECORD);
+            self.send(Record::Truth(std::mem::replace(&mut rows, rest)));
+        }
         if !rows.is_empty() {
-            let _ = self.channel.send(Record::Truth(rows));
+            self.send(Record::Truth(rows));
         }
     }
 
-    /// The writer could not write (disk full, database read-only): the run must end.
-    /// [`Recorder::finish`] says why.
+    fn send(&self, record: Record) {
+        let sent = if self.never_wait {
+            match self.channel.try_send(record) {
+                Ok(()) => true,
+                Err(TrySendError::Full(_)) => {
+                    let mut overrun = self.overrun.lock().unwrap_or_else(|e| e.into_inner());
+                    overrun.get_or_insert_with(|| {
+                        format!(
+                            "the recorder cannot keep up: {QUEUE_BOUND} records are waiting for the disk; the run stopped (a faster disk, fewer pollers or a longer --interval)"
+                        )
+                    });
+                    self.failed.store(true, Ordering::Relaxed);
+                    false
+                }
+                Err(TrySendError::Disconnected(_)) => false,
+            }
+        } else {
+            self.channel.send(record).is_ok()
+        };
+        if sent {
+            // Counted once in the queue: the depth is at most QUEUE_BOUND plus the
+            // one record the writer has taken and not yet counted out.
+            let depth = self.gauge.depth.fetch_add(1, Ordering::Relaxed) + 1;
+            self.gauge.high.fetch_max(depth, Ordering::Relaxed);
+        }
+    }
+
+    /// A sender for the real-time driver, which must not wait on the disk: when
+    /// the queue is full, the record is dropped, [`RecordSender::failed`] turns
+    /// true and [`Recorder::finish`] reports that the recorder could not keep up.
+    pub fn never_waiting(&self) -> RecordSender {
+        RecordSender {
+            never_wait: true,
+            ..self.clone()
+        }
+    }
+
+    /// The largest number of records that waited for the writer so far: at most
+    /// [`QUEUE_BOUND`] + 1 (the record being taken).
+    pub fn queue_high_water(&self) -> usize {
+        self.gauge.high.load(Ordering::Relaxed).max(0) as usize
+    }
+
+    /// The writer could not write (disk full, database read-only), or could not
+    /// keep up with a real-time run: the run must end. [`Recorder::finish`] says why.
     pub fn failed(&self) -> bool {
         self.failed.load(Ordering::Relaxed)
     }
@@ -286,9 +362,11 @@ impl Recorder {
         }
         tx.commit().map_err(&sql_error)?;
         conn.busy_timeout(WRITE_BUSY_TIMEOUT).map_err(&sql_error)?;
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = mpsc::sync_channel(QUEUE_BOUND);
         let failed = Arc::new(AtomicBool::new(false));
         let writer_failed = failed.clone();
+        let gauge = Arc::new(Gauge::default());
+        let writer_gauge = gauge.clone();
         let thread = std::thread::Builder::new()
             .name("recorder".into())
             .spawn(move || {
@@ -297,6 +375,8 @@ impl Recorder {
                     run_id,
                     poller_ids,
                     stats: WriterStats::default(),
+                    gauge: writer_gauge,
+                    in_transaction: false,
                 }
                 .run(rx);
                 if result.is_err() {
@@ -310,6 +390,9 @@ impl Recorder {
             sender: RecordSender {
                 channel: tx,
                 failed,
+                gauge,
+                overrun: Arc::new(Mutex::new(None)),
+                never_wait: false,
             },
             thread,
         })
@@ -326,15 +409,30 @@ impl Recorder {
         complete: bool,
         reason: &str,
     ) -> Result<WriterStats, RecordError> {
-        let _ = self.sender.channel.send(Record::Finish {
-            ended_at_ms,
-            complete,
-            reason: reason.to_string(),
-        });
+        let overrun = self
+            .sender
+            .overrun
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        // A run whose records were dropped is not complete: the row stays
+        // `complete = 0`, as after a kill, and the error says why.
+        if overrun.is_none() {
+            let _ = self.sender.channel.send(Record::Finish {
+                ended_at_ms,
+                complete,
+                reason: reason.to_string(),
+            });
+        }
         drop(self.sender);
-        self.thread
+        let stats = self
+            .thread
             .join()
-            .map_err(|_| "the recorder thread panicked".to_string())?
+            .map_err(|_| "the recorder thread panicked".to_string())??;
+        match overrun {
+            Some(error) => Err(error),
+            None => Ok(stats),
+        }
     }
 }
 
@@ -343,6 +441,9 @@ struct Writer {
     run_id: i64,
     poller_ids: Vec<i64>,
     stats: WriterStats,
+    gauge: Arc<Gauge>,
+    /// A transaction is open (BEGIN issued, not yet committed).
+    in_transaction: bool,
 }
 
 /// Observations inserted by one statement.
@@ -351,214 +452,219 @@ const OBSERVATION_ROWS: usize = 50;
 /// New statuses inserted by one statement.
 const STATUS_ROWS: usize = 25;
 
-fn multi_row_observations() -> String {
+/// Built once: the statement cache is keyed by the SQL text, looked up per record.
+static MULTI_ROW_OBSERVATIONS: LazyLock<String> = LazyLock::new(|| {
     let rows = vec!["(?, ?, ?)"; OBSERVATION_ROWS].join(", ");
     format!("INSERT INTO observations (request_id, position, status_id) VALUES {rows}")
-}
+});
 
-fn multi_row_statuses() -> String {
+static MULTI_ROW_STATUSES: LazyLock<String> = LazyLock::new(|| {
     let rows = vec!["(?, ?, ?, ?, ?, ?)"; STATUS_ROWS].join(", ");
     format!(
         "INSERT OR IGNORE INTO statuses (run_id, id, id_key, id_time_ms, created_at, author) VALUES {rows}"
     )
-}
+});
 
 /// Commit at least this often, so a kill loses at most this much.
 const COMMIT_EVERY: Duration = Duration::from_secs(1);
 
 impl Writer {
+    /// Inserts each record as it arrives, in a transaction committed at least
+    /// once a second of wall time, whatever the clock of the run: the writer
+    /// holds one record at a time, never a backlog.
     fn run(mut self, rx: Receiver<Record>) -> Result<WriterStats, RecordError> {
-        let mut pending: Vec<Record> = Vec::new();
         let mut last_commit = Instant::now();
         loop {
-            let wait = COMMIT_EVERY.saturating_sub(last_commit.elapsed());
-            let (disconnected, finish) = match rx.recv_timeout(wait) {
+            let wait = if self.in_transaction {
+                COMMIT_EVERY.saturating_sub(last_commit.elapsed())
+            } else {
+                // Nothing uncommitted: wait for the next record as long as it takes.
+                Duration::from_secs(3600)
+            };
+            match rx.recv_timeout(wait) {
                 Ok(Record::Finish {
                     ended_at_ms,
                     complete,
                     reason,
-                }) => (false, Some((ended_at_ms, complete, reason))),
-                Ok(record) => {
-                    pending.push(record);
-                    // Drain what is already queued, so a busy run commits in large batches.
-                    while pending.len() < 50_000 {
-                        match rx.try_recv() {
-                            Ok(Record::Finish {
-                                ended_at_ms,
-                                complete,
-                                reason,
-                            }) => {
-                                self.commit(&mut pending)?;
-                                return self.finish(ended_at_ms, complete, &reason);
-                            }
-                            Ok(record) => pending.push(record),
-                            Err(_) => break,
-                        }
-                    }
-                    (false, None)
+                }) => {
+                    self.commit()?;
+                    return self.finish(ended_at_ms, complete, &reason);
                 }
-                Err(RecvTimeoutError::Timeout) => (false, None),
-                Err(RecvTimeoutError::Disconnected) => (true, None),
-            };
-            if let Some((ended_at_ms, complete, reason)) = finish {
-                self.commit(&mut pending)?;
-                return self.finish(ended_at_ms, complete, &reason);
+                Ok(record) => {
+                    self.gauge.depth.fetch_sub(1, Ordering::Relaxed);
+                    if !self.in_transaction {
+                        self.begin()?;
+                        last_commit = Instant::now();
+                    }
+                    self.write(record)?;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    // Every sender is gone without a finish: keep what we have, run stays incomplete.
+                    self.commit()?;
+                    return Ok(self.stats);
+                }
             }
-            if disconnected {
-                // Every sender is gone without a finish: keep what we have, run stays incomplete.
-                self.commit(&mut pending)?;
-                return Ok(self.stats);
-            }
-            if last_commit.elapsed() >= COMMIT_EVERY || pending.len() >= 50_000 {
-                self.commit(&mut pending)?;
-                last_commit = Instant::now();
+            if self.in_transaction && last_commit.elapsed() >= COMMIT_EVERY {
+                self.commit()?;
             }
         }
     }
 
-    fn commit(&mut self, pending: &mut Vec<Record>) -> Result<(), RecordError> {
-        if pending.is_empty() {
+    fn begin(&mut self) -> Result<(), RecordError> {
+        self.conn
+            .execute_batch("BEGIN")
+            .map_err(|e| format!("cannot write the run database: {e}"))?;
+        self.in_transaction = true;
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<(), RecordError> {
+        if !self.in_transaction {
             return Ok(());
         }
+        self.in_transaction = false;
+        self.conn
+            .execute_batch("COMMIT")
+            .map_err(|e| format!("cannot write the run database: {e}"))
+    }
+
+    fn write(&mut self, record: Record) -> Result<(), RecordError> {
         let db_error = |e: rusqlite::Error| format!("cannot write the run database: {e}");
-        let tx = self.conn.transaction().map_err(db_error)?;
-        {
-            let mut insert_request = tx
-                .prepare_cached(
-                    "INSERT INTO requests (run_id, poller_id, cycle, page, sent_at_ms, received_at_ms,
-                        since_id, since_key, before_id, before_key, page_limit, retrieved_at_ms,
-                        http_status, error, items, new_items, bytes, reordered, overflow, wait_ms)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
-                )
-                .map_err(db_error)?;
-            let mut insert_observations = tx
-                .prepare_cached(&multi_row_observations())
-                .map_err(db_error)?;
-            let mut insert_statuses = tx.prepare_cached(&multi_row_statuses()).map_err(db_error)?;
-            let mut insert_observation = tx
-                .prepare_cached("INSERT INTO observations (request_id, position, status_id) VALUES (?1, ?2, ?3)")
-                .map_err(db_error)?;
-            let mut insert_status = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO statuses (run_id, id, id_key, id_time_ms, created_at, author)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )
-                .map_err(db_error)?;
-            let mut insert_truth = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO truth (run_id, id, id_key, id_time_ms, posted_at_ms, visible_at_ms, deleted_at_ms, origin)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )
-                .map_err(db_error)?;
-            for record in pending.drain(..) {
-                match record {
-                    Record::Request(r) => {
-                        let poller_id = self.poller_ids.get(r.poller).copied().unwrap_or(-1);
-                        insert_request
-                            .execute(params![
-                                self.run_id,
-                                poller_id,
-                                r.cycle as i64,
-                                r.page,
-                                r.sent_at_ms,
-                                r.received_at_ms,
-                                r.since_id.as_ref().map(|s| &s.0),
-                                r.since_id.as_ref().map(|s| &s.1),
-                                r.before_id.as_ref().map(|s| &s.0),
-                                r.before_id.as_ref().map(|s| &s.1),
-                                r.page_limit as i64,
-                                r.retrieved_at_ms,
-                                r.http_status,
-                                r.error,
-                                r.items.len() as i64,
-                                r.new_items as i64,
-                                r.bytes.map(|b| b as i64),
-                                r.reordered,
-                                r.overflow,
-                                r.wait_ms as i64,
-                            ])
-                            .map_err(db_error)?;
-                        let request_id = tx.last_insert_rowid();
-                        // Observations go in rows of OBSERVATION_ROWS per statement: far
-                        // fewer statement executions than one row each.
-                        let mut chunks = r.items.chunks_exact(OBSERVATION_ROWS);
-                        let mut position = 0i64;
-                        for chunk in &mut chunks {
-                            let mut values: Vec<&dyn rusqlite::ToSql> =
-                                Vec::with_capacity(3 * OBSERVATION_ROWS);
-                            let positions: Vec<i64> =
-                                (position..position + OBSERVATION_ROWS as i64).collect();
-                            for (s, p) in chunk.iter().zip(&positions) {
-                                values.extend([&request_id as &dyn rusqlite::ToSql, p, &s.id]);
-                            }
-                            insert_observations
-                                .execute(values.as_slice())
-                                .map_err(db_error)?;
-                            position += OBSERVATION_ROWS as i64;
-                        }
-                        for s in chunks.remainder() {
-                            insert_observation
-                                .execute(params![request_id, position, s.id])
-                                .map_err(db_error)?;
-                            position += 1;
-                        }
-                        let new: Vec<&StatusRow> =
-                            r.items.iter().filter(|s| s.first_sighting).collect();
-                        let mut chunks = new.chunks_exact(STATUS_ROWS);
-                        for chunk in &mut chunks {
-                            let mut values: Vec<&dyn rusqlite::ToSql> =
-                                Vec::with_capacity(6 * STATUS_ROWS);
-                            for s in chunk {
-                                values.extend([
-                                    &self.run_id as &dyn rusqlite::ToSql,
-                                    &s.id,
-                                    &s.id_key,
-                                    &s.id_time_ms,
-                                    &s.created_at,
-                                    &s.author,
-                                ]);
-                            }
-                            insert_statuses
-                                .execute(values.as_slice())
-                                .map_err(db_error)?;
-                        }
-                        for s in chunks.remainder() {
-                            insert_status
-                                .execute(params![
-                                    self.run_id,
-                                    s.id,
-                                    s.id_key,
-                                    s.id_time_ms,
-                                    s.created_at,
-                                    s.author
-                                ])
-                                .map_err(db_error)?;
-                        }
-                        self.stats.requests += 1;
-                        self.stats.observations += r.items.len() as u64;
+        let conn = &self.conn;
+        let mut insert_request = conn
+            .prepare_cached(
+                "INSERT INTO requests (run_id, poller_id, cycle, page, sent_at_ms, received_at_ms,
+                    since_id, since_key, before_id, before_key, page_limit, retrieved_at_ms,
+                    http_status, error, items, new_items, bytes, reordered, overflow, wait_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+            )
+            .map_err(db_error)?;
+        let mut insert_observations = conn
+            .prepare_cached(&MULTI_ROW_OBSERVATIONS)
+            .map_err(db_error)?;
+        let mut insert_statuses = conn.prepare_cached(&MULTI_ROW_STATUSES).map_err(db_error)?;
+        let mut insert_observation = conn
+            .prepare_cached(
+                "INSERT INTO observations (request_id, position, status_id) VALUES (?1, ?2, ?3)",
+            )
+            .map_err(db_error)?;
+        let mut insert_status = conn
+            .prepare_cached(
+                "INSERT OR IGNORE INTO statuses (run_id, id, id_key, id_time_ms, created_at, author)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .map_err(db_error)?;
+        let mut insert_truth = conn
+            .prepare_cached(
+                "INSERT OR IGNORE INTO truth (run_id, id, id_key, id_time_ms, posted_at_ms, visible_at_ms, deleted_at_ms, origin)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )
+            .map_err(db_error)?;
+        match record {
+            Record::Request(r) => {
+                let poller_id = self.poller_ids.get(r.poller).copied().unwrap_or(-1);
+                insert_request
+                    .execute(params![
+                        self.run_id,
+                        poller_id,
+                        r.cycle as i64,
+                        r.page,
+                        r.sent_at_ms,
+                        r.received_at_ms,
+                        r.since_id.as_ref().map(|s| &s.0),
+                        r.since_id.as_ref().map(|s| &s.1),
+                        r.before_id.as_ref().map(|s| &s.0),
+                        r.before_id.as_ref().map(|s| &s.1),
+                        r.page_limit as i64,
+                        r.retrieved_at_ms,
+                        r.http_status,
+                        r.error,
+                        r.items.len() as i64,
+                        r.new_items as i64,
+                        r.bytes.map(|b| b as i64),
+                        r.reordered,
+                        r.overflow,
+                        r.wait_ms as i64,
+                    ])
+                    .map_err(db_error)?;
+                let request_id = conn.last_insert_rowid();
+                // Observations go in rows of OBSERVATION_ROWS per statement: far
+                // fewer statement executions than one row each.
+                let mut chunks = r.items.chunks_exact(OBSERVATION_ROWS);
+                let mut position = 0i64;
+                for chunk in &mut chunks {
+                    let mut values: Vec<&dyn rusqlite::ToSql> =
+                        Vec::with_capacity(3 * OBSERVATION_ROWS);
+                    let positions: Vec<i64> =
+                        (position..position + OBSERVATION_ROWS as i64).collect();
+                    for (s, p) in chunk.iter().zip(&positions) {
+                        values.extend([&request_id as &dyn rusqlite::ToSql, p, &s.id]);
                     }
-                    Record::Truth(rows) => {
-                        for t in rows {
-                            insert_truth
-                                .execute(params![
-                                    self.run_id,
-                                    t.id,
-                                    t.id_key,
-                                    t.id_time_ms,
-                                    t.posted_at_ms,
-                                    t.visible_at_ms,
-                                    t.deleted_at_ms,
-                                    t.origin
-                                ])
-                                .map_err(db_error)?;
-                            self.stats.truth += 1;
-                        }
+                    insert_observations
+                        .execute(values.as_slice())
+                        .map_err(db_error)?;
+                    position += OBSERVATION_ROWS as i64;
+                }
+                for s in chunks.remainder() {
+                    insert_observation
+                        .execute(params![request_id, position, s.id])
+                        .map_err(db_error)?;
+                    position += 1;
+                }
+                let new: Vec<&StatusRow> = r.items.iter().filter(|s| s.first_sighting).collect();
+                let mut chunks = new.chunks_exact(STATUS_ROWS);
+                for chunk in &mut chunks {
+                    let mut values: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(6 * STATUS_ROWS);
+                    for s in chunk {
+                        values.extend([
+                            &self.run_id as &dyn rusqlite::ToSql,
+                            &s.id,
+                            &s.id_key,
+                            &s.id_time_ms,
+                            &s.created_at,
+                            &s.author,
+                        ]);
                     }
-                    Record::Finish { .. } => {}
+                    insert_statuses
+                        .execute(values.as_slice())
+                        .map_err(db_error)?;
+                }
+                for s in chunks.remainder() {
+                    insert_status
+                        .execute(params![
+                            self.run_id,
+                            s.id,
+                            s.id_key,
+                            s.id_time_ms,
+                            s.created_at,
+                            s.author
+                        ])
+                        .map_err(db_error)?;
+                }
+                self.stats.requests += 1;
+                self.stats.observations += r.items.len() as u64;
+            }
+            Record::Truth(rows) => {
+                for t in rows {
+                    insert_truth
+                        .execute(params![
+                            self.run_id,
+                            t.id,
+                            t.id_key,
+                            t.id_time_ms,
+                            t.posted_at_ms,
+                            t.visible_at_ms,
+                            t.deleted_at_ms,
+                            t.origin
+                        ])
+                        .map_err(db_error)?;
+                    self.stats.truth += 1;
                 }
             }
+            Record::Finish { .. } => {}
         }
-        tx.commit().map_err(db_error)
+        Ok(())
     }
 
     fn finish(
@@ -703,6 +809,43 @@ pub(crate) mod tests {
         // The run that was committed is still there, marked incomplete.
         let side = Connection::open(&path).unwrap();
         let complete: i64 = side
+            .query_row("SELECT complete FROM runs", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(complete, 0);
+    }
+
+    /// Issue 13.2: the real-time sender never waits; a recorder a whole queue
+    /// behind ends the run with a one-line error, and the run stays incomplete.
+    #[test]
+    fn a_real_time_sender_reports_a_recorder_that_cannot_keep_up() {
+        let path = temp_db("overrun");
+        let pollers = [PollerInfo {
+            name: "naive".into(),
+            policy: "naive".into(),
+            k_ms: None,
+        }];
+        let rec = Recorder::create(&path, &run_info(), &pollers).unwrap();
+        let blocker = Connection::open(&path).unwrap();
+        blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let tx = rec.sender().never_waiting();
+        // The writer takes at most one record before it blocks on the lock.
+        for cycle in 0..QUEUE_BOUND as u64 + 2 {
+            tx.request(RequestRow {
+                poller: 0,
+                cycle,
+                items: vec![status(cycle + 1)],
+                ..RequestRow::default()
+            });
+        }
+        assert!(tx.failed(), "the driver is told to stop");
+        assert!(tx.queue_high_water() <= QUEUE_BOUND + 1);
+        blocker.execute_batch("COMMIT").unwrap();
+        drop(tx);
+        let err = rec.finish(5, true, "duration").unwrap_err();
+        assert!(err.contains("cannot keep up"), "{err}");
+        assert_eq!(err.lines().count(), 1);
+        let complete: i64 = Connection::open(&path)
+            .unwrap()
             .query_row("SELECT complete FROM runs", [], |r| r.get(0))
             .unwrap();
         assert_eq!(complete, 0);

@@ -1,0 +1,379 @@
+//! When one poller sends: the cadence, its alignment, backoff after failed
+//! cycles, `Retry-After` and rate-limit waits, and the final drain, as one
+//! state machine with no I/O and no clock, in the manner of quinn-proto's
+//! `Connection::poll_timeout` / `handle_timeout`
+//! (<https://docs.rs/quinn-proto/latest/quinn_proto/struct.Connection.html>):
+//! the driver asks when the next deadline is, waits until then by whatever
+//! clock it runs on, and says what time it is. The real-time driver waits with
+//! tokio's timers; the virtual-time driver jumps its event queue to the
+//! deadline. Both clocks therefore send at the same moments for the same
+//! answers: a fault means the same thing in either.
+//!
+//! The rules (README, "Failures and pacing" and "Ending"):
+//! - Ticks fall on multiples of the interval since the Unix epoch; a tick
+//!   missed while waiting is skipped, not made up.
+//! - After `n` consecutive failed cycles the next cycle waits
+//!   [`backoff_ms`]`(n)` past the end of the last one (1, 2, 4 ... ticks, at most a minute).
+//! - `Retry-After` (or a spent budget's reset) holds the next request until
+//!   the time the server named.
+//! - No wait outlasts the run: a wait past the end of `--duration` is cut
+//!   there, and what was waited is recorded with the final cycle's first request.
+//! - The drain: at the end of the duration (or at a stop), wait the largest k
+//!   of the run, then make one last cycle, waiting for the server at most
+//!   [`FINAL_PACE_CAP_MS`] past that moment.
+
+/// The longest the final cycle waits for the server (Retry-After, the shared budget).
+pub const FINAL_PACE_CAP_MS: u64 = 5_000;
+
+/// The first tick at or after `t`.
+pub fn align_up(t_ms: i64, interval_ms: u64) -> i64 {
+    let i = interval_ms.max(1) as i64;
+    t_ms.div_euclid(i) * i + if t_ms.rem_euclid(i) == 0 { 0 } else { i }
+}
+
+/// The tick after `tick` when the cycle ended at `now_ms`: ticks missed while
+/// waiting are skipped, not made up, so the cadence stays aligned.
+pub fn following_tick(tick: i64, interval_ms: u64, now_ms: i64) -> i64 {
+    let next = tick + interval_ms as i64;
+    if next <= now_ms {
+        align_up(now_ms, interval_ms)
+    } else {
+        next
+    }
+}
+
+/// Extra wait after `failures` consecutive failed cycles: 0 after one, then
+/// 1, 3, 7 ... intervals more, so that cycles start 1, 2, 4, 8 ... ticks
+/// apart, at most a minute.
+pub fn backoff_ms(failures: u32, interval_ms: u64) -> u64 {
+    if failures == 0 {
+        return 0;
+    }
+    let doubled = interval_ms.saturating_mul(1u64 << (failures - 1).min(16));
+    doubled.min(60_000).saturating_sub(interval_ms)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Ticking until the end of the duration.
+    Running,
+    /// Waiting for the final cycle, due at `at`; the server may hold it until `deadline`.
+    Draining { at: i64, deadline: i64 },
+    /// The final cycle was made.
+    Done,
+}
+
+/// What the driver is to do at a deadline: begin a cycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CycleStart {
+    /// How long the cycle was held past its tick (Retry-After, backoff, a
+    /// wait cut at the end of the run): recorded with its first request.
+    pub wait_ms: u64,
+    /// The final cycle of the drain.
+    pub last: bool,
+}
+
+/// One poller's schedule.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    interval_ms: u64,
+    end_ms: i64,
+    final_wait_ms: u64,
+    next_tick: i64,
+    /// Nothing is sent before this (Retry-After, backoff).
+    not_before: i64,
+    failures: u32,
+    phase: Phase,
+    in_cycle: bool,
+    /// Waits cut short by the end of the run, for the final cycle's first request.
+    cut_wait_ms: u64,
+    stopped: bool,
+}
+
+impl Schedule {
+    /// A schedule for a run from `start_ms` for `duration_ms`, ticking every
+    /// `interval_ms` and draining for `final_wait_ms` (the largest k).
+    pub fn new(start_ms: i64, duration_ms: u64, interval_ms: u64, final_wait_ms: u64) -> Self {
+        let mut s = Schedule {
+            interval_ms: interval_ms.max(1),
+            end_ms: start_ms.saturating_add(duration_ms as i64),
+            final_wait_ms,
+            next_tick: align_up(start_ms, interval_ms),
+            not_before: i64::MIN,
+            failures: 0,
+            phase: Phase::Running,
+            in_cycle: false,
+            cut_wait_ms: 0,
+            stopped: false,
+        };
+        s.drain_if_due();
+        s
+    }
+
+    /// The end of the duration.
+    pub fn end_ms(&self) -> i64 {
+        self.end_ms
+    }
+
+    /// Whether a stop (Ctrl-C, SIGTERM) ended the run early.
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Still ticking: neither the end nor a stop has come.
+    pub fn is_running(&self) -> bool {
+        self.phase == Phase::Running
+    }
+
+    /// The final cycle was made: nothing more to do.
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    /// When [`Schedule::handle_timeout`] next has something to do; `None`
+    /// while a cycle is under way (its responses drive it) or once done.
+    pub fn poll_timeout(&self) -> Option<i64> {
+        if self.in_cycle {
+            return None;
+        }
+        match self.phase {
+            Phase::Done => None,
+            // While running, the next tick is before the end (else the drain began).
+            Phase::Running => Some(self.running_wait_until().min(self.end_ms)),
+            Phase::Draining { at, deadline } => Some(at.max(self.not_before.min(deadline))),
+        }
+    }
+
+    /// When the next cycle may go while running: its tick, or later if the server or backoff says so.
+    fn running_wait_until(&self) -> i64 {
+        self.next_tick.max(self.not_before)
+    }
+
+    /// Time is `now_ms` (at or after [`Schedule::poll_timeout`]): a cycle
+    /// begins, or a wait was cut at the end of the run and the drain begins.
+    pub fn handle_timeout(&mut self, now_ms: i64) -> Option<CycleStart> {
+        let due = self.poll_timeout()?;
+        if now_ms < due {
+            return None;
+        }
+        match self.phase {
+            Phase::Done => None,
+            Phase::Running => {
+                let wait_until = self.running_wait_until();
+                if wait_until > self.end_ms {
+                    // Cut short at the end: recorded with the final cycle.
+                    self.cut_wait_ms += (self.end_ms - self.next_tick).max(0) as u64;
+                    self.next_tick = self.end_ms;
+                    self.drain_if_due();
+                    return None;
+                }
+                self.in_cycle = true;
+                Some(CycleStart {
+                    wait_ms: (wait_until - self.next_tick).max(0) as u64
+                        + std::mem::take(&mut self.cut_wait_ms),
+                    last: false,
+                })
+            }
+            Phase::Draining { at, .. } => {
+                self.in_cycle = true;
+                Some(CycleStart {
+                    wait_ms: (due - at).max(0) as u64 + std::mem::take(&mut self.cut_wait_ms),
+                    last: true,
+                })
+            }
+        }
+    }
+
+    /// How long the shared rate-limit budget may hold the next request of the
+    /// cycle at `now_ms`: until the end of the run (then the cycle is
+    /// abandoned, see [`Schedule::abandon`]), or in the final cycle until its
+    /// deadline (then the request goes anyway, and a refusal is recorded).
+    pub fn pace_cap_ms(&self, now_ms: i64) -> u64 {
+        let until = match self.phase {
+            Phase::Draining { deadline, .. } => deadline,
+            _ => self.end_ms,
+        };
+        (until - now_ms).max(0) as u64
+    }
+
+    /// A response came back at `received_ms`, with the server's requested wait if any.
+    pub fn on_response(&mut self, received_ms: i64, retry_after_ms: Option<u64>) {
+        if let Some(retry) = retry_after_ms {
+            self.not_before = received_ms.saturating_add(retry as i64);
+        }
+    }
+
+    /// The cycle ended at `now_ms` (its last response), failed or not.
+    pub fn on_cycle_end(&mut self, now_ms: i64, failed: bool) {
+        self.in_cycle = false;
+        if matches!(self.phase, Phase::Draining { .. }) {
+            self.phase = Phase::Done;
+            return;
+        }
+        self.failures = if failed { self.failures + 1 } else { 0 };
+        self.next_tick = following_tick(self.next_tick, self.interval_ms, now_ms);
+        // Backoff counts from the next tick, so backed-off cycles stay on the cadence.
+        let backoff = backoff_ms(self.failures, self.interval_ms);
+        if backoff > 0 {
+            self.not_before = self
+                .not_before
+                .max(self.next_tick.saturating_add(backoff as i64));
+        }
+        self.drain_if_due();
+    }
+
+    /// The cycle was given up at `now_ms` before its request went (the budget's
+    /// wait reached the end of the run, or a stop came): the cursor stays, and
+    /// `cut_wait_ms` is recorded with the final cycle's first request.
+    pub fn abandon(&mut self, now_ms: i64, cut_wait_ms: u64) {
+        self.in_cycle = false;
+        self.cut_wait_ms += cut_wait_ms;
+        self.next_tick = self.next_tick.max(self.end_ms.min(now_ms));
+        self.drain_if_due();
+    }
+
+    /// A stop at `now_ms`: the drain begins then (after the cycle under way, if any).
+    pub fn stop(&mut self, now_ms: i64) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        self.stopped = true;
+        self.begin_drain(now_ms.min(self.end_ms));
+    }
+
+    fn drain_if_due(&mut self) {
+        if self.phase == Phase::Running && self.next_tick >= self.end_ms {
+            self.begin_drain(self.end_ms);
+        }
+    }
+
+    fn begin_drain(&mut self, from_ms: i64) {
+        let at = from_ms.saturating_add(self.final_wait_ms as i64);
+        self.phase = Phase::Draining {
+            at,
+            deadline: at.saturating_add(FINAL_PACE_CAP_MS as i64),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs a schedule whose every cycle is one request answered at once,
+    /// with `answer(n)` = (failed, retry_after) for the n-th cycle; returns
+    /// each cycle's (send time, wait_ms, last).
+    fn drive(
+        mut s: Schedule,
+        answer: impl Fn(usize) -> (bool, Option<u64>),
+    ) -> Vec<(i64, u64, bool)> {
+        let mut sent = Vec::new();
+        while let Some(at) = s.poll_timeout() {
+            if let Some(start) = s.handle_timeout(at) {
+                let (failed, retry) = answer(sent.len());
+                sent.push((at, start.wait_ms, start.last));
+                s.on_response(at + 20, retry);
+                s.on_cycle_end(at + 20, failed);
+            }
+            assert!(sent.len() < 10_000, "the schedule ends");
+        }
+        assert!(s.is_done());
+        sent
+    }
+
+    #[test]
+    fn ticks_align_to_the_interval() {
+        // align_up itself: `run::tests::ticks_align_to_the_interval`; missed
+        // ticks: `run::tests::missed_ticks_are_skipped`.
+        // A run started mid-second ticks on whole seconds, then drains at end + k.
+        let sent = drive(Schedule::new(10_250, 3_000, 1000, 500), |_| (false, None));
+        let times: Vec<i64> = sent.iter().map(|s| s.0).collect();
+        assert_eq!(times, vec![11_000, 12_000, 13_000, 13_750]);
+        assert!(sent[3].2 && !sent[2].2);
+    }
+
+    #[test]
+    fn failed_cycles_back_off_on_the_cadence() {
+        // backoff_ms itself: `run::tests::backoff_doubles_and_caps`.
+        // Nine failed cycles: they go 1, 2, 4 ... ticks apart, then a minute
+        // apart, on the cadence; one success resets it.
+        let sent = drive(Schedule::new(0, 400_000, 1000, 0), |n| (n < 9, None));
+        let times: Vec<i64> = sent.iter().take(11).map(|s| s.0).collect();
+        assert_eq!(
+            times,
+            vec![
+                0, 1000, 3000, 7000, 15_000, 31_000, 63_000, 123_000, 183_000, 243_000, 244_000
+            ]
+        );
+        // The backoff past the tick is recorded as the cycle's wait.
+        assert_eq!(sent[2].1, 1000);
+        assert_eq!(sent[10].1, 0);
+    }
+
+    #[test]
+    fn retry_after_holds_the_next_request_until_the_time_named() {
+        // The first answer asks for 2.5 s: the next request goes 2.5 s after
+        // that answer, off the cadence, and records how long it was held past
+        // its tick; then the cadence resumes.
+        let sent = drive(Schedule::new(0, 6_000, 1000, 0), |n| {
+            (n == 0, (n == 0).then_some(2_500))
+        });
+        assert_eq!(sent[0].0, 0);
+        assert_eq!(sent[1].0, 2_520);
+        assert_eq!(sent[1].1, 1_520, "held from the 1 s tick to 2.52 s");
+        assert_eq!(sent[2].0, 3_000, "the next tick after the answer");
+    }
+
+    #[test]
+    fn no_wait_outlasts_the_run_and_the_cut_is_recorded() {
+        // Retry-After of a day, 300 ms into a 1 s run: the wait is cut at the
+        // end, the drain waits k = 100 ms, and the final cycle goes within
+        // FINAL_PACE_CAP_MS, recording the whole wait.
+        let sent = drive(Schedule::new(0, 1_000, 100, 100), |n| {
+            (true, (n == 0).then_some(86_400_000))
+        });
+        assert_eq!(sent.len(), 2);
+        let (at, wait, last) = sent[1];
+        assert!(last);
+        assert_eq!(at, 1_000 + 100 + FINAL_PACE_CAP_MS as i64);
+        assert_eq!(wait, 900 + FINAL_PACE_CAP_MS);
+    }
+
+    #[test]
+    fn the_drain_waits_the_largest_k_after_the_end_or_the_stop() {
+        let sent = drive(Schedule::new(0, 3_000, 1000, 2_000), |_| (false, None));
+        assert_eq!(
+            sent.iter().map(|s| s.0).collect::<Vec<_>>(),
+            vec![0, 1000, 2000, 5000]
+        );
+        // A stop at 1.4 s: the drain starts then, whatever the duration.
+        let mut s = Schedule::new(0, 60_000, 1000, 2_000);
+        assert!(s.handle_timeout(0).is_some());
+        s.on_cycle_end(20, false);
+        assert!(s.handle_timeout(1000).is_some());
+        s.on_cycle_end(1020, false);
+        s.stop(1_400);
+        assert!(s.stopped());
+        assert_eq!(s.poll_timeout(), Some(3_400));
+        assert_eq!(s.handle_timeout(3_000), None, "not before its time");
+        let start = s.handle_timeout(3_400).unwrap();
+        assert!(start.last);
+        assert_eq!(s.poll_timeout(), None, "under way: the responses drive it");
+        s.on_cycle_end(3_420, false);
+        assert!(s.is_done());
+        assert_eq!(s.poll_timeout(), None);
+    }
+
+    #[test]
+    fn a_budget_wait_past_the_end_abandons_the_cycle_for_the_drain() {
+        let mut s = Schedule::new(0, 1_000, 100, 0);
+        s.handle_timeout(900).unwrap();
+        // The budget could hold the request at most until the end.
+        assert_eq!(s.pace_cap_ms(900), 100);
+        s.abandon(1_000, 100);
+        let last = s.handle_timeout(s.poll_timeout().unwrap()).unwrap();
+        assert!(last.last);
+        assert_eq!(last.wait_ms, 100);
+        assert_eq!(s.pace_cap_ms(1_000), FINAL_PACE_CAP_MS);
+    }
+}

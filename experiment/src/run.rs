@@ -199,7 +199,11 @@ pub fn run_virtual(
             let Some(event) = queue.pop() else { break };
             let (sent, i) = (event.at_ms.0, event.poller.0);
             let req = match event.page {
-                None => plan.pollers[i].begin_cycle(sent),
+                // The policy may skip a tick (its request budget).
+                None => match plan.pollers[i].tick(sent, following.is_none()) {
+                    Some(req) => req,
+                    None => continue,
+                },
                 Some(_) => match pending[i].take() {
                     Some(req) => req,
                     None => continue,
@@ -399,7 +403,15 @@ async fn poll_loop(
             next_tick = end_ms;
             continue;
         }
-        let mut req = poller.begin_cycle(crate::clock::now_ms());
+        let Some(mut req) = poller.tick(crate::clock::now_ms(), last) else {
+            // The policy skipped this tick (its request budget): on to the next.
+            next_tick += interval_ms as i64;
+            let now = crate::clock::now_ms();
+            if next_tick <= now {
+                next_tick = align_up(now, interval_ms);
+            }
+            continue;
+        };
         let mut cycle_failed = false;
         let mut request_wait = wait_ms + std::mem::take(&mut cut_wait_ms);
         let mut abandoned = false;

@@ -23,7 +23,9 @@
 //! **Detection delay** of a status for a poller: the send time of the first
 //! request of that poller that returned it, minus the time it became visible
 //! (truth). Only statuses that became visible after the poller's first
-//! request count (the backlog at its baseline was never owed).
+//! request and before the run's last regular tick count (the backlog at its
+//! baseline was never owed; what became visible during the final drain's
+//! wait waited for the drain).
 
 use crate::diff::{Distribution, History};
 use std::collections::BTreeSet;
@@ -165,6 +167,13 @@ pub fn detection_delays(h: &History) -> Vec<Option<Distribution>> {
     let Some(truth) = h.truth.as_ref() else {
         return vec![None; h.pollers.len()];
     };
+    // The final drain's tick comes after a wait of the largest k: what became
+    // visible in between waited for the drain, not for the poller's policy.
+    let cadence = ticks(h);
+    let horizon = match cadence.len() {
+        0 | 1 => i64::MAX,
+        n => cadence[n - 2],
+    };
     let mut first_request = vec![i64::MAX; h.pollers.len()];
     for r in &h.requests {
         first_request[r.poller] = first_request[r.poller].min(r.sent_at_ms);
@@ -186,7 +195,8 @@ pub fn detection_delays(h: &History) -> Vec<Option<Distribution>> {
                 .zip(truth)
                 .filter_map(|(&at, v)| {
                     let v = v.as_ref()?;
-                    (at != i64::MAX && v.visible_at_ms > start).then(|| at - v.visible_at_ms)
+                    (at != i64::MAX && v.visible_at_ms > start && v.visible_at_ms <= horizon)
+                        .then(|| at - v.visible_at_ms)
                 })
                 .collect();
             Distribution::of(delays)
@@ -259,7 +269,8 @@ mod tests {
                 deleted_at_ms: None,
             })
         };
-        // Poller: tick 0 returns A, tick 1000 nothing (since A), tick 2000 all.
+        // Poller: tick 0 returns A, tick 1000 nothing (since A), tick 2000
+        // all, tick 3000 nothing.
         let observations = vec![2, 0, 1, 2];
         let h = History {
             statuses,
@@ -272,6 +283,7 @@ mod tests {
                 request(0, 0, 0, None, (0, 1)),
                 request(0, 1, 1000, Some(3), (1, 1)),
                 request(0, 2, 2000, Some(0), (1, 4)),
+                request(0, 3, 3000, Some(3), (4, 4)),
             ],
             observations,
             interval_ms: 1000,
@@ -281,7 +293,7 @@ mod tests {
         assert_eq!(
             o,
             OracleCost {
-                ticks: 3,
+                ticks: 4,
                 new: 2,
                 duplicates: 2
             }

@@ -80,8 +80,13 @@ pub fn render(loaded: &Loaded, a: &Analysis, plots: &[String], plot_notes: &[Str
     );
     let reference = match (a.reference, &h.truth) {
         (Reference::Truth, Some(t)) => format!(
-            "truth: {} statuses the simulator created",
-            t.iter().filter(|v| v.is_some()).count()
+            "truth: {} {}",
+            t.iter().filter(|v| v.is_some()).count(),
+            if loaded.run.target.starts_with("postgres") {
+                "rows committed in PostgreSQL"
+            } else {
+                "statuses the simulator created"
+            }
         ),
         (Reference::Union, _) => {
             "no truth: each poller is checked against the union of what the others saw".into()

@@ -95,6 +95,8 @@ pub struct RunArgs {
     /// once, such as `sweep`; not a flag).
     #[arg(skip)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub pg: crate::pg::driver::PgArgs,
 }
 
 fn parse_policy(text: &str) -> Result<CursorPolicy, String> {
@@ -180,7 +182,7 @@ pub const VIRTUAL_START_MS: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 
 /// Everything that defines a run, stored as JSON in `runs.config`.
 #[derive(Serialize)]
-struct StoredConfig<'a> {
+pub(crate) struct StoredConfig<'a> {
     target: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     timeline: Option<String>,
@@ -211,7 +213,7 @@ struct StoredConfig<'a> {
 
 impl<'a> StoredConfig<'a> {
     /// The fields every run stores; each kind of target adds its own.
-    fn common(
+    pub(crate) fn common(
         args: &'a RunArgs,
         page_limit: usize,
         pollers: Vec<String>,
@@ -246,9 +248,11 @@ pub struct RunSummary {
     pub db: PathBuf,
     pub complete: bool,
     pub progress: Progress,
+    /// Lines the target adds to the summary (PostgreSQL: the writers, xmin's delay).
+    pub notes: String,
 }
 
-fn poller_names(policies: &[CursorPolicy]) -> Vec<String> {
+pub(crate) fn poller_names(policies: &[CursorPolicy]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for p in policies {
         let base = p.to_string();
@@ -265,7 +269,6 @@ fn poller_names(policies: &[CursorPolicy]) -> Vec<String> {
 
 /// Runs the experiment described by `args`.
 pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
-    let spec: TargetSpec = args.target.parse()?;
     check_poller_count(&args)?;
     if args.pollers.is_empty() {
         args.pollers = vec![
@@ -273,6 +276,11 @@ pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
             CursorPolicy::Compensated { k_ms: 1000 },
         ];
     }
+    if crate::pg::driver::is_postgres(&args.target) {
+        return crate::pg::driver::run(args);
+    }
+    no_postgres_only(&args)?;
+    let spec: TargetSpec = args.target.parse()?;
     if spec.is_simulator() {
         simulator_only_flags(&args)?;
         run_simulator(args)
@@ -283,6 +291,14 @@ pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
 
 /// `--dry-run`: the first request each poller would make, token redacted.
 pub fn dry_run(mut args: RunArgs) -> Result<String, String> {
+    if crate::pg::driver::is_postgres(&args.target) {
+        return Err(
+            "--dry-run shows HTTP requests; a PostgreSQL target sends only the SELECTs \
+             documented in the README"
+                .into(),
+        );
+    }
+    no_postgres_only(&args)?;
     let spec: TargetSpec = args.target.parse()?;
     check_poller_count(&args)?;
     if args.pollers.is_empty() {
@@ -403,6 +419,17 @@ fn target_options(args: &RunArgs) -> TargetOptions {
         base_url: args.base_url.clone(),
         layout: args.layout.clone(),
     }
+}
+
+/// The `xmin` policy reads PostgreSQL's transaction horizon: nothing else has one.
+fn no_postgres_only(args: &RunArgs) -> Result<(), String> {
+    if args.pollers.contains(&CursorPolicy::Xmin) {
+        return Err(format!(
+            "the xmin policy reads PostgreSQL's transaction horizon; it applies to --target postgres only, not '{}'",
+            args.target
+        ));
+    }
+    Ok(())
 }
 
 /// The flags of real targets are errors with the simulator (its layout comes from the profile).
@@ -581,10 +608,11 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
         db: args.db,
         complete: true,
         progress,
+        notes: String::new(),
     })
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -773,6 +801,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
         db: args.db,
         complete,
         progress,
+        notes: String::new(),
     })
 }
 
@@ -793,7 +822,7 @@ fn describe(p: &Progress) -> String {
 }
 
 /// Ctrl-C, or SIGTERM on Unix.
-async fn wait_for_signal() {
+pub(crate) async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -897,6 +926,7 @@ pub fn summary_text(summary: &RunSummary) -> String {
     for (name, late) in &p.late_arrivals {
         out.push_str(&format!("  {name}: {late} late arrivals seen\n"));
     }
+    out.push_str(&summary.notes);
     out.push_str(&format!(
         "analyze it with: cargo run --release --bin analyze {} --run {}\n",
         summary.db.display(),

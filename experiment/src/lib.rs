@@ -15,6 +15,8 @@
 //! - [`target`]: API dialects and the HTTP client.
 //! - [`run`]: the drivers, real time over HTTP and virtual time in-process.
 //! - [`embedded`]: the simulator as the default target.
+//! - [`pg`]: PostgreSQL as a real leak source: a throwaway cluster, writers, pollers over SQL
+//!   and HTTP, the `xmin` policy, your own database.
 //! - [`record`]: the run database's schema and its writer.
 //! - [`app`]: the `experiment` command's wiring; [`clock`]: the one wall-clock read.
 //!
@@ -39,6 +41,7 @@ pub mod app;
 pub mod clock;
 pub mod embedded;
 pub mod id;
+pub mod pg;
 pub mod policy;
 pub mod poller;
 pub mod record;

@@ -32,13 +32,16 @@ pub enum CursorPolicy {
     /// a request budget of one request per tick (see [`crate::strategy`]).
     /// `floor_ms` is the smallest lateness its audits always cover.
     Adaptive { floor_ms: u64 },
+    /// PostgreSQL targets only: a keyset cursor on (xid, id) below the oldest
+    /// running transaction (`crate::pg::xmin`); it has no since_id.
+    Xmin,
 }
 
 impl CursorPolicy {
     /// The k this policy compensates for; `None` for naive.
     pub fn k_ms(&self) -> Option<u64> {
         match self {
-            CursorPolicy::Naive => None,
+            CursorPolicy::Naive | CursorPolicy::Xmin => None,
             CursorPolicy::Compensated { k_ms } | CursorPolicy::Audit { k_ms, .. } => Some(*k_ms),
             // Its k changes during the run; its final cycle is an audit instead.
             CursorPolicy::Adaptive { .. } => None,
@@ -50,7 +53,8 @@ impl CursorPolicy {
     /// the client time at which the previous request was sent.
     pub fn since_id(&self, layout: &Layout, latest: Id, retrieved_at_ms: i64) -> Id {
         match *self {
-            CursorPolicy::Naive => latest,
+            // An xmin poller reads by (xid, id), never by since_id.
+            CursorPolicy::Naive | CursorPolicy::Xmin => latest,
             CursorPolicy::Compensated { k_ms } | CursorPolicy::Audit { k_ms, .. } => {
                 compensated_since_id(layout, latest, retrieved_at_ms, k_ms)
             }
@@ -95,6 +99,7 @@ impl fmt::Display for CursorPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             CursorPolicy::Naive => f.write_str("naive"),
+            CursorPolicy::Xmin => f.write_str("xmin"),
             CursorPolicy::Compensated { k_ms } => {
                 write!(f, "compensated:k={}", spec_duration(k_ms))
             }
@@ -156,9 +161,10 @@ impl FromStr for CursorPolicy {
     /// `adaptive:floor=DURATION`; every duration at most [`MAX_K_MS`].
     fn from_str(s: &str) -> Result<CursorPolicy, String> {
         let expected = "expected 'naive', 'compensated:k=DURATION' (for example compensated:k=1s), \
-             'audit:k=1s,depth=2m,every=1m' or 'adaptive'";
+             'audit:k=1s,depth=2m,every=1m', 'adaptive' or 'xmin' (PostgreSQL targets)";
         match s.trim() {
             "naive" => Ok(CursorPolicy::Naive),
+            "xmin" => Ok(CursorPolicy::Xmin),
             "adaptive" => Ok(CursorPolicy::Adaptive {
                 floor_ms: ADAPTIVE_FLOOR_MS,
             }),

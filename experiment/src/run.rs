@@ -45,6 +45,13 @@ impl Progress {
             ..Progress::default()
         }
     }
+
+    /// Counts one returned status; true the first time any poller returns it.
+    pub fn sighted(&mut self, id: Id) -> bool {
+        let first = self.seen.insert(id);
+        self.statuses += first as u64;
+        first
+    }
 }
 
 /// The first tick at or after `t`.
@@ -112,8 +119,7 @@ pub fn settle(
                 .items
                 .into_iter()
                 .map(|item| {
-                    let first_sighting = progress.seen.insert(item.id);
-                    progress.statuses += first_sighting as u64;
+                    let first_sighting = progress.sighted(item.id);
                     StatusRow {
                         first_sighting,
                         id_key: item.id.sort_key(),
@@ -242,6 +248,25 @@ pub fn run_virtual(
     }
 }
 
+/// A target polled in real time: over HTTP ([`HttpTarget`]) or over SQL
+/// (`crate::pg::source::SqlTarget`). Clones share the target's pacing.
+pub trait PollTarget: Clone + Send + Sync + 'static {
+    /// Waits for a slot in the shared rate-limit budget; returns the ms waited.
+    fn pace(&self) -> impl std::future::Future<Output = u64> + Send;
+    /// Sends one request.
+    fn fetch(&self, req: &PageRequest) -> impl std::future::Future<Output = Fetched> + Send;
+}
+
+impl PollTarget for HttpTarget {
+    fn pace(&self) -> impl std::future::Future<Output = u64> + Send {
+        HttpTarget::pace(self)
+    }
+
+    fn fetch(&self, req: &PageRequest) -> impl std::future::Future<Output = Fetched> + Send {
+        HttpTarget::fetch(self, req)
+    }
+}
+
 /// Where truth comes from during a real-time run (the embedded simulator), if anywhere.
 pub type TruthSource = Box<dyn FnMut() -> Vec<TruthRow> + Send>;
 
@@ -255,9 +280,9 @@ pub enum StopReason {
 /// Runs the plan in real time against an HTTP target until the duration ends
 /// or `stop` turns true; then waits the largest k and makes one last cycle
 /// per poller. Returns the pollers' final states.
-pub async fn run_real(
+pub async fn run_real<T: PollTarget>(
     plan: Plan,
-    target: HttpTarget,
+    target: T,
     mut truth: Option<TruthSource>,
     recorder: RecordSender,
     progress: Arc<Mutex<Progress>>,
@@ -332,11 +357,11 @@ fn backoff_ms(failures: u32, interval_ms: u64) -> u64 {
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn poll_loop(
+async fn poll_loop<T: PollTarget>(
     mut poller: Poller,
     index: usize,
     layout: Layout,
-    target: HttpTarget,
+    target: T,
     recorder: RecordSender,
     progress: Arc<Mutex<Progress>>,
     mut stop: watch::Receiver<bool>,
@@ -488,12 +513,18 @@ async fn poll_loop(
         failures = if cycle_failed { failures + 1 } else { 0 };
         not_before_ms =
             not_before_ms.max(crate::clock::now_ms() + backoff_ms(failures, interval_ms) as i64);
-        // Ticks missed while waiting are skipped, not made up: the cadence stays aligned.
-        next_tick += interval_ms as i64;
-        let now = crate::clock::now_ms();
-        if next_tick <= now {
-            next_tick = align_up(now, interval_ms);
-        }
+        next_tick = following_tick(next_tick, interval_ms, crate::clock::now_ms());
+    }
+}
+
+/// The tick after `tick`; ticks missed while waiting are skipped, not made up,
+/// so the cadence stays aligned.
+pub fn following_tick(tick: i64, interval_ms: u64, now_ms: i64) -> i64 {
+    let next = tick + interval_ms as i64;
+    if next <= now_ms {
+        align_up(now_ms, interval_ms)
+    } else {
+        next
     }
 }
 
@@ -590,6 +621,13 @@ mod tests {
             assert!(mine[1].3 > 0, "{rows:?}");
             assert!((mine[1].3 as u64) < crate::target::MAX_SERVER_WAIT_MS);
         }
+    }
+
+    #[test]
+    fn missed_ticks_are_skipped() {
+        assert_eq!(following_tick(1000, 1000, 1500), 2000);
+        assert_eq!(following_tick(1000, 1000, 3500), 4000);
+        assert_eq!(following_tick(1000, 1000, 2000), 2000);
     }
 
     #[test]

@@ -231,7 +231,8 @@ impl PolicyState {
     /// formula with the current k ([`compensated_since_id`], unchanged).
     pub fn since_id(&self, layout: &Layout, latest: Id, retrieved_at_ms: i64) -> Id {
         match self.spec {
-            CursorPolicy::Naive => latest,
+            // An xmin poller reads by (xid, id), never by since_id.
+            CursorPolicy::Naive | CursorPolicy::Xmin => latest,
             _ => compensated_since_id(layout, latest, retrieved_at_ms, self.k_ms),
         }
     }

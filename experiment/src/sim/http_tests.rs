@@ -535,6 +535,7 @@ fn serve_args(sets: &[&str]) -> ServeArgs {
         sets: sets.iter().map(|s| s.to_string()).collect(),
         rate_limit: None,
         faults: None,
+        backend: "simulator".into(),
     }
 }
 

@@ -44,10 +44,17 @@ pub struct ServeArgs {
     /// Faults to inject, e.g. 5xx=2%,429=1%,timeout=1%,reset=0.5%,truncate=0.5%,reorder=1%,duplicate=1%,slow=2%:3s
     #[arg(long, value_name = "SPEC", value_parser = |s: &str| s.parse::<super::faults::FaultSpec>())]
     pub faults: Option<super::faults::FaultSpec>,
+    /// What serves the timeline: `simulator`, or `postgres` (a throwaway
+    /// PostgreSQL cluster loaded by writers, served in the Mastodon dialect).
+    #[arg(long, default_value = "simulator", value_parser = ["simulator", "postgres"])]
+    pub backend: String,
 }
 
 /// Serves until Ctrl-C, then flushes the truth.
 pub async fn serve_command(args: ServeArgs) -> Result<(), String> {
+    if args.backend == "postgres" {
+        return crate::pg::http::serve(&args.addr, args.seed).await;
+    }
     serve_until(
         args,
         async {

@@ -485,6 +485,11 @@ impl Token {
         let token = Token::new(secret);
         Ok((!token.0.is_empty()).then_some(token))
     }
+
+    /// The secret, for a client that needs it by value (a database password).
+    pub fn secret(&self) -> &str {
+        &self.0
+    }
 }
 
 impl Token {

@@ -1,0 +1,603 @@
+//! `--target postgres`: a throwaway cluster, the writers loading it, the
+//! pollers reading it over SQL, the truth pumped into run.db. Wiring only.
+
+use super::cluster::Cluster;
+use super::schema::Schema;
+use super::source::SqlTarget;
+use super::writers::{self, Output, Tail, Workload, Written};
+use crate::app::{RunArgs, RunSummary};
+use crate::id::Layout;
+use crate::policy::CursorPolicy;
+use crate::poller::Poller;
+use crate::record::{PollerInfo, RecordSender, Recorder, RunInfo, TruthRow};
+use crate::run::{self, Plan, Progress, StopReason};
+use crate::target::{Dialect, HttpTarget};
+use clap::Args;
+use rand::{Rng, SeedableRng};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The options of PostgreSQL targets.
+#[derive(Args, Debug, Clone)]
+pub struct PgArgs {
+    /// PostgreSQL target: the schema the writers load (mastodon, outbox, snowflake).
+    #[arg(long, default_value = "mastodon", value_parser = parse_schema)]
+    pub schema: Schema,
+    /// PostgreSQL target: concurrent writer connections.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub writers: u32,
+    /// PostgreSQL target: posts per second, all writers together.
+    #[arg(long, default_value_t = 300.0, value_parser = parse_rate)]
+    pub write_rate: f64,
+    /// PostgreSQL target: an injected tail, P%:MAX (that share of transactions
+    /// sleeps up to MAX inside the transaction, uniformly). Off by default.
+    #[arg(long, value_parser = parse_tail)]
+    pub pg_tail: Option<Tail>,
+    /// Your own database (--target postgres:URL): the table to poll.
+    #[arg(long)]
+    pub table: Option<String>,
+    /// Your own database: the table's ID column.
+    #[arg(long, default_value = "id")]
+    pub id_column: String,
+    /// PostgreSQL target: how the pollers read, `sql` (the table) or `http`.
+    #[arg(long, default_value = "sql", value_parser = ["sql", "http"])]
+    pub via: String,
+}
+
+fn parse_schema(s: &str) -> Result<Schema, String> {
+    s.parse()
+}
+
+fn parse_tail(s: &str) -> Result<Tail, String> {
+    s.parse()
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r > 0.0 && r.is_finite() => Ok(r),
+        _ => Err(format!("bad rate '{s}': expected posts per second above 0")),
+    }
+}
+
+/// Whether `--target` names a PostgreSQL target.
+pub fn is_postgres(target: &str) -> bool {
+    target == "postgres" || target.starts_with("postgres:")
+}
+
+/// The flags that do not apply to PostgreSQL targets.
+fn check_flags(args: &RunArgs) -> Result<(), String> {
+    if args.clock == "virtual" {
+        return Err("--clock virtual runs the simulator only; PostgreSQL runs in real time".into());
+    }
+    for (flag, given) in [
+        ("--config", args.config.is_some()),
+        ("--set", !args.sets.is_empty()),
+        ("--faults", args.faults.is_some()),
+        ("--timeline", args.timeline.is_some()),
+        ("--list-id", args.list_id.is_some()),
+        ("--base-url", args.base_url.is_some()),
+    ] {
+        if given {
+            return Err(format!("{flag} does not apply to a PostgreSQL target"));
+        }
+    }
+    Ok(())
+}
+
+/// Runs the experiment against a PostgreSQL target.
+pub fn run(args: RunArgs) -> Result<RunSummary, String> {
+    match args.target.strip_prefix("postgres:") {
+        Some(url) => super::own::run(args.clone(), url),
+        None => run_embedded(args),
+    }
+}
+
+/// Runs the experiment against a throwaway PostgreSQL cluster.
+fn run_embedded(args: RunArgs) -> Result<RunSummary, String> {
+    check_flags(&args)?;
+    let schema = args.pg.schema;
+    if args.layout.is_some() || args.token_file.is_some() || args.pg.table.is_some() {
+        return Err(
+            "--layout, --table and --token-file are for your own database (--target postgres:URL)"
+                .into(),
+        );
+    }
+    if schema == Schema::Outbox && args.pollers.iter().any(|p| p.k_ms().is_some()) {
+        return Err(
+            "the outbox schema's BIGSERIAL IDs carry no time, so compensated pollers mean nothing \
+             there; use naive and xmin"
+                .into(),
+        );
+    }
+    if args.pg.via == "http" && schema != Schema::Mastodon {
+        return Err("--via http serves the Mastodon API: it needs --schema mastodon".into());
+    }
+    let cluster = Cluster::start()?;
+    let runtime = crate::app::runtime()?;
+    let layout = schema.layout();
+    let workload = Workload {
+        schema,
+        writers: args.pg.writers,
+        rate_per_s: args.pg.write_rate,
+        tail: args.pg.pg_tail,
+        seed: args.seed,
+    };
+    let config = cluster.config();
+    let admin = runtime.block_on(async {
+        let client = connect(&config).await?;
+        // The per-installation secret of timestamp_id, from the seed.
+        let secret = format!(
+            "{:016x}",
+            rand_chacha::ChaCha8Rng::seed_from_u64(args.seed).random::<u64>()
+        );
+        client
+            .batch_execute(&schema.ddl(&secret))
+            .await
+            .map_err(|e| format!("cannot create the {schema} schema: {}", super::db_error(&e)))?;
+        Ok::<_, String>(Arc::new(client))
+    })?;
+    let setup = Setup {
+        config,
+        admin,
+        workload: Some(workload),
+        layout,
+        table: schema.table().to_string(),
+        id_column: "id".to_string(),
+        commit_ts_truth: false,
+        via_http: args.pg.via == "http",
+    };
+    let result = runtime.block_on(drive(&args, setup));
+    drop(runtime);
+    drop(cluster);
+    result
+}
+
+/// What a run polls and whether anything writes to it.
+pub(super) struct Setup {
+    pub config: tokio_postgres::Config,
+    pub admin: Arc<tokio_postgres::Client>,
+    /// The writers' load (the throwaway cluster); none for your own database.
+    pub workload: Option<Workload>,
+    pub layout: Layout,
+    pub table: String,
+    pub id_column: String,
+    /// Your own database with track_commit_timestamp on: truth from commit timestamps.
+    pub commit_ts_truth: bool,
+    /// Poll the Mastodon API served from the table (`--via http`) instead of SQL.
+    pub via_http: bool,
+}
+
+pub(super) async fn connect(
+    config: &tokio_postgres::Config,
+) -> Result<tokio_postgres::Client, String> {
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| format!("cannot connect to PostgreSQL: {}", super::db_error(&e)))?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+/// A row of `pg_truth`: the bracket of a post's visibility.
+struct Bracket {
+    written: Written,
+    commit_ts_ms: Option<i64>,
+}
+
+/// Everything stored about the run, as JSON in `runs.config`: what every run
+/// stores, and the PostgreSQL target's own.
+#[derive(serde::Serialize)]
+struct PgConfig<'a> {
+    #[serde(flatten)]
+    common: crate::app::StoredConfig<'a>,
+    via: &'a str,
+    table: &'a str,
+    id_column: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workload: Option<&'a Workload>,
+    /// `"<redacted>"` when a password was used; the password itself never.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    password: Option<&'static str>,
+    /// Said aloud: an injected tail is our assumption, not PostgreSQL's behaviour.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    assumption: Option<String>,
+}
+
+pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, String> {
+    let Setup {
+        config,
+        admin,
+        workload,
+        layout,
+        table,
+        id_column,
+        commit_ts_truth,
+        via_http,
+    } = setup;
+    let config = &config;
+    let mastodon = Dialect::Mastodon {
+        timeline: "public".into(),
+    };
+    let limit = if via_http {
+        mastodon.page_limit(args.limit as usize)
+    } else {
+        args.limit as usize
+    };
+    // Pollers with a since_id cursor first, xmin pollers after them.
+    let (xmins, ids): (Vec<CursorPolicy>, Vec<CursorPolicy>) =
+        args.pollers.iter().partition(|p| **p == CursorPolicy::Xmin);
+    let ordered: Vec<CursorPolicy> = ids.iter().chain(&xmins).copied().collect();
+    let names = crate::app::poller_names(&ordered);
+    let pollers: Vec<Poller> = names
+        .iter()
+        .zip(&ids)
+        .map(|(name, p)| Poller::new(name.clone(), *p, layout.clone(), limit, args.max_back_pages))
+        .collect();
+    let infos: Vec<PollerInfo> = names
+        .iter()
+        .zip(&ordered)
+        .map(|(name, p)| PollerInfo {
+            name: name.clone(),
+            policy: p.to_string(),
+            k_ms: p.k_ms(),
+        })
+        .collect();
+    let final_wait_ms = ordered.iter().filter_map(|p| p.k_ms()).max().unwrap_or(0);
+    let stored = PgConfig {
+        common: crate::app::StoredConfig::common(args, limit, names.clone(), &layout),
+        via: &args.pg.via,
+        table: &table,
+        id_column: &id_column,
+        workload: workload.as_ref(),
+        password: config.get_password().map(|_| "<redacted>"),
+        assumption: workload.as_ref().and_then(|w| w.tail).map(|t| {
+            format!("injected tail: {t} of transactions sleep inside the transaction (pg_sleep)")
+        }),
+    };
+    let start_ms = crate::clock::now_ms();
+    let run_info = RunInfo {
+        started_at_ms: start_ms,
+        target: args.target.clone(),
+        profile: workload.as_ref().map(|w| w.schema.to_string()),
+        seed: workload.as_ref().map(|_| args.seed),
+        clock: args.clock.clone(),
+        layout: layout.to_string(),
+        interval_ms: args.interval,
+        page_limit: limit,
+        config: serde_json::to_string(&stored).map_err(|e| e.to_string())?,
+    };
+    let recorder = Recorder::create(&args.db, &run_info, &infos)?;
+    let run_id = recorder.run_id;
+
+    let readers = Arc::new(connect(config).await?);
+    let target = SqlTarget::new(readers.clone(), &table, &id_column, layout.clone()).await?;
+    let http_target = if via_http {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| format!("cannot listen on 127.0.0.1: {e}"))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let router = super::http::router(readers.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        let client = crate::target::http_client(Duration::from_millis(args.timeout))?;
+        Some(HttpTarget::new(
+            client,
+            &format!("http://{addr}"),
+            mastodon,
+            layout.clone(),
+            None,
+        ))
+    } else {
+        None
+    };
+    let mut progress = Progress::new(&pollers);
+    for name in &names[ids.len()..] {
+        progress.late_arrivals.push((name.clone(), 0));
+    }
+    let progress = Arc::new(Mutex::new(progress));
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    // Install the handlers now, not when the task below first runs: tokio
+    // keeps an installed handler for the life of the process, so from here on
+    // Ctrl-C and SIGTERM no longer kill it (and its cluster is cleaned up).
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let _ = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        );
+    }
+    let signals = tokio::spawn(async move {
+        crate::app::wait_for_signal().await;
+        tracing::warn!("stopping: the writers stop, the pollers make their last cycle");
+        let _ = stop_tx.send(true);
+        crate::app::wait_for_signal().await;
+        tracing::error!("second signal: exiting now; the run stays marked incomplete");
+        std::process::exit(130);
+    });
+    // Logged once Ctrl-C is handled: from here on a signal ends the run cleanly.
+    tracing::info!(run = run_id, db = %args.db.display(), table = %table, "run started");
+    let end_ms = start_ms + args.duration as i64;
+    // The writers stop at the end of the duration or at a signal.
+    let (writers_stop_tx, writers_stop) = watch::channel(false);
+    {
+        let mut stop = stop_rx.clone();
+        tokio::spawn(async move {
+            let until_end = Duration::from_millis(args_end_delay(end_ms));
+            tokio::select! {
+                _ = tokio::time::sleep(until_end) => {}
+                _ = stop.wait_for(|s| *s) => {}
+            }
+            let _ = writers_stop_tx.send(true);
+        });
+    }
+    let output = Arc::new(Mutex::new(Output::default()));
+    let (done_tx, done_rx) = watch::channel(false);
+    let writers_task = {
+        let (config, workload, output) = (config.clone(), workload.clone(), output.clone());
+        tokio::spawn(async move {
+            let result = match workload {
+                Some(w) => writers::run_writers(config, w, output, writers_stop).await,
+                None => Ok(()),
+            };
+            let _ = done_tx.send(true);
+            result
+        })
+    };
+
+    let mut xmin_tasks = Vec::new();
+    for (n, _) in xmins.iter().enumerate() {
+        let client = Arc::new(connect(config).await?);
+        let statement = client
+            .prepare(&super::xmin::query(&table, &id_column))
+            .await
+            .map_err(|e| {
+                format!(
+                    "the xmin poller needs an xid8 column 'xid': {}",
+                    super::db_error(&e)
+                )
+            })?;
+        xmin_tasks.push(tokio::spawn(super::xmin::poll_loop(
+            client,
+            statement,
+            ids.len() + n,
+            layout.clone(),
+            limit,
+            args.max_back_pages,
+            args.interval,
+            end_ms,
+            recorder.sender(),
+            progress.clone(),
+            stop_rx.clone(),
+            done_rx.clone(),
+        )));
+    }
+    let plan = Plan {
+        layout: layout.clone(),
+        pollers,
+        interval_ms: args.interval,
+        duration_ms: args.duration,
+        final_wait_ms,
+    };
+    let mut pollers_task: std::pin::Pin<Box<dyn std::future::Future<Output = StopReason> + Send>> =
+        match http_target {
+            Some(http) => Box::pin(run::run_real(
+                plan,
+                http,
+                None,
+                recorder.sender(),
+                progress.clone(),
+                stop_rx.clone(),
+            )),
+            None => Box::pin(run::run_real(
+                plan,
+                target,
+                None,
+                recorder.sender(),
+                progress.clone(),
+                stop_rx.clone(),
+            )),
+        };
+    let sender = recorder.sender();
+    let take = || std::mem::take(&mut output.lock().unwrap_or_else(|e| e.into_inner()).written);
+    let mut brackets: Vec<Bracket> = Vec::new();
+    let reason = loop {
+        tokio::select! {
+            reason = &mut pollers_task => break reason,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                brackets.extend(pump_truth(&admin, &table, &layout, take(), &sender).await);
+            }
+        }
+    };
+    for task in xmin_tasks {
+        let _ = task.await;
+    }
+    let writers_result = writers_task.await.map_err(|e| e.to_string())?;
+    brackets.extend(pump_truth(&admin, &table, &layout, take(), &sender).await);
+    if commit_ts_truth {
+        let rows = super::own::commit_ts_truth(&admin, &table, &id_column, &layout, start_ms).await;
+        match rows {
+            Ok(rows) => sender.truth(rows),
+            Err(e) => tracing::warn!("no truth: {e}"),
+        }
+    }
+    signals.abort();
+    let stopped = *stop_rx.borrow();
+    let reason = match (reason, stopped) {
+        (StopReason::Interrupted, _) | (_, true) => "interrupted",
+        _ => "duration",
+    };
+    let progress = progress.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    recorder.finish(crate::clock::now_ms(), true, reason)?;
+    write_brackets(&args.db, run_id, &brackets)?;
+    writers_result?;
+    let out = output.lock().unwrap_or_else(|e| e.into_inner());
+    let mut notes = if workload.is_none() {
+        String::new()
+    } else {
+        format!(
+            "writers: {} commits ({:.0}/s), {} failed transactions{}\n",
+            out.commits,
+            out.commits as f64 * 1000.0 / args.duration.max(1) as f64,
+            out.failed,
+            out.last_error
+                .as_ref()
+                .map(|e| format!(" (last: {e})"))
+                .unwrap_or_default()
+        )
+    };
+    if let Some(t) = workload.as_ref().and_then(|w| w.tail) {
+        notes.push_str(&format!(
+            "assumption: an injected tail, {t} of transactions sleep inside the transaction\n"
+        ));
+    }
+    if workload.is_some() {
+        for name in &names[ids.len()..] {
+            notes.push_str(&xmin_delay_line(&args.db, run_id, name)?);
+        }
+    }
+    tracing::info!(run = run_id, reason, "run finished");
+    Ok(RunSummary {
+        run_id,
+        db: args.db.clone(),
+        complete: true,
+        progress,
+        notes,
+    })
+}
+
+fn args_end_delay(end_ms: i64) -> u64 {
+    (end_ms - crate::clock::now_ms()).max(0) as u64
+}
+
+/// Turns what the writers committed into truth rows (sent to the recorder)
+/// and brackets (kept for `pg_truth`).
+async fn pump_truth(
+    admin: &tokio_postgres::Client,
+    table: &str,
+    layout: &Layout,
+    pending: Vec<Written>,
+    sender: &RecordSender,
+) -> Vec<Bracket> {
+    if pending.is_empty() {
+        return Vec::new();
+    }
+    let ids: Vec<i64> = pending.iter().map(|w| w.id).collect();
+    let stamps: std::collections::HashMap<i64, Option<i64>> =
+        writers::commit_timestamps(admin, table, "id", &ids)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+    let truth = pending
+        .iter()
+        .map(|w| {
+            let id = crate::id::Id(w.id as u128);
+            TruthRow {
+                id: w.id.to_string(),
+                id_key: id.sort_key(),
+                id_time_ms: writers::id_time_ms(layout, w),
+                posted_at_ms: w.xact_start_ms,
+                // The conservative end of the bracket: owed only to requests
+                // sent after COMMIT returned. The clocks read whole ms, and a
+                // request read at the same ms may have left before the COMMIT
+                // returned (a real run showed it), so: the next ms.
+                visible_at_ms: w.commit_returned_ms + 1,
+                deleted_at_ms: None,
+                origin: if w.sleep_ms > 0 {
+                    "injected-sleep".into()
+                } else {
+                    "local".into()
+                },
+            }
+        })
+        .collect();
+    sender.truth(truth);
+    pending
+        .into_iter()
+        .map(|w| Bracket {
+            commit_ts_ms: stamps.get(&w.id).copied().flatten(),
+            written: w,
+        })
+        .collect()
+}
+
+/// Writes `pg_truth` beside `truth`: each post's transaction, start, commit
+/// timestamp and the moment COMMIT returned.
+fn write_brackets(db: &std::path::Path, run_id: i64, rows: &[Bracket]) -> Result<(), String> {
+    let e = |e: rusqlite::Error| format!("cannot write pg_truth in {}: {e}", db.display());
+    let mut conn = rusqlite::Connection::open(db).map_err(e)?;
+    conn.busy_timeout(Duration::from_secs(10)).map_err(e)?;
+    let tx = conn.transaction().map_err(e)?;
+    tx.execute_batch(PG_TRUTH).map_err(e)?;
+    {
+        let mut st = tx
+            .prepare(
+                "INSERT OR REPLACE INTO pg_truth (run_id, id, xid, xact_start_ms, commit_ts_ms, \
+                 commit_returned_ms, injected_sleep_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .map_err(e)?;
+        for b in rows {
+            let w = &b.written;
+            st.execute(rusqlite::params![
+                run_id,
+                w.id.to_string(),
+                w.xid,
+                w.xact_start_ms,
+                b.commit_ts_ms,
+                w.commit_returned_ms,
+                w.sleep_ms as i64
+            ])
+            .map_err(e)?;
+        }
+    }
+    tx.commit().map_err(e)
+}
+
+/// The table of visibility brackets of PostgreSQL runs (see the README's run database).
+pub const PG_TRUTH: &str = "CREATE TABLE IF NOT EXISTS pg_truth (
+    run_id             INTEGER NOT NULL REFERENCES runs(id),
+    id                 TEXT NOT NULL,
+    xid                TEXT NOT NULL,
+    xact_start_ms      INTEGER NOT NULL,
+    commit_ts_ms       INTEGER,
+    commit_returned_ms INTEGER NOT NULL,
+    injected_sleep_ms  INTEGER NOT NULL,
+    PRIMARY KEY (run_id, id)
+) WITHOUT ROWID;";
+
+/// The xmin poller's delivery delay: from each row's commit timestamp to the
+/// first response of the poller that returned it.
+pub fn xmin_delay_line(db: &std::path::Path, run_id: i64, poller: &str) -> Result<String, String> {
+    let e = |e: rusqlite::Error| format!("cannot read {}: {e}", db.display());
+    let conn = rusqlite::Connection::open(db).map_err(e)?;
+    let mut st = conn
+        .prepare(
+            "SELECT MIN(r.received_at_ms) - g.commit_ts_ms AS delay
+             FROM pg_truth g
+             JOIN observations o ON o.status_id = g.id
+             JOIN requests r ON r.id = o.request_id AND r.run_id = g.run_id
+             JOIN pollers p ON p.id = r.poller_id AND p.name = ?2
+             WHERE g.run_id = ?1 AND g.commit_ts_ms IS NOT NULL
+             GROUP BY g.id ORDER BY delay",
+        )
+        .map_err(e)?;
+    let delays: Vec<i64> = st
+        .query_map(rusqlite::params![run_id, poller], |r| r.get(0))
+        .map_err(e)?
+        .collect::<Result<_, _>>()
+        .map_err(e)?;
+    if delays.is_empty() {
+        return Ok(format!("{poller}: delivered nothing\n"));
+    }
+    let q = |f: f64| delays[((delays.len() - 1) as f64 * f).round() as usize];
+    Ok(format!(
+        "{poller}: delivery after commit p50 {} ms, p99 {} ms, max {} ms ({} rows)\n",
+        q(0.5),
+        q(0.99),
+        q(1.0),
+        delays.len()
+    ))
+}

@@ -1,0 +1,295 @@
+//! The Mastodon dialect served from the PostgreSQL table: `GET
+//! /api/v1/timelines/public` with `since_id`, `max_id`, `min_id` and `limit`,
+//! answered by the queries of Mastodon's pagination (`id > since_id ORDER BY
+//! id DESC LIMIT n`, `id < max_id` for back-pages, `id > min_id ORDER BY id
+//! ASC LIMIT n` reversed), so HTTP pollers and any Mastodon client library
+//! read a real database-backed API. Used by `--via http` and by
+//! `experiment serve --backend postgres`.
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The largest page Mastodon serves (API docs, timelines: limit max 40).
+pub const MAX_LIMIT: i64 = 40;
+
+#[derive(Clone)]
+struct Db {
+    client: Arc<tokio_postgres::Client>,
+}
+
+/// The router over the `statuses` table of the mastodon schema.
+pub fn router(client: Arc<tokio_postgres::Client>) -> Router {
+    Router::new()
+        .route("/api/v1/timelines/public", get(public))
+        .route("/api/v1/instance", get(instance))
+        .route("/api/v1/instance/", get(instance))
+        .with_state(Db { client })
+}
+
+async fn instance() -> Json<Value> {
+    Json(json!({
+        "uri": "127.0.0.1",
+        "title": "snowleak on PostgreSQL",
+        "short_description": "statuses served from a PostgreSQL table",
+        "description": "statuses served from a PostgreSQL table",
+        "email": "",
+        "version": "4.3.0",
+        "urls": {},
+        "stats": {"user_count": 16, "status_count": 0, "domain_count": 1},
+        "thumbnail": null,
+        "languages": ["en"],
+        "registrations": false,
+        "approval_required": false,
+        "invites_enabled": false,
+        "configuration": {"statuses": {"max_characters": 500, "max_media_attachments": 4}},
+        "contact_account": null,
+        "rules": [],
+    }))
+}
+
+fn bad(message: String) -> Response {
+    (StatusCode::BAD_REQUEST, Json(json!({ "error": message }))).into_response()
+}
+
+async fn public(
+    State(db): State<Db>,
+    headers: axum::http::HeaderMap,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
+    let id = |name: &str| -> Result<Option<i64>, String> {
+        params
+            .get(name)
+            .filter(|v| !v.is_empty())
+            .map(|v| v.parse::<i64>().map_err(|_| format!("bad {name} '{v}'")))
+            .transpose()
+    };
+    let (since, max, min) = match (id("since_id"), id("max_id"), id("min_id")) {
+        (Ok(s), Ok(m), Ok(n)) => (s, m, n),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return bad(e),
+    };
+    let limit = match params.get("limit").map(|v| v.parse::<i64>()) {
+        None => 20,
+        Some(Ok(n)) if n > 0 => n.min(MAX_LIMIT),
+        Some(_) => return bad("bad limit".into()),
+    };
+    // min_id pages upwards from it (oldest first, then reversed); since_id
+    // gives the newest above it.
+    let (lower, ascending) = match min {
+        Some(m) => (m, true),
+        None => (since.unwrap_or(i64::MIN), false),
+    };
+    let upper = max.unwrap_or(i64::MAX);
+    let sql = format!(
+        "SELECT id, floor(extract(epoch FROM created_at) * 1000)::bigint, account_id, text
+         FROM statuses WHERE id > $1 AND id < $2 ORDER BY id {} LIMIT $3",
+        if ascending { "ASC" } else { "DESC" }
+    );
+    let rows = match db.client.query(&sql, &[&lower, &upper, &limit]).await {
+        Ok(rows) => rows,
+        Err(e) => {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({ "error": super::db_error(&e) })),
+            )
+                .into_response();
+        }
+    };
+    let mut statuses: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let (id, created_ms, account, text): (i64, i64, i32, String) =
+                (r.get(0), r.get(1), r.get(2), r.get(3));
+            let user = format!("user{account}");
+            json!({
+                "id": id.to_string(),
+                "created_at": crate::time::rfc3339_ms(created_ms),
+                "visibility": "public",
+                "uri": format!("http://127.0.0.1/users/{user}/statuses/{id}"),
+                "content": format!("<p>{text}</p>"),
+                "account": { "id": account.to_string(), "username": user, "acct": user },
+            })
+        })
+        .collect();
+    if ascending {
+        statuses.reverse();
+    }
+    let mut response = Json(&statuses).into_response();
+    // Mastodon's Link header (API docs, "Paginating with the Link header"):
+    // next pages down from the last status, prev up from the first.
+    if let (Some(first), Some(last)) = (statuses.first(), statuses.last()) {
+        let host = headers
+            .get(axum::http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("127.0.0.1");
+        let base = format!("http://{host}/api/v1/timelines/public?limit={limit}&");
+        let link = format!(
+            "<{base}max_id={}>; rel=\"next\", <{base}min_id={}>; rel=\"prev\"",
+            last["id"].as_str().unwrap_or_default(),
+            first["id"].as_str().unwrap_or_default()
+        );
+        if let Ok(value) = axum::http::HeaderValue::from_str(&link) {
+            response
+                .headers_mut()
+                .insert(axum::http::header::LINK, value);
+        }
+    }
+    response
+}
+
+/// `experiment serve --backend postgres`: a throwaway cluster with the
+/// mastodon schema, the default writers loading it, and the Mastodon API
+/// over it, until Ctrl-C; then the writers stop and the cluster is removed.
+pub async fn serve(addr: &str, seed: u64) -> Result<(), String> {
+    use super::schema::Schema;
+    use super::writers::{Output, Workload, run_writers};
+    let addr: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|_| format!("bad --addr '{addr}': expected IP:PORT such as 127.0.0.1:8080"))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let cluster = super::cluster::Cluster::start()?;
+    let config = cluster.config();
+    let client = super::driver::connect(&config).await?;
+    client
+        .batch_execute(&Schema::Mastodon.ddl(&format!("{seed:016x}")))
+        .await
+        .map_err(|e| super::db_error(&e))?;
+    let workload = Workload {
+        schema: Schema::Mastodon,
+        writers: 8,
+        rate_per_s: 300.0,
+        tail: None,
+        seed,
+    };
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let output = Arc::new(std::sync::Mutex::new(Output::default()));
+    let writers = {
+        let output = output.clone();
+        tokio::spawn(async move {
+            // Only the counters are kept: nobody takes the truth here.
+            let drain = output.clone();
+            let keep_small = tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    drain
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .written
+                        .clear();
+                }
+            });
+            let result = run_writers(config, workload, output, stop).await;
+            keep_small.abort();
+            result
+        })
+    };
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("snowleak on PostgreSQL: schema mastodon, 8 writers at 300 statuses/s");
+    println!("  mastodon        http://{bound}/api/v1/timelines/public");
+    println!("Ctrl-C stops (and removes the cluster).");
+    let served = axum::serve(listener, router(Arc::new(client)))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await;
+    let _ = stop_tx.send(true);
+    let _ = writers.await;
+    drop(cluster);
+    served.map_err(|e| format!("server: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::id::Id;
+    use crate::pg::schema::Schema;
+    use crate::pg::source::SqlTarget;
+    use crate::poller::PageRequest;
+
+    #[test]
+    fn the_api_reads_the_same_rows_as_the_sql_pollers() {
+        let (cluster, rt) = crate::pg::testing::start();
+        rt.block_on(async {
+            let client = crate::pg::testing::connect(&cluster, None).await;
+            client
+                .batch_execute(&Schema::Mastodon.ddl("0123"))
+                .await
+                .unwrap();
+            // 90 statuses over several transactions (several ms, so several ID times).
+            for batch in 0..9 {
+                client
+                    .batch_execute(&format!(
+                        "INSERT INTO statuses (account_id, text)
+                         SELECT 1 + n % 16, 'post ' || n FROM generate_series({}, {}) n",
+                        batch * 10,
+                        batch * 10 + 9
+                    ))
+                    .await
+                    .unwrap();
+            }
+            let client = Arc::new(client);
+            let sql = SqlTarget::new(client.clone(), "statuses", "id", Schema::Mastodon.layout())
+                .await
+                .unwrap();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            tokio::spawn(async move { axum::serve(listener, router(client)).await });
+            let all = sql
+                .page(&PageRequest {
+                    since: None,
+                    before: None,
+                    limit: 1000,
+                })
+                .await
+                .unwrap();
+            assert_eq!(all.len(), 90);
+            let http = crate::target::http_client(std::time::Duration::from_secs(10)).unwrap();
+            let get = |query: String| {
+                let http = http.clone();
+                async move {
+                    let body: Vec<Value> = http
+                        .get(format!("http://{addr}/api/v1/timelines/public?{query}"))
+                        .send()
+                        .await
+                        .unwrap()
+                        .json()
+                        .await
+                        .unwrap();
+                    body.iter()
+                        .map(|s| s["id"].as_str().unwrap().parse::<i64>().unwrap())
+                        .collect::<Vec<i64>>()
+                }
+            };
+            for (since, before) in [
+                (None, None),
+                (Some(all[60]), None),
+                (Some(all[80]), Some(all[10])),
+            ] {
+                let req = PageRequest {
+                    since: since.map(|id| Id(id as u128)),
+                    before: before.map(|id| Id(id as u128)),
+                    limit: 40,
+                };
+                let mut query = "limit=40".to_string();
+                if let Some(s) = since {
+                    query.push_str(&format!("&since_id={s}"));
+                }
+                if let Some(b) = before {
+                    query.push_str(&format!("&max_id={b}"));
+                }
+                assert_eq!(get(query).await, sql.page(&req).await.unwrap());
+            }
+            // min_id: the oldest 5 above it, newest first (Mastodon's semantics).
+            let above = get(format!("min_id={}&limit=5", all[50])).await;
+            assert_eq!(above, all[45..50].to_vec());
+        });
+    }
+}

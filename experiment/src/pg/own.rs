@@ -1,0 +1,162 @@
+//! `--target postgres:postgresql://USER@HOST/DB --table NAME`: the user's own
+//! database, polled read-only. The session is set to read-only transactions
+//! (`SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY`, PostgreSQL manual,
+//! SET TRANSACTION) and only SELECTs are sent: nothing there is created,
+//! altered or written. The password comes from `PGPASSWORD` or
+//! `--token-file`, never from the command line, and is never stored.
+
+use super::driver::{Setup, connect, drive};
+use crate::app::{RunArgs, RunSummary};
+use crate::id::{Id, Layout};
+use crate::record::TruthRow;
+use crate::target::Token;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where the password comes from when `--token-file` is not given.
+pub const PASSWORD_ENV: &str = "PGPASSWORD";
+
+/// The sequence layout: IDs read as plain integers (no time in them).
+const SEQUENCE_LAYOUT: &str = "custom:epoch=0,shift=0";
+
+/// Reads the connection URL and the options that go with it.
+pub fn config(args: &RunArgs, url: &str) -> Result<tokio_postgres::Config, String> {
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| format!("bad --target 'postgres:{url}': {e}"))?;
+    if config.get_password().is_some() {
+        return Err(format!(
+            "bad --target: put the password in {PASSWORD_ENV} or a --token-file, not in the URL \
+             (the command line is visible to every user of the machine)"
+        ));
+    }
+    if let Some(token) = Token::load(PASSWORD_ENV, args.token_file.as_deref())? {
+        config.password(token.secret());
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_millis(args.timeout));
+    }
+    config.application_name("snowleak");
+    Ok(config)
+}
+
+pub fn run(args: RunArgs, url: &str) -> Result<RunSummary, String> {
+    if args.pg.via == "http" {
+        return Err(
+            "--via http serves the throwaway cluster's statuses; your own table is read over SQL"
+                .into(),
+        );
+    }
+    if args.pg.pg_tail.is_some() {
+        return Err(
+            "--pg-tail shapes the throwaway cluster's writers; nothing writes to your own database"
+                .into(),
+        );
+    }
+    let table = args
+        .pg
+        .table
+        .clone()
+        .ok_or("--target postgres:URL needs --table NAME (the table to poll)")?;
+    let layout: Layout = match &args.layout {
+        Some(name) => name
+            .parse()
+            .map_err(|e: crate::id::IdError| e.to_string())?,
+        None if args.pollers.iter().any(|p| p.k_ms().is_some()) => {
+            return Err(
+                "compensated pollers need the IDs' --layout (for example mastodon or twitter)"
+                    .into(),
+            );
+        }
+        None => SEQUENCE_LAYOUT.parse().expect("custom layout"),
+    };
+    let config = config(&args, url)?;
+    let runtime = crate::app::runtime()?;
+    let id_column = args.pg.id_column.clone();
+    let (admin, commit_ts_truth) = runtime.block_on(async {
+        let client = connect(&config).await?;
+        client
+            .batch_execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+            .await
+            .map_err(|e| super::db_error(&e))?;
+        // The table, the column and the permission, checked before the run starts.
+        let probe = format!(
+            "SELECT {}::bigint FROM {} LIMIT 0",
+            super::quote_ident(&id_column),
+            super::quote_ident(&table)
+        );
+        client
+            .query(&probe, &[])
+            .await
+            .map_err(|e| format!("table {table}, column {id_column}: {}", super::db_error(&e)))?;
+        if args.pollers.contains(&crate::policy::CursorPolicy::Xmin) {
+            let xid = format!(
+                "SELECT xid < pg_snapshot_xmin(pg_current_snapshot()) FROM {} LIMIT 0",
+                super::quote_ident(&table)
+            );
+            client.query(&xid, &[]).await.map_err(|e| {
+                format!("the xmin poller needs an xid8 column 'xid' in {table}: {}", super::db_error(&e))
+            })?;
+        }
+        let track: String = client
+            .query_one("SHOW track_commit_timestamp", &[])
+            .await
+            .map_err(|e| super::db_error(&e))?
+            .get(0);
+        if track != "on" {
+            tracing::warn!(
+                "track_commit_timestamp is off on this server: no truth; the pollers are compared with each other"
+            );
+        }
+        Ok::<_, String>((Arc::new(client), track == "on"))
+    })?;
+    let setup = Setup {
+        config,
+        admin,
+        workload: None,
+        layout,
+        table,
+        id_column,
+        commit_ts_truth,
+        via_http: false,
+    };
+    runtime.block_on(drive(&args, setup))
+}
+
+/// Truth for your own table: every row committed since the run started, visible
+/// from its commit timestamp (`pg_xact_commit_timestamp(xmin)`, PostgreSQL
+/// manual 9.27.1). One read at the end of the run.
+pub async fn commit_ts_truth(
+    client: &tokio_postgres::Client,
+    table: &str,
+    id_column: &str,
+    layout: &Layout,
+    start_ms: i64,
+) -> Result<Vec<TruthRow>, String> {
+    let sql = format!(
+        "SELECT {id}::bigint, c FROM (SELECT {id}, floor(extract(epoch FROM \
+         pg_xact_commit_timestamp(xmin)) * 1000)::bigint AS c FROM {t}) AS s WHERE c >= $1",
+        id = super::quote_ident(id_column),
+        t = super::quote_ident(table),
+    );
+    let rows = client
+        .query(&sql, &[&start_ms])
+        .await
+        .map_err(|e| super::db_error(&e))?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let (id, commit_ms): (i64, i64) = (r.get(0), r.get(1));
+            let key = Id(id as u128);
+            TruthRow {
+                id: id.to_string(),
+                id_key: key.sort_key(),
+                id_time_ms: layout.ts_ms(key),
+                posted_at_ms: commit_ms,
+                visible_at_ms: commit_ms,
+                deleted_at_ms: None,
+                origin: "commit-ts".into(),
+            }
+        })
+        .collect())
+}

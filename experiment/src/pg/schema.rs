@@ -1,0 +1,180 @@
+//! The three schemas the writers load (`--schema mastodon|outbox|snowflake`).
+//! Each has a main table whose IDs are fixed before the row commits, a
+//! second row per post (a mention, an outbox delivery) and counter rows that
+//! posts contend for, and each row records its writing transaction
+//! (`xid xid8 DEFAULT pg_current_xact_id()`, PostgreSQL manual 9.27.1) for
+//! the `xmin` policy.
+
+use crate::id::Layout;
+
+/// Which schema a run loads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Schema {
+    /// Mastodon's statuses: `id DEFAULT timestamp_id('statuses')`, taken at transaction start.
+    Mastodon,
+    /// An event table keyed by BIGSERIAL: IDs carry no time.
+    Outbox,
+    /// An event table whose IDs each writer makes at transaction start, twitter layout.
+    Snowflake,
+}
+
+/// How many counter rows posts pick from (the accounts of a busy instance's hot posters).
+pub const COUNTER_ROWS: i32 = 16;
+
+impl std::str::FromStr for Schema {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Schema, String> {
+        match s {
+            "mastodon" => Ok(Schema::Mastodon),
+            "outbox" => Ok(Schema::Outbox),
+            "snowflake" => Ok(Schema::Snowflake),
+            _ => Err(format!(
+                "unknown schema '{s}': expected one of mastodon, outbox, snowflake"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Schema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Schema::Mastodon => "mastodon",
+            Schema::Outbox => "outbox",
+            Schema::Snowflake => "snowflake",
+        })
+    }
+}
+
+impl Schema {
+    /// The table the pollers read.
+    pub fn table(&self) -> &'static str {
+        match self {
+            Schema::Mastodon => "statuses",
+            Schema::Outbox | Schema::Snowflake => "events",
+        }
+    }
+
+    /// The ID layout of the main table. BIGSERIAL carries no time: its
+    /// "layout" reads the sequence number as ms since 1970, so ID times of
+    /// the outbox schema mean nothing (its truth carries the insert time).
+    pub fn layout(&self) -> Layout {
+        match self {
+            Schema::Mastodon => "mastodon".parse().expect("built-in layout"),
+            Schema::Outbox => "custom:epoch=0,shift=0".parse().expect("custom layout"),
+            Schema::Snowflake => Layout::twitter(),
+        }
+    }
+
+    /// Whether the writer makes the ID itself (Snowflake) rather than the database.
+    pub fn client_ids(&self) -> bool {
+        *self == Schema::Snowflake
+    }
+
+    /// The DDL, with the per-installation secret of `timestamp_id` (a hex string).
+    pub fn ddl(&self, secret: &str) -> String {
+        let counters = format!(
+            "CREATE TABLE accounts (id integer PRIMARY KEY, statuses_count bigint NOT NULL DEFAULT 0);
+             INSERT INTO accounts (id) SELECT generate_series(1, {COUNTER_ROWS});"
+        );
+        match self {
+            // timestamp_id, written from its description (see the module docs
+            // of pg/mod.rs): the ms of now() above 16 low bits; the low bits
+            // are a per-ms base taken from an MD5 of the table name, a secret
+            // and the time, plus the table's sequence, modulo 2^16. now() is
+            // the start of the transaction (PostgreSQL manual 9.9.5).
+            Schema::Mastodon => format!(
+                "CREATE SEQUENCE statuses_id_seq;
+                 CREATE FUNCTION timestamp_id(table_name text) RETURNS bigint
+                 LANGUAGE plpgsql VOLATILE AS $f$
+                 DECLARE
+                     millis bigint := floor(extract(epoch FROM now()) * 1000)::bigint;
+                     base bigint;
+                 BEGIN
+                     base := ('x' || left(md5(table_name || '{secret}' || millis::text), 4))::bit(16)::bigint;
+                     RETURN (millis << 16) | ((base + nextval(table_name || '_id_seq')) & 65535);
+                 END $f$;
+                 CREATE TABLE statuses (
+                     id bigint PRIMARY KEY DEFAULT timestamp_id('statuses'),
+                     account_id integer NOT NULL,
+                     text text NOT NULL,
+                     created_at timestamptz NOT NULL DEFAULT now(),
+                     xid xid8 NOT NULL DEFAULT pg_current_xact_id()
+                 );
+                 CREATE TABLE mentions (
+                     id bigserial PRIMARY KEY,
+                     status_id bigint NOT NULL,
+                     account_id integer NOT NULL
+                 );
+                 CREATE INDEX statuses_by_xid ON statuses (xid, id);
+                 {counters}"
+            ),
+            Schema::Outbox | Schema::Snowflake => format!(
+                "CREATE TABLE events (
+                     id {} PRIMARY KEY,
+                     stream integer NOT NULL,
+                     payload text NOT NULL,
+                     created_at timestamptz NOT NULL DEFAULT now(),
+                     xid xid8 NOT NULL DEFAULT pg_current_xact_id()
+                 );
+                 CREATE TABLE deliveries (
+                     id bigserial PRIMARY KEY,
+                     event_id bigint NOT NULL,
+                     subscriber integer NOT NULL
+                 );
+                 CREATE INDEX events_by_xid ON events (xid, id);
+                 {counters}",
+                if self.client_ids() {
+                    "bigint"
+                } else {
+                    "bigserial"
+                }
+            ),
+        }
+    }
+
+    /// The insert of one post; returns `id`, `xid` (text) and the
+    /// transaction's start in ms. `$1` is the counter row (account or
+    /// stream), `$2` the text, and for Snowflake `$3` the writer's ID.
+    pub fn insert_sql(&self) -> &'static str {
+        match self {
+            Schema::Mastodon => {
+                "INSERT INTO statuses (account_id, text) VALUES ($1, $2)
+                 RETURNING id, xid::text, floor(extract(epoch FROM now()) * 1000)::bigint"
+            }
+            Schema::Outbox => {
+                "INSERT INTO events (stream, payload) VALUES ($1, $2)
+                 RETURNING id, xid::text, floor(extract(epoch FROM now()) * 1000)::bigint"
+            }
+            Schema::Snowflake => {
+                "INSERT INTO events (stream, payload, id) VALUES ($1, $2, $3)
+                 RETURNING id, xid::text, floor(extract(epoch FROM now()) * 1000)::bigint"
+            }
+        }
+    }
+
+    /// The second row of a post: a mention, or an outbox delivery.
+    pub fn side_sql(&self) -> &'static str {
+        match self {
+            Schema::Mastodon => "INSERT INTO mentions (status_id, account_id) VALUES ($1, $2)",
+            Schema::Outbox | Schema::Snowflake => {
+                "INSERT INTO deliveries (event_id, subscriber) VALUES ($1, $2)"
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_and_print() {
+        for name in ["mastodon", "outbox", "snowflake"] {
+            assert_eq!(name.parse::<Schema>().unwrap().to_string(), name);
+        }
+        let err = "oracle".parse::<Schema>().unwrap_err();
+        assert!(err.starts_with("unknown schema 'oracle'"), "{err}");
+    }
+}

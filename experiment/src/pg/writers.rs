@@ -1,0 +1,441 @@
+//! The writers: `--writers N` connections posting at a target total rate, one
+//! transaction per post, with durable commits (`synchronous_commit = on`, the
+//! default) and real contention: the post, a second row (a mention, an outbox
+//! delivery) and an update of a counter row that other posts update too.
+//! Nothing sleeps unless a tail is injected (`--pg-tail 2%:3s`): then a seeded
+//! share of transactions runs `pg_sleep` after the inserts, emulating slow
+//! work done inside a transaction (media processing, lock waits).
+//!
+//! Truth per post: its ID, the ID's time, the transaction's start (`now()`,
+//! PostgreSQL manual 9.9.5), when COMMIT returned to the writer, and later
+//! (from [`commit_timestamps`]) the commit timestamp of its transaction.
+
+use super::schema::{COUNTER_ROWS, Schema};
+use crate::id::{Layout, TWITTER_EPOCH_MS};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+/// The injected tail: this share of transactions sleeps a uniform time up to `max_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Tail {
+    pub probability: f64,
+    pub max_ms: u64,
+}
+
+impl std::str::FromStr for Tail {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Tail, String> {
+        let bad = |why: &str| format!("bad tail '{s}': {why}; expected P%:DURATION such as 2%:3s");
+        let (p, d) = s.split_once(':').ok_or_else(|| bad("no ':'"))?;
+        let percent: f64 = p
+            .strip_suffix('%')
+            .ok_or_else(|| bad("the share needs a '%'"))?
+            .parse()
+            .map_err(|_| bad("the share is not a number"))?;
+        if !(0.0..=100.0).contains(&percent) {
+            return Err(bad("the share must be between 0% and 100%"));
+        }
+        let max_ms = crate::time::parse_duration_ms(d).map_err(|e| bad(&e))?;
+        Ok(Tail {
+            probability: percent / 100.0,
+            max_ms,
+        })
+    }
+}
+
+impl std::fmt::Display for Tail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}%:{}ms", self.probability * 100.0, self.max_ms)
+    }
+}
+
+/// One post as its writer saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Written {
+    pub id: i64,
+    /// The writing transaction (xid8 as text).
+    pub xid: String,
+    /// `now()` of the transaction, ms (server clock; the same machine's clock here).
+    pub xact_start_ms: i64,
+    /// When COMMIT returned to the writer (client clock).
+    pub commit_returned_ms: i64,
+    /// The injected sleep inside the transaction, 0 without a tail.
+    pub sleep_ms: u64,
+}
+
+/// What the writers of a run produce, shared with the truth pump.
+#[derive(Default)]
+pub struct Output {
+    pub written: Vec<Written>,
+    pub commits: u64,
+    pub failed: u64,
+    pub last_error: Option<String>,
+}
+
+/// Snowflake IDs in the twitter layout, made by one writer from its own
+/// clock: 41 bits of ms since the Twitter epoch, 10 of worker, 12 of sequence.
+/// Within one ms the sequence counts up; past 4096 the time borrows from the
+/// next ms, so IDs of one writer always increase. Pure: the clock is passed in.
+#[derive(Clone, Debug)]
+pub struct SnowflakeGen {
+    worker: u64,
+    last_ms: i64,
+    sequence: u64,
+}
+
+impl SnowflakeGen {
+    pub fn new(worker: u64) -> SnowflakeGen {
+        SnowflakeGen {
+            worker: worker & 1023,
+            last_ms: i64::MIN,
+            sequence: 0,
+        }
+    }
+
+    pub fn next(&mut self, now_ms: i64) -> i64 {
+        if now_ms > self.last_ms {
+            self.last_ms = now_ms;
+            self.sequence = 0;
+        } else {
+            self.sequence += 1;
+            if self.sequence == 4096 {
+                self.last_ms += 1;
+                self.sequence = 0;
+            }
+        }
+        let t = (self.last_ms - TWITTER_EPOCH_MS).max(0) as u64;
+        ((t << 22) | (self.worker << 12) | self.sequence) as i64
+    }
+}
+
+/// The workload of a run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Workload {
+    pub schema: Schema,
+    pub writers: u32,
+    pub rate_per_s: f64,
+    pub tail: Option<Tail>,
+    pub seed: u64,
+}
+
+/// Runs the writers until `stop` turns true (or its sender drops); returns
+/// when every writer's last transaction has ended.
+pub async fn run_writers(
+    config: tokio_postgres::Config,
+    workload: Workload,
+    output: Arc<Mutex<Output>>,
+    stop: watch::Receiver<bool>,
+) -> Result<(), String> {
+    let mut tasks = Vec::new();
+    for index in 0..workload.writers {
+        let (client, connection) = config
+            .connect(tokio_postgres::NoTls)
+            .await
+            .map_err(|e| format!("writer {index} cannot connect: {}", super::db_error(&e)))?;
+        tokio::spawn(connection);
+        let workload = workload.clone();
+        let output = output.clone();
+        let stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            writer(index, client, workload, output, stop).await
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    Ok(())
+}
+
+async fn writer(
+    index: u32,
+    client: tokio_postgres::Client,
+    w: Workload,
+    output: Arc<Mutex<Output>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut rng = ChaCha8Rng::seed_from_u64(w.seed ^ (0x5752_4954_4552u64 << 8) ^ index as u64);
+    let mut ids = SnowflakeGen::new(index as u64);
+    let period_ms = w.writers as f64 * 1000.0 / w.rate_per_s.max(0.001);
+    let mut base = crate::clock::now_ms() as f64 + period_ms * index as f64 / w.writers as f64;
+    let mut n = 0u64;
+    let (insert, side, update) = match prepare(&client, w.schema).await {
+        Ok(statements) => statements,
+        Err(e) => {
+            record_failure(&output, e);
+            return;
+        }
+    };
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        // Pace to the target rate; after a stall, start afresh instead of bursting.
+        let due = base + n as f64 * period_ms;
+        let now = crate::clock::now_ms() as f64;
+        if now > due + 1000.0 {
+            base = now;
+            n = 0;
+        } else if due > now {
+            let wait = std::time::Duration::from_millis((due - now) as u64);
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.changed() => continue,
+            }
+        }
+        n += 1;
+        let account = rng.random_range(1..=COUNTER_ROWS);
+        let mentioned = rng.random_range(1..=COUNTER_ROWS);
+        let sleep_ms = match w.tail {
+            Some(t) if rng.random_bool(t.probability) => rng.random_range(1..=t.max_ms.max(1)),
+            _ => 0,
+        };
+        let text = format!("post {n} by writer {index}");
+        let result = post(
+            &client, &insert, &side, &update, w.schema, &mut ids, account, mentioned, &text,
+            sleep_ms,
+        )
+        .await;
+        let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
+        match result {
+            Ok(written) => {
+                out.commits += 1;
+                out.written.push(written);
+            }
+            Err(e) => {
+                out.failed += 1;
+                let closed = client.is_closed();
+                out.last_error = Some(e);
+                if closed {
+                    // The server went away: this writer is done.
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn record_failure(output: &Arc<Mutex<Output>>, e: String) {
+    let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
+    out.failed += 1;
+    out.last_error = Some(e);
+}
+
+type Statements = (
+    tokio_postgres::Statement,
+    tokio_postgres::Statement,
+    tokio_postgres::Statement,
+);
+
+async fn prepare(client: &tokio_postgres::Client, schema: Schema) -> Result<Statements, String> {
+    let prep = |sql: &'static str| async move {
+        client
+            .prepare(sql)
+            .await
+            .map_err(|e| format!("cannot prepare the writers' statements: {e}"))
+    };
+    Ok((
+        prep(schema.insert_sql()).await?,
+        prep(schema.side_sql()).await?,
+        prep("UPDATE accounts SET statuses_count = statuses_count + 1 WHERE id = $1").await?,
+    ))
+}
+
+/// One post: one transaction.
+#[allow(clippy::too_many_arguments)]
+async fn post(
+    client: &tokio_postgres::Client,
+    insert: &tokio_postgres::Statement,
+    side: &tokio_postgres::Statement,
+    update: &tokio_postgres::Statement,
+    schema: Schema,
+    ids: &mut SnowflakeGen,
+    account: i32,
+    mentioned: i32,
+    text: &str,
+    sleep_ms: u64,
+) -> Result<Written, String> {
+    let e = |e: tokio_postgres::Error| e.to_string();
+    client.batch_execute("BEGIN").await.map_err(e)?;
+    let outcome = async {
+        let row = if schema.client_ids() {
+            // The writer's ID, taken at transaction start from its own clock.
+            let id = ids.next(crate::clock::now_ms());
+            client.query_one(insert, &[&account, &text, &id]).await
+        } else {
+            client.query_one(insert, &[&account, &text]).await
+        }
+        .map_err(e)?;
+        let (id, xid, xact_start_ms): (i64, String, i64) = (row.get(0), row.get(1), row.get(2));
+        client.execute(side, &[&id, &mentioned]).await.map_err(e)?;
+        if sleep_ms > 0 {
+            client
+                .execute("SELECT pg_sleep($1)", &[&(sleep_ms as f64 / 1000.0)])
+                .await
+                .map_err(e)?;
+        }
+        client.execute(update, &[&account]).await.map_err(e)?;
+        client.batch_execute("COMMIT").await.map_err(e)?;
+        Ok::<_, String>(Written {
+            id,
+            xid,
+            xact_start_ms,
+            commit_returned_ms: crate::clock::now_ms(),
+            sleep_ms,
+        })
+    }
+    .await;
+    if outcome.is_err() && !client.is_closed() {
+        let _ = client.batch_execute("ROLLBACK").await;
+    }
+    outcome
+}
+
+/// The commit timestamps of rows of `table`, by ID (`pg_xact_commit_timestamp(xmin)`,
+/// PostgreSQL manual 9.27.1; needs `track_commit_timestamp = on`).
+pub async fn commit_timestamps(
+    client: &tokio_postgres::Client,
+    table: &str,
+    id_column: &str,
+    ids: &[i64],
+) -> Result<Vec<(i64, Option<i64>)>, String> {
+    let sql = format!(
+        "SELECT {id}, floor(extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000)::bigint \
+         FROM {table} WHERE {id} = ANY($1)",
+        id = super::quote_ident(id_column),
+        table = super::quote_ident(table),
+    );
+    let rows = client
+        .query(&sql, &[&ids])
+        .await
+        .map_err(|e| format!("cannot read commit timestamps: {e}"))?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// The ID's time of a post: decoded from the ID, except for BIGSERIAL, whose
+/// IDs carry no time (then the transaction's start, the insert time the writer saw).
+pub fn id_time_ms(layout: &Layout, w: &Written) -> i64 {
+    if layout.multiplier() == 1 && layout.epoch_ms() == 0 {
+        // The outbox schema's sequence layout (Schema::layout).
+        w.xact_start_ms
+    } else {
+        layout.ts_ms(crate::id::Id(w.id as u128))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_specs_parse() {
+        let t: Tail = "2%:3s".parse().unwrap();
+        assert_eq!(
+            t,
+            Tail {
+                probability: 0.02,
+                max_ms: 3000
+            }
+        );
+        for bad in ["2%", "2:3s", "x%:1s", "200%:1s", "5%:soon"] {
+            let err = bad.parse::<Tail>().unwrap_err();
+            assert!(err.starts_with(&format!("bad tail '{bad}'")), "{err}");
+        }
+    }
+
+    #[test]
+    fn snowflake_ids_carry_the_writer_clock_and_increase() {
+        let l = Layout::twitter();
+        let mut g = SnowflakeGen::new(3);
+        let t = 1_767_225_600_000;
+        let a = g.next(t);
+        let b = g.next(t);
+        assert_eq!(l.ts_ms(crate::id::Id(a as u128)), t);
+        assert_eq!((a >> 12) & 1023, 3, "the worker bits");
+        assert_eq!(b, a + 1);
+        // The clock going back does not make a smaller ID.
+        assert!(g.next(t - 5) > b);
+        // 4096 IDs in one ms borrow from the next ms.
+        let mut g = SnowflakeGen::new(0);
+        let ids: Vec<i64> = (0..4097).map(|_| g.next(t)).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(l.ts_ms(crate::id::Id(ids[4096] as u128)), t + 1);
+    }
+}
+
+#[cfg(test)]
+mod database_tests {
+    use super::*;
+    use crate::id::Id;
+
+    /// One post in each schema, on a real cluster: the ID's time is where each
+    /// schema says it is.
+    #[test]
+    fn each_schema_ids_its_posts_at_transaction_start() {
+        let (cluster, rt) = crate::pg::testing::start();
+        for schema in [Schema::Mastodon, Schema::Outbox, Schema::Snowflake] {
+            rt.block_on(async {
+                let db = format!("s_{schema}");
+                crate::pg::testing::connect(&cluster, None)
+                    .await
+                    .batch_execute(&format!("CREATE DATABASE {db}"))
+                    .await
+                    .unwrap();
+                let client = crate::pg::testing::connect(&cluster, Some(&db)).await;
+                client.batch_execute(&schema.ddl("00ff")).await.unwrap();
+                let (insert, side, update) = prepare(&client, schema).await.unwrap();
+                let mut ids = SnowflakeGen::new(7);
+                let layout = schema.layout();
+                let mut previous: Option<Written> = None;
+                for n in 0..3 {
+                    let w = post(
+                        &client, &insert, &side, &update, schema, &mut ids, 1, 2, "x", 0,
+                    )
+                    .await
+                    .unwrap();
+                    assert!(w.xact_start_ms <= w.commit_returned_ms);
+                    let id_time = id_time_ms(&layout, &w);
+                    match schema {
+                        // timestamp_id: the ms of now() above the low 16 bits.
+                        Schema::Mastodon => {
+                            assert_eq!(layout.ts_ms(Id(w.id as u128)), w.xact_start_ms)
+                        }
+                        Schema::Outbox => {
+                            assert_eq!(w.id, n + 1, "BIGSERIAL counts from 1");
+                            assert_eq!(id_time, w.xact_start_ms);
+                        }
+                        // The writer's clock, read after BEGIN.
+                        Schema::Snowflake => {
+                            assert!(id_time >= w.xact_start_ms && id_time <= w.commit_returned_ms);
+                            assert_eq!((w.id >> 12) & 1023, 7);
+                        }
+                    }
+                    if let Some(p) = &previous {
+                        assert!(w.id > p.id);
+                        assert_ne!(w.xid, p.xid, "one transaction per post");
+                    }
+                    previous = Some(w);
+                }
+                let stamps = commit_timestamps(
+                    &client,
+                    schema.table(),
+                    "id",
+                    &[previous.as_ref().unwrap().id],
+                )
+                .await
+                .unwrap();
+                let w = previous.unwrap();
+                let commit = stamps[0].1.expect("track_commit_timestamp is on");
+                assert!(w.xact_start_ms <= commit && commit <= w.commit_returned_ms);
+                let count: i64 = client
+                    .query_one("SELECT sum(statuses_count)::bigint FROM accounts", &[])
+                    .await
+                    .unwrap()
+                    .get(0);
+                assert_eq!(count, 3, "each post updated a counter row");
+            });
+        }
+    }
+}

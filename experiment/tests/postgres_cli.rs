@@ -1,0 +1,388 @@
+//! Bad input for PostgreSQL targets: one line on stderr, exit status 2.
+
+use std::process::Command;
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("snowleak-pgcli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn experiment_bin(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_experiment"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn xmin_elsewhere_is_refused_in_one_line() {
+    let dir = temp_dir("xmin-elsewhere");
+    let db = dir.join("run.db");
+    for target in ["simulator", "mastodon:https://example.invalid"] {
+        let (code, err) = experiment_bin(&[
+            "--target",
+            target,
+            "--poller",
+            "xmin",
+            "--db",
+            db.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 2, "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("error: the xmin policy reads PostgreSQL's"),
+            "{err}"
+        );
+    }
+    assert!(!db.exists(), "nothing was recorded");
+}
+
+/// Starts `experiment ARGS --db DB` and waits until it logs that the run
+/// started (Ctrl-C is handled from then on); returns the process and the rest
+/// of its stderr, to be kept open while it runs (it logs there).
+fn start_run(
+    args: &[&str],
+    db: &std::path::Path,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStderr>,
+) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_experiment"))
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("run started") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0,
+            "the run ended before it started"
+        );
+    }
+    (child, stderr)
+}
+
+/// A throwaway cluster with a table `posts (id bigserial, body text)` of three rows.
+struct OwnDb {
+    cluster: snowleak::pg::cluster::Cluster,
+    runtime: tokio::runtime::Runtime,
+    client: tokio_postgres::Client,
+}
+
+impl OwnDb {
+    fn start() -> OwnDb {
+        let cluster = snowleak::pg::cluster::Cluster::start()
+            .expect("these tests need PostgreSQL (initdb, pg_ctl)");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = runtime.block_on(async {
+            let (client, conn) = cluster
+                .config()
+                .connect(tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            client
+                .batch_execute(
+                    "CREATE TABLE posts (id bigserial PRIMARY KEY, body text);
+                     INSERT INTO posts (body) VALUES ('a'), ('b'), ('c');
+                     CREATE ROLE stranger LOGIN;",
+                )
+                .await
+                .unwrap();
+            client
+        });
+        OwnDb {
+            cluster,
+            runtime,
+            client,
+        }
+    }
+
+    fn target(&self) -> String {
+        format!(
+            "postgres:postgresql://postgres@/postgres?host={}",
+            self.cluster.dir().display()
+        )
+    }
+
+    fn sql(&self, sql: &str) -> i64 {
+        self.runtime
+            .block_on(self.client.query_one(sql, &[]))
+            .unwrap()
+            .get(0)
+    }
+}
+
+#[test]
+fn your_own_table_is_polled_read_only_with_commit_timestamp_truth() {
+    let own = OwnDb::start();
+    let dir = temp_dir("own");
+    let db = dir.join("run.db");
+    let relations = own.sql("SELECT count(*) FROM pg_class");
+    // Wait for the run to start (its log line), then commit rows while it polls.
+    let (mut child, mut stderr) = start_run(
+        &[
+            "--target",
+            &own.target(),
+            "--table",
+            "posts",
+            "--duration",
+            "3s",
+            "--poller",
+            "naive",
+            "--poller",
+            "naive",
+        ],
+        &db,
+    );
+    for n in 0..20 {
+        own.runtime
+            .block_on(
+                own.client
+                    .execute("INSERT INTO posts (body) VALUES ($1)", &[&n.to_string()]),
+            )
+            .unwrap();
+    }
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(status.success(), "{rest}");
+    // Nothing was created, altered or written there.
+    assert_eq!(own.sql("SELECT count(*) FROM pg_class"), relations);
+    assert_eq!(own.sql("SELECT count(*) FROM posts"), 23);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let one = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    // Truth: the 20 rows committed during the run, from their commit timestamps.
+    assert_eq!(
+        one("SELECT count(*) FROM truth WHERE origin = 'commit-ts'"),
+        20
+    );
+    // Both pollers returned all 23 rows.
+    assert_eq!(
+        one("SELECT count(DISTINCT status_id) FROM observations"),
+        23
+    );
+    let config: String = conn
+        .query_row("SELECT config FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert!(config.contains("\"table\":\"posts\""), "{config}");
+}
+
+#[test]
+fn bad_postgres_targets_get_one_line_and_exit_2() {
+    let own = OwnDb::start();
+    let dir = temp_dir("bad-own");
+    let db = dir.join("run.db");
+    let target = own.target();
+    let nowhere = format!(
+        "postgres:postgresql://postgres@/postgres?host={}",
+        dir.display()
+    );
+    let stranger = target.replace("postgres@", "stranger@");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--target", &stranger, "--table", "posts"],
+            "permission denied for table posts",
+        ),
+        (
+            vec!["--target", &nowhere, "--table", "posts"],
+            "cannot connect to PostgreSQL",
+        ),
+        (
+            vec!["--target", &target, "--table", "nope"],
+            "relation \"nope\" does not exist",
+        ),
+        (
+            vec![
+                "--target",
+                &target,
+                "--table",
+                "posts",
+                "--id-column",
+                "uid",
+            ],
+            "column \"uid\" does not exist",
+        ),
+        (vec!["--target", &target], "needs --table"),
+        (
+            vec!["--target", &target, "--table", "posts", "--poller", "xmin"],
+            "needs an xid8 column",
+        ),
+        (
+            vec![
+                "--target",
+                "postgres:postgresql://u:secret@localhost/db",
+                "--table",
+                "t",
+            ],
+            "not in the URL",
+        ),
+        (
+            vec!["--target", "postgres", "--schema", "oracle"],
+            "unknown schema 'oracle'",
+        ),
+        (
+            vec![
+                "--target",
+                "postgres",
+                "--schema",
+                "outbox",
+                "--poller",
+                "compensated:k=1s",
+            ],
+            "carry no time",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut all = args.clone();
+        if !all.contains(&"--poller") {
+            all.extend(["--poller", "naive"]);
+        }
+        all.extend(["--duration", "2s", "--db", db.to_str().unwrap()]);
+        let (code, err) = experiment_bin(&all);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert!(
+            !err.contains("secret"),
+            "the password is never echoed: {err}"
+        );
+    }
+}
+
+#[test]
+fn ctrl_c_ends_the_run_cleanly_and_removes_the_cluster() {
+    let dir = temp_dir("ctrl-c");
+    let db = dir.join("run.db");
+    let (mut child, _stderr) = start_run(
+        &[
+            "--target",
+            "postgres",
+            "--duration",
+            "1h",
+            "--poller",
+            "naive",
+            "--poller",
+            "xmin",
+            "--write-rate",
+            "50",
+        ],
+        &db,
+    );
+    let prefix = format!("snowleak-pg-{}-", child.id());
+    let clusters = || {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(&prefix)
+            })
+            .count()
+    };
+    assert_eq!(clusters(), 1, "the run's cluster exists while it runs");
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    assert_eq!(clusters(), 0, "the cluster is stopped and removed");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (complete, reason): (i64, String) = conn
+        .query_row("SELECT complete, end_reason FROM runs", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!((complete, reason.as_str()), (1, "interrupted"));
+}
+
+#[test]
+fn a_server_that_goes_away_gives_failed_requests_and_a_clean_end() {
+    let own = OwnDb::start();
+    let dir = temp_dir("gone");
+    let db = dir.join("run.db");
+    let (mut child, _stderr) = start_run(
+        &[
+            "--target",
+            &own.target(),
+            "--table",
+            "posts",
+            "--duration",
+            "3s",
+            "--poller",
+            "naive",
+            "--interval",
+            "200ms",
+        ],
+        &db,
+    );
+    // The server goes away mid-run (stopped, its directory removed).
+    drop(own);
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let one = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(one("SELECT complete FROM runs"), 1, "a clean end");
+    assert!(one("SELECT count(*) FROM requests WHERE error IS NOT NULL") > 0);
+}
+
+#[test]
+fn wrong_credentials_get_one_line_and_the_password_is_never_shown() {
+    let own = OwnDb::start();
+    // A role that must give its password (scram), the rest stays trusted.
+    let hba = own.cluster.dir().join("data/pg_hba.conf");
+    let rules = std::fs::read_to_string(&hba).unwrap();
+    std::fs::write(&hba, format!("local all checked scram-sha-256\n{rules}")).unwrap();
+    own.sql("SELECT pg_reload_conf()::int::bigint");
+    own.runtime
+        .block_on(own.client.batch_execute(
+            "CREATE ROLE checked LOGIN PASSWORD 'right-one'; GRANT SELECT ON posts TO checked",
+        ))
+        .unwrap();
+    let dir = temp_dir("credentials");
+    let target = own.target().replace("postgres@", "checked@");
+    let run = |password: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_experiment"))
+            .args(["--target", &target, "--table", "posts", "--poller", "naive"])
+            .args(["--duration", "1s", "--db"])
+            .arg(dir.join("run.db"))
+            .env("PGPASSWORD", password)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run("wrong-one");
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("password authentication failed"), "{err}");
+    assert!(!err.contains("wrong-one"), "{err}");
+    let (code, err) = run("right-one");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("right-one"), "{err}");
+    let stored: String = rusqlite::Connection::open(dir.join("run.db"))
+        .unwrap()
+        .query_row("SELECT config FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert!(stored.contains("\"password\":\"<redacted>\"") && !stored.contains("right-one"));
+}

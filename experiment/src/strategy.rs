@@ -158,6 +158,8 @@ pub struct PolicyState {
     k_ms: u64,
     /// The next audit's time (none before the first tick).
     next_audit_ms: Option<i64>,
+    /// The last audit's time (or the baseline tick's).
+    last_audit_ms: Option<i64>,
     adaptive: Option<Adaptive>,
     skipped: u64,
 }
@@ -184,6 +186,7 @@ impl PolicyState {
                 other => other.k_ms().unwrap_or(0),
             },
             next_audit_ms: None,
+            last_audit_ms: None,
             adaptive,
             skipped: 0,
         }
@@ -247,6 +250,7 @@ impl PolicyState {
         let Some(next) = self.next_audit_ms else {
             // The first tick is the baseline: nothing below it is owed yet.
             self.next_audit_ms = Some(now_ms.saturating_add(every_ms as i64));
+            self.last_audit_ms = Some(now_ms);
             if let Some(a) = &mut self.adaptive {
                 a.last_audit_ms = Some(now_ms);
             }
@@ -261,13 +265,25 @@ impl PolicyState {
             return TickPlan::Skip;
         }
         if last || now_ms >= next {
+            // The final cycle can come long after the last audit (the run's
+            // final drain waits the largest k of all its pollers): it reaches
+            // as deep below the last audit as an audit would have.
+            let since_last = if last {
+                self.last_audit_ms
+                    .map_or(0, |a| now_ms.saturating_sub(a).max(0))
+            } else {
+                0
+            };
             self.next_audit_ms = Some(now_ms.saturating_add(every_ms as i64));
+            self.last_audit_ms = Some(now_ms);
             if let Some(a) = &mut self.adaptive {
                 a.found_deep = false;
                 a.cover_at_start_ms = a.cover_ms;
             }
             return TickPlan::Audit {
-                floor_ms: now_ms.saturating_sub(depth_ms as i64),
+                floor_ms: now_ms
+                    .saturating_sub(depth_ms as i64)
+                    .saturating_sub(since_last),
             };
         }
         TickPlan::Tick
@@ -369,12 +385,13 @@ mod tests {
                 _ => None,
             })
             .collect();
+        // The final one at 180 s: 60 s after the last audit, so 60 s deeper.
         assert_eq!(
             audits,
             vec![
                 (60, T0 + 60_000 - 120_000),
                 (120, T0),
-                (180, T0 + 180_000 - 120_000)
+                (180, T0 + 180_000 - 120_000 - 60_000)
             ]
         );
         // A failed audit is made again at the next tick.

@@ -55,28 +55,28 @@ impl OracleCost {
 /// time, the first poller's send a few ms after it).
 pub fn ticks(h: &History) -> Vec<i64> {
     let interval = h.interval_ms.max(1);
-    let mut ticks: Vec<i64> = h
-        .requests
-        .iter()
-        .filter(|r| r.page == 0)
-        .map(|r| r.sent_at_ms)
-        .collect();
-    ticks.sort_unstable();
+    let mut ticks = page0_sends(h, None);
     ticks.dedup_by_key(|t| t.div_euclid(interval));
     ticks
 }
 
 /// One poller's own ticks: the send times of its page 0 requests.
 pub fn ticks_of(h: &History, poller: usize) -> Vec<i64> {
-    let mut ticks: Vec<i64> = h
-        .requests
-        .iter()
-        .filter(|r| r.page == 0 && r.poller == poller)
-        .map(|r| r.sent_at_ms)
-        .collect();
-    ticks.sort_unstable();
+    let mut ticks = page0_sends(h, Some(poller));
     ticks.dedup();
     ticks
+}
+
+/// The send times of page 0 requests (of one poller, or all), sorted.
+fn page0_sends(h: &History, poller: Option<usize>) -> Vec<i64> {
+    let mut sends: Vec<i64> = h
+        .requests
+        .iter()
+        .filter(|r| r.page == 0 && poller.is_none_or(|p| r.poller == p))
+        .map(|r| r.sent_at_ms)
+        .collect();
+    sends.sort_unstable();
+    sends
 }
 
 /// The oracle's cost on the run's cadence ([`ticks`]); `None` without truth.

@@ -97,13 +97,7 @@ pub fn render(loaded: &Loaded, a: &Analysis, plots: &[String], plot_notes: &[Str
     o.push('\n');
 
     // Per-poller table.
-    let width = loaded
-        .pollers
-        .iter()
-        .map(|p| p.name.len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
+    let width = name_width(loaded);
     let _ = writeln!(
         o,
         "{:width$}  {:>8} {:>6} {:>9} {:>10} {:>8} {:>6} {:>6} {:>7} {:>6}  verdict",
@@ -410,13 +404,7 @@ fn render_costs(o: &mut String, loaded: &Loaded, a: &Analysis) {
         oracle.duplicates,
         oracle.duplicates_per_new()
     );
-    let width = loaded
-        .pollers
-        .iter()
-        .map(|p| p.name.len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
+    let width = name_width(loaded);
     let _ = writeln!(
         o,
         "{:width$}  {:>10} {:>7}  detection delay ms: {:>7} {:>7} {:>8}",
@@ -434,4 +422,15 @@ fn render_costs(o: &mut String, loaded: &Loaded, a: &Analysis) {
         );
     }
     o.push('\n');
+}
+
+/// The width of the poller column: the longest name, at least 6.
+fn name_width(loaded: &Loaded) -> usize {
+    loaded
+        .pollers
+        .iter()
+        .map(|p| p.name.len())
+        .max()
+        .unwrap_or(6)
+        .max(6)
 }

@@ -6,7 +6,8 @@
 //! only print what it found. It is pure (no I/O, no clock), so every definition
 //! below is tested on small hand-built histories.
 //!
-//! Definitions (see the project brief for the words):
+//! Definitions (the README's "Definitions" gives them in words, and
+//! `docs/analysis.md` the reasoning):
 //!
 //! - An item X is **visible** from `visible_at_ms` until `deleted_at_ms`
 //!   (truth), or, without truth for X, from the earliest `sent_at_ms` of a
@@ -19,11 +20,17 @@
 //!   `visible_at <= q.sent` and `deleted_at > q.received`; from sightings
 //!   `first_sent < q.sent <= visible_until`.
 //! - X is **in window** at q if `since_key < key < before_key` (NULL bounds open).
-//! - X is **before the baseline** of P (not owed) if it was visible at P's
-//!   first successful page-0 request, that cycle's last page was full and X
-//!   lies below the lowest key the cycle returned: the backlog a poller
+//! - P's **baseline** is every successful cycle whose page 0 had no
+//!   since_id (P had no cursor, so it did not page back). X is **before the
+//!   baseline** (not owed) if it was visible at such a cycle, that cycle's
+//!   last page was full and X lies below the lowest key the cycle returned,
+//!   and no earlier clean cycle had X in its window: the backlog a poller
 //!   starts from is not something its cursor policy lost. Without truth,
 //!   "visible at the baseline" is read as "ID time at or before it".
+//! - The **verdict**: `invalid` with a leak or an unexplained miss; else
+//!   `unknown` when the check cannot decide (no reference; no successful
+//!   request with a since_id; or nothing returned and every owed status
+//!   missed from errors or overflow); else `valid` (`judge` below).
 //! - Owed requests where X lies above a back page's upper bound (and not
 //!   below its since) do not count: that range was page 0's responsibility,
 //!   and an item that became visible between page 0 and page 1 is the next
@@ -46,15 +53,21 @@
 //!   late), and not before P's baseline.
 //! - **id_skew_ms** = ts(highest key returned by any poller in requests sent
 //!   before X became visible (truth) or first surfaced) - ts(X).
-//! - **required_k_ms** = sent time of the last cadence tick (page-0 request of
-//!   any poller) strictly before X became visible - ts(X). With truth
-//!   "became visible" is `visible_at_ms`; without, the tick before the one in
-//!   which X first surfaced (ticks of different pollers within half an
-//!   interval count as one). Negative values are kept: any k catches them.
-//!   Why: the compensated since_id of the first request after X became
-//!   visible is `min_id_at(t_prev - k) - 1`, with `t_prev` that tick, so it
-//!   includes X iff `k >= t_prev - ts(X)`.
+//! - **required_k_ms** = the smallest k for which the compensated policy,
+//!   replayed on this run's history, asks for a since_id below X at the tick
+//!   X belongs to. Ticks are the page-0 requests of all pollers (sends within
+//!   half an interval count as one tick). X belongs to the first tick sent at
+//!   or after `visible_at_ms`, or to an earlier tick whose request, sent
+//!   before then, returned X (X became visible while it was in flight);
+//!   without truth, to the tick of its first sighting. The replay uses the
+//!   policy's own function ([`smallest_k_catching`]) with `retrieved_at` =
+//!   the previous tick's last send and `latest` = the highest key returned in
+//!   earlier ticks, so both bounds of the clamp count: `k >=
+//!   max(retrieved_at, ts(latest)) - ts(X)`, never negative. Later ticks
+//!   only need more (both inputs grow), so this k catches X at all.
 
+use snowleak::id::{Id, Layout};
+use snowleak::policy::smallest_k_catching;
 use std::collections::HashMap;
 
 pub use snowleak::poller::FUTURE_TOLERANCE_MS;
@@ -79,6 +92,10 @@ pub struct PollerSpec {
     pub name: String,
     /// The k of a compensated policy; `None` for naive.
     pub k_ms: Option<i64>,
+    /// The policy reads in its own keyset order from the start of the table
+    /// (PostgreSQL's `xmin`), not by ID window: it has no since_id, so every
+    /// request after its first tests its cursor, and it has no baseline.
+    pub keyset: bool,
 }
 
 /// One HTTP request of one poller, with the items it returned as a range of
@@ -106,8 +123,10 @@ pub struct Request {
 }
 
 /// Everything the diff reads. Statuses are dense indices (`u32`) into `statuses`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct History {
+    /// The run's ID layout: required_k replays the compensated formula in it.
+    pub layout: Layout,
     pub statuses: Vec<Status>,
     /// Per status, its truth row; `None` for the whole run when the target has no truth.
     pub truth: Option<Vec<Option<Visibility>>>,
@@ -170,6 +189,9 @@ impl Verdict {
 pub struct PollerStats {
     pub requests: u64,
     pub errors: u64,
+    /// Successful requests that carried a since_id: the ones that test the
+    /// cursor policy.
+    pub cursor_requests_ok: u64,
     /// Distinct statuses returned.
     pub seen: u64,
     pub observations: u64,
@@ -266,6 +288,8 @@ pub struct Analysis {
     pub reference: Reference,
     pub pollers: Vec<PollerStats>,
     pub verdicts: Vec<Verdict>,
+    /// Why each verdict, in words (the report and `--json` print them).
+    pub verdict_reasons: Vec<String>,
     /// Leaks and late arrivals, one per status, in order of ID time.
     pub items: Vec<Item>,
     pub other_misses: Vec<OtherMiss>,
@@ -301,9 +325,20 @@ struct PollerView {
     /// the early exit in [`classify`]: once every later request's since is at
     /// or above X, X can never again be in this poller's window.
     suffix_min_since: Vec<Option<u128>>,
+    /// The send time of the poller's last successful cycle without a cursor:
+    /// nothing it returned up to then can be late.
     baseline_sent: Option<i64>,
-    /// The lowest key of the baseline cycle, when its last page was full.
-    baseline_low: Option<u128>,
+    /// Its successful cycles without a cursor (page 0 had no since_id) whose
+    /// last page was full: what lies below such a page is the backlog it
+    /// started from. Usually one: a full page gives the poller its cursor.
+    baseline: Vec<Baseline>,
+}
+
+#[derive(Clone, Copy)]
+struct Baseline {
+    sent: i64,
+    /// The lowest key the cycle returned.
+    low: u128,
 }
 
 /// Judges a history. Panics only if there are more than [`MAX_POLLERS`]
@@ -349,6 +384,8 @@ pub fn analyze(h: &History) -> Analysis {
         let st = &mut stats[p];
         st.requests += 1;
         st.errors += r.failed as u64;
+        let has_cursor = r.since_key.is_some() || (h.pollers[p].keyset && r.cycle > 0);
+        st.cursor_requests_ok += (!r.failed && has_cursor) as u64;
         st.back_pages += (r.page > 0) as u64;
         let c = &mut cursor[p];
         if r.cycle != c.1 {
@@ -370,7 +407,7 @@ pub fn analyze(h: &History) -> Analysis {
                 seen_mask[su] |= bit;
                 st.seen += 1;
                 let below_cursor = c.0.is_some_and(|m| status.key < m);
-                if below_cursor && after_baseline && !before_baseline(h, view, su) {
+                if below_cursor && after_baseline && !before_baseline(h, view, su, i64::MAX) {
                     late_for[su] |= bit;
                     st.late_arrivals += 1;
                 }
@@ -403,14 +440,7 @@ pub fn analyze(h: &History) -> Analysis {
         .iter()
         .map(|&i| h.requests[i as usize].sent_at_ms)
         .collect();
-    let mut ticks: Vec<i64> = h
-        .requests
-        .iter()
-        .filter(|r| r.page == 0)
-        .map(|r| r.sent_at_ms)
-        .collect();
-    ticks.sort_unstable();
-
+    let ticks = Ticks::of(h, &cycle_flags);
     let reference = if h.truth.is_some() {
         Reference::Truth
     } else if n_pollers >= 2 {
@@ -491,23 +521,19 @@ pub fn analyze(h: &History) -> Analysis {
                 prefix_max[n - 1].map(|(_, time)| time - status.id_time_ms)
             }
         });
-        // The bound before which the last tick counts.
-        let bound = match truth_vis {
-            Some(v) => Some(v),
-            None => sight.map(|s| {
-                let r = &h.requests[s.first_req as usize];
-                let tick = cycle_flags
-                    .get(&(r.poller, r.cycle))
-                    .map(|f| f.2)
-                    .filter(|&t| t != i64::MAX)
-                    .unwrap_or(r.sent_at_ms);
-                tick - h.interval_ms / 2
-            }),
+        // The tick the status belongs to. With truth: the first tick sent
+        // after it became visible (owed from then on to every poller), or an
+        // earlier one whose request, sent before it became visible, returned
+        // it (it became visible while that request was in flight). Without
+        // truth: the tick of its first sighting.
+        let first_returned = sight.map(|s| (s.first_sent, s.first_req));
+        let belongs = match (truth_vis, first_returned) {
+            (Some(v), Some((sent, req))) if sent < v => ticks.of_request(h, &cycle_flags, req),
+            (Some(v), _) => Some(ticks.sent.partition_point(|&t| t < v)),
+            (None, Some((_, req))) => ticks.of_request(h, &cycle_flags, req),
+            (None, None) => None,
         };
-        let required_k_ms = bound.and_then(|b| {
-            let n = ticks.partition_point(|&t| t < b);
-            (n > 0).then(|| ticks[n - 1] - status.id_time_ms)
-        });
+        let required_k_ms = belongs.and_then(|c| ticks.required_k(h, c, status.key));
         items.push(Item {
             status: su as u32,
             first_seen_ms: sight.map(|s| s.first_sent),
@@ -528,14 +554,7 @@ pub fn analyze(h: &History) -> Analysis {
         .filter_map(|i| i.required_k_ms)
         .max();
     let required_k = Distribution::of(items.iter().filter_map(|i| i.required_k_ms).collect());
-    let verdicts = stats
-        .iter()
-        .map(|s| match reference {
-            Reference::None => Verdict::Unknown,
-            _ if s.leaks == 0 && s.misses_unexplained == 0 => Verdict::Valid,
-            _ => Verdict::Invalid,
-        })
-        .collect();
+    let (verdicts, verdict_reasons) = stats.iter().map(|s| judge(reference, s)).unzip();
     // Statuses from the future: flagged, whatever the pollers made of them.
     let future_ids = (0..n_status)
         .filter(|&su| {
@@ -549,12 +568,147 @@ pub fn analyze(h: &History) -> Analysis {
         reference,
         pollers: stats,
         verdicts,
+        verdict_reasons,
         items,
         other_misses,
         k_to_catch_all_ms,
         required_k,
         future_ids,
     }
+}
+
+/// The run's cadence: page-0 sends of every poller, those within half an
+/// interval of a tick's first send merged into it, and per tick the highest
+/// key any request of an earlier tick returned (the latest ID a poller holds
+/// when it sends that tick's request).
+struct Ticks {
+    /// The first page-0 send of each tick: which tick a time falls in.
+    sent: Vec<i64>,
+    /// The last page-0 send of each tick: the `retrieved_at` of the next tick's
+    /// since_id, taken from the latest poller so that required_k suffices for
+    /// each poller of the run (in virtual time all pollers send at once).
+    last: Vec<i64>,
+    latest_before: Vec<Option<u128>>,
+}
+
+impl Ticks {
+    fn of(h: &History, cycle_flags: &HashMap<(usize, i64), (bool, bool, i64)>) -> Ticks {
+        let mut page0: Vec<i64> = h
+            .requests
+            .iter()
+            .filter(|r| r.page == 0)
+            .map(|r| r.sent_at_ms)
+            .collect();
+        page0.sort_unstable();
+        let (mut sent, mut last): (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
+        for t in page0 {
+            if sent
+                .last()
+                .is_none_or(|&first| t > first + h.interval_ms / 2)
+            {
+                sent.push(t);
+                last.push(t);
+            } else if let Some(l) = last.last_mut() {
+                *l = t;
+            }
+        }
+        let mut ticks = Ticks {
+            latest_before: vec![None; sent.len() + 1],
+            sent,
+            last,
+        };
+        let mut highest_in: Vec<Option<u128>> = vec![None; ticks.sent.len()];
+        for (i, r) in h.requests.iter().enumerate() {
+            let top = h.observations[r.obs_start as usize..r.obs_end as usize]
+                .iter()
+                .map(|&s| h.statuses[s as usize].key)
+                .max();
+            if let (Some(top), Some(c)) = (top, ticks.of_request(h, cycle_flags, i as u32)) {
+                highest_in[c] = highest_in[c].max(Some(top));
+            }
+        }
+        for (c, highest) in highest_in.into_iter().enumerate() {
+            ticks.latest_before[c + 1] = ticks.latest_before[c].max(highest);
+        }
+        ticks
+    }
+
+    /// The tick of a request: that of its cycle's page 0.
+    fn of_request(
+        &self,
+        h: &History,
+        cycle_flags: &HashMap<(usize, i64), (bool, bool, i64)>,
+        ri: u32,
+    ) -> Option<usize> {
+        let r = &h.requests[ri as usize];
+        let page0 = cycle_flags
+            .get(&(r.poller, r.cycle))
+            .map(|f| f.2)
+            .filter(|&t| t != i64::MAX)
+            .unwrap_or(r.sent_at_ms);
+        self.sent.partition_point(|&t| t <= page0).checked_sub(1)
+    }
+
+    /// The smallest k for which the compensated policy, at tick `c`, with
+    /// the previous tick as `retrieved_at` and the latest ID of the ticks
+    /// before, asks for a since_id below `key`. Later ticks only need more
+    /// (both inputs of the formula only grow), so this is the k that catches
+    /// the status at all. `None` without a previous tick or a latest ID.
+    fn required_k(&self, h: &History, c: usize, key: u128) -> Option<i64> {
+        let retrieved_at = *self.last.get(c.checked_sub(1)?)?;
+        let latest = self.latest_before.get(c).copied().flatten()?;
+        smallest_k_catching(&h.layout, Id(latest), retrieved_at, Id(key))
+            .map(|k| k.min(i64::MAX as u64) as i64)
+    }
+}
+
+/// A poller's verdict, and why. As in Jepsen, `unknown` when the check
+/// cannot decide: without a reference, and when the cursor policy was never
+/// put to the test (no request with a since_id succeeded) or everything the
+/// poller owed was lost to errors or overflow, so that "nothing leaked" would
+/// rest on no evidence. A leak or an unexplained miss is evidence enough for
+/// `invalid` whatever else happened.
+fn judge(reference: Reference, s: &PollerStats) -> (Verdict, String) {
+    let lost = s.misses_error + s.misses_overflow + s.misses_future_id;
+    if reference == Reference::None {
+        return (
+            Verdict::Unknown,
+            "no truth and no other poller to compare with".into(),
+        );
+    }
+    if s.leaks > 0 || s.misses_unexplained > 0 {
+        let mut why = format!("{} leaks", s.leaks);
+        if s.misses_unexplained > 0 {
+            why += &format!(", {} unexplained misses", s.misses_unexplained);
+        }
+        return (Verdict::Invalid, why);
+    }
+    if s.cursor_requests_ok == 0 {
+        let why = if s.requests == s.errors {
+            format!(
+                "none of its {} requests succeeded: no evidence either way",
+                s.requests
+            )
+        } else {
+            "no request with a since_id succeeded: its cursor policy was never tested".into()
+        };
+        return (Verdict::Unknown, why);
+    }
+    if s.seen == 0 && lost > 0 {
+        return (
+            Verdict::Unknown,
+            format!(
+                "every status it owed ({lost}) was missed from errors or overflow: no evidence either way"
+            ),
+        );
+    }
+    let mut why = "no leaks, no unexplained misses".to_string();
+    if lost > 0 {
+        why += &format!(
+            " ({lost} missed from errors, overflow or IDs from the future, not the policy's doing)"
+        );
+    }
+    (Verdict::Valid, why)
 }
 
 /// When status `su` was visible: (from, until, owed test by truth?).
@@ -597,13 +751,13 @@ fn poller_views(h: &History, global: &[u32]) -> Vec<PollerView> {
             order: Vec::new(),
             suffix_min_since: Vec::new(),
             baseline_sent: None,
-            baseline_low: None,
+            baseline: Vec::new(),
         })
         .collect();
     for &i in global {
         views[h.requests[i as usize].poller].order.push(i);
     }
-    for v in &mut views {
+    for (p, v) in views.iter_mut().enumerate() {
         let mut m: Option<Option<u128>> = None;
         v.suffix_min_since = v
             .order
@@ -617,42 +771,64 @@ fn poller_views(h: &History, global: &[u32]) -> Vec<PollerView> {
             })
             .collect();
         v.suffix_min_since.reverse();
-        // Baseline: the first cycle whose page 0 succeeded.
-        let Some(&b) = v.order.iter().find(|&&i| {
-            let r = &h.requests[i as usize];
-            r.page == 0 && !r.failed
-        }) else {
-            continue;
+        // Baseline: every successful cycle whose page 0 had no since_id. A
+        // poller without a cursor has nothing to page back to (see
+        // `snowleak::poller`), so a full page then cuts the backlog, and what
+        // lies below it was never the cursor policy's to lose.
+        // (cycle, sent, succeeded, last page full, lowest key)
+        let mut cycles: Vec<(i64, i64, bool, bool, Option<u128>)> = Vec::new();
+        let cursorless = if h.pollers[p].keyset {
+            &[][..]
+        } else {
+            &v.order[..]
         };
-        let base = &h.requests[b as usize];
-        v.baseline_sent = Some(base.sent_at_ms);
-        let cycle: Vec<&Request> = v
-            .order
-            .iter()
-            .map(|&i| &h.requests[i as usize])
-            .filter(|r| r.cycle == base.cycle && !r.failed)
-            .collect();
-        if cycle.last().is_some_and(|r| r.full) {
-            v.baseline_low = cycle
+        for &i in cursorless {
+            let r = &h.requests[i as usize];
+            if r.page == 0 {
+                if r.since_key.is_some() {
+                    break;
+                }
+                cycles.push((r.cycle, r.sent_at_ms, true, false, None));
+            }
+            let Some(c) = cycles.last_mut().filter(|c| c.0 == r.cycle) else {
+                continue;
+            };
+            c.2 &= !r.failed;
+            c.3 = r.full;
+            let low = h.observations[r.obs_start as usize..r.obs_end as usize]
                 .iter()
-                .flat_map(|r| &h.observations[r.obs_start as usize..r.obs_end as usize])
                 .map(|&s| h.statuses[s as usize].key)
                 .min();
+            c.4 = match (c.4, low) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        for (_, sent, ok, full, low) in cycles {
+            if !ok {
+                continue;
+            }
+            v.baseline_sent = Some(sent);
+            if let (true, Some(low)) = (full, low) {
+                v.baseline.push(Baseline { sent, low });
+            }
         }
     }
     views
 }
 
-fn before_baseline(h: &History, view: &PollerView, su: usize) -> bool {
-    let (Some(sent), Some(low)) = (view.baseline_sent, view.baseline_low) else {
-        return false;
-    };
+/// Whether status `su` lies below a baseline page of the poller, sent at or
+/// before `by_ms`, that it was visible at (without truth: whose send time its
+/// ID time is not after).
+fn before_baseline(h: &History, view: &PollerView, su: usize, by_ms: i64) -> bool {
     let status = h.statuses[su];
     let visible = match h.truth.as_ref().and_then(|t| t[su]) {
         Some(v) => v.visible_at_ms,
         None => status.id_time_ms,
     };
-    status.key < low && visible <= sent
+    view.baseline
+        .iter()
+        .any(|b| status.key < b.low && visible <= b.sent && b.sent <= by_ms)
 }
 
 enum Outcome {
@@ -702,7 +878,13 @@ fn classify(
             // for it, and if it surfaced after that page, the next cycle is.
             continue;
         }
-        if !owed_any && before_baseline(h, view, su) {
+        // Below a baseline page it was visible at: the backlog, not owed;
+        // earlier cursorless cycles that failed do not change that. (One that
+        // succeeded, was not full and still left it out stays a miss.)
+        if r.since_key.is_none()
+            && !causes.is_some_and(|c| c.0)
+            && before_baseline(h, view, su, r.sent_at_ms)
+        {
             return Outcome::BeforeBaseline;
         }
         owed_any = true;

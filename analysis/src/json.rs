@@ -68,6 +68,7 @@ pub struct Poller {
     pub gone_before_seen: u64,
     pub before_baseline: u64,
     pub verdict: &'static str,
+    pub verdict_reason: String,
     /// Duplicates over the oracle's; `None` without truth or oracle duplicates.
     pub oracle_ratio: Option<f64>,
     /// With truth: visible -> first returned, over statuses visible after its first request.
@@ -144,8 +145,9 @@ pub fn build(loaded: &Loaded, a: &Analysis, plots: &[String]) -> Output {
         .iter()
         .zip(&a.pollers)
         .zip(&a.verdicts)
+        .zip(&a.verdict_reasons)
         .enumerate()
-        .map(|(i, ((p, s), v))| Poller {
+        .map(|(i, (((p, s), v), why))| Poller {
             name: p.name.clone(),
             policy: p.policy.clone(),
             k_ms: p.k_ms,
@@ -166,6 +168,7 @@ pub fn build(loaded: &Loaded, a: &Analysis, plots: &[String]) -> Output {
             gone_before_seen: s.gone_before_seen,
             before_baseline: s.before_baseline,
             verdict: v.as_str(),
+            verdict_reason: why.clone(),
             oracle_ratio: costs.ratios[i].map(|r| (r * 1000.0).round() / 1000.0),
             detection_delay_ms: costs.delays[i].map(|d| Delay {
                 basis: d.basis,

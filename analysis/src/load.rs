@@ -433,6 +433,7 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
         t
     });
     let history = History {
+        layout,
         statuses,
         truth,
         pollers: pollers
@@ -440,6 +441,7 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
             .map(|p| PollerSpec {
                 name: p.name.clone(),
                 k_ms: p.k_ms,
+                keyset: p.policy == "xmin",
             })
             .collect(),
         requests,

@@ -273,11 +273,13 @@ mod tests {
         // all, tick 3000 nothing.
         let observations = vec![2, 0, 1, 2];
         let h = History {
+            layout: "mastodon".parse().unwrap(),
             statuses,
             truth: Some(vec![vis(1000), vis(2000), vis(0)]),
             pollers: vec![PollerSpec {
                 name: "deferring".into(),
                 k_ms: None,
+                keyset: false,
             }],
             requests: vec![
                 request(0, 0, 0, None, (0, 1)),

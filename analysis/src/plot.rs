@@ -13,8 +13,11 @@
 //! - `run<N>-price-of-safety` (>= 2 distinct compensated k): statuses missed
 //!   and duplicates per new status against k (naive drawn at k = 0).
 //!
-//! plotters is built without system fonts, so Noto Sans is registered as
-//! "sans-serif" before anything is drawn (see research/deps.md).
+//! plotters is built with `ab_glyph` instead of its default `ttf` feature
+//! (font-kit, which needs fontconfig at build and run time), so it finds no
+//! system font: Noto Sans, from the ttf-noto-sans crate, is registered as
+//! "sans-serif" before anything is drawn (the workspace Cargo.toml; README,
+//! the dependency paragraph in "Code layout").
 
 use crate::diff::Analysis;
 use crate::load::Loaded;

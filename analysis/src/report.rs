@@ -5,7 +5,7 @@
 //! the evidence to check it by hand in run.db, then the verdicts. Long lists
 //! are capped; the JSON has everything.
 
-use crate::diff::{Analysis, Cause, Reference, Verdict};
+use crate::diff::{Analysis, Cause, Reference};
 use crate::json::names;
 use crate::load::Loaded;
 use snowleak::time::{format_duration_ms, rfc3339_ms};
@@ -167,7 +167,7 @@ pages+: back-paging requests; late: late arrivals the poller returned)"
         let _ = writeln!(
             o,
             "leaks: {} statuses (one line each; id_skew_ms = ts(highest ID any poller had returned before it became visible) - ts(it); \
-required_k_ms = the k that would have caught it, negative = any k):",
+required_k_ms = the smallest k that would have caught it):",
             leaks.len()
         );
         let _ = writeln!(
@@ -325,20 +325,12 @@ This is a bug in the target, the poller or the recorder:",
 
     // Verdicts.
     let _ = writeln!(o, "verdict:");
-    for ((p, s), v) in loaded.pollers.iter().zip(&a.pollers).zip(&a.verdicts) {
-        let why = match v {
-            Verdict::Valid => "no leaks, no unexplained misses".to_string(),
-            Verdict::Invalid => format!(
-                "{} leaks{}",
-                s.leaks,
-                if s.misses_unexplained > 0 {
-                    format!(", {} unexplained misses", s.misses_unexplained)
-                } else {
-                    String::new()
-                }
-            ),
-            Verdict::Unknown => "no truth and no other poller to compare with".into(),
-        };
+    for ((p, v), why) in loaded
+        .pollers
+        .iter()
+        .zip(&a.verdicts)
+        .zip(&a.verdict_reasons)
+    {
         let _ = writeln!(
             o,
             "  {:width$}  {} ({why})",

@@ -225,12 +225,18 @@ pub struct SimSpec {
     /// Fraction of statuses that become visible late (0.2 s to `max_late_ms`).
     pub late_fraction: f64,
     pub max_late_ms: i64,
+    /// Fraction of statuses whose ID time runs ahead of their posting (a
+    /// generator with a fast clock), by up to `max_ahead_ms`.
+    pub ahead_fraction: f64,
+    pub max_ahead_ms: i64,
     /// Fraction of statuses deleted a little after they were posted.
     pub delete_fraction: f64,
     /// Probability that a request fails.
     pub error_rate: f64,
     /// Back-paging stops after this many pages (then the cycle overflows).
     pub max_pages: i64,
+    /// Poller p sends `p * send_spread_ms` after the tick (real pollers never leave together).
+    pub send_spread_ms: i64,
     pub policies: Vec<String>,
 }
 
@@ -248,6 +254,9 @@ impl Default for SimSpec {
             delete_fraction: 0.01,
             error_rate: 0.0,
             max_pages: 20,
+            ahead_fraction: 0.0,
+            max_ahead_ms: 0,
+            send_spread_ms: 3,
             policies: vec![
                 "naive".into(),
                 "compensated:k=1s".into(),
@@ -271,7 +280,13 @@ pub fn simulate(spec: &SimSpec) -> (Vec<SynthRequest>, Vec<SynthTruth>) {
         t += -(1.0 - rng.f64()).ln() * 1000.0 / spec.rate_per_s;
         let ms = t as i64;
         seq = (seq + 1) & 0xffff;
-        let id = (ms as u128) << 16 | seq;
+        // Drawn only when asked for, so that other runs keep their stream.
+        let ahead = if spec.ahead_fraction > 0.0 && rng.f64() < spec.ahead_fraction {
+            (rng.f64() * spec.max_ahead_ms as f64) as i64
+        } else {
+            0
+        };
+        let id = ((ms + ahead) as u128) << 16 | seq;
         let lag = if rng.f64() < spec.late_fraction {
             200 + (rng.f64() * (spec.max_late_ms - 200).max(1) as f64) as i64
         } else {
@@ -306,7 +321,7 @@ pub fn simulate(spec: &SimSpec) -> (Vec<SynthRequest>, Vec<SynthTruth>) {
         for (p, policy) in policies.iter().enumerate() {
             let cycle = cycles[p];
             cycles[p] += 1;
-            let mut sent = tick_ms + p as i64 * 3;
+            let mut sent = tick_ms + p as i64 * spec.send_spread_ms;
             let mut before: Option<u128> = None;
             let mut page = 0i64;
             let mut cycle_max: Option<u128> = None;
@@ -372,7 +387,7 @@ pub fn simulate(spec: &SimSpec) -> (Vec<SynthRequest>, Vec<SynthTruth>) {
             }
             if !failed {
                 latest[p] = latest[p].max(cycle_max);
-                retrieved[p] = Some(tick_ms + p as i64 * 3);
+                retrieved[p] = Some(tick_ms + p as i64 * spec.send_spread_ms);
                 if let Some(l) = latest[p] {
                     since[p] = Some(policy.since_id(&layout, Id(l), retrieved[p].unwrap()).0);
                 }

@@ -9,17 +9,38 @@ use crate::poller::Poller;
 use crate::record::{PollerInfo, Recorder, RunInfo};
 use crate::run::{self, Plan, Progress, StopReason};
 use crate::sim::faults::{FaultPlan, FaultSpec};
-use crate::sim::model::{SimConfig, Simulator};
+use crate::sim::model::{DEFAULT_BACKLOG_MS, SimConfig, Simulator};
 use crate::target::spec::{TargetOptions, TargetSpec};
 use crate::target::{Dialect, HttpTarget, Token, http_client};
 use crate::time::{format_duration_ms, parse_duration_ms};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Which clock a run follows. Its text (`as_str`) is what run.db's `runs.clock`
+/// and the stored config hold, so the two spellings are part of the schema.
+#[derive(ValueEnum, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ClockMode {
+    /// Over HTTP on 127.0.0.1, in real time.
+    Real,
+    /// In process, in simulated time: deterministic for a seed.
+    Virtual,
+}
+
+impl ClockMode {
+    /// The stored text: `real` or `virtual`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClockMode::Real => "real",
+            ClockMode::Virtual => "virtual",
+        }
+    }
+}
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
@@ -80,11 +101,14 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// `real`: over HTTP on 127.0.0.1 in real time; `virtual`: in-process, simulated time.
-    #[arg(long, default_value = "real", value_parser = ["real", "virtual"])]
-    pub clock: String,
+    #[arg(long, value_enum, default_value_t = ClockMode::Real)]
+    pub clock: ClockMode,
     /// Start of a virtual run (RFC 3339 or ms); default 2026-01-01T00:00:00Z, so runs reproduce.
     #[arg(long, value_parser = crate::time::parse_time)]
     pub start: Option<i64>,
+    /// History the simulator holds when the run starts (default 5m; 0s: an empty timeline).
+    #[arg(long, value_parser = parse_duration_ms)]
+    pub backlog: Option<u64>,
     /// Faults the simulator injects, e.g. 5xx=2%,429=1%,timeout=1%,reset=0.5%,truncate=0.5%,reorder=1%,duplicate=1%,slow=2%:3s
     #[arg(long, value_parser = parse_faults)]
     pub faults: Option<FaultSpec>,
@@ -145,7 +169,7 @@ fn parse_timeout(text: &str) -> Result<u64, String> {
 /// Refuses a simulated run whose size would not fit: too many virtual ticks, or
 /// more statuses in one step of the simulator than memory should hold.
 fn check_finite(args: &RunArgs, sim: &SimConfig, final_wait_ms: u64) -> Result<(), String> {
-    if args.clock == "virtual" {
+    if args.clock == ClockMode::Virtual {
         let ticks = (args.duration + final_wait_ms) / args.interval;
         if ticks > MAX_VIRTUAL_TICKS {
             return Err(format!(
@@ -196,7 +220,7 @@ pub(crate) struct StoredConfig<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     profile: Option<&'a str>,
     seed: u64,
-    clock: &'a str,
+    clock: ClockMode,
     duration_ms: u64,
     interval_ms: u64,
     page_limit: usize,
@@ -208,6 +232,9 @@ pub(crate) struct StoredConfig<'a> {
     simulator: Option<&'a SimConfig>,
     #[serde(skip_serializing_if = "Option::is_none")]
     faults: Option<String>,
+    /// The simulator's history at the start of the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    backlog_ms: Option<u64>,
     version: &'static str,
 }
 
@@ -227,7 +254,7 @@ impl<'a> StoredConfig<'a> {
             token: None,
             profile: None,
             seed: args.seed,
-            clock: &args.clock,
+            clock: args.clock,
             duration_ms: args.duration,
             interval_ms: args.interval,
             page_limit,
@@ -237,8 +264,18 @@ impl<'a> StoredConfig<'a> {
             layout: layout.to_string(),
             simulator: None,
             faults: None,
+            backlog_ms: None,
             version: env!("CARGO_PKG_VERSION"),
         }
+    }
+}
+
+/// The timeline a dialect polls, as `runs.config` records it.
+fn timeline_of(dialect: &Dialect) -> Option<String> {
+    match dialect {
+        Dialect::Mastodon { timeline } => Some(timeline.clone()),
+        Dialect::Misskey { endpoint } => Some(endpoint.clone()),
+        _ => None,
     }
 }
 
@@ -511,7 +548,7 @@ fn misskey_probe(dialect: &Dialect) -> crate::target::HttpRequest {
 
 /// Polls a real API in real time; no truth.
 fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, String> {
-    if args.clock == "virtual" {
+    if args.clock == ClockMode::Virtual {
         return Err(
             "--clock virtual runs the simulator only; real targets are polled in real time".into(),
         );
@@ -519,6 +556,11 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
     if args.config.is_some() || !args.sets.is_empty() {
         return Err(
             "--config and --set configure the simulator; they do not apply to a real target".into(),
+        );
+    }
+    if args.backlog.is_some() {
+        return Err(
+            "--backlog is the simulator's history; it does not apply to a real target".into(),
         );
     }
     if args.faults.is_some() {
@@ -552,11 +594,7 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
     let (pollers, names, final_wait_ms) = build_pollers(&args, &layout, limit);
     let start_ms = crate::clock::now_ms();
     let stored = StoredConfig {
-        timeline: match &dialect {
-            Dialect::Mastodon { timeline } => Some(timeline.clone()),
-            Dialect::Misskey { endpoint } => Some(endpoint.clone()),
-            _ => None,
-        },
+        timeline: timeline_of(&dialect),
         base_url: Some(resolved.base.clone()),
         list_id: args.list_id.as_deref(),
         token: token.as_ref().map(|_| "<redacted>"),
@@ -567,7 +605,7 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
         target: args.target.clone(),
         profile: None,
         seed: None,
-        clock: args.clock.clone(),
+        clock: args.clock.as_str().into(),
         layout: layout.to_string(),
         interval_ms: args.interval,
         page_limit: limit,
@@ -668,16 +706,20 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
     let limit = (args.limit as usize).min(dialect.max_limit());
     let (pollers, names, final_wait_ms) = build_pollers(&args, &layout, limit);
     check_finite(&args, &sim_config, final_wait_ms)?;
-    let virtual_clock = args.clock == "virtual";
+    let virtual_clock = args.clock == ClockMode::Virtual;
+    let backlog_ms = args.backlog.unwrap_or(DEFAULT_BACKLOG_MS);
     let start_ms = if virtual_clock {
         args.start.unwrap_or(VIRTUAL_START_MS)
     } else {
         crate::clock::now_ms()
     };
     let stored = StoredConfig {
+        // The truth is what this endpoint serves (`embedded::serves`).
+        timeline: timeline_of(&dialect),
         profile: Some(&args.profile),
         simulator: Some(&sim_config),
         faults: args.faults.as_ref().map(|f| f.to_string()),
+        backlog_ms: Some(backlog_ms),
         ..StoredConfig::common(&args, limit, names, &layout)
     };
     let run_info = RunInfo {
@@ -685,7 +727,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
         target: args.target.clone(),
         profile: Some(args.profile.clone()),
         seed: Some(args.seed),
-        clock: args.clock.clone(),
+        clock: args.clock.as_str().into(),
         layout: layout.to_string(),
         interval_ms: args.interval,
         page_limit: limit,
@@ -700,7 +742,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
         duration_ms: args.duration,
         final_wait_ms,
     };
-    let simulator = Simulator::new(sim_config.clone(), args.seed, start_ms);
+    let simulator = Simulator::with_backlog(sim_config.clone(), args.seed, start_ms, backlog_ms);
     // Off a terminal: a line a minute in real time, ten lines a run in virtual time.
     let log_every_ms = if virtual_clock {
         (args.duration / 10).max(1)
@@ -712,7 +754,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
     } else {
         progress_bar(args.duration, log_every_ms)
     };
-    tracing::info!(run = run_id, db = %args.db.display(), clock = %args.clock, "run started");
+    tracing::info!(run = run_id, db = %args.db.display(), clock = args.clock.as_str(), "run started");
     let (progress, complete, reason) = if virtual_clock {
         let faults = args
             .faults
@@ -722,6 +764,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
             sim: simulator,
             max_limit: dialect.max_limit(),
             faults,
+            serves: embedded::serves(&dialect),
         };
         let mut progress = Progress::new(&plan.pollers);
         let sender = recorder.sender();
@@ -767,7 +810,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
                 layout.clone(),
                 None,
             );
-            let truth = embedded::shared_truth(shared.clone());
+            let truth = embedded::shared_truth(shared.clone(), embedded::serves(&dialect));
             Ok::<StopReason, String>(
                 drive(
                     plan,

@@ -25,11 +25,29 @@ pub fn truth_row(layout: &Layout, s: &SimStatus) -> TruthRow {
     }
 }
 
-/// Takes the truth produced since the last call, as rows.
-pub fn take_truth(sim: &mut Simulator) -> Vec<TruthRow> {
+/// Which statuses a status filter keeps.
+pub type Serves = fn(&SimStatus) -> bool;
+
+/// The statuses the polled endpoint serves. The truth a poller is judged
+/// against is exactly these, in both clocks: Misskey's local timeline serves
+/// local notes only (as the simulator's `local-timeline` route does,
+/// `sim/server.rs`), the other endpoints the embedded target polls serve
+/// every status.
+pub fn serves(dialect: &Dialect) -> Serves {
+    match dialect {
+        Dialect::Misskey { endpoint } if endpoint == "local-timeline" => SimStatus::is_local,
+        Dialect::Mastodon { timeline } if timeline == "local" => SimStatus::is_local,
+        _ => |_| true,
+    }
+}
+
+/// Takes the truth produced since the last call, as rows, keeping the
+/// statuses the polled endpoint serves.
+pub fn take_truth(sim: &mut Simulator, serves: Serves) -> Vec<TruthRow> {
     let layout = sim.layout().clone();
     sim.take_truth()
         .iter()
+        .filter(|s| serves(s))
         .map(|s| truth_row(&layout, s))
         .collect()
 }
@@ -55,6 +73,8 @@ pub struct InProcess {
     pub sim: Simulator,
     pub max_limit: usize,
     pub faults: Option<FaultPlan>,
+    /// What the polled endpoint serves ([`serves`]): the same timeline as over HTTP.
+    pub serves: Serves,
 }
 
 impl VirtualTarget for InProcess {
@@ -90,7 +110,7 @@ impl VirtualTarget for InProcess {
         let layout = self.sim.layout().clone();
         let mut items: Vec<Item> = self
             .sim
-            .query(&query)
+            .query_filtered(&query, self.serves)
             .into_iter()
             .map(|s| Item {
                 id: s.id,
@@ -112,14 +132,14 @@ impl VirtualTarget for InProcess {
     }
 
     fn take_truth(&mut self) -> Vec<TruthRow> {
-        take_truth(&mut self.sim)
+        take_truth(&mut self.sim, self.serves)
     }
 }
 
 /// A truth source for a simulator shared with its HTTP server.
-pub fn shared_truth(sim: Arc<Mutex<Simulator>>) -> crate::run::TruthSource {
+pub fn shared_truth(sim: Arc<Mutex<Simulator>>, serves: Serves) -> crate::run::TruthSource {
     Box::new(move || {
         let mut sim = sim.lock().unwrap_or_else(|e| e.into_inner());
-        take_truth(&mut sim)
+        take_truth(&mut sim, serves)
     })
 }

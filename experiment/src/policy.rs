@@ -18,7 +18,8 @@ pub const MAX_K_MS: u64 = 24 * 3600 * 1000;
 pub enum CursorPolicy {
     /// since_id = the highest ID seen: skips every late arrival.
     Naive,
-    /// since_id held k ms behind the previous request (the seeds' final formula).
+    /// since_id held k ms behind the previous request (the final formula of
+    /// tesaguri's "Your Timelines Are Leaky", github.com/tesaguri/leaky-snowflake).
     Compensated { k_ms: u64 },
     /// The compensated cursor at every tick, and every `every_ms` one deep
     /// request (paged back as needed) covering IDs down to `depth_ms` below the
@@ -68,7 +69,8 @@ impl CursorPolicy {
     }
 }
 
-/// The seeds' final formula, exactly:
+/// The final formula of tesaguri's article "Your Timelines Are Leaky"
+/// (github.com/tesaguri/leaky-snowflake), exactly:
 ///
 /// ```text
 /// lower    = latest_id                          if ts(latest_id) <= k   (overflow guard)
@@ -85,9 +87,44 @@ pub fn compensated_since_id(layout: &Layout, latest: Id, retrieved_at_ms: i64, k
         layout.min_id_before(layout.ts_ms(latest), k_ms).pred()
     };
     // min_id_at saturates at ID 0 before the epoch and pred at 0, where the
-    // seeds' arithmetic would give -1; the clamp maps both to `lower`.
+    // article's arithmetic would give -1; the clamp maps both to `lower`.
     let candidate = layout.min_id_before(retrieved_at_ms, k_ms).pred();
     candidate.clamp(lower, latest)
+}
+
+/// The smallest k for which [`compensated_since_id`] (with this `latest` and
+/// `retrieved_at_ms`) lies below `id`, so that a request with that since_id
+/// returns it; `None` if no k does (only near the layout's epoch, where the
+/// formula's guard pins since_id to `latest`).
+///
+/// Answered by asking the formula itself, not a re-derivation of it: since_id
+/// never rises as k grows (below the guard), so a binary search finds the
+/// edge exactly, whichever of `lower` and the candidate binds and whatever the
+/// layout's time unit. The analysis uses it to replay the policy on a run.
+pub fn smallest_k_catching(
+    layout: &Layout,
+    latest: Id,
+    retrieved_at_ms: i64,
+    id: Id,
+) -> Option<u64> {
+    let catches = |k: u64| compensated_since_id(layout, latest, retrieved_at_ms, k) < id;
+    // Both bounds of the clamp are met at this k, plus a margin for coarse units.
+    let newest = retrieved_at_ms.max(layout.ts_ms(latest)) as i128;
+    let margin = 2 * layout.unit_ms() as i128 + 1;
+    let mut hi = (newest - layout.ts_ms(id) as i128 + margin).clamp(0, u64::MAX as i128) as u64;
+    if !catches(hi) {
+        return None;
+    }
+    let mut lo = 0u64;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if catches(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Some(lo)
 }
 
 /// A duration as policy specs write it (`1s500ms`, no spaces).
@@ -208,9 +245,9 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// The seeds' pseudocode transcribed literally for shift layouts, in i128
+    /// The article's pseudocode transcribed literally for shift layouts, in i128
     /// so that its `- 1` may go negative as in Ruby.
-    fn seed_pseudocode(epoch: i64, shift: u32, latest: u64, retrieved_at: i64, k: i64) -> u128 {
+    fn article_pseudocode(epoch: i64, shift: u32, latest: u64, retrieved_at: i64, k: i64) -> u128 {
         let time2sf = |unix_ms: i64| ((unix_ms as i128 - epoch as i128).max(0)) << shift;
         let latest = latest as i128;
         let timestamp = latest >> shift;
@@ -291,6 +328,26 @@ mod tests {
         assert_eq!(since, l.min_id_at(request - 1100).pred());
     }
 
+    #[test]
+    fn smallest_k_catching_honours_the_lower_clamp() {
+        // The latest ID runs 3 s ahead of the client's clock (a generator
+        // whose clock is fast): an item 500 ms before the previous request
+        // needs k = 3.5 s, not 500 ms, because `lower` is k below the latest ID.
+        let l = Layout::twitter();
+        let request = 1_700_000_000_000;
+        let latest = l.min_id_at(request + 3000);
+        let item = l.min_id_at(request - 500);
+        assert_eq!(smallest_k_catching(&l, latest, request, item), Some(3500));
+        // With the latest ID behind the clock, the candidate binds: k = 500 ms.
+        let latest = l.min_id_at(request - 100);
+        assert_eq!(smallest_k_catching(&l, latest, request, item), Some(500));
+        // Above the latest ID any k catches it.
+        assert_eq!(
+            smallest_k_catching(&l, latest, request, Id(latest.0 + 1)),
+            Some(0)
+        );
+    }
+
     fn numeric_layouts() -> Vec<(Layout, i64, u32)> {
         vec![
             ("twitter".parse().unwrap(), crate::id::TWITTER_EPOCH_MS, 22),
@@ -307,7 +364,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn agrees_with_the_seed_pseudocode(
+        fn agrees_with_the_article_pseudocode(
             which in 0usize..5,
             latest in any::<u64>(),
             offset in -10_000_000i64..10_000_000,
@@ -316,8 +373,8 @@ mod tests {
             let (l, epoch, shift) = &numeric_layouts()[which];
             let latest_id = Id(latest as u128);
             let retrieved_at = l.ts_ms(latest_id).saturating_add(offset);
-            // The seeds shift in unbounded integers; compare where they stay in u64.
-            let expected = seed_pseudocode(*epoch, *shift, latest, retrieved_at, k);
+            // The article shifts in unbounded integers; compare where they stay in u64.
+            let expected = article_pseudocode(*epoch, *shift, latest, retrieved_at, k);
             let time_bits_fit = ((retrieved_at as i128 - *epoch as i128 - k as i128).max(0) << shift) < (1i128 << 64);
             prop_assume!(time_bits_fit);
             prop_assert_eq!(compensated_since_id(l, latest_id, retrieved_at, k as u64).0, expected);
@@ -375,6 +432,33 @@ mod tests {
             prop_assume!(l.ts_since_epoch_ms(latest) > k2 as u128);
             let retrieved_at = l.ts_ms(latest) + offset;
             prop_assert!(compensated_since_id(l, latest, retrieved_at, k2) <= compensated_since_id(l, latest, retrieved_at, k1));
+        }
+
+        #[test]
+        fn smallest_k_catching_is_the_edge(
+            which in 0usize..5,
+            latest_ms in 100_000i64..10_000_000,
+            seq in 0u128..64,
+            retrieved_offset in -20_000i64..20_000,
+            below in 0i64..30_000,
+        ) {
+            // IDs well past each layout's epoch, the item below the latest ID,
+            // and a client clock on either side of the latest ID's time: both
+            // bounds of the clamp get their turn to bind.
+            let (l, _, _) = &numeric_layouts()[which];
+            let t_latest = l.epoch_ms() + latest_ms;
+            let latest = Id(l.min_id_at(t_latest).0 + seq % l.multiplier());
+            let retrieved_at = t_latest + retrieved_offset;
+            let id = Id(l.min_id_at(t_latest - below).0 + seq / 2 % l.multiplier());
+            prop_assume!(id < latest);
+            let k = smallest_k_catching(l, latest, retrieved_at, id).expect("far from the epoch");
+            prop_assert!(compensated_since_id(l, latest, retrieved_at, k) < id);
+            if k > 0 {
+                prop_assert!(compensated_since_id(l, latest, retrieved_at, k - 1) >= id);
+            }
+            // It is at least what each bound alone asks for.
+            let unit = l.unit_ms() as i64;
+            prop_assert!(k as i64 + unit > (retrieved_at - l.ts_ms(id)).max(l.ts_ms(latest) - l.ts_ms(id)));
         }
 
         #[test]

@@ -11,6 +11,12 @@
 //! never items. This keeps every miss attributable to the cursor policy alone,
 //! or to a recorded overflow or error.
 //!
+//! Before its first non-empty successful cycle a poller has no cursor, and a
+//! cycle without one never pages back: there is no since_id to page back to,
+//! and the backlog of a timeline is unbounded. Every such cycle is the
+//! poller's *baseline*: what lies below its (full) page was never the cursor
+//! policy's to lose, and the analysis owes it to nobody (README, Definitions).
+//!
 //! Times are passed in (client ms since the Unix epoch), so the same poller runs
 //! over real HTTP in real time and in-process in virtual time.
 
@@ -82,6 +88,37 @@ struct Cycle {
 }
 
 /// A polling loop's state: its policy, its cursor and what it has seen.
+///
+/// The caller sends the requests it is given and hands back the pages:
+///
+/// ```
+/// use snowleak::id::Layout;
+/// use snowleak::poller::{Item, Poller};
+///
+/// let layout: Layout = "mastodon".parse().unwrap();
+/// let id = |text: &str| layout.parse(text).unwrap();
+/// let item = |text: &str| Item { id: id(text), id_text: text.into(), created_at: None, author: None };
+/// // Pages of 2, at most 3 back-pages a cycle.
+/// let mut poller = Poller::new("naive", "naive".parse().unwrap(), layout.clone(), 2, 3);
+/// let t = 1_574_810_861_000; // client ms when the first request is sent
+///
+/// // First cycle: no cursor yet. A page that is not full ends the cycle, and
+/// // only then does the cursor move (naive: to the highest ID seen).
+/// assert_eq!(poller.begin_cycle(t).since, None);
+/// assert!(poller.on_page(vec![item("103206804533200177")]).next.is_none());
+/// assert_eq!(poller.since(), Some(id("103206804533200177")));
+///
+/// // Next tick: a full page may have cut the window, so the poller pages
+/// // back below its lowest item with the same since_id...
+/// let first = poller.begin_cycle(t + 1000);
+/// let page = vec![item("103206804600000000"), item("103206804590000000")];
+/// let back = poller.on_page(page).next.expect("a full page pages back");
+/// assert_eq!((back.since, back.before), (first.since, Some(id("103206804590000000"))));
+/// poller.next_page_sent();
+/// // ...and the cursor moves once that cycle has reached it.
+/// assert!(poller.on_page(vec![]).next.is_none());
+/// assert_eq!(poller.since(), Some(id("103206804600000000")));
+/// ```
 #[derive(Clone, Debug)]
 pub struct Poller {
     name: String,
@@ -211,7 +248,7 @@ impl Poller {
         })
     }
 
-    /// Notes that the current request is being sent again (a back-page) at `now_ms`.
+    /// Notes that the back-page request the last [`Outcome::next`] gave is being sent.
     pub fn next_page_sent(&mut self) {
         if let Some(c) = &mut self.cycle {
             c.page += 1;
@@ -273,7 +310,8 @@ impl Poller {
             cycle.highest = cycle.highest.max(Some(top.id));
         }
         let lowest = items.last().map(|item| item.id);
-        // A full page above a cursor means the window was cut: page back to the cursor.
+        // A full page above a cursor means the window was cut: page back to the
+        // cursor. Without a cursor the page is the baseline (module docs).
         let must_page_back =
             full && cycle.since.is_some() && lowest.is_some_and(|low| Some(low) > cycle.since);
         let max_back_pages = match cycle.phase {
@@ -412,6 +450,25 @@ mod tests {
         assert!(out.next.is_none() && !out.overflow);
         assert_eq!(p.since(), Some(page[0].id));
         assert_eq!(p.position(), (2, 0));
+    }
+
+    #[test]
+    fn a_busy_start_is_baseline_without_back_paging() {
+        // An empty first page sets no cursor; the next page is full and has no
+        // since_id either: it ends its cycle and sets the cursor at its top.
+        let l = Layout::twitter();
+        let mut p = poller("naive", 2);
+        assert_eq!(p.begin_cycle(T0).since, None);
+        let out = p.on_page(vec![]);
+        assert!(out.next.is_none() && p.since().is_none());
+        assert_eq!(p.begin_cycle(T0 + 1000).since, None);
+        let page: Vec<Item> = (0..2).map(|i| item(&l, T0 + 900 - 10 * i, 0)).collect();
+        let out = p.on_page(page.clone());
+        assert!(
+            out.next.is_none() && !out.overflow,
+            "no back-paging without a cursor"
+        );
+        assert_eq!(p.since(), Some(page[0].id));
     }
 
     #[test]

@@ -279,7 +279,8 @@ pub enum StopReason {
 
 /// Runs the plan in real time against an HTTP target until the duration ends
 /// or `stop` turns true; then waits the largest k and makes one last cycle
-/// per poller. Returns the pollers' final states.
+/// per poller. Returns why it stopped: [`StopReason::Interrupted`] if any
+/// poller was interrupted.
 pub async fn run_real<T: PollTarget>(
     plan: Plan,
     target: T,
@@ -290,7 +291,7 @@ pub async fn run_real<T: PollTarget>(
 ) -> StopReason {
     let start_ms = crate::clock::now_ms();
     let end_ms = start_ms + plan.duration_ms as i64;
-    let mut tasks = Vec::new();
+    let mut tasks = tokio::task::JoinSet::new();
     for (index, poller) in plan.pollers.into_iter().enumerate() {
         let target = target.clone();
         let recorder = recorder.clone();
@@ -298,7 +299,7 @@ pub async fn run_real<T: PollTarget>(
         let stop = stop.clone();
         let layout = plan.layout.clone();
         let (interval_ms, final_wait_ms) = (plan.interval_ms, plan.final_wait_ms);
-        tasks.push(tokio::spawn(async move {
+        tasks.spawn(async move {
             poll_loop(
                 poller,
                 index,
@@ -313,11 +314,11 @@ pub async fn run_real<T: PollTarget>(
                 final_wait_ms,
             )
             .await
-        }));
+        });
     }
     // Stream the truth out once a second while the pollers run.
     let truth_recorder = recorder.clone();
-    let mut all_done = Box::pin(futures_join(tasks));
+    let mut all_done = Box::pin(all_stopped(tasks));
     let reason = loop {
         tokio::select! {
             reason = &mut all_done => break reason,
@@ -334,10 +335,13 @@ pub async fn run_real<T: PollTarget>(
     reason
 }
 
-async fn futures_join(tasks: Vec<tokio::task::JoinHandle<StopReason>>) -> StopReason {
+/// Waits for every poller task, taking each as it finishes (not in spawn
+/// order), and says `Interrupted` if any of them was. A task that panicked
+/// counts as stopped by the duration: its requests are already recorded.
+async fn all_stopped(mut tasks: tokio::task::JoinSet<StopReason>) -> StopReason {
     let mut reason = StopReason::Duration;
-    for task in tasks {
-        if let Ok(StopReason::Interrupted) = task.await {
+    while let Some(done) = tasks.join_next().await {
+        if let Ok(StopReason::Interrupted) = done {
             reason = StopReason::Interrupted;
         }
     }
@@ -531,6 +535,34 @@ pub fn following_tick(tick: i64, interval_ms: u64, now_ms: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first-spawned task finishes last (it waits for the second), and a
+    /// panicked task does not hide another's interruption.
+    #[tokio::test]
+    async fn all_stopped_waits_for_every_task_in_any_order() {
+        use tokio::sync::oneshot;
+        let (first_may_end, wait) = oneshot::channel::<()>();
+        let mut tasks = tokio::task::JoinSet::new();
+        tasks.spawn(async move {
+            wait.await.unwrap();
+            StopReason::Duration
+        });
+        tasks.spawn(async move {
+            first_may_end.send(()).unwrap();
+            StopReason::Interrupted
+        });
+        tasks.spawn(async { panic!("a poller task failed") });
+        assert_eq!(all_stopped(tasks).await, StopReason::Interrupted);
+
+        let mut tasks = tokio::task::JoinSet::new();
+        tasks.spawn(async { StopReason::Duration });
+        tasks.spawn(async { StopReason::Duration });
+        assert_eq!(all_stopped(tasks).await, StopReason::Duration);
+        assert_eq!(
+            all_stopped(tokio::task::JoinSet::new()).await,
+            StopReason::Duration
+        );
+    }
 
     #[test]
     fn ticks_align_to_the_interval() {

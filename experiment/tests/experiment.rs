@@ -39,6 +39,17 @@ fn count(conn: &Connection, sql: &str) -> i64 {
     conn.query_row(sql, [], |r| r.get(0)).unwrap()
 }
 
+/// Run 1's clock as run.db stores it twice: the `runs.clock` column and the config's `clock`.
+fn stored_clock(conn: &Connection) -> (String, String) {
+    let (column, config): (String, String) = conn
+        .query_row("SELECT clock, config FROM runs WHERE id = 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    (column, config["clock"].as_str().unwrap().to_string())
+}
+
 /// Statuses (by truth) that the compensated poller returned and the naive poller never did,
 /// though they became visible while the naive poller was polling.
 const NAIVE_MISSED_COMPENSATED_CAUGHT: &str = "
@@ -77,6 +88,8 @@ fn virtual_hour_at_defaults_naive_leaks_what_compensation_catches() {
     );
     let conn = Connection::open(&db).unwrap();
     assert_eq!(count(&conn, "SELECT complete FROM runs WHERE id = 1"), 1);
+    // The clock is an enum in the code; its stored text is part of the schema.
+    assert_eq!(stored_clock(&conn), ("virtual".into(), "virtual".into()));
     assert_eq!(
         count(&conn, "SELECT count(*) FROM pollers WHERE run_id = 1"),
         2
@@ -196,6 +209,7 @@ fn real_http_run_naive_leaks_what_compensation_catches() {
     );
     let conn = Connection::open(&db).unwrap();
     assert_eq!(count(&conn, "SELECT complete FROM runs"), 1);
+    assert_eq!(stored_clock(&conn), ("real".into(), "real".into()));
     assert_eq!(
         count(
             &conn,
@@ -297,6 +311,7 @@ fn bad_input_is_one_line_and_exit_2() {
         (vec!["--profile", "friendster"], "friendster"),
         (vec!["--target", "gopher:x"], "gopher:x"),
         (vec!["--set", "no_such_knob=1"], "no_such_knob"),
+        (vec!["--backlog", "soon"], "soon"),
     ] {
         let mut all = args.clone();
         all.extend(["--clock", "virtual", "--duration", "1s", "--db", db]);
@@ -310,6 +325,18 @@ fn bad_input_is_one_line_and_exit_2() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
+    // The simulator's backlog means nothing to a real target (refused before any request).
+    let out = experiment(&[
+        "--target",
+        "mastodon:https://mastodon.invalid",
+        "--backlog",
+        "1m",
+        "--db",
+        db,
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--backlog"), "{stderr}");
     let not_a_dir = dir.join("file");
     std::fs::write(&not_a_dir, "x").unwrap();
     let bad_db = not_a_dir.join("run.db");

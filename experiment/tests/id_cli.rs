@@ -48,7 +48,7 @@ fn since_id_is_the_seed_formula_alone_on_the_first_line() {
     ]);
     assert_eq!(code, Some(0));
     assert_eq!(out.lines().next(), Some("1599999995803598847"));
-    // The seeds' pseudocode by hand: timestamp = latest >> 22; lower = ((timestamp - 1000) << 22) - 1.
+    // The article's pseudocode ("Your Timelines Are Leaky") by hand: timestamp = latest >> 22; lower = ((timestamp - 1000) << 22) - 1.
     let latest: u64 = 1_600_000_000_000_000_000;
     let lower = (((latest >> 22) - 1000) << 22) - 1;
     assert_eq!(out.trim(), lower.to_string());

@@ -4,8 +4,10 @@
 #![allow(dead_code)]
 
 use clap::Parser;
+use rusqlite::Connection;
 use serde_json::Value;
 use snowleak::app::{RunArgs, run_experiment};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -54,4 +56,45 @@ pub fn poller(report: &Value, name: &str) -> Value {
         .find(|p| p["name"] == name)
         .unwrap()
         .clone()
+}
+
+/// The IDs of the statuses the report lists as leaks of `poller`.
+pub fn leaks_of(report: &Value, poller: &str) -> BTreeSet<String> {
+    report["leaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| {
+            l["missed_by"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m == poller)
+        })
+        .map(|l| l["id"].as_str().unwrap().to_string())
+        .collect()
+}
+/// An independent check of every reported leak of `poller`, in SQL against
+/// the truth: at every request of that poller at which the status was visible,
+/// the request's window was above it. Otherwise it would be a false leak.
+pub fn check_no_false_leaks(db: &Path, report: &Value, poller: &str) {
+    let conn = Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT count(*) FROM requests r JOIN pollers p ON p.id = r.poller_id, truth t
+             WHERE p.name = ?1 AND t.id = ?2 AND t.visible_at_ms <= r.sent_at_ms
+               AND (t.deleted_at_ms IS NULL OR t.deleted_at_ms > r.received_at_ms)
+               AND (r.since_key IS NULL OR r.since_key < t.id_key)
+               AND (r.before_key IS NULL OR t.id_key < r.before_key)",
+        )
+        .unwrap();
+    for id in leaks_of(report, poller) {
+        let in_window: i64 = stmt
+            .query_row(rusqlite::params![poller, id], |r| r.get(0))
+            .unwrap();
+        assert_eq!(
+            in_window, 0,
+            "{poller} leak {id} was inside a request's window: a false leak"
+        );
+    }
 }

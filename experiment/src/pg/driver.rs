@@ -67,7 +67,7 @@ pub fn is_postgres(target: &str) -> bool {
 
 /// The flags that do not apply to PostgreSQL targets.
 fn check_flags(args: &RunArgs) -> Result<(), String> {
-    if args.clock == "virtual" {
+    if args.clock == crate::app::ClockMode::Virtual {
         return Err("--clock virtual runs the simulator only; PostgreSQL runs in real time".into());
     }
     for (flag, given) in [
@@ -261,7 +261,7 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
         target: args.target.clone(),
         profile: workload.as_ref().map(|w| w.schema.to_string()),
         seed: workload.as_ref().map(|_| args.seed),
-        clock: args.clock.clone(),
+        clock: args.clock.as_str().into(),
         layout: layout.to_string(),
         interval_ms: args.interval,
         page_limit: limit,

@@ -30,6 +30,11 @@ pub fn router(client: Arc<tokio_postgres::Client>) -> Router {
         .route("/api/v1/timelines/public", get(public))
         .route("/api/v1/instance", get(instance))
         .route("/api/v1/instance/", get(instance))
+        .route(
+            "/.well-known/nodeinfo",
+            get(crate::sim::server::nodeinfo_links),
+        )
+        .route("/nodeinfo/2.0", get(nodeinfo))
         .with_state(Db { client })
 }
 
@@ -52,6 +57,16 @@ async fn instance() -> Json<Value> {
         "contact_account": null,
         "rules": [],
     }))
+}
+
+/// `GET /nodeinfo/2.0`: the software is Mastodon, as the instance says.
+async fn nodeinfo() -> Json<Value> {
+    Json(crate::sim::server::nodeinfo_document(
+        "mastodon",
+        "4.3.0",
+        16,
+        "snowleak on PostgreSQL",
+    ))
 }
 
 fn bad(message: String) -> Response {
@@ -290,6 +305,19 @@ mod tests {
             // min_id: the oldest 5 above it, newest first (Mastodon's semantics).
             let above = get(format!("min_id={}&limit=5", all[50])).await;
             assert_eq!(above, all[45..50].to_vec());
+            // NodeInfo, which clients read to tell the software (Mastodon.py does).
+            let links: Value = http
+                .get(format!("http://{addr}/.well-known/nodeinfo"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let href = links["links"][0]["href"].as_str().unwrap().to_string();
+            assert_eq!(href, format!("http://{addr}/nodeinfo/2.0"));
+            let doc: Value = http.get(href).send().await.unwrap().json().await.unwrap();
+            assert_eq!(doc["software"]["name"], "mastodon");
         });
     }
 }

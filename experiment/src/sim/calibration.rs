@@ -1,8 +1,9 @@
-//! The "part 2" experiment run directly against the model, in virtual time:
-//! a naive poller (since_id = highest ID seen) and a compensated one (the
-//! seeds' formula with a given k) poll side by side on a fixed cadence, paging
-//! back with `before` whenever a page is full, and every status the truth says
-//! was visible at one of their requests but never returned is a leak.
+//! The "part 2" experiment of tesaguri's "Your Timelines Are Leaky" run
+//! directly against the model, in virtual time: a naive poller (since_id =
+//! highest ID seen) and a compensated one (the article's final formula with a
+//! given k, `crate::policy`) poll side by side on a fixed cadence, paging back
+//! with `before` whenever a page is full, and every status the truth says was
+//! visible at one of their requests but never returned is a leak.
 //!
 //! This is how the `twitter` profile is calibrated (see its docs and the test
 //! below), and what the `sim` bench prints. It is deliberately independent of
@@ -11,7 +12,7 @@
 use super::model::{Query, Simulator};
 use super::profile::SimConfig;
 use crate::id::Id;
-use crate::policy::CursorPolicy;
+use crate::policy::{CursorPolicy, smallest_k_catching};
 use std::collections::HashSet;
 
 /// A status a poller never returned although it was visible at its requests.
@@ -23,8 +24,9 @@ pub struct Leak {
     /// `ts(the poller's highest ID at the first request that could return it) - ts(item)`:
     /// how far below the naive cursor it landed.
     pub id_skew_ms: i64,
-    /// The smallest k for which the compensated formula would have returned it:
-    /// min over the requests at which it was visible of `previous send time - ts(item)`.
+    /// The smallest k for which the compensated formula would have returned it
+    /// at the first request it was visible at (`policy::smallest_k_catching`,
+    /// with that poller's latest ID and the previous send time).
     pub required_k_ms: i64,
 }
 
@@ -160,6 +162,8 @@ pub fn run_part2(config: SimConfig, setup: &Part2Setup) -> Part2 {
                 continue;
             }
             let cursor_ts = p.latest_before[first].map_or(s.id_time_ms, |id| layout.ts_ms(id));
+            // The policy's own edge (both bounds of its clamp), at the first
+            // request that could return it: later ones only need more.
             let mut required_k = i64::MAX;
             let mut i = first;
             while visible_at(i) {
@@ -168,7 +172,14 @@ pub fn run_part2(config: SimConfig, setup: &Part2Setup) -> Part2 {
                 } else {
                     request_times[i - 1]
                 };
-                required_k = required_k.min(previous - s.id_time_ms);
+                let k = match p.latest_before[i] {
+                    Some(latest) => smallest_k_catching(&layout, latest, previous, s.id),
+                    None => Some(0),
+                };
+                if let Some(k) = k {
+                    required_k = k.min(i64::MAX as u64) as i64;
+                    break;
+                }
                 i += 1;
             }
             out.push(Leak {

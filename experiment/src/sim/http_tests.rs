@@ -536,7 +536,57 @@ fn serve_args(sets: &[&str]) -> ServeArgs {
         rate_limit: None,
         faults: None,
         backend: "simulator".into(),
+        // An empty timeline at the start, as these tests expect.
+        backlog: Some(0),
     }
+}
+
+/// Starts `experiment serve` with `args`; returns its address, the sender
+/// that stops it, and its task.
+async fn spawn_serve(
+    args: ServeArgs,
+) -> (
+    std::net::SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), String>>,
+) {
+    let (ready, bound) = tokio::sync::oneshot::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(serve_until(
+        args,
+        async {
+            let _ = stopped.await;
+        },
+        Some(ready),
+    ));
+    (bound.await.unwrap(), stop, task)
+}
+
+/// The newest page of 200 of the served List (Twitter v1.1).
+async fn newest_page(http: &reqwest::Client, addr: std::net::SocketAddr) -> Value {
+    http.get(format!("http://{addr}/1.1/lists/statuses.json?count=200"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// `--backlog`: the first request meets a timeline with history, a full page.
+#[tokio::test]
+async fn serve_starts_with_its_backlog() {
+    let mut args = serve_args(&["rate_per_s=10"]);
+    args.backlog = Some(60_000);
+    let (addr, stop, task) = spawn_serve(args).await;
+    let body = newest_page(&client(), addr).await;
+    assert_eq!(
+        field(&body, "id_str").len(),
+        200,
+        "a minute at 10/s fills a page"
+    );
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
 }
 
 #[tokio::test]
@@ -591,28 +641,12 @@ async fn serve_writes_the_truth_of_what_it_served() {
     let _ = std::fs::remove_file(&path);
     let mut args = serve_args(&["rate_per_s=500", "delay_sigma=0"]);
     args.truth = Some(path.clone());
-    let (ready, bound) = tokio::sync::oneshot::channel();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(serve_until(
-        args,
-        async {
-            let _ = stopped.await;
-        },
-        Some(ready),
-    ));
-    let addr = bound.await.unwrap();
+    let (addr, stop, task) = spawn_serve(args).await;
     let http = client();
     let mut served = Vec::new();
     // No sleeping: ask until statuses have appeared (500/s, visible after ~40 ms).
     for _ in 0..100_000 {
-        let body: Value = http
-            .get(format!("http://{addr}/1.1/lists/statuses.json?count=200"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let body = newest_page(&http, addr).await;
         served = field(&body, "id_str");
         if !served.is_empty() {
             break;

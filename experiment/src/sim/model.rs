@@ -233,6 +233,11 @@ pub struct Simulator {
 
 const MS_PER_HOUR: f64 = 3_600_000.0;
 
+/// The history a simulated timeline holds when a run or `serve` starts
+/// (`--backlog`): five minutes is more than a first page at every profile's
+/// rate and page size, so pollers and clients meet a full timeline at once.
+pub const DEFAULT_BACKLOG_MS: u64 = 5 * 60_000;
+
 impl Simulator {
     /// A simulator whose timeline starts empty at `start_ms`. The config is
     /// expected to be validated ([`SimConfig::validate`]); out-of-range values
@@ -289,6 +294,15 @@ impl Simulator {
         let step_rate_per_ms = sim.config.clock_step_per_hour * sim.live.len() as f64 / MS_PER_HOUR;
         sim.next_step_at = start + sim.exp_ms(1.0 / step_rate_per_ms);
         sim.next_post_at = sim.next_event_after(start);
+        sim
+    }
+
+    /// A simulator whose timeline already holds `backlog_ms` of history at
+    /// `start_ms`, as every real server does: it starts empty that long
+    /// before and runs up to `start_ms`. Its truth includes the backlog.
+    pub fn with_backlog(config: SimConfig, seed: u64, start_ms: i64, backlog_ms: u64) -> Simulator {
+        let mut sim = Simulator::new(config, seed, start_ms.saturating_sub_unsigned(backlog_ms));
+        sim.advance(start_ms);
         sim
     }
 
@@ -977,6 +991,21 @@ mod tests {
             .map(|s| s.id)
             .max();
         assert_eq!(newest.first().map(|s| s.id), max_visible);
+    }
+
+    #[test]
+    fn a_backlog_is_history_present_at_the_start() {
+        let mut sim = Simulator::with_backlog(profile("twitter"), 1, START, 120_000);
+        assert_eq!(sim.now_ms(), START);
+        assert!(sim.visible_len() > 100, "two minutes at 3/s");
+        let truth = sim.take_truth();
+        assert!(truth.iter().all(|s| s.posted_at_ms <= START));
+        assert!(truth.iter().any(|s| s.posted_at_ms < START - 60_000));
+        // No backlog: the empty timeline `new` gives.
+        assert_eq!(
+            Simulator::with_backlog(profile("twitter"), 1, START, 0).visible_len(),
+            0
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //!
 //! Shell only: the model is [`super::model`], the HTTP side [`super::server`].
 
+use super::model::DEFAULT_BACKLOG_MS;
 use super::model::{SimStatus, Simulator};
 use super::profile::SimConfig;
 use super::server::{self, RateLimits};
@@ -41,6 +42,9 @@ pub struct ServeArgs {
     /// Rate limit per API, e.g. 300/5m (default: effectively unlimited).
     #[arg(long, value_name = "N/WINDOW")]
     pub rate_limit: Option<String>,
+    /// History the timeline holds when the server starts (default 5m; 0s: empty).
+    #[arg(long, value_parser = crate::time::parse_duration_ms)]
+    pub backlog: Option<u64>,
     /// Faults to inject, e.g. 5xx=2%,429=1%,timeout=1%,reset=0.5%,truncate=0.5%,reorder=1%,duplicate=1%,slow=2%:3s
     #[arg(long, value_name = "SPEC", value_parser = |s: &str| s.parse::<super::faults::FaultSpec>())]
     pub faults: Option<super::faults::FaultSpec>,
@@ -102,7 +106,8 @@ pub async fn serve_until(
 
     let started = crate::clock::now_ms();
     let layout = config.layout();
-    let mut sim = Simulator::new(config.clone(), args.seed, started);
+    let backlog_ms = args.backlog.unwrap_or(DEFAULT_BACKLOG_MS);
+    let mut sim = Simulator::with_backlog(config.clone(), args.seed, started, backlog_ms);
     let truth = match &args.truth {
         Some(path) => Some(TruthWriter::open(path, &config, &args, &limits, started)?),
         None => {
@@ -186,7 +191,9 @@ impl TruthWriter {
         limits: &RateLimits,
         started_ms: i64,
     ) -> Result<TruthWriter, String> {
-        let (conn, run_id) = open_truth_db(path, config, args.seed, limits, started_ms)?;
+        let backlog_ms = args.backlog.unwrap_or(DEFAULT_BACKLOG_MS);
+        let (conn, run_id) =
+            open_truth_db(path, config, args.seed, limits, started_ms, backlog_ms)?;
         let layout = config.layout();
         let path = path.display().to_string();
         let (batches, received) = mpsc::channel::<Vec<SimStatus>>();
@@ -231,6 +238,7 @@ pub fn open_truth_db(
     seed: u64,
     limits: &RateLimits,
     started_ms: i64,
+    backlog_ms: u64,
 ) -> Result<(Connection, i64), String> {
     let err = |e: rusqlite::Error| format!("truth database {}: {e}", path.display());
     let conn = Connection::open(path).map_err(err)?;
@@ -249,7 +257,8 @@ pub fn open_truth_db(
     ))
     .map_err(err)?;
     let config_json =
-        serde_json::json!({"sim": config, "rate_limit": limits.to_string()}).to_string();
+        serde_json::json!({"sim": config, "rate_limit": limits.to_string(), "backlog_ms": backlog_ms})
+            .to_string();
     conn.execute(
         "INSERT INTO runs (started_at_ms, target, profile, seed, clock, layout, interval_ms, page_limit, config, version)
          VALUES (?1, 'sim-serve', ?2, ?3, 'wall', ?4, 0, 0, ?5, ?6)",

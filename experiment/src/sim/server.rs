@@ -1,5 +1,5 @@
-//! The simulator over HTTP, in three dialects, each as `../shared/research/apis.md`
-//! describes the real API (section numbers in brackets):
+//! The simulator over HTTP, in five dialects (three in this file), each as
+//! `docs/apis.md` describes the real API (section numbers in brackets):
 //!
 //! - Twitter v1.1 `GET /1.1/lists/statuses.json` [2.2]: `since_id` exclusive,
 //!   `max_id` *inclusive*, `count` default 20, at most 200, newest first.
@@ -368,7 +368,7 @@ pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, String> {
 /// How long a connection may take to send a request's headers, and how long
 /// it may stay idle between requests, before the server closes it (hyper's
 /// header read timeout runs from the moment a connection waits for a request
-/// head: https://docs.rs/hyper/1/hyper/server/conn/http1/struct.Builder.html#method.header_read_timeout).
+/// head: <https://docs.rs/hyper/1/hyper/server/conn/http1/struct.Builder.html#method.header_read_timeout>).
 /// Without it, idle or half-sent connections pile up until the process runs
 /// out of sockets.
 pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -1072,8 +1072,9 @@ fn software(app: &AppState) -> (&'static str, &'static str) {
 const MISSKEY_VERSION: &str = "2025.4.0";
 
 /// `GET /.well-known/nodeinfo`: where the schema-2.0 document is
-/// (https://nodeinfo.diaspora.software/protocol.html).
-async fn nodeinfo_links(headers: HeaderMap) -> Response {
+/// (<https://nodeinfo.diaspora.software/protocol.html>). Also served by the
+/// PostgreSQL backend (`pg/http.rs`).
+pub(crate) async fn nodeinfo_links(headers: HeaderMap) -> Response {
     let host = host(&headers);
     let body = json!({"links": [{
         "rel": "http://nodeinfo.diaspora.software/ns/schema/2.0",
@@ -1082,23 +1083,28 @@ async fn nodeinfo_links(headers: HeaderMap) -> Response {
     json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
 }
 
-/// `GET /nodeinfo/2.0` (https://nodeinfo.diaspora.software/schema.html):
+/// The NodeInfo 2.0 document (<https://nodeinfo.diaspora.software/schema.html>):
 /// clients read `software.name` to tell Mastodon from Misskey.
-async fn nodeinfo(State(app): State<AppState>) -> Response {
-    let (name, version) = software(&app);
-    let authors = app.with_config(|c| c.authors);
-    let body = json!({
+pub(crate) fn nodeinfo_document(name: &str, version: &str, users: u64, node: &str) -> Value {
+    json!({
         "version": "2.0",
         "software": {"name": name, "version": version},
         "protocols": ["activitypub"],
         "services": {"outbound": [], "inbound": []},
         "usage": {
-            "users": {"total": authors, "activeMonth": authors, "activeHalfyear": authors},
+            "users": {"total": users, "activeMonth": users, "activeHalfyear": users},
             "localPosts": 0,
         },
         "openRegistrations": false,
-        "metadata": {"nodeName": "snowleak simulator"},
-    });
+        "metadata": {"nodeName": node},
+    })
+}
+
+/// `GET /nodeinfo/2.0`.
+async fn nodeinfo(State(app): State<AppState>) -> Response {
+    let (name, version) = software(&app);
+    let authors = app.with_config(|c| c.authors);
+    let body = nodeinfo_document(name, version, authors as u64, "snowleak simulator");
     json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
 }
 

@@ -331,7 +331,7 @@ pub fn dry_run(mut args: RunArgs) -> Result<String, String> {
     if crate::pg::driver::is_postgres(&args.target) {
         return Err(
             "--dry-run shows HTTP requests; a PostgreSQL target sends only the SELECTs \
-             documented in the README"
+             documented in docs/postgres.md"
                 .into(),
         );
     }

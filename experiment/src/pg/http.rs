@@ -39,24 +39,13 @@ pub fn router(client: Arc<tokio_postgres::Client>) -> Router {
 }
 
 async fn instance() -> Json<Value> {
-    Json(json!({
-        "uri": "127.0.0.1",
-        "title": "snowleak on PostgreSQL",
-        "short_description": "statuses served from a PostgreSQL table",
-        "description": "statuses served from a PostgreSQL table",
-        "email": "",
-        "version": "4.3.0",
-        "urls": {},
-        "stats": {"user_count": 16, "status_count": 0, "domain_count": 1},
-        "thumbnail": null,
-        "languages": ["en"],
-        "registrations": false,
-        "approval_required": false,
-        "invites_enabled": false,
-        "configuration": {"statuses": {"max_characters": 500, "max_media_attachments": 4}},
-        "contact_account": null,
-        "rules": [],
-    }))
+    Json(crate::sim::server::instance_v1_document(
+        "127.0.0.1",
+        "snowleak on PostgreSQL",
+        "statuses served from a PostgreSQL table",
+        json!({}),
+        16,
+    ))
 }
 
 /// `GET /nodeinfo/2.0`: the software is Mastodon, as the instance says.
@@ -267,18 +256,20 @@ mod tests {
                 .unwrap();
             assert_eq!(all.len(), 90);
             let http = crate::target::http_client(std::time::Duration::from_secs(10)).unwrap();
-            let get = |query: String| {
+            let get_json = |url: String| {
                 let http = http.clone();
                 async move {
-                    let body: Vec<Value> = http
-                        .get(format!("http://{addr}/api/v1/timelines/public?{query}"))
-                        .send()
-                        .await
+                    let body: Value = http.get(url).send().await.unwrap().json().await.unwrap();
+                    body
+                }
+            };
+            let get = |query: String| {
+                let body = get_json(format!("http://{addr}/api/v1/timelines/public?{query}"));
+                async move {
+                    body.await
+                        .as_array()
                         .unwrap()
-                        .json()
-                        .await
-                        .unwrap();
-                    body.iter()
+                        .iter()
                         .map(|s| s["id"].as_str().unwrap().parse::<i64>().unwrap())
                         .collect::<Vec<i64>>()
                 }
@@ -306,17 +297,10 @@ mod tests {
             let above = get(format!("min_id={}&limit=5", all[50])).await;
             assert_eq!(above, all[45..50].to_vec());
             // NodeInfo, which clients read to tell the software (Mastodon.py does).
-            let links: Value = http
-                .get(format!("http://{addr}/.well-known/nodeinfo"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let links = get_json(format!("http://{addr}/.well-known/nodeinfo")).await;
             let href = links["links"][0]["href"].as_str().unwrap().to_string();
             assert_eq!(href, format!("http://{addr}/nodeinfo/2.0"));
-            let doc: Value = http.get(href).send().await.unwrap().json().await.unwrap();
+            let doc = get_json(href).await;
             assert_eq!(doc["software"]["name"], "mastodon");
         });
     }

@@ -1014,15 +1014,34 @@ fn instance_fields(host: &str) -> (String, Value) {
 async fn mastodon_instance_v1(headers: HeaderMap) -> Response {
     let host = host(&headers);
     let (title, urls) = instance_fields(&host);
-    let body = json!({
+    let body = instance_v1_document(
+        &host,
+        &title,
+        "A leaky timeline for since_id experiments",
+        urls,
+        0,
+    );
+    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+}
+
+/// Mastodon's v1 instance entity (docs.joinmastodon.org, entities/V1_Instance);
+/// also served by the PostgreSQL backend (`pg/http.rs`).
+pub(crate) fn instance_v1_document(
+    host: &str,
+    title: &str,
+    description: &str,
+    urls: Value,
+    users: u64,
+) -> Value {
+    json!({
         "uri": host,
         "title": title,
-        "short_description": "A leaky timeline for since_id experiments",
-        "description": "A leaky timeline for since_id experiments",
+        "short_description": description,
+        "description": description,
         "email": "",
         "version": "4.3.0",
         "urls": urls,
-        "stats": {"user_count": 0, "status_count": 0, "domain_count": 1},
+        "stats": {"user_count": users, "status_count": 0, "domain_count": 1},
         "thumbnail": null,
         "languages": ["en"],
         "registrations": false,
@@ -1031,8 +1050,7 @@ async fn mastodon_instance_v1(headers: HeaderMap) -> Response {
         "configuration": {"statuses": {"max_characters": 500, "max_media_attachments": 4}},
         "contact_account": null,
         "rules": [],
-    });
-    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+    })
 }
 
 async fn mastodon_instance_v2(headers: HeaderMap) -> Response {

@@ -25,6 +25,8 @@ pub struct Output {
     pub truth: Option<Truth>,
     pub k_to_catch_all_ms: Option<i64>,
     pub required_k: Option<RequiredK>,
+    /// With truth: the oracle's cost (`oracle.rs`).
+    pub oracle: Option<Oracle>,
     /// Plot files written (empty when plotting was skipped or failed).
     pub plots: Vec<String>,
 }
@@ -67,6 +69,26 @@ pub struct Poller {
     pub before_baseline: u64,
     pub verdict: &'static str,
     pub verdict_reason: String,
+    /// Duplicates over the oracle's; `None` without truth or oracle duplicates.
+    pub oracle_ratio: Option<f64>,
+    /// With truth: visible -> first returned, over statuses visible after its first request.
+    pub detection_delay_ms: Option<Delay>,
+}
+
+#[derive(Serialize)]
+pub struct Oracle {
+    pub ticks: u64,
+    pub new: u64,
+    pub duplicates: u64,
+    pub duplicates_per_new: f64,
+}
+
+#[derive(Serialize)]
+pub struct Delay {
+    pub basis: usize,
+    pub p50: i64,
+    pub p99: i64,
+    pub max: i64,
 }
 
 #[derive(Serialize)]
@@ -117,13 +139,15 @@ pub fn build(loaded: &Loaded, a: &Analysis, plots: &[String]) -> Output {
     let run = &loaded.run;
     let h = &loaded.history;
     let has_ref = a.reference != Reference::None;
+    let costs = crate::oracle::costs(h, a);
     let pollers = loaded
         .pollers
         .iter()
         .zip(&a.pollers)
         .zip(&a.verdicts)
         .zip(&a.verdict_reasons)
-        .map(|(((p, s), v), why)| Poller {
+        .enumerate()
+        .map(|(i, (((p, s), v), why))| Poller {
             name: p.name.clone(),
             policy: p.policy.clone(),
             k_ms: p.k_ms,
@@ -145,6 +169,13 @@ pub fn build(loaded: &Loaded, a: &Analysis, plots: &[String]) -> Output {
             before_baseline: s.before_baseline,
             verdict: v.as_str(),
             verdict_reason: why.clone(),
+            oracle_ratio: costs.ratios[i].map(|r| (r * 1000.0).round() / 1000.0),
+            detection_delay_ms: costs.delays[i].map(|d| Delay {
+                basis: d.basis,
+                p50: d.p50,
+                p99: d.p99,
+                max: d.max,
+            }),
         })
         .collect();
     let leaks = a
@@ -214,6 +245,12 @@ pub fn build(loaded: &Loaded, a: &Analysis, plots: &[String]) -> Output {
             p90: d.p90,
             p99: d.p99,
             max: d.max,
+        }),
+        oracle: costs.oracle.map(|o| Oracle {
+            ticks: o.ticks,
+            new: o.new,
+            duplicates: o.duplicates,
+            duplicates_per_new: (o.duplicates_per_new() * 1000.0).round() / 1000.0,
         }),
         plots: plots.to_vec(),
     }

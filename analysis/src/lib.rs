@@ -5,12 +5,18 @@
 //!
 //! - [`load`]: run.db (read-only) → [`diff::History`].
 //! - [`diff`]: the pure checker: misses, leaks, late arrivals, skews, verdicts.
+//! - [`oracle`]: the oracle's cost (the floor of duplicates) and detection delays.
 //! - [`report`]: the text report; [`json`]: the `--json` output; [`plot`]: PNG and SVG plots.
+//! - [`sweep`]: the `sweep` command's core: many seeds, one row per seed and poller;
+//!   [`sweep_plot`]: its frontier and lateness survival plots.
 //! - [`synth`]: writes synthetic run databases (for tests and the benchmark).
 
 pub mod diff;
 pub mod json;
 pub mod load;
+pub mod oracle;
 pub mod plot;
 pub mod report;
+pub mod sweep;
+pub mod sweep_plot;
 pub mod synth;

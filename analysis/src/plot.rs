@@ -30,10 +30,10 @@ use std::sync::Once;
 
 type R = Result<(), Box<dyn Error>>;
 
-const SIZE: (u32, u32) = (1200, 720);
-const FONT: &str = "sans-serif";
-const LEAK: RGBColor = RGBColor(214, 39, 40);
-const LATE: RGBColor = RGBColor(31, 119, 180);
+pub(crate) const SIZE: (u32, u32) = (1200, 720);
+pub(crate) const FONT: &str = "sans-serif";
+pub(crate) const LEAK: RGBColor = RGBColor(214, 39, 40);
+pub(crate) const LATE: RGBColor = RGBColor(31, 119, 180);
 const NAIVE_ONLY: RGBColor = RGBColor(255, 160, 60);
 
 /// The stacked categories of the required-k histogram, bottom to top.
@@ -44,7 +44,7 @@ const CATEGORIES: [(&str, RGBColor); 3] = [
 ];
 
 /// Axis numbers without a useless ".0".
-fn num(v: &f64) -> String {
+pub(crate) fn num(v: &f64) -> String {
     if v.fract() == 0.0 || v.abs() >= 100.0 {
         format!("{v:.0}")
     } else {
@@ -53,7 +53,7 @@ fn num(v: &f64) -> String {
     }
 }
 
-fn register() {
+pub(crate) fn register() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // Only fails on unreadable font bytes, which are compiled in.
@@ -172,6 +172,7 @@ macro_rules! both {
         vec![png.display().to_string(), svg.display().to_string()]
     }};
 }
+pub(crate) use both;
 
 /// Writes every plot that applies into `dir`. Returns the files written and
 /// notes on the plots skipped.
@@ -227,11 +228,11 @@ pub fn write_all(
     Ok((files, notes))
 }
 
-fn caption_style() -> TextStyle<'static> {
+pub(crate) fn caption_style() -> TextStyle<'static> {
     (FONT, 26).into_font().into()
 }
 
-fn k_colour(i: usize) -> RGBColor {
+pub(crate) fn k_colour(i: usize) -> RGBColor {
     const C: [RGBColor; 6] = [
         RGBColor(44, 160, 44),
         RGBColor(148, 103, 189),

@@ -97,13 +97,7 @@ pub fn render(loaded: &Loaded, a: &Analysis, plots: &[String], plot_notes: &[Str
     o.push('\n');
 
     // Per-poller table.
-    let width = loaded
-        .pollers
-        .iter()
-        .map(|p| p.name.len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
+    let width = name_width(loaded);
     let _ = writeln!(
         o,
         "{:width$}  {:>8} {:>6} {:>9} {:>10} {:>8} {:>6} {:>6} {:>7} {:>6}  verdict",
@@ -327,6 +321,7 @@ This is a bug in the target, the poller or the recorder:",
         }
     }
     o.push('\n');
+    render_costs(&mut o, loaded, a);
 
     // Verdicts.
     let _ = writeln!(o, "verdict:");
@@ -387,4 +382,47 @@ fn human_bytes(b: f64) -> String {
     } else {
         format!("{b:.0} B")
     }
+}
+
+/// The oracle's line and, per poller, its cost against it and its detection delay.
+fn render_costs(o: &mut String, loaded: &Loaded, a: &Analysis) {
+    let costs = crate::oracle::costs(&loaded.history, a);
+    let Some(oracle) = costs.oracle else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "oracle (knows what is visible; since_id just below the lowest status it has not returned, every tick): {} duplicates, {:.3} per new status",
+        oracle.duplicates,
+        oracle.duplicates_per_new()
+    );
+    let width = name_width(loaded);
+    let _ = writeln!(
+        o,
+        "{:width$}  {:>10} {:>7}  detection delay ms: {:>7} {:>7} {:>8}",
+        "poller", "duplicates", "/oracle", "p50", "p99", "max"
+    );
+    for (i, (p, s)) in loaded.pollers.iter().zip(&a.pollers).enumerate() {
+        let ratio = costs.ratios[i].map_or("-".to_string(), |r| format!("{r:.2}"));
+        let (p50, p99, max) = costs.delays[i].map_or(("-".into(), "-".into(), "-".into()), |d| {
+            (d.p50.to_string(), d.p99.to_string(), d.max.to_string())
+        });
+        let _ = writeln!(
+            o,
+            "{:width$}  {:>10} {:>7}  {:>27} {:>7} {:>8}",
+            p.name, s.duplicates, ratio, p50, p99, max
+        );
+    }
+    o.push('\n');
+}
+
+/// The width of the poller column: the longest name, at least 6.
+fn name_width(loaded: &Loaded) -> usize {
+    loaded
+        .pollers
+        .iter()
+        .map(|p| p.name.len())
+        .max()
+        .unwrap_or(6)
+        .max(6)
 }

@@ -76,6 +76,8 @@ fn synthetic_run_gives_report_json_and_plots() {
         "k to catch all leaks:",
         "required_k_ms over leaks and late arrivals (basis:",
         "verdict:",
+        "oracle (knows what is visible;",
+        "detection delay ms:",
         "naive              INVALID (",
         "compensated:k=10s  VALID",
         "plots written:",
@@ -135,6 +137,20 @@ fn synthetic_run_gives_report_json_and_plots() {
     }
     assert!(v["truth"]["statuses"].as_u64().unwrap() > 0);
     assert_eq!(v["truth"]["missed"]["naive"], pollers[0]["missed"]);
+    // Issue 15: the oracle, each poller's ratio to it, and detection delays.
+    let oracle_dups = v["oracle"]["duplicates"].as_f64().unwrap();
+    assert!(v["oracle"]["new"].as_u64().unwrap() > 0);
+    let k10 = &pollers[2];
+    assert!(
+        k10["duplicates"].as_f64().unwrap() >= oracle_dups,
+        "a valid poller pays at least the oracle"
+    );
+    let ratio = k10["oracle_ratio"].as_f64().unwrap();
+    assert!((ratio - k10["duplicates"].as_f64().unwrap() / oracle_dups).abs() < 0.001);
+    let delay = &k10["detection_delay_ms"];
+    assert!(delay["p50"].as_i64().unwrap() <= delay["p99"].as_i64().unwrap());
+    assert!(delay["p99"].as_i64().unwrap() <= delay["max"].as_i64().unwrap());
+    assert!(delay["basis"].as_u64().unwrap() > 0);
     assert!(v["k_to_catch_all_ms"].as_i64().unwrap() > 0);
     let rk = &v["required_k"];
     assert!(rk["basis"].as_u64().unwrap() >= leaks.len() as u64);

@@ -115,6 +115,10 @@ pub struct RunArgs {
     /// HTTP request timeout (at most 1h).
     #[arg(long, default_value = "10s", value_parser = parse_timeout)]
     pub timeout: u64,
+    /// No progress bar even on a terminal (set by callers that run many at
+    /// once, such as `sweep`; not a flag).
+    #[arg(skip)]
+    pub quiet: bool,
     #[command(flatten)]
     pub pg: crate::pg::driver::PgArgs,
 }
@@ -745,7 +749,11 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
     } else {
         60_000
     };
-    let bar = progress_bar(args.duration, log_every_ms);
+    let bar = if args.quiet {
+        Bar::silent()
+    } else {
+        progress_bar(args.duration, log_every_ms)
+    };
     tracing::info!(run = run_id, db = %args.db.display(), clock = args.clock.as_str(), "run started");
     let (progress, complete, reason) = if virtual_clock {
         let faults = args
@@ -888,6 +896,15 @@ struct Bar {
 }
 
 impl Bar {
+    /// No bar and no log lines.
+    fn silent() -> Bar {
+        Bar {
+            bar: None,
+            log_every_ms: u64::MAX,
+            last_log_ms: Arc::new(Mutex::new(0)),
+        }
+    }
+
     fn tick_to(&self, elapsed_ms: u64, message: impl FnOnce() -> String) {
         match &self.bar {
             Some(bar) => {
@@ -896,7 +913,7 @@ impl Bar {
             }
             None => {
                 let mut last = self.last_log_ms.lock().unwrap_or_else(|e| e.into_inner());
-                if elapsed_ms >= *last + self.log_every_ms {
+                if elapsed_ms >= last.saturating_add(self.log_every_ms) {
                     *last = elapsed_ms;
                     tracing::info!(
                         "{} elapsed: {}",

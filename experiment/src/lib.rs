@@ -6,6 +6,7 @@
 //! Pure core (no I/O, no clock reads; unit- and property-tested):
 //! - [`id`]: ID layouts (Snowflake, Misskey, ULID, UUIDv7): `ts(id)`, `min_id_at(t)`.
 //! - [`policy`]: cursor policies (`naive`, `compensated:k=1s`).
+//! - [`strategy`]: a policy as a state machine (ticks, audits, adaptive).
 //! - [`poller`]: one poller as a state machine: the next request from the last response.
 //! - [`sim`]: the leaky timeline model (pure) and its HTTP server (shell).
 //! - [`time`]: ms since the Unix epoch, parsed and printed.
@@ -47,5 +48,6 @@ pub mod record;
 pub mod run;
 pub mod schedule;
 pub mod sim;
+pub mod strategy;
 pub mod target;
 pub mod time;

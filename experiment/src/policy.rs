@@ -21,6 +21,18 @@ pub enum CursorPolicy {
     /// since_id held k ms behind the previous request (the final formula of
     /// tesaguri's "Your Timelines Are Leaky", github.com/tesaguri/leaky-snowflake).
     Compensated { k_ms: u64 },
+    /// The compensated cursor at every tick, and every `every_ms` one deep
+    /// request (paged back as needed) covering IDs down to `depth_ms` below the
+    /// tick: the "rescan" real clients do (see [`crate::strategy`]).
+    Audit {
+        k_ms: u64,
+        depth_ms: u64,
+        every_ms: u64,
+    },
+    /// k, depth and audit period estimated from the late arrivals found, within
+    /// a request budget of one request per tick (see [`crate::strategy`]).
+    /// `floor_ms` is the smallest lateness its audits always cover.
+    Adaptive { floor_ms: u64 },
     /// PostgreSQL targets only: a keyset cursor on (xid, id) below the oldest
     /// running transaction (`crate::pg::xmin`); it has no since_id.
     Xmin,
@@ -31,7 +43,9 @@ impl CursorPolicy {
     pub fn k_ms(&self) -> Option<u64> {
         match self {
             CursorPolicy::Naive | CursorPolicy::Xmin => None,
-            CursorPolicy::Compensated { k_ms } => Some(*k_ms),
+            CursorPolicy::Compensated { k_ms } | CursorPolicy::Audit { k_ms, .. } => Some(*k_ms),
+            // Its k changes during the run; its final cycle is an audit instead.
+            CursorPolicy::Adaptive { .. } => None,
         }
     }
 
@@ -42,9 +56,15 @@ impl CursorPolicy {
         match *self {
             // An xmin poller reads by (xid, id), never by since_id.
             CursorPolicy::Naive | CursorPolicy::Xmin => latest,
-            CursorPolicy::Compensated { k_ms } => {
+            CursorPolicy::Compensated { k_ms } | CursorPolicy::Audit { k_ms, .. } => {
                 compensated_since_id(layout, latest, retrieved_at_ms, k_ms)
             }
+            CursorPolicy::Adaptive { .. } => compensated_since_id(
+                layout,
+                latest,
+                retrieved_at_ms,
+                crate::strategy::ADAPTIVE_K_INITIAL_MS,
+            ),
         }
     }
 }
@@ -107,32 +127,102 @@ pub fn smallest_k_catching(
     Some(lo)
 }
 
+/// A duration as policy specs write it (`1s500ms`, no spaces).
+fn spec_duration(ms: u64) -> String {
+    format_duration_ms(ms).replace(' ', "")
+}
+
 impl fmt::Display for CursorPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
+        match *self {
             CursorPolicy::Naive => f.write_str("naive"),
             CursorPolicy::Xmin => f.write_str("xmin"),
             CursorPolicy::Compensated { k_ms } => {
-                write!(
-                    f,
-                    "compensated:k={}",
-                    format_duration_ms(*k_ms).replace(' ', "")
-                )
+                write!(f, "compensated:k={}", spec_duration(k_ms))
+            }
+            CursorPolicy::Audit {
+                k_ms,
+                depth_ms,
+                every_ms,
+            } => write!(
+                f,
+                "audit:k={},depth={},every={}",
+                spec_duration(k_ms),
+                spec_duration(depth_ms),
+                spec_duration(every_ms)
+            ),
+            CursorPolicy::Adaptive { floor_ms } if floor_ms == ADAPTIVE_FLOOR_MS => {
+                f.write_str("adaptive")
+            }
+            CursorPolicy::Adaptive { floor_ms } => {
+                write!(f, "adaptive:floor={}", spec_duration(floor_ms))
             }
         }
     }
 }
 
+/// The default smallest lateness adaptive's audits cover (see [`crate::strategy`]).
+pub const ADAPTIVE_FLOOR_MS: u64 = 120_000;
+
+/// Parses `key=DURATION,...` with exactly the keys given, each at most [`MAX_K_MS`].
+fn parse_params(s: &str, body: &str, keys: &[&str]) -> Result<Vec<u64>, String> {
+    let mut values: Vec<Option<u64>> = vec![None; keys.len()];
+    for part in body.split(',') {
+        let (key, value) = part.split_once('=').ok_or_else(|| {
+            format!("bad poller policy '{s}': expected KEY=DURATION, not '{part}'")
+        })?;
+        let at = keys
+            .iter()
+            .position(|k| *k == key.trim())
+            .ok_or_else(|| format!("bad poller policy '{s}': unknown key '{}'", key.trim()))?;
+        let ms =
+            parse_duration_ms(value.trim()).map_err(|e| format!("bad poller policy '{s}': {e}"))?;
+        if ms > MAX_K_MS {
+            return Err(format!(
+                "bad poller policy '{s}': {key} is at most 1day (the run's final drain waits k)"
+            ));
+        }
+        values[at] = Some(ms);
+    }
+    keys.iter()
+        .zip(values)
+        .map(|(key, v)| v.ok_or_else(|| format!("bad poller policy '{s}': {key}= is missing")))
+        .collect()
+}
+
 impl FromStr for CursorPolicy {
     type Err = String;
 
-    /// Parses `naive` or `compensated:k=DURATION`, k at most [`MAX_K_MS`].
+    /// Parses `naive`, `compensated:k=DURATION`,
+    /// `audit:k=DURATION,depth=DURATION,every=DURATION`, `adaptive` or
+    /// `adaptive:floor=DURATION`; every duration at most [`MAX_K_MS`].
     fn from_str(s: &str) -> Result<CursorPolicy, String> {
-        let expected = "expected 'naive', 'compensated:k=DURATION' (for example compensated:k=1s) \
-             or 'xmin' (PostgreSQL targets)";
+        let expected = "expected 'naive', 'compensated:k=DURATION' (for example compensated:k=1s), \
+             'audit:k=1s,depth=2m,every=1m', 'adaptive' or 'xmin' (PostgreSQL targets)";
         match s.trim() {
             "naive" => Ok(CursorPolicy::Naive),
             "xmin" => Ok(CursorPolicy::Xmin),
+            "adaptive" => Ok(CursorPolicy::Adaptive {
+                floor_ms: ADAPTIVE_FLOOR_MS,
+            }),
+            other if other.starts_with("adaptive:") => {
+                let v = parse_params(s, &other["adaptive:".len()..], &["floor"])?;
+                if v[0] == 0 {
+                    return Err(format!("bad poller policy '{s}': floor must be above 0"));
+                }
+                Ok(CursorPolicy::Adaptive { floor_ms: v[0] })
+            }
+            other if other.starts_with("audit:") => {
+                let v = parse_params(s, &other["audit:".len()..], &["k", "depth", "every"])?;
+                if v[2] == 0 {
+                    return Err(format!("bad poller policy '{s}': every must be above 0"));
+                }
+                Ok(CursorPolicy::Audit {
+                    k_ms: v[0],
+                    depth_ms: v[1],
+                    every_ms: v[2],
+                })
+            }
             other => {
                 let k = other
                     .strip_prefix("compensated:k=")
@@ -190,10 +280,36 @@ mod tests {
             "compensated",
             "compensated:k=",
             "compensated:k=fast",
-            "adaptive",
+            "adaptive:",
+            "adaptive:floor=0s",
+            "audit:k=1s",
+            "audit:k=1s,depth=2m,every=0s",
+            "audit:k=1s,depth=2m,every=1m,x=1s",
+            "audit:k=1s,depth=2d,every=1m",
         ] {
             assert!(bad.parse::<CursorPolicy>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn audit_and_adaptive_parse_and_print() {
+        let a: CursorPolicy = "audit:k=1s,depth=2m,every=1m".parse().unwrap();
+        assert_eq!(
+            a,
+            CursorPolicy::Audit {
+                k_ms: 1000,
+                depth_ms: 120_000,
+                every_ms: 60_000
+            }
+        );
+        assert_eq!(a.to_string(), "audit:k=1s,depth=2m,every=1m");
+        assert_eq!(a.k_ms(), Some(1000));
+        let d: CursorPolicy = "adaptive".parse().unwrap();
+        assert_eq!(d.to_string(), "adaptive");
+        assert_eq!(d.k_ms(), None);
+        let f: CursorPolicy = "adaptive:floor=30s".parse().unwrap();
+        assert_eq!(f, CursorPolicy::Adaptive { floor_ms: 30_000 });
+        assert_eq!(f.to_string(), "adaptive:floor=30s");
     }
 
     #[test]

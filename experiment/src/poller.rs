@@ -22,7 +22,12 @@
 
 use crate::id::{Id, Layout};
 use crate::policy::CursorPolicy;
+use crate::strategy::{PageView, Phase, PolicyState, Seen, TickPlan};
 use std::collections::HashSet;
+
+/// The most back-pages of one audit (an audit's depth can hold many pages;
+/// the adaptive policy pays each one back by skipping a tick).
+pub const AUDIT_MAX_BACK_PAGES: u32 = 100;
 
 /// How far an item's ID time may be ahead of the client clock before the item
 /// is taken to be *from the future* (a server clock or generator far ahead, or
@@ -77,6 +82,9 @@ struct Cycle {
     page: u32,
     sent_at_ms: i64,
     highest: Option<Id>,
+    /// The lower bound of this cycle's window (the cursor, or an audit's floor).
+    since: Option<Id>,
+    phase: Phase,
 }
 
 /// A polling loop's state: its policy, its cursor and what it has seen.
@@ -115,6 +123,7 @@ struct Cycle {
 pub struct Poller {
     name: String,
     policy: CursorPolicy,
+    state: PolicyState,
     layout: Layout,
     limit: usize,
     max_back_pages: u32,
@@ -141,6 +150,7 @@ impl Poller {
         Poller {
             name: name.into(),
             policy,
+            state: PolicyState::new(policy),
             layout,
             limit: limit.max(1),
             max_back_pages,
@@ -159,6 +169,11 @@ impl Poller {
 
     pub fn policy(&self) -> CursorPolicy {
         self.policy
+    }
+
+    /// The policy's running state (its current k, audits, skipped ticks).
+    pub fn state(&self) -> &PolicyState {
+        &self.state
     }
 
     pub fn latest(&self) -> Option<Id> {
@@ -182,21 +197,55 @@ impl Poller {
         }
     }
 
-    /// Starts a cycle at `now_ms`: the first request of a tick. A cycle still in
-    /// progress is abandoned with the cursor unchanged.
+    /// A tick at `now_ms` (`last`: the run's final cycle): the cycle's first
+    /// request, or `None` when the policy skips this tick (its request
+    /// budget). A cycle still in progress is abandoned with the cursor unchanged.
+    pub fn tick(&mut self, now_ms: i64, last: bool) -> Option<PageRequest> {
+        let plan = self.state.at_tick(now_ms, last);
+        self.start(now_ms, plan)
+    }
+
+    /// Starts a cycle at `now_ms` as [`Poller::tick`] does, but never skips.
     pub fn begin_cycle(&mut self, now_ms: i64) -> PageRequest {
+        match self.tick(now_ms, false) {
+            Some(req) => req,
+            None => self
+                .start(now_ms, TickPlan::Tick)
+                .expect("a tick is never skipped"),
+        }
+    }
+
+    fn start(&mut self, now_ms: i64, plan: TickPlan) -> Option<PageRequest> {
+        if let Some(unfinished) = self.cycle.take() {
+            self.state.on_cycle_end(
+                unfinished.phase,
+                unfinished.page + 1,
+                false,
+                unfinished.sent_at_ms,
+            );
+        }
+        let (since, phase) = match plan {
+            TickPlan::Skip => return None,
+            TickPlan::Tick => (self.since, Phase::Tick),
+            TickPlan::Audit { floor_ms } => {
+                let floor = self.layout.min_id_at(floor_ms).pred();
+                (self.since.map(|s| s.min(floor)), Phase::Audit)
+            }
+        };
         self.cycle = Some(Cycle {
             number: self.cycles,
             page: 0,
             sent_at_ms: now_ms,
             highest: None,
+            since,
+            phase,
         });
         self.cycles += 1;
-        PageRequest {
-            since: self.since,
+        Some(PageRequest {
+            since,
             before: None,
             limit: self.limit,
-        }
+        })
     }
 
     /// Notes that the back-page request the last [`Outcome::next`] gave is being sent.
@@ -208,7 +257,10 @@ impl Poller {
 
     /// A request of the current cycle failed: the cycle ends, the cursor stays.
     pub fn on_failure(&mut self) {
-        self.cycle = None;
+        if let Some(c) = self.cycle.take() {
+            self.state
+                .on_cycle_end(c.phase, c.page + 1, false, c.sent_at_ms);
+        }
     }
 
     /// A request of the current cycle succeeded with these items (in any order).
@@ -232,14 +284,28 @@ impl Poller {
             .iter()
             .partition(|item| self.layout.ts_ms(item.id) <= horizon_ms);
         let future: Vec<Id> = future.into_iter().map(|item| item.id).collect();
+        let mut seen_items = Vec::with_capacity(present.len());
         for item in &present {
+            let mut late = false;
             if self.seen.insert(item.id) {
                 new_items += 1;
                 if previous_latest.is_some_and(|latest| item.id < latest) {
                     late_arrivals.push(item.id);
+                    late = true;
                 }
             }
+            seen_items.push(Seen {
+                id: item.id,
+                id_time_ms: self.layout.ts_ms(item.id),
+                late,
+                below_cursor: self.since.is_some_and(|since| item.id <= since),
+            });
         }
+        self.state.on_page(&PageView {
+            phase: cycle.phase,
+            sent_at_ms: cycle.sent_at_ms,
+            items: &seen_items,
+        });
         if let Some(top) = present.first() {
             cycle.highest = cycle.highest.max(Some(top.id));
         }
@@ -247,7 +313,11 @@ impl Poller {
         // A full page above a cursor means the window was cut: page back to the
         // cursor. Without a cursor the page is the baseline (module docs).
         let must_page_back =
-            full && self.since.is_some() && lowest.is_some_and(|low| Some(low) > self.since);
+            full && cycle.since.is_some() && lowest.is_some_and(|low| Some(low) > cycle.since);
+        let max_back_pages = match cycle.phase {
+            Phase::Tick => self.max_back_pages,
+            Phase::Audit => self.max_back_pages.max(AUDIT_MAX_BACK_PAGES),
+        };
         let mut outcome = Outcome {
             items,
             reordered,
@@ -256,9 +326,9 @@ impl Poller {
             future,
             ..Outcome::default()
         };
-        if must_page_back && cycle.page < self.max_back_pages {
+        if must_page_back && cycle.page < max_back_pages {
             outcome.next = Some(PageRequest {
-                since: self.since,
+                since: cycle.since,
                 before: lowest,
                 limit: self.limit,
             });
@@ -274,11 +344,22 @@ impl Poller {
     fn finish_cycle(&mut self, cycle: &Cycle) {
         self.latest = self.latest.max(cycle.highest);
         if let Some(latest) = self.latest {
-            let since = self.policy.since_id(&self.layout, latest, cycle.sent_at_ms);
+            let since = self.state.since_id(&self.layout, latest, cycle.sent_at_ms);
             self.since = Some(since);
             self.retrieved_at_ms = Some(cycle.sent_at_ms);
-            // Nothing at or below the cursor can be returned again.
-            self.seen.retain(|id| *id > since);
+            self.state
+                .on_cycle_end(cycle.phase, cycle.page + 1, true, cycle.sent_at_ms);
+            // Nothing at or below the cursor can be returned again, but by an
+            // audit, which reaches `memory_ms` below the tick at most.
+            let memory = self
+                .layout
+                .min_id_before(cycle.sent_at_ms, self.state.memory_ms())
+                .pred()
+                .min(since);
+            self.seen.retain(|id| *id > memory);
+        } else {
+            self.state
+                .on_cycle_end(cycle.phase, cycle.page + 1, true, cycle.sent_at_ms);
         }
     }
 }
@@ -475,5 +556,140 @@ mod tests {
         p.begin_cycle(T0);
         assert!(p.on_page(vec![near.clone()]).future.is_empty());
         assert_eq!(p.since(), Some(near.id));
+    }
+
+    /// A timeline server in miniature: the newest `limit` items in the window.
+    fn serve(timeline: &[Item], req: &PageRequest) -> Vec<Item> {
+        let mut page: Vec<Item> = timeline
+            .iter()
+            .filter(|i| req.since.is_none_or(|s| i.id > s) && req.before.is_none_or(|b| i.id < b))
+            .cloned()
+            .collect();
+        page.sort_by_key(|i| std::cmp::Reverse(i.id));
+        page.truncate(req.limit);
+        page
+    }
+
+    /// One whole cycle at `now` against `timeline` (items visible at once):
+    /// its requests and every ID returned.
+    fn whole_cycle(
+        p: &mut Poller,
+        timeline: &[Item],
+        now: i64,
+    ) -> Option<(Vec<PageRequest>, Vec<Id>, bool)> {
+        let mut req = p.tick(now, false)?;
+        let (mut reqs, mut ids) = (Vec::new(), Vec::new());
+        loop {
+            let out = p.on_page(serve(timeline, &req));
+            reqs.push(req.clone());
+            ids.extend(out.items.iter().map(|i| i.id));
+            match out.next {
+                Some(next) => {
+                    p.next_page_sent();
+                    req = next;
+                }
+                None => return Some((reqs, ids, out.overflow)),
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(16))]
+        /// Issue 15: an audit's windows cover what they claim: every status
+        /// whose ID time lies within depth below the audit's tick is returned
+        /// by that audit (through as many back-pages as it takes), every
+        /// `every`; the ticks in between keep the compensated window; and an
+        /// audit's repeats are never counted as new.
+        #[test]
+        fn audit_windows_cover_what_they_claim(
+            k in 0u64..3000,
+            depth_s in 1u64..200,
+            every_s in 1u64..90,
+            limit in 3usize..40,
+            spacing in 100i64..2000,
+        ) {
+            let l = Layout::twitter();
+            let spec = format!("audit:k={k}ms,depth={depth_s}s,every={every_s}s");
+            let mut p = Poller::new("a", spec.parse().unwrap(), l.clone(), limit, 3);
+            let depth = depth_s as i64 * 1000;
+            let end = 200_000;
+            // Statuses every `spacing` ms from well before the start.
+            let timeline: Vec<Item> = (0..)
+                .map(|i| T0 - 400_000 + i * spacing)
+                .take_while(|t| *t < T0 + end)
+                .map(|t| item(&l, t, 0))
+                .collect();
+            let mut audits = 0;
+            let mut last_audit: Option<i64> = None;
+            for tick in (0..end).step_by(1000) {
+                let now = T0 + tick;
+                let visible: Vec<Item> = timeline.iter().filter(|i| l.ts_ms(i.id) <= now).cloned().collect();
+                let cursor = p.since();
+                let (reqs, ids, overflow) = whole_cycle(&mut p, &visible, now).unwrap();
+                let first = &reqs[0];
+                let floor = l.min_id_at(now - depth).pred();
+                let is_audit = tick > 0 && tick % (every_s as i64 * 1000) == 0;
+                if is_audit {
+                    proptest::prop_assert!(first.since <= cursor);
+                    audits += 1;
+                    proptest::prop_assert!(first.since <= Some(floor));
+                    proptest::prop_assert!(reqs.iter().all(|r| r.since == first.since));
+                    if overflow {
+                        // Cut at the audit's back-page bound, and said so.
+                        proptest::prop_assert_eq!(reqs.len(), AUDIT_MAX_BACK_PAGES as usize + 1);
+                        continue;
+                    }
+                    for i in visible.iter().filter(|i| i.id > floor) {
+                        proptest::prop_assert!(ids.contains(&i.id), "audit at {tick} missed {:?}", i.id);
+                    }
+                    if let Some(prev) = last_audit {
+                        proptest::prop_assert_eq!(now - prev, every_s as i64 * 1000);
+                    }
+                    last_audit = Some(now);
+                } else {
+                    proptest::prop_assert_eq!(first.since, cursor);
+                }
+            }
+            proptest::prop_assert_eq!(audits, ((end - 1000) / 1000) / every_s as i64);
+            // Each status counted new once, audits or not.
+            let distinct: HashSet<Id> = timeline.iter().filter(|i| l.ts_ms(i.id) < T0 + end).map(|i| i.id).collect();
+            proptest::prop_assert!(p.seen.len() <= distinct.len());
+        }
+    }
+
+    #[test]
+    fn an_audits_repeats_are_not_new_and_its_finds_are_late() {
+        let l = Layout::twitter();
+        let mut p = poller("audit:k=1s,depth=1m,every=30s", 200);
+        let a = item(&l, T0 - 100, 0);
+        let mut timeline = vec![a.clone()];
+        whole_cycle(&mut p, &timeline, T0).unwrap();
+        // A status 20 s late appears below the compensated window.
+        let late = item(&l, T0 + 5_000, 0);
+        let b = item(&l, T0 + 24_900, 0);
+        timeline.push(b.clone());
+        for t in 1..25 {
+            whole_cycle(&mut p, &timeline, T0 + t * 1000).unwrap();
+        }
+        timeline.push(late.clone());
+        let mut new_total = 0;
+        let mut found_at = None;
+        for t in 25..=30 {
+            let now = T0 + t * 1000;
+            let mut req = p.tick(now, false).unwrap();
+            loop {
+                let out = p.on_page(serve(&timeline, &req));
+                new_total += out.new_items;
+                if out.late_arrivals.contains(&late.id) {
+                    found_at = Some(t);
+                }
+                match out.next {
+                    Some(n) => req = n,
+                    None => break,
+                }
+            }
+        }
+        assert_eq!(found_at, Some(30), "the audit at 30 s finds it");
+        assert_eq!(new_total, 1, "the audit's repeats of a and b are not new");
     }
 }

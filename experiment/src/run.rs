@@ -232,9 +232,17 @@ pub fn run_virtual(
         let (req, wait_ms, failed_before) = match cycles[i].take() {
             Some(cycle) => (cycle.next, cycle.wait_ms, cycle.failed),
             None => match schedules[i].handle_timeout(at) {
-                Some(CycleStart { wait_ms, .. }) => {
-                    (plan.pollers[i].begin_cycle(at), wait_ms, false)
-                }
+                Some(CycleStart { wait_ms, last }) => match plan.pollers[i].tick(at, last) {
+                    Some(req) => (req, wait_ms, false),
+                    None => {
+                        // The policy skipped this tick (its request budget).
+                        schedules[i].skip(at);
+                        if let Some(t) = schedules[i].poll_timeout() {
+                            queue.push(Reverse((t, i)));
+                        }
+                        continue;
+                    }
+                },
                 None => {
                     if let Some(t) = schedules[i].poll_timeout() {
                         queue.push(Reverse((t, i)));
@@ -442,7 +450,11 @@ async fn poll_loop<T: PollTarget>(
         let Some(start) = schedule.handle_timeout(now_ms().max(at)) else {
             continue;
         };
-        let mut req = poller.begin_cycle(now_ms());
+        let Some(mut req) = poller.tick(now_ms(), start.last) else {
+            // The policy skipped this tick (its request budget): on to the next.
+            schedule.skip(now_ms());
+            continue;
+        };
         let mut cycle_failed = false;
         let mut request_wait = start.wait_ms;
         let mut abandoned = false;

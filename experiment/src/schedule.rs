@@ -222,6 +222,21 @@ impl Schedule {
         self.drain_if_due();
     }
 
+    /// The policy skipped the tick that began at `now_ms` (its request
+    /// budget): no request went, so nothing failed or succeeded, and the
+    /// backoff stays as it was; on to the next tick.
+    pub fn skip(&mut self, now_ms: i64) {
+        self.in_cycle = false;
+        if matches!(self.phase, Phase::Draining { .. }) {
+            self.phase = Phase::Done;
+            return;
+        }
+        // The first tick strictly after the skipped one (which may have been
+        // held past its own tick by a backoff or a Retry-After).
+        self.next_tick = align_up(now_ms.saturating_add(1), self.interval_ms);
+        self.drain_if_due();
+    }
+
     /// The cycle was given up at `now_ms` before its request went (the budget's
     /// wait reached the end of the run, or a stop came): the cursor stays, and
     /// `cut_wait_ms` is recorded with the final cycle's first request.
@@ -375,5 +390,38 @@ mod tests {
         assert!(last.last);
         assert_eq!(last.wait_ms, 100);
         assert_eq!(s.pace_cap_ms(1_000), FINAL_PACE_CAP_MS);
+    }
+
+    /// A tick the policy skips sends nothing and keeps the backoff: the
+    /// failures before it still count, the skipped tick is not made up, and
+    /// skipping the final cycle ends the schedule.
+    #[test]
+    fn a_skipped_tick_moves_to_the_next_and_keeps_the_backoff() {
+        let mut s = Schedule::new(0, 60_000, 1000, 0);
+        let mut cycle = |s: &mut Schedule, failed: Option<bool>| -> i64 {
+            let at = s.poll_timeout().unwrap();
+            s.handle_timeout(at).unwrap();
+            match failed {
+                Some(failed) => s.on_cycle_end(at + 20, failed),
+                None => s.skip(at),
+            }
+            at
+        };
+        let t0 = cycle(&mut s, Some(true));
+        assert_eq!(cycle(&mut s, Some(true)), t0 + 1000);
+        // Two failures: the next cycle is two ticks on.
+        assert_eq!(cycle(&mut s, None), t0 + 3000, "skipped");
+        // Still two failures behind it: a third backs off four ticks.
+        assert_eq!(cycle(&mut s, Some(true)), t0 + 4000);
+        assert_eq!(s.poll_timeout(), Some(t0 + 8000));
+
+        let mut s = Schedule::new(0, 1000, 1000, 0);
+        while !s.is_done() {
+            let at = s.poll_timeout().unwrap();
+            if s.handle_timeout(at).is_some() {
+                s.skip(at);
+            }
+        }
+        assert_eq!(s.poll_timeout(), None);
     }
 }

@@ -1,0 +1,508 @@
+//! Cursor policies as small state machines: told each page, asked for the
+//! next request's bounds.
+//!
+//! [`crate::policy::CursorPolicy`] is the spec (parsed from `--poller`);
+//! [`PolicyState`] is its running state. The poller ([`crate::poller`]) tells
+//! it every page (items, their ID times, which were late arrivals and which
+//! lay below the tick's cursor, the send time) and asks it, at each tick,
+//! what that tick's cycle is: an ordinary tick (the compensated window), an
+//! audit (the same request with its since lowered to `depth` below the tick,
+//! paged back as needed), or nothing (a tick skipped to stay within the
+//! request budget). It reads no clock: every time is passed in.
+//!
+//! **Why an audit is the tick's own request made deeper.** The deep window
+//! `(tick - depth, now]` contains the compensated one, so one request (and its
+//! back-pages) serves both; a separate request would fetch the top twice. The
+//! cost is about `k + depth / every` duplicates per new status at one tick a
+//! second (every status is fetched again by each tick within k of its ID time,
+//! and by each audit within depth of it).
+//!
+//! **Adaptive** (`adaptive`), after RFC 6298 (TCP's retransmission timer,
+//! <https://www.rfc-editor.org/rfc/rfc6298>), which solves the same problem:
+//! cover a delay whose distribution is unknown and heavy-tailed, learning from
+//! samples, backing off fast when the cover proved too short.
+//!
+//! - **k** (the ticks' lag) is `SRTT + 4 RTTVAR` (RFC 6298 section 2, gains 1/8
+//!   and 1/4) over the lateness (`send time - ID time`) of late arrivals the
+//!   ticks found, starting at 1 s (the RFC's initial RTO) and held within
+//!   100 ms..1 s: each second of k costs one duplicate per new status at 1 s
+//!   ticks, so k only serves detection delay; what it misses the audits catch.
+//!   These samples are censored at k (a tick sees nothing below its window).
+//! - **C** (the lateness the audits surely cover) sets the audits: every 2C,
+//!   depth 3C. An item that became visible λ after its ID time is then caught
+//!   by the next audit (at most 2C later) whenever λ <= C, and the audits cost
+//!   `depth / every` = 1.5 duplicates per new status *whatever C is*: a larger C
+//!   only delays the rare items the ticks missed, and makes each audit longer
+//!   (its pages are paid back by skipped ticks, below). C starts at the floor
+//!   (2 min unless `adaptive:floor=D`), doubles (RFC 6298 section 5.5's
+//!   backoff) to at least twice the sample when an audit finds an item later
+//!   than C (the audit's window reaches 3C, so it can see beyond its cover:
+//!   this is how the censored sample reveals the tail), rises to
+//!   `SRTT + 4 RTTVAR` of the audit finds after an audit that found something
+//!   beyond C/2, and shrinks slowly (1/64 per audit that found nothing beyond
+//!   C/2) back toward the floor.
+//!   The floor is a cost choice, not knowledge of the tail: below it nothing is
+//!   saved in duplicates, only detection delay of the rare audit finds.
+//! - **Budget**: at most one request per tick on average. Every request beyond
+//!   the first of a cycle (back-pages, an audit's pages) is a debt paid by
+//!   skipping the next ticks, so over any stretch the requests exceed the
+//!   ticks by at most one cycle's extra pages. At 1 s ticks that is X's v1.1
+//!   `lists/statuses` limit of 900 requests per 15 minutes for one poller
+//!   (<https://developer.x.com/en/docs/x-api/v1/rate-limits>), give or take one
+//!   audit's pages at the window's edge. A skipped tick loses nothing: the
+//!   next window starts k below the previous request's send time.
+
+use crate::id::{Id, Layout};
+use crate::policy::{CursorPolicy, compensated_since_id};
+
+/// Adaptive's k before any sample: RFC 6298 (2.1)'s initial RTO of 1 s.
+pub const ADAPTIVE_K_INITIAL_MS: u64 = 1_000;
+/// Adaptive's k stays within these: above 1 s a tick's duplicates cost more
+/// than the audits that catch what it misses.
+pub const ADAPTIVE_K_MIN_MS: u64 = 100;
+pub const ADAPTIVE_K_MAX_MS: u64 = 1_000;
+/// The largest audit cover C: a federated status can arrive hours late, but
+/// an audit 12 h deep at a few statuses a second is thousands of pages.
+pub const ADAPTIVE_COVER_MAX_MS: u64 = 6 * 3600 * 1000;
+
+/// Which part of a cycle a request belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The compensated window above the cursor.
+    Tick,
+    /// A deep request: the tick's window and `depth` below the tick.
+    Audit,
+}
+
+/// What the policy decides at a tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TickPlan {
+    /// No request this tick (paying back the budget).
+    Skip,
+    /// The ordinary window above the cursor.
+    Tick,
+    /// A deep request covering IDs from `floor_ms` (ID time) up.
+    Audit { floor_ms: i64 },
+}
+
+/// One item of a page as the policy sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seen {
+    pub id: Id,
+    pub id_time_ms: i64,
+    /// Returned for the first time, below the highest ID of earlier cycles.
+    pub late: bool,
+    /// Below the tick's compensated cursor: only an audit could return it.
+    pub below_cursor: bool,
+}
+
+/// One page as the policy is told it.
+#[derive(Clone, Copy, Debug)]
+pub struct PageView<'a> {
+    pub phase: Phase,
+    /// The cycle's send time (its first request).
+    pub sent_at_ms: i64,
+    pub items: &'a [Seen],
+}
+
+/// RFC 6298's smoothed estimate and variance, in ms.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Smoothed {
+    srtt: f64,
+    rttvar: f64,
+    samples: u64,
+}
+
+impl Smoothed {
+    /// RFC 6298 (2.2) for the first sample, (2.3) with alpha 1/8, beta 1/4 after.
+    pub fn update(&mut self, sample_ms: f64) {
+        if self.samples == 0 {
+            self.srtt = sample_ms;
+            self.rttvar = sample_ms / 2.0;
+        } else {
+            self.rttvar = 0.75 * self.rttvar + 0.25 * (self.srtt - sample_ms).abs();
+            self.srtt = 0.875 * self.srtt + 0.125 * sample_ms;
+        }
+        self.samples += 1;
+    }
+
+    /// `SRTT + 4 RTTVAR`, or `None` before any sample.
+    pub fn bound_ms(&self) -> Option<u64> {
+        (self.samples > 0).then(|| (self.srtt + 4.0 * self.rttvar).max(0.0) as u64)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Adaptive {
+    floor_ms: u64,
+    k: Smoothed,
+    /// C: the lateness the audits surely cover.
+    cover_ms: u64,
+    cover: Smoothed,
+    /// The current audit found an item later than C/2.
+    found_deep: bool,
+    /// C when the current audit began: one audit at most doubles it, so the
+    /// poller's memory of returned IDs (six times C) still covers the next one.
+    cover_at_start_ms: u64,
+    /// Send time of the last complete audit (or of the baseline tick): what
+    /// an audit finds below it was not visible then.
+    last_audit_ms: Option<i64>,
+    /// Requests beyond one per tick, paid back by skipping ticks.
+    debt: u64,
+}
+
+/// A policy's running state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyState {
+    spec: CursorPolicy,
+    k_ms: u64,
+    /// The next audit's time (none before the first tick).
+    next_audit_ms: Option<i64>,
+    /// The last audit's time (or the baseline tick's).
+    last_audit_ms: Option<i64>,
+    adaptive: Option<Adaptive>,
+    skipped: u64,
+}
+
+impl PolicyState {
+    pub fn new(spec: CursorPolicy) -> PolicyState {
+        let adaptive = match spec {
+            CursorPolicy::Adaptive { floor_ms } => Some(Adaptive {
+                floor_ms,
+                k: Smoothed::default(),
+                cover_ms: floor_ms,
+                cover: Smoothed::default(),
+                found_deep: false,
+                cover_at_start_ms: floor_ms,
+                last_audit_ms: None,
+                debt: 0,
+            }),
+            _ => None,
+        };
+        PolicyState {
+            spec,
+            k_ms: match spec {
+                CursorPolicy::Adaptive { .. } => ADAPTIVE_K_INITIAL_MS,
+                other => other.k_ms().unwrap_or(0),
+            },
+            next_audit_ms: None,
+            last_audit_ms: None,
+            adaptive,
+            skipped: 0,
+        }
+    }
+
+    pub fn spec(&self) -> CursorPolicy {
+        self.spec
+    }
+
+    /// The ticks' current lag (0 for naive).
+    pub fn k_ms(&self) -> u64 {
+        self.k_ms
+    }
+
+    /// The current audit depth and period, if the policy audits.
+    pub fn audit(&self) -> Option<(u64, u64)> {
+        match (self.spec, &self.adaptive) {
+            (
+                CursorPolicy::Audit {
+                    depth_ms, every_ms, ..
+                },
+                _,
+            ) => Some((depth_ms, every_ms)),
+            (_, Some(a)) => Some((3 * a.cover_ms, 2 * a.cover_ms)),
+            _ => None,
+        }
+    }
+
+    /// Ticks skipped so far to stay within the budget.
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// How far below a cycle's send time the poller must remember the IDs it
+    /// returned, so that an audit's repeats are not counted as new.
+    pub fn memory_ms(&self) -> u64 {
+        match &self.adaptive {
+            // Twice the depth: the cover may double at the next audit.
+            Some(a) => 6 * a.cover_ms,
+            None => self.audit().map_or(0, |(depth, _)| depth),
+        }
+    }
+
+    /// The since_id of the next tick: `latest` for naive, else the compensated
+    /// formula with the current k ([`compensated_since_id`], unchanged).
+    pub fn since_id(&self, layout: &Layout, latest: Id, retrieved_at_ms: i64) -> Id {
+        match self.spec {
+            // An xmin poller reads by (xid, id), never by since_id.
+            CursorPolicy::Naive | CursorPolicy::Xmin => latest,
+            _ => compensated_since_id(layout, latest, retrieved_at_ms, self.k_ms),
+        }
+    }
+
+    /// What the tick at `now_ms` does. `last` is the run's final cycle: an
+    /// auditing policy audits then (what it has not audited yet would
+    /// otherwise be left for an audit that never comes) and never skips it.
+    pub fn at_tick(&mut self, now_ms: i64, last: bool) -> TickPlan {
+        let Some((depth_ms, every_ms)) = self.audit() else {
+            return TickPlan::Tick;
+        };
+        let Some(next) = self.next_audit_ms else {
+            // The first tick is the baseline: nothing below it is owed yet.
+            self.next_audit_ms = Some(now_ms.saturating_add(every_ms as i64));
+            self.last_audit_ms = Some(now_ms);
+            if let Some(a) = &mut self.adaptive {
+                a.last_audit_ms = Some(now_ms);
+            }
+            return TickPlan::Tick;
+        };
+        if !last
+            && let Some(a) = &mut self.adaptive
+            && a.debt > 0
+        {
+            a.debt -= 1;
+            self.skipped += 1;
+            return TickPlan::Skip;
+        }
+        if last || now_ms >= next {
+            // The final cycle can come long after the last audit (the run's
+            // final drain waits the largest k of all its pollers): it reaches
+            // as deep below the last audit as an audit would have.
+            let since_last = if last {
+                self.last_audit_ms
+                    .map_or(0, |a| now_ms.saturating_sub(a).max(0))
+            } else {
+                0
+            };
+            self.next_audit_ms = Some(now_ms.saturating_add(every_ms as i64));
+            self.last_audit_ms = Some(now_ms);
+            if let Some(a) = &mut self.adaptive {
+                a.found_deep = false;
+                a.cover_at_start_ms = a.cover_ms;
+            }
+            return TickPlan::Audit {
+                floor_ms: now_ms
+                    .saturating_sub(depth_ms as i64)
+                    .saturating_sub(since_last),
+            };
+        }
+        TickPlan::Tick
+    }
+
+    /// One successful page of the current cycle.
+    pub fn on_page(&mut self, page: &PageView<'_>) {
+        let Some(a) = &mut self.adaptive else {
+            return;
+        };
+        for item in page.items.iter().filter(|i| i.late) {
+            if item.below_cursor {
+                // Found only because the audit reached below the ticks' window.
+                // Its lateness is censored: it was not visible at the last
+                // audit if that audit's window held it, and the ticks missed
+                // it, so it was at least this late (a lower bound; the send
+                // time would add the wait for this audit, up to its period).
+                let since_last = a
+                    .last_audit_ms
+                    .map_or(0, |last| last.saturating_sub(item.id_time_ms).max(0) as u64);
+                let sample = since_last.max(self.k_ms);
+                a.cover.update(sample as f64);
+                if sample > a.cover_ms / 2 {
+                    a.found_deep = true;
+                }
+                if sample > a.cover_ms {
+                    // Later than covered: back off at once (RFC 6298 5.5), at
+                    // most doubling per audit.
+                    a.cover_ms = (2 * a.cover_ms.max(sample))
+                        .min(2 * a.cover_at_start_ms)
+                        .min(ADAPTIVE_COVER_MAX_MS);
+                }
+            } else {
+                let sample = page.sent_at_ms.saturating_sub(item.id_time_ms).max(0) as u64;
+                a.k.update(sample as f64);
+                if let Some(bound) = a.k.bound_ms() {
+                    self.k_ms = bound.clamp(ADAPTIVE_K_MIN_MS, ADAPTIVE_K_MAX_MS);
+                }
+            }
+        }
+    }
+
+    /// The cycle ended after `requests` requests; `ok` when all succeeded.
+    pub fn on_cycle_end(&mut self, phase: Phase, requests: u32, ok: bool, sent_at_ms: i64) {
+        if phase == Phase::Audit && !ok {
+            // The audit did not finish: audit again at the next tick.
+            self.next_audit_ms = Some(sent_at_ms);
+        }
+        let Some(a) = &mut self.adaptive else {
+            return;
+        };
+        a.debt += u64::from(requests.saturating_sub(1));
+        if phase == Phase::Audit && ok {
+            let estimate = a.cover.bound_ms().unwrap_or(0).min(ADAPTIVE_COVER_MAX_MS);
+            a.last_audit_ms = Some(sent_at_ms);
+            a.cover_ms = if a.found_deep {
+                // Deep finds: rise to the estimate (never fall after one).
+                a.cover_ms.max(estimate.min(2 * a.cover_at_start_ms))
+            } else {
+                // Shrink slowly: 1/64 of the cover per quiet audit.
+                (a.cover_ms - a.cover_ms / 64).max(a.floor_ms)
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: i64 = 1_700_000_000_000;
+
+    fn state(spec: &str) -> PolicyState {
+        PolicyState::new(spec.parse().unwrap())
+    }
+
+    #[test]
+    fn naive_and_compensated_never_audit_nor_skip() {
+        for spec in ["naive", "compensated:k=1s"] {
+            let mut s = state(spec);
+            for t in 0..1000 {
+                assert_eq!(s.at_tick(T0 + t * 1000, t == 999), TickPlan::Tick);
+            }
+            s.on_cycle_end(Phase::Tick, 5, true, T0);
+            assert_eq!(s.at_tick(T0 + 1_000_000, false), TickPlan::Tick);
+        }
+    }
+
+    #[test]
+    fn audit_every_period_to_its_depth_and_at_the_end() {
+        let mut s = state("audit:k=1s,depth=2m,every=1m");
+        let plans: Vec<(i64, TickPlan)> = (0..=180)
+            .map(|t| (t, s.at_tick(T0 + t * 1000, t == 180)))
+            .collect();
+        let audits: Vec<(i64, i64)> = plans
+            .iter()
+            .filter_map(|(t, p)| match p {
+                TickPlan::Audit { floor_ms } => Some((*t, *floor_ms)),
+                _ => None,
+            })
+            .collect();
+        // The final one at 180 s: 60 s after the last audit, so 60 s deeper.
+        assert_eq!(
+            audits,
+            vec![
+                (60, T0 + 60_000 - 120_000),
+                (120, T0),
+                (180, T0 + 180_000 - 120_000 - 60_000)
+            ]
+        );
+        // A failed audit is made again at the next tick.
+        s.on_cycle_end(Phase::Audit, 1, false, T0 + 180_000);
+        assert!(matches!(
+            s.at_tick(T0 + 181_000, false),
+            TickPlan::Audit { .. }
+        ));
+    }
+
+    fn late(id_time_ms: i64, below_cursor: bool) -> Seen {
+        Seen {
+            id: Id(id_time_ms as u128),
+            id_time_ms,
+            late: true,
+            below_cursor,
+        }
+    }
+
+    /// Issue 15: adaptive grows when an audit finds an item later than it covered.
+    #[test]
+    fn adaptive_grows_when_an_audit_finds_a_later_item() {
+        let mut s = state("adaptive:floor=30s");
+        assert_eq!(s.audit(), Some((90_000, 60_000)));
+        s.at_tick(T0, false);
+        let at = T0 + 60_000;
+        let plan = s.at_tick(at, false);
+        assert_eq!(
+            plan,
+            TickPlan::Audit {
+                floor_ms: at - 90_000
+            }
+        );
+        // The audit finds an item below the baseline tick's time by 50 s: it
+        // was not visible then, so it is at least 50 s late, beyond the 30 s
+        // covered.
+        let items = [late(T0 - 50_000, true)];
+        s.on_page(&PageView {
+            phase: Phase::Audit,
+            sent_at_ms: at,
+            items: &items,
+        });
+        s.on_cycle_end(Phase::Audit, 1, true, at);
+        let (depth, every) = s.audit().unwrap();
+        assert_eq!(every, 2 * 60_000, "cover doubled (at most, in one audit)");
+        assert_eq!(2 * depth, 3 * every);
+        // Quiet audits shrink it, slowly, never below the floor.
+        let grown = every;
+        let mut t = at;
+        let mut covers = vec![grown];
+        for _ in 0..300 {
+            t += 2 * s.audit().unwrap().1 as i64;
+            assert!(matches!(s.at_tick(t, false), TickPlan::Audit { .. }));
+            s.on_cycle_end(Phase::Audit, 1, true, t);
+            covers.push(s.audit().unwrap().1);
+        }
+        assert!(covers[1] < grown && covers[1] >= grown - grown / 64);
+        assert!(covers.windows(2).all(|w| w[1] <= w[0]));
+        assert_eq!(*covers.last().unwrap(), 60_000, "back to the floor");
+    }
+
+    #[test]
+    fn adaptive_k_follows_the_ticks_late_arrivals_within_bounds() {
+        let mut s = state("adaptive");
+        assert_eq!(s.k_ms(), ADAPTIVE_K_INITIAL_MS);
+        for i in 0..50 {
+            let sent = T0 + i * 1000;
+            let items = [late(sent - 150, false)];
+            s.on_page(&PageView {
+                phase: Phase::Tick,
+                sent_at_ms: sent,
+                items: &items,
+            });
+        }
+        assert!(
+            s.k_ms() < 400 && s.k_ms() >= ADAPTIVE_K_MIN_MS,
+            "{}",
+            s.k_ms()
+        );
+    }
+
+    #[test]
+    fn adaptive_pays_extra_pages_by_skipping_ticks() {
+        let mut s = state("adaptive");
+        s.at_tick(T0, false);
+        s.on_cycle_end(Phase::Tick, 4, true, T0);
+        let plans: Vec<TickPlan> = (1..=5).map(|t| s.at_tick(T0 + t * 1000, false)).collect();
+        assert_eq!(
+            plans,
+            vec![
+                TickPlan::Skip,
+                TickPlan::Skip,
+                TickPlan::Skip,
+                TickPlan::Tick,
+                TickPlan::Tick
+            ]
+        );
+        assert_eq!(s.skipped(), 3);
+        // The final cycle is never skipped.
+        s.on_cycle_end(Phase::Tick, 3, true, T0);
+        assert!(matches!(s.at_tick(T0 + 9000, true), TickPlan::Audit { .. }));
+    }
+
+    #[test]
+    fn rfc6298_smoothing() {
+        let mut s = Smoothed::default();
+        assert_eq!(s.bound_ms(), None);
+        s.update(1000.0);
+        assert_eq!(s.bound_ms(), Some(3000));
+        s.update(1000.0);
+        // RTTVAR = 3/4 * 500, SRTT = 1000.
+        assert_eq!(s.bound_ms(), Some(2500));
+    }
+}

@@ -140,9 +140,11 @@ fn virtual_hour_under_every_fault_has_no_false_leak() {
 fn real_http_under_every_fault_has_no_false_leak() {
     let dir = temp_dir("real");
     let db = dir.join("run.db");
+    // Twelve seconds: failed cycles back off (1, 2, 4 ... ticks), so a
+    // shorter run may make too few requests to meet every fault kind.
     experiment(&[
         "--duration",
-        "6s",
+        "12s",
         "--interval",
         "200ms",
         "--timeout",

@@ -398,7 +398,7 @@ mod tests {
     #[test]
     fn a_skipped_tick_moves_to_the_next_and_keeps_the_backoff() {
         let mut s = Schedule::new(0, 60_000, 1000, 0);
-        let mut cycle = |s: &mut Schedule, failed: Option<bool>| -> i64 {
+        let cycle = |s: &mut Schedule, failed: Option<bool>| -> i64 {
             let at = s.poll_timeout().unwrap();
             s.handle_timeout(at).unwrap();
             match failed {

@@ -1,7 +1,7 @@
 //! Every file a comment or a document names must be in this repository
 //! (issue #12: comments cited notes that lived outside it). Scans the comments
 //! of `.rs`, `.py`, `.mjs` and `.ci/run`, and all of every `.md`, for
-//! path-like words (`docs/apis.md`, `sim/profile.rs`, `../x/y.md`) and fails
+//! path-like words (`docs/api-facts.md`, `sim/profile.rs`, `../x/y.md`) and fails
 //! naming each one that resolves nowhere. External sources are cited by URL
 //! or name, which this does not check.
 
@@ -16,7 +16,7 @@ const MACHINE_PATH: &str = "/work/";
 /// Names of documents the project was started from, which are not in it: a
 /// comment that needs their facts cites the public source they came from.
 const OUTSIDE_DOCUMENTS: &[&str] = &["project brief", "the brief's", "the seeds'"];
-/// Extensions that make a bare word (no `/`) a file reference: `apis.md`, `server_x.rs`.
+/// Extensions that make a bare word (no `/`) a file reference: `api-facts.md`, `server_x.rs`.
 const BARE_EXTENSIONS: &[&str] = &["md", "rs"];
 
 fn repo_root() -> PathBuf {
@@ -106,7 +106,7 @@ fn referenced_paths(text: &str) -> Vec<String> {
 /// Whether `reference`, named in `file`, is a file of the repository: relative to
 /// the file's directory or any directory above it up to the root; or, unless it
 /// climbs with `../`, the tail of a repository file's path (`src/id.rs`, a bare
-/// `apis.md`). Files under `data/` are the runs that land there, not sources.
+/// `api-facts.md`). Files under `data/` are the runs that land there, not sources.
 fn resolves(root: &Path, files: &[PathBuf], file: &Path, reference: &str) -> bool {
     if reference.starts_with('/') {
         return false;
@@ -170,13 +170,13 @@ fn every_file_a_comment_or_document_names_is_in_the_repository() {
 
 #[test]
 fn the_scan_finds_paths_and_leaves_hosts_alone() {
-    let text = "see docs/apis.md [apis.md 1.2], `../shared/research/x.md`, sim/profile.rs. \
+    let text = "see docs/api-facts.md [api-facts.md 1.2], `../shared/research/x.md`, sim/profile.rs. \
                 Not github.com/tesaguri/leaky-snowflake/README.md nor crate::policy.";
     assert_eq!(
         referenced_paths(text),
         [
-            "docs/apis.md",
-            "apis.md",
+            "docs/api-facts.md",
+            "api-facts.md",
             "../shared/research/x.md",
             "sim/profile.rs"
         ]
@@ -184,7 +184,7 @@ fn the_scan_finds_paths_and_leaves_hosts_alone() {
     let root = repo_root().canonicalize().unwrap();
     let files = repo_files(&root);
     let here = root.join("experiment/src/sim/server.rs");
-    assert!(resolves(&root, &files, &here, "docs/apis.md"));
+    assert!(resolves(&root, &files, &here, "docs/api-facts.md"));
     assert!(resolves(&root, &files, &here, "server_x.rs"));
     assert!(!resolves(
         &root,

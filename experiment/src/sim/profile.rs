@@ -1,5 +1,5 @@
 //! The simulator's parameters ([`SimConfig`]) and the named profiles that set
-//! them for each kind of server. Facts cited are from `docs/apis.md`
+//! them for each kind of server. Facts cited are from `docs/api-facts.md`
 //! (section numbers in brackets); the numbers that are not facts are
 //! assumptions or calibrations, and say so, with what the result owes to
 //! them (see [`twitter`]).
@@ -375,7 +375,7 @@ pub fn twitter() -> SimConfig {
 
 /// `discord`: the `twitter` profile's process on Discord's layout (its
 /// snowflakes have the same 42-bit time, 10 worker/process bits and 12-bit
-/// increment, from the Discord epoch) [docs/apis.md 4]. It exists so that the X
+/// increment, from the Discord epoch) [docs/api-facts.md 4]. It exists so that the X
 /// and Discord dialects can be served with the right IDs; the process itself
 /// is not calibrated against Discord.
 pub fn discord() -> SimConfig {

@@ -1,5 +1,5 @@
 //! The simulator over HTTP, in five dialects (three in this file), each as
-//! `docs/apis.md` describes the real API (section numbers in brackets):
+//! `docs/api-facts.md` describes the real API (section numbers in brackets):
 //!
 //! - Twitter v1.1 `GET /1.1/lists/statuses.json` [2.2]: `since_id` exclusive,
 //!   `max_id` *inclusive*, `count` default 20, at most 200, newest first.

@@ -1,4 +1,4 @@
-//! The simulator in Discord's dialect [docs/apis.md 4]:
+//! The simulator in Discord's dialect [docs/api-facts.md 4]:
 //! `GET /api/v10/channels/{id}/messages`, and what a bot library calls around
 //! it: `GET /users/@me` (login), `GET /oauth2/applications/@me`,
 //! `GET /channels/{id}` and `GET /users/{id}`.
@@ -11,7 +11,7 @@
 //! - Rate headers `X-RateLimit-Limit`, `-Remaining`, `-Reset` (epoch seconds
 //!   with decimals), `-Reset-After` (seconds), `-Bucket`; a 429 carries
 //!   `Retry-After`, `X-RateLimit-Scope` and `{"message", "retry_after",
-//!   "global"}` ([docs/apis.md 4]).
+//!   "global"}` ([docs/api-facts.md 4]).
 //! - Every response is `Content-Type: application/json` exactly and carries
 //!   `Via: 1.1 google`, as Discord's do: discord.py parses a body as JSON only
 //!   for that exact content type, and takes a 429 without `Via` for a

@@ -1,4 +1,4 @@
-//! The simulator in X API v2's dialect [docs/apis.md 2.3]: the timelines
+//! The simulator in X API v2's dialect [docs/api-facts.md 2.3]: the timelines
 //! `GET /2/users/{id}/tweets` and `GET /2/tweets/search/recent`, and the user
 //! lookups a client makes first (`/2/users/me`, `/2/users/{id}`, `/2/users?ids=`,
 //! `/2/users/by/username/{name}`, `/2/users/by?usernames=`).

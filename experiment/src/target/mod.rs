@@ -137,7 +137,7 @@ impl Dialect {
             }
             Dialect::Mastodon { timeline } => {
                 // since_id returns the *newest* `limit` statuses above it: with more new
-                // statuses than a page, the middle is silently dropped [docs/apis.md 1.2]. The
+                // statuses than a page, the middle is silently dropped [docs/api-facts.md 1.2]. The
                 // poller sees the full page and pages back with max_id (exclusive) until
                 // a page is not full, which fills that middle in.
                 let (path, mut query) = mastodon_timeline(timeline);
@@ -204,7 +204,7 @@ impl Dialect {
             Dialect::Discord { channel_id } => {
                 // `before`, `after` and `around` are mutually exclusive, and `after`
                 // returns the messages *immediately after* the cursor (the oldest
-                // ones), not the newest [docs/apis.md 4]. A full `after` page would cut
+                // ones), not the newest [docs/api-facts.md 4]. A full `after` page would cut
                 // the window at the top, where back-paging cannot reach. So every
                 // request asks for the newest page below `before` (none on page 0),
                 // and the items at or below `since` are dropped locally
@@ -391,7 +391,7 @@ pub fn full_url(base: &str, http: &HttpRequest) -> String {
     }
 }
 
-/// Which Misskey layout IDs like these are, from their shape alone [docs/apis.md 3.3]:
+/// Which Misskey layout IDs like these are, from their shape alone [docs/api-facts.md 3.3]:
 /// 10 base36 characters = `aid`, 16 = `aidx`, 24 hex digits starting 8-f =
 /// `meid` (0-7 would be `objectid`, unsupported), 26 Crockford base32 = `ulid`.
 /// Every ID must agree; anything else is an error naming `--layout`.

@@ -1,6 +1,6 @@
 //! Pacing: all the pollers of a run share one rate-limit budget.
 //!
-//! Each API reports its budget in its own headers [docs/apis.md 1.5, 2.3, 4]:
+//! Each API reports its budget in its own headers [docs/api-facts.md 1.5, 2.3, 4]:
 //! `X-RateLimit-Remaining` (Mastodon, Discord) or `x-rate-limit-remaining`
 //! (X, Twitter), and when the window resets: Mastodon as an ISO 8601 time, X
 //! and Discord as epoch seconds, Discord also as `X-RateLimit-Reset-After`

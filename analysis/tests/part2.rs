@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{analyze, experiment, poller, temp_dir};
+use common::{analyze, experiment, leak_entries, poller, temp_dir};
 use serde_json::Value;
 
 /// One virtual hour of the default experiment with `extra` arguments, analyzed.
@@ -40,17 +40,7 @@ fn default_virtual_hour_reproduces_part_2() {
         "k = 1 s caught most of them: {k1_leaks} of {naive_leaks} left"
     );
     // Every leak of k = 1 s needed more than 1 s, and there are several.
-    let leaks = report["leaks"].as_array().unwrap();
-    let beyond_1s: Vec<&Value> = leaks
-        .iter()
-        .filter(|l| {
-            l["missed_by"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|m| m == "compensated:k=1s")
-        })
-        .collect();
+    let beyond_1s = leak_entries(&report, "compensated:k=1s");
     assert_eq!(beyond_1s.len() as u64, k1_leaks);
     assert!(beyond_1s.len() >= 3, "several leaks needed more than 1 s");
     assert!(

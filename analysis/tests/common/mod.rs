@@ -58,8 +58,8 @@ pub fn poller(report: &Value, name: &str) -> Value {
         .clone()
 }
 
-/// The IDs of the statuses the report lists as leaks of `poller`.
-pub fn leaks_of(report: &Value, poller: &str) -> BTreeSet<String> {
+/// The leaks the report lists for `poller`.
+pub fn leak_entries<'a>(report: &'a Value, poller: &str) -> Vec<&'a Value> {
     report["leaks"]
         .as_array()
         .unwrap()
@@ -71,6 +71,13 @@ pub fn leaks_of(report: &Value, poller: &str) -> BTreeSet<String> {
                 .iter()
                 .any(|m| m == poller)
         })
+        .collect()
+}
+
+/// The IDs of the statuses the report lists as leaks of `poller`.
+pub fn leaks_of(report: &Value, poller: &str) -> BTreeSet<String> {
+    leak_entries(report, poller)
+        .into_iter()
         .map(|l| l["id"].as_str().unwrap().to_string())
         .collect()
 }

@@ -66,11 +66,11 @@
 //!   max(retrieved_at, ts(latest)) - ts(X)`, never negative. Later ticks
 //!   only need more (both inputs grow), so this k catches X at all.
 
-use snowleak::id::{Id, Layout};
-use snowleak::policy::smallest_k_catching;
+use since_id::id::{Id, Layout};
+use since_id::policy::smallest_k_catching;
 use std::collections::HashMap;
 
-pub use snowleak::poller::FUTURE_TOLERANCE_MS;
+pub use since_id::poller::FUTURE_TOLERANCE_MS;
 
 /// A distinct status: its sort key (the ID as an order-preserving integer) and the time in its ID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -804,7 +804,7 @@ fn poller_views(h: &History, global: &[u32]) -> Vec<PollerView> {
         v.suffix_min_since.reverse();
         // Baseline: every successful cycle whose page 0 had no since_id. A
         // poller without a cursor has nothing to page back to (see
-        // `snowleak::poller`), so a full page then cuts the backlog, and what
+        // `since_id::poller`), so a full page then cuts the backlog, and what
         // lies below it was never the cursor policy's to lose.
         // (cycle, sent, succeeded, last page full, lowest key)
         let mut cycles: Vec<(i64, i64, bool, bool, Option<u128>)> = Vec::new();

@@ -6,7 +6,7 @@
 use crate::diff::{Analysis, Reference};
 use crate::load::Loaded;
 use serde::Serialize;
-use snowleak::time::rfc3339_ms;
+use since_id::time::rfc3339_ms;
 use std::collections::BTreeMap;
 
 /// The version of this JSON shape.

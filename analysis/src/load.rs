@@ -13,8 +13,8 @@
 
 use crate::diff::{History, MAX_POLLERS, PollerSpec, Request, Status, Visibility};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
-use snowleak::id::Layout;
-use snowleak::record::schema::{APPLICATION_ID, SCHEMA_VERSION};
+use since_id::id::Layout;
+use rundb::schema::{APPLICATION_ID, SCHEMA_VERSION};
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
@@ -350,7 +350,7 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
                 sent_at_ms: r.get(4).map_err(sql)?,
                 received_at_ms,
                 since_key,
-                since_time_ms: since_key.map(|k| layout.ts_ms(snowleak::id::Id(k))),
+                since_time_ms: since_key.map(|k| layout.ts_ms(since_id::id::Id(k))),
                 before_key: opt_key(r.get(7).map_err(sql)?)?,
                 failed: r.get(9).map_err(sql)?,
                 overflow: r.get::<_, i64>(12).map_err(sql)? != 0,

@@ -8,7 +8,7 @@
 use crate::diff::{Analysis, Cause, Reference};
 use crate::json::names;
 use crate::load::Loaded;
-use snowleak::time::{format_duration_ms, rfc3339_ms};
+use since_id::time::{format_duration_ms, rfc3339_ms};
 use std::fmt::Write;
 
 /// How many leaks (and other misses) the text lists before "... and N more".

@@ -14,7 +14,7 @@ use crate::plot::{FONT, LATE, SIZE, both, caption_style, k_colour, num, register
 use crate::sweep::{PollerSummary, SeedResult};
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use snowleak::policy::CursorPolicy;
+use since_id::policy::CursorPolicy;
 use std::error::Error;
 use std::path::Path;
 
@@ -34,7 +34,7 @@ struct Data {
 /// A poller's k and audit depth, from its name (its policy spec, perhaps with `#2`).
 fn marks(name: &str) -> Option<(f64, Option<f64>)> {
     let spec: CursorPolicy = name.split('#').next()?.parse().ok()?;
-    let state = snowleak::strategy::PolicyState::new(spec);
+    let state = since_id::strategy::PolicyState::new(spec);
     match spec {
         CursorPolicy::Naive => None,
         _ => Some((

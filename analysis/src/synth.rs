@@ -5,13 +5,13 @@
 //! the experiment's own schema and pragmas, exactly as the recorder lays it
 //! out; [`simulate`] produces such a history from a tiny model of a leaky
 //! timeline (statuses whose visibility lags their ID time, a few by seconds)
-//! polled by real cursor policies from `snowleak::policy`. Nothing here is
+//! polled by real cursor policies from `since_id::policy`. Nothing here is
 //! used by `analyze` itself.
 
 use rusqlite::{Connection, params};
-use snowleak::id::{Id, Layout};
-use snowleak::policy::CursorPolicy;
-use snowleak::record::schema::{APPLICATION_ID, CREATE, SCHEMA_VERSION};
+use since_id::id::{Id, Layout};
+use since_id::policy::CursorPolicy;
+use rundb::schema::{APPLICATION_ID, CREATE, SCHEMA_VERSION};
 use std::path::Path;
 
 /// The `runs` row of a synthetic run.

@@ -380,7 +380,7 @@ fn a_newer_schema_is_refused() {
     let c = synth::create(&db).unwrap();
     c.execute_batch(&format!(
         "PRAGMA user_version = {}",
-        snowleak::record::schema::SCHEMA_VERSION + 1
+        rundb::schema::SCHEMA_VERSION + 1
     ))
     .unwrap();
     drop(c);

@@ -75,7 +75,7 @@ fn k_to_catch_all_is_exact_on_seed_4() {
         ],
     );
     let name = |spec: &str| {
-        spec.parse::<snowleak::policy::CursorPolicy>()
+        spec.parse::<since_id::policy::CursorPolicy>()
             .unwrap()
             .to_string()
     };

@@ -458,7 +458,7 @@ fn percentiles_are_nearest_rank() {
 
 /// Builds a History straight from a simulated run (what the loader would produce).
 fn history_of(spec: &SimSpec, requests: &[SynthRequest], truth: &[SynthTruth]) -> History {
-    let layout: snowleak::id::Layout = "mastodon".parse().unwrap();
+    let layout: since_id::id::Layout = "mastodon".parse().unwrap();
     let mut index = HashMap::new();
     let mut statuses = Vec::new();
     let mut vis = Vec::new();
@@ -466,7 +466,7 @@ fn history_of(spec: &SimSpec, requests: &[SynthRequest], truth: &[SynthTruth]) -
         index.insert(t.id, statuses.len() as u32);
         statuses.push(Status {
             key: t.id,
-            id_time_ms: layout.ts_ms(snowleak::id::Id(t.id)),
+            id_time_ms: layout.ts_ms(since_id::id::Id(t.id)),
         });
         vis.push(Some(Visibility {
             visible_at_ms: t.visible_at_ms,
@@ -486,7 +486,7 @@ fn history_of(spec: &SimSpec, requests: &[SynthRequest], truth: &[SynthTruth]) -
                 sent_at_ms: r.sent_at_ms,
                 received_at_ms: r.received_at_ms,
                 since_key: r.since,
-                since_time_ms: r.since.map(|k| layout.ts_ms(snowleak::id::Id(k))),
+                since_time_ms: r.since.map(|k| layout.ts_ms(since_id::id::Id(k))),
                 before_key: r.before,
                 failed: r.error.is_some(),
                 overflow: r.overflow,
@@ -507,7 +507,7 @@ fn history_of(spec: &SimSpec, requests: &[SynthRequest], truth: &[SynthTruth]) -
             .map(|p| PollerSpec {
                 name: p.clone(),
                 k_ms: p
-                    .parse::<snowleak::policy::CursorPolicy>()
+                    .parse::<since_id::policy::CursorPolicy>()
                     .unwrap()
                     .k_ms()
                     .map(|k| k as i64),

@@ -24,8 +24,8 @@ use std::fmt;
 use std::str::FromStr;
 
 /// An ID as an order-preserving unsigned integer (see the module docs).
-#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default, serde::Serialize)]
-#[serde(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(transparent))]
 pub struct Id(pub u128);
 
 impl Id {

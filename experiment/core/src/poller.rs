@@ -92,8 +92,8 @@ struct Cycle {
 /// The caller sends the requests it is given and hands back the pages:
 ///
 /// ```
-/// use snowleak::id::Layout;
-/// use snowleak::poller::{Item, Poller};
+/// use since_id::id::Layout;
+/// use since_id::poller::{Item, Poller};
 ///
 /// let layout: Layout = "mastodon".parse().unwrap();
 /// let id = |text: &str| layout.parse(text).unwrap();

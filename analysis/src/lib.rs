@@ -12,6 +12,7 @@
 //! - [`synth`]: writes synthetic run databases (for tests and the benchmark).
 
 pub mod diff;
+pub mod history_builder;
 pub mod json;
 pub mod load;
 pub mod oracle;

@@ -1,26 +1,18 @@
-//! `sweep`: the virtual experiment over many seeds, judged by the same
-//! checker as `analyze`, summarised per seed and poller.
-//!
-//! Each seed runs `experiment --clock virtual` (the `snowleak` library's
-//! [`snowleak::app::run_experiment`]) into a scratch database, which is loaded
-//! and judged exactly as `analyze` does ([`crate::load`], [`crate::diff`],
-//! [`crate::oracle`]) and then deleted: only one row per seed and poller is
-//! kept, in `sweep.db`, so a sweep of 100 hours writes kilobytes, not the
-//! gigabytes of its observations. Seeds run in parallel on scoped threads,
-//! one per core.
-//!
-//! It lives in the analysis crate because it needs both libraries: the
-//! analysis crate already depends on the experiment crate, so
-//! `experiment sweep` would make a cycle.
+//! The sweep's judging and summary: `experiment sweep` runs the virtual
+//! experiment over many seeds and judges each seed's run with the same
+//! checker as `analyze` ([`crate::diff`], [`crate::oracle`]), on a history
+//! built in memory ([`crate::history_builder`]); this module turns each
+//! judged run into one row per poller ([`judge`]), stores the rows in
+//! `sweep.db` ([`store`]: a sweep of 100 hours writes kilobytes, not the
+//! gigabytes of its observations) and summarises them per poller
+//! ([`summarize`], [`render`]). It depends on no experiment code: the
+//! experiment's binary depends on this library, not the other way round.
 
-use crate::diff::{Distribution, analyze};
+use crate::diff::{Distribution, History, analyze};
 use crate::oracle;
 use rusqlite::{Connection, params};
 use serde::Serialize;
-use snowleak::app::RunArgs;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
 
 /// What one seed's run says about one poller.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -50,34 +42,8 @@ pub struct SeedResult {
     pub lateness_ms: Vec<i64>,
 }
 
-/// The `experiment` options of one seed's run, checked by the experiment's own parser.
-pub fn run_args(base: &[String], seed: u64, db: &Path) -> Result<RunArgs, String> {
-    #[derive(clap::Parser)]
-    struct Wrapper {
-        #[command(flatten)]
-        run: RunArgs,
-    }
-    let mut argv: Vec<String> = vec!["experiment".into()];
-    argv.extend(base.iter().cloned());
-    argv.extend([
-        "--clock".into(),
-        "virtual".into(),
-        "--seed".into(),
-        seed.to_string(),
-        "--db".into(),
-        db.display().to_string(),
-    ]);
-    let parsed = <Wrapper as clap::Parser>::try_parse_from(argv).map_err(|e| {
-        let text = e.to_string();
-        text.lines().next().unwrap_or("bad arguments").to_string()
-    })?;
-    let mut run = parsed.run;
-    run.quiet = true;
-    Ok(run)
-}
-
 /// The most requests within any `window_ms` (sorted send times).
-fn max_in_window(sent: &[i64], window_ms: i64) -> u64 {
+pub fn max_in_window(sent: &[i64], window_ms: i64) -> u64 {
     let mut best = 0;
     let mut lo = 0;
     for hi in 0..sent.len() {
@@ -89,29 +55,16 @@ fn max_in_window(sent: &[i64], window_ms: i64) -> u64 {
     best as u64
 }
 
-/// Runs one seed in `scratch` (deleted after) and judges it.
-pub fn run_seed(base: &[String], seed: u64, scratch: &Path) -> Result<SeedResult, String> {
-    let db = scratch.join(format!("seed-{seed}.db"));
-    remove_db(&db);
-    let args = run_args(base, seed, &db)?;
-    let duration_ms = args.duration;
-    let result = (|| {
-        let summary = snowleak::app::run_experiment(args)?;
-        let conn = crate::load::open(&db).map_err(|e| e.to_string())?;
-        let loaded = crate::load::load(&conn, summary.run_id).map_err(|e| e.to_string())?;
-        drop(conn);
-        Ok::<_, String>(loaded)
-    })();
-    remove_db(&db);
-    let loaded = result?;
-    let h = &loaded.history;
+/// Judges one seed's run: one row per poller of `h` (named as in the run),
+/// and the lateness of every status of the truth.
+pub fn judge(h: &History, seed: u64, duration_ms: u64) -> SeedResult {
     let a = analyze(h);
     let costs = oracle::costs(h, &a);
     let mut sent: Vec<Vec<i64>> = vec![Vec::new(); h.pollers.len()];
     for r in &h.requests {
         sent[r.poller].push(r.sent_at_ms);
     }
-    let rows = loaded
+    let rows = h
         .pollers
         .iter()
         .zip(&a.pollers)
@@ -146,68 +99,7 @@ pub fn run_seed(base: &[String], seed: u64, scratch: &Path) -> Result<SeedResult
             .collect(),
         None => Vec::new(),
     };
-    Ok(SeedResult { rows, lateness_ms })
-}
-
-fn remove_db(db: &Path) {
-    for suffix in ["", "-wal", "-shm", "-journal"] {
-        let mut p = db.as_os_str().to_owned();
-        p.push(suffix);
-        let _ = std::fs::remove_file(PathBuf::from(p));
-    }
-}
-
-/// Runs every seed on `jobs` threads; results in seed order. The first error
-/// stops the sweep (seeds already started finish).
-pub fn run_all(
-    base: &[String],
-    seeds: &[u64],
-    jobs: usize,
-    scratch: &Path,
-    mut on_done: impl FnMut(usize, usize) + Send,
-) -> Result<Vec<SeedResult>, String> {
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<SeedResult>>> =
-        Mutex::new((0..seeds.len()).map(|_| None).collect());
-    let error: Mutex<Option<String>> = Mutex::new(None);
-    let done = Mutex::new((0usize, &mut on_done));
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1) {
-            scope.spawn(|| {
-                loop {
-                    if error.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
-                        return;
-                    }
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&seed) = seeds.get(i) else { return };
-                    match run_seed(base, seed, scratch) {
-                        Ok(r) => {
-                            results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
-                            let mut d = done.lock().unwrap_or_else(|e| e.into_inner());
-                            d.0 += 1;
-                            let n = d.0;
-                            (d.1)(n, seeds.len());
-                        }
-                        Err(e) => {
-                            error
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .get_or_insert(format!("seed {seed}: {e}"));
-                        }
-                    }
-                }
-            });
-        }
-    });
-    if let Some(e) = error.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        return Err(e);
-    }
-    Ok(results
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .into_iter()
-        .flatten()
-        .collect())
+    SeedResult { rows, lateness_ms }
 }
 
 /// Per poller, across seeds: what the sweep prints and `--json` gives.
@@ -461,56 +353,5 @@ mod tests {
         let sent: Vec<i64> = (0..2000).map(|i| i * 1000).collect();
         assert_eq!(max_in_window(&sent, 900_000), 900);
         assert_eq!(max_in_window(&[0, 1, 2, 900_000], 900_000), 3);
-    }
-
-    /// The sweep's numbers are analyze's: a seed's row agrees with the
-    /// checker run on the same virtual run by hand.
-    #[test]
-    fn a_seed_row_is_what_analyze_says() {
-        let dir = std::env::temp_dir().join(format!("snowleak-sweep-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let base: Vec<String> = [
-            "--duration",
-            "2m",
-            "--poller",
-            "naive",
-            "--poller",
-            "adaptive",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let r = run_seed(&base, 3, &dir).unwrap();
-        assert!(
-            !dir.join("seed-3.db").exists(),
-            "the scratch run is deleted"
-        );
-        let db = dir.join("by-hand.db");
-        remove_db(&db);
-        let summary = snowleak::app::run_experiment(run_args(&base, 3, &db).unwrap()).unwrap();
-        let conn = crate::load::open(&db).unwrap();
-        let loaded = crate::load::load(&conn, summary.run_id).unwrap();
-        let a = analyze(&loaded.history);
-        for (row, s) in r.rows.iter().zip(&a.pollers) {
-            assert_eq!(
-                (row.requests, row.seen, row.duplicates, row.leaks),
-                (s.requests, s.seen, s.duplicates, s.leaks)
-            );
-        }
-        assert_eq!(r.rows[1].poller, "adaptive");
-        assert!(!r.lateness_ms.is_empty());
-        let results = vec![r];
-        let id = store(&dir.join("sweep.db"), "{}", &results).unwrap();
-        let n: i64 = Connection::open(dir.join("sweep.db"))
-            .unwrap()
-            .query_row(
-                "SELECT count(*) FROM seed_results WHERE sweep_id = ?1",
-                [id],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert_eq!(n, 2);
-        drop(conn);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -697,15 +697,124 @@ async fn drive(
     reason
 }
 
-/// The experiment against the embedded simulator, in real or virtual time.
-fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
+/// What a run against the embedded simulator is made of.
+struct SimSetup {
+    sim_config: SimConfig,
+    layout: Layout,
+    dialect: Dialect,
+    limit: usize,
+    pollers: Vec<Poller>,
+    names: Vec<String>,
+    final_wait_ms: u64,
+}
+
+fn sim_setup(args: &RunArgs) -> Result<SimSetup, String> {
     let mut sim_config = SimConfig::profile(&args.profile)?;
-    sim_config.apply_overrides(read_config(&args)?.as_deref(), &args.sets)?;
+    sim_config.apply_overrides(read_config(args)?.as_deref(), &args.sets)?;
     let layout: Layout = sim_config.layout();
     let dialect = embedded::dialect_for(&layout);
     let limit = (args.limit as usize).min(dialect.max_limit());
-    let (pollers, names, final_wait_ms) = build_pollers(&args, &layout, limit);
-    check_finite(&args, &sim_config, final_wait_ms)?;
+    let (pollers, names, final_wait_ms) = build_pollers(args, &layout, limit);
+    check_finite(args, &sim_config, final_wait_ms)?;
+    Ok(SimSetup {
+        sim_config,
+        layout,
+        dialect,
+        limit,
+        pollers,
+        names,
+        final_wait_ms,
+    })
+}
+
+/// Drives `plan` in virtual time against the simulator, records to `records`.
+fn drive_virtual(
+    args: &RunArgs,
+    plan: &mut Plan,
+    simulator: Simulator,
+    dialect: &Dialect,
+    start_ms: i64,
+    records: &dyn run::Records,
+    mut on_tick: impl FnMut(i64, &Progress),
+) -> Progress {
+    let faults = args
+        .faults
+        .clone()
+        .map(|spec| FaultPlan::new(spec, args.seed));
+    let mut target = InProcess {
+        sim: simulator,
+        max_limit: dialect.max_limit(),
+        faults,
+        serves: embedded::serves(dialect),
+    };
+    let mut progress = Progress::new(&plan.pollers);
+    run::run_virtual(
+        plan,
+        &mut target,
+        start_ms,
+        records,
+        &mut progress,
+        &mut on_tick,
+    );
+    progress
+}
+
+/// A virtual run against the embedded simulator that writes no database:
+/// every record goes to the sink `make` builds from the run's layout and
+/// pollers (`experiment sweep` judges each seed's run in memory). The same
+/// options give the same records as `run_experiment` with `--clock virtual`.
+pub fn run_virtual_to<S: run::Records>(
+    mut args: RunArgs,
+    make: impl FnOnce(&Layout, &[PollerInfo]) -> S,
+) -> Result<S, String> {
+    check_poller_count(&args)?;
+    if args.pollers.is_empty() {
+        args.pollers = vec![
+            CursorPolicy::Naive,
+            CursorPolicy::Compensated { k_ms: 1000 },
+        ];
+    }
+    let spec: TargetSpec = args.target.parse()?;
+    if !spec.is_simulator() || crate::pg::driver::is_postgres(&args.target) {
+        return Err("a run in memory needs the embedded simulator".into());
+    }
+    no_postgres_only(&args)?;
+    simulator_only_flags(&args)?;
+    let setup = sim_setup(&args)?;
+    let start_ms = args.start.unwrap_or(VIRTUAL_START_MS);
+    let backlog_ms = args.backlog.unwrap_or(DEFAULT_BACKLOG_MS);
+    let sink = make(&setup.layout, &poller_infos(&setup.pollers));
+    let mut plan = Plan {
+        layout: setup.layout.clone(),
+        pollers: setup.pollers,
+        interval_ms: args.interval,
+        duration_ms: args.duration,
+        final_wait_ms: setup.final_wait_ms,
+    };
+    let simulator = Simulator::with_backlog(setup.sim_config, args.seed, start_ms, backlog_ms);
+    drive_virtual(
+        &args,
+        &mut plan,
+        simulator,
+        &setup.dialect,
+        start_ms,
+        &sink,
+        |_, _| {},
+    );
+    Ok(sink)
+}
+
+/// The experiment against the embedded simulator, in real or virtual time.
+fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
+    let SimSetup {
+        sim_config,
+        layout,
+        dialect,
+        limit,
+        pollers,
+        names,
+        final_wait_ms,
+    } = sim_setup(&args)?;
     let virtual_clock = args.clock == ClockMode::Virtual;
     let backlog_ms = args.backlog.unwrap_or(DEFAULT_BACKLOG_MS);
     let start_ms = if virtual_clock {
@@ -756,24 +865,14 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
     };
     tracing::info!(run = run_id, db = %args.db.display(), clock = args.clock.as_str(), "run started");
     let (progress, complete, reason) = if virtual_clock {
-        let faults = args
-            .faults
-            .clone()
-            .map(|spec| FaultPlan::new(spec, args.seed));
-        let mut target = InProcess {
-            sim: simulator,
-            max_limit: dialect.max_limit(),
-            faults,
-            serves: embedded::serves(&dialect),
-        };
-        let mut progress = Progress::new(&plan.pollers);
         let sender = recorder.sender();
-        run::run_virtual(
+        let progress = drive_virtual(
+            &args,
             &mut plan,
-            &mut target,
+            simulator,
+            &dialect,
             start_ms,
             &sender,
-            &mut progress,
             |tick, p| {
                 bar.tick_to(((tick - start_ms).max(0) as u64).min(args.duration), || {
                     describe(p)

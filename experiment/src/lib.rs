@@ -19,6 +19,7 @@
 //!   and HTTP, the `xmin` policy, your own database.
 //! - [`record`]: the run database's schema and its writer.
 //! - [`app`]: the `experiment` command's wiring; [`clock`]: the one wall-clock read.
+//! - [`sweep`]: `experiment sweep`, many seeds judged in memory by the `analysis` checker.
 //!
 //! ## The core in your own poller
 //!
@@ -49,5 +50,6 @@ pub mod run;
 pub use since_id::schedule;
 pub mod sim;
 pub use since_id::strategy;
+pub mod sweep;
 pub mod target;
 pub use since_id::time;

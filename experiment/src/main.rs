@@ -1,6 +1,7 @@
 //! The `experiment` command line: runs pollers against a target and records
 //! every request and item (`experiment --duration 1h`), serves the leaky
-//! simulator alone (`experiment serve`), and does ID math (`experiment id`).
+//! simulator alone (`experiment serve`), does ID math (`experiment id`), and
+//! runs the virtual experiment over many seeds (`experiment sweep`).
 
 use clap::{Parser, Subcommand};
 use snowleak::app::{RunArgs, dry_run, run_experiment, summary_text};
@@ -31,6 +32,8 @@ enum Command {
     /// Decode IDs and compute since_id values.
     #[command(subcommand)]
     Id(IdCommand),
+    /// Run the virtual experiment over many seeds and summarise each poller.
+    Sweep(snowleak::sweep::SweepArgs),
 }
 
 #[derive(Subcommand)]
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Some(Command::Id(cmd)) => id_command(cmd),
+        Some(Command::Sweep(args)) => snowleak::sweep::sweep_command(args),
         Some(Command::Serve(args)) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()

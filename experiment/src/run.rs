@@ -84,6 +84,32 @@ impl Progress {
     }
 }
 
+/// Where a driver's records go: the run database's writer
+/// ([`RecordSender`]), or memory (`experiment sweep`, which judges each run
+/// without writing it).
+pub trait Records {
+    fn request(&self, row: RequestRow);
+    fn truth(&self, rows: Vec<TruthRow>);
+    /// Nothing more can be recorded: the run must end.
+    fn failed(&self) -> bool {
+        false
+    }
+}
+
+impl Records for RecordSender {
+    fn request(&self, row: RequestRow) {
+        RecordSender::request(self, row);
+    }
+
+    fn truth(&self, rows: Vec<TruthRow>) {
+        RecordSender::truth(self, rows);
+    }
+
+    fn failed(&self) -> bool {
+        RecordSender::failed(self)
+    }
+}
+
 /// Applies one response to its poller, records it, and says what to send next.
 #[allow(clippy::too_many_arguments)]
 pub fn settle(
@@ -95,7 +121,7 @@ pub fn settle(
     sent_at_ms: i64,
     received_at_ms: i64,
     wait_ms: u64,
-    recorder: &RecordSender,
+    recorder: &dyn Records,
     progress: &mut Progress,
 ) -> Option<PageRequest> {
     let (cycle, page) = poller.position();
@@ -123,7 +149,7 @@ pub fn settle(
             None
         }
         Ok(items) => {
-            let outcome = poller.on_page(items);
+            let outcome = poller.on_page(items, received_at_ms);
             if let Some(first) = outcome.future.first() {
                 // Flagged here and by `analyze` (from the recorded ID times).
                 tracing::warn!(
@@ -187,7 +213,7 @@ pub fn run_virtual(
     plan: &mut Plan,
     target: &mut dyn VirtualTarget,
     start_ms: i64,
-    recorder: &RecordSender,
+    recorder: &dyn Records,
     progress: &mut Progress,
     mut on_tick: impl FnMut(i64, &Progress),
 ) {
@@ -491,6 +517,8 @@ async fn poll_loop<T: PollTarget>(
                 }
             };
             let sent = now_ms();
+            // Paced after the policy let it go: its budget counts it from now.
+            poller.sending(sent);
             let fetched = target.fetch(&req).await;
             let received = now_ms();
             cycle_failed |= fetched.result.is_err();

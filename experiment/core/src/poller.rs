@@ -105,18 +105,18 @@ struct Cycle {
 /// // First cycle: no cursor yet. A page that is not full ends the cycle, and
 /// // only then does the cursor move (naive: to the highest ID seen).
 /// assert_eq!(poller.begin_cycle(t).since, None);
-/// assert!(poller.on_page(vec![item("103206804533200177")]).next.is_none());
+/// assert!(poller.on_page(vec![item("103206804533200177")], t + 20).next.is_none());
 /// assert_eq!(poller.since(), Some(id("103206804533200177")));
 ///
 /// // Next tick: a full page may have cut the window, so the poller pages
 /// // back below its lowest item with the same since_id...
 /// let first = poller.begin_cycle(t + 1000);
 /// let page = vec![item("103206804600000000"), item("103206804590000000")];
-/// let back = poller.on_page(page).next.expect("a full page pages back");
+/// let back = poller.on_page(page, t + 1020).next.expect("a full page pages back");
 /// assert_eq!((back.since, back.before), (first.since, Some(id("103206804590000000"))));
 /// poller.next_page_sent();
 /// // ...and the cursor moves once that cycle has reached it.
-/// assert!(poller.on_page(vec![]).next.is_none());
+/// assert!(poller.on_page(vec![], t + 1040).next.is_none());
 /// assert_eq!(poller.since(), Some(id("103206804600000000")));
 /// ```
 #[derive(Clone, Debug)]
@@ -163,6 +163,13 @@ impl Poller {
         }
     }
 
+    /// The same poller with another request budget (adaptive only; see
+    /// [`crate::strategy::Budget`]).
+    pub fn with_budget(mut self, budget: crate::strategy::Budget) -> Poller {
+        self.state = self.state.with_budget(budget);
+        self
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -198,20 +205,24 @@ impl Poller {
     }
 
     /// A tick at `now_ms` (`last`: the run's final cycle): the cycle's first
-    /// request, or `None` when the policy skips this tick (its request
-    /// budget). A cycle still in progress is abandoned with the cursor unchanged.
+    /// request, to be sent at `now_ms` (or later: see [`Poller::sending`]), or
+    /// `None` when the policy skips this tick (its request budget). A cycle
+    /// still in progress is abandoned with the cursor unchanged.
     pub fn tick(&mut self, now_ms: i64, last: bool) -> Option<PageRequest> {
         let plan = self.state.at_tick(now_ms, last);
         self.start(now_ms, plan)
     }
 
-    /// Starts a cycle at `now_ms` as [`Poller::tick`] does, but never skips.
+    /// Starts a cycle at `now_ms` as [`Poller::tick`] does, but never skips,
+    /// even past the budget (for a dry run and tests: drivers use `tick`).
     pub fn begin_cycle(&mut self, now_ms: i64) -> PageRequest {
         match self.tick(now_ms, false) {
             Some(req) => req,
-            None => self
-                .start(now_ms, TickPlan::Tick)
-                .expect("a tick is never skipped"),
+            None => {
+                self.state.on_send(now_ms);
+                self.start(now_ms, TickPlan::Tick)
+                    .expect("a tick is never skipped")
+            }
         }
     }
 
@@ -263,8 +274,10 @@ impl Poller {
         }
     }
 
-    /// A request of the current cycle succeeded with these items (in any order).
-    pub fn on_page(&mut self, mut items: Vec<Item>) -> Outcome {
+    /// A request of the current cycle succeeded with these items (in any
+    /// order), received at `now_ms` (client time): a back-page it asks for
+    /// goes at `now_ms` or later, and counts against the policy's budget.
+    pub fn on_page(&mut self, mut items: Vec<Item>, now_ms: i64) -> Outcome {
         let Some(mut cycle) = self.cycle.take() else {
             return Outcome::default();
         };
@@ -327,6 +340,14 @@ impl Poller {
             ..Outcome::default()
         };
         if must_page_back && cycle.page < max_back_pages {
+            if !self.state.may_page_back(now_ms) {
+                // The budget is spent: the cycle is cut (an overflow) and the
+                // cursor stays, so the next cycle fetches the window again.
+                outcome.overflow = true;
+                self.state
+                    .on_cycle_end(cycle.phase, cycle.page + 1, false, cycle.sent_at_ms);
+                return outcome;
+            }
             outcome.next = Some(PageRequest {
                 since: cycle.since,
                 before: lowest,
@@ -338,6 +359,14 @@ impl Poller {
         outcome.overflow = must_page_back;
         self.finish_cycle(&cycle);
         outcome
+    }
+
+    /// The request last given (page 0 or a back-page) is being sent at
+    /// `now_ms`, later than the poller was told: a driver that waits before
+    /// sending (the shared rate-limit pacing) says so, so that the budget
+    /// counts the request at its real send time.
+    pub fn sending(&mut self, now_ms: i64) {
+        self.state.resend(now_ms);
     }
 
     /// The whole cycle succeeded: move the cursor.
@@ -392,7 +421,7 @@ mod tests {
         let mut comp = poller("compensated:k=1s", 200);
         for p in [&mut naive, &mut comp] {
             assert_eq!(p.begin_cycle(T0).since, None);
-            p.on_page(vec![a.clone()]);
+            p.on_page(vec![a.clone()], T0);
         }
         // The late item became visible after the first request, below `a`.
         assert_eq!(naive.begin_cycle(T0 + 1000).since, Some(a.id));
@@ -402,7 +431,7 @@ mod tests {
             req.since.unwrap() < late.id,
             "compensated window includes the late item"
         );
-        let out = comp.on_page(vec![a.clone(), late.clone()]);
+        let out = comp.on_page(vec![a.clone(), late.clone()], T0);
         assert_eq!(out.new_items, 1, "a is a duplicate");
         assert_eq!(out.late_arrivals, vec![late.id]);
     }
@@ -412,7 +441,7 @@ mod tests {
         let l = Layout::twitter();
         let mut p = poller("naive", 200);
         p.begin_cycle(T0);
-        p.on_page(vec![item(&l, T0 - 10, 0)]);
+        p.on_page(vec![item(&l, T0 - 10, 0)], T0);
         let before = (p.since(), p.latest(), p.retrieved_at_ms());
         p.begin_cycle(T0 + 1000);
         p.on_failure();
@@ -425,12 +454,12 @@ mod tests {
         let l = Layout::twitter();
         let mut p = poller("naive", 2);
         p.begin_cycle(T0);
-        p.on_page(vec![item(&l, T0 - 1000, 0)]);
+        p.on_page(vec![item(&l, T0 - 1000, 0)], T0);
         let cursor = p.since();
         let req = p.begin_cycle(T0 + 1000);
         assert_eq!(req.before, None);
         let page: Vec<Item> = (0..2).map(|i| item(&l, T0 - 10 * i, 0)).collect();
-        let out = p.on_page(page.clone());
+        let out = p.on_page(page.clone(), T0);
         let next = out.next.expect("full page above the cursor pages back");
         assert_eq!(
             next,
@@ -446,7 +475,7 @@ mod tests {
             "the cursor waits for the cycle to finish"
         );
         p.next_page_sent();
-        let out = p.on_page(vec![item(&l, T0 - 500, 0)]);
+        let out = p.on_page(vec![item(&l, T0 - 500, 0)], T0);
         assert!(out.next.is_none() && !out.overflow);
         assert_eq!(p.since(), Some(page[0].id));
         assert_eq!(p.position(), (2, 0));
@@ -459,11 +488,11 @@ mod tests {
         let l = Layout::twitter();
         let mut p = poller("naive", 2);
         assert_eq!(p.begin_cycle(T0).since, None);
-        let out = p.on_page(vec![]);
+        let out = p.on_page(vec![], T0);
         assert!(out.next.is_none() && p.since().is_none());
         assert_eq!(p.begin_cycle(T0 + 1000).since, None);
         let page: Vec<Item> = (0..2).map(|i| item(&l, T0 + 900 - 10 * i, 0)).collect();
-        let out = p.on_page(page.clone());
+        let out = p.on_page(page.clone(), T0);
         assert!(
             out.next.is_none() && !out.overflow,
             "no back-paging without a cursor"
@@ -476,11 +505,11 @@ mod tests {
         let l = Layout::twitter();
         let mut p = Poller::new("naive", CursorPolicy::Naive, l.clone(), 1, 2);
         p.begin_cycle(T0);
-        p.on_page(vec![item(&l, T0 - 10_000, 0)]);
+        p.on_page(vec![item(&l, T0 - 10_000, 0)], T0);
         p.begin_cycle(T0 + 1000);
         let mut pages = 0;
         loop {
-            let out = p.on_page(vec![item(&l, T0 - pages * 10, 0)]);
+            let out = p.on_page(vec![item(&l, T0 - pages * 10, 0)], T0);
             if out.next.is_none() {
                 assert!(out.overflow);
                 break;
@@ -497,7 +526,7 @@ mod tests {
         let mut p = poller("naive", 200);
         p.begin_cycle(T0);
         let (lo, hi) = (item(&l, T0 - 50, 0), item(&l, T0 - 10, 0));
-        let out = p.on_page(vec![lo.clone(), hi.clone()]);
+        let out = p.on_page(vec![lo.clone(), hi.clone()], T0);
         assert!(out.reordered);
         assert_eq!(out.items, vec![hi.clone(), lo]);
         assert_eq!(p.latest(), Some(hi.id));
@@ -509,9 +538,9 @@ mod tests {
         let mut p = poller("naive", 200);
         let (a, b) = (item(&l, T0 - 50, 0), item(&l, T0 - 10, 0));
         p.begin_cycle(T0);
-        p.on_page(vec![b.clone(), a.clone()]);
+        p.on_page(vec![b.clone(), a.clone()], T0);
         p.begin_cycle(T0 + 1000);
-        p.on_page(vec![]);
+        p.on_page(vec![], T0);
         assert_eq!(p.latest(), Some(b.id));
         assert_eq!(p.since(), Some(b.id));
     }
@@ -529,7 +558,7 @@ mod tests {
             let mut p = poller(policy, 200);
             p.begin_cycle(T0);
             let a = item(&l, T0 - 100, 0);
-            let out = p.on_page(vec![future.clone(), a.clone()]);
+            let out = p.on_page(vec![future.clone(), a.clone()], T0);
             assert_eq!(out.future, vec![future.id], "{policy}");
             assert_eq!(
                 out.new_items, 1,
@@ -542,19 +571,19 @@ mod tests {
             let b = item(&l, T0 + 500, 0);
             let req = p.begin_cycle(T0 + 1000);
             assert!(req.since.unwrap() < b.id, "{policy}: b is in the window");
-            let out = p.on_page(vec![future.clone(), b.clone()]);
+            let out = p.on_page(vec![future.clone(), b.clone()], T0);
             assert_eq!(out.new_items, 1, "{policy}");
             assert_eq!(out.future, vec![future.id]);
             // And once the clock reaches it, the once-future ID counts.
             p.begin_cycle(T0 + three_years);
-            let out = p.on_page(vec![future.clone()]);
+            let out = p.on_page(vec![future.clone()], T0);
             assert!(out.future.is_empty());
             assert_eq!(p.latest(), Some(future.id));
         }
         // Within the tolerance an ID is an ordinary one (clocks disagree a little).
         let mut p = poller("naive", 200);
         p.begin_cycle(T0);
-        assert!(p.on_page(vec![near.clone()]).future.is_empty());
+        assert!(p.on_page(vec![near.clone()], T0).future.is_empty());
         assert_eq!(p.since(), Some(near.id));
     }
 
@@ -580,7 +609,7 @@ mod tests {
         let mut req = p.tick(now, false)?;
         let (mut reqs, mut ids) = (Vec::new(), Vec::new());
         loop {
-            let out = p.on_page(serve(timeline, &req));
+            let out = p.on_page(serve(timeline, &req), now);
             reqs.push(req.clone());
             ids.extend(out.items.iter().map(|i| i.id));
             match out.next {
@@ -678,7 +707,7 @@ mod tests {
             let now = T0 + t * 1000;
             let mut req = p.tick(now, false).unwrap();
             loop {
-                let out = p.on_page(serve(&timeline, &req));
+                let out = p.on_page(serve(&timeline, &req), now);
                 new_total += out.new_items;
                 if out.late_arrivals.contains(&late.id) {
                     found_at = Some(t);
@@ -691,5 +720,125 @@ mod tests {
         }
         assert_eq!(found_at, Some(30), "the audit at 30 s finds it");
         assert_eq!(new_total, 1, "the audit's repeats of a and b are not new");
+    }
+
+    /// The most send times within any `window_ms` (`[t, t + window)`), sorted input.
+    fn most_in_window(sent: &[i64], window_ms: i64) -> usize {
+        let mut lo = 0;
+        (0..sent.len())
+            .map(|hi| {
+                while sent[hi] - sent[lo] >= window_ms {
+                    lo += 1;
+                }
+                hi - lo + 1
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// A small deterministic generator for adversarial pages (splitmix64).
+    struct Adversary(u64);
+
+    impl Adversary {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            if n == 0 { 0 } else { self.next() % n }
+        }
+
+        /// A page for `req` at `now`: mostly full (so the poller pages back),
+        /// its IDs anywhere in the window, many far below the cursor (late
+        /// finds that grow adaptive's cover and deepen its audits).
+        fn page(&mut self, l: &Layout, req: &PageRequest, now: i64) -> Vec<Item> {
+            let lo = req
+                .since
+                .map_or(l.min_id_at(now - 3_600_000).0, |s| s.0 + 1);
+            let hi = req.before.map_or(l.min_id_at(now + 1).0, |b| b.0);
+            if lo >= hi {
+                return Vec::new();
+            }
+            let n = if self.below(10) < 7 {
+                req.limit
+            } else {
+                self.below(req.limit as u64) as usize
+            };
+            let span = (hi - lo).min(u64::MAX as u128) as u64;
+            let mut ids: Vec<u128> = (0..n).map(|_| lo + self.below(span) as u128).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids.into_iter()
+                .map(|k| Item {
+                    id: Id(k),
+                    id_text: l.format(Id(k)),
+                    created_at: None,
+                    author: None,
+                })
+                .collect()
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// Issue 15: adaptive's budget is a hard bound. Driven tick by tick by
+        /// pages chosen to cost it the most (full pages, late finds far below
+        /// the cursor, failures), with its final cycle, no window of the
+        /// budget's length ever holds more requests than the budget: page 0s,
+        /// back-pages, audits and failed requests all counted, each at the
+        /// time it was sent.
+        #[test]
+        fn adaptive_never_exceeds_its_budget(
+            seed in proptest::prelude::any::<u64>(),
+            requests in 2u32..60,
+            window_s in 2u64..300,
+            limit in 1usize..8,
+            ticks in 20i64..600,
+            floor_s in 1u64..40,
+            fail_per_mille in 0u64..100,
+            default_budget in proptest::prelude::any::<bool>(),
+        ) {
+            let l = Layout::twitter();
+            let spec = format!("adaptive:floor={floor_s}s");
+            let budget = if default_budget {
+                crate::strategy::ADAPTIVE_BUDGET
+            } else {
+                crate::strategy::Budget { requests, window_ms: window_s * 1000 }
+            };
+            // The default budget needs more than its 15 minutes of ticks to bind.
+            let ticks = if default_budget { 4 * ticks } else { ticks };
+            let mut p = Poller::new("a", spec.parse().unwrap(), l.clone(), limit, 10).with_budget(budget);
+            let mut adversary = Adversary(seed);
+            let mut sent = Vec::new();
+            for t in 0..ticks {
+                let now = T0 + t * 1000;
+                let Some(mut req) = p.tick(now, t == ticks - 1) else { continue };
+                let mut at = now;
+                sent.push(at);
+                loop {
+                    at += 20;
+                    if adversary.below(1000) < fail_per_mille {
+                        p.on_failure();
+                        break;
+                    }
+                    let page = adversary.page(&l, &req, now);
+                    let out = p.on_page(page, at);
+                    match out.next {
+                        Some(next) => {
+                            p.next_page_sent();
+                            sent.push(at);
+                            req = next;
+                        }
+                        None => break,
+                    }
+                }
+            }
+            let most = most_in_window(&sent, budget.window_ms as i64);
+            proptest::prop_assert!(most <= budget.requests as usize, "{} requests in one window, budget {:?}", most, budget);
+        }
     }
 }

@@ -43,17 +43,25 @@
 //!   C/2) back toward the floor.
 //!   The floor is a cost choice, not knowledge of the tail: below it nothing is
 //!   saved in duplicates, only detection delay of the rare audit finds.
-//! - **Budget**: at most one request per tick on average. Every request beyond
-//!   the first of a cycle (back-pages, an audit's pages) is a debt paid by
-//!   skipping the next ticks, so over any stretch the requests exceed the
-//!   ticks by at most one cycle's extra pages. At 1 s ticks that is X's v1.1
-//!   `lists/statuses` limit of 900 requests per 15 minutes for one poller
-//!   (<https://developer.x.com/en/docs/x-api/v1/rate-limits>), give or take one
-//!   audit's pages at the window's edge. A skipped tick loses nothing: the
-//!   next window starts k below the previous request's send time.
+//! - **Budget**: a hard bound, [`ADAPTIVE_BUDGET`] = 900 requests in any
+//!   15 minutes: X's v1.1 `lists/statuses` limit for one poller
+//!   (<https://developer.x.com/en/docs/x-api/v1/rate-limits>). The state keeps
+//!   the send time of every request it let through (page 0 of a tick or an
+//!   audit, every back-page, failed ones too) and lets a request go at `t`
+//!   only if fewer than the budget went in `(t - window, t]`; then no window
+//!   of that length ever holds more (the last request of any window saw all
+//!   the others when it went). Ticks keep a reserve free for the next audit's
+//!   pages (twice the last audit's, within 2..budget/2), so an audit is
+//!   rarely cut; an audit is put off while the reserve is not free; a
+//!   back-page the budget refuses cuts the cycle, recorded as an overflow,
+//!   with the cursor left where it was (the next cycle fetches the window
+//!   again, once the budget has freed up), and a cut audit is made again.
+//!   A skipped tick loses nothing: the next window starts k below the
+//!   previous request's send time.
 
 use crate::id::{Id, Layout};
 use crate::policy::{CursorPolicy, compensated_since_id};
+use std::collections::VecDeque;
 
 /// Adaptive's k before any sample: RFC 6298 (2.1)'s initial RTO of 1 s.
 pub const ADAPTIVE_K_INITIAL_MS: u64 = 1_000;
@@ -64,6 +72,57 @@ pub const ADAPTIVE_K_MAX_MS: u64 = 1_000;
 /// The largest audit cover C: a federated status can arrive hours late, but
 /// an audit 12 h deep at a few statuses a second is thousands of pages.
 pub const ADAPTIVE_COVER_MAX_MS: u64 = 6 * 3600 * 1000;
+
+/// At most `requests` requests in any `window_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Budget {
+    pub requests: u32,
+    pub window_ms: u64,
+}
+
+/// Adaptive's budget: X's v1.1 `lists/statuses` limit, 900 requests per 15
+/// minutes (<https://developer.x.com/en/docs/x-api/v1/rate-limits>).
+pub const ADAPTIVE_BUDGET: Budget = Budget {
+    requests: 900,
+    window_ms: 15 * 60 * 1000,
+};
+
+/// The send times of the requests in the last window, oldest first.
+#[derive(Clone, Debug, PartialEq)]
+struct SendLog {
+    budget: Budget,
+    sent: VecDeque<i64>,
+}
+
+impl SendLog {
+    /// Requests sent in `(now - window, now]`.
+    fn in_window(&mut self, now_ms: i64) -> u32 {
+        let horizon = now_ms.saturating_sub(self.budget.window_ms as i64);
+        while self.sent.front().is_some_and(|t| *t <= horizon) {
+            self.sent.pop_front();
+        }
+        self.sent.len() as u32
+    }
+
+    /// How many more requests may go at `now_ms`.
+    fn room(&mut self, now_ms: i64) -> u32 {
+        self.budget.requests.saturating_sub(self.in_window(now_ms))
+    }
+
+    /// Times only move forward: a clock that stepped back is read as standing still.
+    fn record(&mut self, now_ms: i64) {
+        let at = self.sent.back().map_or(now_ms, |last| now_ms.max(*last));
+        self.sent.push_back(at);
+    }
+
+    /// The last request went later than recorded (a driver that waited after
+    /// the decision): moving it later only keeps it counted longer.
+    fn resend(&mut self, now_ms: i64) {
+        if let Some(last) = self.sent.back_mut() {
+            *last = (*last).max(now_ms);
+        }
+    }
+}
 
 /// Which part of a cycle a request belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,8 +206,10 @@ struct Adaptive {
     /// Send time of the last complete audit (or of the baseline tick): what
     /// an audit finds below it was not visible then.
     last_audit_ms: Option<i64>,
-    /// Requests beyond one per tick, paid back by skipping ticks.
-    debt: u64,
+    /// Every request sent within the last budget window.
+    log: SendLog,
+    /// Pages of the last complete audit (the reserve the ticks keep for the next).
+    audit_pages: u32,
 }
 
 /// A policy's running state.
@@ -175,7 +236,11 @@ impl PolicyState {
                 found_deep: false,
                 cover_at_start_ms: floor_ms,
                 last_audit_ms: None,
-                debt: 0,
+                log: SendLog {
+                    budget: ADAPTIVE_BUDGET,
+                    sent: VecDeque::new(),
+                },
+                audit_pages: 0,
             }),
             _ => None,
         };
@@ -240,13 +305,54 @@ impl PolicyState {
         }
     }
 
+    /// The budget (adaptive only).
+    pub fn budget(&self) -> Option<Budget> {
+        self.adaptive.as_ref().map(|a| a.log.budget)
+    }
+
+    /// The same policy with another budget (adaptive only; for tests and
+    /// callers whose API allows another rate).
+    pub fn with_budget(mut self, budget: Budget) -> PolicyState {
+        if let Some(a) = &mut self.adaptive {
+            a.log.budget = budget;
+        }
+        self
+    }
+
+    /// Requests the ticks leave free for the next audit: twice the last
+    /// audit's pages (an audit may double its cover, and the final one reaches
+    /// deeper), at least 2 and at most half the budget.
+    fn reserve(a: &Adaptive) -> u32 {
+        (2 * a.audit_pages)
+            .max(2)
+            .min((a.log.budget.requests / 2).max(1))
+    }
+
     /// What the tick at `now_ms` does. `last` is the run's final cycle: an
     /// auditing policy audits then (what it has not audited yet would
-    /// otherwise be left for an audit that never comes) and never skips it.
+    /// otherwise be left for an audit that never comes) and, but for the
+    /// budget, never skips it. A request it plans counts against the budget.
     pub fn at_tick(&mut self, now_ms: i64, last: bool) -> TickPlan {
+        let plan = self.plan_tick(now_ms, last);
+        if plan != TickPlan::Skip {
+            self.on_send(now_ms);
+        }
+        plan
+    }
+
+    fn plan_tick(&mut self, now_ms: i64, last: bool) -> TickPlan {
         let Some((depth_ms, every_ms)) = self.audit() else {
             return TickPlan::Tick;
         };
+        // The room the budget leaves now, and the reserve ticks keep for audits.
+        let (room, reserve) = match &mut self.adaptive {
+            Some(a) => (a.log.room(now_ms), Self::reserve(a)),
+            None => (u32::MAX, 0),
+        };
+        if room == 0 {
+            self.skipped += 1;
+            return TickPlan::Skip;
+        }
         let Some(next) = self.next_audit_ms else {
             // The first tick is the baseline: nothing below it is owed yet.
             self.next_audit_ms = Some(now_ms.saturating_add(every_ms as i64));
@@ -256,15 +362,9 @@ impl PolicyState {
             }
             return TickPlan::Tick;
         };
-        if !last
-            && let Some(a) = &mut self.adaptive
-            && a.debt > 0
-        {
-            a.debt -= 1;
-            self.skipped += 1;
-            return TickPlan::Skip;
-        }
-        if last || now_ms >= next {
+        // An audit goes when due and its reserve is free (the final one with
+        // whatever room is left); a tick only above the reserve.
+        if last || (now_ms >= next && room >= reserve) {
             // The final cycle can come long after the last audit (the run's
             // final drain waits the largest k of all its pollers): it reaches
             // as deep below the last audit as an audit would have.
@@ -286,7 +386,37 @@ impl PolicyState {
                     .saturating_sub(since_last),
             };
         }
+        if room <= reserve {
+            self.skipped += 1;
+            return TickPlan::Skip;
+        }
         TickPlan::Tick
+    }
+
+    /// A request goes at `now_ms` (page 0 or a back-page): counted against the budget.
+    pub fn on_send(&mut self, now_ms: i64) {
+        if let Some(a) = &mut self.adaptive {
+            a.log.record(now_ms);
+        }
+    }
+
+    /// The last request counted went at `now_ms`, later than counted.
+    pub fn resend(&mut self, now_ms: i64) {
+        if let Some(a) = &mut self.adaptive {
+            a.log.resend(now_ms);
+        }
+    }
+
+    /// Whether the budget lets a back-page go at `now_ms`; if so it is counted.
+    pub fn may_page_back(&mut self, now_ms: i64) -> bool {
+        let allowed = match &mut self.adaptive {
+            Some(a) => a.log.room(now_ms) > 0,
+            None => true,
+        };
+        if allowed {
+            self.on_send(now_ms);
+        }
+        allowed
     }
 
     /// One successful page of the current cycle.
@@ -335,8 +465,12 @@ impl PolicyState {
         let Some(a) = &mut self.adaptive else {
             return;
         };
-        a.debt += u64::from(requests.saturating_sub(1));
+        if phase == Phase::Audit && !ok {
+            // Cut (by the budget) or failed: the next one may need more pages.
+            a.audit_pages = a.audit_pages.max(requests + 1);
+        }
         if phase == Phase::Audit && ok {
+            a.audit_pages = requests;
             let estimate = a.cover.bound_ms().unwrap_or(0).min(ADAPTIVE_COVER_MAX_MS);
             a.last_audit_ms = Some(sent_at_ms);
             a.cover_ms = if a.found_deep {
@@ -473,26 +607,38 @@ mod tests {
         );
     }
 
+    /// The budget: ticks stop above the audits' reserve, an audit waits
+    /// for its reserve, back-pages stop at the budget, the final cycle too.
     #[test]
-    fn adaptive_pays_extra_pages_by_skipping_ticks() {
-        let mut s = state("adaptive");
-        s.at_tick(T0, false);
-        s.on_cycle_end(Phase::Tick, 4, true, T0);
-        let plans: Vec<TickPlan> = (1..=5).map(|t| s.at_tick(T0 + t * 1000, false)).collect();
-        assert_eq!(
-            plans,
-            vec![
-                TickPlan::Skip,
-                TickPlan::Skip,
-                TickPlan::Skip,
-                TickPlan::Tick,
-                TickPlan::Tick
-            ]
-        );
+    fn adaptive_keeps_within_its_budget_window() {
+        let budget = Budget {
+            requests: 10,
+            window_ms: 20_000,
+        };
+        let mut s = state("adaptive:floor=2s").with_budget(budget);
+        assert_eq!(s.budget(), Some(budget));
+        let plans: Vec<TickPlan> = (0..12).map(|t| s.at_tick(T0 + t * 1000, false)).collect();
+        // Baseline, then ticks until 2 of 10 are left for an audit (reserve
+        // 2 before any audit); the audit due at 4 s goes at once.
+        let sent = plans.iter().filter(|p| **p != TickPlan::Skip).count();
+        assert!(matches!(plans[4], TickPlan::Audit { .. }), "{plans:?}");
+        assert_eq!(sent, 9, "{plans:?}");
         assert_eq!(s.skipped(), 3);
-        // The final cycle is never skipped.
-        s.on_cycle_end(Phase::Tick, 3, true, T0);
-        assert!(matches!(s.at_tick(T0 + 9000, true), TickPlan::Audit { .. }));
+        // The audit paged back: one more page fits, the next does not.
+        assert!(s.may_page_back(T0 + 11_500));
+        assert!(!s.may_page_back(T0 + 11_600));
+        s.on_cycle_end(Phase::Audit, 2, false, T0 + 4_000);
+        // The final cycle waits for room like any other: none until the
+        // first request of the window (the baseline at T0) leaves it.
+        assert_eq!(s.at_tick(T0 + 19_000, true), TickPlan::Skip);
+        assert!(matches!(
+            s.at_tick(T0 + 20_000, true),
+            TickPlan::Audit { .. }
+        ));
+        // Naive and compensated have no budget.
+        let mut c = state("compensated:k=1s");
+        assert_eq!(c.budget(), None);
+        assert!((0..2000).all(|_| c.may_page_back(T0)));
     }
 
     #[test]

@@ -72,7 +72,7 @@ async fn cycle(target: &HttpTarget, poller: &mut Poller, now: i64) -> (Vec<Id>, 
     loop {
         let fetched = target.fetch(&req).await;
         let items = fetched.result.expect("request succeeds");
-        let outcome = poller.on_page(items);
+        let outcome = poller.on_page(items, now);
         seen.extend(outcome.items.iter().map(|i| i.id));
         match outcome.next {
             Some(next) => {

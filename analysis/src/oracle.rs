@@ -359,4 +359,151 @@ mod tests {
             proptest::prop_assert!(compared >= 1);
         }
     }
+
+    /// A random truth on the mastodon layout (key = ID time << 16 | n):
+    /// statuses visible from a random time, `lateness` ms after their ID
+    /// time, some deleted later; and pollers on ticks every second built from
+    /// it. Each "on time" poller returns at every tick everything visible
+    /// above a since at or below the lowest newly visible status, lowered by
+    /// its own random margin (so it misses nothing, finds every status at its
+    /// first tick, and pays duplicates of its choosing); the "deferring" one
+    /// returns a newly visible status only every few ticks.
+    fn random_history(seed: u64, statuses: usize, ticks: i64, deletions: u64) -> History {
+        let mut rng = Rng::new(seed);
+        let mut below = |n: u64| rng.next_u64() % n.max(1);
+        let t0: i64 = 1_700_000_000_000;
+        let mut truth: Vec<(u128, i64, Visibility)> = (0..statuses)
+            .map(|n| {
+                let visible = t0 + below(ticks as u64 * 1000) as i64;
+                // Mostly tens of ms late, a tail of seconds to a minute.
+                let lateness = match below(10) {
+                    0 => below(60_000),
+                    1 | 2 => below(3_000),
+                    _ => below(100),
+                } as i64;
+                let id_time = visible - lateness;
+                let deleted = (below(100) < deletions).then(|| visible + 1 + below(10_000) as i64);
+                (
+                    ((id_time as u128) << 16) | n as u128,
+                    id_time,
+                    Visibility {
+                        visible_at_ms: visible,
+                        deleted_at_ms: deleted,
+                    },
+                )
+            })
+            .collect();
+        truth.sort_by_key(|t| t.0);
+        let visible_at =
+            |v: &Visibility, t: i64| v.visible_at_ms <= t && v.deleted_at_ms.is_none_or(|d| d > t);
+        // Per poller: at each tick, its since (None at its baseline).
+        let margins: Vec<u64> = (0..3).map(|_| below(5_000)).collect();
+        let mut pollers = Vec::new();
+        let mut requests = Vec::new();
+        let mut observations: Vec<u32> = Vec::new();
+        for (p, kind) in ["tight", "loose", "looser", "deferring"].iter().enumerate() {
+            let mut returned = vec![false; truth.len()];
+            for n in 0..ticks {
+                let t = t0 + n * 1000;
+                // The lowest status visible now and not returned yet.
+                let pending = truth
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, (_, _, v))| visible_at(v, t) && !returned[*i])
+                    .map(|(i, _)| i)
+                    .next();
+                let since: Option<u128> = match (n, pending) {
+                    (0, _) => None,
+                    // The deferring poller waits three ticks out of four.
+                    _ if *kind == "deferring" && n % 4 != 0 => Some(u128::MAX),
+                    (_, Some(i)) => {
+                        let margin = if p == 0 { 0 } else { margins[p - 1] as u128 } << 16;
+                        Some(truth[i].0.saturating_sub(1 + margin))
+                    }
+                    (_, None) => Some(truth.last().map_or(0, |s| s.0)),
+                };
+                let start = observations.len() as u32;
+                for (i, (key, _, v)) in truth.iter().enumerate().rev() {
+                    if visible_at(v, t) && since.is_none_or(|s| *key > s) {
+                        observations.push(i as u32);
+                        returned[i] = true;
+                    }
+                }
+                let mut r = request(p, n, t, since, (start, observations.len() as u32));
+                r.since_time_ms = since.map(|s| (s >> 16) as i64);
+                requests.push(r);
+            }
+            pollers.push(PollerSpec {
+                name: kind.to_string(),
+                k_ms: None,
+                keyset: false,
+            });
+        }
+        History {
+            layout: "mastodon".parse().unwrap(),
+            statuses: truth
+                .iter()
+                .map(|(key, id_time_ms, _)| Status {
+                    key: *key,
+                    id_time_ms: *id_time_ms,
+                })
+                .collect(),
+            truth: Some(truth.iter().map(|t| Some(t.2)).collect()),
+            pollers,
+            requests,
+            observations,
+            interval_ms: 1000,
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+        /// Issue 15, the claim as it holds: on random histories the oracle
+        /// misses nothing, and its duplicates are never above those of a
+        /// poller on the same ticks that misses nothing and returns every
+        /// status at the first tick after it became visible, however much
+        /// more it fetches. (A poller that waits can pay less: see
+        /// `deferral_can_beat_the_oracle`; with no bound on waiting, one
+        /// request at the end would pay nothing.)
+        #[test]
+        fn the_oracle_is_the_floor_of_on_time_pollers(
+            seed in proptest::prelude::any::<u64>(),
+            statuses in 1usize..300,
+            ticks in 2i64..60,
+            deletions in 0u64..20,
+        ) {
+            let h = random_history(seed, statuses, ticks, deletions);
+            let a = crate::diff::analyze(&h);
+            let delays = detection_delays(&h);
+            let truth = h.truth.as_ref().unwrap();
+            for (p, stats) in a.pollers.iter().enumerate() {
+                let ticks = ticks_of(&h, p);
+                let o = oracle_on(&h, &ticks).unwrap();
+                // The oracle returns every status visible at one of its ticks
+                // after the first, once new.
+                let owed = truth
+                    .iter()
+                    .flatten()
+                    .filter(|v| {
+                        ticks.iter().find(|t| **t >= v.visible_at_ms).is_some_and(|t| {
+                            *t > ticks[0] && v.deleted_at_ms.is_none_or(|d| d > *t)
+                        })
+                    })
+                    .count() as u64;
+                proptest::prop_assert_eq!(o.new, owed);
+                if h.pollers[p].name == "deferring" {
+                    continue;
+                }
+                // The on-time pollers: nothing missed, every status at its first tick.
+                proptest::prop_assert_eq!(stats.missed(), 0, "{}", &h.pollers[p].name);
+                proptest::prop_assert!(delays[p].is_none_or(|d| d.max < h.interval_ms));
+                proptest::prop_assert!(
+                    o.duplicates <= stats.duplicates,
+                    "{}: {} duplicates, the oracle {}", &h.pollers[p].name, stats.duplicates, o.duplicates
+                );
+            }
+            // The tight poller is the oracle itself.
+            proptest::prop_assert_eq!(oracle_on(&h, &ticks_of(&h, 0)).unwrap().duplicates, a.pollers[0].duplicates);
+        }
+    }
 }

@@ -727,7 +727,9 @@ fn sim_setup(args: &RunArgs) -> Result<SimSetup, String> {
     })
 }
 
-/// Drives `plan` in virtual time against the simulator, records to `records`.
+/// Drives `plan` in virtual time against the simulator, records to `records`
+/// (items with their `created_at` and `author` when `details`).
+#[allow(clippy::too_many_arguments)]
 fn drive_virtual(
     args: &RunArgs,
     plan: &mut Plan,
@@ -735,6 +737,7 @@ fn drive_virtual(
     dialect: &Dialect,
     start_ms: i64,
     records: &dyn run::Records,
+    details: bool,
     mut on_tick: impl FnMut(i64, &Progress),
 ) -> Progress {
     let faults = args
@@ -746,6 +749,7 @@ fn drive_virtual(
         max_limit: dialect.max_limit(),
         faults,
         serves: embedded::serves(dialect),
+        details,
     };
     let mut progress = Progress::new(&plan.pollers);
     run::run_virtual(
@@ -799,6 +803,7 @@ pub fn run_virtual_to<S: run::Records>(
         &setup.dialect,
         start_ms,
         &sink,
+        false,
         |_, _| {},
     );
     Ok(sink)
@@ -873,6 +878,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
             &dialect,
             start_ms,
             &sender,
+            true,
             |tick, p| {
                 bar.tick_to(((tick - start_ms).max(0) as u64).min(args.duration), || {
                     describe(p)

@@ -725,6 +725,7 @@ mod tests {
                     max_limit: 200,
                     faults: None,
                     serves,
+                    details: true,
                 };
                 let mut progress = Progress::new(&plan.pollers);
                 run_virtual(

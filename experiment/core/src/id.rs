@@ -35,8 +35,15 @@ impl Id {
     }
 
     /// A fixed-width text key that sorts like the ID (32 hex digits), for SQL.
+    /// Written digit by digit: it is made for every item a poller returns,
+    /// and `format!`'s padding machinery was a sixth of a sweep's time.
     pub fn sort_key(self) -> String {
-        format!("{:032x}", self.0)
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let digits: Vec<u8> = (0..32)
+            .rev()
+            .map(|i| HEX[((self.0 >> (4 * i)) & 0xf) as usize])
+            .collect();
+        String::from_utf8(digits).expect("hex digits are ASCII")
     }
 }
 
@@ -511,6 +518,13 @@ mod tests {
     }
 
     proptest! {
+        /// The hand-written sort key is `{:032x}`, so it sorts like the ID.
+        #[test]
+        fn sort_key_is_32_hex_digits(a in any::<u128>(), b in any::<u128>()) {
+            prop_assert_eq!(Id(a).sort_key(), format!("{a:032x}"));
+            prop_assert_eq!(Id(a).sort_key().cmp(&Id(b).sort_key()), a.cmp(&b));
+        }
+
         #[test]
         fn min_id_at_round_trips(t in 0i64..(1i64 << 41), which in 0usize..12) {
             let layouts = all_layouts();

@@ -3,19 +3,19 @@
 //! driver in [`crate::run`], and prints a summary.
 
 use crate::embedded::{self, InProcess};
-use crate::id::Layout;
-use crate::policy::CursorPolicy;
-use crate::poller::Poller;
 use crate::record::{PollerInfo, Recorder, RunInfo};
 use crate::run::{self, Plan, Progress, StopReason};
 use crate::sim::faults::{FaultPlan, FaultSpec};
 use crate::sim::model::{DEFAULT_BACKLOG_MS, SimConfig, Simulator};
 use crate::target::spec::{TargetOptions, TargetSpec};
 use crate::target::{Dialect, HttpTarget, Token, http_client};
-use crate::time::{format_duration_ms, parse_duration_ms};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+use since_id::id::Layout;
+use since_id::policy::CursorPolicy;
+use since_id::poller::Poller;
+use since_id::time::{format_duration_ms, parse_duration_ms};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -104,7 +104,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = ClockMode::Real)]
     pub clock: ClockMode,
     /// Start of a virtual run (RFC 3339 or ms); default 2026-01-01T00:00:00Z, so runs reproduce.
-    #[arg(long, value_parser = crate::time::parse_time)]
+    #[arg(long, value_parser = since_id::time::parse_time)]
     pub start: Option<i64>,
     /// History the simulator holds when the run starts (default 5m; 0s: an empty timeline).
     #[arg(long, value_parser = parse_duration_ms)]

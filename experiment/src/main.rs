@@ -3,11 +3,11 @@
 //! simulator alone (`experiment serve`), and does ID math (`experiment id`).
 
 use clap::{Parser, Subcommand};
+use since_id::id::{Id, Layout};
+use since_id::policy::compensated_since_id;
+use since_id::time::{parse_duration_ms, parse_time, rfc3339_ms};
 use snowleak::app::{RunArgs, dry_run, run_experiment, summary_text};
-use snowleak::id::{Id, Layout};
-use snowleak::policy::compensated_since_id;
 use snowleak::sim::serve_cmd::{ServeArgs, serve_command};
-use snowleak::time::{parse_duration_ms, parse_time, rfc3339_ms};
 use std::process::ExitCode;
 
 #[derive(Parser)]

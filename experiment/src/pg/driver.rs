@@ -6,14 +6,14 @@ use super::schema::Schema;
 use super::source::SqlTarget;
 use super::writers::{self, Output, Tail, Workload, Written};
 use crate::app::{RunArgs, RunSummary};
-use crate::id::Layout;
-use crate::policy::CursorPolicy;
-use crate::poller::Poller;
 use crate::record::{PollerInfo, RecordSender, Recorder, RunInfo, TruthRow};
 use crate::run::{self, Plan, Progress, StopReason};
 use crate::target::{Dialect, HttpTarget};
 use clap::Args;
 use rand::{Rng, SeedableRng};
+use since_id::id::Layout;
+use since_id::policy::CursorPolicy;
+use since_id::poller::Poller;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -494,7 +494,7 @@ async fn pump_truth(
     let truth = pending
         .iter()
         .map(|w| {
-            let id = crate::id::Id(w.id as u128);
+            let id = since_id::id::Id(w.id as u128);
             TruthRow {
                 id: w.id.to_string(),
                 id_key: id.sort_key(),

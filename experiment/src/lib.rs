@@ -15,7 +15,11 @@
 //! - [`pg`]: PostgreSQL as a real leak source: a throwaway cluster, writers, pollers over SQL
 //!   and HTTP, the `xmin` policy, your own database.
 //! - [`record`]: the run database's schema and its writer.
-//! - [`app`]: the `experiment` command's wiring; [`clock`]: the one wall-clock read.
+//! - [`run_experiment`]: one experiment from its [`RunArgs`] to its [`RunSummary`] (what the
+//!   `experiment` binary, `sweep` and the tests run); [`clock`]: the one wall-clock read.
+//!
+//! The `experiment` binary's own wiring (argument parsing, the `id` subcommand, the closing
+//! summary) lives in its `main.rs`, not here.
 //!
 //! ## The core in your own poller
 //!
@@ -34,11 +38,13 @@
 //! assert_eq!(since_id, layout.format(layout.min_id_at(sent_at_ms - 2000).pred()));
 //! ```
 
-pub mod app;
 pub mod clock;
 pub mod embedded;
+mod experiment;
 pub mod pg;
 pub mod record;
 pub mod run;
 pub mod sim;
 pub mod target;
+
+pub use experiment::{ClockMode, RunArgs, RunSummary, dry_run, run_experiment};

@@ -6,7 +6,7 @@
 //! `--token-file`, never from the command line, and is never stored.
 
 use super::driver::{Setup, connect, drive};
-use crate::app::{RunArgs, RunSummary};
+use crate::experiment::{RunArgs, RunSummary};
 use crate::record::TruthRow;
 use crate::target::Token;
 use since_id::id::{Id, Layout};
@@ -71,7 +71,7 @@ pub fn run(args: RunArgs, url: &str) -> Result<RunSummary, String> {
         None => SEQUENCE_LAYOUT.parse().expect("custom layout"),
     };
     let config = config(&args, url)?;
-    let runtime = crate::app::runtime()?;
+    let runtime = crate::experiment::runtime()?;
     let id_column = args.pg.id_column.clone();
     let (admin, commit_ts_truth) = runtime.block_on(async {
         let client = connect(&config).await?;

@@ -1,6 +1,7 @@
-//! The `experiment` command: options in, a recorded run out. This is wiring
-//! only: it builds the target, the pollers and the recorder, hands them to a
-//! driver in [`crate::run`], and prints a summary.
+//! One experiment: options in, a recorded run out ([`run_experiment`]). This is wiring
+//! only: it builds the target, the pollers and the recorder and hands them to a
+//! driver in [`crate::run`]. The `experiment` binary parses the options and prints the
+//! summary; `sweep` and the tests call [`run_experiment`] directly.
 
 use crate::embedded::{self, InProcess};
 use crate::record::{PollerInfo, Recorder, RunInfo};
@@ -948,47 +949,5 @@ fn progress_bar(duration_ms: u64, log_every_ms: u64) -> Bar {
         bar,
         log_every_ms,
         last_log_ms: Arc::new(Mutex::new(0)),
-    }
-}
-
-/// The closing lines: per poller, and how to analyze the run.
-pub fn summary_text(summary: &RunSummary) -> String {
-    let p = &summary.progress;
-    let mut out = format!(
-        "run {} {}: {} requests ({} failed), {} distinct statuses\n",
-        summary.run_id,
-        if summary.complete {
-            "complete"
-        } else {
-            "INCOMPLETE"
-        },
-        p.requests,
-        p.failed,
-        p.statuses
-    );
-    for (name, late) in &p.late_arrivals {
-        out.push_str(&format!("  {name}: {late} late arrivals seen\n"));
-    }
-    out.push_str(&summary.notes);
-    out.push_str(&format!(
-        "analyze it with: cargo run --release --bin analyze {} --run {}\n",
-        summary.db.display(),
-        summary.run_id
-    ));
-    out
-}
-
-/// Parses the command line; a usage error is one line on stderr and exit status 2
-/// (clap's own output adds a blank line and a tip), while `--help` and `--version` print as usual.
-pub fn parse_args_or_exit<T: clap::Parser>() -> T {
-    match T::try_parse() {
-        Ok(args) => args,
-        Err(e) if !e.use_stderr() => e.exit(),
-        Err(e) => {
-            let rendered = e.to_string();
-            let first = rendered.lines().next().unwrap_or("error: bad arguments");
-            eprintln!("{first}");
-            std::process::exit(2);
-        }
     }
 }

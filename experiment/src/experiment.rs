@@ -125,7 +125,7 @@ pub struct RunArgs {
 }
 
 fn parse_policy(text: &str) -> Result<CursorPolicy, String> {
-    text.parse()
+    Ok(text.parse()?)
 }
 
 fn parse_faults(text: &str) -> Result<FaultSpec, String> {

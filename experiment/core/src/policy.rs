@@ -5,7 +5,7 @@
 //! added without touching the pollers. Pure: the client clock is passed in.
 
 use crate::id::{Id, Layout};
-use crate::time::{format_duration_ms, parse_duration_ms};
+use crate::time::{DurationError, format_duration_ms, parse_duration_ms};
 use std::fmt;
 use std::str::FromStr;
 
@@ -164,41 +164,174 @@ impl fmt::Display for CursorPolicy {
 /// The default smallest lateness adaptive's audits cover (see [`crate::strategy`]).
 pub const ADAPTIVE_FLOOR_MS: u64 = 120_000;
 
+/// Why a policy spec could not be read: the spec as given and what is wrong with it.
+///
+/// ```
+/// use since_id::{CursorPolicy, PolicyError, PolicyErrorKind};
+///
+/// let err: PolicyError = "compensated:k=2days".parse::<CursorPolicy>().unwrap_err();
+/// assert_eq!(err.spec(), "compensated:k=2days");
+/// assert!(matches!(err.kind(), PolicyErrorKind::TooLong { key } if key == "k"));
+/// assert_eq!(
+///     err.to_string(),
+///     "bad poller policy 'compensated:k=2days': k is at most 1day (the run's final drain waits k)"
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyError {
+    spec: String,
+    kind: PolicyErrorKind,
+}
+
+/// What is wrong with a policy spec (see [`PolicyError`]).
+///
+/// ```
+/// use since_id::{CursorPolicy, PolicyErrorKind};
+///
+/// let err = "audit:k=1s,depth=2m".parse::<CursorPolicy>().unwrap_err();
+/// assert_eq!(err.kind(), &PolicyErrorKind::Missing { key: "every".into() });
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyErrorKind {
+    /// Not one of the policy names.
+    Unrecognised,
+    /// A parameter without `=`.
+    NotKeyValue {
+        /// The parameter as written.
+        part: String,
+    },
+    /// A parameter the policy does not take.
+    UnknownKey {
+        /// The key as written, trimmed.
+        key: String,
+    },
+    /// A parameter's value is not a duration.
+    BadDuration(DurationError),
+    /// A duration above [`MAX_K_MS`].
+    TooLong {
+        /// The key as written.
+        key: String,
+    },
+    /// A parameter the policy needs is not given.
+    Missing {
+        /// The missing key.
+        key: String,
+    },
+    /// A parameter that must be above zero is zero.
+    Zero {
+        /// The key.
+        key: String,
+    },
+}
+
+impl PolicyError {
+    fn new(spec: &str, kind: PolicyErrorKind) -> PolicyError {
+        PolicyError {
+            spec: spec.to_string(),
+            kind,
+        }
+    }
+
+    /// The spec as it was given.
+    pub fn spec(&self) -> &str {
+        &self.spec
+    }
+
+    /// What is wrong with it.
+    pub fn kind(&self) -> &PolicyErrorKind {
+        &self.kind
+    }
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "bad poller policy '{}': ", self.spec)?;
+        match &self.kind {
+            PolicyErrorKind::Unrecognised => f.write_str(
+                "expected 'naive', 'compensated:k=DURATION' (for example compensated:k=1s), \
+                 'audit:k=1s,depth=2m,every=1m', 'adaptive' or 'xmin' (PostgreSQL targets)",
+            ),
+            PolicyErrorKind::NotKeyValue { part } => {
+                write!(f, "expected KEY=DURATION, not '{part}'")
+            }
+            PolicyErrorKind::UnknownKey { key } => write!(f, "unknown key '{key}'"),
+            PolicyErrorKind::BadDuration(e) => write!(f, "{e}"),
+            PolicyErrorKind::TooLong { key } => {
+                write!(f, "{key} is at most 1day (the run's final drain waits k)")
+            }
+            PolicyErrorKind::Missing { key } => write!(f, "{key}= is missing"),
+            PolicyErrorKind::Zero { key } => write!(f, "{key} must be above 0"),
+        }
+    }
+}
+
+impl std::error::Error for PolicyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            PolicyErrorKind::BadDuration(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+// The harness reports errors as one line of text and keeps using `?`.
+impl From<PolicyError> for String {
+    fn from(e: PolicyError) -> String {
+        e.to_string()
+    }
+}
+
 /// Parses `key=DURATION,...` with exactly the keys given, each at most [`MAX_K_MS`].
-fn parse_params(s: &str, body: &str, keys: &[&str]) -> Result<Vec<u64>, String> {
+fn parse_params(s: &str, body: &str, keys: &[&str]) -> Result<Vec<u64>, PolicyError> {
+    let bad = |kind| PolicyError::new(s, kind);
     let mut values: Vec<Option<u64>> = vec![None; keys.len()];
     for part in body.split(',') {
         let (key, value) = part.split_once('=').ok_or_else(|| {
-            format!("bad poller policy '{s}': expected KEY=DURATION, not '{part}'")
+            bad(PolicyErrorKind::NotKeyValue {
+                part: part.to_string(),
+            })
         })?;
-        let at = keys
-            .iter()
-            .position(|k| *k == key.trim())
-            .ok_or_else(|| format!("bad poller policy '{s}': unknown key '{}'", key.trim()))?;
+        let at = keys.iter().position(|k| *k == key.trim()).ok_or_else(|| {
+            bad(PolicyErrorKind::UnknownKey {
+                key: key.trim().to_string(),
+            })
+        })?;
         let ms =
-            parse_duration_ms(value.trim()).map_err(|e| format!("bad poller policy '{s}': {e}"))?;
+            parse_duration_ms(value.trim()).map_err(|e| bad(PolicyErrorKind::BadDuration(e)))?;
         if ms > MAX_K_MS {
-            return Err(format!(
-                "bad poller policy '{s}': {key} is at most 1day (the run's final drain waits k)"
-            ));
+            return Err(bad(PolicyErrorKind::TooLong {
+                key: key.to_string(),
+            }));
         }
         values[at] = Some(ms);
     }
     keys.iter()
         .zip(values)
-        .map(|(key, v)| v.ok_or_else(|| format!("bad poller policy '{s}': {key}= is missing")))
+        .map(|(key, v)| {
+            v.ok_or_else(|| {
+                bad(PolicyErrorKind::Missing {
+                    key: key.to_string(),
+                })
+            })
+        })
         .collect()
 }
 
 impl FromStr for CursorPolicy {
-    type Err = String;
+    type Err = PolicyError;
 
     /// Parses `naive`, `compensated:k=DURATION`,
-    /// `audit:k=DURATION,depth=DURATION,every=DURATION`, `adaptive` or
-    /// `adaptive:floor=DURATION`; every duration at most [`MAX_K_MS`].
-    fn from_str(s: &str) -> Result<CursorPolicy, String> {
-        let expected = "expected 'naive', 'compensated:k=DURATION' (for example compensated:k=1s), \
-             'audit:k=1s,depth=2m,every=1m', 'adaptive' or 'xmin' (PostgreSQL targets)";
+    /// `audit:k=DURATION,depth=DURATION,every=DURATION`, `adaptive`,
+    /// `adaptive:floor=DURATION` or `xmin`; every duration at most [`MAX_K_MS`].
+    fn from_str(s: &str) -> Result<CursorPolicy, PolicyError> {
+        let zero = |key: &str| {
+            PolicyError::new(
+                s,
+                PolicyErrorKind::Zero {
+                    key: key.to_string(),
+                },
+            )
+        };
         match s.trim() {
             "naive" => Ok(CursorPolicy::Naive),
             "xmin" => Ok(CursorPolicy::Xmin),
@@ -208,14 +341,14 @@ impl FromStr for CursorPolicy {
             other if other.starts_with("adaptive:") => {
                 let v = parse_params(s, &other["adaptive:".len()..], &["floor"])?;
                 if v[0] == 0 {
-                    return Err(format!("bad poller policy '{s}': floor must be above 0"));
+                    return Err(zero("floor"));
                 }
                 Ok(CursorPolicy::Adaptive { floor_ms: v[0] })
             }
             other if other.starts_with("audit:") => {
                 let v = parse_params(s, &other["audit:".len()..], &["k", "depth", "every"])?;
                 if v[2] == 0 {
-                    return Err(format!("bad poller policy '{s}': every must be above 0"));
+                    return Err(zero("every"));
                 }
                 Ok(CursorPolicy::Audit {
                     k_ms: v[0],
@@ -226,12 +359,13 @@ impl FromStr for CursorPolicy {
             other => {
                 let k = other
                     .strip_prefix("compensated:k=")
-                    .ok_or_else(|| format!("bad poller policy '{s}': {expected}"))?;
-                let k_ms =
-                    parse_duration_ms(k).map_err(|e| format!("bad poller policy '{s}': {e}"))?;
+                    .ok_or_else(|| PolicyError::new(s, PolicyErrorKind::Unrecognised))?;
+                let k_ms = parse_duration_ms(k)
+                    .map_err(|e| PolicyError::new(s, PolicyErrorKind::BadDuration(e)))?;
                 if k_ms > MAX_K_MS {
-                    return Err(format!(
-                        "bad poller policy '{s}': k is at most 1day (the run's final drain waits k)"
+                    return Err(PolicyError::new(
+                        s,
+                        PolicyErrorKind::TooLong { key: "k".into() },
                     ));
                 }
                 Ok(CursorPolicy::Compensated { k_ms })

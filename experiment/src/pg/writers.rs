@@ -38,7 +38,7 @@ impl std::str::FromStr for Tail {
         if !(0.0..=100.0).contains(&percent) {
             return Err(bad("the share must be between 0% and 100%"));
         }
-        let max_ms = since_id::time::parse_duration_ms(d).map_err(|e| bad(&e))?;
+        let max_ms = since_id::time::parse_duration_ms(d).map_err(|e| bad(&e.to_string()))?;
         Ok(Tail {
             probability: percent / 100.0,
             max_ms,

@@ -9,37 +9,63 @@ use crate::time::{DurationError, format_duration_ms, parse_duration_ms};
 use std::fmt;
 use std::str::FromStr;
 
-/// The largest k accepted when parsing a policy: a run ends k after its
+/// The largest duration accepted when parsing a policy: a run ends k after its
 /// duration (the final drain), so k must keep it finite. Measured leaks needed
 /// seconds (README); a day is far beyond any useful k.
 pub const MAX_K_MS: u64 = 24 * 3600 * 1000;
 
+/// How a poller picks its since_id. Parsed from a spec and printed back the same way.
+///
+/// ```
+/// use since_id::CursorPolicy;
+///
+/// let p: CursorPolicy = "audit:k=1s,depth=2m,every=1m".parse().unwrap();
+/// assert_eq!(p, CursorPolicy::Audit { k_ms: 1000, depth_ms: 120_000, every_ms: 60_000 });
+/// assert_eq!(p.to_string(), "audit:k=1s,depth=2m,every=1m");
+/// assert_eq!("compensated:k=1500ms".parse::<CursorPolicy>().unwrap().to_string(), "compensated:k=1s500ms");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CursorPolicy {
     /// since_id = the highest ID seen: skips every late arrival.
     Naive,
     /// since_id held k ms behind the previous request (the final formula of
     /// tesaguri's "Your Timelines Are Leaky", github.com/tesaguri/leaky-snowflake).
-    Compensated { k_ms: u64 },
+    Compensated {
+        /// How far behind, in ms.
+        k_ms: u64,
+    },
     /// The compensated cursor at every tick, and every `every_ms` one deep
     /// request (paged back as needed) covering IDs down to `depth_ms` below the
     /// tick: the "rescan" real clients do (see [`crate::strategy`]).
     Audit {
+        /// The compensated cursor's k, in ms.
         k_ms: u64,
+        /// How far below the tick an audit reaches, in ms.
         depth_ms: u64,
+        /// The audit period, in ms.
         every_ms: u64,
     },
     /// k, depth and audit period estimated from the late arrivals found, within
     /// a request budget of one request per tick (see [`crate::strategy`]).
     /// `floor_ms` is the smallest lateness its audits always cover.
-    Adaptive { floor_ms: u64 },
+    Adaptive {
+        /// The smallest lateness its audits always cover, in ms.
+        floor_ms: u64,
+    },
     /// PostgreSQL targets only: a keyset cursor on (xid, id) below the oldest
     /// running transaction (`crate::pg::xmin`); it has no since_id.
     Xmin,
 }
 
 impl CursorPolicy {
-    /// The k this policy compensates for; `None` for naive.
+    /// The k this policy compensates for; `None` for naive (and for adaptive, whose k
+    /// changes during a run, and xmin).
+    ///
+    /// ```
+    /// use since_id::CursorPolicy;
+    /// assert_eq!("compensated:k=2s".parse::<CursorPolicy>().unwrap().k_ms(), Some(2000));
+    /// assert_eq!(CursorPolicy::Naive.k_ms(), None);
+    /// ```
     pub fn k_ms(&self) -> Option<u64> {
         match self {
             CursorPolicy::Naive | CursorPolicy::Xmin => None,
@@ -52,6 +78,17 @@ impl CursorPolicy {
     /// The since_id of the next request. `latest` is the highest ID ever seen
     /// (it never decreases, even when that item is deleted) and `retrieved_at_ms`
     /// the client time at which the previous request was sent.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Layout};
+    ///
+    /// let twitter = Layout::twitter();
+    /// let sent_at_ms = 1_462_015_105_796;
+    /// let latest = twitter.min_id_at(sent_at_ms - 10);
+    /// assert_eq!(CursorPolicy::Naive.since_id(&twitter, latest, sent_at_ms), latest);
+    /// let k1s = CursorPolicy::Compensated { k_ms: 1000 };
+    /// assert_eq!(k1s.since_id(&twitter, latest, sent_at_ms), twitter.min_id_at(sent_at_ms - 1000).pred());
+    /// ```
     pub fn since_id(&self, layout: &Layout, latest: Id, retrieved_at_ms: i64) -> Id {
         match *self {
             // An xmin poller reads by (xid, id), never by since_id.
@@ -80,6 +117,21 @@ impl CursorPolicy {
 ///
 /// `lower` bounds the result from below when the client clock is behind the
 /// server's: the answer is then never worse than "k behind the latest ID".
+///
+/// ```
+/// use since_id::Layout;
+/// use since_id::policy::compensated_since_id;
+///
+/// let twitter = Layout::twitter();
+/// let latest = twitter.min_id_at(1_000_000_000_000 + 1_288_834_974_657);
+/// // A client clock 10 s ahead: k behind the request's time would be above `latest`...
+/// let ahead = twitter.ts_ms(latest) + 10_000;
+/// assert_eq!(compensated_since_id(&twitter, latest, ahead, 1000), latest);
+/// // ...and 10 s behind: the answer is bounded by k behind the latest ID.
+/// let behind = twitter.ts_ms(latest) - 10_000;
+/// let lower = twitter.min_id_at(twitter.ts_ms(latest) - 1000).pred();
+/// assert_eq!(compensated_since_id(&twitter, latest, behind, 1000), lower);
+/// ```
 pub fn compensated_since_id(layout: &Layout, latest: Id, retrieved_at_ms: i64, k_ms: u64) -> Id {
     let lower = if layout.ts_since_epoch_ms(latest) <= k_ms as u128 {
         latest
@@ -101,6 +153,18 @@ pub fn compensated_since_id(layout: &Layout, latest: Id, retrieved_at_ms: i64, k
 /// never rises as k grows (below the guard), so a binary search finds the
 /// edge exactly, whichever of `lower` and the candidate binds and whatever the
 /// layout's time unit. The analysis uses it to replay the policy on a run.
+///
+/// ```
+/// use since_id::Layout;
+/// use since_id::policy::smallest_k_catching;
+///
+/// let twitter = Layout::twitter();
+/// let sent_at_ms = 1_462_015_105_796;
+/// let latest = twitter.min_id_at(sent_at_ms);
+/// // An item 1500 ms older than the request, seen only after it: k = 1500 ms catches it.
+/// let late = twitter.min_id_at(sent_at_ms - 1500);
+/// assert_eq!(smallest_k_catching(&twitter, latest, sent_at_ms, late), Some(1500));
+/// ```
 pub fn smallest_k_catching(
     layout: &Layout,
     latest: Id,
@@ -161,7 +225,13 @@ impl fmt::Display for CursorPolicy {
     }
 }
 
-/// The default smallest lateness adaptive's audits cover (see [`crate::strategy`]).
+/// The default smallest lateness adaptive's audits cover (see [`crate::strategy`]): 2 min.
+///
+/// ```
+/// use since_id::CursorPolicy;
+/// use since_id::policy::ADAPTIVE_FLOOR_MS;
+/// assert_eq!("adaptive".parse(), Ok(CursorPolicy::Adaptive { floor_ms: ADAPTIVE_FLOOR_MS }));
+/// ```
 pub const ADAPTIVE_FLOOR_MS: u64 = 120_000;
 
 /// Why a policy spec could not be read: the spec as given and what is wrong with it.

@@ -1,7 +1,7 @@
 //! Time as the harness writes and reads it: ms since the Unix epoch, and durations in
 //! humantime form (`1s`, `1500ms`). Pure conversions; nothing here reads a clock.
 //!
-//! RFC 3339 ([`rfc3339_ms`], [`parse_time`]) needs chrono, so it sits behind the
+//! RFC 3339 (`rfc3339_ms`, `parse_time`) needs chrono, so it sits behind the
 //! `rfc3339` feature: a poller works in ms and need not pay for a calendar.
 
 use std::fmt;
@@ -37,7 +37,7 @@ impl fmt::Display for DurationError {
 
 impl std::error::Error for DurationError {}
 
-/// A time that [`parse_time`] could not read.
+/// A time that `parse_time` (feature `rfc3339`) could not read.
 ///
 /// ```
 /// # #[cfg(feature = "rfc3339")] {

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use snowleak::id::Layout;
+use since_id::id::Layout;
 use snowleak::target::Dialect;
 
 fn dialects() -> Vec<(Dialect, Layout)> {

@@ -113,7 +113,7 @@ async fn public(
             let user = format!("user{account}");
             json!({
                 "id": id.to_string(),
-                "created_at": crate::time::rfc3339_ms(created_ms),
+                "created_at": since_id::time::rfc3339_ms(created_ms),
                 "visibility": "public",
                 "uri": format!("http://127.0.0.1/users/{user}/statuses/{id}"),
                 "content": format!("<p>{text}</p>"),
@@ -213,10 +213,10 @@ pub async fn serve(addr: &str, seed: u64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::id::Id;
     use crate::pg::schema::Schema;
     use crate::pg::source::SqlTarget;
-    use crate::poller::PageRequest;
+    use since_id::id::Id;
+    use since_id::poller::PageRequest;
 
     #[test]
     fn the_api_reads_the_same_rows_as_the_sql_pollers() {

@@ -20,8 +20,6 @@
 //! dialect in fixed windows and reported in each API's own headers [1.5, 2.3].
 
 use super::model::{Query, SimStatus, Simulator};
-use crate::id::{Id, Layout};
-use crate::time::{format_duration_ms, parse_duration_ms, rfc3339_ms};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
@@ -31,6 +29,8 @@ use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Value, json};
+use since_id::id::{Id, Layout};
+use since_id::time::{format_duration_ms, parse_duration_ms, rfc3339_ms};
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;

@@ -6,9 +6,9 @@
 //! reqwest. The embedded simulator is reached through exactly this client in
 //! real time, the same way a real API is.
 
-use crate::id::{Id, Layout};
-use crate::poller::{Item, PageRequest};
 use serde_json::Value;
+use since_id::id::{Id, Layout};
+use since_id::poller::{Item, PageRequest};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -11,7 +11,7 @@
 //! | `discord` | `CHANNEL_ID` | Discord v10 | `discord` |
 
 use super::{Dialect, XEndpoint};
-use crate::id::Layout;
+use since_id::id::Layout;
 
 /// The default base URL of X's API v2 (`--base-url` overrides it).
 pub const X_BASE: &str = "https://api.x.com";

@@ -12,9 +12,9 @@
 //! that each request points into by range.
 
 use crate::diff::{History, MAX_POLLERS, PollerSpec, Request, Status, Visibility};
+use rundb::schema::{APPLICATION_ID, SCHEMA_VERSION};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use since_id::id::Layout;
-use rundb::schema::{APPLICATION_ID, SCHEMA_VERSION};
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;

@@ -2,6 +2,8 @@
 //! only: it builds the target, the pollers and the recorder, hands them to a
 //! driver in [`crate::run`], and prints a summary.
 
+use crate::api::spec::{TargetOptions, TargetSpec};
+use crate::api::{Dialect, HttpTarget, Token, http_client};
 use crate::embedded::{self, InProcess};
 use crate::id::Layout;
 use crate::policy::CursorPolicy;
@@ -10,8 +12,6 @@ use crate::record::{PollerInfo, Recorder, RunInfo};
 use crate::run::{self, Plan, Progress, StopReason};
 use crate::sim::faults::{FaultPlan, FaultSpec};
 use crate::sim::model::{DEFAULT_BACKLOG_MS, SimConfig, Simulator};
-use crate::target::spec::{TargetOptions, TargetSpec};
-use crate::target::{Dialect, HttpTarget, Token, http_client};
 use crate::time::{format_duration_ms, parse_duration_ms};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -379,7 +379,7 @@ pub fn dry_run(mut args: RunArgs) -> Result<String, String> {
         }
         out.push_str(&format!(
             "layout probe: POST {}\n  body: {body}\n(the pollers' requests depend on the layout detected; pass --layout to see them)\n",
-            crate::target::full_url(&base, &http)
+            crate::api::full_url(&base, &http)
         ));
         return Ok(out);
     };
@@ -533,12 +533,12 @@ fn poller_infos(pollers: &[Poller]) -> Vec<PollerInfo> {
 }
 
 /// Misskey's first request without a layout: the newest notes, no cursors.
-fn misskey_probe(dialect: &Dialect) -> crate::target::HttpRequest {
+fn misskey_probe(dialect: &Dialect) -> crate::api::HttpRequest {
     let endpoint = match dialect {
         Dialect::Misskey { endpoint } => endpoint.as_str(),
         _ => "local-timeline",
     };
-    crate::target::HttpRequest {
+    crate::api::HttpRequest {
         post: true,
         path: format!("/api/notes/{endpoint}"),
         query: vec![],
@@ -579,7 +579,7 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
         Some(layout) => layout,
         None => {
             let probe = misskey_probe(&resolved.dialect);
-            let layout = runtime.block_on(crate::target::probe_layout(
+            let layout = runtime.block_on(crate::api::probe_layout(
                 &client,
                 &resolved.base,
                 &probe,

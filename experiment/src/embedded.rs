@@ -2,13 +2,13 @@
 //! over real HTTP on 127.0.0.1 for real time, with its truth streamed to the
 //! recorder either way.
 
+use crate::api::{Dialect, Fetched};
 use crate::id::Layout;
 use crate::poller::{Item, PageRequest};
 use crate::record::TruthRow;
 use crate::run::VirtualTarget;
 use crate::sim::faults::{Fault, FaultPlan, mangle_list};
 use crate::sim::model::{Query, SimStatus, Simulator};
-use crate::target::{Dialect, Fetched};
 use crate::time::rfc3339_ms;
 use std::sync::{Arc, Mutex};
 

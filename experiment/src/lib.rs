@@ -12,7 +12,7 @@
 //! - [`time`]: ms since the Unix epoch, parsed and printed.
 //!
 //! Thin shell:
-//! - [`target`]: API dialects and the HTTP client.
+//! - [`api`]: each API's client side (one file per API) and the HTTP client.
 //! - [`run`]: the drivers, real time over HTTP and virtual time in-process.
 //! - [`embedded`]: the simulator as the default target.
 //! - [`pg`]: PostgreSQL as a real leak source: a throwaway cluster, writers, pollers over SQL
@@ -37,6 +37,7 @@
 //! assert_eq!(since_id, layout.format(layout.min_id_at(sent_at_ms - 2000).pred()));
 //! ```
 
+pub mod api;
 pub mod app;
 pub mod clock;
 pub mod embedded;
@@ -49,5 +50,4 @@ pub mod run;
 pub use since_id::schedule;
 pub mod sim;
 pub use since_id::strategy;
-pub mod target;
 pub use since_id::time;

@@ -7,12 +7,12 @@
 //! its event queue, and share [`settle`], which turns one response into the
 //! poller's next step and a recorded row.
 
+use crate::api::{Fetched, HttpTarget};
 use crate::id::{Id, Layout};
 use crate::poller::{PageRequest, Poller};
 use crate::record::{RecordSender, RequestRow, StatusRow, TruthRow};
 use crate::schedule::{CycleStart, Schedule};
 pub use crate::schedule::{align_up, following_tick};
-use crate::target::{Fetched, HttpTarget};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -592,9 +592,9 @@ mod tests {
     /// the cut, this test never returns (the harness timeout fails it).
     #[tokio::test]
     async fn a_far_retry_after_cannot_hold_the_run_past_its_end() {
+        use crate::api::{Dialect, HttpTarget, http_client};
         use crate::record::Recorder;
         use crate::record::writer::tests::{run_info, temp_db};
-        use crate::target::{Dialect, HttpTarget, http_client};
         use axum::response::IntoResponse;
         let app = axum::Router::new().fallback(|| async {
             (
@@ -655,7 +655,7 @@ mod tests {
             assert_eq!(mine[0].3, 0);
             // The wait the server asked for was cut short at the end, and recorded.
             assert!(mine[1].3 > 0, "{rows:?}");
-            assert!((mine[1].3 as u64) < crate::target::MAX_SERVER_WAIT_MS);
+            assert!((mine[1].3 as u64) < crate::api::MAX_SERVER_WAIT_MS);
         }
     }
 

@@ -4,8 +4,8 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use snowleak::api::Dialect;
 use snowleak::id::Layout;
-use snowleak::target::Dialect;
 
 fn dialects() -> Vec<(Dialect, Layout)> {
     vec![

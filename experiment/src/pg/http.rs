@@ -255,7 +255,7 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(all.len(), 90);
-            let http = crate::target::http_client(std::time::Duration::from_secs(10)).unwrap();
+            let http = crate::api::http_client(std::time::Duration::from_secs(10)).unwrap();
             let get_json = |url: String| {
                 let http = http.clone();
                 async move {

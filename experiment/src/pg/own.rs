@@ -6,10 +6,10 @@
 //! `--token-file`, never from the command line, and is never stored.
 
 use super::driver::{Setup, connect, drive};
+use crate::api::Token;
 use crate::app::{RunArgs, RunSummary};
 use crate::id::{Id, Layout};
 use crate::record::TruthRow;
-use crate::target::Token;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -676,7 +676,7 @@ mod tests {
         let layout = config.layout();
         let policies = ["naive", "compensated:k=1s"];
         let (pollers, infos) = pollers_of(&policies, &layout, 200, 10);
-        let serves = crate::embedded::serves(&crate::embedded::dialect_for(&layout));
+        let serves = crate::embedded::serves(&crate::sim::server::client_dialect(&layout));
         let recorder = Recorder::create(&path, &run_info(), &infos).unwrap();
         let blocker = rusqlite::Connection::open(&path).unwrap();
         blocker.execute_batch("BEGIN IMMEDIATE").unwrap();

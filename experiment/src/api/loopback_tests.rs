@@ -4,6 +4,8 @@
 //! huge body, a 401, a 429).
 
 use super::*;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use crate::policy::CursorPolicy;
 use crate::poller::Poller;
 use crate::sim::model::{SimStatus, Simulator};

@@ -1,5 +1,7 @@
 //! `--target KIND:SPEC`: which API to poll, parsed and checked before any
-//! request, each mistake a one-line error.
+//! request, each mistake a one-line error. Each API's home file parses its
+//! own spec and options (`parse_spec`, `resolve`); this file dispatches on
+//! KIND and holds the checks all of them share.
 //!
 //! | kind | spec | dialect | layout |
 //! |---|---|---|---|
@@ -10,13 +12,8 @@
 //! | `misskey` | `https://HOST` (+ `--timeline`) | Misskey | `--layout` or detected |
 //! | `discord` | `CHANNEL_ID` | Discord v10 | `discord` |
 
-use super::{Dialect, XEndpoint};
+use super::{Dialect, XEndpoint, discord, mastodon, misskey, twitter, x};
 use crate::id::Layout;
-
-/// The default base URL of X's API v2 (`--base-url` overrides it).
-pub const X_BASE: &str = "https://api.x.com";
-/// The default base URL of Discord's API (`--base-url` overrides it).
-pub const DISCORD_BASE: &str = "https://discord.com/api/v10";
 
 /// A parsed `--target`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,7 +44,68 @@ pub struct Resolved {
     pub layout: Option<Layout>,
 }
 
-const KINDS: &str = "simulator, mastodon:https://HOST, x:users/ID/tweets, x:search?query=..., twitter-v1:https://HOST, misskey:https://HOST, discord:CHANNEL_ID";
+/// Every form of `--target` but the simulator.
+fn forms() -> Vec<&'static str> {
+    [
+        mastodon::SPECS,
+        x::SPECS,
+        twitter::SPECS,
+        misskey::SPECS,
+        discord::SPECS,
+    ]
+    .into_iter()
+    .flatten()
+    .copied()
+    .collect()
+}
+
+/// Every form of `--target`, for errors.
+fn kinds() -> String {
+    let mut kinds = vec!["simulator"];
+    kinds.extend(forms());
+    kinds.join(", ")
+}
+
+/// `--help` of `--target`.
+pub fn target_help() -> String {
+    let forms: Vec<String> = forms().iter().map(|f| format!("`{f}`")).collect();
+    let (last, rest) = forms.split_last().expect("APIs");
+    format!(
+        "What to poll: `simulator` (the embedded leaky timeline), {} or {last}",
+        rest.join(", ")
+    )
+}
+
+/// `--help` of `--token-file`: every API's token variable.
+pub fn token_file_help() -> String {
+    let mut vars = vec![
+        mastodon::TOKEN_ENV,
+        x::TOKEN_ENV,
+        twitter::TOKEN_ENV,
+        misskey::TOKEN_ENV,
+        discord::TOKEN_ENV,
+    ];
+    vars.dedup();
+    format!(
+        "Read the API token from this file instead of the environment ({})",
+        vars.join(", ")
+    )
+}
+
+/// `--help` of `--timeline`.
+pub const TIMELINE_HELP: &str = "Which timeline: mastodon public|local|remote|home|tag:NAME|list:ID \
+(default public); misskey local|global|hybrid|home (default local)";
+/// `--help` of `--list-id`.
+pub const LIST_ID_HELP: &str = "The list polled by `twitter-v1` (lists/statuses)";
+/// `--help` of `--base-url`.
+pub const BASE_URL_HELP: &str = "Base URL of the API for `x` (default https://api.x.com) and \
+`discord` (default https://discord.com/api/v10)";
+/// `--help` of `--layout`.
+pub const LAYOUT_HELP: &str =
+    "The ID layout, overriding the target's (misskey: detected from the first IDs if absent)";
+/// `--help` of `--limit`.
+pub const LIMIT_HELP: &str =
+    "Page size (capped at the API's maximum: 200 Twitter, 40 Mastodon, 100 Misskey)";
 
 impl std::str::FromStr for TargetSpec {
     type Err = String;
@@ -56,62 +114,22 @@ impl std::str::FromStr for TargetSpec {
         if text == "simulator" {
             return Ok(TargetSpec::Simulator);
         }
-        let bad = |why: &str| format!("bad --target '{text}': {why}; expected one of {KINDS}");
+        let bad = |why: &str| format!("bad --target '{text}': {why}; expected one of {}", kinds());
         let (kind, spec) = text.split_once(':').ok_or_else(|| bad("no KIND:"))?;
-        match kind {
-            "mastodon" => Ok(TargetSpec::Mastodon {
-                base: base_url(spec).map_err(|e| bad(&e))?,
-            }),
-            "twitter-v1" => Ok(TargetSpec::TwitterV1 {
-                base: base_url(spec).map_err(|e| bad(&e))?,
-            }),
-            "misskey" => Ok(TargetSpec::Misskey {
-                base: base_url(spec).map_err(|e| bad(&e))?,
-            }),
-            "discord" => {
-                if spec.is_empty() || !spec.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(bad("a Discord channel ID is a decimal snowflake"));
-                }
-                Ok(TargetSpec::Discord {
-                    channel_id: spec.to_string(),
-                })
-            }
-            "x" => {
-                if let Some(user) = spec
-                    .strip_prefix("users/")
-                    .and_then(|s| s.strip_suffix("/tweets"))
-                {
-                    if user.is_empty() || !user.bytes().all(|b| b.is_ascii_digit()) {
-                        return Err(bad("an X user ID is decimal"));
-                    }
-                    return Ok(TargetSpec::X {
-                        endpoint: XEndpoint::UserTweets {
-                            user_id: user.to_string(),
-                        },
-                    });
-                }
-                if let Some(qs) = spec.strip_prefix("search?") {
-                    let url = reqwest::Url::parse(&format!("http://x/?{qs}"))
-                        .map_err(|_| bad("the search query string does not parse"))?;
-                    let query = url
-                        .query_pairs()
-                        .find(|(k, _)| k == "query")
-                        .map(|(_, v)| v.into_owned())
-                        .filter(|q| !q.trim().is_empty())
-                        .ok_or_else(|| bad("search needs query=..."))?;
-                    return Ok(TargetSpec::X {
-                        endpoint: XEndpoint::SearchRecent { query },
-                    });
-                }
-                Err(bad("X targets are users/ID/tweets or search?query=..."))
-            }
-            _ => Err(bad(&format!("unknown kind '{kind}'"))),
-        }
+        let parse = match kind {
+            mastodon::KIND => mastodon::parse_spec,
+            twitter::KIND => twitter::parse_spec,
+            misskey::KIND => misskey::parse_spec,
+            discord::KIND => discord::parse_spec,
+            x::KIND => x::parse_spec,
+            _ => return Err(bad(&format!("unknown kind '{kind}'"))),
+        };
+        parse(spec).map_err(|e| bad(&e))
     }
 }
 
 /// `https://HOST[:PORT][/PREFIX]`, without a trailing slash.
-fn base_url(spec: &str) -> Result<String, String> {
+pub(super) fn base_url(spec: &str) -> Result<String, String> {
     let url = reqwest::Url::parse(spec).map_err(|e| format!("'{spec}' is not a URL ({e})"))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
         return Err(format!("'{spec}' is not an http(s) URL"));
@@ -122,6 +140,24 @@ fn base_url(spec: &str) -> Result<String, String> {
         ));
     }
     Ok(spec.trim_end_matches('/').to_string())
+}
+
+/// `--base-url` if given (checked), else the API's `default`.
+pub(super) fn base_or(opts: &TargetOptions, default: &str) -> Result<String, String> {
+    opts.base_url
+        .as_deref()
+        .map(base_url)
+        .transpose()
+        .map(|b| b.unwrap_or_else(|| default.to_string()))
+}
+
+/// The error for `flag`, `given` to a `kind` it does not apply to.
+pub(super) fn refuse(flag: &str, given: bool, kind: &str) -> Result<(), String> {
+    if given {
+        Err(format!("{flag} does not apply to {kind} targets"))
+    } else {
+        Ok(())
+    }
 }
 
 impl TargetSpec {
@@ -135,132 +171,27 @@ impl TargetSpec {
             Some(name) => Some(name.parse::<Layout>().map_err(|e| e.to_string())?),
             None => None,
         };
-        let timeline_for = |kind: &str, allowed: &[&str]| -> Result<(), String> {
-            match &opts.timeline {
-                Some(t) if !allowed.contains(&t.as_str()) => Err(format!(
-                    "bad --timeline '{t}' for {kind}: expected one of {}",
-                    allowed.join(", ")
-                )),
-                _ => Ok(()),
-            }
-        };
-        let no = |flag: &str, given: bool, kind: &str| {
-            if given {
-                Err(format!("{flag} does not apply to {kind} targets"))
-            } else {
-                Ok(())
-            }
-        };
-        no(
+        refuse(
             "--list-id",
             opts.list_id.is_some() && !matches!(self, TargetSpec::TwitterV1 { .. }),
             "these",
         )?;
-        let base = |default: &str| {
-            opts.base_url
-                .as_deref()
-                .map(base_url)
-                .transpose()
-                .map(|b| b.unwrap_or_else(|| default.to_string()))
-        };
-        let resolved = match self {
-            TargetSpec::Simulator => return Err("the simulator is not a real target".into()),
-            TargetSpec::Mastodon { base: host } => {
-                let timeline = opts.timeline.clone().unwrap_or_else(|| "public".into());
-                let named = ["public", "local", "remote", "home"].contains(&timeline.as_str());
-                let tagged = timeline
-                    .strip_prefix("tag:")
-                    .or(timeline.strip_prefix("list:"))
-                    .is_some_and(|rest| !rest.is_empty() && !rest.contains(['/', '?', '#', '&']));
-                if !named && !tagged {
-                    return Err(format!(
-                        "bad --timeline '{timeline}' for mastodon: expected public, local, remote, home, tag:NAME or list:ID"
-                    ));
-                }
-                no(
-                    "--base-url",
-                    opts.base_url.is_some(),
-                    "mastodon (the URL is in --target)",
-                )?;
-                Resolved {
-                    base: host.clone(),
-                    dialect: Dialect::Mastodon { timeline },
-                    layout: Some(
-                        layout.unwrap_or_else(|| "mastodon".parse().expect("known layout")),
-                    ),
-                }
-            }
-            TargetSpec::X { endpoint } => {
-                no("--timeline", opts.timeline.is_some(), "x")?;
-                Resolved {
-                    base: base(X_BASE)?,
-                    dialect: Dialect::X {
-                        endpoint: endpoint.clone(),
-                    },
-                    layout: Some(layout.unwrap_or_else(Layout::twitter)),
-                }
-            }
-            TargetSpec::TwitterV1 { base: host } => {
-                no("--timeline", opts.timeline.is_some(), "twitter-v1")?;
-                no(
-                    "--base-url",
-                    opts.base_url.is_some(),
-                    "twitter-v1 (the URL is in --target)",
-                )?;
-                let list_id = opts
-                    .list_id
-                    .clone()
-                    .ok_or("twitter-v1 needs --list-id ID (lists/statuses)")?;
-                if list_id.is_empty() || !list_id.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(format!("bad --list-id '{list_id}': a decimal ID"));
-                }
-                Resolved {
-                    base: host.clone(),
-                    dialect: Dialect::TwitterV1 { list_id },
-                    layout: Some(layout.unwrap_or_else(Layout::twitter)),
-                }
-            }
-            TargetSpec::Misskey { base: host } => {
-                timeline_for("misskey", &["local", "global", "hybrid", "home"])?;
-                no(
-                    "--base-url",
-                    opts.base_url.is_some(),
-                    "misskey (the URL is in --target)",
-                )?;
-                let endpoint = match opts.timeline.as_deref().unwrap_or("local") {
-                    "global" => "global-timeline",
-                    "hybrid" => "hybrid-timeline",
-                    "home" => "timeline",
-                    _ => "local-timeline",
-                };
-                Resolved {
-                    base: host.clone(),
-                    dialect: Dialect::Misskey {
-                        endpoint: endpoint.into(),
-                    },
-                    layout,
-                }
-            }
-            TargetSpec::Discord { channel_id } => {
-                no("--timeline", opts.timeline.is_some(), "discord")?;
-                Resolved {
-                    base: base(DISCORD_BASE)?,
-                    dialect: Dialect::Discord {
-                        channel_id: channel_id.clone(),
-                    },
-                    layout: Some(
-                        layout.unwrap_or_else(|| "discord".parse().expect("known layout")),
-                    ),
-                }
-            }
-        };
-        Ok(resolved)
+        match self {
+            TargetSpec::Simulator => Err("the simulator is not a real target".into()),
+            TargetSpec::Mastodon { base } => mastodon::resolve(base, opts, layout),
+            TargetSpec::X { endpoint } => x::resolve(endpoint, opts, layout),
+            TargetSpec::TwitterV1 { base } => twitter::resolve(base, opts, layout),
+            TargetSpec::Misskey { base } => misskey::resolve(base, opts, layout),
+            TargetSpec::Discord { channel_id } => discord::resolve(channel_id, opts, layout),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::XEndpoint;
+    use crate::api::discord::BASE as DISCORD_BASE;
 
     fn spec(text: &str) -> Result<TargetSpec, String> {
         text.parse()

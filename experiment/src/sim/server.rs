@@ -234,6 +234,24 @@ impl AppState {
     }
 }
 
+/// The dialect a client speaks to the simulator for a profile's layout (the
+/// embedded target's): Mastodon's public timeline, Misskey's local timeline,
+/// or a Twitter v1.1 list.
+pub fn client_dialect(layout: &Layout) -> crate::api::Dialect {
+    use crate::api::Dialect;
+    match layout.name() {
+        "mastodon" => Dialect::Mastodon {
+            timeline: "public".into(),
+        },
+        name if name.starts_with("misskey") => Dialect::Misskey {
+            endpoint: "local-timeline".into(),
+        },
+        _ => Dialect::TwitterV1 {
+            list_id: "1".into(),
+        },
+    }
+}
+
 /// The router, reading the wall clock.
 pub fn router(state: Arc<Mutex<Simulator>>, limits: RateLimits) -> Router {
     router_with_clock(state, limits, Arc::new(crate::clock::now_ms))

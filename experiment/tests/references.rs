@@ -16,7 +16,7 @@ const MACHINE_PATH: &str = "/work/";
 /// Names of documents the project was started from, which are not in it: a
 /// comment that needs their facts cites the public source they came from.
 const OUTSIDE_DOCUMENTS: &[&str] = &["project brief", "the brief's", "the seeds'"];
-/// Extensions that make a bare word (no `/`) a file reference: `api-facts.md`, `server_x.rs`.
+/// Extensions that make a bare word (no `/`) a file reference: `api-facts.md`, `mastodon.rs`.
 const BARE_EXTENSIONS: &[&str] = &["md", "rs"];
 
 fn repo_root() -> PathBuf {
@@ -183,9 +183,9 @@ fn the_scan_finds_paths_and_leaves_hosts_alone() {
     );
     let root = repo_root().canonicalize().unwrap();
     let files = repo_files(&root);
-    let here = root.join("experiment/src/sim/server.rs");
+    let here = root.join("experiment/src/sim/server/mod.rs");
     assert!(resolves(&root, &files, &here, "docs/api-facts.md"));
-    assert!(resolves(&root, &files, &here, "server_x.rs"));
+    assert!(resolves(&root, &files, &here, "mastodon.rs"));
     assert!(!resolves(
         &root,
         &files,

@@ -4,8 +4,6 @@
 //! huge body, a 401, a 429).
 
 use super::*;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use crate::policy::CursorPolicy;
 use crate::poller::Poller;
 use crate::sim::model::{SimStatus, Simulator};
@@ -14,6 +12,8 @@ use crate::sim::server::{RateLimits, RunningServer, router_with_clock};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 const NOW: i64 = 1_700_000_000_000;
 

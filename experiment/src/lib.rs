@@ -9,7 +9,7 @@
 //! - [`sim`]: the leaky timeline model (pure) and its HTTP server (shell).
 //!
 //! Thin shell:
-//! - [`target`]: API dialects and the HTTP client.
+//! - [`api`]: each API's client side (one file per API) and the HTTP client.
 //! - [`run`]: the drivers, real time over HTTP and virtual time in-process.
 //! - [`embedded`]: the simulator as the default target.
 //! - [`pg`]: PostgreSQL as a real leak source: a throwaway cluster, writers, pollers over SQL
@@ -38,6 +38,7 @@
 //! assert_eq!(since_id, layout.format(layout.min_id_at(sent_at_ms - 2000).pred()));
 //! ```
 
+pub mod api;
 pub mod clock;
 pub mod embedded;
 mod experiment;
@@ -45,6 +46,5 @@ pub mod pg;
 pub mod record;
 pub mod run;
 pub mod sim;
-pub mod target;
 
 pub use experiment::{ClockMode, RunArgs, RunSummary, dry_run, run_experiment};

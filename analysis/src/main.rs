@@ -37,20 +37,7 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         eprintln!("analyze: internal error (please report): {info}");
     }));
-    let args = match Args::try_parse() {
-        Ok(args) => args,
-        // --help and --version print as usual.
-        Err(e) if !e.use_stderr() => e.exit(),
-        // A usage error is one line (clap adds a blank line and a tip) and exit 2.
-        Err(e) => {
-            let rendered = e.to_string();
-            eprintln!(
-                "{}",
-                rendered.lines().next().unwrap_or("error: bad arguments")
-            );
-            return ExitCode::from(2);
-        }
-    };
+    let args: Args = analysis::cli::parse_args_or_exit();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {

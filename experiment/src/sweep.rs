@@ -8,13 +8,13 @@
 //! `sweep.db` are `analysis::sweep`'s. Seeds run in parallel on scoped
 //! threads, one per core.
 
-use crate::app::RunArgs;
-use crate::id::Layout;
+use crate::experiment::RunArgs;
 use crate::record::{PollerInfo, RequestRow, TruthRow};
 use crate::run::Records;
 use analysis::diff::{History, PollerSpec, Visibility};
 use analysis::history_builder::{HistoryBuilder, RecordedRequest, StatusRef};
 use analysis::sweep::SeedResult;
+use since_id::Layout;
 use std::cell::RefCell;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -120,7 +120,7 @@ pub fn run_args(base: &[String], seed: u64) -> Result<RunArgs, String> {
 pub fn history_of(base: &[String], seed: u64) -> Result<History, String> {
     let args = run_args(base, seed)?;
     let interval = args.interval;
-    crate::app::run_virtual_to(args, |layout, pollers| {
+    crate::experiment::run_virtual_to(args, |layout, pollers| {
         InMemory::new(layout, pollers, interval)
     })?
     .finish()

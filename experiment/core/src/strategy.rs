@@ -52,7 +52,9 @@
 //!   of that length ever holds more (the last request of any window saw all
 //!   the others when it went). Ticks keep a reserve free for the next audit's
 //!   pages (twice the last audit's, within 2..budget/2), so an audit is
-//!   rarely cut; an audit is put off while the reserve is not free; a
+//!   rarely cut: inside the reserve only every other tick goes (paying an
+//!   audit back never leaves a long gap); an audit is put off while the
+//!   reserve is not free; a
 //!   back-page the budget refuses cuts the cycle, recorded as an overflow,
 //!   with the cursor left where it was (the next cycle fetches the window
 //!   again, once the budget has freed up), and a cut audit is made again.
@@ -65,9 +67,10 @@ use std::collections::VecDeque;
 
 /// Adaptive's k before any sample: RFC 6298 (2.1)'s initial RTO of 1 s.
 pub const ADAPTIVE_K_INITIAL_MS: u64 = 1_000;
-/// Adaptive's k stays within these: above 1 s a tick's duplicates cost more
-/// than the audits that catch what it misses.
+/// Adaptive's k stays within [`ADAPTIVE_K_MIN_MS`]..=[`ADAPTIVE_K_MAX_MS`]: above 1 s a
+/// tick's duplicates cost more than the audits that catch what it misses.
 pub const ADAPTIVE_K_MIN_MS: u64 = 100;
+/// The upper end of adaptive's k (see [`ADAPTIVE_K_MIN_MS`]).
 pub const ADAPTIVE_K_MAX_MS: u64 = 1_000;
 /// The largest audit cover C: a federated status can arrive hours late, but
 /// an audit 12 h deep at a few statuses a second is thousands of pages.
@@ -76,7 +79,9 @@ pub const ADAPTIVE_COVER_MAX_MS: u64 = 6 * 3600 * 1000;
 /// At most `requests` requests in any `window_ms`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Budget {
+    /// The most requests...
     pub requests: u32,
+    /// ...in any window of this length.
     pub window_ms: u64,
 }
 
@@ -125,6 +130,18 @@ impl SendLog {
 }
 
 /// Which part of a cycle a request belongs to.
+///
+/// ```
+/// use since_id::PolicyState;
+/// use since_id::strategy::{Phase, TickPlan};
+/// let mut state = PolicyState::new("audit:k=1s,depth=2m,every=1m".parse().unwrap());
+/// // A cycle that audited reports Phase::Audit; if it failed, the next tick audits again.
+/// let t = 1_462_015_140_000;
+/// state.at_tick(t, false);
+/// assert!(matches!(state.at_tick(t + 60_000, false), TickPlan::Audit { .. }));
+/// state.on_cycle_end(Phase::Audit, 1, false, t + 60_000);
+/// assert!(matches!(state.at_tick(t + 61_000, false), TickPlan::Audit { .. }));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// The compensated window above the cursor.
@@ -133,7 +150,14 @@ pub enum Phase {
     Audit,
 }
 
-/// What the policy decides at a tick.
+/// What the policy decides at a tick ([`PolicyState::at_tick`]).
+///
+/// ```
+/// use since_id::{CursorPolicy, PolicyState};
+/// use since_id::strategy::TickPlan;
+/// let mut naive = PolicyState::new(CursorPolicy::Naive);
+/// assert_eq!(naive.at_tick(0, true), TickPlan::Tick); // naive never audits nor skips
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TickPlan {
     /// No request this tick (paying back the budget).
@@ -141,13 +165,27 @@ pub enum TickPlan {
     /// The ordinary window above the cursor.
     Tick,
     /// A deep request covering IDs from `floor_ms` (ID time) up.
-    Audit { floor_ms: i64 },
+    Audit {
+        /// The lowest ID time covered, in ms since the Unix epoch.
+        floor_ms: i64,
+    },
 }
 
-/// One item of a page as the policy sees it.
+/// One item of a page as the policy sees it (see [`PolicyState::on_page`] for a use).
+///
+/// ```
+/// use since_id::{Id, Layout};
+/// use since_id::strategy::Seen;
+/// let twitter = Layout::twitter();
+/// let id = twitter.min_id_at(1_462_015_105_796);
+/// let seen = Seen { id, id_time_ms: twitter.ts_ms(id), late: false, below_cursor: false };
+/// assert_eq!(seen.id_time_ms, 1_462_015_105_796);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Seen {
+    /// The item's ID.
     pub id: Id,
+    /// The ID's time, in ms since the Unix epoch.
     pub id_time_ms: i64,
     /// Returned for the first time, below the highest ID of earlier cycles.
     pub late: bool,
@@ -155,16 +193,32 @@ pub struct Seen {
     pub below_cursor: bool,
 }
 
-/// One page as the policy is told it.
+/// One page as the policy is told it (see [`PolicyState::on_page`] for a use).
+///
+/// ```
+/// use since_id::strategy::{PageView, Phase};
+/// let empty = PageView { phase: Phase::Tick, sent_at_ms: 0, items: &[] };
+/// assert!(empty.items.is_empty());
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct PageView<'a> {
+    /// The part of the cycle the page belongs to.
     pub phase: Phase,
     /// The cycle's send time (its first request).
     pub sent_at_ms: i64,
+    /// The page's items.
     pub items: &'a [Seen],
 }
 
 /// RFC 6298's smoothed estimate and variance, in ms.
+///
+/// ```
+/// use since_id::strategy::Smoothed;
+/// let mut s = Smoothed::default();
+/// assert_eq!(s.bound_ms(), None);
+/// s.update(100.0);
+/// assert_eq!(s.bound_ms(), Some(300)); // 100 + 4 * 50
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Smoothed {
     srtt: f64,
@@ -174,6 +228,14 @@ pub struct Smoothed {
 
 impl Smoothed {
     /// RFC 6298 (2.2) for the first sample, (2.3) with alpha 1/8, beta 1/4 after.
+    ///
+    /// ```
+    /// use since_id::strategy::Smoothed;
+    /// let mut s = Smoothed::default();
+    /// s.update(100.0);
+    /// s.update(100.0); // variance 50 -> 37.5
+    /// assert_eq!(s.bound_ms(), Some(250));
+    /// ```
     pub fn update(&mut self, sample_ms: f64) {
         if self.samples == 0 {
             self.srtt = sample_ms;
@@ -186,6 +248,13 @@ impl Smoothed {
     }
 
     /// `SRTT + 4 RTTVAR`, or `None` before any sample.
+    ///
+    /// ```
+    /// use since_id::strategy::Smoothed;
+    /// let mut s = Smoothed::default();
+    /// s.update(40.0);
+    /// assert_eq!(s.bound_ms(), Some(120));
+    /// ```
     pub fn bound_ms(&self) -> Option<u64> {
         (self.samples > 0).then(|| (self.srtt + 4.0 * self.rttvar).max(0.0) as u64)
     }
@@ -210,9 +279,22 @@ struct Adaptive {
     log: SendLog,
     /// Pages of the last complete audit (the reserve the ticks keep for the next).
     audit_pages: u32,
+    /// The last tick inside the reserve was skipped.
+    skipped_last: bool,
 }
 
-/// A policy's running state.
+/// A policy's running state: what a [`crate::Poller`] consults at each tick and tells
+/// after each page and cycle.
+///
+/// ```
+/// use since_id::{CursorPolicy, PolicyState};
+/// use since_id::strategy::TickPlan;
+///
+/// let mut audit = PolicyState::new("audit:k=1s,depth=2m,every=1m".parse().unwrap());
+/// let t = 1_462_015_140_000; // a whole minute
+/// assert_eq!(audit.at_tick(t, false), TickPlan::Tick); // the first tick is the baseline
+/// assert_eq!(audit.at_tick(t + 60_000, false), TickPlan::Audit { floor_ms: t + 60_000 - 120_000 });
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct PolicyState {
     spec: CursorPolicy,
@@ -226,6 +308,13 @@ pub struct PolicyState {
 }
 
 impl PolicyState {
+    /// The state of a policy before its first tick.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, PolicyState};
+    /// let state = PolicyState::new(CursorPolicy::Adaptive { floor_ms: 120_000 });
+    /// assert_eq!(state.k_ms(), since_id::strategy::ADAPTIVE_K_INITIAL_MS);
+    /// ```
     pub fn new(spec: CursorPolicy) -> PolicyState {
         let adaptive = match spec {
             CursorPolicy::Adaptive { floor_ms } => Some(Adaptive {
@@ -241,6 +330,7 @@ impl PolicyState {
                     sent: VecDeque::new(),
                 },
                 audit_pages: 0,
+                skipped_last: false,
             }),
             _ => None,
         };
@@ -257,16 +347,35 @@ impl PolicyState {
         }
     }
 
+    /// The policy it runs.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, PolicyState};
+    /// assert_eq!(PolicyState::new(CursorPolicy::Naive).spec(), CursorPolicy::Naive);
+    /// ```
     pub fn spec(&self) -> CursorPolicy {
         self.spec
     }
 
     /// The ticks' current lag (0 for naive).
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, PolicyState};
+    /// assert_eq!(PolicyState::new(CursorPolicy::Naive).k_ms(), 0);
+    /// assert_eq!(PolicyState::new(CursorPolicy::Compensated { k_ms: 1500 }).k_ms(), 1500);
+    /// ```
     pub fn k_ms(&self) -> u64 {
         self.k_ms
     }
 
     /// The current audit depth and period, if the policy audits.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, PolicyState};
+    /// let audit = PolicyState::new("audit:k=1s,depth=2m,every=1m".parse().unwrap());
+    /// assert_eq!(audit.audit(), Some((120_000, 60_000)));
+    /// assert_eq!(PolicyState::new(CursorPolicy::Naive).audit(), None);
+    /// ```
     pub fn audit(&self) -> Option<(u64, u64)> {
         match (self.spec, &self.adaptive) {
             (
@@ -281,12 +390,23 @@ impl PolicyState {
     }
 
     /// Ticks skipped so far to stay within the budget.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, PolicyState};
+    /// assert_eq!(PolicyState::new(CursorPolicy::Naive).skipped(), 0);
+    /// ```
     pub fn skipped(&self) -> u64 {
         self.skipped
     }
 
     /// How far below a cycle's send time the poller must remember the IDs it
     /// returned, so that an audit's repeats are not counted as new.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, PolicyState};
+    /// let audit = PolicyState::new("audit:k=1s,depth=2m,every=1m".parse().unwrap());
+    /// assert_eq!(audit.memory_ms(), 120_000);
+    /// ```
     pub fn memory_ms(&self) -> u64 {
         match &self.adaptive {
             // Twice the depth: the cover may double at the next audit.
@@ -297,6 +417,14 @@ impl PolicyState {
 
     /// The since_id of the next tick: `latest` for naive, else the compensated
     /// formula with the current k ([`compensated_since_id`], unchanged).
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Layout, PolicyState};
+    /// let (twitter, t) = (Layout::twitter(), 1_462_015_105_796);
+    /// let latest = twitter.min_id_at(t);
+    /// let state = PolicyState::new(CursorPolicy::Compensated { k_ms: 1000 });
+    /// assert_eq!(state.since_id(&twitter, latest, t), twitter.min_id_at(t - 1000).pred());
+    /// ```
     pub fn since_id(&self, layout: &Layout, latest: Id, retrieved_at_ms: i64) -> Id {
         match self.spec {
             // An xmin poller reads by (xid, id), never by since_id.
@@ -332,6 +460,17 @@ impl PolicyState {
     /// auditing policy audits then (what it has not audited yet would
     /// otherwise be left for an audit that never comes) and, but for the
     /// budget, never skips it. A request it plans counts against the budget.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, PolicyState};
+    /// use since_id::strategy::TickPlan;
+    /// let mut audit = PolicyState::new("audit:k=1s,depth=2m,every=1m".parse().unwrap());
+    /// let t = 1_462_015_140_000;
+    /// assert_eq!(audit.at_tick(t, false), TickPlan::Tick);
+    /// assert_eq!(audit.at_tick(t + 1000, false), TickPlan::Tick);
+    /// // The final cycle audits, 2 min below itself and as far again below the last audit.
+    /// assert_eq!(audit.at_tick(t + 2000, true), TickPlan::Audit { floor_ms: t + 2000 - 120_000 - 2000 });
+    /// ```
     pub fn at_tick(&mut self, now_ms: i64, last: bool) -> TickPlan {
         let plan = self.plan_tick(now_ms, last);
         if plan != TickPlan::Skip {
@@ -387,8 +526,20 @@ impl PolicyState {
             };
         }
         if room <= reserve {
-            self.skipped += 1;
-            return TickPlan::Skip;
+            // Inside the reserve: every other tick, so that paying back an
+            // audit's pages never leaves a long gap (detection delay); the
+            // window still drains, as the requests of a window ago leave it
+            // faster than these come.
+            if let Some(a) = &mut self.adaptive
+                && !a.skipped_last
+            {
+                a.skipped_last = true;
+                self.skipped += 1;
+                return TickPlan::Skip;
+            }
+        }
+        if let Some(a) = &mut self.adaptive {
+            a.skipped_last = false;
         }
         TickPlan::Tick
     }
@@ -419,7 +570,19 @@ impl PolicyState {
         allowed
     }
 
-    /// One successful page of the current cycle.
+    /// One successful page of the current cycle. Adaptive learns its k from the late
+    /// arrivals of its ticks (RFC 6298's estimator); other policies learn nothing.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Id, PolicyState};
+    /// use since_id::strategy::{PageView, Phase, Seen};
+    /// let mut adaptive = PolicyState::new("adaptive".parse().unwrap());
+    /// let t = 1_462_015_105_796;
+    /// // A late arrival whose ID time is 40 ms before the request was sent.
+    /// let late = Seen { id: Id(1), id_time_ms: t - 40, late: true, below_cursor: false };
+    /// adaptive.on_page(&PageView { phase: Phase::Tick, sent_at_ms: t, items: &[late] });
+    /// assert_eq!(adaptive.k_ms(), 120); // 40 + 4 * 20
+    /// ```
     pub fn on_page(&mut self, page: &PageView<'_>) {
         let Some(a) = &mut self.adaptive else {
             return;
@@ -456,7 +619,20 @@ impl PolicyState {
         }
     }
 
-    /// The cycle ended after `requests` requests; `ok` when all succeeded.
+    /// The cycle ended after `requests` requests; `ok` when all succeeded. A
+    /// failed or cut audit is made again at the next tick; adaptive keeps
+    /// twice an audit's pages free for the next one.
+    ///
+    /// ```
+    /// use since_id::PolicyState;
+    /// use since_id::strategy::{Phase, TickPlan};
+    /// let mut audit = PolicyState::new("audit:k=1s,depth=2m,every=1m".parse().unwrap());
+    /// let t = 1_462_015_140_000;
+    /// audit.at_tick(t, false);
+    /// assert!(matches!(audit.at_tick(t + 60_000, false), TickPlan::Audit { .. }));
+    /// audit.on_cycle_end(Phase::Audit, 3, false, t + 60_000);
+    /// assert!(matches!(audit.at_tick(t + 61_000, false), TickPlan::Audit { .. }));
+    /// ```
     pub fn on_cycle_end(&mut self, phase: Phase, requests: u32, ok: bool, sent_at_ms: i64) {
         if phase == Phase::Audit && !ok {
             // The audit did not finish: audit again at the next tick.
@@ -619,20 +795,27 @@ mod tests {
         assert_eq!(s.budget(), Some(budget));
         let plans: Vec<TickPlan> = (0..12).map(|t| s.at_tick(T0 + t * 1000, false)).collect();
         // Baseline, then ticks until 2 of 10 are left for an audit (reserve
-        // 2 before any audit); the audit due at 4 s goes at once.
+        // 2 before any audit); the audits due at 4 s and 8 s go at once;
+        // inside the reserve every other tick goes, and none past the budget.
         let sent = plans.iter().filter(|p| **p != TickPlan::Skip).count();
         assert!(matches!(plans[4], TickPlan::Audit { .. }), "{plans:?}");
-        assert_eq!(sent, 9, "{plans:?}");
-        assert_eq!(s.skipped(), 3);
-        // The audit paged back: one more page fits, the next does not.
-        assert!(s.may_page_back(T0 + 11_500));
-        assert!(!s.may_page_back(T0 + 11_600));
+        assert!(matches!(plans[8], TickPlan::Audit { .. }), "{plans:?}");
+        assert_eq!(
+            &plans[9..],
+            &[TickPlan::Skip, TickPlan::Tick, TickPlan::Skip],
+            "{plans:?}"
+        );
+        assert_eq!(sent, 10, "{plans:?}");
+        assert_eq!(s.skipped(), 2);
+        // The budget is spent: no back-page either, until a request leaves the window.
+        assert!(!s.may_page_back(T0 + 11_500));
+        assert!(s.may_page_back(T0 + 20_000));
         s.on_cycle_end(Phase::Audit, 2, false, T0 + 4_000);
         // The final cycle waits for room like any other: none until the
-        // first request of the window (the baseline at T0) leaves it.
-        assert_eq!(s.at_tick(T0 + 19_000, true), TickPlan::Skip);
+        // next request of the window (the tick at 1 s) leaves it.
+        assert_eq!(s.at_tick(T0 + 20_500, true), TickPlan::Skip);
         assert!(matches!(
-            s.at_tick(T0 + 20_000, true),
+            s.at_tick(T0 + 21_000, true),
             TickPlan::Audit { .. }
         ));
         // Naive and compensated have no budget.

@@ -1,4 +1,4 @@
-//! What `analyze` and `sweep` share on the command line: a usage error is one line on
+//! `analyze`'s command line: a usage error is one line on
 //! stderr and exit status 2 (`analysis/tests/cli.rs` pins it), never clap's multi-line
 //! usage block.
 

@@ -7,7 +7,8 @@
 //! - [`diff`]: the pure checker: misses, leaks, late arrivals, skews, verdicts.
 //! - [`oracle`]: the oracle's cost (the floor of duplicates) and detection delays.
 //! - [`report`]: the text report; [`json`]: the `--json` output; [`plot`]: PNG and SVG plots.
-//! - [`sweep`]: the `sweep` command's core: many seeds, one row per seed and poller;
+//! - [`history_builder`]: a run's records → [`diff::History`] in memory, as [`load`] reads them.
+//! - [`sweep`]: `experiment sweep`'s judging: one row per seed and poller, the summary;
 //!   [`sweep_plot`]: its frontier and lateness survival plots.
 //! - [`cli`]: the binaries' one-line usage errors.
 //! - [`synth`]: writes synthetic run databases (for tests and the benchmark).

@@ -1,7 +1,8 @@
 //! One experiment: options in, a recorded run out ([`run_experiment`]). This is wiring
 //! only: it builds the target, the pollers and the recorder and hands them to a
 //! driver in [`crate::run`]. The `experiment` binary parses the options and prints the
-//! summary; `sweep` and the tests call [`run_experiment`] directly.
+//! summary; the tests call [`run_experiment`] directly, and `experiment sweep`
+//! [`run_virtual_to`], which records to memory.
 
 use crate::api::spec::{self, TargetOptions, TargetSpec};
 use crate::api::{Dialect, HttpTarget, Token, http_client};
@@ -106,7 +107,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "10s", value_parser = parse_timeout)]
     pub timeout: u64,
     /// No progress bar even on a terminal (set by callers that run many at
-    /// once, such as `sweep`; not a flag).
+    /// once, such as `experiment sweep`; not a flag).
     #[arg(skip)]
     pub quiet: bool,
     #[command(flatten)]

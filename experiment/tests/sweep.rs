@@ -18,7 +18,7 @@ fn sweep(args: &[&str]) -> std::process::Output {
 fn history_through_sqlite(base: &[String], seed: u64, db: &std::path::Path) -> History {
     let mut args: Vec<String> = base.to_vec();
     args.extend(["--db".to_string(), db.display().to_string()]);
-    let summary = snowleak::app::run_experiment(run_args(&args, seed).unwrap()).unwrap();
+    let summary = snowleak::run_experiment(run_args(&args, seed).unwrap()).unwrap();
     let conn = analysis::load::open(db).unwrap();
     analysis::load::load(&conn, summary.run_id).unwrap().history
 }

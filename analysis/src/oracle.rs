@@ -305,6 +305,20 @@ mod tests {
         assert_eq!((d.basis, d.max), (2, 1000));
     }
 
+    /// Statuses visible at one of `ticks` after the first (and not deleted
+    /// by the first tick after they became visible): what the oracle owes.
+    fn owed_after_baseline(truth: &[Option<Visibility>], ticks: &[i64]) -> u64 {
+        truth
+            .iter()
+            .flatten()
+            .filter(|v| {
+                ticks.iter().find(|t| **t >= v.visible_at_ms).is_some_and(|t| {
+                    *t > ticks[0] && v.deleted_at_ms.is_none_or(|d| d > *t)
+                })
+            })
+            .count() as u64
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
         /// Issue 15: on random histories the oracle misses nothing (it returns
@@ -336,15 +350,7 @@ mod tests {
                 let o = oracle_on(&h, &ticks).unwrap();
                 // Misses nothing: it returns every status visible at one of its
                 // ticks after the first (and not deleted by then).
-                let owed = truth
-                    .iter()
-                    .flatten()
-                    .filter(|v| {
-                        ticks.iter().find(|t| **t >= v.visible_at_ms).is_some_and(|t| {
-                            *t > ticks[0] && v.deleted_at_ms.is_none_or(|d| d > *t)
-                        })
-                    })
-                    .count() as u64;
+                let owed = owed_after_baseline(truth, &ticks);
                 proptest::prop_assert_eq!(o.new, owed);
                 let on_time = delays[p].is_none_or(|d| d.max < h.interval_ms);
                 if stats.missed() == 0 && on_time {
@@ -481,15 +487,7 @@ mod tests {
                 let o = oracle_on(&h, &ticks).unwrap();
                 // The oracle returns every status visible at one of its ticks
                 // after the first, once new.
-                let owed = truth
-                    .iter()
-                    .flatten()
-                    .filter(|v| {
-                        ticks.iter().find(|t| **t >= v.visible_at_ms).is_some_and(|t| {
-                            *t > ticks[0] && v.deleted_at_ms.is_none_or(|d| d > *t)
-                        })
-                    })
-                    .count() as u64;
+                let owed = owed_after_baseline(truth, &ticks);
                 proptest::prop_assert_eq!(o.new, owed);
                 if h.pollers[p].name == "deferring" {
                     continue;

@@ -3,13 +3,13 @@
 //! recorder either way.
 
 use crate::api::{Dialect, Fetched};
-use crate::id::Layout;
-use crate::poller::{Item, PageRequest};
 use crate::record::TruthRow;
 use crate::run::VirtualTarget;
 use crate::sim::faults::{Fault, FaultPlan, mangle_list};
 use crate::sim::model::{Query, SimStatus, Simulator};
-use crate::time::rfc3339_ms;
+use since_id::id::Layout;
+use since_id::poller::{Item, PageRequest};
+use since_id::time::rfc3339_ms;
 use std::sync::{Arc, Mutex};
 
 /// The truth row of a simulated status.

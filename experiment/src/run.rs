@@ -8,11 +8,11 @@
 //! poller's next step and a recorded row.
 
 use crate::api::{Fetched, HttpTarget};
-use crate::id::{Id, Layout};
-use crate::poller::{PageRequest, Poller};
 use crate::record::{RecordSender, RequestRow, StatusRow, TruthRow};
-use crate::schedule::{CycleStart, Schedule};
-pub use crate::schedule::{align_up, following_tick};
+use since_id::id::{Id, Layout};
+use since_id::poller::{PageRequest, Poller};
+use since_id::schedule::{CycleStart, Schedule};
+pub use since_id::schedule::{align_up, following_tick};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -36,7 +36,7 @@ pub struct Progress {
     pub failed: u64,
     pub statuses: u64,
     pub late_arrivals: Vec<(String, u64)>,
-    /// Items from the future (see [`crate::poller::FUTURE_TOLERANCE_MS`]).
+    /// Items from the future (see [`since_id::poller::FUTURE_TOLERANCE_MS`]).
     pub future_ids: u64,
     /// IDs returned by some poller and above some poller's cursor: the only
     /// ones that can come back. Pruned below the lowest cursor, so its size
@@ -131,7 +131,7 @@ pub fn settle(
                     count = outcome.future.len(),
                     id = %layout.format(*first),
                     "IDs more than {} s ahead of the client clock: recorded, the cursor does not follow them",
-                    crate::poller::FUTURE_TOLERANCE_MS / 1000
+                    since_id::poller::FUTURE_TOLERANCE_MS / 1000
                 );
                 progress.future_ids += outcome.future.len() as u64;
             }
@@ -740,7 +740,7 @@ mod tests {
 
     #[test]
     fn backoff_doubles_and_caps() {
-        use crate::schedule::backoff_ms;
+        use since_id::schedule::backoff_ms;
         assert_eq!(backoff_ms(0, 1000), 0);
         assert_eq!(backoff_ms(1, 1000), 0);
         assert_eq!(backoff_ms(2, 1000), 1000);

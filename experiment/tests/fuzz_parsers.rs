@@ -4,8 +4,8 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use since_id::id::Layout;
 use snowleak::api::Dialect;
-use snowleak::id::Layout;
 
 fn dialects() -> Vec<(Dialect, Layout)> {
     vec![

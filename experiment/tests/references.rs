@@ -171,7 +171,7 @@ fn every_file_a_comment_or_document_names_is_in_the_repository() {
 #[test]
 fn the_scan_finds_paths_and_leaves_hosts_alone() {
     let text = "see docs/api-facts.md [api-facts.md 1.2], `../shared/research/x.md`, sim/profile.rs. \
-                Not github.com/tesaguri/leaky-snowflake/README.md nor crate::policy.";
+                Not github.com/tesaguri/leaky-snowflake/README.md nor since_id::policy.";
     assert_eq!(
         referenced_paths(text),
         [

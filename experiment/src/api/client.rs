@@ -5,9 +5,9 @@
 
 use super::pace::Pacer;
 use super::{Auth, Dialect, excerpt, rate_info};
-use crate::id::Layout;
-use crate::poller::{Item, PageRequest};
 use serde_json::Value;
+use since_id::id::Layout;
+use since_id::poller::{Item, PageRequest};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -8,8 +8,8 @@
 use super::pace::RateHeaders;
 use super::spec::{Resolved, TargetOptions, TargetSpec, refuse};
 use super::{Api, Auth, Dialect, HttpRequest, ItemFields};
-use crate::id::{Id, Layout};
-use crate::poller::PageRequest;
+use since_id::id::{Id, Layout};
+use since_id::poller::PageRequest;
 
 /// Discord.
 pub const API: Api = Api {
@@ -95,8 +95,8 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use crate::api::Dialect;
-    use crate::id::{Id, Layout};
-    use crate::poller::{Item, PageRequest};
+    use since_id::id::{Id, Layout};
+    use since_id::poller::{Item, PageRequest};
 
     #[test]
     fn discord_never_combines_after_and_before_and_filters_the_window_locally() {

@@ -7,8 +7,8 @@
 use super::pace::RateHeaders;
 use super::spec::{Resolved, TargetOptions, TargetSpec, base_url, url_in_target};
 use super::{Api, Auth, Dialect, HttpRequest, ItemFields};
-use crate::id::Layout;
-use crate::poller::PageRequest;
+use since_id::id::Layout;
+use since_id::poller::PageRequest;
 
 /// Mastodon.
 pub const API: Api = Api {

@@ -7,9 +7,9 @@
 use super::client::{describe_reqwest_error, read_capped, redact, redirect_error};
 use super::spec::{Resolved, TargetOptions, TargetSpec, base_url, url_in_target};
 use super::{Api, Auth, Dialect, HttpRequest, ItemFields, MAX_BODY_BYTES, Token, excerpt};
-use crate::id::Layout;
-use crate::poller::PageRequest;
 use serde_json::Value;
+use since_id::id::Layout;
+use since_id::poller::PageRequest;
 
 /// Misskey.
 pub const API: Api = Api {
@@ -214,8 +214,8 @@ pub fn resolve(
 mod tests {
     use super::detect_misskey_layout;
     use crate::api::Dialect;
-    use crate::id::{Id, Layout};
-    use crate::poller::PageRequest;
+    use since_id::id::{Id, Layout};
+    use since_id::poller::PageRequest;
 
     #[test]
     fn misskey_layouts_are_detected_from_the_id_shape() {

@@ -11,9 +11,9 @@
 //! this client in real time, the same way a real API is. [`pace`] spends a
 //! run's rate-limit budget, [`spec`] parses `--target`.
 
-use crate::id::{Id, Layout};
-use crate::poller::{Item, PageRequest};
 use serde_json::Value;
+use since_id::id::{Id, Layout};
+use since_id::poller::{Item, PageRequest};
 
 mod client;
 pub mod discord;

@@ -13,7 +13,7 @@
 //! | `discord` | `CHANNEL_ID` | Discord v10 | `discord` |
 
 use super::{Api, Dialect, XEndpoint, discord, mastodon, misskey, twitter, x};
-use crate::id::Layout;
+use since_id::id::Layout;
 
 /// A parsed `--target`.
 #[derive(Clone, Debug, PartialEq, Eq)]

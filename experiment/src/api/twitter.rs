@@ -7,8 +7,8 @@
 use super::pace::RateHeaders;
 use super::spec::{Resolved, TargetOptions, TargetSpec, base_url, refuse, url_in_target};
 use super::{Api, Auth, Dialect, HttpRequest, ItemFields};
-use crate::id::Layout;
-use crate::poller::PageRequest;
+use since_id::id::Layout;
+use since_id::poller::PageRequest;
 
 /// Twitter v1.1.
 pub const API: Api = Api {
@@ -91,8 +91,8 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use crate::api::Dialect;
-    use crate::id::{Id, Layout};
-    use crate::poller::PageRequest;
+    use since_id::id::{Id, Layout};
+    use since_id::poller::PageRequest;
 
     fn twitter() -> Dialect {
         Dialect::TwitterV1 {

@@ -7,9 +7,9 @@
 
 use super::spec::{Resolved, TargetOptions, TargetSpec, refuse};
 use super::{Api, Auth, Dialect, HttpRequest, ItemFields, excerpt};
-use crate::id::Layout;
-use crate::poller::PageRequest;
 use serde_json::Value;
+use since_id::id::Layout;
+use since_id::poller::PageRequest;
 
 /// X API v2.
 pub const API: Api = Api {
@@ -163,8 +163,8 @@ pub fn resolve(
 mod tests {
     use super::XEndpoint;
     use crate::api::Dialect;
-    use crate::id::{Id, Layout};
-    use crate::poller::PageRequest;
+    use since_id::id::{Id, Layout};
+    use since_id::poller::PageRequest;
 
     #[test]
     fn x_requests_use_exclusive_until_id_and_clamp_max_results() {

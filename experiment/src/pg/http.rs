@@ -168,10 +168,10 @@ pub async fn serve(addr: &str, seed: u64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::id::Id;
     use crate::pg::schema::Schema;
     use crate::pg::source::SqlTarget;
-    use crate::poller::PageRequest;
+    use since_id::id::Id;
+    use since_id::poller::PageRequest;
 
     #[test]
     fn the_api_reads_the_same_rows_as_the_sql_pollers() {

@@ -4,9 +4,9 @@
 //! state machine, driver and recorder serve SQL and HTTP alike.
 
 use crate::api::Fetched;
-use crate::id::{Id, Layout};
-use crate::poller::{Item, PageRequest};
 use crate::run::PollTarget;
+use since_id::id::{Id, Layout};
+use since_id::poller::{Item, PageRequest};
 use std::sync::Arc;
 
 /// A table polled over one shared connection (tokio-postgres pipelines

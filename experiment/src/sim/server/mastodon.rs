@@ -13,9 +13,7 @@ use super::{
     Allowance, AppState, Dialect, account_number, encode, header_value, host, json_response, param,
     params, retry_after, to_json,
 };
-use crate::id::Layout;
 use crate::sim::model::{Query, SimStatus};
-use crate::time::rfc3339_ms;
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -23,6 +21,8 @@ use axum::response::Response;
 use axum::routing::get;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
+use since_id::id::Layout;
+use since_id::time::rfc3339_ms;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()

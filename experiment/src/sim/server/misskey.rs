@@ -6,9 +6,7 @@
 //! "code", "id", "kind"}}`; a spent limit is a 429 with `Retry-After` only.
 
 use super::{AppState, Dialect, account_number, host, json_response, retry_after, to_json};
-use crate::id::{Id, Layout};
 use crate::sim::model::{Query, SimStatus};
-use crate::time::rfc3339_ms;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -16,6 +14,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use serde_json::{Value, json};
+use since_id::id::{Id, Layout};
+use since_id::time::rfc3339_ms;
 
 /// The Misskey version the simulator claims (`/api/meta`, NodeInfo).
 pub(super) const VERSION: &str = "2025.4.0";

@@ -19,12 +19,12 @@ mod twitter;
 mod x;
 
 use super::model::{Query, SimStatus, Simulator};
-use crate::id::{Id, Layout};
-use crate::time::{format_duration_ms, parse_duration_ms};
 use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use since_id::id::{Id, Layout};
+use since_id::time::{format_duration_ms, parse_duration_ms};
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;

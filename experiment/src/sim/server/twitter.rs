@@ -8,7 +8,6 @@ use super::{
     Allowance, AppState, Dialect, header_value, json_response, param, params, parse_id,
     retry_after, to_json,
 };
-use crate::id::Id;
 use crate::sim::model::Query;
 use axum::Router;
 use axum::extract::{RawQuery, State};
@@ -18,6 +17,7 @@ use axum::routing::get;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::json;
+use since_id::id::Id;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/1.1/lists/statuses.json", get(twitter_list))

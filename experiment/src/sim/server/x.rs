@@ -33,15 +33,15 @@
 use super::{
     Allowance, AppState, Dialect, json_response, param, params, parse_id, retry_after, to_json,
 };
-use crate::id::{Id, Layout};
 use crate::sim::model::{Query, SimStatus};
-use crate::time::rfc3339_ms;
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use serde_json::{Value, json};
+use since_id::id::{Id, Layout};
+use since_id::time::rfc3339_ms;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -536,9 +536,9 @@ fn tweet(s: &SimStatus, layout: &Layout, fields: &Fields) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use crate::id::Id;
     use crate::sim::server::{RateLimits, RunningServer, test_server};
     use serde_json::Value;
+    use since_id::id::Id;
 
     const NOW: i64 = 1_700_000_000_000;
 

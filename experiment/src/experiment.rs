@@ -1,21 +1,22 @@
-//! The `experiment` command: options in, a recorded run out. This is wiring
-//! only: it builds the target, the pollers and the recorder, hands them to a
-//! driver in [`crate::run`], and prints a summary.
+//! One experiment: options in, a recorded run out ([`run_experiment`]). This is wiring
+//! only: it builds the target, the pollers and the recorder and hands them to a
+//! driver in [`crate::run`]. The `experiment` binary parses the options and prints the
+//! summary; `sweep` and the tests call [`run_experiment`] directly.
 
 use crate::api::spec::{self, TargetOptions, TargetSpec};
 use crate::api::{HttpTarget, Token, http_client};
 use crate::embedded::{self, InProcess};
-use crate::id::Layout;
-use crate::policy::CursorPolicy;
-use crate::poller::Poller;
 use crate::record::{PollerInfo, Recorder, RunInfo};
 use crate::run::{self, Plan, Progress, StopReason};
 use crate::sim::faults::{FaultPlan, FaultSpec};
 use crate::sim::model::{DEFAULT_BACKLOG_MS, SimConfig, Simulator};
-use crate::time::{format_duration_ms, parse_duration_ms};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+use since_id::id::Layout;
+use since_id::policy::CursorPolicy;
+use since_id::poller::Poller;
+use since_id::time::{format_duration_ms, parse_duration_ms};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -93,7 +94,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = ClockMode::Real)]
     pub clock: ClockMode,
     /// Start of a virtual run (RFC 3339 or ms); default 2026-01-01T00:00:00Z, so runs reproduce.
-    #[arg(long, value_parser = crate::time::parse_time)]
+    #[arg(long, value_parser = since_id::time::parse_time)]
     pub start: Option<i64>,
     /// History the simulator holds when the run starts (default 5m; 0s: an empty timeline).
     #[arg(long, value_parser = parse_duration_ms)]
@@ -113,7 +114,7 @@ pub struct RunArgs {
 }
 
 fn parse_policy(text: &str) -> Result<CursorPolicy, String> {
-    text.parse()
+    Ok(text.parse()?)
 }
 
 fn parse_faults(text: &str) -> Result<FaultSpec, String> {
@@ -907,47 +908,5 @@ fn progress_bar(duration_ms: u64, log_every_ms: u64) -> Bar {
         bar,
         log_every_ms,
         last_log_ms: Arc::new(Mutex::new(0)),
-    }
-}
-
-/// The closing lines: per poller, and how to analyze the run.
-pub fn summary_text(summary: &RunSummary) -> String {
-    let p = &summary.progress;
-    let mut out = format!(
-        "run {} {}: {} requests ({} failed), {} distinct statuses\n",
-        summary.run_id,
-        if summary.complete {
-            "complete"
-        } else {
-            "INCOMPLETE"
-        },
-        p.requests,
-        p.failed,
-        p.statuses
-    );
-    for (name, late) in &p.late_arrivals {
-        out.push_str(&format!("  {name}: {late} late arrivals seen\n"));
-    }
-    out.push_str(&summary.notes);
-    out.push_str(&format!(
-        "analyze it with: cargo run --release --bin analyze {} --run {}\n",
-        summary.db.display(),
-        summary.run_id
-    ));
-    out
-}
-
-/// Parses the command line; a usage error is one line on stderr and exit status 2
-/// (clap's own output adds a blank line and a tip), while `--help` and `--version` print as usual.
-pub fn parse_args_or_exit<T: clap::Parser>() -> T {
-    match T::try_parse() {
-        Ok(args) => args,
-        Err(e) if !e.use_stderr() => e.exit(),
-        Err(e) => {
-            let rendered = e.to_string();
-            let first = rendered.lines().next().unwrap_or("error: bad arguments");
-            eprintln!("{first}");
-            std::process::exit(2);
-        }
     }
 }

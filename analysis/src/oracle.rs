@@ -312,9 +312,10 @@ mod tests {
             .iter()
             .flatten()
             .filter(|v| {
-                ticks.iter().find(|t| **t >= v.visible_at_ms).is_some_and(|t| {
-                    *t > ticks[0] && v.deleted_at_ms.is_none_or(|d| d > *t)
-                })
+                ticks
+                    .iter()
+                    .find(|t| **t >= v.visible_at_ms)
+                    .is_some_and(|t| *t > ticks[0] && v.deleted_at_ms.is_none_or(|d| d > *t))
             })
             .count() as u64
     }

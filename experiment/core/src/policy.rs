@@ -46,7 +46,7 @@ pub enum CursorPolicy {
         every_ms: u64,
     },
     /// k, depth and audit period estimated from the late arrivals found, within
-    /// a request budget of one request per tick (see [`crate::strategy`]).
+    /// a request budget of 900 requests in any 15 minutes (see [`crate::strategy`]).
     /// `floor_ms` is the smallest lateness its audits always cover.
     Adaptive {
         /// The smallest lateness its audits always cover, in ms.

@@ -26,7 +26,7 @@ use crate::strategy::{PageView, Phase, PolicyState, Seen, TickPlan};
 use std::collections::HashSet;
 
 /// The most back-pages of one audit (an audit's depth can hold many pages;
-/// the adaptive policy pays each one back by skipping a tick).
+/// the adaptive policy counts each one against its budget).
 pub const AUDIT_MAX_BACK_PAGES: u32 = 100;
 
 /// How far an item's ID time may be ahead of the client clock before the item

@@ -1,19 +1,17 @@
 //! The `sweep` command end to end: a small sweep's JSON and database, and
 //! bad input refused with one line.
 
-use std::process::Command;
+mod common;
 
 fn sweep(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_sweep"))
-        .args(args)
-        .output()
-        .expect("sweep runs")
+    common::run_bin(env!("CARGO_BIN_EXE_sweep"), args)
 }
 
 #[test]
 fn a_small_sweep_prints_the_documented_json_and_keeps_only_summaries() {
-    let dir = std::env::temp_dir().join(format!("snowleak-sweep-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    // The sweep makes its --out directory itself: give it one inside a scratch directory.
+    let scratch = common::temp_dir("sweep-cli");
+    let dir = scratch.join("out");
     let out = dir.to_str().unwrap();
     let o = sweep(&[
         "--seeds",
@@ -73,7 +71,6 @@ fn a_small_sweep_prints_the_documented_json_and_keeps_only_summaries() {
         .query_row("SELECT count(*) FROM seed_results", [], |r| r.get(0))
         .unwrap();
     assert_eq!(rows, 9);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! - [`sim`]: the leaky timeline model (pure) and its HTTP server (shell).
 //!
 //! Thin shell:
-//! - [`target`]: API dialects and the HTTP client.
+//! - [`api`]: each API's client side (one file per API) and the HTTP client.
 //! - [`run`]: the drivers, real time over HTTP and virtual time in-process.
 //! - [`embedded`]: the simulator as the default target.
 //! - [`pg`]: PostgreSQL as a real leak source: a throwaway cluster, writers, pollers over SQL
@@ -26,6 +26,7 @@
 //! Depend on crate `since_id` (experiment/core) alone: it has the layouts, the policies and
 //! the poller state machine, with one small dependency and an example on every item.
 
+pub mod api;
 pub mod clock;
 pub mod embedded;
 mod experiment;
@@ -33,6 +34,5 @@ pub mod pg;
 pub mod record;
 pub mod run;
 pub mod sim;
-pub mod target;
 
 pub use experiment::{ClockMode, RunArgs, RunSummary, dry_run, run_experiment};

@@ -7,8 +7,8 @@
 //! its event queue, and share [`settle`], which turns one response into the
 //! poller's next step and a recorded row.
 
+use crate::api::{Fetched, HttpTarget};
 use crate::record::{RecordSender, RequestRow, StatusRow, TruthRow};
-use crate::target::{Fetched, HttpTarget};
 use since_id::id::{Id, Layout};
 use since_id::poller::{PageRequest, Poller};
 use since_id::schedule::{CycleStart, Schedule};
@@ -592,9 +592,9 @@ mod tests {
     /// the cut, this test never returns (the harness timeout fails it).
     #[tokio::test]
     async fn a_far_retry_after_cannot_hold_the_run_past_its_end() {
+        use crate::api::{Dialect, HttpTarget, http_client};
         use crate::record::Recorder;
         use crate::record::writer::tests::{run_info, temp_db};
-        use crate::target::{Dialect, HttpTarget, http_client};
         use axum::response::IntoResponse;
         let app = axum::Router::new().fallback(|| async {
             (
@@ -655,7 +655,7 @@ mod tests {
             assert_eq!(mine[0].3, 0);
             // The wait the server asked for was cut short at the end, and recorded.
             assert!(mine[1].3 > 0, "{rows:?}");
-            assert!((mine[1].3 as u64) < crate::target::MAX_SERVER_WAIT_MS);
+            assert!((mine[1].3 as u64) < crate::api::MAX_SERVER_WAIT_MS);
         }
     }
 
@@ -676,7 +676,7 @@ mod tests {
         let layout = config.layout();
         let policies = ["naive", "compensated:k=1s"];
         let (pollers, infos) = pollers_of(&policies, &layout, 200, 10);
-        let serves = crate::embedded::serves(&crate::embedded::dialect_for(&layout));
+        let serves = crate::embedded::serves(&crate::sim::server::client_dialect(&layout));
         let recorder = Recorder::create(&path, &run_info(), &infos).unwrap();
         let blocker = rusqlite::Connection::open(&path).unwrap();
         blocker.execute_batch("BEGIN IMMEDIATE").unwrap();

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use since_id::id::Layout;
-use snowleak::target::Dialect;
+use snowleak::api::Dialect;
 
 fn dialects() -> Vec<(Dialect, Layout)> {
     vec![

@@ -5,10 +5,10 @@ use super::cluster::Cluster;
 use super::schema::Schema;
 use super::source::SqlTarget;
 use super::writers::{self, Output, Tail, Workload, Written};
+use crate::api::{Dialect, HttpTarget};
 use crate::experiment::{RunArgs, RunSummary};
 use crate::record::{PollerInfo, RecordSender, Recorder, RunInfo, TruthRow};
 use crate::run::{self, Plan, Progress, StopReason};
-use crate::target::{Dialect, HttpTarget};
 use clap::Args;
 use rand::{Rng, SeedableRng};
 use since_id::id::Layout;
@@ -281,7 +281,7 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
         tokio::spawn(async move {
             let _ = axum::serve(listener, router).await;
         });
-        let client = crate::target::http_client(Duration::from_millis(args.timeout))?;
+        let client = crate::api::http_client(Duration::from_millis(args.timeout))?;
         Some(HttpTarget::new(
             client,
             &format!("http://{addr}"),

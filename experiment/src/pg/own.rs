@@ -6,9 +6,9 @@
 //! `--token-file`, never from the command line, and is never stored.
 
 use super::driver::{Setup, connect, drive};
+use crate::api::Token;
 use crate::experiment::{RunArgs, RunSummary};
 use crate::record::TruthRow;
-use crate::target::Token;
 use since_id::id::{Id, Layout};
 use std::sync::Arc;
 use std::time::Duration;

@@ -293,7 +293,7 @@ async fn inject(State(plan): State<SharedPlan>, request: Request, next: Next) ->
         Some(fault) => {
             let response = next.run(request).await;
             let (mut parts, body) = response.into_parts();
-            let Ok(bytes) = axum::body::to_bytes(body, crate::target::MAX_BODY_BYTES).await else {
+            let Ok(bytes) = axum::body::to_bytes(body, crate::api::MAX_BODY_BYTES).await else {
                 return error(StatusCode::INTERNAL_SERVER_ERROR, "body too large");
             };
             parts.headers.remove(header::CONTENT_LENGTH);

@@ -12,6 +12,8 @@ use axum::response::IntoResponse;
 use since_id::policy::CursorPolicy;
 use since_id::poller::Poller;
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 const NOW: i64 = 1_700_000_000_000;
 

@@ -2,10 +2,10 @@
 //! posts nothing (rate 0) and the statuses are injected with known IDs, so
 //! every page is exact. The clock handed to the router is a constant.
 
-use super::model::{SimStatus, Simulator};
-use super::profile::SimConfig;
-use super::serve_cmd::{ServeArgs, serve_until};
-use super::server::{RateLimits, RunningServer, router_with_clock};
+use crate::sim::model::{SimStatus, Simulator};
+use crate::sim::profile::SimConfig;
+use crate::sim::serve_cmd::{ServeArgs, serve_until};
+use crate::sim::server::{RateLimits, RunningServer, router_with_clock};
 use serde_json::Value;
 use since_id::id::Id;
 use std::sync::{Arc, Mutex};

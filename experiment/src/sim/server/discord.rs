@@ -21,11 +21,11 @@
 //! timeline. A message's `timestamp` is its snowflake's time. Author `n` is
 //! user `1000000 + n` everywhere; the bot (`@me`) is user 1.
 
-use super::model::Query;
-use super::server::{
+use super::{
     Allowance, AppState, Dialect, header_value, json_response, param, params, parse_id,
     retry_after, to_json,
 };
+use crate::sim::model::Query;
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};

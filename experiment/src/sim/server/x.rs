@@ -30,10 +30,10 @@
 //! author's posts; every other user ID (the reader's, or any unknown one) and
 //! every search query reads the whole simulated timeline.
 
-use super::model::{Query, SimStatus};
-use super::server::{
+use super::{
     Allowance, AppState, Dialect, json_response, param, params, parse_id, retry_after, to_json,
 };
+use crate::sim::model::{Query, SimStatus};
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -56,7 +56,7 @@ pub(super) fn routes() -> Router<AppState> {
 
 fn rate_headers(a: &Allowance) -> HeaderMap {
     let mut h = HeaderMap::new();
-    let value = |n: i64| super::server::header_value(&n.to_string());
+    let value = |n: i64| super::header_value(&n.to_string());
     h.insert("x-rate-limit-limit", value(a.limit as i64));
     h.insert("x-rate-limit-remaining", value(a.remaining as i64));
     h.insert("x-rate-limit-reset", value(a.reset_ms.div_euclid(1000)));

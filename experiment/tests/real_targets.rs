@@ -13,7 +13,7 @@ use std::process::Output;
 use std::sync::{Arc, Mutex};
 
 mod common;
-use common::temp_dir;
+use common::{TempDir, temp_dir};
 
 /// The simulator's HTTP server on a loopback port, in real time, busy enough
 /// that a two-second run sees statuses. Keep the runtime alive while it serves.
@@ -56,8 +56,9 @@ fn text(db: &Path, sql: &str) -> String {
 }
 
 /// Runs `target` (plus `extra` flags) for 2 s at 200 ms and checks the run:
-/// complete, requests without errors, items recorded, the expected layout.
-fn run_ok(name: &str, target: &str, extra: &[&str], layout: &str) -> PathBuf {
+/// complete, requests without errors, items recorded, the expected layout. Returns the
+/// database and its directory, which lives as long as the caller keeps it.
+fn run_ok(name: &str, target: &str, extra: &[&str], layout: &str) -> (TempDir, PathBuf) {
     let dir = temp_dir(name);
     let db = dir.join("run.db");
     let mut args = vec![
@@ -93,7 +94,7 @@ fn run_ok(name: &str, target: &str, extra: &[&str], layout: &str) -> PathBuf {
         0,
         "no truth for real targets"
     );
-    db
+    (dir, db)
 }
 
 #[test]
@@ -125,7 +126,7 @@ fn x_user_tweets_and_search_end_to_end() {
         &["--base-url", &base],
         "twitter",
     );
-    let db = run_ok(
+    let (_dir, db) = run_ok(
         "x-search",
         "x:search?query=from%3AXDevelopers",
         &["--base-url", &base],

@@ -8,7 +8,6 @@ use rusqlite::Connection;
 use serde_json::Value;
 use snowleak::{RunArgs, run_experiment};
 use std::collections::BTreeSet;
-use std::ops::Deref;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -18,32 +17,7 @@ struct Args {
     run: RunArgs,
 }
 
-/// A fresh directory for one test, removed (with what the test wrote) when dropped, even
-/// when the test fails. Derefs to its path.
-pub struct TempDir(tempfile::TempDir);
-
-impl Deref for TempDir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        self.0.path()
-    }
-}
-
-impl AsRef<Path> for TempDir {
-    fn as_ref(&self) -> &Path {
-        self.0.path()
-    }
-}
-
-/// A fresh directory for one test, named `snowleak-NAME-...` in the system's temporary
-/// directory (`TMPDIR`).
-pub fn temp_dir(name: &str) -> TempDir {
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("snowleak-{name}-"))
-        .tempdir()
-        .expect("a temporary directory");
-    TempDir(dir)
-}
+pub use testkit::temp_dir;
 
 /// Runs a binary of this package with `args` to completion.
 pub fn run_bin(bin: &str, args: &[&str]) -> Output {

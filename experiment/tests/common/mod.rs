@@ -1,38 +1,11 @@
 //! What the tests of the `experiment` binary share: a scratch directory removed when the test
 //! ends, and the binary run as a user would run it. Each test crate uses a part of it, hence
-//! the `dead_code` allowance.
-#![allow(dead_code)]
+//! the allowances.
+#![allow(dead_code, unused_imports)]
 
-use std::ops::Deref;
-use std::path::Path;
 use std::process::{Command, Output};
 
-/// A fresh directory for one test, removed (with what the test wrote) when dropped, even
-/// when the test fails. Derefs to its path.
-pub struct TempDir(tempfile::TempDir);
-
-impl AsRef<Path> for TempDir {
-    fn as_ref(&self) -> &Path {
-        self.0.path()
-    }
-}
-
-impl Deref for TempDir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        self.0.path()
-    }
-}
-
-/// A fresh directory for one test, named `snowleak-NAME-...` in the system's temporary
-/// directory (`TMPDIR`).
-pub fn temp_dir(name: &str) -> TempDir {
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("snowleak-{name}-"))
-        .tempdir()
-        .expect("a temporary directory");
-    TempDir(dir)
-}
+pub use testkit::{TempDir, temp_dir};
 
 /// The `experiment` binary with `args`, logging warnings only, and with no API token in its
 /// environment (a test that wants one sets it).

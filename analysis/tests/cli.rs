@@ -5,26 +5,12 @@ use analysis::synth::{self, RunSpec, SimSpec, SynthRequest, SynthTruth};
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU32, Ordering};
 
-/// A fresh directory under the system temp dir, unique per test and process.
-fn tempdir(name: &str) -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "analyze-test-{}-{}-{name}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+mod common;
+use common::temp_dir as tempdir;
 
 fn analyze(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_analyze"))
-        .args(args)
-        .output()
-        .expect("run analyze")
+    common::run_bin(env!("CARGO_BIN_EXE_analyze"), args)
 }
 
 fn stdout(o: &Output) -> String {

@@ -51,10 +51,7 @@ fn a_killed_run_is_reported_as_incomplete() {
     child.wait().unwrap();
     let committed = committed_requests(&db);
 
-    let out = Command::new(env!("CARGO_BIN_EXE_analyze"))
-        .arg(&db)
-        .output()
-        .unwrap();
+    let out = common::run_bin(env!("CARGO_BIN_EXE_analyze"), &[db.to_str().unwrap()]);
     assert!(
         out.status.success(),
         "{}",

@@ -11,7 +11,8 @@ use serde_json::Value;
 
 /// One virtual hour of the default experiment with `extra` arguments, analyzed.
 fn virtual_hour(name: &str, extra: &[&str]) -> Value {
-    let db = temp_dir(name).join("run.db");
+    let dir = temp_dir(name);
+    let db = dir.join("run.db");
     let mut args = vec!["--clock", "virtual", "--duration", "1h"];
     args.extend_from_slice(extra);
     args.extend(["--db", db.to_str().unwrap()]);

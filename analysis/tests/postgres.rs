@@ -38,10 +38,7 @@ fn naive_leaks_compensated_leaks_only_beyond_k_xmin_misses_nothing() {
     ]);
     let report = analyze(&db);
     assert_eq!(report["reference"], "truth");
-    let text = std::process::Command::new(env!("CARGO_BIN_EXE_analyze"))
-        .arg(&db)
-        .output()
-        .unwrap();
+    let text = common::run_bin(env!("CARGO_BIN_EXE_analyze"), &[db.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("rows committed in PostgreSQL"), "{text}");
     let conn = Connection::open(&db).unwrap();

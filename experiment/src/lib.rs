@@ -24,20 +24,8 @@
 //!
 //! ## The core in your own poller
 //!
-//! ```
-//! use since_id::id::Layout;
-//! use since_id::policy::CursorPolicy;
-//!
-//! let layout: Layout = "mastodon".parse().unwrap();
-//! let policy: CursorPolicy = "compensated:k=2s".parse().unwrap();
-//! // After each successful request: the highest ID ever seen (never lowered,
-//! // even if that status is deleted) and the client time the request was sent.
-//! let latest = layout.parse("103206804533200177").unwrap();
-//! let sent_at_ms = 1_574_810_861_000; // 2019-11-26T23:27:41Z
-//! let since_id = layout.format(policy.since_id(&layout, latest, sent_at_ms));
-//! // Two seconds before the request, minus one: statuses up to 2 s late are not skipped.
-//! assert_eq!(since_id, layout.format(layout.min_id_at(sent_at_ms - 2000).pred()));
-//! ```
+//! Depend on crate `since_id` (experiment/core) alone: it has the layouts, the policies and
+//! the poller state machine, with one small dependency and an example on every item.
 
 pub mod api;
 pub mod clock;

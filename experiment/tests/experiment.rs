@@ -2,24 +2,12 @@
 //! virtual runs, determinism, back-paging, and what Ctrl-C and SIGKILL leave.
 
 use rusqlite::Connection;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("snowleak-e2e-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn experiment(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_experiment"))
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("the experiment binary runs")
-}
+mod common;
+use common::{experiment, temp_dir};
 
 /// A run in virtual time into `db`, with more options.
 fn virtual_run(db: &Path, duration: &str, more: &[&str]) -> Output {
@@ -239,20 +227,18 @@ fn wait_for(deadline: Duration, mut condition: impl FnMut() -> bool) -> bool {
 
 /// A real-time run of an hour in a child process, for a test to stop or kill.
 fn spawn_real_run(db: &Path, interval: &str) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_experiment"))
-        .args([
-            "--duration",
-            "1h",
-            "--interval",
-            interval,
-            "--db",
-            db.to_str().unwrap(),
-        ])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
+    common::command(&[
+        "--duration",
+        "1h",
+        "--interval",
+        interval,
+        "--db",
+        db.to_str().unwrap(),
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap()
 }
 
 fn committed_requests(db: &Path) -> i64 {
@@ -273,11 +259,7 @@ fn sigint_completes_the_run_and_sigkill_leaves_it_readable() {
             "requests were committed"
         );
         let before = committed_requests(&db);
-        let killed = Command::new("kill")
-            .args([signal, &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
+        common::signal(&child, signal);
         let status = child.wait().unwrap();
         let conn = Connection::open(&db).unwrap();
         assert_eq!(
@@ -410,12 +392,10 @@ fn concurrent_virtual_runs_on_one_database_all_complete() {
     let db = dir.join("run.db");
     let children: Vec<_> = (1..=4)
         .map(|seed| {
-            Command::new(env!("CARGO_BIN_EXE_experiment"))
-                .args(["--clock", "virtual", "--duration", "10m", "--seed"])
+            common::command(&["--clock", "virtual", "--duration", "10m", "--seed"])
                 .arg(seed.to_string())
                 .arg("--db")
                 .arg(&db)
-                .env("RUST_LOG", "warn")
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn()

@@ -1,14 +1,10 @@
 //! `experiment id`: the documented vectors from the command line, and bad
 //! input as one line with exit status 2.
 
-use std::process::Command;
+mod common;
 
 fn id(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_experiment"))
-        .arg("id")
-        .args(args)
-        .output()
-        .unwrap();
+    let out = common::command(&["id"]).args(args).output().unwrap();
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

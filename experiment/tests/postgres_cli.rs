@@ -2,18 +2,11 @@
 
 use std::process::Command;
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("snowleak-pgcli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+mod common;
+use common::temp_dir;
 
 fn experiment_bin(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_experiment"))
-        .args(args)
-        .output()
-        .unwrap();
+    let out = common::experiment(args);
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -297,11 +290,7 @@ fn ctrl_c_ends_the_run_cleanly_and_removes_the_cluster() {
             .count()
     };
     assert_eq!(clusters(), 1, "the run's cluster exists while it runs");
-    let killed = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    common::signal(&child, "-INT");
     let status = child.wait().unwrap();
     assert!(status.success());
     assert_eq!(clusters(), 0, "the cluster is stopped and removed");

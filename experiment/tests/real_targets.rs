@@ -9,15 +9,11 @@ use snowleak::sim::model::Simulator;
 use snowleak::sim::profile::SimConfig;
 use snowleak::sim::server::{RateLimits, RunningServer, router};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::{Arc, Mutex};
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("snowleak-targets-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+mod common;
+use common::{TempDir, temp_dir};
 
 /// The simulator's HTTP server on a loopback port, in real time, busy enough
 /// that a two-second run sees statuses. Keep the runtime alive while it serves.
@@ -42,16 +38,7 @@ fn serve(profile: &str, limits: RateLimits) -> (tokio::runtime::Runtime, Running
 }
 
 fn experiment(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_experiment"));
-    cmd.args(args).env("RUST_LOG", "warn");
-    for var in [
-        "MASTODON_ACCESS_TOKEN",
-        "X_BEARER_TOKEN",
-        "MISSKEY_TOKEN",
-        "DISCORD_BOT_TOKEN",
-    ] {
-        cmd.env_remove(var);
-    }
+    let mut cmd = common::command(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -69,8 +56,9 @@ fn text(db: &Path, sql: &str) -> String {
 }
 
 /// Runs `target` (plus `extra` flags) for 2 s at 200 ms and checks the run:
-/// complete, requests without errors, items recorded, the expected layout.
-fn run_ok(name: &str, target: &str, extra: &[&str], layout: &str) -> PathBuf {
+/// complete, requests without errors, items recorded, the expected layout. Returns the
+/// database and its directory, which lives as long as the caller keeps it.
+fn run_ok(name: &str, target: &str, extra: &[&str], layout: &str) -> (TempDir, PathBuf) {
     let dir = temp_dir(name);
     let db = dir.join("run.db");
     let mut args = vec![
@@ -106,7 +94,7 @@ fn run_ok(name: &str, target: &str, extra: &[&str], layout: &str) -> PathBuf {
         0,
         "no truth for real targets"
     );
-    db
+    (dir, db)
 }
 
 #[test]
@@ -138,7 +126,7 @@ fn x_user_tweets_and_search_end_to_end() {
         &["--base-url", &base],
         "twitter",
     );
-    let db = run_ok(
+    let (_dir, db) = run_ok(
         "x-search",
         "x:search?query=from%3AXDevelopers",
         &["--base-url", &base],
@@ -415,22 +403,20 @@ fn a_stop_during_a_long_rate_limit_wait_ends_the_run_promptly() {
     let (_rt, server) = serve("mastodon", limits);
     let dir = temp_dir("stop-while-paced");
     let db = dir.join("run.db");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_experiment"))
-        .args([
-            "--target",
-            &format!("mastodon:{}", server.url("")),
-            "--duration",
-            "1h",
-            "--interval",
-            "100ms",
-            "--db",
-            db.to_str().unwrap(),
-        ])
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = common::command(&[
+        "--target",
+        &format!("mastodon:{}", server.url("")),
+        "--duration",
+        "1h",
+        "--interval",
+        "100ms",
+        "--db",
+        db.to_str().unwrap(),
+    ])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
     let start = std::time::Instant::now();
     while start.elapsed() < std::time::Duration::from_secs(30) {
         let committed = Connection::open(&db)
@@ -444,11 +430,7 @@ fn a_stop_during_a_long_rate_limit_wait_ends_the_run_promptly() {
     // Let the pollers settle into the wait for the reset.
     std::thread::sleep(std::time::Duration::from_millis(500));
     let stopped_at = std::time::Instant::now();
-    let killed = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    common::signal(&child, "-INT");
     let status = child.wait().unwrap();
     assert!(status.success());
     // The final drain: k = 1 s, then at most the final cycle's pacing cap (5 s).

@@ -4,14 +4,13 @@
 
 use analysis::diff::{History, analyze};
 use snowleak::sweep::{history_of, run_args};
-use std::process::Command;
+
+mod common;
 
 fn sweep(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_experiment"))
-        .arg("sweep")
-        .args(args)
-        .output()
-        .expect("experiment sweep runs")
+    let mut all = vec!["sweep"];
+    all.extend_from_slice(args);
+    common::experiment(&all)
 }
 
 /// The same run through run.db: recorded by the experiment, read by `analyze`'s loader.
@@ -31,9 +30,7 @@ fn history_through_sqlite(base: &[String], seed: u64, db: &std::path::Path) -> H
 /// and overflow), on a few seeds.
 #[test]
 fn in_memory_judging_is_the_sqlite_path() {
-    let dir = std::env::temp_dir().join(format!("snowleak-sweep-mem-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::temp_dir("sweep-mem");
     let mut base: Vec<String> = ["--duration", "5m", "--limit", "20", "--max-back-pages", "3"]
         .iter()
         .map(|s| s.to_string())
@@ -78,13 +75,13 @@ fn in_memory_judging_is_the_sqlite_path() {
         }
         assert!(stored.requests.iter().any(|r| r.overflow || r.page > 0));
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_small_sweep_prints_the_documented_json_and_keeps_only_summaries() {
-    let dir = std::env::temp_dir().join(format!("snowleak-sweep-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    // The sweep makes its --out directory itself: give it one inside a scratch directory.
+    let scratch = common::temp_dir("sweep-cli");
+    let dir = scratch.join("out");
     let out = dir.to_str().unwrap();
     let o = sweep(&[
         "--seeds",
@@ -144,7 +141,6 @@ fn a_small_sweep_prints_the_documented_json_and_keeps_only_summaries() {
         .query_row("SELECT count(*) FROM seed_results", [], |r| r.get(0))
         .unwrap();
     assert_eq!(rows, 9);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -8,8 +8,8 @@ use rusqlite::Connection;
 use serde_json::Value;
 use snowleak::{RunArgs, run_experiment};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
 
 #[derive(Parser)]
 struct Args {
@@ -17,12 +17,14 @@ struct Args {
     run: RunArgs,
 }
 
-/// A fresh directory for one test.
-pub fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("snowleak-analysis-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+pub use testkit::temp_dir;
+
+/// Runs a binary of this package with `args` to completion.
+pub fn run_bin(bin: &str, args: &[&str]) -> Output {
+    Command::new(bin)
+        .args(args)
+        .output()
+        .expect("the binary runs")
 }
 
 /// Runs `experiment ARGS` to completion, as the binary would.
@@ -35,10 +37,10 @@ pub fn experiment(args: &[&str]) {
 
 /// `analyze DB --json`, parsed (plots land next to the database).
 pub fn analyze(db: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_analyze"))
-        .args([db.to_str().unwrap(), "--json"])
-        .output()
-        .unwrap();
+    let out = run_bin(
+        env!("CARGO_BIN_EXE_analyze"),
+        &[db.to_str().unwrap(), "--json"],
+    );
     assert!(
         out.status.success(),
         "{}",

@@ -701,11 +701,32 @@ impl Writer {
 pub(crate) mod tests {
     use super::*;
 
-    pub(crate) fn temp_db(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("snowleak-test-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.join("run.db")
+    /// A database path in a fresh directory, removed (with the database) when dropped.
+    pub(crate) struct TempDb {
+        _dir: tempfile::TempDir,
+        path: std::path::PathBuf,
+    }
+
+    impl std::ops::Deref for TempDb {
+        type Target = std::path::Path;
+        fn deref(&self) -> &std::path::Path {
+            &self.path
+        }
+    }
+
+    impl AsRef<std::path::Path> for TempDb {
+        fn as_ref(&self) -> &std::path::Path {
+            &self.path
+        }
+    }
+
+    pub(crate) fn temp_db(name: &str) -> TempDb {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("snowleak-test-{name}-"))
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join("run.db");
+        TempDb { _dir: dir, path }
     }
 
     pub(crate) fn run_info() -> RunInfo {

@@ -746,7 +746,15 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
         ..StoredConfig::common(&args, limit, names, &layout)
     };
     let profile = Some(args.profile.clone());
-    let run_info = run_row(&args, start_ms, &layout, limit, profile, Some(args.seed), &stored)?;
+    let run_info = run_row(
+        &args,
+        start_ms,
+        &layout,
+        limit,
+        profile,
+        Some(args.seed),
+        &stored,
+    )?;
     let recorder = Recorder::create(&args.db, &run_info, &poller_infos(&pollers))?;
     let run_id = recorder.run_id;
     let mut plan = Plan {

@@ -8,9 +8,9 @@
 //! connection (`prepare_cached`), and the large tables are written several
 //! rows per statement: far fewer statement executions than one row each.
 
+use crate::Error;
 use crate::rows::{PgTruth, Poller, Request, Run, Status, Truth};
 use crate::schema::{APPLICATION_ID, CREATE, PG_TRUTH, SCHEMA_VERSION, TABLES};
-use crate::Error;
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 use std::path::Path;
 use std::sync::LazyLock;
@@ -109,11 +109,7 @@ pub fn open(path: &Path, flag: &str) -> Result<Connection, Error> {
 /// Adds a run and its pollers, all or nothing (a savepoint, so that it nests
 /// in the caller's transaction); never touches earlier runs. `run.id` and the
 /// pollers' `id` are ignored: returns the ids SQLite gave them.
-pub fn add_run(
-    conn: &Connection,
-    run: &Run,
-    pollers: &[Poller],
-) -> Result<(i64, Vec<i64>), Error> {
+pub fn add_run(conn: &Connection, run: &Run, pollers: &[Poller]) -> Result<(i64, Vec<i64>), Error> {
     conn.execute_batch("SAVEPOINT add_run")
         .map_err(write_error)?;
     let added = insert_run(conn, run, pollers);
@@ -256,7 +252,8 @@ static STATUSES: LazyLock<[String; 2]> = LazyLock::new(|| {
     [1, STATUS_ROWS].map(|n| multi_row("OR IGNORE", "statuses", STATUS_COLUMNS, n))
 });
 static TRUTH: LazyLock<[[String; 2]; 2]> = LazyLock::new(|| {
-    ["OR IGNORE", "OR REPLACE"].map(|verb| [1, TRUTH_ROWS].map(|n| multi_row(verb, "truth", TRUTH_COLUMNS, n)))
+    ["OR IGNORE", "OR REPLACE"]
+        .map(|verb| [1, TRUTH_ROWS].map(|n| multi_row(verb, "truth", TRUTH_COLUMNS, n)))
 });
 
 /// Runs the one-row statement `sql[0]` or the `full`-row statement `sql[1]`
@@ -369,16 +366,7 @@ pub fn insert_truth<S: AsRef<str>>(
         .collect();
     let sql = &TRUTH[on_conflict as usize];
     insert_batched(conn, sql, TRUTH_ROWS, &rows, |r, v| {
-        v.extend([
-            &r.0 as &dyn ToSql,
-            &r.1,
-            &r.2,
-            &r.3,
-            &r.4,
-            &r.5,
-            &r.6,
-            &r.7,
-        ]);
+        v.extend([&r.0 as &dyn ToSql, &r.1, &r.2, &r.3, &r.4, &r.5, &r.6, &r.7]);
     })
 }
 

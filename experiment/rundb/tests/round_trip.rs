@@ -27,8 +27,8 @@ fn status(n: u64) -> Status {
         id: n.to_string(),
         id_key: format!("{n:032x}"),
         id_time_ms: n as i64,
-        created_at: (n % 2 == 0).then(|| format!("t{n}")),
-        author: (n % 3 == 0).then(|| format!("a{n}")),
+        created_at: n.is_multiple_of(2).then(|| format!("t{n}")),
+        author: n.is_multiple_of(3).then(|| format!("a{n}")),
     }
 }
 
@@ -117,7 +117,7 @@ fn every_row_reads_back_as_written() {
         commit_returned_ms: 3,
         injected_sleep_ms: 0,
     };
-    write::insert_pg_truth(&conn, run_id, &[bracket.clone()]).unwrap();
+    write::insert_pg_truth(&conn, run_id, std::slice::from_ref(&bracket)).unwrap();
     write::end_run(&conn, run_id, 20, true, "duration").unwrap();
     write::close(conn).unwrap();
 
@@ -146,16 +146,13 @@ fn every_row_reads_back_as_written() {
 
     let mut requests = Vec::new();
     read::for_each_request(&conn, run_id, |r| {
+        let owned = |s: Option<&str>| s.map(str::to_owned);
         requests.push(Request {
-            since_id: r.since_id.map(str::to_owned),
-            since_key: r.since_key.map(str::to_owned),
-            before_id: r.before_id.map(str::to_owned),
-            before_key: r.before_key.map(str::to_owned),
-            error: r.error.map(str::to_owned),
-            ..Request::default()
-        });
-        let owned = requests.last_mut().unwrap();
-        *owned = Request {
+            since_id: owned(r.since_id),
+            since_key: owned(r.since_key),
+            before_id: owned(r.before_id),
+            before_key: owned(r.before_key),
+            error: owned(r.error),
             id: r.id,
             poller_id: r.poller_id,
             cycle: r.cycle,
@@ -171,8 +168,7 @@ fn every_row_reads_back_as_written() {
             reordered: r.reordered,
             overflow: r.overflow,
             wait_ms: r.wait_ms,
-            ..owned.clone()
-        };
+        });
         Ok::<_, rundb::Error>(())
     })
     .unwrap();
@@ -242,13 +238,40 @@ fn every_row_reads_back_as_written() {
     let conn = write::open(&path, "--db").unwrap();
     write::insert_truth(&conn, run_id, &[later.clone()], OnConflict::Replace).unwrap();
     let deleted: Option<i64> = conn
-        .query_row(
-            "SELECT deleted_at_ms FROM truth WHERE id = '1'",
-            [],
-            |r| r.get(0),
-        )
+        .query_row("SELECT deleted_at_ms FROM truth WHERE id = '1'", [], |r| {
+            r.get(0)
+        })
         .unwrap();
     assert_eq!(deleted, Some(50));
+    let back: (String, String, i64, Option<i64>, i64, i64) = conn
+        .query_row(
+            "SELECT id, xid, xact_start_ms, commit_ts_ms, commit_returned_ms, injected_sleep_ms
+             FROM pg_truth WHERE run_id = ?1",
+            [run_id],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            },
+        )
+        .unwrap();
+    let b = bracket;
+    assert_eq!(
+        back,
+        (
+            b.id,
+            b.xid,
+            b.xact_start_ms,
+            b.commit_ts_ms,
+            b.commit_returned_ms,
+            b.injected_sleep_ms
+        )
+    );
 }
 
 #[test]

@@ -299,18 +299,22 @@ pub fn simulate(spec: &SimSpec) -> (Vec<SynthRequest>, Vec<SynthTruth>) {
             let mut failed = false;
             loop {
                 let received = sent + 20;
+                // What the request asked, whatever it got.
+                let asked = SynthRequest {
+                    poller: p,
+                    cycle,
+                    page,
+                    sent_at_ms: sent,
+                    received_at_ms: received,
+                    since: since[p],
+                    before,
+                    retrieved_at_ms: retrieved[p],
+                    ..Default::default()
+                };
                 if rng.f64() < spec.error_rate {
                     requests.push(SynthRequest {
-                        poller: p,
-                        cycle,
-                        page,
-                        sent_at_ms: sent,
-                        received_at_ms: received,
-                        since: since[p],
-                        before,
-                        retrieved_at_ms: retrieved[p],
                         error: Some("HTTP 503".into()),
-                        ..Default::default()
+                        ..asked
                     });
                     failed = true;
                     break;
@@ -335,19 +339,11 @@ pub fn simulate(spec: &SimSpec) -> (Vec<SynthRequest>, Vec<SynthTruth>) {
                 let go_on = full && since[p].is_some();
                 let cut = go_on && page + 1 >= spec.max_pages;
                 requests.push(SynthRequest {
-                    poller: p,
-                    cycle,
-                    page,
-                    sent_at_ms: sent,
-                    received_at_ms: received,
-                    since: since[p],
-                    before,
-                    retrieved_at_ms: retrieved[p],
-                    error: None,
                     bytes: Some(200 + 900 * ids.len() as i64),
                     ids,
                     new_items,
                     overflow: cut,
+                    ..asked
                 });
                 if !go_on || cut {
                     break;

@@ -67,13 +67,21 @@ pub fn open(path: &Path, flag: &str) -> Result<Connection, Error> {
         Connection::open(path).map_err(|e| Error(format!("cannot open database {name}: {e}")))?;
     let sql_error = |e: rusqlite::Error| Error(format!("database {name}: {e}"));
     conn.busy_timeout(OPEN_BUSY_TIMEOUT).map_err(sql_error)?;
-    let app_id: i64 = conn
+    let not_sqlite = |e: rusqlite::Error| Error(format!("{name} is not a SQLite database ({e})"));
+    // The checks and the creation share one IMMEDIATE transaction: a second
+    // run opening the same new file waits for the first one's schema instead
+    // of reading its header half-way (no marker yet, then our tables) and
+    // taking it for another program's. A foreign file is only read.
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(not_sqlite)?;
+    let app_id: i64 = tx
         .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(|e| Error(format!("{name} is not a SQLite database ({e})")))?;
-    let version: i64 = conn
+        .map_err(not_sqlite)?;
+    let version: i64 = tx
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(sql_error)?;
-    if app_id != APPLICATION_ID && !half_created(&conn).map_err(sql_error)? {
+    if app_id != APPLICATION_ID && !half_created(&tx).map_err(sql_error)? {
         return Err(Error(format!(
             "{name} is a SQLite database of another program; choose another {flag}"
         )));
@@ -83,6 +91,14 @@ pub fn open(path: &Path, flag: &str) -> Result<Connection, Error> {
             "{name} has schema version {version}, newer than this build's {SCHEMA_VERSION}; use a newer build or another {flag}"
         )));
     }
+    // The header fields are pages of the database like any other: they commit
+    // or roll back with the tables (https://www.sqlite.org/pragma.html#pragma_user_version).
+    tx.execute_batch(CREATE).map_err(sql_error)?;
+    tx.pragma_update(None, "application_id", APPLICATION_ID)
+        .map_err(sql_error)?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+        .map_err(sql_error)?;
+    tx.commit().map_err(sql_error)?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(sql_error)?;
     conn.pragma_update(None, "synchronous", "NORMAL")
@@ -92,17 +108,6 @@ pub fn open(path: &Path, flag: &str) -> Result<Connection, Error> {
         .map_err(sql_error)?;
     conn.pragma_update(None, "wal_autocheckpoint", 8192)
         .map_err(sql_error)?;
-    // The header fields are pages of the database like any other: they commit
-    // or roll back with the tables (https://www.sqlite.org/pragma.html#pragma_user_version).
-    let tx = conn
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .map_err(sql_error)?;
-    tx.execute_batch(CREATE).map_err(sql_error)?;
-    tx.pragma_update(None, "application_id", APPLICATION_ID)
-        .map_err(sql_error)?;
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
-        .map_err(sql_error)?;
-    tx.commit().map_err(sql_error)?;
     Ok(conn)
 }
 

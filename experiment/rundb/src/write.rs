@@ -14,7 +14,7 @@ use crate::schema::{APPLICATION_ID, CREATE, PG_TRUTH, SCHEMA_VERSION, TABLES};
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 use std::path::Path;
 use std::sync::LazyLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long opening a database waits for another writer: a run that cannot
 /// start fails before it creates its run row.
@@ -99,8 +99,18 @@ pub fn open(path: &Path, flag: &str) -> Result<Connection, Error> {
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(sql_error)?;
     tx.commit().map_err(sql_error)?;
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(sql_error)?;
+    // Switching a new file to WAL needs an exclusive lock, and fails at once
+    // with SQLITE_BUSY (no busy handler) while another run opening the same
+    // file is inside its transaction above: wait as the busy handler would.
+    let deadline = Instant::now() + OPEN_BUSY_TIMEOUT;
+    while let Err(e) = conn.pragma_update(None, "journal_mode", "WAL") {
+        if e.sqlite_error_code() != Some(rusqlite::ErrorCode::DatabaseBusy)
+            || Instant::now() >= deadline
+        {
+            return Err(sql_error(e));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(sql_error)?;
     // A batch of a busy second fits in memory, and checkpoints come less often.

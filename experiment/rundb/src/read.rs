@@ -9,7 +9,7 @@
 //! with its own one-line message.
 
 use crate::Error;
-use crate::rows::{Observation, Poller, Request, Run, Status, Truth};
+use crate::rows::{Observation, PgTruth, Poller, Request, Run, Status, Truth};
 use crate::schema::{APPLICATION_ID, SCHEMA_VERSION};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row};
@@ -304,4 +304,37 @@ pub fn for_each_observation<E: From<Error>>(
         [*requests.start(), *requests.end()],
         |r| f(observation(r).map_err(read_error)?),
     )
+}
+
+/// The visibility brackets of PostgreSQL run `run_id` (none for other runs,
+/// and for files that have no `pg_truth` table).
+pub fn pg_truth(conn: &Connection, run_id: i64) -> Result<Vec<PgTruth>, Error> {
+    let has_table: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'pg_truth'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(read_error)?;
+    if has_table == 0 {
+        return Ok(Vec::new());
+    }
+    conn.prepare(
+        "SELECT id, xid, xact_start_ms, commit_ts_ms, commit_returned_ms, injected_sleep_ms
+         FROM pg_truth WHERE run_id = ?1",
+    )
+    .and_then(|mut st| {
+        st.query_map([run_id], |r| {
+            Ok(PgTruth {
+                id: r.get(0)?,
+                xid: r.get(1)?,
+                xact_start_ms: r.get(2)?,
+                commit_ts_ms: r.get(3)?,
+                commit_returned_ms: r.get(4)?,
+                injected_sleep_ms: r.get(5)?,
+            })
+        })?
+        .collect()
+    })
+    .map_err(read_error)
 }

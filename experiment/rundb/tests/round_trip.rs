@@ -243,35 +243,7 @@ fn every_row_reads_back_as_written() {
         })
         .unwrap();
     assert_eq!(deleted, Some(50));
-    let back: (String, String, i64, Option<i64>, i64, i64) = conn
-        .query_row(
-            "SELECT id, xid, xact_start_ms, commit_ts_ms, commit_returned_ms, injected_sleep_ms
-             FROM pg_truth WHERE run_id = ?1",
-            [run_id],
-            |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            },
-        )
-        .unwrap();
-    let b = bracket;
-    assert_eq!(
-        back,
-        (
-            b.id,
-            b.xid,
-            b.xact_start_ms,
-            b.commit_ts_ms,
-            b.commit_returned_ms,
-            b.injected_sleep_ms
-        )
-    );
+    assert_eq!(read::pg_truth(&conn, run_id).unwrap(), vec![bracket]);
 }
 
 #[test]
@@ -338,4 +310,5 @@ fn a_new_file_holds_exactly_the_schema() {
         )
         .unwrap();
     assert_eq!(marker, (schema::APPLICATION_ID, schema::SCHEMA_VERSION));
+    assert_eq!(read::pg_truth(&conn, 1).unwrap(), vec![]);
 }

@@ -1,7 +1,7 @@
 //! # rundb: the run database of the leak harness
 //!
 //! One home for `run.db`: its schema ([`schema`]), one Rust type per row of
-//! each table ([`rows`]), one writer ([`write`]: the recorder, `serve
+//! each table ([`rows`]), one writer ([`write`](mod@write): the recorder, `serve
 //! --truth` and the synthetic test databases) and one reader ([`read`]:
 //! `analyze`). A change to the schema is an edit here, and the compiler
 //! finds every user it breaks.

@@ -31,19 +31,29 @@ pub struct Output {
     pub plots: Vec<String>,
 }
 
-#[derive(Serialize)]
-pub struct Run {
-    pub id: i64,
-    pub target: String,
-    pub profile: Option<String>,
-    pub seed: Option<i64>,
-    pub clock: String,
-    pub layout: String,
-    pub interval_ms: i64,
-    pub complete: bool,
-    pub end_reason: Option<String>,
-    pub started_at: String,
-    pub ended_at: Option<String>,
+/// The `run` object: the `runs` row ([`rundb::Run`]) as JSON.md documents
+/// it, with its times in RFC 3339 and without `page_limit`, `config` and
+/// `version`. Written field by field, so that the row type is declared once.
+pub struct Run(pub rundb::Run);
+
+impl Serialize for Run {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let r = &self.0;
+        let mut o = s.serialize_struct("Run", 11)?;
+        o.serialize_field("id", &r.id)?;
+        o.serialize_field("target", &r.target)?;
+        o.serialize_field("profile", &r.profile)?;
+        o.serialize_field("seed", &r.seed)?;
+        o.serialize_field("clock", &r.clock)?;
+        o.serialize_field("layout", &r.layout)?;
+        o.serialize_field("interval_ms", &r.interval_ms)?;
+        o.serialize_field("complete", &r.complete)?;
+        o.serialize_field("end_reason", &r.end_reason)?;
+        o.serialize_field("started_at", &rfc3339_ms(r.started_at_ms))?;
+        o.serialize_field("ended_at", &r.ended_at_ms.map(rfc3339_ms))?;
+        o.end()
+    }
 }
 
 #[derive(Serialize)]
@@ -215,19 +225,7 @@ pub fn build(loaded: &Loaded, a: &Analysis, plots: &[String]) -> Output {
     });
     Output {
         schema: JSON_SCHEMA,
-        run: Run {
-            id: run.id,
-            target: run.target.clone(),
-            profile: run.profile.clone(),
-            seed: run.seed,
-            clock: run.clock.clone(),
-            layout: run.layout.clone(),
-            interval_ms: run.interval_ms,
-            complete: run.complete,
-            end_reason: run.end_reason.clone(),
-            started_at: rfc3339_ms(run.started_at_ms),
-            ended_at: run.ended_at_ms.map(rfc3339_ms),
-        },
+        run: Run(run.clone()),
         reference: match a.reference {
             Reference::Truth => "truth",
             Reference::Union => "union",

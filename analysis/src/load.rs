@@ -12,8 +12,8 @@
 //! that each request points into by range.
 
 use crate::diff::{History, MAX_POLLERS, PollerSpec, Request, Status, Visibility};
-use rundb::schema::{APPLICATION_ID, SCHEMA_VERSION};
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use rundb::{Poller, Run};
+use rusqlite::Connection;
 use since_id::id::Layout;
 use std::collections::HashMap;
 use std::fmt;
@@ -35,36 +35,16 @@ fn err<T>(msg: impl Into<String>) -> Result<T, LoadError> {
     Err(LoadError(msg.into()))
 }
 
-/// A row of `runs`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RunInfo {
-    pub id: i64,
-    pub started_at_ms: i64,
-    pub ended_at_ms: Option<i64>,
-    pub complete: bool,
-    pub end_reason: Option<String>,
-    pub target: String,
-    pub profile: Option<String>,
-    pub seed: Option<i64>,
-    pub clock: String,
-    pub layout: String,
-    pub interval_ms: i64,
-    pub page_limit: i64,
-    pub config: String,
-}
-
-/// A row of `pollers`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PollerInfo {
-    pub name: String,
-    pub policy: String,
-    pub k_ms: Option<i64>,
+impl From<rundb::Error> for LoadError {
+    fn from(e: rundb::Error) -> LoadError {
+        LoadError(e.0)
+    }
 }
 
 /// One run, loaded.
 pub struct Loaded {
-    pub run: RunInfo,
-    pub pollers: Vec<PollerInfo>,
+    pub run: Run,
+    pub pollers: Vec<Poller>,
     pub history: History,
     /// The status IDs as the API wrote them, by dense index.
     pub status_ids: Vec<Box<str>>,
@@ -76,111 +56,30 @@ fn sql(e: rusqlite::Error) -> LoadError {
     LoadError(format!("cannot read the database: {e}"))
 }
 
-/// Opens `path` read-only and checks that it is a run database this build can read.
+/// Opens `path` read-only and checks that it is a run database this build
+/// can read ([`rundb::read::open`]).
 pub fn open(path: &Path) -> Result<Connection, LoadError> {
-    let shown = path.display();
-    match std::fs::metadata(path) {
-        Err(e) => return err(format!("{shown}: cannot open: {e}")),
-        Ok(m) if m.is_dir() => return err(format!("{shown}: is a directory, not a run database")),
-        // A FIFO, a socket or a device would block SQLite's first read forever.
-        Ok(m) if !m.is_file() => {
-            return err(format!(
-                "{shown}: not a regular file (a FIFO, socket or device), not a run database"
-            ));
-        }
-        Ok(_) => {}
-    }
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| LoadError(format!("{shown}: cannot open as SQLite: {e}")))?;
-    // The first real read tells whether the file is SQLite at all.
-    let first_read = |e: rusqlite::Error| {
-        LoadError(match e.sqlite_error_code() {
-            Some(rusqlite::ErrorCode::NotADatabase) => {
-                format!("{shown}: not a SQLite database ({e})")
-            }
-            Some(rusqlite::ErrorCode::CannotOpen) => format!(
-                "{shown}: cannot open ({e}); a database with a -wal file beside it needs a \
-                 writable directory (or an existing -shm file) even to be read"
-            ),
-            _ => format!("{shown}: cannot read as SQLite ({e})"),
-        })
-    };
-    let app_id: i64 = conn
-        .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(first_read)?;
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(first_read)?;
-    let has_runs: bool = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'runs'",
-            [],
-            |r| r.get::<_, i64>(0),
-        )
-        .map(|n| n > 0)
-        .map_err(|e| LoadError(format!("{shown}: not a SQLite database ({e})")))?;
-    if app_id != APPLICATION_ID {
-        let what = if has_runs { "" } else { ", no runs table" };
-        return err(format!(
-            "{shown}: not a snowleak run database (application_id {app_id:#x}, expected {APPLICATION_ID:#x}{what})"
-        ));
-    }
-    if !has_runs {
-        return err(format!(
-            "{shown}: not a snowleak run database (no runs table)"
-        ));
-    }
-    if version > SCHEMA_VERSION {
-        return err(format!(
-            "{shown}: schema version {version} is newer than this build of analyze knows ({SCHEMA_VERSION}); update analyze"
-        ));
-    }
-    if version < 1 {
-        return err(format!(
-            "{shown}: schema version {version} is not one analyze knows (expected {SCHEMA_VERSION})"
-        ));
-    }
-    Ok(conn)
+    Ok(rundb::read::open(path)?)
 }
 
 /// The run to analyze: `wanted`, or the latest.
 pub fn pick_run(conn: &Connection, path: &Path, wanted: Option<i64>) -> Result<i64, LoadError> {
     let shown = path.display();
-    let latest: Option<i64> = conn
-        .query_row("SELECT max(id) FROM runs", [], |r| r.get(0))
-        .map_err(sql)?;
-    let Some(latest) = latest else {
+    let ids = rundb::read::run_ids(conn)?;
+    let Some(&latest) = ids.last() else {
         return err(format!(
             "{shown}: no runs recorded yet (the database is empty)"
         ));
     };
     match wanted {
         None => Ok(latest),
+        Some(n) if ids.contains(&n) => Ok(n),
         Some(n) => {
-            let exists: Option<i64> = conn
-                .query_row("SELECT id FROM runs WHERE id = ?1", [n], |r| r.get(0))
-                .optional()
-                .map_err(sql)?;
-            match exists {
-                Some(id) => Ok(id),
-                None => {
-                    let ids: Vec<String> = conn
-                        .prepare("SELECT id FROM runs ORDER BY id")
-                        .and_then(|mut s| {
-                            s.query_map([], |r| r.get::<_, i64>(0))?
-                                .map(|x| x.map(|v| v.to_string()))
-                                .collect()
-                        })
-                        .map_err(sql)?;
-                    err(format!(
-                        "{shown}: no run {n} (runs recorded: {})",
-                        ids.join(", ")
-                    ))
-                }
-            }
+            let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
+            err(format!(
+                "{shown}: no run {n} (runs recorded: {})",
+                ids.join(", ")
+            ))
         }
     }
 }
@@ -204,52 +103,17 @@ fn opt_key(text: Option<String>) -> Result<Option<u128>, LoadError> {
 
 /// Loads run `run_id` from an opened database.
 pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
-    let run = conn
-        .query_row(
-            "SELECT id, started_at_ms, ended_at_ms, complete, end_reason, target, profile, seed,
-                    clock, layout, interval_ms, page_limit, config
-             FROM runs WHERE id = ?1",
-            [run_id],
-            |r| {
-                Ok(RunInfo {
-                    id: r.get(0)?,
-                    started_at_ms: r.get(1)?,
-                    ended_at_ms: r.get(2)?,
-                    complete: r.get::<_, i64>(3)? != 0,
-                    end_reason: r.get(4)?,
-                    target: r.get(5)?,
-                    profile: r.get(6)?,
-                    seed: r.get(7)?,
-                    clock: r.get(8)?,
-                    layout: r.get(9)?,
-                    interval_ms: r.get(10)?,
-                    page_limit: r.get(11)?,
-                    config: r.get(12)?,
-                })
-            },
-        )
-        .map_err(sql)?;
+    let Some(run) = rundb::read::run(conn, run_id)? else {
+        return err(format!("no run {run_id} in the database"));
+    };
     let layout: Layout = run
         .layout
         .parse()
         .map_err(|e| LoadError(format!("run {}: {e}", run.id)))?;
 
-    let mut poller_ids: HashMap<i64, usize> = HashMap::new();
-    let mut pollers = Vec::new();
-    {
-        let mut st = conn
-            .prepare("SELECT id, name, policy, k_ms FROM pollers WHERE run_id = ?1 ORDER BY id")
-            .map_err(sql)?;
-        let mut rows = st.query([run_id]).map_err(sql)?;
-        while let Some(r) = rows.next().map_err(sql)? {
-            poller_ids.insert(r.get(0).map_err(sql)?, pollers.len());
-            pollers.push(PollerInfo {
-                name: r.get(1).map_err(sql)?,
-                policy: r.get(2).map_err(sql)?,
-                k_ms: r.get(3).map_err(sql)?,
-            });
-        }
-    }
+    let pollers = rundb::read::pollers(conn, run_id)?;
+    let poller_ids: HashMap<i64, usize> =
+        pollers.iter().enumerate().map(|(i, p)| (p.id, i)).collect();
     if pollers.len() > MAX_POLLERS {
         return err(format!(
             "run {run_id} has {} pollers; analyze handles at most {MAX_POLLERS}",

@@ -8,41 +8,30 @@
 //! polled by real cursor policies from `since_id::policy`. Nothing here is
 //! used by `analyze` itself.
 
-use rundb::schema::{APPLICATION_ID, CREATE, SCHEMA_VERSION};
-use rusqlite::{Connection, params};
+use rundb::{Run, Status, Truth, write};
+use rusqlite::Connection;
 use since_id::id::{Id, Layout};
 use since_id::policy::CursorPolicy;
 use std::path::Path;
 
-/// The `runs` row of a synthetic run.
-#[derive(Clone, Debug)]
-pub struct RunSpec {
-    pub target: String,
-    pub profile: Option<String>,
-    pub seed: Option<i64>,
-    pub clock: String,
-    pub layout: String,
-    pub interval_ms: i64,
-    pub page_limit: i64,
-    pub started_at_ms: i64,
-    pub ended_at_ms: Option<i64>,
-    pub complete: bool,
-}
-
-impl Default for RunSpec {
-    fn default() -> Self {
-        RunSpec {
-            target: "simulator".into(),
-            profile: Some("synthetic".into()),
-            seed: Some(1),
-            clock: "virtual".into(),
-            layout: "mastodon".into(),
-            interval_ms: 1000,
-            page_limit: 40,
-            started_at_ms: 1_700_000_000_000,
-            ended_at_ms: None,
-            complete: true,
-        }
+/// The `runs` row of a synthetic run, complete; change what a test needs
+/// (`Run { complete: false, end_reason: None, ..synth::run() }`).
+pub fn run() -> Run {
+    Run {
+        target: "simulator".into(),
+        profile: Some("synthetic".into()),
+        seed: Some(1),
+        clock: "virtual".into(),
+        layout: "mastodon".into(),
+        interval_ms: 1000,
+        page_limit: 40,
+        started_at_ms: 1_700_000_000_000,
+        ended_at_ms: None,
+        complete: true,
+        end_reason: Some("duration reached".into()),
+        config: "{}".into(),
+        version: "synth".into(),
+        id: 0,
     }
 }
 
@@ -73,122 +62,93 @@ pub struct SynthTruth {
     pub deleted_at_ms: Option<i64>,
 }
 
-/// Creates a run database the way the experiment does: schema and both pragmas.
-pub fn create(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open(path)?;
-    conn.execute_batch(CREATE)?;
-    conn.execute_batch(&format!(
-        "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
-    ))?;
-    Ok(conn)
+/// Creates a run database the way the experiment does ([`rundb::write::open`]).
+pub fn create(path: &Path) -> Result<Connection, rundb::Error> {
+    write::open(path, "--db")
 }
 
 /// Records one run; returns its id. Pollers are `(name, policy)`; their k is
 /// taken from the policy. All inserts happen in one transaction.
 pub fn write_run(
     conn: &mut Connection,
-    run: &RunSpec,
+    run: &Run,
     pollers: &[(&str, &str)],
     requests: &[SynthRequest],
     truth: &[SynthTruth],
-) -> rusqlite::Result<i64> {
+) -> Result<i64, rundb::Error> {
     let layout: Layout = run.layout.parse().expect("a known layout");
-    let tx = conn.transaction()?;
-    tx.execute(
-        "INSERT INTO runs (started_at_ms, ended_at_ms, complete, end_reason, target, profile, seed,
-                           clock, layout, interval_ms, page_limit, config, version)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, '{}', 'synth')",
-        params![
-            run.started_at_ms,
-            run.ended_at_ms,
-            run.complete as i64,
-            run.complete.then_some("duration reached"),
-            run.target,
-            run.profile,
-            run.seed,
-            run.clock,
-            run.layout,
-            run.interval_ms,
-            run.page_limit
-        ],
-    )?;
-    let run_id = tx.last_insert_rowid();
-    let mut poller_ids = Vec::new();
-    for (name, policy) in pollers {
-        let k = policy
-            .parse::<CursorPolicy>()
-            .ok()
-            .and_then(|p| p.k_ms())
-            .map(|k| k as i64);
-        tx.execute(
-            "INSERT INTO pollers (run_id, name, policy, k_ms) VALUES (?1, ?2, ?3, ?4)",
-            params![run_id, name, policy, k],
-        )?;
-        poller_ids.push(tx.last_insert_rowid());
+    let db = |e: rusqlite::Error| rundb::Error(format!("cannot write the run database: {e}"));
+    let tx = conn.transaction().map_err(db)?;
+    let pollers: Vec<rundb::Poller> = pollers
+        .iter()
+        .map(|(name, policy)| rundb::Poller {
+            name: name.to_string(),
+            policy: policy.to_string(),
+            k_ms: policy
+                .parse::<CursorPolicy>()
+                .ok()
+                .and_then(|p| p.k_ms())
+                .map(|k| k as i64),
+            ..rundb::Poller::default()
+        })
+        .collect();
+    let (run_id, poller_ids) = write::add_run(&tx, run, &pollers)?;
+    let fmt = |id: u128| layout.format(Id(id));
+    let key = |id: u128| Id(id).sort_key();
+    let mut seen = std::collections::HashSet::new();
+    for r in requests {
+        let request = rundb::Request {
+            poller_id: poller_ids[r.poller],
+            cycle: r.cycle,
+            page: r.page,
+            sent_at_ms: r.sent_at_ms,
+            received_at_ms: r.received_at_ms,
+            since_id: r.since.map(fmt),
+            since_key: r.since.map(key),
+            before_id: r.before.map(fmt),
+            before_key: r.before.map(key),
+            page_limit: run.page_limit,
+            retrieved_at_ms: r.retrieved_at_ms,
+            http_status: Some(if r.error.is_some() { 503 } else { 200 }),
+            error: r.error.clone(),
+            items: r.ids.len() as i64,
+            new_items: r.new_items,
+            bytes: r.bytes,
+            overflow: r.overflow,
+            ..rundb::Request::default()
+        };
+        let request_id = write::insert_request(&tx, run_id, &request)?;
+        let ids: Vec<String> = r.ids.iter().map(|&id| fmt(id)).collect();
+        write::insert_observations(&tx, request_id, &ids)?;
+        let new: Vec<Status> = r
+            .ids
+            .iter()
+            .zip(ids)
+            .filter(|(id, _)| seen.insert(**id))
+            .map(|(&id, text)| Status {
+                id: text,
+                id_key: key(id),
+                id_time_ms: layout.ts_ms(Id(id)),
+                created_at: None,
+                author: None,
+            })
+            .collect();
+        write::insert_statuses(&tx, run_id, &new.iter().collect::<Vec<_>>())?;
     }
-    {
-        let fmt = |id: u128| layout.format(Id(id));
-        let key = |id: u128| Id(id).sort_key();
-        let mut req = tx.prepare(
-            "INSERT INTO requests (run_id, poller_id, cycle, page, sent_at_ms, received_at_ms,
-                 since_id, since_key, before_id, before_key, page_limit, retrieved_at_ms,
-                 http_status, error, items, new_items, bytes, reordered, overflow, wait_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, 0, ?18, 0)",
-        )?;
-        let mut obs = tx.prepare(
-            "INSERT INTO observations (request_id, position, status_id) VALUES (?1, ?2, ?3)",
-        )?;
-        let mut status = tx.prepare(
-            "INSERT OR IGNORE INTO statuses (run_id, id, id_key, id_time_ms) VALUES (?1, ?2, ?3, ?4)",
-        )?;
-        let mut seen = std::collections::HashSet::new();
-        for r in requests {
-            req.execute(params![
-                run_id,
-                poller_ids[r.poller],
-                r.cycle,
-                r.page,
-                r.sent_at_ms,
-                r.received_at_ms,
-                r.since.map(fmt),
-                r.since.map(key),
-                r.before.map(fmt),
-                r.before.map(key),
-                run.page_limit,
-                r.retrieved_at_ms,
-                if r.error.is_some() { 503 } else { 200 },
-                r.error,
-                r.ids.len() as i64,
-                r.new_items,
-                r.bytes,
-                r.overflow as i64
-            ])?;
-            let rid = tx.last_insert_rowid();
-            for (pos, &id) in r.ids.iter().enumerate() {
-                let text = fmt(id);
-                obs.execute(params![rid, pos as i64, text])?;
-                if seen.insert(id) {
-                    status.execute(params![run_id, text, key(id), layout.ts_ms(Id(id))])?;
-                }
-            }
-        }
-        let mut t = tx.prepare(
-            "INSERT INTO truth (run_id, id, id_key, id_time_ms, posted_at_ms, visible_at_ms, deleted_at_ms, origin)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'local')",
-        )?;
-        for s in truth {
-            t.execute(params![
-                run_id,
-                fmt(s.id),
-                key(s.id),
-                layout.ts_ms(Id(s.id)),
-                s.posted_at_ms,
-                s.visible_at_ms,
-                s.deleted_at_ms
-            ])?;
-        }
-    }
-    tx.commit()?;
+    let truth: Vec<Truth> = truth
+        .iter()
+        .map(|s| Truth {
+            id: fmt(s.id),
+            id_key: key(s.id),
+            id_time_ms: layout.ts_ms(Id(s.id)),
+            posted_at_ms: s.posted_at_ms,
+            visible_at_ms: s.visible_at_ms,
+            deleted_at_ms: s.deleted_at_ms,
+            origin: "local".into(),
+        })
+        .collect();
+    write::insert_truth(&tx, run_id, &truth, write::OnConflict::Ignore)?;
+    tx.commit().map_err(db)?;
     Ok(run_id)
 }
 
@@ -238,6 +198,17 @@ pub struct SimSpec {
     /// Poller p sends `p * send_spread_ms` after the tick (real pollers never leave together).
     pub send_spread_ms: i64,
     pub policies: Vec<String>,
+}
+
+impl SimSpec {
+    /// The pollers of a run of this spec, as [`write_run`] takes them: each
+    /// named after its policy.
+    pub fn pollers(&self) -> Vec<(&str, &str)> {
+        self.policies
+            .iter()
+            .map(|p| (p.as_str(), p.as_str()))
+            .collect()
+    }
 }
 
 impl Default for SimSpec {
@@ -328,18 +299,22 @@ pub fn simulate(spec: &SimSpec) -> (Vec<SynthRequest>, Vec<SynthTruth>) {
             let mut failed = false;
             loop {
                 let received = sent + 20;
+                // What the request asked, whatever it got.
+                let asked = SynthRequest {
+                    poller: p,
+                    cycle,
+                    page,
+                    sent_at_ms: sent,
+                    received_at_ms: received,
+                    since: since[p],
+                    before,
+                    retrieved_at_ms: retrieved[p],
+                    ..Default::default()
+                };
                 if rng.f64() < spec.error_rate {
                     requests.push(SynthRequest {
-                        poller: p,
-                        cycle,
-                        page,
-                        sent_at_ms: sent,
-                        received_at_ms: received,
-                        since: since[p],
-                        before,
-                        retrieved_at_ms: retrieved[p],
                         error: Some("HTTP 503".into()),
-                        ..Default::default()
+                        ..asked
                     });
                     failed = true;
                     break;
@@ -364,19 +339,11 @@ pub fn simulate(spec: &SimSpec) -> (Vec<SynthRequest>, Vec<SynthTruth>) {
                 let go_on = full && since[p].is_some();
                 let cut = go_on && page + 1 >= spec.max_pages;
                 requests.push(SynthRequest {
-                    poller: p,
-                    cycle,
-                    page,
-                    sent_at_ms: sent,
-                    received_at_ms: received,
-                    since: since[p],
-                    before,
-                    retrieved_at_ms: retrieved[p],
-                    error: None,
                     bytes: Some(200 + 900 * ids.len() as i64),
                     ids,
                     new_items,
                     overflow: cut,
+                    ..asked
                 });
                 if !go_on || cut {
                     break;
@@ -398,7 +365,7 @@ pub fn simulate(spec: &SimSpec) -> (Vec<SynthRequest>, Vec<SynthTruth>) {
 }
 
 /// Simulates and records a run at `path` (created fresh); returns the run id.
-pub fn simulate_to_db(path: &Path, spec: &SimSpec, complete: bool) -> rusqlite::Result<i64> {
+pub fn simulate_to_db(path: &Path, spec: &SimSpec, complete: bool) -> Result<i64, rundb::Error> {
     simulate_to_db_with(path, spec, complete, true)
 }
 
@@ -409,25 +376,21 @@ pub fn simulate_to_db_with(
     spec: &SimSpec,
     complete: bool,
     with_truth: bool,
-) -> rusqlite::Result<i64> {
+) -> Result<i64, rundb::Error> {
     let (requests, mut truth) = simulate(spec);
     if !with_truth {
         truth.clear();
     }
     let mut conn = create(path)?;
-    let pollers: Vec<(&str, &str)> = spec
-        .policies
-        .iter()
-        .map(|p| (p.as_str(), p.as_str()))
-        .collect();
-    let run = RunSpec {
+    let run = Run {
         seed: Some(spec.seed as i64),
         interval_ms: spec.interval_ms,
         page_limit: spec.page_limit as i64,
         started_at_ms: spec.start_ms,
         ended_at_ms: complete.then_some(spec.start_ms + spec.ticks * spec.interval_ms),
         complete,
-        ..RunSpec::default()
+        end_reason: complete.then(|| "duration reached".into()),
+        ..run()
     };
-    write_run(&mut conn, &run, &pollers, &requests, &truth)
+    write_run(&mut conn, &run, &spec.pollers(), &requests, &truth)
 }

@@ -1,7 +1,8 @@
 //! End-to-end tests of the `analyze` binary on databases written in a temporary
 //! directory: a synthetic run (report, JSON, plots) and every kind of bad input.
 
-use analysis::synth::{self, RunSpec, SimSpec, SynthRequest, SynthTruth};
+use analysis::synth::{self, SimSpec, SynthRequest, SynthTruth};
+use rundb::Run;
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -151,17 +152,13 @@ fn without_truth_the_other_pollers_are_the_reference() {
     let db = dir.join("run.db");
     let spec = small_spec();
     let (requests, _truth) = synth::simulate(&spec);
-    let pollers: Vec<(&str, &str)> = spec
-        .policies
-        .iter()
-        .map(|p| (p.as_str(), p.as_str()))
-        .collect();
-    let run = RunSpec {
+    let pollers = spec.pollers();
+    let run = Run {
         target: "mastodon:https://example.social".into(),
         profile: None,
         seed: None,
         clock: "real".into(),
-        ..RunSpec::default()
+        ..synth::run()
     };
     let mut conn = synth::create(&db).unwrap();
     synth::write_run(&mut conn, &run, &pollers, &requests, &[]).unwrap();
@@ -199,13 +196,13 @@ fn the_latest_run_is_the_default_and_run_n_picks_another() {
         received_at_ms: sent + 10,
         ..SynthRequest::default()
     };
-    synth::write_run(&mut conn, &RunSpec::default(), &pollers, &[req(1000)], &[]).unwrap();
-    let second = RunSpec {
+    synth::write_run(&mut conn, &synth::run(), &pollers, &[req(1000)], &[]).unwrap();
+    let second = Run {
         target: "mastodon:https://example.social".into(),
         profile: None,
         seed: None,
         clock: "real".into(),
-        ..RunSpec::default()
+        ..synth::run()
     };
     synth::write_run(&mut conn, &second, &pollers, &[req(1000)], &[]).unwrap();
     drop(conn);
@@ -253,9 +250,10 @@ fn a_run_that_has_only_just_started_is_reported() {
     let dir = tempdir("just-started");
     let db = dir.join("run.db");
     let mut conn = synth::create(&db).unwrap();
-    let run = RunSpec {
+    let run = Run {
         complete: false,
-        ..RunSpec::default()
+        end_reason: None,
+        ..synth::run()
     };
     synth::write_run(&mut conn, &run, &[], &[], &[]).unwrap();
     drop(conn);
@@ -278,14 +276,11 @@ fn db_with_leftover_wal(dir: &Path) -> PathBuf {
         .unwrap();
     let spec = small_spec();
     let (requests, truth): (Vec<SynthRequest>, Vec<SynthTruth>) = synth::simulate(&spec);
-    let pollers: Vec<(&str, &str)> = spec
-        .policies
-        .iter()
-        .map(|p| (p.as_str(), p.as_str()))
-        .collect();
-    let run = RunSpec {
+    let pollers = spec.pollers();
+    let run = Run {
         complete: false,
-        ..RunSpec::default()
+        end_reason: None,
+        ..synth::run()
     };
     synth::write_run(&mut conn, &run, &pollers, &requests, &truth).unwrap();
     // Closing the last connection would checkpoint and delete the WAL: a killed process does not.

@@ -21,17 +21,20 @@ fn main() {
         interval_ms: 1000,
         page_limit: 200,
         config: "{}".into(),
+        ..RunInfo::default()
     };
     let pollers = [
         PollerInfo {
             name: "naive".into(),
             policy: "naive".into(),
             k_ms: None,
+            ..PollerInfo::default()
         },
         PollerInfo {
             name: "compensated:k=1s".into(),
             policy: "compensated:k=1s".into(),
             k_ms: Some(1000),
+            ..PollerInfo::default()
         },
     ];
     let recorder = Recorder::create(&db, &run, &pollers).expect("recorder");
@@ -45,23 +48,27 @@ fn main() {
             .map(|i| {
                 let n = 1_600_000_000_000_000_000u64 + r * per_request / 2 + i;
                 StatusRow {
-                    id: n.to_string(),
-                    id_key: format!("{n:032x}"),
-                    id_time_ms: (n >> 22) as i64,
-                    created_at: Some("2026-01-01T00:00:00.000Z".into()),
-                    author: Some("user1".into()),
+                    status: rundb::Status {
+                        id: n.to_string(),
+                        id_key: format!("{n:032x}"),
+                        id_time_ms: (n >> 22) as i64,
+                        created_at: Some("2026-01-01T00:00:00.000Z".into()),
+                        author: Some("user1".into()),
+                    },
                     first_sighting: i >= per_request / 2,
                 }
             })
             .collect();
         rows.push(RequestRow {
             poller: (r % 2) as usize,
-            cycle: r / 2,
-            sent_at_ms: r as i64,
-            received_at_ms: r as i64 + 20,
-            page_limit: 200,
+            request: rundb::Request {
+                cycle: (r / 2) as i64,
+                sent_at_ms: r as i64,
+                received_at_ms: r as i64 + 20,
+                page_limit: 200,
+                ..Default::default()
+            },
             items,
-            ..RequestRow::default()
         });
     }
     let start = Instant::now();

@@ -501,12 +501,45 @@ fn build_pollers(args: &RunArgs, layout: &Layout, limit: usize) -> (Vec<Poller>,
 fn poller_infos(pollers: &[Poller]) -> Vec<PollerInfo> {
     pollers
         .iter()
-        .map(|p| PollerInfo {
-            name: p.name().to_string(),
-            policy: p.policy().to_string(),
-            k_ms: p.policy().k_ms(),
-        })
+        .map(|p| poller_row(p.name(), &p.policy()))
         .collect()
+}
+
+/// The `pollers` row of a poller.
+pub(crate) fn poller_row(name: &str, policy: &CursorPolicy) -> PollerInfo {
+    PollerInfo {
+        name: name.to_string(),
+        policy: policy.to_string(),
+        k_ms: policy.k_ms().map(|k| k as i64),
+        ..PollerInfo::default()
+    }
+}
+
+/// The `runs` row of a run of `args` starting at `started_at_ms`, with
+/// `config` (a [`StoredConfig`], or one that flattens it) as its JSON.
+pub(crate) fn run_row(
+    args: &RunArgs,
+    started_at_ms: i64,
+    layout: &Layout,
+    page_limit: usize,
+    profile: Option<String>,
+    seed: Option<u64>,
+    config: &impl Serialize,
+) -> Result<RunInfo, String> {
+    Ok(RunInfo {
+        started_at_ms,
+        target: args.target.clone(),
+        profile,
+        // The seed's bit pattern (rundb::rows).
+        seed: seed.map(|s| s as i64),
+        clock: args.clock.as_str().into(),
+        layout: layout.to_string(),
+        interval_ms: args.interval as i64,
+        page_limit: page_limit as i64,
+        config: serde_json::to_string(config).map_err(|e| e.to_string())?,
+        version: rundb::VERSION.into(),
+        ..RunInfo::default()
+    })
 }
 
 /// Polls a real API in real time; no truth.
@@ -561,17 +594,7 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
         token: token.as_ref().map(|_| "<redacted>"),
         ..StoredConfig::common(&args, limit, names, &layout)
     };
-    let run_info = RunInfo {
-        started_at_ms: start_ms,
-        target: args.target.clone(),
-        profile: None,
-        seed: None,
-        clock: args.clock.as_str().into(),
-        layout: layout.to_string(),
-        interval_ms: args.interval,
-        page_limit: limit,
-        config: serde_json::to_string(&stored).map_err(|e| e.to_string())?,
-    };
+    let run_info = run_row(&args, start_ms, &layout, limit, None, None, &stored)?;
     let recorder = Recorder::create(&args.db, &run_info, &poller_infos(&pollers))?;
     let run_id = recorder.run_id;
     let plan = Plan {
@@ -797,17 +820,16 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
         backlog_ms: Some(backlog_ms),
         ..StoredConfig::common(&args, limit, names, &layout)
     };
-    let run_info = RunInfo {
-        started_at_ms: start_ms,
-        target: args.target.clone(),
-        profile: Some(args.profile.clone()),
-        seed: Some(args.seed),
-        clock: args.clock.as_str().into(),
-        layout: layout.to_string(),
-        interval_ms: args.interval,
-        page_limit: limit,
-        config: serde_json::to_string(&stored).map_err(|e| e.to_string())?,
-    };
+    let profile = Some(args.profile.clone());
+    let run_info = run_row(
+        &args,
+        start_ms,
+        &layout,
+        limit,
+        profile,
+        Some(args.seed),
+        &stored,
+    )?;
     let recorder = Recorder::create(&args.db, &run_info, &poller_infos(&pollers))?;
     let run_id = recorder.run_id;
     let mut plan = Plan {

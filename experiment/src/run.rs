@@ -127,25 +127,30 @@ pub fn settle(
     let (cycle, page) = poller.position();
     let mut row = RequestRow {
         poller: index,
-        cycle,
-        page,
-        sent_at_ms,
-        received_at_ms,
-        since_id: req.since.map(|id| (layout.format(id), id.sort_key())),
-        before_id: req.before.map(|id| (layout.format(id), id.sort_key())),
-        page_limit: req.limit,
-        retrieved_at_ms: req.since.and(poller.retrieved_at_ms()),
-        http_status: fetched.http_status,
-        bytes: fetched.bytes,
-        wait_ms,
-        ..RequestRow::default()
+        request: rundb::Request {
+            cycle: cycle as i64,
+            page: page as i64,
+            sent_at_ms,
+            received_at_ms,
+            since_id: req.since.map(|id| layout.format(id)),
+            since_key: req.since.map(|id| id.sort_key()),
+            before_id: req.before.map(|id| layout.format(id)),
+            before_key: req.before.map(|id| id.sort_key()),
+            page_limit: req.limit as i64,
+            retrieved_at_ms: req.since.and(poller.retrieved_at_ms()),
+            http_status: fetched.http_status.map(i64::from),
+            bytes: fetched.bytes.map(|b| b as i64),
+            wait_ms: wait_ms as i64,
+            ..Default::default()
+        },
+        items: Vec::new(),
     };
     progress.requests += 1;
     let next = match fetched.result {
         Err(error) => {
             poller.on_failure();
             progress.failed += 1;
-            row.error = Some(error);
+            row.request.error = Some(error);
             None
         }
         Ok(items) => {
@@ -161,9 +166,9 @@ pub fn settle(
                 );
                 progress.future_ids += outcome.future.len() as u64;
             }
-            row.new_items = outcome.new_items;
-            row.reordered = outcome.reordered;
-            row.overflow = outcome.overflow;
+            row.request.new_items = outcome.new_items as i64;
+            row.request.reordered = outcome.reordered;
+            row.request.overflow = outcome.overflow;
             progress.late_arrivals[index].1 += outcome.late_arrivals.len() as u64;
             row.items = outcome
                 .items
@@ -172,11 +177,13 @@ pub fn settle(
                     let first_sighting = progress.sighted(item.id);
                     StatusRow {
                         first_sighting,
-                        id_key: item.id.sort_key(),
-                        id_time_ms: layout.ts_ms(item.id),
-                        id: item.id_text,
-                        created_at: item.created_at,
-                        author: item.author,
+                        status: rundb::Status {
+                            id_key: item.id.sort_key(),
+                            id_time_ms: layout.ts_ms(item.id),
+                            id: item.id_text,
+                            created_at: item.created_at,
+                            author: item.author,
+                        },
                     }
                 })
                 .collect();
@@ -574,6 +581,7 @@ mod tests {
                 name: p.to_string(),
                 policy: p.to_string(),
                 k_ms: None,
+                ..PollerInfo::default()
             })
             .collect();
         (pollers, infos)

@@ -51,25 +51,26 @@ impl InMemory {
 
 impl Records for InMemory {
     fn request(&self, row: RequestRow) {
+        let q = &row.request;
         let r = RecordedRequest {
             poller: row.poller,
-            cycle: row.cycle,
-            page: row.page,
-            sent_at_ms: row.sent_at_ms,
-            received_at_ms: row.received_at_ms,
-            since_key: row.since_id.map(|(_, key)| key),
-            before_key: row.before_id.map(|(_, key)| key),
-            page_limit: row.page_limit,
-            failed: row.error.is_some(),
-            overflow: row.overflow,
-            bytes: row.bytes,
+            cycle: q.cycle as u64,
+            page: q.page as u32,
+            sent_at_ms: q.sent_at_ms,
+            received_at_ms: q.received_at_ms,
+            since_key: q.since_key.clone(),
+            before_key: q.before_key.clone(),
+            page_limit: q.page_limit as usize,
+            failed: q.error.is_some(),
+            overflow: q.overflow,
+            bytes: q.bytes.map(|b| b as u64),
         };
         self.builder.borrow_mut().request(
             &r,
             row.items.iter().map(|s| StatusRef {
-                id: &s.id,
-                key: &s.id_key,
-                id_time_ms: s.id_time_ms,
+                id: &s.status.id,
+                key: &s.status.id_key,
+                id_time_ms: s.status.id_time_ms,
             }),
         );
     }

@@ -1,6 +1,45 @@
 //! # rundb: the run database of the leak harness
 //!
-//! One home for the schema of `run.db`, written by `experiment` and `serve
-//! --truth`, read by `analyze`.
+//! One home for `run.db`: its schema ([`schema`]), one Rust type per row of
+//! each table ([`rows`]), one writer ([`write`](mod@write): the recorder, `serve
+//! --truth` and the synthetic test databases) and one reader ([`read`]:
+//! `analyze`). A change to the schema is an edit here, and the compiler
+//! finds every user it breaks.
+//!
+//! Every function takes the `rusqlite::Connection` it works on, so that a
+//! caller keeps its own transactions (the recorder commits once a second of
+//! wall time, the synthetic databases once per run) and its own statements
+//! for queries of its own (`analyze` reads the large tables in its own loops
+//! where it must). Errors are [`Error`]: one line for the user.
 
+pub mod read;
+pub mod rows;
 pub mod schema;
+pub mod write;
+
+pub use rows::{Observation, PgTruth, Poller, Request, Run, Status, Truth};
+
+use std::fmt;
+
+/// What went wrong with a run database; `Display` is the one-line message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error(pub String);
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<Error> for String {
+    fn from(e: Error) -> String {
+        e.0
+    }
+}
+
+/// The version written to `runs.version`: this workspace's, which the
+/// experiment, `serve` and this crate share (`version.workspace` in
+/// Cargo.toml).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

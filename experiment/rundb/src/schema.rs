@@ -89,3 +89,27 @@ CREATE TABLE IF NOT EXISTS truth (
     PRIMARY KEY (run_id, id)
 ) WITHOUT ROWID;
 "#;
+
+/// The tables of [`CREATE`], which every run database has.
+pub const TABLES: [&str; 6] = [
+    "runs",
+    "pollers",
+    "requests",
+    "statuses",
+    "observations",
+    "truth",
+];
+
+/// The table of visibility brackets of PostgreSQL runs (see the README's run
+/// database), created by the first PostgreSQL run that writes to a file, so
+/// that the other runs' files keep exactly the tables of [`CREATE`].
+pub const PG_TRUTH: &str = "CREATE TABLE IF NOT EXISTS pg_truth (
+    run_id             INTEGER NOT NULL REFERENCES runs(id),
+    id                 TEXT NOT NULL,
+    xid                TEXT NOT NULL,
+    xact_start_ms      INTEGER NOT NULL,
+    commit_ts_ms       INTEGER,
+    commit_returned_ms INTEGER NOT NULL,
+    injected_sleep_ms  INTEGER NOT NULL,
+    PRIMARY KEY (run_id, id)
+) WITHOUT ROWID;";

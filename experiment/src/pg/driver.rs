@@ -7,7 +7,7 @@ use super::source::SqlTarget;
 use super::writers::{self, Output, Tail, Workload, Written};
 use crate::api::{Dialect, HttpTarget};
 use crate::experiment::{RunArgs, RunSummary};
-use crate::record::{PollerInfo, RecordSender, Recorder, RunInfo, TruthRow};
+use crate::record::{PollerInfo, RecordSender, Recorder, TruthRow};
 use crate::run::{self, Plan, Progress, StopReason};
 use clap::Args;
 use rand::{Rng, SeedableRng};
@@ -237,11 +237,7 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
     let infos: Vec<PollerInfo> = names
         .iter()
         .zip(&ordered)
-        .map(|(name, p)| PollerInfo {
-            name: name.clone(),
-            policy: p.to_string(),
-            k_ms: p.k_ms(),
-        })
+        .map(|(name, p)| crate::experiment::poller_row(name, p))
         .collect();
     let final_wait_ms = ordered.iter().filter_map(|p| p.k_ms()).max().unwrap_or(0);
     let stored = PgConfig {
@@ -256,17 +252,15 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
         }),
     };
     let start_ms = crate::clock::now_ms();
-    let run_info = RunInfo {
-        started_at_ms: start_ms,
-        target: args.target.clone(),
-        profile: workload.as_ref().map(|w| w.schema.to_string()),
-        seed: workload.as_ref().map(|_| args.seed),
-        clock: args.clock.as_str().into(),
-        layout: layout.to_string(),
-        interval_ms: args.interval,
-        page_limit: limit,
-        config: serde_json::to_string(&stored).map_err(|e| e.to_string())?,
-    };
+    let run_info = crate::experiment::run_row(
+        args,
+        start_ms,
+        &layout,
+        limit,
+        workload.as_ref().map(|w| w.schema.to_string()),
+        workload.as_ref().map(|_| args.seed),
+        &stored,
+    )?;
     let recorder = Recorder::create(&args.db, &run_info, &infos)?;
     let run_id = recorder.run_id;
 
@@ -530,43 +524,22 @@ fn write_brackets(db: &std::path::Path, run_id: i64, rows: &[Bracket]) -> Result
     let e = |e: rusqlite::Error| format!("cannot write pg_truth in {}: {e}", db.display());
     let mut conn = rusqlite::Connection::open(db).map_err(e)?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(e)?;
+    let rows: Vec<rundb::PgTruth> = rows
+        .iter()
+        .map(|b| rundb::PgTruth {
+            id: b.written.id.to_string(),
+            xid: b.written.xid.clone(),
+            xact_start_ms: b.written.xact_start_ms,
+            commit_ts_ms: b.commit_ts_ms,
+            commit_returned_ms: b.written.commit_returned_ms,
+            injected_sleep_ms: b.written.sleep_ms as i64,
+        })
+        .collect();
     let tx = conn.transaction().map_err(e)?;
-    tx.execute_batch(PG_TRUTH).map_err(e)?;
-    {
-        let mut st = tx
-            .prepare(
-                "INSERT OR REPLACE INTO pg_truth (run_id, id, xid, xact_start_ms, commit_ts_ms, \
-                 commit_returned_ms, injected_sleep_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
-            .map_err(e)?;
-        for b in rows {
-            let w = &b.written;
-            st.execute(rusqlite::params![
-                run_id,
-                w.id.to_string(),
-                w.xid,
-                w.xact_start_ms,
-                b.commit_ts_ms,
-                w.commit_returned_ms,
-                w.sleep_ms as i64
-            ])
-            .map_err(e)?;
-        }
-    }
+    rundb::write::insert_pg_truth(&tx, run_id, &rows)
+        .map_err(|err| format!("cannot write pg_truth in {}: {err}", db.display()))?;
     tx.commit().map_err(e)
 }
-
-/// The table of visibility brackets of PostgreSQL runs (see the README's run database).
-pub const PG_TRUTH: &str = "CREATE TABLE IF NOT EXISTS pg_truth (
-    run_id             INTEGER NOT NULL REFERENCES runs(id),
-    id                 TEXT NOT NULL,
-    xid                TEXT NOT NULL,
-    xact_start_ms      INTEGER NOT NULL,
-    commit_ts_ms       INTEGER,
-    commit_returned_ms INTEGER NOT NULL,
-    injected_sleep_ms  INTEGER NOT NULL,
-    PRIMARY KEY (run_id, id)
-) WITHOUT ROWID;";
 
 /// The xmin poller's delivery delay: from each row's commit timestamp to the
 /// first response of the poller that returned it.

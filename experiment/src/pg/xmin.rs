@@ -113,16 +113,19 @@ pub async fn poll_loop(
             let received = crate::clock::now_ms();
             let mut row = RequestRow {
                 poller: index,
-                cycle,
-                page,
-                sent_at_ms: sent,
-                received_at_ms: received,
-                page_limit: limit,
-                ..RequestRow::default()
+                request: rundb::Request {
+                    cycle: cycle as i64,
+                    page: page as i64,
+                    sent_at_ms: sent,
+                    received_at_ms: received,
+                    page_limit: limit as i64,
+                    ..Default::default()
+                },
+                items: Vec::new(),
             };
             let more = match result {
                 Err(e) => {
-                    row.error = Some(super::db_error(&e));
+                    row.request.error = Some(super::db_error(&e));
                     let mut p = progress.lock().unwrap_or_else(|e| e.into_inner());
                     p.requests += 1;
                     p.failed += 1;
@@ -136,8 +139,8 @@ pub async fn poll_loop(
                     // Recorded in descending ID order, as every response is.
                     let mut ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
                     ids.sort_unstable_by_key(|id| std::cmp::Reverse(*id));
-                    row.reordered = rows.windows(2).any(|w| w[0].0 < w[1].0);
-                    row.new_items = ids.len();
+                    row.request.reordered = rows.windows(2).any(|w| w[0].0 < w[1].0);
+                    row.request.new_items = ids.len() as i64;
                     let late = ids
                         .iter()
                         .filter(|&&id| highest_before.is_some_and(|h| id < h))
@@ -149,11 +152,13 @@ pub async fn poll_loop(
                             let id_ = Id(id as u128);
                             StatusRow {
                                 first_sighting: p.sighted(id_),
-                                id: id.to_string(),
-                                id_key: id_.sort_key(),
-                                id_time_ms: layout.ts_ms(id_),
-                                created_at: None,
-                                author: None,
+                                status: rundb::Status {
+                                    id: id.to_string(),
+                                    id_key: id_.sort_key(),
+                                    id_time_ms: layout.ts_ms(id_),
+                                    created_at: None,
+                                    author: None,
+                                },
                             }
                         })
                         .collect();

@@ -11,83 +11,36 @@
 //! the last second and leaves a database that opens; the run row says
 //! `complete = 0` until [`Recorder::finish`] runs.
 
-use super::schema::{APPLICATION_ID, CREATE, SCHEMA_VERSION};
-use rusqlite::{Connection, OptionalExtension, params};
+use rundb::write::{self, OnConflict};
+use rusqlite::Connection;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// The description of a run, stored in `runs` when it starts.
-#[derive(Clone, Debug)]
-pub struct RunInfo {
-    pub started_at_ms: i64,
-    pub target: String,
-    pub profile: Option<String>,
-    pub seed: Option<u64>,
-    pub clock: String,
-    pub layout: String,
-    pub interval_ms: u64,
-    pub page_limit: usize,
-    /// Every parameter of the run as JSON, tokens redacted.
-    pub config: String,
-}
+/// The rows of `runs`, `pollers` and `truth` ([`rundb::rows`]), under the
+/// names the recorder's users know.
+pub use rundb::{Poller as PollerInfo, Run as RunInfo, Truth as TruthRow};
 
-/// A poller as stored in `pollers`.
-#[derive(Clone, Debug)]
-pub struct PollerInfo {
-    pub name: String,
-    pub policy: String,
-    pub k_ms: Option<u64>,
-}
-
-/// A status as stored in `statuses` (once per run) and `truth`.
+/// An item of a response, as the recorder stores it: in `observations`
+/// always, in `statuses` at its first sighting in the run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StatusRow {
-    pub id: String,
-    pub id_key: String,
-    pub id_time_ms: i64,
-    pub created_at: Option<String>,
-    pub author: Option<String>,
+    pub status: rundb::Status,
     /// No poller of the run has returned it before: store it in `statuses`.
     pub first_sighting: bool,
-}
-
-/// One status of the simulator's ground truth.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TruthRow {
-    pub id: String,
-    pub id_key: String,
-    pub id_time_ms: i64,
-    pub posted_at_ms: i64,
-    pub visible_at_ms: i64,
-    pub deleted_at_ms: Option<i64>,
-    pub origin: String,
 }
 
 /// One request with everything it returned.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RequestRow {
-    /// Index of the poller in the list given to [`Recorder::create`].
+    /// Index of the poller in the list given to [`Recorder::create`]; the
+    /// writer fills `request.poller_id` and `request.items` from it and `items`.
     pub poller: usize,
-    pub cycle: u64,
-    pub page: u32,
-    pub sent_at_ms: i64,
-    pub received_at_ms: i64,
-    pub since_id: Option<(String, String)>,
-    pub before_id: Option<(String, String)>,
-    pub page_limit: usize,
-    pub retrieved_at_ms: Option<i64>,
-    pub http_status: Option<u16>,
-    pub error: Option<String>,
-    pub new_items: usize,
-    pub bytes: Option<u64>,
-    pub reordered: bool,
-    pub overflow: bool,
-    pub wait_ms: u64,
-    /// The items in response order (after sorting, if `reordered`).
+    pub request: rundb::Request,
+    /// The items in response order (after sorting, if `request.reordered`).
     pub items: Vec<StatusRow>,
 }
 
@@ -215,106 +168,16 @@ pub struct WriterStats {
     pub truth: u64,
 }
 
-/// How long opening a database waits for another writer: a run that cannot
-/// start fails before it creates its run row.
-const OPEN_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// How long the writer waits for another writer mid-run (concurrent runs on one
 /// database take turns committing; a virtual run's batch can take seconds):
 /// giving up here would leave an incomplete run.
 const WRITE_BUSY_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The tables of [`CREATE`].
-const OUR_TABLES: [&str; 6] = [
-    "runs",
-    "pollers",
-    "requests",
-    "statuses",
-    "observations",
-    "truth",
-];
-
-/// A database an earlier build began to create and was killed creating: only
-/// our tables (some of them), every one empty, and no marker yet. Completing
-/// it loses nothing.
-fn half_created(conn: &Connection) -> rusqlite::Result<bool> {
-    let names: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
-    for name in &names {
-        if !OUR_TABLES.contains(&name.as_str()) {
-            return Ok(false);
-        }
-        let rows: i64 = conn.query_row(&format!("SELECT count(*) FROM \"{name}\""), [], |r| {
-            r.get(0)
-        })?;
-        if rows > 0 {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// Opens (creating if needed) a run database, with the schema and pragmas set.
-/// Refuses a database of another program or of a newer schema.
-///
-/// The schema, `application_id` and `user_version` are written in one
-/// transaction, so a kill while creating leaves the file absent, empty (and
-/// re-creatable), or whole. A file left half-created by an earlier build (our
-/// tables, empty, no marker) is completed.
+/// Opens (creating if needed) a run database, with the schema and pragmas set
+/// ([`rundb::write::open`]). Refuses a database of another program or of a
+/// newer schema.
 pub fn open_database(path: &Path) -> Result<Connection, RecordError> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
-    let name = path.display();
-    let mut conn =
-        Connection::open(path).map_err(|e| format!("cannot open database {name}: {e}"))?;
-    conn.busy_timeout(OPEN_BUSY_TIMEOUT)
-        .map_err(|e| format!("{name}: {e}"))?;
-    let sql_error = |e: rusqlite::Error| format!("database {name}: {e}");
-    // The checks and the creation share one IMMEDIATE transaction: a second
-    // run opening the same new file waits for the first one's schema instead
-    // of reading its header half-way (no marker yet, then our tables) and
-    // taking it for another program's. A foreign file is only read.
-    let tx = conn
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .map_err(|e| format!("{name} is not a SQLite database ({e})"))?;
-    let app_id: i64 = tx
-        .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(|e| format!("{name} is not a SQLite database ({e})"))?;
-    let version: i64 = tx
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(sql_error)?;
-    if app_id != APPLICATION_ID && !half_created(&tx).map_err(sql_error)? {
-        return Err(format!(
-            "{name} is a SQLite database of another program; choose another --db"
-        ));
-    }
-    if version > SCHEMA_VERSION {
-        return Err(format!(
-            "{name} has schema version {version}, newer than this build's {SCHEMA_VERSION}; use a newer build or another --db"
-        ));
-    }
-    // The header fields are pages of the database like any other: they commit
-    // or roll back with the tables (https://www.sqlite.org/pragma.html#pragma_user_version).
-    tx.execute_batch(CREATE).map_err(sql_error)?;
-    tx.pragma_update(None, "application_id", APPLICATION_ID)
-        .map_err(sql_error)?;
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
-        .map_err(sql_error)?;
-    tx.commit().map_err(sql_error)?;
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(sql_error)?;
-    conn.pragma_update(None, "synchronous", "NORMAL")
-        .map_err(sql_error)?;
-    // A batch of a busy second fits in memory, and checkpoints come less often.
-    conn.pragma_update(None, "cache_size", -65_536)
-        .map_err(sql_error)?;
-    conn.pragma_update(None, "wal_autocheckpoint", 8192)
-        .map_err(sql_error)?;
-    Ok(conn)
+    Ok(write::open(path, "--db")?)
 }
 
 impl Recorder {
@@ -329,43 +192,14 @@ impl Recorder {
 
     /// Adds the run through an open connection and starts the writer thread.
     fn start(
-        mut conn: Connection,
+        conn: Connection,
         path: &Path,
         run: &RunInfo,
         pollers: &[PollerInfo],
     ) -> Result<Recorder, RecordError> {
-        let name = path.display().to_string();
-        let sql_error = move |e: rusqlite::Error| format!("database {name}: {e}");
-        let tx = conn.transaction().map_err(&sql_error)?;
-        tx.execute(
-            "INSERT INTO runs (started_at_ms, target, profile, seed, clock, layout, interval_ms, page_limit, config, version)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            params![
-                run.started_at_ms,
-                run.target,
-                run.profile,
-                run.seed.map(|s| s as i64),
-                run.clock,
-                run.layout,
-                run.interval_ms as i64,
-                run.page_limit as i64,
-                run.config,
-                env!("CARGO_PKG_VERSION"),
-            ],
-        )
-        .map_err(&sql_error)?;
-        let run_id = tx.last_insert_rowid();
-        let mut poller_ids = Vec::new();
-        for p in pollers {
-            tx.execute(
-                "INSERT INTO pollers (run_id, name, policy, k_ms) VALUES (?1, ?2, ?3, ?4)",
-                params![run_id, p.name, p.policy, p.k_ms.map(|k| k as i64)],
-            )
-            .map_err(&sql_error)?;
-            poller_ids.push(tx.last_insert_rowid());
-        }
-        tx.commit().map_err(&sql_error)?;
-        conn.busy_timeout(WRITE_BUSY_TIMEOUT).map_err(&sql_error)?;
+        let (run_id, poller_ids) = write::add_run(&conn, run, pollers)?;
+        conn.busy_timeout(WRITE_BUSY_TIMEOUT)
+            .map_err(|e| format!("database {}: {e}", path.display()))?;
         let (tx, rx) = mpsc::sync_channel(QUEUE_BOUND);
         let failed = Arc::new(AtomicBool::new(false));
         let writer_failed = failed.clone();
@@ -450,25 +284,6 @@ struct Writer {
     in_transaction: bool,
 }
 
-/// Observations inserted by one statement.
-const OBSERVATION_ROWS: usize = 50;
-
-/// New statuses inserted by one statement.
-const STATUS_ROWS: usize = 25;
-
-/// Built once: the statement cache is keyed by the SQL text, looked up per record.
-static MULTI_ROW_OBSERVATIONS: LazyLock<String> = LazyLock::new(|| {
-    let rows = vec!["(?, ?, ?)"; OBSERVATION_ROWS].join(", ");
-    format!("INSERT INTO observations (request_id, position, status_id) VALUES {rows}")
-});
-
-static MULTI_ROW_STATUSES: LazyLock<String> = LazyLock::new(|| {
-    let rows = vec!["(?, ?, ?, ?, ?, ?)"; STATUS_ROWS].join(", ");
-    format!(
-        "INSERT OR IGNORE INTO statuses (run_id, id, id_key, id_time_ms, created_at, author) VALUES {rows}"
-    )
-});
-
 /// Commit at least this often, so a kill loses at most this much.
 const COMMIT_EVERY: Duration = Duration::from_secs(1);
 
@@ -534,137 +349,26 @@ impl Writer {
     }
 
     fn write(&mut self, record: Record) -> Result<(), RecordError> {
-        let db_error = |e: rusqlite::Error| format!("cannot write the run database: {e}");
-        let conn = &self.conn;
-        let mut insert_request = conn
-            .prepare_cached(
-                "INSERT INTO requests (run_id, poller_id, cycle, page, sent_at_ms, received_at_ms,
-                    since_id, since_key, before_id, before_key, page_limit, retrieved_at_ms,
-                    http_status, error, items, new_items, bytes, reordered, overflow, wait_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
-            )
-            .map_err(db_error)?;
-        let mut insert_observations = conn
-            .prepare_cached(&MULTI_ROW_OBSERVATIONS)
-            .map_err(db_error)?;
-        let mut insert_statuses = conn.prepare_cached(&MULTI_ROW_STATUSES).map_err(db_error)?;
-        let mut insert_observation = conn
-            .prepare_cached(
-                "INSERT INTO observations (request_id, position, status_id) VALUES (?1, ?2, ?3)",
-            )
-            .map_err(db_error)?;
-        let mut insert_status = conn
-            .prepare_cached(
-                "INSERT OR IGNORE INTO statuses (run_id, id, id_key, id_time_ms, created_at, author)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )
-            .map_err(db_error)?;
-        let mut insert_truth = conn
-            .prepare_cached(
-                "INSERT OR IGNORE INTO truth (run_id, id, id_key, id_time_ms, posted_at_ms, visible_at_ms, deleted_at_ms, origin)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )
-            .map_err(db_error)?;
         match record {
-            Record::Request(r) => {
-                let poller_id = self.poller_ids.get(r.poller).copied().unwrap_or(-1);
-                insert_request
-                    .execute(params![
-                        self.run_id,
-                        poller_id,
-                        r.cycle as i64,
-                        r.page,
-                        r.sent_at_ms,
-                        r.received_at_ms,
-                        r.since_id.as_ref().map(|s| &s.0),
-                        r.since_id.as_ref().map(|s| &s.1),
-                        r.before_id.as_ref().map(|s| &s.0),
-                        r.before_id.as_ref().map(|s| &s.1),
-                        r.page_limit as i64,
-                        r.retrieved_at_ms,
-                        r.http_status,
-                        r.error,
-                        r.items.len() as i64,
-                        r.new_items as i64,
-                        r.bytes.map(|b| b as i64),
-                        r.reordered,
-                        r.overflow,
-                        r.wait_ms as i64,
-                    ])
-                    .map_err(db_error)?;
-                let request_id = conn.last_insert_rowid();
-                // Observations go in rows of OBSERVATION_ROWS per statement: far
-                // fewer statement executions than one row each.
-                let mut chunks = r.items.chunks_exact(OBSERVATION_ROWS);
-                let mut position = 0i64;
-                for chunk in &mut chunks {
-                    let mut values: Vec<&dyn rusqlite::ToSql> =
-                        Vec::with_capacity(3 * OBSERVATION_ROWS);
-                    let positions: Vec<i64> =
-                        (position..position + OBSERVATION_ROWS as i64).collect();
-                    for (s, p) in chunk.iter().zip(&positions) {
-                        values.extend([&request_id as &dyn rusqlite::ToSql, p, &s.id]);
-                    }
-                    insert_observations
-                        .execute(values.as_slice())
-                        .map_err(db_error)?;
-                    position += OBSERVATION_ROWS as i64;
-                }
-                for s in chunks.remainder() {
-                    insert_observation
-                        .execute(params![request_id, position, s.id])
-                        .map_err(db_error)?;
-                    position += 1;
-                }
-                let new: Vec<&StatusRow> = r.items.iter().filter(|s| s.first_sighting).collect();
-                let mut chunks = new.chunks_exact(STATUS_ROWS);
-                for chunk in &mut chunks {
-                    let mut values: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(6 * STATUS_ROWS);
-                    for s in chunk {
-                        values.extend([
-                            &self.run_id as &dyn rusqlite::ToSql,
-                            &s.id,
-                            &s.id_key,
-                            &s.id_time_ms,
-                            &s.created_at,
-                            &s.author,
-                        ]);
-                    }
-                    insert_statuses
-                        .execute(values.as_slice())
-                        .map_err(db_error)?;
-                }
-                for s in chunks.remainder() {
-                    insert_status
-                        .execute(params![
-                            self.run_id,
-                            s.id,
-                            s.id_key,
-                            s.id_time_ms,
-                            s.created_at,
-                            s.author
-                        ])
-                        .map_err(db_error)?;
-                }
+            Record::Request(mut r) => {
+                r.request.poller_id = self.poller_ids.get(r.poller).copied().unwrap_or(-1);
+                r.request.items = r.items.len() as i64;
+                let request_id = write::insert_request(&self.conn, self.run_id, &r.request)?;
+                let ids: Vec<&str> = r.items.iter().map(|s| s.status.id.as_str()).collect();
+                write::insert_observations(&self.conn, request_id, &ids)?;
+                let new: Vec<&rundb::Status> = r
+                    .items
+                    .iter()
+                    .filter(|s| s.first_sighting)
+                    .map(|s| &s.status)
+                    .collect();
+                write::insert_statuses(&self.conn, self.run_id, &new)?;
                 self.stats.requests += 1;
                 self.stats.observations += r.items.len() as u64;
             }
             Record::Truth(rows) => {
-                for t in rows {
-                    insert_truth
-                        .execute(params![
-                            self.run_id,
-                            t.id,
-                            t.id_key,
-                            t.id_time_ms,
-                            t.posted_at_ms,
-                            t.visible_at_ms,
-                            t.deleted_at_ms,
-                            t.origin
-                        ])
-                        .map_err(db_error)?;
-                    self.stats.truth += 1;
-                }
+                write::insert_truth(&self.conn, self.run_id, &rows, OnConflict::Ignore)?;
+                self.stats.truth += rows.len() as u64;
             }
             Record::Finish { .. } => {}
         }
@@ -677,22 +381,8 @@ impl Writer {
         complete: bool,
         reason: &str,
     ) -> Result<WriterStats, RecordError> {
-        self.conn
-            .execute(
-                "UPDATE runs SET ended_at_ms = ?1, complete = ?2, end_reason = ?3 WHERE id = ?4",
-                params![ended_at_ms, complete, reason, self.run_id],
-            )
-            .map_err(|e| format!("cannot write the run database: {e}"))?;
-        // Fold the WAL back into the main file so the database is one file at rest;
-        // not waiting for it when other runs are writing to the same file.
-        let _ = self.conn.busy_timeout(Duration::ZERO);
-        let _ = self
-            .conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .optional();
-        self.conn
-            .close()
-            .map_err(|(_, e)| format!("cannot close the run database: {e}"))?;
+        write::end_run(&self.conn, self.run_id, ended_at_ms, complete, reason)?;
+        write::close(self.conn)?;
         Ok(self.stats)
     }
 }
@@ -700,6 +390,7 @@ impl Writer {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use rundb::schema::{APPLICATION_ID, CREATE, SCHEMA_VERSION};
 
     /// A database path in a fresh directory, removed (with the database) when dropped.
     pub(crate) struct TempDb {
@@ -740,16 +431,19 @@ pub(crate) mod tests {
             interval_ms: 1000,
             page_limit: 200,
             config: "{}".into(),
+            ..RunInfo::default()
         }
     }
 
     fn status(n: u64) -> StatusRow {
         StatusRow {
-            id: n.to_string(),
-            id_key: format!("{n:032x}"),
-            id_time_ms: n as i64,
-            created_at: None,
-            author: None,
+            status: rundb::Status {
+                id: n.to_string(),
+                id_key: format!("{n:032x}"),
+                id_time_ms: n as i64,
+                created_at: None,
+                author: None,
+            },
             first_sighting: true,
         }
     }
@@ -762,6 +456,7 @@ pub(crate) mod tests {
                 name: "naive".into(),
                 policy: "naive".into(),
                 k_ms: None,
+                ..PollerInfo::default()
             }];
             let rec = Recorder::create(&path, &run_info(), &pollers).unwrap();
             assert_eq!(rec.run_id, round + 1);
@@ -773,9 +468,11 @@ pub(crate) mod tests {
             });
             tx.request(RequestRow {
                 poller: 0,
-                cycle: 1,
+                request: rundb::Request {
+                    cycle: 1,
+                    ..Default::default()
+                },
                 items: vec![status(2)],
-                ..RequestRow::default()
             });
             tx.truth(vec![TruthRow {
                 id: "1".into(),
@@ -819,6 +516,7 @@ pub(crate) mod tests {
             name: "naive".into(),
             policy: "naive".into(),
             k_ms: None,
+            ..PollerInfo::default()
         }];
         let rec = Recorder::start(conn, &path, &run_info(), &pollers).unwrap();
         let tx = rec.sender();
@@ -848,6 +546,7 @@ pub(crate) mod tests {
             name: "naive".into(),
             policy: "naive".into(),
             k_ms: None,
+            ..PollerInfo::default()
         }];
         let rec = Recorder::create(&path, &run_info(), &pollers).unwrap();
         let blocker = Connection::open(&path).unwrap();
@@ -857,9 +556,11 @@ pub(crate) mod tests {
         for cycle in 0..QUEUE_BOUND as u64 + 2 {
             tx.request(RequestRow {
                 poller: 0,
-                cycle,
+                request: rundb::Request {
+                    cycle: cycle as i64,
+                    ..Default::default()
+                },
                 items: vec![status(cycle + 1)],
-                ..RequestRow::default()
             });
         }
         assert!(tx.failed(), "the driver is told to stop");

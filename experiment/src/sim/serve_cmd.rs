@@ -9,8 +9,8 @@ use super::model::DEFAULT_BACKLOG_MS;
 use super::model::{SimStatus, Simulator};
 use super::profile::SimConfig;
 use super::server::{self, RateLimits};
-use crate::record::schema::{APPLICATION_ID, CREATE, SCHEMA_VERSION};
-use rusqlite::{Connection, params};
+use rundb::write::{self, OnConflict};
+use rusqlite::Connection;
 use since_id::id::Layout;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -205,11 +205,9 @@ impl TruthWriter {
                     first_error.get_or_insert(format!("writing truth to {path}: {e}"));
                 }
             }
-            conn.execute(
-                "UPDATE runs SET ended_at_ms = ?1, complete = 1, end_reason = 'stopped' WHERE id = ?2",
-                params![crate::clock::now_ms(), run_id],
-            )
-            .map_err(|e| format!("closing the run in {path}: {e}"))?;
+            write::end_run(&conn, run_id, crate::clock::now_ms(), true, "stopped")
+                .and_then(|()| write::close(conn))
+                .map_err(|e| format!("closing the run in {path}: {e}"))?;
             first_error.map_or(Ok(()), Err)
         });
         Ok(TruthWriter { batches, thread })
@@ -230,8 +228,9 @@ impl TruthWriter {
     }
 }
 
-/// Creates (or opens) a run database, checks its version, and adds a `runs`
-/// row for this serve session.
+/// Creates (or opens) a run database ([`rundb::write::open`]: refused if
+/// another program's or of a newer schema), and adds a `runs` row for this
+/// serve session.
 pub fn open_truth_db(
     path: &Path,
     config: &SimConfig,
@@ -240,67 +239,43 @@ pub fn open_truth_db(
     started_ms: i64,
     backlog_ms: u64,
 ) -> Result<(Connection, i64), String> {
-    let err = |e: rusqlite::Error| format!("truth database {}: {e}", path.display());
-    let conn = Connection::open(path).map_err(err)?;
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(err)?;
-    if version != 0 && version != SCHEMA_VERSION {
-        return Err(format!(
-            "truth database {} has schema version {version}, this program writes {SCHEMA_VERSION}",
-            path.display()
-        ));
-    }
-    conn.execute_batch(CREATE).map_err(err)?;
-    conn.execute_batch(&format!(
-        "PRAGMA user_version = {SCHEMA_VERSION}; PRAGMA application_id = {APPLICATION_ID};"
-    ))
-    .map_err(err)?;
+    let conn = write::open(path, "--truth")?;
     let config_json =
         serde_json::json!({"sim": config, "rate_limit": limits.to_string(), "backlog_ms": backlog_ms})
             .to_string();
-    conn.execute(
-        "INSERT INTO runs (started_at_ms, target, profile, seed, clock, layout, interval_ms, page_limit, config, version)
-         VALUES (?1, 'sim-serve', ?2, ?3, 'wall', ?4, 0, 0, ?5, ?6)",
-        params![
-            started_ms,
-            config.profile,
-            seed as i64,
-            config.layout().name(),
-            config_json,
-            env!("CARGO_PKG_VERSION")
-        ],
-    )
-    .map_err(err)?;
-    let run_id = conn.last_insert_rowid();
+    let run = rundb::Run {
+        started_at_ms: started_ms,
+        target: "sim-serve".into(),
+        profile: Some(config.profile.clone()),
+        // The seed's bit pattern (rundb::rows).
+        seed: Some(seed as i64),
+        clock: "wall".into(),
+        layout: config.layout().name().into(),
+        config: config_json,
+        version: rundb::VERSION.into(),
+        ..rundb::Run::default()
+    };
+    let (run_id, _) = write::add_run(&conn, &run, &[])
+        .map_err(|e| format!("truth database {}: {e}", path.display()))?;
     Ok((conn, run_id))
 }
 
-/// Inserts one batch of truth in one transaction.
+/// Inserts one batch of truth in one transaction; a status already there is
+/// replaced (the latest batch knows the most).
 pub fn write_truth(
     conn: &mut Connection,
     run_id: i64,
     layout: &Layout,
     batch: &[SimStatus],
-) -> Result<(), rusqlite::Error> {
-    let tx = conn.transaction()?;
-    {
-        let mut insert = tx.prepare_cached(
-            "INSERT OR REPLACE INTO truth (run_id, id, id_key, id_time_ms, posted_at_ms, visible_at_ms, deleted_at_ms, origin)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        )?;
-        for s in batch {
-            insert.execute(params![
-                run_id,
-                layout.format(s.id),
-                s.id.sort_key(),
-                s.id_time_ms,
-                s.posted_at_ms,
-                s.visible_at_ms,
-                s.deleted_at_ms,
-                s.origin
-            ])?;
-        }
-    }
+) -> Result<(), rundb::Error> {
+    let rows: Vec<rundb::Truth> = batch
+        .iter()
+        .map(|s| crate::embedded::truth_row(layout, s))
+        .collect();
+    let tx = conn
+        .transaction()
+        .map_err(|e| rundb::Error(format!("cannot write the run database: {e}")))?;
+    write::insert_truth(&tx, run_id, &rows, OnConflict::Replace)?;
     tx.commit()
+        .map_err(|e| rundb::Error(format!("cannot write the run database: {e}")))
 }

@@ -1,0 +1,340 @@
+//! The one reader of run databases: opening read-only with the checks that
+//! make every refusal a one-line message, the `runs` and `pollers` rows, and
+//! the large tables streamed row by row.
+//!
+//! The streaming readers lend each row, borrowed from SQLite's own buffer,
+//! to a callback: nothing is allocated per row, so that a run of ten million
+//! observations reads in seconds. The callback returns the caller's error
+//! type (anything an [`Error`] converts into), so that it can stop the read
+//! with its own one-line message.
+
+use crate::Error;
+use crate::rows::{Observation, PgTruth, Poller, Request, Run, Status, Truth};
+use crate::schema::{APPLICATION_ID, SCHEMA_VERSION};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row};
+use std::ops::RangeInclusive;
+use std::path::Path;
+
+fn read_error(e: rusqlite::Error) -> Error {
+    Error(format!("cannot read the database: {e}"))
+}
+
+/// Opens `path` read-only (a history is never changed by reading it) and
+/// checks that it is a run database this build can read: a regular file,
+/// SQLite, ours (`PRAGMA application_id`), with a `runs` table and a schema
+/// version this build knows.
+pub fn open(path: &Path) -> Result<Connection, Error> {
+    let shown = path.display();
+    let refuse = |msg: String| Err(Error(msg));
+    match std::fs::metadata(path) {
+        Err(e) => return refuse(format!("{shown}: cannot open: {e}")),
+        Ok(m) if m.is_dir() => {
+            return refuse(format!("{shown}: is a directory, not a run database"));
+        }
+        // A FIFO, a socket or a device would block SQLite's first read forever.
+        Ok(m) if !m.is_file() => {
+            return refuse(format!(
+                "{shown}: not a regular file (a FIFO, socket or device), not a run database"
+            ));
+        }
+        Ok(_) => {}
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| Error(format!("{shown}: cannot open as SQLite: {e}")))?;
+    // The first real read tells whether the file is SQLite at all.
+    let first_read = |e: rusqlite::Error| {
+        Error(match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::NotADatabase) => {
+                format!("{shown}: not a SQLite database ({e})")
+            }
+            Some(rusqlite::ErrorCode::CannotOpen) => format!(
+                "{shown}: cannot open ({e}); a database with a -wal file beside it needs a \
+                 writable directory (or an existing -shm file) even to be read"
+            ),
+            _ => format!("{shown}: cannot read as SQLite ({e})"),
+        })
+    };
+    let app_id: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(first_read)?;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(first_read)?;
+    let has_runs: bool = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'runs'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n > 0)
+        .map_err(|e| Error(format!("{shown}: not a SQLite database ({e})")))?;
+    if app_id != APPLICATION_ID {
+        let what = if has_runs { "" } else { ", no runs table" };
+        return refuse(format!(
+            "{shown}: not a snowleak run database (application_id {app_id:#x}, expected {APPLICATION_ID:#x}{what})"
+        ));
+    }
+    if !has_runs {
+        return refuse(format!(
+            "{shown}: not a snowleak run database (no runs table)"
+        ));
+    }
+    if version > SCHEMA_VERSION {
+        return refuse(format!(
+            "{shown}: schema version {version} is newer than this build of analyze knows ({SCHEMA_VERSION}); update analyze"
+        ));
+    }
+    if version < 1 {
+        return refuse(format!(
+            "{shown}: schema version {version} is not one analyze knows (expected {SCHEMA_VERSION})"
+        ));
+    }
+    Ok(conn)
+}
+
+/// The ids of the runs recorded, in order.
+pub fn run_ids(conn: &Connection) -> Result<Vec<i64>, Error> {
+    conn.prepare("SELECT id FROM runs ORDER BY id")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .map_err(read_error)
+}
+
+/// The row of run `id`, if there is one.
+pub fn run(conn: &Connection, id: i64) -> Result<Option<Run>, Error> {
+    conn.query_row(
+        "SELECT id, started_at_ms, ended_at_ms, complete, end_reason, target, profile, seed,
+                clock, layout, interval_ms, page_limit, config, version
+         FROM runs WHERE id = ?1",
+        [id],
+        |r| {
+            Ok(Run {
+                id: r.get(0)?,
+                started_at_ms: r.get(1)?,
+                ended_at_ms: r.get(2)?,
+                complete: r.get(3)?,
+                end_reason: r.get(4)?,
+                target: r.get(5)?,
+                profile: r.get(6)?,
+                seed: r.get(7)?,
+                clock: r.get(8)?,
+                layout: r.get(9)?,
+                interval_ms: r.get(10)?,
+                page_limit: r.get(11)?,
+                config: r.get(12)?,
+                version: r.get(13)?,
+            })
+        },
+    )
+    .optional()
+    .map_err(read_error)
+}
+
+/// The pollers of run `run_id`, in the order they were added.
+pub fn pollers(conn: &Connection, run_id: i64) -> Result<Vec<Poller>, Error> {
+    conn.prepare("SELECT id, name, policy, k_ms FROM pollers WHERE run_id = ?1 ORDER BY id")
+        .and_then(|mut st| {
+            st.query_map([run_id], |r| {
+                Ok(Poller {
+                    id: r.get(0)?,
+                    name: r.get(1)?,
+                    policy: r.get(2)?,
+                    k_ms: r.get(3)?,
+                })
+            })?
+            .collect()
+        })
+        .map_err(read_error)
+}
+
+/// Text borrowed from the row (no copy).
+fn text<'r>(r: &'r Row, i: usize) -> rusqlite::Result<&'r str> {
+    Ok(r.get_ref(i)?.as_str()?)
+}
+
+fn opt_text<'r>(r: &'r Row, i: usize) -> rusqlite::Result<Option<&'r str>> {
+    Ok(r.get_ref(i)?.as_str_or_null()?)
+}
+
+/// An integer column that is 0/1.
+fn flag(r: &Row, i: usize) -> rusqlite::Result<bool> {
+    Ok(!matches!(r.get_ref(i)?, ValueRef::Integer(0)))
+}
+
+/// Runs `sql` with `params` and hands each row to `f`.
+fn for_each_row<P, E>(
+    conn: &Connection,
+    sql: &str,
+    params: P,
+    mut f: impl FnMut(&Row) -> Result<(), E>,
+) -> Result<(), E>
+where
+    P: rusqlite::Params,
+    E: From<Error>,
+{
+    let mut st = conn.prepare(sql).map_err(read_error)?;
+    let mut rows = st.query(params).map_err(read_error)?;
+    while let Some(r) = rows.next().map_err(read_error)? {
+        f(r)?;
+    }
+    Ok(())
+}
+
+fn status<'r>(r: &'r Row) -> rusqlite::Result<Status<&'r str>> {
+    Ok(Status {
+        id: text(r, 0)?,
+        id_key: text(r, 1)?,
+        id_time_ms: r.get(2)?,
+        created_at: opt_text(r, 3)?,
+        author: opt_text(r, 4)?,
+    })
+}
+
+fn truth<'r>(r: &'r Row) -> rusqlite::Result<Truth<&'r str>> {
+    Ok(Truth {
+        id: text(r, 0)?,
+        id_key: text(r, 1)?,
+        id_time_ms: r.get(2)?,
+        posted_at_ms: r.get(3)?,
+        visible_at_ms: r.get(4)?,
+        deleted_at_ms: r.get(5)?,
+        origin: text(r, 6)?,
+    })
+}
+
+fn request<'r>(r: &'r Row) -> rusqlite::Result<Request<&'r str>> {
+    Ok(Request {
+        id: r.get(0)?,
+        poller_id: r.get(1)?,
+        cycle: r.get(2)?,
+        page: r.get(3)?,
+        sent_at_ms: r.get(4)?,
+        received_at_ms: r.get(5)?,
+        since_id: opt_text(r, 6)?,
+        since_key: opt_text(r, 7)?,
+        before_id: opt_text(r, 8)?,
+        before_key: opt_text(r, 9)?,
+        page_limit: r.get(10)?,
+        retrieved_at_ms: r.get(11)?,
+        http_status: r.get(12)?,
+        error: opt_text(r, 13)?,
+        items: r.get(14)?,
+        new_items: r.get(15)?,
+        bytes: r.get(16)?,
+        reordered: flag(r, 17)?,
+        overflow: flag(r, 18)?,
+        wait_ms: r.get(19)?,
+    })
+}
+
+fn observation<'r>(r: &'r Row) -> rusqlite::Result<Observation<&'r str>> {
+    Ok(Observation {
+        request_id: r.get(0)?,
+        position: r.get(1)?,
+        status_id: text(r, 2)?,
+    })
+}
+
+/// Lends each status of run `run_id` to `f`, in the table's order (by ID text).
+pub fn for_each_status<E: From<Error>>(
+    conn: &Connection,
+    run_id: i64,
+    mut f: impl FnMut(Status<&str>) -> Result<(), E>,
+) -> Result<(), E> {
+    for_each_row(
+        conn,
+        "SELECT id, id_key, id_time_ms, created_at, author FROM statuses WHERE run_id = ?1",
+        [run_id],
+        |r| f(status(r).map_err(read_error)?),
+    )
+}
+
+/// Lends each truth row of run `run_id` to `f`, in the table's order (by ID text).
+pub fn for_each_truth<E: From<Error>>(
+    conn: &Connection,
+    run_id: i64,
+    mut f: impl FnMut(Truth<&str>) -> Result<(), E>,
+) -> Result<(), E> {
+    for_each_row(
+        conn,
+        "SELECT id, id_key, id_time_ms, posted_at_ms, visible_at_ms, deleted_at_ms, origin
+         FROM truth WHERE run_id = ?1",
+        [run_id],
+        |r| f(truth(r).map_err(read_error)?),
+    )
+}
+
+/// Lends each request of run `run_id` to `f`, in the order they were recorded.
+pub fn for_each_request<E: From<Error>>(
+    conn: &Connection,
+    run_id: i64,
+    mut f: impl FnMut(Request<&str>) -> Result<(), E>,
+) -> Result<(), E> {
+    for_each_row(
+        conn,
+        "SELECT id, poller_id, cycle, page, sent_at_ms, received_at_ms, since_id, since_key,
+                before_id, before_key, page_limit, retrieved_at_ms, http_status, error, items,
+                new_items, bytes, reordered, overflow, wait_ms
+         FROM requests WHERE run_id = ?1 ORDER BY id",
+        [run_id],
+        |r| f(request(r).map_err(read_error)?),
+    )
+}
+
+/// Lends each observation of the requests with ids in `requests` to `f`, in
+/// (request, position) order.
+///
+/// The writer appends each request's observations in position order in the
+/// transaction that adds the request, so rowid order is (request, position)
+/// order and no sort, index or join with `requests` is needed (a join is a
+/// third of the load time at ten million rows). The rows of another run whose
+/// requests interleave with the range are lent too: the caller skips them.
+pub fn for_each_observation<E: From<Error>>(
+    conn: &Connection,
+    requests: RangeInclusive<i64>,
+    mut f: impl FnMut(Observation<&str>) -> Result<(), E>,
+) -> Result<(), E> {
+    for_each_row(
+        conn,
+        "SELECT request_id, position, status_id FROM observations
+         WHERE request_id BETWEEN ?1 AND ?2 ORDER BY rowid",
+        [*requests.start(), *requests.end()],
+        |r| f(observation(r).map_err(read_error)?),
+    )
+}
+
+/// The visibility brackets of PostgreSQL run `run_id` (none for other runs,
+/// and for files that have no `pg_truth` table).
+pub fn pg_truth(conn: &Connection, run_id: i64) -> Result<Vec<PgTruth>, Error> {
+    let has_table: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'pg_truth'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(read_error)?;
+    if has_table == 0 {
+        return Ok(Vec::new());
+    }
+    conn.prepare(
+        "SELECT id, xid, xact_start_ms, commit_ts_ms, commit_returned_ms, injected_sleep_ms
+         FROM pg_truth WHERE run_id = ?1",
+    )
+    .and_then(|mut st| {
+        st.query_map([run_id], |r| {
+            Ok(PgTruth {
+                id: r.get(0)?,
+                xid: r.get(1)?,
+                xact_start_ms: r.get(2)?,
+                commit_ts_ms: r.get(3)?,
+                commit_returned_ms: r.get(4)?,
+                injected_sleep_ms: r.get(5)?,
+            })
+        })?
+        .collect()
+    })
+    .map_err(read_error)
+}

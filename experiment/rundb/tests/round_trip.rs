@@ -1,0 +1,314 @@
+//! Every row written by `rundb::write` reads back the same through
+//! `rundb::read`, and the file holds exactly the schema's tables.
+
+use rundb::write::{self, OnConflict};
+use rundb::{Observation, PgTruth, Poller, Request, Run, Status, Truth, read, schema};
+
+/// A fresh directory under the system's temporary one, removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("rundb-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn status(n: u64) -> Status {
+    Status {
+        id: n.to_string(),
+        id_key: format!("{n:032x}"),
+        id_time_ms: n as i64,
+        created_at: n.is_multiple_of(2).then(|| format!("t{n}")),
+        author: n.is_multiple_of(3).then(|| format!("a{n}")),
+    }
+}
+
+#[test]
+fn every_row_reads_back_as_written() {
+    let dir = TempDir::new("round-trip");
+    let path = dir.0.join("run.db");
+    let conn = write::open(&path, "--db").unwrap();
+    let run = Run {
+        started_at_ms: 1,
+        target: "simulator".into(),
+        profile: Some("twitter".into()),
+        // A u64 seed above i64::MAX keeps its bit pattern.
+        seed: Some(u64::MAX as i64),
+        clock: "virtual".into(),
+        layout: "twitter".into(),
+        interval_ms: 1000,
+        page_limit: 200,
+        config: "{}".into(),
+        version: rundb::VERSION.into(),
+        ..Run::default()
+    };
+    let pollers = [
+        Poller {
+            name: "naive".into(),
+            policy: "naive".into(),
+            ..Poller::default()
+        },
+        Poller {
+            name: "k".into(),
+            policy: "compensated:k=1s".into(),
+            k_ms: Some(1000),
+            ..Poller::default()
+        },
+    ];
+    let (run_id, poller_ids) = write::add_run(&conn, &run, &pollers).unwrap();
+    let request = Request {
+        poller_id: poller_ids[1],
+        cycle: 3,
+        page: 1,
+        sent_at_ms: 10,
+        received_at_ms: 12,
+        since_id: Some("5".to_string()),
+        since_key: Some(format!("{:032x}", 5)),
+        before_id: None,
+        before_key: None,
+        page_limit: 200,
+        retrieved_at_ms: Some(9),
+        http_status: Some(200),
+        error: None,
+        items: 120,
+        new_items: 60,
+        bytes: Some(4096),
+        reordered: true,
+        overflow: false,
+        wait_ms: 7,
+        ..Request::default()
+    };
+    let request_id = write::insert_request(&conn, run_id, &request).unwrap();
+    // More than one batch of each, and a remainder.
+    let items: Vec<Status> = (1..=120).map(status).collect();
+    let ids: Vec<&str> = items.iter().map(|s| s.id.as_str()).collect();
+    write::insert_observations(&conn, request_id, &ids).unwrap();
+    let refs: Vec<&Status> = items.iter().chain(&items[..3]).collect();
+    write::insert_statuses(&conn, run_id, &refs).unwrap();
+    let truth: Vec<Truth> = (1..=60)
+        .map(|n| Truth {
+            id: n.to_string(),
+            id_key: format!("{n:032x}"),
+            id_time_ms: n,
+            posted_at_ms: n,
+            visible_at_ms: n + 1,
+            deleted_at_ms: (n == 7).then_some(99),
+            origin: "local".into(),
+        })
+        .collect();
+    write::insert_truth(&conn, run_id, &truth, OnConflict::Ignore).unwrap();
+    let mut later = truth[0].clone();
+    later.deleted_at_ms = Some(50);
+    write::insert_truth(&conn, run_id, &[later.clone()], OnConflict::Ignore).unwrap();
+    let bracket = PgTruth {
+        id: "1".into(),
+        xid: "740".into(),
+        xact_start_ms: 1,
+        commit_ts_ms: None,
+        commit_returned_ms: 3,
+        injected_sleep_ms: 0,
+    };
+    write::insert_pg_truth(&conn, run_id, std::slice::from_ref(&bracket)).unwrap();
+    write::end_run(&conn, run_id, 20, true, "duration").unwrap();
+    write::close(conn).unwrap();
+
+    let conn = read::open(&path).unwrap();
+    assert_eq!(read::run_ids(&conn).unwrap(), vec![run_id]);
+    let back = read::run(&conn, run_id).unwrap().unwrap();
+    assert_eq!(
+        back,
+        Run {
+            id: run_id,
+            ended_at_ms: Some(20),
+            complete: true,
+            end_reason: Some("duration".into()),
+            ..run
+        }
+    );
+    assert_eq!(back.seed.map(|s| s as u64), Some(u64::MAX));
+    assert_eq!(read::run(&conn, run_id + 1).unwrap(), None);
+    let read_pollers = read::pollers(&conn, run_id).unwrap();
+    assert_eq!(
+        read_pollers.iter().map(|p| p.id).collect::<Vec<_>>(),
+        poller_ids
+    );
+    assert_eq!(read_pollers[1].k_ms, Some(1000));
+    assert_eq!(read_pollers[0].name, "naive");
+
+    let mut requests = Vec::new();
+    read::for_each_request(&conn, run_id, |r| {
+        let owned = |s: Option<&str>| s.map(str::to_owned);
+        requests.push(Request {
+            since_id: owned(r.since_id),
+            since_key: owned(r.since_key),
+            before_id: owned(r.before_id),
+            before_key: owned(r.before_key),
+            error: owned(r.error),
+            id: r.id,
+            poller_id: r.poller_id,
+            cycle: r.cycle,
+            page: r.page,
+            sent_at_ms: r.sent_at_ms,
+            received_at_ms: r.received_at_ms,
+            page_limit: r.page_limit,
+            retrieved_at_ms: r.retrieved_at_ms,
+            http_status: r.http_status,
+            items: r.items,
+            new_items: r.new_items,
+            bytes: r.bytes,
+            reordered: r.reordered,
+            overflow: r.overflow,
+            wait_ms: r.wait_ms,
+        });
+        Ok::<_, rundb::Error>(())
+    })
+    .unwrap();
+    assert_eq!(
+        requests,
+        vec![Request {
+            id: request_id,
+            ..request
+        }]
+    );
+
+    let mut observations: Vec<Observation> = Vec::new();
+    read::for_each_observation(&conn, request_id..=request_id, |o| {
+        observations.push(Observation {
+            request_id: o.request_id,
+            position: o.position,
+            status_id: o.status_id.to_owned(),
+        });
+        Ok::<_, rundb::Error>(())
+    })
+    .unwrap();
+    let expected: Vec<Observation> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| Observation {
+            request_id,
+            position: i as i64,
+            status_id: id.to_string(),
+        })
+        .collect();
+    assert_eq!(observations, expected);
+
+    let mut statuses = Vec::new();
+    read::for_each_status(&conn, run_id, |s| {
+        statuses.push(Status {
+            id: s.id.to_owned(),
+            id_key: s.id_key.to_owned(),
+            id_time_ms: s.id_time_ms,
+            created_at: s.created_at.map(str::to_owned),
+            author: s.author.map(str::to_owned),
+        });
+        Ok::<_, rundb::Error>(())
+    })
+    .unwrap();
+    statuses.sort_by_key(|s| s.id_time_ms);
+    assert_eq!(statuses, items, "each status once, as first written");
+
+    let mut truth_back = Vec::new();
+    read::for_each_truth(&conn, run_id, |t| {
+        truth_back.push(Truth {
+            id: t.id.to_owned(),
+            id_key: t.id_key.to_owned(),
+            id_time_ms: t.id_time_ms,
+            posted_at_ms: t.posted_at_ms,
+            visible_at_ms: t.visible_at_ms,
+            deleted_at_ms: t.deleted_at_ms,
+            origin: t.origin.to_owned(),
+        });
+        Ok::<_, rundb::Error>(())
+    })
+    .unwrap();
+    truth_back.sort_by_key(|t| t.id_time_ms);
+    assert_eq!(truth_back, truth, "Ignore kept the first row");
+    drop(conn);
+
+    // Replace takes the later word.
+    let conn = write::open(&path, "--db").unwrap();
+    write::insert_truth(&conn, run_id, &[later.clone()], OnConflict::Replace).unwrap();
+    let deleted: Option<i64> = conn
+        .query_row("SELECT deleted_at_ms FROM truth WHERE id = '1'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(deleted, Some(50));
+    assert_eq!(read::pg_truth(&conn, run_id).unwrap(), vec![bracket]);
+}
+
+#[test]
+fn a_callback_error_stops_the_read() {
+    let dir = TempDir::new("stop");
+    let path = dir.0.join("run.db");
+    let conn = write::open(&path, "--db").unwrap();
+    let (run_id, _) = write::add_run(&conn, &Run::default(), &[]).unwrap();
+    let rows: Vec<Status> = (1..=5).map(status).collect();
+    let refs: Vec<&Status> = rows.iter().collect();
+    write::insert_statuses(&conn, run_id, &refs).unwrap();
+    write::close(conn).unwrap();
+    let conn = read::open(&path).unwrap();
+    let mut seen = 0;
+    let err = read::for_each_status(&conn, run_id, |_| {
+        seen += 1;
+        Err(rundb::Error("enough".into()))
+    })
+    .unwrap_err();
+    assert_eq!((seen, err.0.as_str()), (1, "enough"));
+}
+
+#[test]
+fn a_failed_add_run_leaves_nothing() {
+    let dir = TempDir::new("rollback");
+    let path = dir.0.join("run.db");
+    let conn = write::open(&path, "--db").unwrap();
+    let twice = Poller {
+        name: "same".into(),
+        policy: "naive".into(),
+        ..Poller::default()
+    };
+    // UNIQUE (run_id, name): the second poller fails, and the run goes with it.
+    assert!(write::add_run(&conn, &Run::default(), &[twice.clone(), twice]).is_err());
+    let runs: i64 = conn
+        .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(runs, 0);
+}
+
+/// The file holds the tables of `schema::CREATE` and no other until a
+/// PostgreSQL run adds `pg_truth`.
+#[test]
+fn a_new_file_holds_exactly_the_schema() {
+    let dir = TempDir::new("schema");
+    let path = dir.0.join("run.db");
+    let conn = write::open(&path, "--db").unwrap();
+    let mut names: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    names.sort();
+    let mut expected: Vec<String> = schema::TABLES.iter().map(|s| s.to_string()).collect();
+    expected.sort();
+    assert_eq!(names, expected);
+    let marker: (i64, i64) = conn
+        .query_row(
+            "SELECT application_id, user_version FROM pragma_application_id, pragma_user_version",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(marker, (schema::APPLICATION_ID, schema::SCHEMA_VERSION));
+    assert_eq!(read::pg_truth(&conn, 1).unwrap(), vec![]);
+}

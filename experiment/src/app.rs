@@ -692,7 +692,18 @@ async fn drive(
             }
         })
     };
-    let reason = run::run_real(plan, target, truth, recorder.sender(), progress, stop_rx).await;
+    // From the recorded start, so the drain is due when a virtual run from
+    // the same `--start` has it.
+    let reason = run::run_real_from(
+        start_ms,
+        plan,
+        target,
+        truth,
+        recorder.sender(),
+        progress,
+        stop_rx,
+    )
+    .await;
     watcher.abort();
     reason
 }

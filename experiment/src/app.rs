@@ -9,7 +9,7 @@ use crate::poller::Poller;
 use crate::record::{PollerInfo, Recorder, RunInfo};
 use crate::run::{self, Plan, Progress, StopReason};
 use crate::sim::faults::{FaultPlan, FaultSpec};
-use crate::sim::model::{DEFAULT_BACKLOG_MS, SimConfig, Simulator};
+use crate::sim::model::{DEFAULT_BACKLOG_MS, SimConfig};
 use crate::target::spec::{TargetOptions, TargetSpec};
 use crate::target::{Dialect, HttpTarget, Token, http_client};
 use crate::time::{format_duration_ms, parse_duration_ms};
@@ -753,7 +753,14 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
         duration_ms: args.duration,
         final_wait_ms,
     };
-    let simulator = Simulator::with_backlog(sim_config.clone(), args.seed, start_ms, backlog_ms);
+    let simulator = embedded::with_backlog_streamed(
+        sim_config.clone(),
+        args.seed,
+        start_ms,
+        backlog_ms,
+        embedded::serves(&dialect),
+        &recorder.sender(),
+    );
     // Off a terminal: a line a minute in real time, ten lines a run in virtual time.
     let log_every_ms = if virtual_clock {
         (args.duration / 10).max(1)

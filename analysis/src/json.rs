@@ -19,7 +19,7 @@ pub struct Output<'a> {
     /// "truth", "union" (of the other pollers) or "none".
     pub reference: &'static str,
     pub pollers: Vec<Poller>,
-    pub leaks: Vec<Leak>,
+    pub leaks: Leaks<'a>,
     pub other_misses: OtherMisses<'a>,
     pub future_ids: Vec<String>,
     pub truth: Option<Truth>,
@@ -100,6 +100,28 @@ pub struct Leak {
     pub missed_by: Vec<String>,
     pub id_skew_ms: Option<i64>,
     pub required_k_ms: Option<i64>,
+}
+
+/// The leaks, each written as the JSON is serialized (a run can have a
+/// million: as strings all at once they cost about 300 bytes each).
+pub struct Leaks<'a> {
+    loaded: &'a Loaded,
+    analysis: &'a Analysis,
+}
+
+impl Serialize for Leaks<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (loaded, h) = (self.loaded, &self.loaded.history);
+        serializer.collect_seq(self.analysis.leaks().map(|i| Leak {
+            id: loaded.status_id(i.status).into_owned(),
+            id_time: rfc3339_ms(h.statuses[i.status as usize].id_time_ms),
+            first_seen: i.first_seen_ms.map(rfc3339_ms),
+            seen_by: names(loaded, i.seen_by),
+            missed_by: names(loaded, i.leaked_by),
+            id_skew_ms: i.id_skew_ms,
+            required_k_ms: i.required_k_ms,
+        }))
+    }
 }
 
 #[derive(Serialize)]
@@ -196,18 +218,10 @@ pub fn build<'a>(loaded: &'a Loaded, a: &'a Analysis, plots: &[String]) -> Outpu
             }),
         })
         .collect();
-    let leaks = a
-        .leaks()
-        .map(|i| Leak {
-            id: loaded.status_id(i.status).into_owned(),
-            id_time: rfc3339_ms(h.statuses[i.status as usize].id_time_ms),
-            first_seen: i.first_seen_ms.map(rfc3339_ms),
-            seen_by: names(loaded, i.seen_by),
-            missed_by: names(loaded, i.leaked_by),
-            id_skew_ms: i.id_skew_ms,
-            required_k_ms: i.required_k_ms,
-        })
-        .collect();
+    let leaks = Leaks {
+        loaded,
+        analysis: a,
+    };
     let other_misses = OtherMisses {
         loaded,
         misses: &a.other_misses,

@@ -9,8 +9,10 @@
 //! - [`report`]: the text report; [`json`]: the `--json` output; [`plot`]: PNG and SVG plots.
 //! - [`sweep`]: the `sweep` command's core: many seeds, one row per seed and poller;
 //!   [`sweep_plot`]: its frontier and lateness survival plots.
+//! - [`cli`]: the binaries' one-line usage errors.
 //! - [`synth`]: writes synthetic run databases (for tests and the benchmark).
 
+pub mod cli;
 pub mod diff;
 pub mod json;
 pub mod load;

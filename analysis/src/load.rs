@@ -15,9 +15,9 @@
 //! range.
 
 use crate::diff::{History, MAX_POLLERS, PollerSpec, Request, Status, Visibility};
+use rundb::schema::{APPLICATION_ID, SCHEMA_VERSION};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use since_id::id::Layout;
-use rundb::schema::{APPLICATION_ID, SCHEMA_VERSION};
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 use since_id::id::Id;

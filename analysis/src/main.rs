@@ -37,7 +37,7 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         eprintln!("analyze: internal error (please report): {info}");
     }));
-    let args: Args = snowleak::app::parse_args_or_exit();
+    let args: Args = analysis::cli::parse_args_or_exit();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {

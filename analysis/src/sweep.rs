@@ -2,7 +2,7 @@
 //! checker as `analyze`, summarised per seed and poller.
 //!
 //! Each seed runs `experiment --clock virtual` (the `snowleak` library's
-//! [`snowleak::app::run_experiment`]) into a scratch database, which is loaded
+//! [`snowleak::run_experiment`]) into a scratch database, which is loaded
 //! and judged exactly as `analyze` does ([`crate::load`], [`crate::diff`],
 //! [`crate::oracle`]) and then deleted: only one row per seed and poller is
 //! kept, in `sweep.db`, so a sweep of 100 hours writes kilobytes, not the
@@ -17,7 +17,7 @@ use crate::diff::{Distribution, analyze};
 use crate::oracle;
 use rusqlite::{Connection, params};
 use serde::Serialize;
-use snowleak::app::RunArgs;
+use snowleak::RunArgs;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -96,7 +96,7 @@ pub fn run_seed(base: &[String], seed: u64, scratch: &Path) -> Result<SeedResult
     let args = run_args(base, seed, &db)?;
     let duration_ms = args.duration;
     let result = (|| {
-        let summary = snowleak::app::run_experiment(args)?;
+        let summary = snowleak::run_experiment(args)?;
         let conn = crate::load::open(&db).map_err(|e| e.to_string())?;
         let loaded = crate::load::load(&conn, summary.run_id).map_err(|e| e.to_string())?;
         drop(conn);
@@ -487,7 +487,7 @@ mod tests {
         );
         let db = dir.join("by-hand.db");
         remove_db(&db);
-        let summary = snowleak::app::run_experiment(run_args(&base, 3, &db).unwrap()).unwrap();
+        let summary = snowleak::run_experiment(run_args(&base, 3, &db).unwrap()).unwrap();
         let conn = crate::load::open(&db).unwrap();
         let loaded = crate::load::load(&conn, summary.run_id).unwrap();
         let a = analyze(&loaded.history);

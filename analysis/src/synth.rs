@@ -8,10 +8,10 @@
 //! polled by real cursor policies from `since_id::policy`. Nothing here is
 //! used by `analyze` itself.
 
+use rundb::schema::{APPLICATION_ID, CREATE, SCHEMA_VERSION};
 use rusqlite::{Connection, params};
 use since_id::id::{Id, Layout};
 use since_id::policy::CursorPolicy;
-use rundb::schema::{APPLICATION_ID, CREATE, SCHEMA_VERSION};
 use std::path::Path;
 
 /// The `runs` row of a synthetic run.

@@ -2,14 +2,14 @@
 //! over real HTTP on 127.0.0.1 for real time, with its truth streamed to the
 //! recorder either way.
 
-use crate::id::Layout;
-use crate::poller::{Item, PageRequest};
+use crate::api::{Dialect, Fetched};
 use crate::record::TruthRow;
 use crate::run::VirtualTarget;
 use crate::sim::faults::{Fault, FaultPlan, mangle_list};
 use crate::sim::model::{Query, SimStatus, Simulator};
-use crate::target::{Dialect, Fetched};
-use crate::time::rfc3339_ms;
+use since_id::id::Layout;
+use since_id::poller::{Item, PageRequest};
+use since_id::time::rfc3339_ms;
 use std::sync::{Arc, Mutex};
 
 /// The truth row of a simulated status.
@@ -29,15 +29,14 @@ pub fn truth_row(layout: &Layout, s: &SimStatus) -> TruthRow {
 pub type Serves = fn(&SimStatus) -> bool;
 
 /// The statuses the polled endpoint serves. The truth a poller is judged
-/// against is exactly these, in both clocks: Misskey's local timeline serves
-/// local notes only (as the simulator's `local-timeline` route does,
-/// `sim/server.rs`), the other endpoints the embedded target polls serve
-/// every status.
+/// against is exactly these, in both clocks: a local timeline (Misskey's, as
+/// the simulator's route serves it) serves local statuses only, the other
+/// endpoints the embedded target polls serve every status.
 pub fn serves(dialect: &Dialect) -> Serves {
-    match dialect {
-        Dialect::Misskey { endpoint } if endpoint == "local-timeline" => SimStatus::is_local,
-        Dialect::Mastodon { timeline } if timeline == "local" => SimStatus::is_local,
-        _ => |_| true,
+    if dialect.local_only() {
+        SimStatus::is_local
+    } else {
+        |_| true
     }
 }
 
@@ -76,21 +75,6 @@ pub fn with_backlog_streamed(
     }
     sim.advance(start_ms);
     sim
-}
-
-/// The dialect the simulator speaks for a profile's layout.
-pub fn dialect_for(layout: &Layout) -> Dialect {
-    match layout.name() {
-        "mastodon" => Dialect::Mastodon {
-            timeline: "public".into(),
-        },
-        name if name.starts_with("misskey") => Dialect::Misskey {
-            endpoint: "local-timeline".into(),
-        },
-        _ => Dialect::TwitterV1 {
-            list_id: "1".into(),
-        },
-    }
 }
 
 /// The simulator reached in-process, at simulated times, with the same

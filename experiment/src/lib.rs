@@ -3,28 +3,29 @@
 //! The library behind the `experiment` and `analyze` binaries. Data flows one way:
 //! target → poller → recorder → run.db → analyze → report.
 //!
-//! Pure core (no I/O, no clock reads; unit- and property-tested):
-//! - [`id`]: ID layouts (Snowflake, Misskey, ULID, UUIDv7): `ts(id)`, `min_id_at(t)`.
-//! - [`policy`]: cursor policies (`naive`, `compensated:k=1s`).
-//! - [`strategy`]: a policy as a state machine (ticks, audits, adaptive).
-//! - [`poller`]: one poller as a state machine: the next request from the last response.
+//! Pure core: crate [`since_id`] (experiment/core; no I/O, no clock reads; unit- and
+//! property-tested): ID layouts, cursor policies, strategies, the poller state machine, its
+//! schedule, and time parsing. This library uses it directly, it does not re-export it.
 //! - [`sim`]: the leaky timeline model (pure) and its HTTP server (shell).
-//! - [`time`]: ms since the Unix epoch, parsed and printed.
 //!
 //! Thin shell:
-//! - [`target`]: API dialects and the HTTP client.
+//! - [`api`]: each API's client side (one file per API) and the HTTP client.
 //! - [`run`]: the drivers, real time over HTTP and virtual time in-process.
 //! - [`embedded`]: the simulator as the default target.
 //! - [`pg`]: PostgreSQL as a real leak source: a throwaway cluster, writers, pollers over SQL
 //!   and HTTP, the `xmin` policy, your own database.
 //! - [`record`]: the run database's schema and its writer.
-//! - [`app`]: the `experiment` command's wiring; [`clock`]: the one wall-clock read.
+//! - [`run_experiment`]: one experiment from its [`RunArgs`] to its [`RunSummary`] (what the
+//!   `experiment` binary, `sweep` and the tests run); [`clock`]: the one wall-clock read.
+//!
+//! The `experiment` binary's own wiring (argument parsing, the `id` subcommand, the closing
+//! summary) lives in its `main.rs`, not here.
 //!
 //! ## The core in your own poller
 //!
 //! ```
-//! use snowleak::id::Layout;
-//! use snowleak::policy::CursorPolicy;
+//! use since_id::id::Layout;
+//! use since_id::policy::CursorPolicy;
 //!
 //! let layout: Layout = "mastodon".parse().unwrap();
 //! let policy: CursorPolicy = "compensated:k=2s".parse().unwrap();
@@ -37,17 +38,13 @@
 //! assert_eq!(since_id, layout.format(layout.min_id_at(sent_at_ms - 2000).pred()));
 //! ```
 
-pub mod app;
+pub mod api;
 pub mod clock;
 pub mod embedded;
-pub use since_id::id;
+mod experiment;
 pub mod pg;
-pub use since_id::policy;
-pub use since_id::poller;
 pub mod record;
 pub mod run;
-pub use since_id::schedule;
 pub mod sim;
-pub use since_id::strategy;
-pub mod target;
-pub use since_id::time;
+
+pub use experiment::{ClockMode, RunArgs, RunSummary, dry_run, run_experiment};

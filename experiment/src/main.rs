@@ -3,11 +3,11 @@
 //! simulator alone (`experiment serve`), and does ID math (`experiment id`).
 
 use clap::{Parser, Subcommand};
-use snowleak::app::{RunArgs, dry_run, run_experiment, summary_text};
-use snowleak::id::{Id, Layout};
-use snowleak::policy::compensated_since_id;
+use since_id::id::{Id, Layout};
+use since_id::policy::compensated_since_id;
+use since_id::time::{parse_duration_ms, parse_time, rfc3339_ms};
 use snowleak::sim::serve_cmd::{ServeArgs, serve_command};
-use snowleak::time::{parse_duration_ms, parse_time, rfc3339_ms};
+use snowleak::{RunArgs, RunSummary, dry_run, run_experiment};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -64,7 +64,7 @@ enum IdCommand {
 }
 
 fn main() -> ExitCode {
-    let cli: Cli = snowleak::app::parse_args_or_exit();
+    let cli: Cli = parse_args_or_exit();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -122,4 +122,46 @@ fn id_command(cmd: IdCommand) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The closing lines: per poller, and how to analyze the run.
+fn summary_text(summary: &RunSummary) -> String {
+    let p = &summary.progress;
+    let mut out = format!(
+        "run {} {}: {} requests ({} failed), {} distinct statuses\n",
+        summary.run_id,
+        if summary.complete {
+            "complete"
+        } else {
+            "INCOMPLETE"
+        },
+        p.requests,
+        p.failed,
+        p.statuses
+    );
+    for (name, late) in &p.late_arrivals {
+        out.push_str(&format!("  {name}: {late} late arrivals seen\n"));
+    }
+    out.push_str(&summary.notes);
+    out.push_str(&format!(
+        "analyze it with: cargo run --release --bin analyze {} --run {}\n",
+        summary.db.display(),
+        summary.run_id
+    ));
+    out
+}
+
+/// Parses the command line; a usage error is one line on stderr and exit status 2
+/// (clap's own output adds a blank line and a tip), while `--help` and `--version` print as usual.
+fn parse_args_or_exit<T: clap::Parser>() -> T {
+    match T::try_parse() {
+        Ok(args) => args,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            let rendered = e.to_string();
+            let first = rendered.lines().next().unwrap_or("error: bad arguments");
+            eprintln!("{first}");
+            std::process::exit(2);
+        }
+    }
 }

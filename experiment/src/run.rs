@@ -7,12 +7,12 @@
 //! its event queue, and share [`settle`], which turns one response into the
 //! poller's next step and a recorded row.
 
-use crate::id::{Id, Layout};
-use crate::poller::{PageRequest, Poller};
+use crate::api::{Fetched, HttpTarget};
 use crate::record::{RecordSender, RequestRow, StatusRow, TruthRow};
-use crate::schedule::{CycleStart, Schedule};
-pub use crate::schedule::{align_up, following_tick};
-use crate::target::{Fetched, HttpTarget};
+use since_id::id::{Id, Layout};
+use since_id::poller::{PageRequest, Poller};
+use since_id::schedule::{CycleStart, Schedule};
+pub use since_id::schedule::{align_up, following_tick};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -36,7 +36,7 @@ pub struct Progress {
     pub failed: u64,
     pub statuses: u64,
     pub late_arrivals: Vec<(String, u64)>,
-    /// Items from the future (see [`crate::poller::FUTURE_TOLERANCE_MS`]).
+    /// Items from the future (see [`since_id::poller::FUTURE_TOLERANCE_MS`]).
     pub future_ids: u64,
     /// IDs returned by some poller and above some poller's cursor: the only
     /// ones that can come back. Pruned below the lowest cursor, so its size
@@ -131,7 +131,7 @@ pub fn settle(
                     count = outcome.future.len(),
                     id = %layout.format(*first),
                     "IDs more than {} s ahead of the client clock: recorded, the cursor does not follow them",
-                    crate::poller::FUTURE_TOLERANCE_MS / 1000
+                    since_id::poller::FUTURE_TOLERANCE_MS / 1000
                 );
                 progress.future_ids += outcome.future.len() as u64;
             }
@@ -611,9 +611,9 @@ mod tests {
     /// the cut, this test never returns (the harness timeout fails it).
     #[tokio::test]
     async fn a_far_retry_after_cannot_hold_the_run_past_its_end() {
+        use crate::api::{Dialect, HttpTarget, http_client};
         use crate::record::Recorder;
         use crate::record::writer::tests::{run_info, temp_db};
-        use crate::target::{Dialect, HttpTarget, http_client};
         use axum::response::IntoResponse;
         let app = axum::Router::new().fallback(|| async {
             (
@@ -674,7 +674,7 @@ mod tests {
             assert_eq!(mine[0].3, 0);
             // The wait the server asked for was cut short at the end, and recorded.
             assert!(mine[1].3 > 0, "{rows:?}");
-            assert!((mine[1].3 as u64) < crate::target::MAX_SERVER_WAIT_MS);
+            assert!((mine[1].3 as u64) < crate::api::MAX_SERVER_WAIT_MS);
         }
     }
 
@@ -695,7 +695,7 @@ mod tests {
         let layout = config.layout();
         let policies = ["naive", "compensated:k=1s"];
         let (pollers, infos) = pollers_of(&policies, &layout, 200, 10);
-        let serves = crate::embedded::serves(&crate::embedded::dialect_for(&layout));
+        let serves = crate::embedded::serves(&crate::sim::server::client_dialect(&layout));
         let recorder = Recorder::create(&path, &run_info(), &infos).unwrap();
         let blocker = rusqlite::Connection::open(&path).unwrap();
         blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
@@ -759,7 +759,7 @@ mod tests {
 
     #[test]
     fn backoff_doubles_and_caps() {
-        use crate::schedule::backoff_ms;
+        use since_id::schedule::backoff_ms;
         assert_eq!(backoff_ms(0, 1000), 0);
         assert_eq!(backoff_ms(1, 1000), 0);
         assert_eq!(backoff_ms(2, 1000), 1000);

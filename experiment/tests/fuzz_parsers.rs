@@ -4,8 +4,8 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use snowleak::id::Layout;
-use snowleak::target::Dialect;
+use since_id::id::Layout;
+use snowleak::api::Dialect;
 
 fn dialects() -> Vec<(Dialect, Layout)> {
     vec![

@@ -16,7 +16,7 @@ const MACHINE_PATH: &str = "/work/";
 /// Names of documents the project was started from, which are not in it: a
 /// comment that needs their facts cites the public source they came from.
 const OUTSIDE_DOCUMENTS: &[&str] = &["project brief", "the brief's", "the seeds'"];
-/// Extensions that make a bare word (no `/`) a file reference: `api-facts.md`, `server_x.rs`.
+/// Extensions that make a bare word (no `/`) a file reference: `api-facts.md`, `mastodon.rs`.
 const BARE_EXTENSIONS: &[&str] = &["md", "rs"];
 
 fn repo_root() -> PathBuf {
@@ -171,7 +171,7 @@ fn every_file_a_comment_or_document_names_is_in_the_repository() {
 #[test]
 fn the_scan_finds_paths_and_leaves_hosts_alone() {
     let text = "see docs/api-facts.md [api-facts.md 1.2], `../shared/research/x.md`, sim/profile.rs. \
-                Not github.com/tesaguri/leaky-snowflake/README.md nor crate::policy.";
+                Not github.com/tesaguri/leaky-snowflake/README.md nor since_id::policy.";
     assert_eq!(
         referenced_paths(text),
         [
@@ -183,9 +183,9 @@ fn the_scan_finds_paths_and_leaves_hosts_alone() {
     );
     let root = repo_root().canonicalize().unwrap();
     let files = repo_files(&root);
-    let here = root.join("experiment/src/sim/server.rs");
+    let here = root.join("experiment/src/sim/server/mod.rs");
     assert!(resolves(&root, &files, &here, "docs/api-facts.md"));
-    assert!(resolves(&root, &files, &here, "server_x.rs"));
+    assert!(resolves(&root, &files, &here, "mastodon.rs"));
     assert!(!resolves(
         &root,
         &files,

@@ -6,7 +6,7 @@
 use clap::Parser;
 use rusqlite::Connection;
 use serde_json::Value;
-use snowleak::app::{RunArgs, run_experiment};
+use snowleak::{RunArgs, run_experiment};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -24,33 +24,74 @@ use std::fmt;
 use std::str::FromStr;
 
 /// An ID as an order-preserving unsigned integer (see the module docs).
+///
+/// ```
+/// use since_id::{Id, Layout};
+///
+/// let aidx: Layout = "misskey-aidx".parse().unwrap();
+/// let (a, b) = (aidx.parse("9f6m2hqa00000000").unwrap(), aidx.parse("9f6m2hqa00000001").unwrap());
+/// assert!(a < b); // the API's order is the integer's order
+/// assert_eq!(b.pred(), a);
+/// ```
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize), serde(transparent))]
 pub struct Id(pub u128);
 
 impl Id {
     /// The ID just below this one, saturating at zero.
+    ///
+    /// ```
+    /// use since_id::Id;
+    /// assert_eq!(Id(10).pred(), Id(9));
+    /// assert_eq!(Id(0).pred(), Id(0));
+    /// ```
     pub fn pred(self) -> Id {
         Id(self.0.saturating_sub(1))
     }
 
     /// A fixed-width text key that sorts like the ID (32 hex digits), for SQL.
+    ///
+    /// ```
+    /// use since_id::Id;
+    /// assert_eq!(Id(255).sort_key(), "000000000000000000000000000000ff");
+    /// assert!(Id(9).sort_key() < Id(10).sort_key());
+    /// ```
     pub fn sort_key(self) -> String {
         format!("{:032x}", self.0)
     }
 }
 
 /// Why an ID or a layout name could not be read.
+///
+/// ```
+/// use since_id::{IdError, Layout};
+///
+/// let twitter = Layout::twitter();
+/// assert!(matches!(twitter.parse("12ab"), Err(IdError::Malformed { .. })));
+/// assert_eq!(
+///     twitter.parse("18446744073709551616").unwrap_err().to_string(),
+///     "twitter ID '18446744073709551616' is out of the layout's range"
+/// );
+/// assert!(matches!("snowflake".parse::<Layout>(), Err(IdError::UnknownLayout(_))));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IdError {
+    /// A layout name that is none of [`Layout::NAMES`], `custom:...` or `sonyflake:epoch=MS`.
     UnknownLayout(String),
+    /// Text that is not an ID of the layout (wrong characters or width).
     Malformed {
+        /// The text as given.
         id: String,
+        /// The layout's name.
         layout: String,
+        /// What an ID of the layout looks like.
         expected: &'static str,
     },
+    /// Well-formed digits beyond the layout's largest ID.
     OutOfRange {
+        /// The text as given.
         id: String,
+        /// The layout's name.
         layout: String,
     },
 }
@@ -97,9 +138,11 @@ const BASE36: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
 const HEX: &[u8] = b"0123456789abcdef";
 const CROCKFORD: &[u8] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
-/// Epochs, in ms since the Unix epoch.
+/// Twitter's Snowflake epoch ("twepoch"), 2010-11-04T01:42:54.657Z, in ms since the Unix epoch.
 pub const TWITTER_EPOCH_MS: i64 = 1_288_834_974_657;
+/// Discord's epoch, 2015-01-01T00:00:00Z, in ms since the Unix epoch.
 pub const DISCORD_EPOCH_MS: i64 = 1_420_070_400_000;
+/// Instagram's epoch, 2011-08-24T21:07:01.721Z, in ms since the Unix epoch.
 pub const INSTAGRAM_EPOCH_MS: i64 = 1_314_220_021_721;
 /// Sonyflake v1's default start time, 2014-09-01T00:00:00Z (v2 moved it to 2025-01-01).
 pub const SONYFLAKE_EPOCH_MS: i64 = 1_409_529_600_000;
@@ -108,7 +151,19 @@ pub const MISSKEY_EPOCH_MS: i64 = 946_684_800_000;
 /// Misskey's meid adds 0x800000000000 to the Unix ms, so its epoch lies that far before 1970.
 pub const MEID_OFFSET_MS: i64 = 0x8000_0000_0000;
 
-/// An ID layout. Parse one from its name with [`str::parse`].
+/// An ID layout. Parse one from its name with [`str::parse`]: one of [`Layout::NAMES`]
+/// (`x` is `twitter`; `aid`, `aidx`, `meid` are Misskey's), `sonyflake:epoch=MS`, or
+/// `custom:epoch=MS,shift=N[,unit=MS]` for any Snowflake-like decimal layout.
+///
+/// ```
+/// use since_id::Layout;
+///
+/// let discord: Layout = "discord".parse().unwrap();
+/// let id = discord.parse("175928847299117063").unwrap(); // Discord's docs, "Snowflakes"
+/// assert_eq!(discord.ts_ms(id), 1_462_015_105_796);
+/// let mine: Layout = "custom:epoch=1000,shift=12".parse().unwrap();
+/// assert_eq!(mine.ts_ms(mine.min_id_at(5000)), 5000);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     name: String,
@@ -121,6 +176,11 @@ pub struct Layout {
 
 impl Layout {
     /// The names accepted by [`FromStr`] (besides `custom:` and `sonyflake:epoch=MS`).
+    ///
+    /// ```
+    /// use since_id::Layout;
+    /// assert!(Layout::NAMES.iter().all(|n| n.parse::<Layout>().unwrap().name() == *n));
+    /// ```
     pub const NAMES: &'static [&'static str] = &[
         "twitter",
         "discord",
@@ -170,45 +230,97 @@ impl Layout {
         }
     }
 
+    /// Twitter's (and X's) Snowflake: 41 bits of ms since [`TWITTER_EPOCH_MS`] above 22
+    /// bits of worker and sequence.
+    ///
+    /// ```
+    /// use since_id::{Id, Layout};
+    /// assert_eq!(Layout::twitter(), "x".parse().unwrap());
+    /// assert_eq!(Layout::twitter().ts_ms(Id(1 << 22)), since_id::id::TWITTER_EPOCH_MS + 1);
+    /// ```
     pub fn twitter() -> Layout {
         Layout::snowflake("twitter", TWITTER_EPOCH_MS, 22, 1)
     }
 
+    /// The layout's canonical name, as [`Display`](fmt::Display) prints it.
+    ///
+    /// ```
+    /// use since_id::Layout;
+    /// assert_eq!("aidx".parse::<Layout>().unwrap().name(), "misskey-aidx");
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// Whether IDs are decimal numbers (as opposed to fixed-width strings).
+    ///
+    /// ```
+    /// use since_id::Layout;
+    /// assert!(Layout::twitter().is_numeric());
+    /// assert!(!"ulid".parse::<Layout>().unwrap().is_numeric());
+    /// ```
     pub fn is_numeric(&self) -> bool {
         self.encoding == Encoding::Decimal
     }
 
     /// The layout's epoch in ms since the Unix epoch.
+    ///
+    /// ```
+    /// use since_id::Layout;
+    /// assert_eq!("mastodon".parse::<Layout>().unwrap().epoch_ms(), 0);
+    /// ```
     pub fn epoch_ms(&self) -> i64 {
         self.epoch_ms
     }
 
     /// The largest ID the layout can write.
+    ///
+    /// ```
+    /// use since_id::{Id, Layout};
+    /// assert_eq!(Layout::twitter().max_id(), Id(u64::MAX as u128));
+    /// ```
     pub fn max_id(&self) -> Id {
         Id(self.max)
     }
 
     /// Ms per tick of the time field (10 for Sonyflake, 1 elsewhere).
+    ///
+    /// ```
+    /// use since_id::Layout;
+    /// assert_eq!("sonyflake".parse::<Layout>().unwrap().unit_ms(), 10);
+    /// ```
     pub fn unit_ms(&self) -> u64 {
         self.unit_ms
     }
 
     /// The value of one tick of the time field in the ID (`1 << shift` for Snowflakes).
+    ///
+    /// ```
+    /// use since_id::Layout;
+    /// assert_eq!(Layout::twitter().multiplier(), 1 << 22);
+    /// ```
     pub fn multiplier(&self) -> u128 {
         self.multiplier
     }
 
     /// The ID's timestamp in ms since the layout's epoch (`id >> 22` for Twitter).
+    ///
+    /// ```
+    /// use since_id::{Id, Layout};
+    /// assert_eq!(Layout::twitter().ts_since_epoch_ms(Id(3 << 22 | 5)), 3);
+    /// ```
     pub fn ts_since_epoch_ms(&self, id: Id) -> u128 {
         (id.0 / self.multiplier) * self.unit_ms as u128
     }
 
     /// The ID's timestamp in ms since the Unix epoch, saturating at the ends of `i64`.
+    ///
+    /// ```
+    /// use since_id::Layout;
+    /// let mastodon: Layout = "mastodon".parse().unwrap();
+    /// let id = mastodon.parse("103206804533200177").unwrap(); // 2019-11-26T23:27:40.186Z
+    /// assert_eq!(mastodon.ts_ms(id), 1_574_810_860_186);
+    /// ```
     pub fn ts_ms(&self, id: Id) -> i64 {
         let t =
             self.epoch_ms as i128 + self.ts_since_epoch_ms(id).min(i128::MAX as u128 / 2) as i128;
@@ -217,6 +329,15 @@ impl Layout {
 
     /// The smallest ID whose timestamp is at `unix_ms`, saturating at the epoch (ID 0)
     /// and at the last instant the layout can write.
+    ///
+    /// ```
+    /// use since_id::{Id, Layout};
+    /// let twitter = Layout::twitter();
+    /// let id = twitter.min_id_at(1_462_015_105_796);
+    /// assert_eq!(twitter.ts_ms(id), 1_462_015_105_796);
+    /// assert_eq!(twitter.ts_ms(id.pred()), 1_462_015_105_795);
+    /// assert_eq!(twitter.min_id_at(0), Id(0)); // before twepoch
+    /// ```
     pub fn min_id_at(&self, unix_ms: i64) -> Id {
         self.min_id_at_wide(unix_ms as i128)
     }
@@ -232,11 +353,27 @@ impl Layout {
     }
 
     /// `min_id_at(unix_ms - k_ms)`, without overflow for any inputs.
+    ///
+    /// ```
+    /// use since_id::Layout;
+    /// let twitter = Layout::twitter();
+    /// let t = 1_462_015_105_796;
+    /// assert_eq!(twitter.min_id_before(t, 1000), twitter.min_id_at(t - 1000));
+    /// assert_eq!(twitter.min_id_before(i64::MIN, u64::MAX), twitter.min_id_at(0));
+    /// ```
     pub fn min_id_before(&self, unix_ms: i64, k_ms: u64) -> Id {
         self.min_id_at_wide(unix_ms as i128 - k_ms as i128)
     }
 
-    /// Reads an ID as the API writes it.
+    /// Reads an ID as the API writes it (string layouts in either case).
+    ///
+    /// ```
+    /// use since_id::{Id, Layout};
+    /// assert_eq!(Layout::twitter().parse("4194304"), Ok(Id(1 << 22)));
+    /// let ulid: Layout = "ulid".parse().unwrap();
+    /// assert_eq!(ulid.parse("0000000000000000000000000a"), Ok(Id(10)));
+    /// assert!(ulid.parse("not a ulid").is_err());
+    /// ```
     pub fn parse(&self, text: &str) -> Result<Id, IdError> {
         match self.encoding {
             Encoding::Decimal => {
@@ -292,6 +429,13 @@ impl Layout {
     }
 
     /// Writes an ID the way the API does (lower-case for Misskey and UUIDs, upper-case for ULIDs).
+    ///
+    /// ```
+    /// use since_id::{Id, Layout};
+    /// let uuid: Layout = "uuidv7".parse().unwrap();
+    /// assert_eq!(uuid.format(Id(0xab)), "00000000-0000-0000-0000-0000000000ab");
+    /// assert_eq!(Layout::twitter().format(Id(42)), "42");
+    /// ```
     pub fn format(&self, id: Id) -> String {
         match self.encoding {
             Encoding::Decimal => id.0.min(self.max).to_string(),

@@ -5,41 +5,67 @@
 //! added without touching the pollers. Pure: the client clock is passed in.
 
 use crate::id::{Id, Layout};
-use crate::time::{format_duration_ms, parse_duration_ms};
+use crate::time::{DurationError, format_duration_ms, parse_duration_ms};
 use std::fmt;
 use std::str::FromStr;
 
-/// The largest k accepted when parsing a policy: a run ends k after its
+/// The largest duration accepted when parsing a policy: a run ends k after its
 /// duration (the final drain), so k must keep it finite. Measured leaks needed
 /// seconds (README); a day is far beyond any useful k.
 pub const MAX_K_MS: u64 = 24 * 3600 * 1000;
 
+/// How a poller picks its since_id. Parsed from a spec and printed back the same way.
+///
+/// ```
+/// use since_id::CursorPolicy;
+///
+/// let p: CursorPolicy = "audit:k=1s,depth=2m,every=1m".parse().unwrap();
+/// assert_eq!(p, CursorPolicy::Audit { k_ms: 1000, depth_ms: 120_000, every_ms: 60_000 });
+/// assert_eq!(p.to_string(), "audit:k=1s,depth=2m,every=1m");
+/// assert_eq!("compensated:k=1500ms".parse::<CursorPolicy>().unwrap().to_string(), "compensated:k=1s500ms");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CursorPolicy {
     /// since_id = the highest ID seen: skips every late arrival.
     Naive,
     /// since_id held k ms behind the previous request (the final formula of
     /// tesaguri's "Your Timelines Are Leaky", github.com/tesaguri/leaky-snowflake).
-    Compensated { k_ms: u64 },
+    Compensated {
+        /// How far behind, in ms.
+        k_ms: u64,
+    },
     /// The compensated cursor at every tick, and every `every_ms` one deep
     /// request (paged back as needed) covering IDs down to `depth_ms` below the
     /// tick: the "rescan" real clients do (see [`crate::strategy`]).
     Audit {
+        /// The compensated cursor's k, in ms.
         k_ms: u64,
+        /// How far below the tick an audit reaches, in ms.
         depth_ms: u64,
+        /// The audit period, in ms.
         every_ms: u64,
     },
     /// k, depth and audit period estimated from the late arrivals found, within
     /// a request budget of one request per tick (see [`crate::strategy`]).
     /// `floor_ms` is the smallest lateness its audits always cover.
-    Adaptive { floor_ms: u64 },
+    Adaptive {
+        /// The smallest lateness its audits always cover, in ms.
+        floor_ms: u64,
+    },
     /// PostgreSQL targets only: a keyset cursor on (xid, id) below the oldest
     /// running transaction (`crate::pg::xmin`); it has no since_id.
     Xmin,
 }
 
 impl CursorPolicy {
-    /// The k this policy compensates for; `None` for naive.
+    /// The k this policy compensates for; `None` for naive (and for adaptive, whose k
+    /// changes during a run, and xmin).
+    ///
+    /// ```
+    /// use since_id::CursorPolicy;
+    /// assert_eq!("compensated:k=2s".parse::<CursorPolicy>().unwrap().k_ms(), Some(2000));
+    /// assert_eq!(CursorPolicy::Naive.k_ms(), None);
+    /// ```
     pub fn k_ms(&self) -> Option<u64> {
         match self {
             CursorPolicy::Naive | CursorPolicy::Xmin => None,
@@ -52,6 +78,17 @@ impl CursorPolicy {
     /// The since_id of the next request. `latest` is the highest ID ever seen
     /// (it never decreases, even when that item is deleted) and `retrieved_at_ms`
     /// the client time at which the previous request was sent.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Layout};
+    ///
+    /// let twitter = Layout::twitter();
+    /// let sent_at_ms = 1_462_015_105_796;
+    /// let latest = twitter.min_id_at(sent_at_ms - 10);
+    /// assert_eq!(CursorPolicy::Naive.since_id(&twitter, latest, sent_at_ms), latest);
+    /// let k1s = CursorPolicy::Compensated { k_ms: 1000 };
+    /// assert_eq!(k1s.since_id(&twitter, latest, sent_at_ms), twitter.min_id_at(sent_at_ms - 1000).pred());
+    /// ```
     pub fn since_id(&self, layout: &Layout, latest: Id, retrieved_at_ms: i64) -> Id {
         match *self {
             // An xmin poller reads by (xid, id), never by since_id.
@@ -80,6 +117,21 @@ impl CursorPolicy {
 ///
 /// `lower` bounds the result from below when the client clock is behind the
 /// server's: the answer is then never worse than "k behind the latest ID".
+///
+/// ```
+/// use since_id::Layout;
+/// use since_id::policy::compensated_since_id;
+///
+/// let twitter = Layout::twitter();
+/// let latest = twitter.min_id_at(1_000_000_000_000 + 1_288_834_974_657);
+/// // A client clock 10 s ahead: k behind the request's time would be above `latest`...
+/// let ahead = twitter.ts_ms(latest) + 10_000;
+/// assert_eq!(compensated_since_id(&twitter, latest, ahead, 1000), latest);
+/// // ...and 10 s behind: the answer is bounded by k behind the latest ID.
+/// let behind = twitter.ts_ms(latest) - 10_000;
+/// let lower = twitter.min_id_at(twitter.ts_ms(latest) - 1000).pred();
+/// assert_eq!(compensated_since_id(&twitter, latest, behind, 1000), lower);
+/// ```
 pub fn compensated_since_id(layout: &Layout, latest: Id, retrieved_at_ms: i64, k_ms: u64) -> Id {
     let lower = if layout.ts_since_epoch_ms(latest) <= k_ms as u128 {
         latest
@@ -101,6 +153,18 @@ pub fn compensated_since_id(layout: &Layout, latest: Id, retrieved_at_ms: i64, k
 /// never rises as k grows (below the guard), so a binary search finds the
 /// edge exactly, whichever of `lower` and the candidate binds and whatever the
 /// layout's time unit. The analysis uses it to replay the policy on a run.
+///
+/// ```
+/// use since_id::Layout;
+/// use since_id::policy::smallest_k_catching;
+///
+/// let twitter = Layout::twitter();
+/// let sent_at_ms = 1_462_015_105_796;
+/// let latest = twitter.min_id_at(sent_at_ms);
+/// // An item 1500 ms older than the request, seen only after it: k = 1500 ms catches it.
+/// let late = twitter.min_id_at(sent_at_ms - 1500);
+/// assert_eq!(smallest_k_catching(&twitter, latest, sent_at_ms, late), Some(1500));
+/// ```
 pub fn smallest_k_catching(
     layout: &Layout,
     latest: Id,
@@ -161,44 +225,183 @@ impl fmt::Display for CursorPolicy {
     }
 }
 
-/// The default smallest lateness adaptive's audits cover (see [`crate::strategy`]).
+/// The default smallest lateness adaptive's audits cover (see [`crate::strategy`]): 2 min.
+///
+/// ```
+/// use since_id::CursorPolicy;
+/// use since_id::policy::ADAPTIVE_FLOOR_MS;
+/// assert_eq!("adaptive".parse(), Ok(CursorPolicy::Adaptive { floor_ms: ADAPTIVE_FLOOR_MS }));
+/// ```
 pub const ADAPTIVE_FLOOR_MS: u64 = 120_000;
 
+/// Why a policy spec could not be read: the spec as given and what is wrong with it.
+///
+/// ```
+/// use since_id::{CursorPolicy, PolicyError, PolicyErrorKind};
+///
+/// let err: PolicyError = "compensated:k=2days".parse::<CursorPolicy>().unwrap_err();
+/// assert_eq!(err.spec(), "compensated:k=2days");
+/// assert!(matches!(err.kind(), PolicyErrorKind::TooLong { key } if key == "k"));
+/// assert_eq!(
+///     err.to_string(),
+///     "bad poller policy 'compensated:k=2days': k is at most 1day (the run's final drain waits k)"
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyError {
+    spec: String,
+    kind: PolicyErrorKind,
+}
+
+/// What is wrong with a policy spec (see [`PolicyError`]).
+///
+/// ```
+/// use since_id::{CursorPolicy, PolicyErrorKind};
+///
+/// let err = "audit:k=1s,depth=2m".parse::<CursorPolicy>().unwrap_err();
+/// assert_eq!(err.kind(), &PolicyErrorKind::Missing { key: "every".into() });
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyErrorKind {
+    /// Not one of the policy names.
+    Unrecognised,
+    /// A parameter without `=`.
+    NotKeyValue {
+        /// The parameter as written.
+        part: String,
+    },
+    /// A parameter the policy does not take.
+    UnknownKey {
+        /// The key as written, trimmed.
+        key: String,
+    },
+    /// A parameter's value is not a duration.
+    BadDuration(DurationError),
+    /// A duration above [`MAX_K_MS`].
+    TooLong {
+        /// The key as written.
+        key: String,
+    },
+    /// A parameter the policy needs is not given.
+    Missing {
+        /// The missing key.
+        key: String,
+    },
+    /// A parameter that must be above zero is zero.
+    Zero {
+        /// The key.
+        key: String,
+    },
+}
+
+impl PolicyError {
+    fn new(spec: &str, kind: PolicyErrorKind) -> PolicyError {
+        PolicyError {
+            spec: spec.to_string(),
+            kind,
+        }
+    }
+
+    /// The spec as it was given.
+    pub fn spec(&self) -> &str {
+        &self.spec
+    }
+
+    /// What is wrong with it.
+    pub fn kind(&self) -> &PolicyErrorKind {
+        &self.kind
+    }
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "bad poller policy '{}': ", self.spec)?;
+        match &self.kind {
+            PolicyErrorKind::Unrecognised => f.write_str(
+                "expected 'naive', 'compensated:k=DURATION' (for example compensated:k=1s), \
+                 'audit:k=1s,depth=2m,every=1m', 'adaptive' or 'xmin' (PostgreSQL targets)",
+            ),
+            PolicyErrorKind::NotKeyValue { part } => {
+                write!(f, "expected KEY=DURATION, not '{part}'")
+            }
+            PolicyErrorKind::UnknownKey { key } => write!(f, "unknown key '{key}'"),
+            PolicyErrorKind::BadDuration(e) => write!(f, "{e}"),
+            PolicyErrorKind::TooLong { key } => {
+                write!(f, "{key} is at most 1day (the run's final drain waits k)")
+            }
+            PolicyErrorKind::Missing { key } => write!(f, "{key}= is missing"),
+            PolicyErrorKind::Zero { key } => write!(f, "{key} must be above 0"),
+        }
+    }
+}
+
+impl std::error::Error for PolicyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            PolicyErrorKind::BadDuration(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+// The harness reports errors as one line of text and keeps using `?`.
+impl From<PolicyError> for String {
+    fn from(e: PolicyError) -> String {
+        e.to_string()
+    }
+}
+
 /// Parses `key=DURATION,...` with exactly the keys given, each at most [`MAX_K_MS`].
-fn parse_params(s: &str, body: &str, keys: &[&str]) -> Result<Vec<u64>, String> {
+fn parse_params(s: &str, body: &str, keys: &[&str]) -> Result<Vec<u64>, PolicyError> {
+    let bad = |kind| PolicyError::new(s, kind);
     let mut values: Vec<Option<u64>> = vec![None; keys.len()];
     for part in body.split(',') {
         let (key, value) = part.split_once('=').ok_or_else(|| {
-            format!("bad poller policy '{s}': expected KEY=DURATION, not '{part}'")
+            bad(PolicyErrorKind::NotKeyValue {
+                part: part.to_string(),
+            })
         })?;
-        let at = keys
-            .iter()
-            .position(|k| *k == key.trim())
-            .ok_or_else(|| format!("bad poller policy '{s}': unknown key '{}'", key.trim()))?;
+        let at = keys.iter().position(|k| *k == key.trim()).ok_or_else(|| {
+            bad(PolicyErrorKind::UnknownKey {
+                key: key.trim().to_string(),
+            })
+        })?;
         let ms =
-            parse_duration_ms(value.trim()).map_err(|e| format!("bad poller policy '{s}': {e}"))?;
+            parse_duration_ms(value.trim()).map_err(|e| bad(PolicyErrorKind::BadDuration(e)))?;
         if ms > MAX_K_MS {
-            return Err(format!(
-                "bad poller policy '{s}': {key} is at most 1day (the run's final drain waits k)"
-            ));
+            return Err(bad(PolicyErrorKind::TooLong {
+                key: key.to_string(),
+            }));
         }
         values[at] = Some(ms);
     }
     keys.iter()
         .zip(values)
-        .map(|(key, v)| v.ok_or_else(|| format!("bad poller policy '{s}': {key}= is missing")))
+        .map(|(key, v)| {
+            v.ok_or_else(|| {
+                bad(PolicyErrorKind::Missing {
+                    key: key.to_string(),
+                })
+            })
+        })
         .collect()
 }
 
 impl FromStr for CursorPolicy {
-    type Err = String;
+    type Err = PolicyError;
 
     /// Parses `naive`, `compensated:k=DURATION`,
-    /// `audit:k=DURATION,depth=DURATION,every=DURATION`, `adaptive` or
-    /// `adaptive:floor=DURATION`; every duration at most [`MAX_K_MS`].
-    fn from_str(s: &str) -> Result<CursorPolicy, String> {
-        let expected = "expected 'naive', 'compensated:k=DURATION' (for example compensated:k=1s), \
-             'audit:k=1s,depth=2m,every=1m', 'adaptive' or 'xmin' (PostgreSQL targets)";
+    /// `audit:k=DURATION,depth=DURATION,every=DURATION`, `adaptive`,
+    /// `adaptive:floor=DURATION` or `xmin`; every duration at most [`MAX_K_MS`].
+    fn from_str(s: &str) -> Result<CursorPolicy, PolicyError> {
+        let zero = |key: &str| {
+            PolicyError::new(
+                s,
+                PolicyErrorKind::Zero {
+                    key: key.to_string(),
+                },
+            )
+        };
         match s.trim() {
             "naive" => Ok(CursorPolicy::Naive),
             "xmin" => Ok(CursorPolicy::Xmin),
@@ -208,14 +411,14 @@ impl FromStr for CursorPolicy {
             other if other.starts_with("adaptive:") => {
                 let v = parse_params(s, &other["adaptive:".len()..], &["floor"])?;
                 if v[0] == 0 {
-                    return Err(format!("bad poller policy '{s}': floor must be above 0"));
+                    return Err(zero("floor"));
                 }
                 Ok(CursorPolicy::Adaptive { floor_ms: v[0] })
             }
             other if other.starts_with("audit:") => {
                 let v = parse_params(s, &other["audit:".len()..], &["k", "depth", "every"])?;
                 if v[2] == 0 {
-                    return Err(format!("bad poller policy '{s}': every must be above 0"));
+                    return Err(zero("every"));
                 }
                 Ok(CursorPolicy::Audit {
                     k_ms: v[0],
@@ -226,12 +429,13 @@ impl FromStr for CursorPolicy {
             other => {
                 let k = other
                     .strip_prefix("compensated:k=")
-                    .ok_or_else(|| format!("bad poller policy '{s}': {expected}"))?;
-                let k_ms =
-                    parse_duration_ms(k).map_err(|e| format!("bad poller policy '{s}': {e}"))?;
+                    .ok_or_else(|| PolicyError::new(s, PolicyErrorKind::Unrecognised))?;
+                let k_ms = parse_duration_ms(k)
+                    .map_err(|e| PolicyError::new(s, PolicyErrorKind::BadDuration(e)))?;
                 if k_ms > MAX_K_MS {
-                    return Err(format!(
-                        "bad poller policy '{s}': k is at most 1day (the run's final drain waits k)"
+                    return Err(PolicyError::new(
+                        s,
+                        PolicyErrorKind::TooLong { key: "k".into() },
                     ));
                 }
                 Ok(CursorPolicy::Compensated { k_ms })

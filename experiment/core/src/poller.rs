@@ -39,24 +39,56 @@ pub const FUTURE_TOLERANCE_MS: i64 = 60_000;
 
 /// A request in the API-neutral form: items with `since < id < before`, at most `limit`.
 /// Dialects translate it (Twitter's `max_id` is inclusive: `max_id = before - 1`).
+///
+/// ```
+/// use since_id::{Id, PageRequest};
+/// let back_page = PageRequest { since: Some(Id(100)), before: Some(Id(500)), limit: 200 };
+/// // Twitter's inclusive max_id:
+/// assert_eq!(back_page.before.map(|b| b.pred()), Some(Id(499)));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PageRequest {
+    /// Only items with a higher ID (`since_id`); `None`: no lower bound.
     pub since: Option<Id>,
+    /// Only items with a lower ID (exclusive `max_id`); `None`: the newest.
     pub before: Option<Id>,
+    /// At most this many items.
     pub limit: usize,
 }
 
 /// One item of a response, as the API gave it.
+///
+/// ```
+/// use since_id::{Item, Layout};
+/// let layout: Layout = "discord".parse().unwrap();
+/// let id = layout.parse("175928847299117063").unwrap();
+/// let item = Item { id, id_text: layout.format(id), created_at: None, author: Some("80351110224678912".into()) };
+/// assert_eq!(item.id_text, "175928847299117063");
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Item {
+    /// The ID, read with the target's [`Layout`].
     pub id: Id,
     /// The ID exactly as the API wrote it.
     pub id_text: String,
+    /// The creation time as the API wrote it, if it gave one (recorded, never used for
+    /// the cursor).
     pub created_at: Option<String>,
+    /// The author's ID or name, if the API gave one.
     pub author: Option<String>,
 }
 
-/// What a poller learnt from one response.
+/// What a poller learnt from one response ([`Poller::on_page`]).
+///
+/// ```
+/// use since_id::{CursorPolicy, Id, Item, Layout, Poller};
+/// let item = |n: u128| Item { id: Id(n << 22), id_text: (n << 22).to_string(), created_at: None, author: None };
+/// let mut poller = Poller::new("naive", CursorPolicy::Naive, Layout::twitter(), 10, 0);
+/// poller.tick(1_462_015_105_796, false);
+/// let outcome = poller.on_page(vec![item(5), item(7)]);
+/// assert!(outcome.reordered); // sorted into descending ID order
+/// assert_eq!((outcome.new_items, outcome.next), (2, None));
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
     /// The items in descending ID order (sorted if the response was not).
@@ -92,8 +124,7 @@ struct Cycle {
 /// The caller sends the requests it is given and hands back the pages:
 ///
 /// ```
-/// use since_id::id::Layout;
-/// use since_id::poller::{Item, Poller};
+/// use since_id::{Item, Layout, Poller};
 ///
 /// let layout: Layout = "mastodon".parse().unwrap();
 /// let id = |text: &str| layout.parse(text).unwrap();
@@ -140,6 +171,14 @@ pub struct Poller {
 }
 
 impl Poller {
+    /// A poller named `name` (its label in a run) asking for pages of `limit` items
+    /// (at least 1) and paging back at most `max_back_pages` times a cycle.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Layout, Poller};
+    /// let poller = Poller::new("k=1s", "compensated:k=1s".parse().unwrap(), Layout::twitter(), 200, 10);
+    /// assert_eq!((poller.name(), poller.since()), ("k=1s", None));
+    /// ```
     pub fn new(
         name: impl Into<String>,
         policy: CursorPolicy,
@@ -163,33 +202,86 @@ impl Poller {
         }
     }
 
+    /// The name it was given.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Layout, Poller};
+    /// let mut poller = Poller::new("k=1s", CursorPolicy::Compensated { k_ms: 1000 }, Layout::twitter(), 200, 10);
+    /// assert_eq!(poller.name(), "k=1s");
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The policy it was given.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Layout, Poller};
+    /// let mut poller = Poller::new("k=1s", CursorPolicy::Compensated { k_ms: 1000 }, Layout::twitter(), 200, 10);
+    /// assert_eq!(poller.policy().k_ms(), Some(1000));
+    /// ```
     pub fn policy(&self) -> CursorPolicy {
         self.policy
     }
 
     /// The policy's running state (its current k, audits, skipped ticks).
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Layout, Poller};
+    /// let mut poller = Poller::new("k=1s", CursorPolicy::Compensated { k_ms: 1000 }, Layout::twitter(), 200, 10);
+    /// assert_eq!(poller.state().k_ms(), 1000);
+    /// ```
     pub fn state(&self) -> &PolicyState {
         &self.state
     }
 
+    /// The highest ID ever returned; never lowered, even when that item is deleted.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Id, Item, Layout, Poller};
+    /// let mut poller = Poller::new("naive", CursorPolicy::Naive, Layout::twitter(), 10, 0);
+    /// assert_eq!(poller.latest(), None);
+    /// poller.tick(1_462_015_105_796, false);
+    /// poller.on_page(vec![Item { id: Id(42), id_text: "42".into(), created_at: None, author: None }]);
+    /// assert_eq!(poller.latest(), Some(Id(42)));
+    /// ```
     pub fn latest(&self) -> Option<Id> {
         self.latest
     }
 
+    /// The cursor: the since_id of the next cycle (none before the first non-empty one).
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Layout, Poller};
+    /// let mut poller = Poller::new("k=1s", CursorPolicy::Compensated { k_ms: 1000 }, Layout::twitter(), 200, 10);
+    /// assert_eq!(poller.since(), None);
+    /// ```
     pub fn since(&self) -> Option<Id> {
         self.since
     }
 
     /// The client time the policy used for the current since_id.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Layout, Poller};
+    /// let mut poller = Poller::new("k=1s", CursorPolicy::Compensated { k_ms: 1000 }, Layout::twitter(), 200, 10);
+    /// assert_eq!(poller.retrieved_at_ms(), None);
+    /// ```
     pub fn retrieved_at_ms(&self) -> Option<i64> {
         self.retrieved_at_ms
     }
 
     /// The number of the current (or next) cycle and the page within it.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Layout, Poller};
+    /// let mut poller = Poller::new("k=1s", CursorPolicy::Compensated { k_ms: 1000 }, Layout::twitter(), 200, 10);
+    /// assert_eq!(poller.position(), (0, 0));
+    /// poller.tick(1_462_015_105_796, false);
+    /// assert_eq!(poller.position(), (0, 0));
+    /// poller.on_failure();
+    /// assert_eq!(poller.position(), (1, 0));
+    /// ```
     pub fn position(&self) -> (u64, u32) {
         match &self.cycle {
             Some(c) => (c.number, c.page),
@@ -200,12 +292,25 @@ impl Poller {
     /// A tick at `now_ms` (`last`: the run's final cycle): the cycle's first
     /// request, or `None` when the policy skips this tick (its request
     /// budget). A cycle still in progress is abandoned with the cursor unchanged.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Layout, Poller};
+    /// let mut poller = Poller::new("k=1s", CursorPolicy::Compensated { k_ms: 1000 }, Layout::twitter(), 200, 10);
+    /// let first = poller.tick(1_462_015_105_796, false).unwrap();
+    /// assert_eq!((first.since, first.before, first.limit), (None, None, 200));
+    /// ```
     pub fn tick(&mut self, now_ms: i64, last: bool) -> Option<PageRequest> {
         let plan = self.state.at_tick(now_ms, last);
         self.start(now_ms, plan)
     }
 
     /// Starts a cycle at `now_ms` as [`Poller::tick`] does, but never skips.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Layout, Poller};
+    /// let mut poller = Poller::new("k=1s", CursorPolicy::Compensated { k_ms: 1000 }, Layout::twitter(), 200, 10);
+    /// assert_eq!(poller.begin_cycle(1_462_015_105_796).since, None);
+    /// ```
     pub fn begin_cycle(&mut self, now_ms: i64) -> PageRequest {
         match self.tick(now_ms, false) {
             Some(req) => req,
@@ -249,6 +354,19 @@ impl Poller {
     }
 
     /// Notes that the back-page request the last [`Outcome::next`] gave is being sent.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Id, Item, Layout, Poller};
+    /// let item = |n: u128| Item { id: Id(n), id_text: n.to_string(), created_at: None, author: None };
+    /// let mut poller = Poller::new("naive", CursorPolicy::Naive, Layout::twitter(), 1, 5);
+    /// poller.tick(1_462_015_105_796, false);
+    /// assert!(poller.on_page(vec![item(3)]).next.is_none()); // full, but no cursor yet
+    /// poller.tick(1_462_015_106_796, false);
+    /// let back = poller.on_page(vec![item(9)]).next.unwrap(); // full, with a cursor
+    /// assert_eq!((back.since, back.before), (Some(Id(3)), Some(Id(9))));
+    /// poller.next_page_sent();
+    /// assert_eq!(poller.position(), (1, 1));
+    /// ```
     pub fn next_page_sent(&mut self) {
         if let Some(c) = &mut self.cycle {
             c.page += 1;
@@ -256,6 +374,15 @@ impl Poller {
     }
 
     /// A request of the current cycle failed: the cycle ends, the cursor stays.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Layout, Poller};
+    /// let mut poller = Poller::new("naive", CursorPolicy::Naive, Layout::twitter(), 10, 0);
+    /// poller.tick(1_462_015_105_796, false);
+    /// poller.on_failure();
+    /// assert_eq!(poller.since(), None);
+    /// assert!(poller.on_page(vec![]).items.is_empty()); // no cycle in progress
+    /// ```
     pub fn on_failure(&mut self) {
         if let Some(c) = self.cycle.take() {
             self.state
@@ -264,6 +391,18 @@ impl Poller {
     }
 
     /// A request of the current cycle succeeded with these items (in any order).
+    /// See the type's example for a whole cycle.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Id, Item, Layout, Poller};
+    /// let item = |n: u128| Item { id: Id(n << 22), id_text: (n << 22).to_string(), created_at: None, author: None };
+    /// let mut poller = Poller::new("naive", CursorPolicy::Naive, Layout::twitter(), 10, 0);
+    /// poller.tick(1_462_015_105_796, false);
+    /// poller.on_page(vec![item(7)]);
+    /// poller.tick(1_462_015_106_796, false);
+    /// // ID 5 is below the cursor the naive poller asked with: a late arrival.
+    /// assert_eq!(poller.on_page(vec![item(8), item(5)]).late_arrivals, vec![Id(5 << 22)]);
+    /// ```
     pub fn on_page(&mut self, mut items: Vec<Item>) -> Outcome {
         let Some(mut cycle) = self.cycle.take() else {
             return Outcome::default();

@@ -23,9 +23,24 @@
 //!   [`FINAL_PACE_CAP_MS`] past that moment.
 
 /// The longest the final cycle waits for the server (Retry-After, the shared budget).
+///
+/// ```
+/// use since_id::Schedule;
+/// use since_id::schedule::FINAL_PACE_CAP_MS;
+/// let mut s = Schedule::new(0, 1000, 1000, 0);
+/// s.stop(0); // drain at once: the final cycle is due at 0
+/// assert_eq!(s.pace_cap_ms(0), FINAL_PACE_CAP_MS);
+/// ```
 pub const FINAL_PACE_CAP_MS: u64 = 5_000;
 
 /// The first tick at or after `t`.
+///
+/// ```
+/// use since_id::schedule::align_up;
+/// assert_eq!(align_up(1001, 1000), 2000);
+/// assert_eq!(align_up(2000, 1000), 2000);
+/// assert_eq!(align_up(-1, 1000), 0);
+/// ```
 pub fn align_up(t_ms: i64, interval_ms: u64) -> i64 {
     let i = interval_ms.max(1) as i64;
     t_ms.div_euclid(i) * i + if t_ms.rem_euclid(i) == 0 { 0 } else { i }
@@ -33,6 +48,12 @@ pub fn align_up(t_ms: i64, interval_ms: u64) -> i64 {
 
 /// The tick after `tick` when the cycle ended at `now_ms`: ticks missed while
 /// waiting are skipped, not made up, so the cadence stays aligned.
+///
+/// ```
+/// use since_id::schedule::following_tick;
+/// assert_eq!(following_tick(1000, 1000, 1500), 2000);
+/// assert_eq!(following_tick(1000, 1000, 3500), 4000); // 2000 and 3000 were missed
+/// ```
 pub fn following_tick(tick: i64, interval_ms: u64, now_ms: i64) -> i64 {
     let next = tick + interval_ms as i64;
     if next <= now_ms {
@@ -45,6 +66,13 @@ pub fn following_tick(tick: i64, interval_ms: u64, now_ms: i64) -> i64 {
 /// Extra wait after `failures` consecutive failed cycles: 0 after one, then
 /// 1, 3, 7 ... intervals more, so that cycles start 1, 2, 4, 8 ... ticks
 /// apart, at most a minute.
+///
+/// ```
+/// use since_id::schedule::backoff_ms;
+/// let ticks_apart = |n| (backoff_ms(n, 1000) + 1000) / 1000;
+/// assert_eq!([1, 2, 3, 4].map(ticks_apart), [1, 2, 4, 8]);
+/// assert_eq!(backoff_ms(30, 1000), 59_000);
+/// ```
 pub fn backoff_ms(failures: u32, interval_ms: u64) -> u64 {
     if failures == 0 {
         return 0;
@@ -64,6 +92,12 @@ enum Phase {
 }
 
 /// What the driver is to do at a deadline: begin a cycle.
+///
+/// ```
+/// use since_id::{CycleStart, Schedule};
+/// let mut s = Schedule::new(0, 2000, 1000, 0);
+/// assert_eq!(s.handle_timeout(0), Some(CycleStart { wait_ms: 0, last: false }));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CycleStart {
     /// How long the cycle was held past its tick (Retry-After, backoff, a
@@ -73,7 +107,27 @@ pub struct CycleStart {
     pub last: bool,
 }
 
-/// One poller's schedule.
+/// One poller's schedule. The driver loops: ask [`Schedule::poll_timeout`], wait until
+/// then by its own clock, call [`Schedule::handle_timeout`], and run the cycle it starts,
+/// reporting each response and the cycle's end.
+///
+/// ```
+/// use since_id::Schedule;
+///
+/// // 3 s from t = 0, a tick a second, drained 500 ms (the largest k) after the end.
+/// let mut s = Schedule::new(0, 3000, 1000, 500);
+/// let mut sent = Vec::new();
+/// while let Some(at) = s.poll_timeout() {
+///     // (a driver sleeps until `at` here; virtual time just jumps)
+///     if let Some(cycle) = s.handle_timeout(at) {
+///         sent.push((at, cycle.last));
+///         s.on_response(at + 20, None); // one request, answered in 20 ms
+///         s.on_cycle_end(at + 20, false);
+///     }
+/// }
+/// assert!(s.is_done());
+/// assert_eq!(sent, [(0, false), (1000, false), (2000, false), (3500, true)]);
+/// ```
 #[derive(Clone, Debug)]
 pub struct Schedule {
     interval_ms: u64,
@@ -93,6 +147,13 @@ pub struct Schedule {
 impl Schedule {
     /// A schedule for a run from `start_ms` for `duration_ms`, ticking every
     /// `interval_ms` and draining for `final_wait_ms` (the largest k).
+    ///
+    /// ```
+    /// use since_id::Schedule;
+    /// let s = Schedule::new(1500, 3000, 1000, 500);
+    /// assert_eq!(s.poll_timeout(), Some(2000)); // ticks align to the interval
+    /// assert_eq!(s.end_ms(), 4500);
+    /// ```
     pub fn new(start_ms: i64, duration_ms: u64, interval_ms: u64, final_wait_ms: u64) -> Self {
         let mut s = Schedule {
             interval_ms: interval_ms.max(1),
@@ -111,27 +172,66 @@ impl Schedule {
     }
 
     /// The end of the duration.
+    ///
+    /// ```
+    /// use since_id::Schedule;
+    /// let mut s = Schedule::new(0, 3000, 1000, 500);
+    /// assert_eq!(s.end_ms(), 3000);
+    /// ```
     pub fn end_ms(&self) -> i64 {
         self.end_ms
     }
 
     /// Whether a stop (Ctrl-C, SIGTERM) ended the run early.
+    ///
+    /// ```
+    /// use since_id::Schedule;
+    /// let mut s = Schedule::new(0, 3000, 1000, 500);
+    /// s.stop(1200);
+    /// assert!(s.stopped());
+    /// assert_eq!(s.poll_timeout(), Some(1700)); // the drain waits k from the stop
+    /// ```
     pub fn stopped(&self) -> bool {
         self.stopped
     }
 
     /// Still ticking: neither the end nor a stop has come.
+    ///
+    /// ```
+    /// use since_id::Schedule;
+    /// let mut s = Schedule::new(0, 3000, 1000, 500);
+    /// assert!(s.is_running());
+    /// s.stop(0);
+    /// assert!(!s.is_running() && !s.is_done());
+    /// ```
     pub fn is_running(&self) -> bool {
         self.phase == Phase::Running
     }
 
     /// The final cycle was made: nothing more to do.
+    ///
+    /// ```
+    /// use since_id::Schedule;
+    /// let mut s = Schedule::new(0, 0, 1000, 0); // no duration: only the final cycle
+    /// assert!(s.handle_timeout(0).unwrap().last);
+    /// s.on_cycle_end(10, false);
+    /// assert!(s.is_done());
+    /// assert_eq!(s.poll_timeout(), None);
+    /// ```
     pub fn is_done(&self) -> bool {
         self.phase == Phase::Done
     }
 
     /// When [`Schedule::handle_timeout`] next has something to do; `None`
     /// while a cycle is under way (its responses drive it) or once done.
+    ///
+    /// ```
+    /// use since_id::Schedule;
+    /// let mut s = Schedule::new(0, 3000, 1000, 500);
+    /// assert_eq!(s.poll_timeout(), Some(0));
+    /// s.handle_timeout(0);
+    /// assert_eq!(s.poll_timeout(), None); // the cycle is under way
+    /// ```
     pub fn poll_timeout(&self) -> Option<i64> {
         if self.in_cycle {
             return None;
@@ -151,6 +251,16 @@ impl Schedule {
 
     /// Time is `now_ms` (at or after [`Schedule::poll_timeout`]): a cycle
     /// begins, or a wait was cut at the end of the run and the drain begins.
+    ///
+    /// ```
+    /// use since_id::Schedule;
+    /// let mut s = Schedule::new(0, 3000, 1000, 500);
+    /// s.handle_timeout(0).unwrap();
+    /// s.on_response(20, Some(1500)); // Retry-After: 1.5 s
+    /// s.on_cycle_end(20, false);
+    /// assert_eq!(s.handle_timeout(1000), None); // too early
+    /// assert_eq!(s.handle_timeout(1520).unwrap().wait_ms, 520); // held past its tick
+    /// ```
     pub fn handle_timeout(&mut self, now_ms: i64) -> Option<CycleStart> {
         let due = self.poll_timeout()?;
         if now_ms < due {
@@ -188,6 +298,12 @@ impl Schedule {
     /// cycle at `now_ms`: until the end of the run (then the cycle is
     /// abandoned, see [`Schedule::abandon`]), or in the final cycle until its
     /// deadline (then the request goes anyway, and a refusal is recorded).
+    ///
+    /// ```
+    /// use since_id::Schedule;
+    /// let mut s = Schedule::new(0, 3000, 1000, 500);
+    /// assert_eq!(s.pace_cap_ms(1000), 2000);
+    /// ```
     pub fn pace_cap_ms(&self, now_ms: i64) -> u64 {
         let until = match self.phase {
             Phase::Draining { deadline, .. } => deadline,
@@ -197,6 +313,15 @@ impl Schedule {
     }
 
     /// A response came back at `received_ms`, with the server's requested wait if any.
+    ///
+    /// ```
+    /// use since_id::Schedule;
+    /// let mut s = Schedule::new(0, 3000, 1000, 500);
+    /// s.handle_timeout(0);
+    /// s.on_response(20, Some(5000));
+    /// s.on_cycle_end(20, false);
+    /// assert_eq!(s.poll_timeout(), Some(3000)); // never past the end of the run
+    /// ```
     pub fn on_response(&mut self, received_ms: i64, retry_after_ms: Option<u64>) {
         if let Some(retry) = retry_after_ms {
             self.not_before = received_ms.saturating_add(retry as i64);
@@ -204,6 +329,16 @@ impl Schedule {
     }
 
     /// The cycle ended at `now_ms` (its last response), failed or not.
+    ///
+    /// ```
+    /// use since_id::Schedule;
+    /// let mut s = Schedule::new(0, 60_000, 1000, 0);
+    /// for at in [0, 1000] {
+    ///     s.handle_timeout(at);
+    ///     s.on_cycle_end(at + 20, true);
+    /// }
+    /// assert_eq!(s.poll_timeout(), Some(3000)); // two failures: two ticks apart
+    /// ```
     pub fn on_cycle_end(&mut self, now_ms: i64, failed: bool) {
         self.in_cycle = false;
         if matches!(self.phase, Phase::Draining { .. }) {
@@ -225,6 +360,14 @@ impl Schedule {
     /// The policy skipped the tick that began at `now_ms` (its request
     /// budget): no request went, so nothing failed or succeeded, and the
     /// backoff stays as it was; on to the next tick.
+    ///
+    /// ```
+    /// use since_id::Schedule;
+    /// let mut s = Schedule::new(0, 3000, 1000, 500);
+    /// s.handle_timeout(0);
+    /// s.skip(0);
+    /// assert_eq!(s.poll_timeout(), Some(1000));
+    /// ```
     pub fn skip(&mut self, now_ms: i64) {
         self.in_cycle = false;
         if matches!(self.phase, Phase::Draining { .. }) {
@@ -240,6 +383,14 @@ impl Schedule {
     /// The cycle was given up at `now_ms` before its request went (the budget's
     /// wait reached the end of the run, or a stop came): the cursor stays, and
     /// `cut_wait_ms` is recorded with the final cycle's first request.
+    ///
+    /// ```
+    /// use since_id::Schedule;
+    /// let mut s = Schedule::new(0, 3000, 1000, 500);
+    /// s.handle_timeout(0);
+    /// s.abandon(3000, 700);
+    /// assert_eq!(s.handle_timeout(3500).unwrap().wait_ms, 700);
+    /// ```
     pub fn abandon(&mut self, now_ms: i64, cut_wait_ms: u64) {
         self.in_cycle = false;
         self.cut_wait_ms += cut_wait_ms;
@@ -248,6 +399,14 @@ impl Schedule {
     }
 
     /// A stop at `now_ms`: the drain begins then (after the cycle under way, if any).
+    ///
+    /// ```
+    /// use since_id::Schedule;
+    /// let mut s = Schedule::new(0, 3000, 1000, 500);
+    /// s.stop(100);
+    /// let last = s.handle_timeout(600).unwrap();
+    /// assert!(last.last);
+    /// ```
     pub fn stop(&mut self, now_ms: i64) {
         if self.phase != Phase::Running {
             return;

@@ -57,15 +57,28 @@ use crate::policy::{CursorPolicy, compensated_since_id};
 
 /// Adaptive's k before any sample: RFC 6298 (2.1)'s initial RTO of 1 s.
 pub const ADAPTIVE_K_INITIAL_MS: u64 = 1_000;
-/// Adaptive's k stays within these: above 1 s a tick's duplicates cost more
-/// than the audits that catch what it misses.
+/// Adaptive's k stays within [`ADAPTIVE_K_MIN_MS`]..=[`ADAPTIVE_K_MAX_MS`]: above 1 s a
+/// tick's duplicates cost more than the audits that catch what it misses.
 pub const ADAPTIVE_K_MIN_MS: u64 = 100;
+/// The upper end of adaptive's k (see [`ADAPTIVE_K_MIN_MS`]).
 pub const ADAPTIVE_K_MAX_MS: u64 = 1_000;
 /// The largest audit cover C: a federated status can arrive hours late, but
 /// an audit 12 h deep at a few statuses a second is thousands of pages.
 pub const ADAPTIVE_COVER_MAX_MS: u64 = 6 * 3600 * 1000;
 
 /// Which part of a cycle a request belongs to.
+///
+/// ```
+/// use since_id::PolicyState;
+/// use since_id::strategy::{Phase, TickPlan};
+/// let mut state = PolicyState::new("audit:k=1s,depth=2m,every=1m".parse().unwrap());
+/// // A cycle that audited reports Phase::Audit; if it failed, the next tick audits again.
+/// let t = 1_462_015_140_000;
+/// state.at_tick(t, false);
+/// assert!(matches!(state.at_tick(t + 60_000, false), TickPlan::Audit { .. }));
+/// state.on_cycle_end(Phase::Audit, 1, false, t + 60_000);
+/// assert!(matches!(state.at_tick(t + 61_000, false), TickPlan::Audit { .. }));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// The compensated window above the cursor.
@@ -74,7 +87,14 @@ pub enum Phase {
     Audit,
 }
 
-/// What the policy decides at a tick.
+/// What the policy decides at a tick ([`PolicyState::at_tick`]).
+///
+/// ```
+/// use since_id::{CursorPolicy, PolicyState};
+/// use since_id::strategy::TickPlan;
+/// let mut naive = PolicyState::new(CursorPolicy::Naive);
+/// assert_eq!(naive.at_tick(0, true), TickPlan::Tick); // naive never audits nor skips
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TickPlan {
     /// No request this tick (paying back the budget).
@@ -82,13 +102,27 @@ pub enum TickPlan {
     /// The ordinary window above the cursor.
     Tick,
     /// A deep request covering IDs from `floor_ms` (ID time) up.
-    Audit { floor_ms: i64 },
+    Audit {
+        /// The lowest ID time covered, in ms since the Unix epoch.
+        floor_ms: i64,
+    },
 }
 
-/// One item of a page as the policy sees it.
+/// One item of a page as the policy sees it (see [`PolicyState::on_page`] for a use).
+///
+/// ```
+/// use since_id::{Id, Layout};
+/// use since_id::strategy::Seen;
+/// let twitter = Layout::twitter();
+/// let id = twitter.min_id_at(1_462_015_105_796);
+/// let seen = Seen { id, id_time_ms: twitter.ts_ms(id), late: false, below_cursor: false };
+/// assert_eq!(seen.id_time_ms, 1_462_015_105_796);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Seen {
+    /// The item's ID.
     pub id: Id,
+    /// The ID's time, in ms since the Unix epoch.
     pub id_time_ms: i64,
     /// Returned for the first time, below the highest ID of earlier cycles.
     pub late: bool,
@@ -96,16 +130,32 @@ pub struct Seen {
     pub below_cursor: bool,
 }
 
-/// One page as the policy is told it.
+/// One page as the policy is told it (see [`PolicyState::on_page`] for a use).
+///
+/// ```
+/// use since_id::strategy::{PageView, Phase};
+/// let empty = PageView { phase: Phase::Tick, sent_at_ms: 0, items: &[] };
+/// assert!(empty.items.is_empty());
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct PageView<'a> {
+    /// The part of the cycle the page belongs to.
     pub phase: Phase,
     /// The cycle's send time (its first request).
     pub sent_at_ms: i64,
+    /// The page's items.
     pub items: &'a [Seen],
 }
 
 /// RFC 6298's smoothed estimate and variance, in ms.
+///
+/// ```
+/// use since_id::strategy::Smoothed;
+/// let mut s = Smoothed::default();
+/// assert_eq!(s.bound_ms(), None);
+/// s.update(100.0);
+/// assert_eq!(s.bound_ms(), Some(300)); // 100 + 4 * 50
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Smoothed {
     srtt: f64,
@@ -115,6 +165,14 @@ pub struct Smoothed {
 
 impl Smoothed {
     /// RFC 6298 (2.2) for the first sample, (2.3) with alpha 1/8, beta 1/4 after.
+    ///
+    /// ```
+    /// use since_id::strategy::Smoothed;
+    /// let mut s = Smoothed::default();
+    /// s.update(100.0);
+    /// s.update(100.0); // variance 50 -> 37.5
+    /// assert_eq!(s.bound_ms(), Some(250));
+    /// ```
     pub fn update(&mut self, sample_ms: f64) {
         if self.samples == 0 {
             self.srtt = sample_ms;
@@ -127,6 +185,13 @@ impl Smoothed {
     }
 
     /// `SRTT + 4 RTTVAR`, or `None` before any sample.
+    ///
+    /// ```
+    /// use since_id::strategy::Smoothed;
+    /// let mut s = Smoothed::default();
+    /// s.update(40.0);
+    /// assert_eq!(s.bound_ms(), Some(120));
+    /// ```
     pub fn bound_ms(&self) -> Option<u64> {
         (self.samples > 0).then(|| (self.srtt + 4.0 * self.rttvar).max(0.0) as u64)
     }
@@ -151,7 +216,18 @@ struct Adaptive {
     debt: u64,
 }
 
-/// A policy's running state.
+/// A policy's running state: what a [`crate::Poller`] consults at each tick and tells
+/// after each page and cycle.
+///
+/// ```
+/// use since_id::{CursorPolicy, PolicyState};
+/// use since_id::strategy::TickPlan;
+///
+/// let mut audit = PolicyState::new("audit:k=1s,depth=2m,every=1m".parse().unwrap());
+/// let t = 1_462_015_140_000; // a whole minute
+/// assert_eq!(audit.at_tick(t, false), TickPlan::Tick); // the first tick is the baseline
+/// assert_eq!(audit.at_tick(t + 60_000, false), TickPlan::Audit { floor_ms: t + 60_000 - 120_000 });
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct PolicyState {
     spec: CursorPolicy,
@@ -165,6 +241,13 @@ pub struct PolicyState {
 }
 
 impl PolicyState {
+    /// The state of a policy before its first tick.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, PolicyState};
+    /// let state = PolicyState::new(CursorPolicy::Adaptive { floor_ms: 120_000 });
+    /// assert_eq!(state.k_ms(), since_id::strategy::ADAPTIVE_K_INITIAL_MS);
+    /// ```
     pub fn new(spec: CursorPolicy) -> PolicyState {
         let adaptive = match spec {
             CursorPolicy::Adaptive { floor_ms } => Some(Adaptive {
@@ -192,16 +275,35 @@ impl PolicyState {
         }
     }
 
+    /// The policy it runs.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, PolicyState};
+    /// assert_eq!(PolicyState::new(CursorPolicy::Naive).spec(), CursorPolicy::Naive);
+    /// ```
     pub fn spec(&self) -> CursorPolicy {
         self.spec
     }
 
     /// The ticks' current lag (0 for naive).
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, PolicyState};
+    /// assert_eq!(PolicyState::new(CursorPolicy::Naive).k_ms(), 0);
+    /// assert_eq!(PolicyState::new(CursorPolicy::Compensated { k_ms: 1500 }).k_ms(), 1500);
+    /// ```
     pub fn k_ms(&self) -> u64 {
         self.k_ms
     }
 
     /// The current audit depth and period, if the policy audits.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, PolicyState};
+    /// let audit = PolicyState::new("audit:k=1s,depth=2m,every=1m".parse().unwrap());
+    /// assert_eq!(audit.audit(), Some((120_000, 60_000)));
+    /// assert_eq!(PolicyState::new(CursorPolicy::Naive).audit(), None);
+    /// ```
     pub fn audit(&self) -> Option<(u64, u64)> {
         match (self.spec, &self.adaptive) {
             (
@@ -216,12 +318,23 @@ impl PolicyState {
     }
 
     /// Ticks skipped so far to stay within the budget.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, PolicyState};
+    /// assert_eq!(PolicyState::new(CursorPolicy::Naive).skipped(), 0);
+    /// ```
     pub fn skipped(&self) -> u64 {
         self.skipped
     }
 
     /// How far below a cycle's send time the poller must remember the IDs it
     /// returned, so that an audit's repeats are not counted as new.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, PolicyState};
+    /// let audit = PolicyState::new("audit:k=1s,depth=2m,every=1m".parse().unwrap());
+    /// assert_eq!(audit.memory_ms(), 120_000);
+    /// ```
     pub fn memory_ms(&self) -> u64 {
         match &self.adaptive {
             // Twice the depth: the cover may double at the next audit.
@@ -232,6 +345,14 @@ impl PolicyState {
 
     /// The since_id of the next tick: `latest` for naive, else the compensated
     /// formula with the current k ([`compensated_since_id`], unchanged).
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Layout, PolicyState};
+    /// let (twitter, t) = (Layout::twitter(), 1_462_015_105_796);
+    /// let latest = twitter.min_id_at(t);
+    /// let state = PolicyState::new(CursorPolicy::Compensated { k_ms: 1000 });
+    /// assert_eq!(state.since_id(&twitter, latest, t), twitter.min_id_at(t - 1000).pred());
+    /// ```
     pub fn since_id(&self, layout: &Layout, latest: Id, retrieved_at_ms: i64) -> Id {
         match self.spec {
             // An xmin poller reads by (xid, id), never by since_id.
@@ -243,6 +364,17 @@ impl PolicyState {
     /// What the tick at `now_ms` does. `last` is the run's final cycle: an
     /// auditing policy audits then (what it has not audited yet would
     /// otherwise be left for an audit that never comes) and never skips it.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, PolicyState};
+    /// use since_id::strategy::TickPlan;
+    /// let mut audit = PolicyState::new("audit:k=1s,depth=2m,every=1m".parse().unwrap());
+    /// let t = 1_462_015_140_000;
+    /// assert_eq!(audit.at_tick(t, false), TickPlan::Tick);
+    /// assert_eq!(audit.at_tick(t + 1000, false), TickPlan::Tick);
+    /// // The final cycle audits, 2 min below itself and as far again below the last audit.
+    /// assert_eq!(audit.at_tick(t + 2000, true), TickPlan::Audit { floor_ms: t + 2000 - 120_000 - 2000 });
+    /// ```
     pub fn at_tick(&mut self, now_ms: i64, last: bool) -> TickPlan {
         let Some((depth_ms, every_ms)) = self.audit() else {
             return TickPlan::Tick;
@@ -289,7 +421,19 @@ impl PolicyState {
         TickPlan::Tick
     }
 
-    /// One successful page of the current cycle.
+    /// One successful page of the current cycle. Adaptive learns its k from the late
+    /// arrivals of its ticks (RFC 6298's estimator); other policies learn nothing.
+    ///
+    /// ```
+    /// use since_id::{CursorPolicy, Id, PolicyState};
+    /// use since_id::strategy::{PageView, Phase, Seen};
+    /// let mut adaptive = PolicyState::new("adaptive".parse().unwrap());
+    /// let t = 1_462_015_105_796;
+    /// // A late arrival whose ID time is 40 ms before the request was sent.
+    /// let late = Seen { id: Id(1), id_time_ms: t - 40, late: true, below_cursor: false };
+    /// adaptive.on_page(&PageView { phase: Phase::Tick, sent_at_ms: t, items: &[late] });
+    /// assert_eq!(adaptive.k_ms(), 120); // 40 + 4 * 20
+    /// ```
     pub fn on_page(&mut self, page: &PageView<'_>) {
         let Some(a) = &mut self.adaptive else {
             return;
@@ -326,7 +470,19 @@ impl PolicyState {
         }
     }
 
-    /// The cycle ended after `requests` requests; `ok` when all succeeded.
+    /// The cycle ended after `requests` requests; `ok` when all succeeded. Adaptive pays
+    /// for every request beyond the first by skipping a later tick.
+    ///
+    /// ```
+    /// use since_id::PolicyState;
+    /// use since_id::strategy::{Phase, TickPlan};
+    /// let mut adaptive = PolicyState::new("adaptive".parse().unwrap());
+    /// let t = 1_462_015_105_796;
+    /// adaptive.at_tick(t, false);
+    /// adaptive.on_cycle_end(Phase::Tick, 2, true, t); // one request beyond the budget
+    /// assert_eq!(adaptive.at_tick(t + 1000, false), TickPlan::Skip);
+    /// assert_eq!(adaptive.skipped(), 1);
+    /// ```
     pub fn on_cycle_end(&mut self, phase: Phase, requests: u32, ok: bool, sent_at_ms: i64) {
         if phase == Phase::Audit && !ok {
             // The audit did not finish: audit again at the next tick.

@@ -5,15 +5,15 @@ use super::cluster::Cluster;
 use super::schema::Schema;
 use super::source::SqlTarget;
 use super::writers::{self, Output, Tail, Workload, Written};
-use crate::app::{RunArgs, RunSummary};
-use crate::id::Layout;
-use crate::policy::CursorPolicy;
-use crate::poller::Poller;
+use crate::api::{Dialect, HttpTarget};
+use crate::experiment::{RunArgs, RunSummary};
 use crate::record::{PollerInfo, RecordSender, Recorder, RunInfo, TruthRow};
 use crate::run::{self, Plan, Progress, StopReason};
-use crate::target::{Dialect, HttpTarget};
 use clap::Args;
 use rand::{Rng, SeedableRng};
+use since_id::id::Layout;
+use since_id::policy::CursorPolicy;
+use since_id::poller::Poller;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -67,7 +67,7 @@ pub fn is_postgres(target: &str) -> bool {
 
 /// The flags that do not apply to PostgreSQL targets.
 fn check_flags(args: &RunArgs) -> Result<(), String> {
-    if args.clock == crate::app::ClockMode::Virtual {
+    if args.clock == crate::experiment::ClockMode::Virtual {
         return Err("--clock virtual runs the simulator only; PostgreSQL runs in real time".into());
     }
     for (flag, given) in [
@@ -114,7 +114,7 @@ fn run_embedded(args: RunArgs) -> Result<RunSummary, String> {
         return Err("--via http serves the Mastodon API: it needs --schema mastodon".into());
     }
     let cluster = Cluster::start()?;
-    let runtime = crate::app::runtime()?;
+    let runtime = crate::experiment::runtime()?;
     let layout = schema.layout();
     let workload = Workload {
         schema,
@@ -190,7 +190,7 @@ struct Bracket {
 #[derive(serde::Serialize)]
 struct PgConfig<'a> {
     #[serde(flatten)]
-    common: crate::app::StoredConfig<'a>,
+    common: crate::experiment::StoredConfig<'a>,
     via: &'a str,
     table: &'a str,
     id_column: &'a str,
@@ -228,7 +228,7 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
     let (xmins, ids): (Vec<CursorPolicy>, Vec<CursorPolicy>) =
         args.pollers.iter().partition(|p| **p == CursorPolicy::Xmin);
     let ordered: Vec<CursorPolicy> = ids.iter().chain(&xmins).copied().collect();
-    let names = crate::app::poller_names(&ordered);
+    let names = crate::experiment::poller_names(&ordered);
     let pollers: Vec<Poller> = names
         .iter()
         .zip(&ids)
@@ -245,7 +245,7 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
         .collect();
     let final_wait_ms = ordered.iter().filter_map(|p| p.k_ms()).max().unwrap_or(0);
     let stored = PgConfig {
-        common: crate::app::StoredConfig::common(args, limit, names.clone(), &layout),
+        common: crate::experiment::StoredConfig::common(args, limit, names.clone(), &layout),
         via: &args.pg.via,
         table: &table,
         id_column: &id_column,
@@ -281,7 +281,7 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
         tokio::spawn(async move {
             let _ = axum::serve(listener, router).await;
         });
-        let client = crate::target::http_client(Duration::from_millis(args.timeout))?;
+        let client = crate::api::http_client(Duration::from_millis(args.timeout))?;
         Some(HttpTarget::new(
             client,
             &format!("http://{addr}"),
@@ -310,10 +310,10 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
         );
     }
     let signals = tokio::spawn(async move {
-        crate::app::wait_for_signal().await;
+        crate::experiment::wait_for_signal().await;
         tracing::warn!("stopping: the writers stop, the pollers make their last cycle");
         let _ = stop_tx.send(true);
-        crate::app::wait_for_signal().await;
+        crate::experiment::wait_for_signal().await;
         tracing::error!("second signal: exiting now; the run stays marked incomplete");
         std::process::exit(130);
     });
@@ -494,7 +494,7 @@ async fn pump_truth(
     let truth = pending
         .iter()
         .map(|w| {
-            let id = crate::id::Id(w.id as u128);
+            let id = since_id::id::Id(w.id as u128);
             TruthRow {
                 id: w.id.to_string(),
                 id_key: id.sort_key(),

@@ -1,23 +1,20 @@
-//! The Mastodon dialect served from the PostgreSQL table: `GET
-//! /api/v1/timelines/public` with `since_id`, `max_id`, `min_id` and `limit`,
-//! answered by the queries of Mastodon's pagination (`id > since_id ORDER BY
-//! id DESC LIMIT n`, `id < max_id` for back-pages, `id > min_id ORDER BY id
-//! ASC LIMIT n` reversed), so HTTP pollers and any Mastodon client library
-//! read a real database-backed API. Used by `--via http` and by
-//! `experiment serve --backend postgres`.
+//! The Mastodon API served from the PostgreSQL table: its public timeline,
+//! read with the simulator's Mastodon paging and documents
+//! (`sim/server/mastodon.rs`) and answered by the queries of Mastodon's
+//! pagination (`id > since_id ORDER BY id DESC LIMIT n`, `id < max_id` for
+//! back-pages, `id > min_id ORDER BY id ASC LIMIT n` reversed), so HTTP
+//! pollers and any Mastodon client library read a real database-backed API.
+//! Used by `--via http` and by `experiment serve --backend postgres`.
 
+use crate::sim::server::mastodon::{self, Paging};
 use axum::Json;
 use axum::Router;
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::sync::Arc;
-
-/// The largest page Mastodon serves (API docs, timelines: limit max 40).
-pub const MAX_LIMIT: i64 = 40;
 
 #[derive(Clone)]
 struct Db {
@@ -26,36 +23,13 @@ struct Db {
 
 /// The router over the `statuses` table of the mastodon schema.
 pub fn router(client: Arc<tokio_postgres::Client>) -> Router {
-    Router::new()
-        .route("/api/v1/timelines/public", get(public))
-        .route("/api/v1/instance", get(instance))
-        .route("/api/v1/instance/", get(instance))
-        .route(
-            "/.well-known/nodeinfo",
-            get(crate::sim::server::nodeinfo_links),
-        )
-        .route("/nodeinfo/2.0", get(nodeinfo))
-        .with_state(Db { client })
-}
-
-async fn instance() -> Json<Value> {
-    Json(crate::sim::server::instance_v1_document(
-        "127.0.0.1",
+    mastodon::backend_routes(
+        get(public),
         "snowleak on PostgreSQL",
         "statuses served from a PostgreSQL table",
-        json!({}),
         16,
-    ))
-}
-
-/// `GET /nodeinfo/2.0`: the software is Mastodon, as the instance says.
-async fn nodeinfo() -> Json<Value> {
-    Json(crate::sim::server::nodeinfo_document(
-        "mastodon",
-        "4.3.0",
-        16,
-        "snowleak on PostgreSQL",
-    ))
+    )
+    .with_state(Db { client })
 }
 
 fn bad(message: String) -> Response {
@@ -65,35 +39,28 @@ fn bad(message: String) -> Response {
 async fn public(
     State(db): State<Db>,
     headers: axum::http::HeaderMap,
-    Query(params): Query<HashMap<String, String>>,
+    RawQuery(raw): RawQuery,
 ) -> Response {
-    let id = |name: &str| -> Result<Option<i64>, String> {
-        params
-            .get(name)
-            .filter(|v| !v.is_empty())
-            .map(|v| v.parse::<i64>().map_err(|_| format!("bad {name} '{v}'")))
-            .transpose()
+    let params = crate::sim::server::params(&raw);
+    let paging = Paging::parse(&params, |name, v| {
+        if v.is_empty() {
+            return Ok(None);
+        }
+        v.parse::<i64>()
+            .map(Some)
+            .map_err(|_| format!("bad {name} '{v}'"))
+    });
+    let paging = match paging {
+        Ok(paging) => paging,
+        Err(e) => return bad(e),
     };
-    let (since, max, min) = match (id("since_id"), id("max_id"), id("min_id")) {
-        (Ok(s), Ok(m), Ok(n)) => (s, m, n),
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return bad(e),
-    };
-    let limit = match params.get("limit").map(|v| v.parse::<i64>()) {
-        None => 20,
-        Some(Ok(n)) if n > 0 => n.min(MAX_LIMIT),
-        Some(_) => return bad("bad limit".into()),
-    };
-    // min_id pages upwards from it (oldest first, then reversed); since_id
-    // gives the newest above it.
-    let (lower, ascending) = match min {
-        Some(m) => (m, true),
-        None => (since.unwrap_or(i64::MIN), false),
-    };
-    let upper = max.unwrap_or(i64::MAX);
+    let lower = paging.after.unwrap_or(i64::MIN);
+    let upper = paging.before.unwrap_or(i64::MAX);
+    let limit = paging.limit as i64;
     let sql = format!(
         "SELECT id, floor(extract(epoch FROM created_at) * 1000)::bigint, account_id, text
          FROM statuses WHERE id > $1 AND id < $2 ORDER BY id {} LIMIT $3",
-        if ascending { "ASC" } else { "DESC" }
+        if paging.oldest_first { "ASC" } else { "DESC" }
     );
     let rows = match db.client.query(&sql, &[&lower, &upper, &limit]).await {
         Ok(rows) => rows,
@@ -110,39 +77,24 @@ async fn public(
         .map(|r| {
             let (id, created_ms, account, text): (i64, i64, i32, String) =
                 (r.get(0), r.get(1), r.get(2), r.get(3));
-            let user = format!("user{account}");
-            json!({
-                "id": id.to_string(),
-                "created_at": crate::time::rfc3339_ms(created_ms),
-                "visibility": "public",
-                "uri": format!("http://127.0.0.1/users/{user}/statuses/{id}"),
-                "content": format!("<p>{text}</p>"),
-                "account": { "id": account.to_string(), "username": user, "acct": user },
-            })
+            mastodon::stored_status(&id.to_string(), created_ms, &account.to_string(), &text)
         })
         .collect();
-    if ascending {
+    if paging.oldest_first {
         statuses.reverse();
     }
     let mut response = Json(&statuses).into_response();
-    // Mastodon's Link header (API docs, "Paginating with the Link header"):
-    // next pages down from the last status, prev up from the first.
     if let (Some(first), Some(last)) = (statuses.first(), statuses.last()) {
-        let host = headers
-            .get(axum::http::header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("127.0.0.1");
-        let base = format!("http://{host}/api/v1/timelines/public?limit={limit}&");
-        let link = format!(
-            "<{base}max_id={}>; rel=\"next\", <{base}min_id={}>; rel=\"prev\"",
+        let link = mastodon::link_header(
+            &crate::sim::server::host(&headers),
+            mastodon::PUBLIC_TIMELINE,
+            &params,
+            first["id"].as_str().unwrap_or_default(),
             last["id"].as_str().unwrap_or_default(),
-            first["id"].as_str().unwrap_or_default()
         );
-        if let Ok(value) = axum::http::HeaderValue::from_str(&link) {
-            response
-                .headers_mut()
-                .insert(axum::http::header::LINK, value);
-        }
+        response
+            .headers_mut()
+            .insert(axum::http::header::LINK, link);
     }
     response
 }
@@ -197,7 +149,10 @@ pub async fn serve(addr: &str, seed: u64) -> Result<(), String> {
     };
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     println!("snowleak on PostgreSQL: schema mastodon, 8 writers at 300 statuses/s");
-    println!("  mastodon        http://{bound}/api/v1/timelines/public");
+    println!(
+        "  mastodon        http://{bound}{}",
+        mastodon::PUBLIC_TIMELINE
+    );
     println!("Ctrl-C stops (and removes the cluster).");
     let served = axum::serve(listener, router(Arc::new(client)))
         .with_graceful_shutdown(async {
@@ -213,10 +168,10 @@ pub async fn serve(addr: &str, seed: u64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::id::Id;
     use crate::pg::schema::Schema;
     use crate::pg::source::SqlTarget;
-    use crate::poller::PageRequest;
+    use since_id::id::Id;
+    use since_id::poller::PageRequest;
 
     #[test]
     fn the_api_reads_the_same_rows_as_the_sql_pollers() {
@@ -255,7 +210,7 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(all.len(), 90);
-            let http = crate::target::http_client(std::time::Duration::from_secs(10)).unwrap();
+            let http = crate::api::http_client(std::time::Duration::from_secs(10)).unwrap();
             let get_json = |url: String| {
                 let http = http.clone();
                 async move {

@@ -6,10 +6,10 @@
 //! `--token-file`, never from the command line, and is never stored.
 
 use super::driver::{Setup, connect, drive};
-use crate::app::{RunArgs, RunSummary};
-use crate::id::{Id, Layout};
+use crate::api::Token;
+use crate::experiment::{RunArgs, RunSummary};
 use crate::record::TruthRow;
-use crate::target::Token;
+use since_id::id::{Id, Layout};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -61,7 +61,7 @@ pub fn run(args: RunArgs, url: &str) -> Result<RunSummary, String> {
     let layout: Layout = match &args.layout {
         Some(name) => name
             .parse()
-            .map_err(|e: crate::id::IdError| e.to_string())?,
+            .map_err(|e: since_id::id::IdError| e.to_string())?,
         None if args.pollers.iter().any(|p| p.k_ms().is_some()) => {
             return Err(
                 "compensated pollers need the IDs' --layout (for example mastodon or twitter)"
@@ -71,7 +71,7 @@ pub fn run(args: RunArgs, url: &str) -> Result<RunSummary, String> {
         None => SEQUENCE_LAYOUT.parse().expect("custom layout"),
     };
     let config = config(&args, url)?;
-    let runtime = crate::app::runtime()?;
+    let runtime = crate::experiment::runtime()?;
     let id_column = args.pg.id_column.clone();
     let (admin, commit_ts_truth) = runtime.block_on(async {
         let client = connect(&config).await?;
@@ -89,7 +89,7 @@ pub fn run(args: RunArgs, url: &str) -> Result<RunSummary, String> {
             .query(&probe, &[])
             .await
             .map_err(|e| format!("table {table}, column {id_column}: {}", super::db_error(&e)))?;
-        if args.pollers.contains(&crate::policy::CursorPolicy::Xmin) {
+        if args.pollers.contains(&since_id::policy::CursorPolicy::Xmin) {
             let xid = format!(
                 "SELECT xid < pg_snapshot_xmin(pg_current_snapshot()) FROM {} LIMIT 0",
                 super::quote_ident(&table)

@@ -5,7 +5,7 @@
 //! (`xid xid8 DEFAULT pg_current_xact_id()`, PostgreSQL manual 9.27.1) for
 //! the `xmin` policy.
 
-use crate::id::Layout;
+use since_id::id::Layout;
 
 /// Which schema a run loads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

@@ -3,10 +3,10 @@
 //! `id < $before`), answered as a [`Fetched`] page so that the same poller
 //! state machine, driver and recorder serve SQL and HTTP alike.
 
-use crate::id::{Id, Layout};
-use crate::poller::{Item, PageRequest};
+use crate::api::Fetched;
 use crate::run::PollTarget;
-use crate::target::Fetched;
+use since_id::id::{Id, Layout};
+use since_id::poller::{Item, PageRequest};
 use std::sync::Arc;
 
 /// A table polled over one shared connection (tokio-postgres pipelines

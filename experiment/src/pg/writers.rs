@@ -11,9 +11,9 @@
 //! (from [`commit_timestamps`]) the commit timestamp of its transaction.
 
 use super::schema::{COUNTER_ROWS, Schema};
-use crate::id::{Layout, TWITTER_EPOCH_MS};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use since_id::id::{Layout, TWITTER_EPOCH_MS};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
@@ -38,7 +38,7 @@ impl std::str::FromStr for Tail {
         if !(0.0..=100.0).contains(&percent) {
             return Err(bad("the share must be between 0% and 100%"));
         }
-        let max_ms = crate::time::parse_duration_ms(d).map_err(|e| bad(&e))?;
+        let max_ms = since_id::time::parse_duration_ms(d).map_err(|e| bad(&e.to_string()))?;
         Ok(Tail {
             probability: percent / 100.0,
             max_ms,
@@ -321,7 +321,7 @@ pub fn id_time_ms(layout: &Layout, w: &Written) -> i64 {
         // The outbox schema's sequence layout (Schema::layout).
         w.xact_start_ms
     } else {
-        layout.ts_ms(crate::id::Id(w.id as u128))
+        layout.ts_ms(since_id::id::Id(w.id as u128))
     }
 }
 
@@ -352,7 +352,7 @@ mod tests {
         let t = 1_767_225_600_000;
         let a = g.next(t);
         let b = g.next(t);
-        assert_eq!(l.ts_ms(crate::id::Id(a as u128)), t);
+        assert_eq!(l.ts_ms(since_id::id::Id(a as u128)), t);
         assert_eq!((a >> 12) & 1023, 3, "the worker bits");
         assert_eq!(b, a + 1);
         // The clock going back does not make a smaller ID.
@@ -361,14 +361,14 @@ mod tests {
         let mut g = SnowflakeGen::new(0);
         let ids: Vec<i64> = (0..4097).map(|_| g.next(t)).collect();
         assert!(ids.windows(2).all(|w| w[0] < w[1]));
-        assert_eq!(l.ts_ms(crate::id::Id(ids[4096] as u128)), t + 1);
+        assert_eq!(l.ts_ms(since_id::id::Id(ids[4096] as u128)), t + 1);
     }
 }
 
 #[cfg(test)]
 mod database_tests {
     use super::*;
-    use crate::id::Id;
+    use since_id::id::Id;
 
     /// One post in each schema, on a real cluster: the ID's time is where each
     /// schema says it is.

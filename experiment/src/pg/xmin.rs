@@ -9,9 +9,9 @@
 //! "How Postgres sequences issues can impact your messaging guarantees",
 //! event-driven.io, 2022.)
 
-use crate::id::{Id, Layout};
 use crate::record::{RecordSender, RequestRow, StatusRow};
 use crate::run::{Progress, align_up, following_tick};
+use since_id::id::{Id, Layout};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 

@@ -279,13 +279,20 @@ pub fn open_database(path: &Path) -> Result<Connection, RecordError> {
     conn.busy_timeout(OPEN_BUSY_TIMEOUT)
         .map_err(|e| format!("{name}: {e}"))?;
     let sql_error = |e: rusqlite::Error| format!("database {name}: {e}");
-    let app_id: i64 = conn
+    // The checks and the creation share one IMMEDIATE transaction: a second
+    // run opening the same new file waits for the first one's schema instead
+    // of reading its header half-way (no marker yet, then our tables) and
+    // taking it for another program's. A foreign file is only read.
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(|e| format!("{name} is not a SQLite database ({e})"))?;
+    let app_id: i64 = tx
         .query_row("PRAGMA application_id", [], |r| r.get(0))
         .map_err(|e| format!("{name} is not a SQLite database ({e})"))?;
-    let version: i64 = conn
+    let version: i64 = tx
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(sql_error)?;
-    if app_id != APPLICATION_ID && !half_created(&conn).map_err(sql_error)? {
+    if app_id != APPLICATION_ID && !half_created(&tx).map_err(sql_error)? {
         return Err(format!(
             "{name} is a SQLite database of another program; choose another --db"
         ));
@@ -295,6 +302,14 @@ pub fn open_database(path: &Path) -> Result<Connection, RecordError> {
             "{name} has schema version {version}, newer than this build's {SCHEMA_VERSION}; use a newer build or another --db"
         ));
     }
+    // The header fields are pages of the database like any other: they commit
+    // or roll back with the tables (https://www.sqlite.org/pragma.html#pragma_user_version).
+    tx.execute_batch(CREATE).map_err(sql_error)?;
+    tx.pragma_update(None, "application_id", APPLICATION_ID)
+        .map_err(sql_error)?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+        .map_err(sql_error)?;
+    tx.commit().map_err(sql_error)?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(sql_error)?;
     conn.pragma_update(None, "synchronous", "NORMAL")
@@ -304,17 +319,6 @@ pub fn open_database(path: &Path) -> Result<Connection, RecordError> {
         .map_err(sql_error)?;
     conn.pragma_update(None, "wal_autocheckpoint", 8192)
         .map_err(sql_error)?;
-    // The header fields are pages of the database like any other: they commit
-    // or roll back with the tables (https://www.sqlite.org/pragma.html#pragma_user_version).
-    let tx = conn
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .map_err(sql_error)?;
-    tx.execute_batch(CREATE).map_err(sql_error)?;
-    tx.pragma_update(None, "application_id", APPLICATION_ID)
-        .map_err(sql_error)?;
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
-        .map_err(sql_error)?;
-    tx.commit().map_err(sql_error)?;
     Ok(conn)
 }
 

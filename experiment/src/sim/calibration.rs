@@ -1,7 +1,7 @@
 //! The "part 2" experiment of tesaguri's "Your Timelines Are Leaky" run
 //! directly against the model, in virtual time: a naive poller (since_id =
 //! highest ID seen) and a compensated one (the article's final formula with a
-//! given k, `crate::policy`) poll side by side on a fixed cadence, paging back
+//! given k, `since_id::policy`) poll side by side on a fixed cadence, paging back
 //! with `before` whenever a page is full, and every status the truth says was
 //! visible at one of their requests but never returned is a leak.
 //!
@@ -11,8 +11,8 @@
 
 use super::model::{Query, Simulator};
 use super::profile::SimConfig;
-use crate::id::Id;
-use crate::policy::{CursorPolicy, smallest_k_catching};
+use since_id::id::Id;
+use since_id::policy::{CursorPolicy, smallest_k_catching};
 use std::collections::HashSet;
 
 /// A status a poller never returned although it was visible at its requests.

@@ -106,7 +106,7 @@ impl FromStr for FaultSpec {
             let (rate, duration) = match value.split_once(':') {
                 Some((rate, duration)) => (
                     rate,
-                    Some(crate::time::parse_duration_ms(duration).map_err(|_| bad())?),
+                    Some(since_id::time::parse_duration_ms(duration).map_err(|_| bad())?),
                 ),
                 None => (value, None),
             };
@@ -293,7 +293,7 @@ async fn inject(State(plan): State<SharedPlan>, request: Request, next: Next) ->
         Some(fault) => {
             let response = next.run(request).await;
             let (mut parts, body) = response.into_parts();
-            let Ok(bytes) = axum::body::to_bytes(body, crate::target::MAX_BODY_BYTES).await else {
+            let Ok(bytes) = axum::body::to_bytes(body, crate::api::MAX_BODY_BYTES).await else {
                 return error(StatusCode::INTERNAL_SERVER_ERROR, "body too large");
             };
             parts.headers.remove(header::CONTENT_LENGTH);
@@ -406,7 +406,7 @@ mod tests {
         let mut sim = crate::sim::Simulator::new(config, 1, now);
         for id in 1..=5u128 {
             sim.inject(crate::sim::SimStatus {
-                id: crate::id::Id(id << 22),
+                id: since_id::id::Id(id << 22),
                 id_time_ms: 0,
                 posted_at_ms: now,
                 visible_at_ms: now,

@@ -32,11 +32,11 @@
 //!   `max_items` cap evicts (the cap is applied at each `advance`).
 
 pub use super::profile::SimConfig;
-use crate::id::{Id, Layout};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp1, StandardNormal};
 use serde::Serialize;
+use since_id::id::{Id, Layout};
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::ops::Bound;

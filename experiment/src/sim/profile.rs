@@ -8,8 +8,8 @@
 //! pairs (`rate_per_s=20`), both checked: an unknown key or a value of the
 //! wrong type is a one-line error.
 
-use crate::id::Layout;
 use serde::{Deserialize, Serialize};
+use since_id::id::Layout;
 
 /// Every parameter of the model. Times are ms, rates per second unless named otherwise.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -9,9 +9,9 @@ use super::model::DEFAULT_BACKLOG_MS;
 use super::model::{SimStatus, Simulator};
 use super::profile::SimConfig;
 use super::server::{self, RateLimits};
-use crate::id::Layout;
 use crate::record::schema::{APPLICATION_ID, CREATE, SCHEMA_VERSION};
 use rusqlite::{Connection, params};
+use since_id::id::Layout;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -43,7 +43,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N/WINDOW")]
     pub rate_limit: Option<String>,
     /// History the timeline holds when the server starts (default 5m; 0s: empty).
-    #[arg(long, value_parser = crate::time::parse_duration_ms)]
+    #[arg(long, value_parser = since_id::time::parse_duration_ms)]
     pub backlog: Option<u64>,
     /// Faults to inject, e.g. 5xx=2%,429=1%,timeout=1%,reset=0.5%,truncate=0.5%,reorder=1%,duplicate=1%,slow=2%:3s
     #[arg(long, value_name = "SPEC", value_parser = |s: &str| s.parse::<super::faults::FaultSpec>())]

@@ -1,21 +1,22 @@
-//! The `experiment` command: options in, a recorded run out. This is wiring
-//! only: it builds the target, the pollers and the recorder, hands them to a
-//! driver in [`crate::run`], and prints a summary.
+//! One experiment: options in, a recorded run out ([`run_experiment`]). This is wiring
+//! only: it builds the target, the pollers and the recorder and hands them to a
+//! driver in [`crate::run`]. The `experiment` binary parses the options and prints the
+//! summary; `sweep` and the tests call [`run_experiment`] directly.
 
+use crate::api::spec::{self, TargetOptions, TargetSpec};
+use crate::api::{HttpTarget, Token, http_client};
 use crate::embedded::{self, InProcess};
-use crate::id::Layout;
-use crate::policy::CursorPolicy;
-use crate::poller::Poller;
 use crate::record::{PollerInfo, Recorder, RunInfo};
 use crate::run::{self, Plan, Progress, StopReason};
 use crate::sim::faults::{FaultPlan, FaultSpec};
 use crate::sim::model::{DEFAULT_BACKLOG_MS, SimConfig};
-use crate::target::spec::{TargetOptions, TargetSpec};
-use crate::target::{Dialect, HttpTarget, Token, http_client};
-use crate::time::{format_duration_ms, parse_duration_ms};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+use since_id::id::Layout;
+use since_id::policy::CursorPolicy;
+use since_id::poller::Poller;
+use since_id::time::{format_duration_ms, parse_duration_ms};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -47,28 +48,18 @@ pub struct RunArgs {
     /// How long to poll (1h, 90s, 1500ms; at most 366 days).
     #[arg(long, default_value = "1h", value_parser = parse_run_duration)]
     pub duration: u64,
-    /// What to poll: `simulator` (the embedded leaky timeline), `mastodon:https://HOST`,
-    /// `x:users/ID/tweets`, `x:search?query=...`, `twitter-v1:https://HOST`,
-    /// `misskey:https://HOST` or `discord:CHANNEL_ID`.
-    #[arg(long, default_value = "simulator")]
+    // The APIs' options are described where they are parsed (`api/spec.rs`).
+    #[arg(long, default_value = "simulator", help = spec::target_help())]
     pub target: String,
-    /// Which timeline: mastodon public|local|remote|home|tag:NAME|list:ID (default public);
-    /// misskey local|global|hybrid|home (default local).
-    #[arg(long)]
+    #[arg(long, help = spec::TIMELINE_HELP)]
     pub timeline: Option<String>,
-    /// The list polled by `twitter-v1` (lists/statuses).
-    #[arg(long)]
+    #[arg(long, help = spec::LIST_ID_HELP)]
     pub list_id: Option<String>,
-    /// Base URL of the API for `x` (default https://api.x.com) and `discord`
-    /// (default https://discord.com/api/v10).
-    #[arg(long)]
+    #[arg(long, help = spec::BASE_URL_HELP)]
     pub base_url: Option<String>,
-    /// The ID layout, overriding the target's (misskey: detected from the first IDs if absent).
-    #[arg(long)]
+    #[arg(long, help = spec::LAYOUT_HELP)]
     pub layout: Option<String>,
-    /// Read the API token from this file instead of the environment
-    /// (MASTODON_ACCESS_TOKEN, X_BEARER_TOKEN, MISSKEY_TOKEN, DISCORD_BOT_TOKEN).
-    #[arg(long)]
+    #[arg(long, help = spec::token_file_help())]
     pub token_file: Option<PathBuf>,
     /// Print the first request each poller would make (token redacted) and exit.
     #[arg(long)]
@@ -88,8 +79,7 @@ pub struct RunArgs {
     /// Time between the pollers' ticks, aligned to multiples of it (1s: the start of each second).
     #[arg(long, default_value = "1s", value_parser = parse_interval)]
     pub interval: u64,
-    /// Page size (capped at the API's maximum: 200 Twitter, 40 Mastodon, 100 Misskey).
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=10_000), help = spec::LIMIT_HELP)]
     pub limit: u32,
     /// How many pages a poller may page back within one tick before it gives up (overflow).
     #[arg(long, default_value_t = 10)]
@@ -104,7 +94,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = ClockMode::Real)]
     pub clock: ClockMode,
     /// Start of a virtual run (RFC 3339 or ms); default 2026-01-01T00:00:00Z, so runs reproduce.
-    #[arg(long, value_parser = crate::time::parse_time)]
+    #[arg(long, value_parser = since_id::time::parse_time)]
     pub start: Option<i64>,
     /// History the simulator holds when the run starts (default 5m; 0s: an empty timeline).
     #[arg(long, value_parser = parse_duration_ms)]
@@ -124,7 +114,7 @@ pub struct RunArgs {
 }
 
 fn parse_policy(text: &str) -> Result<CursorPolicy, String> {
-    text.parse()
+    Ok(text.parse()?)
 }
 
 fn parse_faults(text: &str) -> Result<FaultSpec, String> {
@@ -270,15 +260,6 @@ impl<'a> StoredConfig<'a> {
     }
 }
 
-/// The timeline a dialect polls, as `runs.config` records it.
-fn timeline_of(dialect: &Dialect) -> Option<String> {
-    match dialect {
-        Dialect::Mastodon { timeline } => Some(timeline.clone()),
-        Dialect::Misskey { endpoint } => Some(endpoint.clone()),
-        _ => None,
-    }
-}
-
 /// What a finished run reports.
 pub struct RunSummary {
     pub run_id: i64,
@@ -349,7 +330,7 @@ pub fn dry_run(mut args: RunArgs) -> Result<String, String> {
         let mut sim_config = SimConfig::profile(&args.profile)?;
         sim_config.apply_overrides(read_config(&args)?.as_deref(), &args.sets)?;
         let layout = sim_config.layout();
-        let dialect = embedded::dialect_for(&layout);
+        let dialect = crate::sim::server::client_dialect(&layout);
         (
             "http://127.0.0.1:PORT".to_string(),
             dialect,
@@ -371,15 +352,10 @@ pub fn dry_run(mut args: RunArgs) -> Result<String, String> {
     };
     let mut out = format!("target {} (dry run: nothing is sent)\n", args.target);
     let Some(layout) = layout else {
-        // Misskey without --layout: the run starts with one probe to see the IDs.
-        let http = misskey_probe(&dialect);
-        let mut body = http.json_body.clone().unwrap_or_default();
-        if let (true, serde_json::Value::Object(map)) = (token, &mut body) {
-            map.insert("i".into(), "<redacted>".into());
-        }
+        // No layout yet: the run starts with one probe to see the IDs.
         out.push_str(&format!(
-            "layout probe: POST {}\n  body: {body}\n(the pollers' requests depend on the layout detected; pass --layout to see them)\n",
-            crate::target::full_url(&base, &http)
+            "layout probe: {}\n(the pollers' requests depend on the layout detected; pass --layout to see them)\n",
+            dialect.describe_layout_probe(&base, token)
         ));
         return Ok(out);
     };
@@ -532,20 +508,6 @@ fn poller_infos(pollers: &[Poller]) -> Vec<PollerInfo> {
         .collect()
 }
 
-/// Misskey's first request without a layout: the newest notes, no cursors.
-fn misskey_probe(dialect: &Dialect) -> crate::target::HttpRequest {
-    let endpoint = match dialect {
-        Dialect::Misskey { endpoint } => endpoint.as_str(),
-        _ => "local-timeline",
-    };
-    crate::target::HttpRequest {
-        post: true,
-        path: format!("/api/notes/{endpoint}"),
-        query: vec![],
-        json_body: Some(serde_json::json!({"limit": 10})),
-    }
-}
-
 /// Polls a real API in real time; no truth.
 fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, String> {
     if args.clock == ClockMode::Virtual {
@@ -578,11 +540,9 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
     let layout = match resolved.layout.clone() {
         Some(layout) => layout,
         None => {
-            let probe = misskey_probe(&resolved.dialect);
-            let layout = runtime.block_on(crate::target::probe_layout(
+            let layout = runtime.block_on(resolved.dialect.detect_layout(
                 &client,
                 &resolved.base,
-                &probe,
                 token.as_ref(),
             ))?;
             tracing::info!(layout = %layout, "ID layout detected from the first notes");
@@ -594,7 +554,7 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
     let (pollers, names, final_wait_ms) = build_pollers(&args, &layout, limit);
     let start_ms = crate::clock::now_ms();
     let stored = StoredConfig {
-        timeline: timeline_of(&dialect),
+        timeline: dialect.timeline(),
         base_url: Some(resolved.base.clone()),
         list_id: args.list_id.as_deref(),
         token: token.as_ref().map(|_| "<redacted>"),
@@ -713,7 +673,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
     let mut sim_config = SimConfig::profile(&args.profile)?;
     sim_config.apply_overrides(read_config(&args)?.as_deref(), &args.sets)?;
     let layout: Layout = sim_config.layout();
-    let dialect = embedded::dialect_for(&layout);
+    let dialect = crate::sim::server::client_dialect(&layout);
     let limit = (args.limit as usize).min(dialect.max_limit());
     let (pollers, names, final_wait_ms) = build_pollers(&args, &layout, limit);
     check_finite(&args, &sim_config, final_wait_ms)?;
@@ -726,7 +686,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
     };
     let stored = StoredConfig {
         // The truth is what this endpoint serves (`embedded::serves`).
-        timeline: timeline_of(&dialect),
+        timeline: dialect.timeline(),
         profile: Some(&args.profile),
         simulator: Some(&sim_config),
         faults: args.faults.as_ref().map(|f| f.to_string()),
@@ -966,47 +926,5 @@ fn progress_bar(duration_ms: u64, log_every_ms: u64) -> Bar {
         bar,
         log_every_ms,
         last_log_ms: Arc::new(Mutex::new(0)),
-    }
-}
-
-/// The closing lines: per poller, and how to analyze the run.
-pub fn summary_text(summary: &RunSummary) -> String {
-    let p = &summary.progress;
-    let mut out = format!(
-        "run {} {}: {} requests ({} failed), {} distinct statuses\n",
-        summary.run_id,
-        if summary.complete {
-            "complete"
-        } else {
-            "INCOMPLETE"
-        },
-        p.requests,
-        p.failed,
-        p.statuses
-    );
-    for (name, late) in &p.late_arrivals {
-        out.push_str(&format!("  {name}: {late} late arrivals seen\n"));
-    }
-    out.push_str(&summary.notes);
-    out.push_str(&format!(
-        "analyze it with: cargo run --release --bin analyze {} --run {}\n",
-        summary.db.display(),
-        summary.run_id
-    ));
-    out
-}
-
-/// Parses the command line; a usage error is one line on stderr and exit status 2
-/// (clap's own output adds a blank line and a tip), while `--help` and `--version` print as usual.
-pub fn parse_args_or_exit<T: clap::Parser>() -> T {
-    match T::try_parse() {
-        Ok(args) => args,
-        Err(e) if !e.use_stderr() => e.exit(),
-        Err(e) => {
-            let rendered = e.to_string();
-            let first = rendered.lines().next().unwrap_or("error: bad arguments");
-            eprintln!("{first}");
-            std::process::exit(2);
-        }
     }
 }

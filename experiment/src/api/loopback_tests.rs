@@ -4,14 +4,16 @@
 //! huge body, a 401, a 429).
 
 use super::*;
-use crate::policy::CursorPolicy;
-use crate::poller::Poller;
 use crate::sim::model::{SimStatus, Simulator};
 use crate::sim::profile::SimConfig;
 use crate::sim::server::{RateLimits, RunningServer, router_with_clock};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
+use since_id::policy::CursorPolicy;
+use since_id::poller::Poller;
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 const NOW: i64 = 1_700_000_000_000;
 

@@ -2,12 +2,12 @@
 //! posts nothing (rate 0) and the statuses are injected with known IDs, so
 //! every page is exact. The clock handed to the router is a constant.
 
-use super::model::{SimStatus, Simulator};
-use super::profile::SimConfig;
-use super::serve_cmd::{ServeArgs, serve_until};
-use super::server::{RateLimits, RunningServer, router_with_clock};
-use crate::id::Id;
+use crate::sim::model::{SimStatus, Simulator};
+use crate::sim::profile::SimConfig;
+use crate::sim::serve_cmd::{ServeArgs, serve_until};
+use crate::sim::server::{RateLimits, RunningServer, router_with_clock};
 use serde_json::Value;
+use since_id::id::Id;
 use std::sync::{Arc, Mutex};
 
 const NOW: i64 = 1_700_000_000_000;
@@ -462,7 +462,7 @@ const GTL: &str = "/api/notes/global-timeline";
 
 fn aidx(n: u128) -> String {
     "misskey-aidx"
-        .parse::<crate::id::Layout>()
+        .parse::<since_id::id::Layout>()
         .unwrap()
         .format(Id(n))
 }
@@ -495,10 +495,10 @@ async fn misskey_since_id_alone_is_ascending() {
         .unwrap();
     assert_eq!(ids(local.clone()), a(&[6, 4]));
     // createdAt is derived from the ID.
-    let layout = "misskey-aidx".parse::<crate::id::Layout>().unwrap();
+    let layout = "misskey-aidx".parse::<since_id::id::Layout>().unwrap();
     assert_eq!(
         local[0]["createdAt"],
-        crate::time::rfc3339_ms(layout.ts_ms(Id(6)))
+        since_id::time::rfc3339_ms(layout.ts_ms(Id(6)))
     );
     assert_eq!(local[0]["userId"], local[0]["user"]["id"]);
     assert_eq!(local[0]["user"]["username"], "user7");
@@ -840,7 +840,7 @@ async fn x_time_bounds_and_recent_searchs_end_time_lag() {
         x_ids(&f.get_json("/2/tweets/search/recent?query=a").await),
         strs(&["1"])
     );
-    let now = crate::time::rfc3339_ms(NOW);
+    let now = since_id::time::rfc3339_ms(NOW);
     let explicit = format!("/2/tweets/search/recent?query=a&end_time={now}");
     assert_eq!(x_ids(&f.get_json(&explicit).await), strs(&["2", "1"]));
     let both = "/2/tweets/search/recent?query=a&since_id=1&start_time=2018-10-10T20:19:25Z";

@@ -21,12 +21,11 @@
 //! timeline. A message's `timestamp` is its snowflake's time. Author `n` is
 //! user `1000000 + n` everywhere; the bot (`@me`) is user 1.
 
-use super::model::Query;
-use super::server::{
+use super::{
     Allowance, AppState, Dialect, header_value, json_response, param, params, parse_id,
     retry_after, to_json,
 };
-use crate::id::Layout;
+use crate::sim::model::Query;
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -34,6 +33,7 @@ use axum::response::Response;
 use axum::routing::get;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
+use since_id::id::Layout;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -283,7 +283,13 @@ async fn messages(
     respond(StatusCode::OK, headers, &Value::Array(body))
 }
 
-fn message(layout: &Layout, channel: &str, id: crate::id::Id, author: u32, origin: &str) -> Value {
+fn message(
+    layout: &Layout,
+    channel: &str,
+    id: since_id::id::Id,
+    author: u32,
+    origin: &str,
+) -> Value {
     let id_text = layout.format(id);
     json!({
         "id": id_text,
@@ -307,9 +313,9 @@ fn message(layout: &Layout, channel: &str, id: crate::id::Id, author: u32, origi
 
 #[cfg(test)]
 mod tests {
-    use crate::id::Id;
     use crate::sim::server::{RateLimits, RunningServer, test_server};
     use serde_json::Value;
+    use since_id::id::Id;
 
     const NOW: i64 = 1_700_000_000_000;
 

@@ -30,18 +30,18 @@
 //! author's posts; every other user ID (the reader's, or any unknown one) and
 //! every search query reads the whole simulated timeline.
 
-use super::model::{Query, SimStatus};
-use super::server::{
+use super::{
     Allowance, AppState, Dialect, json_response, param, params, parse_id, retry_after, to_json,
 };
-use crate::id::{Id, Layout};
-use crate::time::rfc3339_ms;
+use crate::sim::model::{Query, SimStatus};
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use serde_json::{Value, json};
+use since_id::id::{Id, Layout};
+use since_id::time::rfc3339_ms;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -56,7 +56,7 @@ pub(super) fn routes() -> Router<AppState> {
 
 fn rate_headers(a: &Allowance) -> HeaderMap {
     let mut h = HeaderMap::new();
-    let value = |n: i64| super::server::header_value(&n.to_string());
+    let value = |n: i64| super::header_value(&n.to_string());
     h.insert("x-rate-limit-limit", value(a.limit as i64));
     h.insert("x-rate-limit-remaining", value(a.remaining as i64));
     h.insert("x-rate-limit-reset", value(a.reset_ms.div_euclid(1000)));
@@ -536,9 +536,9 @@ fn tweet(s: &SimStatus, layout: &Layout, fields: &Fields) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use crate::id::Id;
     use crate::sim::server::{RateLimits, RunningServer, test_server};
     use serde_json::Value;
+    use since_id::id::Id;
 
     const NOW: i64 = 1_700_000_000_000;
 

@@ -1,10 +1,8 @@
 //! Pacing: all the pollers of a run share one rate-limit budget.
 //!
-//! Each API reports its budget in its own headers [docs/api-facts.md 1.5, 2.3, 4]:
-//! `X-RateLimit-Remaining` (Mastodon, Discord) or `x-rate-limit-remaining`
-//! (X, Twitter), and when the window resets: Mastodon as an ISO 8601 time, X
-//! and Discord as epoch seconds, Discord also as `X-RateLimit-Reset-After`
-//! seconds. [`Pacer`] spreads what is left of the budget evenly over the time
+//! Each API reports its budget in its own headers, which its home file names
+//! ([`RateHeaders`]: `mastodon.rs`, `twitter.rs`, `x.rs`, `discord.rs`).
+//! [`Pacer`] spreads what is left of the budget evenly over the time
 //! until the reset, across all pollers: two pollers at 1 s against 300
 //! requests per 5 minutes slow down to one request a second between them
 //! instead of running into 429s. It is pure (time is passed in); the shell
@@ -21,22 +19,37 @@ pub struct RateInfo {
     pub reset_at_ms: Option<i64>,
 }
 
-/// Reads the budget from any dialect's headers, with `now_ms` the receive time.
+/// The headers one API reports its budget in. A reset is read as epoch
+/// seconds if it is a number, else as an RFC 3339 time; a reset-after is
+/// seconds from now and wins over the reset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateHeaders {
+    pub limit: &'static str,
+    pub remaining: &'static str,
+    pub reset: &'static str,
+    pub reset_after: Option<&'static str>,
+}
+
+/// Reads the budget from any dialect's headers ([`super::RATE_HEADERS`]),
+/// with `now_ms` the receive time.
 pub fn rate_info(headers: &HeaderMap, now_ms: i64) -> RateInfo {
-    let get = |names: &[&str]| {
-        names.iter().find_map(|name| {
+    let families = super::RATE_HEADERS;
+    let get = |pick: fn(&RateHeaders) -> Option<&'static str>| {
+        families.iter().filter_map(pick).find_map(|name| {
             headers
-                .get(*name)
+                .get(name)
                 .and_then(|v| v.to_str().ok())
                 .map(str::trim)
         })
     };
-    let number = |names: &[&str]| get(names).and_then(|v| v.parse::<u64>().ok());
-    let reset_after = get(&["x-ratelimit-reset-after"])
+    let number = |pick: fn(&RateHeaders) -> Option<&'static str>| {
+        get(pick).and_then(|v| v.parse::<u64>().ok())
+    };
+    let reset_after = get(|h| h.reset_after)
         .and_then(|v| v.parse::<f64>().ok())
         .map(|secs| now_ms + (secs.max(0.0) * 1000.0) as i64);
     let reset_at = || {
-        let reset = get(&["x-ratelimit-reset", "x-rate-limit-reset"])?;
+        let reset = get(|h| Some(h.reset))?;
         match reset.parse::<f64>() {
             Ok(epoch_secs) => Some((epoch_secs * 1000.0) as i64),
             Err(_) => chrono::DateTime::parse_from_rfc3339(reset)
@@ -45,8 +58,8 @@ pub fn rate_info(headers: &HeaderMap, now_ms: i64) -> RateInfo {
         }
     };
     RateInfo {
-        limit: number(&["x-ratelimit-limit", "x-rate-limit-limit"]),
-        remaining: number(&["x-ratelimit-remaining", "x-rate-limit-remaining"]),
+        limit: number(|h| Some(h.limit)),
+        remaining: number(|h| Some(h.remaining)),
         reset_at_ms: reset_after.or_else(reset_at),
     }
 }

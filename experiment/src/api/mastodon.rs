@@ -1,0 +1,119 @@
+//! Mastodon's client side [docs/api-facts.md 1]: `GET /api/v1/timelines/...`
+//! with `since_id` and `max_id` (both exclusive) and `limit` <= 40, a bearer
+//! token in `MASTODON_ACCESS_TOKEN`, statuses as a JSON array, rate limits in
+//! `X-RateLimit-*` with an ISO 8601 reset [1.5], and `--target
+//! mastodon:https://HOST` with `--timeline`.
+
+use super::pace::RateHeaders;
+use super::spec::{Resolved, TargetOptions, TargetSpec, base_url, refuse};
+use super::{Auth, Dialect, HttpRequest, ItemFields};
+use since_id::id::Layout;
+use since_id::poller::PageRequest;
+
+/// `--target mastodon:https://HOST`.
+pub const KIND: &str = "mastodon";
+/// The forms of `--target` for Mastodon.
+pub const SPECS: &[&str] = &["mastodon:https://HOST"];
+/// Where the token is read from.
+pub const TOKEN_ENV: &str = "MASTODON_ACCESS_TOKEN";
+/// `Authorization: Bearer TOKEN`.
+pub const AUTH: Auth = Auth::Header { scheme: "Bearer" };
+/// The largest `limit` the timelines serve [1.1].
+pub const MAX_LIMIT: usize = 40;
+/// A status's fields [1.4].
+pub const ITEM: ItemFields = ItemFields {
+    id: "id",
+    integer_id: None,
+    created_at: "created_at",
+    author: "/account/acct",
+};
+/// `X-RateLimit-Limit`, `-Remaining` and `-Reset`, the reset an ISO 8601 time [1.5].
+pub const RATE_HEADERS: RateHeaders = RateHeaders {
+    limit: "x-ratelimit-limit",
+    remaining: "x-ratelimit-remaining",
+    reset: "x-ratelimit-reset",
+    reset_after: None,
+};
+/// The `--timeline` values, besides `tag:NAME` and `list:ID`.
+const TIMELINES: [&str; 4] = ["public", "local", "remote", "home"];
+
+/// The request for a page of `timeline`.
+pub fn build(timeline: &str, layout: &Layout, req: &PageRequest, limit: usize) -> HttpRequest {
+    // since_id returns the *newest* `limit` statuses above it: with more new
+    // statuses than a page, the middle is silently dropped [docs/api-facts.md 1.2]. The
+    // poller sees the full page and pages back with max_id (exclusive) until
+    // a page is not full, which fills that middle in.
+    let (path, mut query) = timeline_path(timeline);
+    query.push(("limit".into(), limit.to_string()));
+    if let Some(since) = req.since {
+        query.push(("since_id".into(), layout.format(since)));
+    }
+    if let Some(before) = req.before {
+        query.push(("max_id".into(), layout.format(before)));
+    }
+    HttpRequest {
+        post: false,
+        path,
+        query,
+        json_body: None,
+    }
+}
+
+/// Whether the timeline holds local statuses only.
+pub fn local_only(timeline: &str) -> bool {
+    timeline == "local"
+}
+
+fn timeline_path(timeline: &str) -> (String, Vec<(String, String)>) {
+    let flag = |k: &str| vec![(k.to_string(), "true".to_string())];
+    match timeline {
+        "local" => ("/api/v1/timelines/public".into(), flag("local")),
+        "remote" => ("/api/v1/timelines/public".into(), flag("remote")),
+        "home" => ("/api/v1/timelines/home".into(), vec![]),
+        other => {
+            if let Some(tag) = other.strip_prefix("tag:") {
+                (format!("/api/v1/timelines/tag/{tag}"), vec![])
+            } else if let Some(list) = other.strip_prefix("list:") {
+                (format!("/api/v1/timelines/list/{list}"), vec![])
+            } else {
+                ("/api/v1/timelines/public".into(), vec![])
+            }
+        }
+    }
+}
+
+/// `mastodon:https://HOST`.
+pub fn parse_spec(spec: &str) -> Result<TargetSpec, String> {
+    Ok(TargetSpec::Mastodon {
+        base: base_url(spec)?,
+    })
+}
+
+/// The dialect for `--target mastodon:HOST` and its options.
+pub fn resolve(
+    host: &str,
+    opts: &TargetOptions,
+    layout: Option<Layout>,
+) -> Result<Resolved, String> {
+    let timeline = opts.timeline.clone().unwrap_or_else(|| "public".into());
+    let named = TIMELINES.contains(&timeline.as_str());
+    let tagged = timeline
+        .strip_prefix("tag:")
+        .or(timeline.strip_prefix("list:"))
+        .is_some_and(|rest| !rest.is_empty() && !rest.contains(['/', '?', '#', '&']));
+    if !named && !tagged {
+        return Err(format!(
+            "bad --timeline '{timeline}' for mastodon: expected public, local, remote, home, tag:NAME or list:ID"
+        ));
+    }
+    refuse(
+        "--base-url",
+        opts.base_url.is_some(),
+        "mastodon (the URL is in --target)",
+    )?;
+    Ok(Resolved {
+        base: host.to_string(),
+        dialect: Dialect::Mastodon { timeline },
+        layout: Some(layout.unwrap_or_else(|| "mastodon".parse().expect("known layout"))),
+    })
+}

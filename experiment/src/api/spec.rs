@@ -1,0 +1,313 @@
+//! `--target KIND:SPEC`: which API to poll, parsed and checked before any
+//! request, each mistake a one-line error. Each API's home file parses its
+//! own spec and options (`parse_spec`, `resolve`); this file dispatches on
+//! KIND and holds the checks all of them share.
+//!
+//! | kind | spec | dialect | layout |
+//! |---|---|---|---|
+//! | `simulator` | | the embedded simulator's | the profile's |
+//! | `mastodon` | `https://HOST` (+ `--timeline`) | Mastodon | `mastodon` |
+//! | `x` | `users/ID/tweets` or `search?query=...` | X API v2 | `twitter` |
+//! | `twitter-v1` | `https://HOST` (+ `--list-id`) | Twitter v1.1 `lists/statuses` | `twitter` |
+//! | `misskey` | `https://HOST` (+ `--timeline`) | Misskey | `--layout` or detected |
+//! | `discord` | `CHANNEL_ID` | Discord v10 | `discord` |
+
+use super::{Dialect, XEndpoint, discord, mastodon, misskey, twitter, x};
+use since_id::id::Layout;
+
+/// A parsed `--target`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TargetSpec {
+    Simulator,
+    Mastodon { base: String },
+    X { endpoint: XEndpoint },
+    TwitterV1 { base: String },
+    Misskey { base: String },
+    Discord { channel_id: String },
+}
+
+/// The options that refine a real target.
+#[derive(Clone, Debug, Default)]
+pub struct TargetOptions {
+    pub timeline: Option<String>,
+    pub list_id: Option<String>,
+    pub base_url: Option<String>,
+    pub layout: Option<String>,
+}
+
+/// A real target, ready to be polled.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    pub base: String,
+    pub dialect: Dialect,
+    /// None: detect it from the first IDs seen (Misskey without `--layout`).
+    pub layout: Option<Layout>,
+}
+
+/// Every form of `--target` but the simulator.
+fn forms() -> Vec<&'static str> {
+    [
+        mastodon::SPECS,
+        x::SPECS,
+        twitter::SPECS,
+        misskey::SPECS,
+        discord::SPECS,
+    ]
+    .into_iter()
+    .flatten()
+    .copied()
+    .collect()
+}
+
+/// Every form of `--target`, for errors.
+fn kinds() -> String {
+    let mut kinds = vec!["simulator"];
+    kinds.extend(forms());
+    kinds.join(", ")
+}
+
+/// `--help` of `--target`.
+pub fn target_help() -> String {
+    let forms: Vec<String> = forms().iter().map(|f| format!("`{f}`")).collect();
+    let (last, rest) = forms.split_last().expect("APIs");
+    format!(
+        "What to poll: `simulator` (the embedded leaky timeline), {} or {last}",
+        rest.join(", ")
+    )
+}
+
+/// `--help` of `--token-file`: every API's token variable.
+pub fn token_file_help() -> String {
+    let mut vars = vec![
+        mastodon::TOKEN_ENV,
+        x::TOKEN_ENV,
+        twitter::TOKEN_ENV,
+        misskey::TOKEN_ENV,
+        discord::TOKEN_ENV,
+    ];
+    vars.dedup();
+    format!(
+        "Read the API token from this file instead of the environment ({})",
+        vars.join(", ")
+    )
+}
+
+/// `--help` of `--timeline`.
+pub const TIMELINE_HELP: &str = "Which timeline: mastodon public|local|remote|home|tag:NAME|list:ID \
+(default public); misskey local|global|hybrid|home (default local)";
+/// `--help` of `--list-id`.
+pub const LIST_ID_HELP: &str = "The list polled by `twitter-v1` (lists/statuses)";
+/// `--help` of `--base-url`.
+pub const BASE_URL_HELP: &str = "Base URL of the API for `x` (default https://api.x.com) and \
+`discord` (default https://discord.com/api/v10)";
+/// `--help` of `--layout`.
+pub const LAYOUT_HELP: &str =
+    "The ID layout, overriding the target's (misskey: detected from the first IDs if absent)";
+/// `--help` of `--limit`.
+pub const LIMIT_HELP: &str =
+    "Page size (capped at the API's maximum: 200 Twitter, 40 Mastodon, 100 Misskey)";
+
+impl std::str::FromStr for TargetSpec {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<TargetSpec, String> {
+        if text == "simulator" {
+            return Ok(TargetSpec::Simulator);
+        }
+        let bad = |why: &str| format!("bad --target '{text}': {why}; expected one of {}", kinds());
+        let (kind, spec) = text.split_once(':').ok_or_else(|| bad("no KIND:"))?;
+        let parse = match kind {
+            mastodon::KIND => mastodon::parse_spec,
+            twitter::KIND => twitter::parse_spec,
+            misskey::KIND => misskey::parse_spec,
+            discord::KIND => discord::parse_spec,
+            x::KIND => x::parse_spec,
+            _ => return Err(bad(&format!("unknown kind '{kind}'"))),
+        };
+        parse(spec).map_err(|e| bad(&e))
+    }
+}
+
+/// `https://HOST[:PORT][/PREFIX]`, without a trailing slash.
+pub(super) fn base_url(spec: &str) -> Result<String, String> {
+    let url = reqwest::Url::parse(spec).map_err(|e| format!("'{spec}' is not a URL ({e})"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(format!("'{spec}' is not an http(s) URL"));
+    }
+    if url.query().is_some() || !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "'{spec}' must not carry a query or credentials (tokens come from the environment)"
+        ));
+    }
+    Ok(spec.trim_end_matches('/').to_string())
+}
+
+/// `--base-url` if given (checked), else the API's `default`.
+pub(super) fn base_or(opts: &TargetOptions, default: &str) -> Result<String, String> {
+    opts.base_url
+        .as_deref()
+        .map(base_url)
+        .transpose()
+        .map(|b| b.unwrap_or_else(|| default.to_string()))
+}
+
+/// The error for `flag`, `given` to a `kind` it does not apply to.
+pub(super) fn refuse(flag: &str, given: bool, kind: &str) -> Result<(), String> {
+    if given {
+        Err(format!("{flag} does not apply to {kind} targets"))
+    } else {
+        Ok(())
+    }
+}
+
+impl TargetSpec {
+    pub fn is_simulator(&self) -> bool {
+        *self == TargetSpec::Simulator
+    }
+
+    /// Checks the options against the kind and builds the dialect.
+    pub fn resolve(&self, opts: &TargetOptions) -> Result<Resolved, String> {
+        let layout = match &opts.layout {
+            Some(name) => Some(name.parse::<Layout>().map_err(|e| e.to_string())?),
+            None => None,
+        };
+        refuse(
+            "--list-id",
+            opts.list_id.is_some() && !matches!(self, TargetSpec::TwitterV1 { .. }),
+            "these",
+        )?;
+        match self {
+            TargetSpec::Simulator => Err("the simulator is not a real target".into()),
+            TargetSpec::Mastodon { base } => mastodon::resolve(base, opts, layout),
+            TargetSpec::X { endpoint } => x::resolve(endpoint, opts, layout),
+            TargetSpec::TwitterV1 { base } => twitter::resolve(base, opts, layout),
+            TargetSpec::Misskey { base } => misskey::resolve(base, opts, layout),
+            TargetSpec::Discord { channel_id } => discord::resolve(channel_id, opts, layout),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::XEndpoint;
+    use crate::api::discord::BASE as DISCORD_BASE;
+
+    fn spec(text: &str) -> Result<TargetSpec, String> {
+        text.parse()
+    }
+
+    #[test]
+    fn parses_every_kind() {
+        assert_eq!(spec("simulator"), Ok(TargetSpec::Simulator));
+        assert_eq!(
+            spec("mastodon:https://mastodon.social/"),
+            Ok(TargetSpec::Mastodon {
+                base: "https://mastodon.social".into()
+            })
+        );
+        assert_eq!(
+            spec("x:users/2244994945/tweets"),
+            Ok(TargetSpec::X {
+                endpoint: XEndpoint::UserTweets {
+                    user_id: "2244994945".into()
+                }
+            })
+        );
+        assert_eq!(
+            spec("x:search?query=from%3AXDevelopers+-is%3Aretweet"),
+            Ok(TargetSpec::X {
+                endpoint: XEndpoint::SearchRecent {
+                    query: "from:XDevelopers -is:retweet".into()
+                }
+            })
+        );
+        assert_eq!(
+            spec("twitter-v1:https://api.twitter.com"),
+            Ok(TargetSpec::TwitterV1 {
+                base: "https://api.twitter.com".into()
+            })
+        );
+        assert_eq!(
+            spec("misskey:http://127.0.0.1:8080"),
+            Ok(TargetSpec::Misskey {
+                base: "http://127.0.0.1:8080".into()
+            })
+        );
+        assert_eq!(
+            spec("discord:290926798999357250"),
+            Ok(TargetSpec::Discord {
+                channel_id: "290926798999357250".into()
+            })
+        );
+    }
+
+    #[test]
+    fn malformed_specs_are_one_line_errors() {
+        for bad in [
+            "",
+            "bluesky:https://bsky.social",
+            "mastodon",
+            "mastodon:",
+            "mastodon:mastodon.social",
+            "mastodon:ftp://host",
+            "mastodon:https://user:pw@host",
+            "mastodon:https://host/?access_token=x",
+            "x:users/abc/tweets",
+            "x:lists/1/tweets",
+            "x:search?q=nope",
+            "discord:general",
+            "discord:",
+        ] {
+            let e = spec(bad).expect_err(bad);
+            assert!(!e.contains('\n'), "{e}");
+            assert!(e.contains("--target"), "{e}");
+        }
+    }
+
+    #[test]
+    fn options_are_checked_against_the_kind() {
+        let opts = |timeline: Option<&str>, list: Option<&str>| TargetOptions {
+            timeline: timeline.map(Into::into),
+            list_id: list.map(Into::into),
+            ..TargetOptions::default()
+        };
+        let m = spec("mastodon:https://h").unwrap();
+        for t in ["public", "local", "remote", "home", "tag:rust", "list:42"] {
+            assert!(m.resolve(&opts(Some(t), None)).is_ok(), "{t}");
+        }
+        for t in ["global", "tag:", "list:1/x"] {
+            assert!(m.resolve(&opts(Some(t), None)).is_err(), "{t}");
+        }
+        let r = m.resolve(&opts(None, None)).unwrap();
+        assert_eq!(r.layout.unwrap().name(), "mastodon");
+        let mk = spec("misskey:https://h").unwrap();
+        let r = mk.resolve(&opts(Some("home"), None)).unwrap();
+        assert_eq!(
+            r.dialect,
+            Dialect::Misskey {
+                endpoint: "timeline".into()
+            }
+        );
+        assert!(r.layout.is_none(), "detected at run time");
+        assert!(mk.resolve(&opts(Some("public"), None)).is_err());
+        let tw = spec("twitter-v1:https://api.twitter.com").unwrap();
+        assert!(tw.resolve(&opts(None, None)).is_err(), "needs --list-id");
+        assert!(tw.resolve(&opts(None, Some("123"))).is_ok());
+        assert!(m.resolve(&opts(None, Some("123"))).is_err());
+        let d = spec("discord:1")
+            .unwrap()
+            .resolve(&TargetOptions::default())
+            .unwrap();
+        assert_eq!(d.base, DISCORD_BASE);
+        let x = spec("x:users/1/tweets")
+            .unwrap()
+            .resolve(&TargetOptions {
+                base_url: Some("http://127.0.0.1:9".into()),
+                layout: Some("twitter".into()),
+                ..TargetOptions::default()
+            })
+            .unwrap();
+        assert_eq!(x.base, "http://127.0.0.1:9");
+    }
+}

@@ -1,0 +1,512 @@
+//! The simulator in Mastodon's dialect [docs/api-facts.md 1]:
+//! `GET /api/v1/timelines/public` (`local`, `remote`), `/local` (= public
+//! with `local=true`) and `/tag/{tag}` (every status carries the tag, so it
+//! equals public) [1.1-1.4]: `max_id`/`since_id` exclusive, `min_id` pages
+//! forward and wins over `since_id`, `limit` default 20, at most 40, a `Link`
+//! header on non-empty pages, rate limits in `X-RateLimit-*` with an ISO 8601
+//! reset [1.5]. Plus `/api/v1/instance` and `/api/v2/instance` so that client
+//! libraries accept the server, and NodeInfo, which tells Mastodon from
+//! Misskey. The PostgreSQL backend (`pg/http.rs`) serves its statuses through
+//! the same documents and paging rules.
+
+use super::{
+    Allowance, AppState, Dialect, account_number, encode, header_value, host, json_response, param,
+    params, retry_after, to_json,
+};
+use crate::sim::model::{Query, SimStatus};
+use axum::Router;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use since_id::id::Layout;
+use since_id::time::rfc3339_ms;
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route(PUBLIC_TIMELINE, get(mastodon_public))
+        .route("/api/v1/timelines/local", get(mastodon_local))
+        .route("/api/v1/timelines/tag/{tag}", get(mastodon_tag))
+        // Mastodon.py asks with a trailing slash.
+        .route("/api/v1/instance", get(mastodon_instance_v1))
+        .route("/api/v1/instance/", get(mastodon_instance_v1))
+        .route("/api/v2/instance", get(mastodon_instance_v2))
+        .route("/api/v2/instance/", get(mastodon_instance_v2))
+        .route("/.well-known/nodeinfo", get(nodeinfo_links))
+        .route("/nodeinfo/2.0", get(nodeinfo))
+}
+
+/// The 404 of an unknown path: Api::BaseController's `rescue_from
+/// ActiveRecord::RecordNotFound` (mastodon/mastodon
+/// `app/controllers/api/base_controller.rb`).
+pub(super) fn not_found() -> Response {
+    mastodon_error(StatusCode::NOT_FOUND, "Record not found", HeaderMap::new())
+}
+
+const MASTODON_FALSE: &[&str] = &["0", "f", "false", "off", "F", "FALSE", "OFF", ""];
+
+fn truthy(value: Option<&str>) -> bool {
+    value.is_some_and(|v| !MASTODON_FALSE.contains(&v))
+}
+
+/// Ruby's `to_i`: leading whitespace, an optional sign, digits; anything else is 0.
+fn ruby_to_i(text: &str) -> i64 {
+    let t = text.trim_start();
+    let (sign, digits) = match t.strip_prefix('-') {
+        Some(rest) => (-1, rest),
+        None => (1, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let end = digits
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(digits.len());
+    digits[..end].parse::<i64>().map_or(0, |n| sign * n)
+}
+
+/// The version the simulator (and the PostgreSQL backend) claims.
+pub(crate) const VERSION: &str = "4.3.0";
+/// The page size without `limit`, and the largest (`DEFAULT_STATUSES_LIMIT * 2`) [1.1].
+const DEFAULT_LIMIT: usize = 20;
+pub(crate) const MAX_LIMIT: usize = 2 * DEFAULT_LIMIT;
+
+/// A timeline request's page, as Mastodon reads its parameters [1.1, 1.2]:
+/// `limit` is `[params[:limit].to_i.abs, DEFAULT_STATUSES_LIMIT * 2].min`;
+/// `max_id` and `since_id` are exclusive; with `min_id`, `since_id` is
+/// ignored and the page is the oldest `limit` above `min_id`, listed newest
+/// first. The PostgreSQL backend (`pg/http.rs`) reads its IDs as `i64`.
+pub(crate) struct Paging<I> {
+    pub(crate) limit: usize,
+    /// The exclusive lower bound: `min_id`, else `since_id`.
+    pub(crate) after: Option<I>,
+    /// The exclusive upper bound, `max_id`.
+    pub(crate) before: Option<I>,
+    /// `min_id` was given: read upwards from it, then reverse.
+    pub(crate) oldest_first: bool,
+}
+
+impl<I> Paging<I> {
+    /// `id(name, value)` reads a cursor (None: as if absent); its error is the 400's message.
+    pub(crate) fn parse(
+        params: &[(String, String)],
+        id: impl Fn(&str, &str) -> Result<Option<I>, String>,
+    ) -> Result<Paging<I>, String> {
+        let limit = param(params, "limit").map_or(DEFAULT_LIMIT, |l| {
+            ruby_to_i(l).unsigned_abs().min(MAX_LIMIT as u64) as usize
+        });
+        let cursor = |name: &str| match param(params, name) {
+            Some(value) => id(name, value),
+            None => Ok(None),
+        };
+        let (before, since_id, min_id) =
+            (cursor("max_id")?, cursor("since_id")?, cursor("min_id")?);
+        let oldest_first = min_id.is_some();
+        Ok(Paging {
+            limit,
+            after: if oldest_first { min_id } else { since_id },
+            before,
+            oldest_first,
+        })
+    }
+}
+
+/// The `Link` header of a non-empty page [1.3]: `next` pages down from its
+/// oldest status, `prev` up from its newest, carrying `local`, `remote`,
+/// `limit` and `only_media`.
+pub(crate) fn link_header(
+    host: &str,
+    path: &str,
+    params: &[(String, String)],
+    newest: &str,
+    oldest: &str,
+) -> axum::http::HeaderValue {
+    let carried: String = params
+        .iter()
+        .filter(|(k, _)| ["local", "remote", "limit", "only_media"].contains(&k.as_str()))
+        .map(|(k, v)| format!("{}={}&", encode(k), encode(v)))
+        .collect();
+    let base = format!("http://{host}{path}?{carried}");
+    header_value(&format!(
+        "<{base}max_id={oldest}>; rel=\"next\", <{base}min_id={newest}>; rel=\"prev\""
+    ))
+}
+
+/// The public timeline's path.
+pub(crate) const PUBLIC_TIMELINE: &str = "/api/v1/timelines/public";
+
+/// Mastodon's routes over another store (the PostgreSQL backend's): `public`
+/// serves the public timeline, and the v1 instance and NodeInfo documents
+/// name the server `title`, with `users` accounts.
+pub(crate) fn backend_routes<S: Clone + Send + Sync + 'static>(
+    public: axum::routing::MethodRouter<S>,
+    title: &'static str,
+    description: &'static str,
+    users: u64,
+) -> Router<S> {
+    let instance = get(move || async move {
+        let body = instance_v1_document("127.0.0.1", title, description, json!({}), users);
+        json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+    });
+    let nodeinfo = get(move || async move {
+        let body = nodeinfo_document("mastodon", VERSION, users, title);
+        json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+    });
+    Router::new()
+        .route(PUBLIC_TIMELINE, public)
+        .route("/api/v1/instance", instance.clone())
+        .route("/api/v1/instance/", instance)
+        .route("/.well-known/nodeinfo", get(nodeinfo_links))
+        .route("/nodeinfo/2.0", nodeinfo)
+}
+
+/// A status stored in a database (the PostgreSQL backend's): a local
+/// author's public post, with the fields clients read [1.4].
+pub(crate) fn stored_status(id: &str, created_at_ms: i64, account: &str, text: &str) -> Value {
+    let user = format!("user{account}");
+    json!({
+        "id": id,
+        "created_at": rfc3339_ms(created_at_ms),
+        "visibility": "public",
+        "uri": format!("http://127.0.0.1/users/{user}/statuses/{id}"),
+        "content": format!("<p>{text}</p>"),
+        "account": { "id": account, "username": user, "acct": user },
+    })
+}
+
+fn mastodon_rate_headers(a: &Allowance) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert("x-ratelimit-limit", header_value(&a.limit.to_string()));
+    h.insert(
+        "x-ratelimit-remaining",
+        header_value(&a.remaining.to_string()),
+    );
+    // `(request_time + reset_period_offset).iso8601(6)` [1.5].
+    let reset = DateTime::<Utc>::from_timestamp_millis(a.reset_ms)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
+        .unwrap_or_default();
+    h.insert("x-ratelimit-reset", header_value(&reset));
+    h
+}
+
+fn mastodon_error(status: StatusCode, message: &str, headers: HeaderMap) -> Response {
+    json_response(status, headers, to_json(&json!({"error": message})))
+}
+
+#[derive(Clone, Copy)]
+enum Scope {
+    All,
+    Local,
+    Remote,
+}
+
+fn mastodon_account(s: &SimStatus, host: &str) -> Value {
+    let username = format!("user{}", s.author);
+    let (acct, url) = if s.is_local() {
+        (username.clone(), format!("http://{host}/@{username}"))
+    } else {
+        (
+            format!("{username}@remote.example"),
+            format!("https://remote.example/@{username}"),
+        )
+    };
+    json!({
+        "id": account_number(s).to_string(),
+        "username": username,
+        "acct": acct,
+        "display_name": format!("User {}", s.author),
+        "locked": false,
+        "bot": true,
+        "discoverable": true,
+        "group": false,
+        "created_at": "2024-01-01T00:00:00.000Z",
+        "note": "",
+        "url": url,
+        "uri": url,
+        "avatar": format!("http://{host}/avatars/original/missing.png"),
+        "avatar_static": format!("http://{host}/avatars/original/missing.png"),
+        "header": format!("http://{host}/headers/original/missing.png"),
+        "header_static": format!("http://{host}/headers/original/missing.png"),
+        "followers_count": 0,
+        "following_count": 0,
+        "statuses_count": 1,
+        "last_status_at": null,
+        "emojis": [],
+        "fields": [],
+    })
+}
+
+fn mastodon_status(s: &SimStatus, layout: &Layout, host: &str) -> Value {
+    let id = layout.format(s.id);
+    let account = mastodon_account(s, host);
+    let user = format!("user{}", s.author);
+    let uri = if s.is_local() {
+        format!("http://{host}/users/{user}/statuses/{id}")
+    } else {
+        format!(
+            "https://remote.example/users/{user}/statuses/{}",
+            s.posted_at_ms
+        )
+    };
+    json!({
+        "id": id,
+        // Remote statuses carry their `published` time, which is not ID order [1.6].
+        "created_at": rfc3339_ms(s.posted_at_ms),
+        "in_reply_to_id": null,
+        "in_reply_to_account_id": null,
+        "sensitive": false,
+        "spoiler_text": "",
+        "visibility": "public",
+        "language": "en",
+        "uri": uri,
+        "url": uri,
+        "replies_count": 0,
+        "reblogs_count": 0,
+        "favourites_count": 0,
+        "edited_at": null,
+        "content": format!("<p>Status {id} from the snowleak simulator ({}) #snowleak</p>", s.origin),
+        "reblog": null,
+        "application": null,
+        "account": account,
+        "media_attachments": [],
+        "mentions": [],
+        "tags": [{"name": "snowleak", "url": format!("http://{host}/tags/snowleak")}],
+        "emojis": [],
+        "card": null,
+        "poll": null,
+    })
+}
+
+async fn mastodon_public(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let params = params(&raw);
+    let scope = if truthy(param(&params, "local")) {
+        Scope::Local
+    } else if truthy(param(&params, "remote")) {
+        Scope::Remote
+    } else {
+        Scope::All
+    };
+    mastodon_timeline(app, headers, PUBLIC_TIMELINE, params, scope)
+}
+
+async fn mastodon_local(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    mastodon_timeline(
+        app,
+        headers,
+        "/api/v1/timelines/local",
+        params(&raw),
+        Scope::Local,
+    )
+}
+
+async fn mastodon_tag(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    Path(tag): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let path = format!("/api/v1/timelines/tag/{}", encode(&tag));
+    let params = params(&raw);
+    let scope = if truthy(param(&params, "local")) {
+        Scope::Local
+    } else if truthy(param(&params, "remote")) {
+        Scope::Remote
+    } else {
+        Scope::All
+    };
+    if !tag.eq_ignore_ascii_case("snowleak") {
+        // Only #snowleak exists; other tags are empty timelines.
+        let allowance = app.limiter.check(Dialect::Mastodon, (app.clock)());
+        return json_response(
+            StatusCode::OK,
+            mastodon_rate_headers(&allowance),
+            b"[]".to_vec(),
+        );
+    }
+    mastodon_timeline(app, headers, &path, params, scope)
+}
+
+fn mastodon_timeline(
+    app: AppState,
+    request_headers: HeaderMap,
+    path: &str,
+    params: Vec<(String, String)>,
+    scope: Scope,
+) -> Response {
+    let allowance = app.limiter.check(Dialect::Mastodon, (app.clock)());
+    let mut headers = mastodon_rate_headers(&allowance);
+    if !allowance.allowed {
+        retry_after(&allowance, &mut headers);
+        return mastodon_error(StatusCode::TOO_MANY_REQUESTS, "Too many requests", headers);
+    }
+    let layout = app.layout();
+    let paging = Paging::parse(&params, |_, v| {
+        layout.parse(v).map(Some).map_err(|e| e.to_string())
+    });
+    let paging = match paging {
+        Ok(paging) => paging,
+        Err(e) => return mastodon_error(StatusCode::BAD_REQUEST, &e, headers),
+    };
+    let only_media = truthy(param(&params, "only_media"));
+    let query = Query {
+        after: paging.after,
+        before: paging.before,
+        limit: paging.limit,
+        oldest_first: paging.oldest_first,
+    };
+    let keep = move |s: &SimStatus| {
+        !only_media
+            && match scope {
+                Scope::All => true,
+                Scope::Local => s.is_local(),
+                Scope::Remote => !s.is_local(),
+            }
+    };
+    let (mut statuses, layout, _) = app.query(&query, keep);
+    if query.oldest_first {
+        statuses.reverse();
+    }
+    let host = host(&request_headers);
+    if let (Some(first), Some(last)) = (statuses.first(), statuses.last()) {
+        let link = link_header(
+            &host,
+            path,
+            &params,
+            &layout.format(first.id),
+            &layout.format(last.id),
+        );
+        headers.insert(header::LINK, link);
+    }
+    let body: Vec<Value> = statuses
+        .iter()
+        .map(|s| mastodon_status(s, &layout, &host))
+        .collect();
+    json_response(StatusCode::OK, headers, to_json(&body))
+}
+
+fn instance_fields(host: &str) -> (String, Value) {
+    let title = "snowleak simulator".to_string();
+    let urls =
+        json!({"streaming": format!("ws://{host}"), "streaming_api": format!("ws://{host}")});
+    (title, urls)
+}
+
+async fn mastodon_instance_v1(headers: HeaderMap) -> Response {
+    let host = host(&headers);
+    let (title, urls) = instance_fields(&host);
+    let body = instance_v1_document(
+        &host,
+        &title,
+        "A leaky timeline for since_id experiments",
+        urls,
+        0,
+    );
+    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+}
+
+/// Mastodon's v1 instance entity (docs.joinmastodon.org, entities/V1_Instance);
+/// also served by the PostgreSQL backend ([`backend_routes`]).
+fn instance_v1_document(
+    host: &str,
+    title: &str,
+    description: &str,
+    urls: Value,
+    users: u64,
+) -> Value {
+    json!({
+        "uri": host,
+        "title": title,
+        "short_description": description,
+        "description": description,
+        "email": "",
+        "version": VERSION,
+        "urls": urls,
+        "stats": {"user_count": users, "status_count": 0, "domain_count": 1},
+        "thumbnail": null,
+        "languages": ["en"],
+        "registrations": false,
+        "approval_required": false,
+        "invites_enabled": false,
+        "configuration": {"statuses": {"max_characters": 500, "max_media_attachments": 4}},
+        "contact_account": null,
+        "rules": [],
+    })
+}
+
+async fn mastodon_instance_v2(headers: HeaderMap) -> Response {
+    let host = host(&headers);
+    let (title, urls) = instance_fields(&host);
+    let body = json!({
+        "domain": host,
+        "title": title,
+        "version": VERSION,
+        "source_url": "https://github.com/mastodon/mastodon",
+        "description": "A leaky timeline for since_id experiments",
+        "usage": {"users": {"active_month": 0}},
+        "thumbnail": {"url": format!("http://{host}/thumbnail.png")},
+        "languages": ["en"],
+        "configuration": {
+            "urls": urls,
+            "accounts": {"max_featured_tags": 10},
+            "statuses": {"max_characters": 500, "max_media_attachments": 4, "characters_reserved_per_url": 23},
+        },
+        "registrations": {"enabled": false, "approval_required": false, "message": null},
+        "contact": {"email": "", "account": null},
+        "rules": [],
+    });
+    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+}
+
+/// The software a profile's server runs, for NodeInfo: Misskey for the
+/// misskey profile, Mastodon for the others.
+fn software(app: &AppState) -> (&'static str, &'static str) {
+    if app.with_config(|c| c.profile == "misskey") {
+        ("misskey", super::misskey::VERSION)
+    } else {
+        ("mastodon", VERSION)
+    }
+}
+
+/// `GET /.well-known/nodeinfo`: where the schema-2.0 document is
+/// (<https://nodeinfo.diaspora.software/protocol.html>). Also served by the
+/// PostgreSQL backend ([`backend_routes`]).
+async fn nodeinfo_links(headers: HeaderMap) -> Response {
+    let host = host(&headers);
+    let body = json!({"links": [{
+        "rel": "http://nodeinfo.diaspora.software/ns/schema/2.0",
+        "href": format!("http://{host}/nodeinfo/2.0"),
+    }]});
+    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+}
+
+/// The NodeInfo 2.0 document (<https://nodeinfo.diaspora.software/schema.html>):
+/// clients read `software.name` to tell Mastodon from Misskey.
+fn nodeinfo_document(name: &str, version: &str, users: u64, node: &str) -> Value {
+    json!({
+        "version": "2.0",
+        "software": {"name": name, "version": version},
+        "protocols": ["activitypub"],
+        "services": {"outbound": [], "inbound": []},
+        "usage": {
+            "users": {"total": users, "activeMonth": users, "activeHalfyear": users},
+            "localPosts": 0,
+        },
+        "openRegistrations": false,
+        "metadata": {"nodeName": node},
+    })
+}
+
+/// `GET /nodeinfo/2.0`.
+async fn nodeinfo(State(app): State<AppState>) -> Response {
+    let (name, version) = software(&app);
+    let authors = app.with_config(|c| c.authors);
+    let body = nodeinfo_document(name, version, authors as u64, "snowleak simulator");
+    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+}

@@ -256,10 +256,12 @@ pub struct Item {
     pub required_k_ms: Option<i64>,
 }
 
+/// 8 bytes: a run with heavy overflow has ten million of these.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OtherMiss {
     pub status: u32,
-    pub poller: usize,
+    /// Index of the poller (at most [`MAX_POLLERS`], so a byte).
+    pub poller: u8,
     pub cause: Cause,
 }
 
@@ -596,7 +598,10 @@ fn sightings_in_time_order(h: &History, global: &[u32], views: &[PollerView]) ->
             }
             let sight = &mut seen.sightings[su];
             if sight.get().is_none() {
-                *sight = Sighting { first: ri, last: ri };
+                *sight = Sighting {
+                    first: ri,
+                    last: ri,
+                };
             } else if r.received_at_ms > sight.last_received(h) {
                 sight.last = ri;
             }
@@ -671,7 +676,7 @@ fn misses_by_cause(
                     }
                     misses.other.push(OtherMiss {
                         status: su as u32,
-                        poller: p,
+                        poller: p as u8,
                         cause,
                     });
                 }
@@ -818,12 +823,7 @@ impl Ticks {
     }
 
     /// The tick of a request: that of its cycle's page 0.
-    fn of_request(
-        &self,
-        h: &History,
-        cycles: &Cycles,
-        ri: u32,
-    ) -> Option<usize> {
+    fn of_request(&self, h: &History, cycles: &Cycles, ri: u32) -> Option<usize> {
         let r = &h.requests[ri as usize];
         let page0 = cycles
             .by_cycle
@@ -970,7 +970,11 @@ fn poller_views(h: &History, global: &[u32], cycles: &Cycles) -> Vec<PollerView>
         v.next_failed_or_clean = vec![n as u32; n + 1];
         for j in (0..n).rev() {
             let c = cycles.of_request[v.order[j] as usize];
-            v.next_clean[j] = if c.clean() { j as u32 } else { v.next_clean[j + 1] };
+            v.next_clean[j] = if c.clean() {
+                j as u32
+            } else {
+                v.next_clean[j + 1]
+            };
             v.next_failed_or_clean[j] = if c.clean() || c.failed {
                 j as u32
             } else {
@@ -1018,10 +1022,7 @@ fn poller_views(h: &History, global: &[u32], cycles: &Cycles) -> Vec<PollerView>
         for c in found.into_iter().filter(|c| c.succeeded) {
             v.baseline_sent = Some(c.sent);
             if let (true, Some(low)) = (c.last_page_full, c.lowest_key) {
-                v.baseline.push(Baseline {
-                    sent: c.sent,
-                    low,
-                });
+                v.baseline.push(Baseline { sent: c.sent, low });
             }
         }
         if !v.baseline.is_empty() {

@@ -143,7 +143,7 @@ impl Serialize for OtherMisses<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(self.misses.iter().map(|m| OtherMiss {
             id: self.loaded.status_id(m.status),
-            poller: &self.loaded.pollers[m.poller].name,
+            poller: &self.loaded.pollers[m.poller as usize].name,
             cause: m.cause.as_str(),
         }))
     }

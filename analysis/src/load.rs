@@ -15,12 +15,12 @@
 //! range.
 
 use crate::diff::{History, MAX_POLLERS, PollerSpec, Request, Status, Visibility};
-use rundb::schema::{APPLICATION_ID, SCHEMA_VERSION};
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
-use since_id::id::Layout;
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
+use rundb::schema::{APPLICATION_ID, SCHEMA_VERSION};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use since_id::id::Id;
+use since_id::id::Layout;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;

@@ -230,7 +230,7 @@ required_k_ms = the smallest k that would have caught it):",
                 o,
                 "  {} missed by {} ({})",
                 loaded.status_id(m.status),
-                loaded.pollers[m.poller].name,
+                loaded.pollers[m.poller as usize].name,
                 m.cause.as_str()
             );
         }
@@ -257,7 +257,8 @@ This is a bug in the target, the poller or the recorder:",
                 let _ = writeln!(
                     o,
                     "  !!   {} missed by {}",
-                    loaded.status_id(m.status), loaded.pollers[m.poller].name
+                    loaded.status_id(m.status),
+                    loaded.pollers[m.poller as usize].name
                 );
             }
             if unexplained.len() > LIST_CAP {

@@ -151,7 +151,10 @@ fn keyset_histories_have_misses_of_every_cause() {
     assert_eq!(fast, analyze_exhaustive(&h));
     let keyset = &fast.pollers[0];
     assert!(keyset.misses_error > 0, "{keyset:?}");
-    assert!(keyset.misses_overflow + keyset.misses_unexplained > 0, "{keyset:?}");
+    assert!(
+        keyset.misses_overflow + keyset.misses_unexplained > 0,
+        "{keyset:?}"
+    );
 }
 
 /// Runs of the experiment itself (virtual time): faults, overflow from a

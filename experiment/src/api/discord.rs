@@ -7,37 +7,34 @@
 
 use super::pace::RateHeaders;
 use super::spec::{Resolved, TargetOptions, TargetSpec, refuse};
-use super::{Auth, Dialect, HttpRequest, ItemFields};
+use super::{Api, Auth, Dialect, HttpRequest, ItemFields};
 use since_id::id::{Id, Layout};
 use since_id::poller::PageRequest;
 
-/// `--target discord:CHANNEL_ID`.
-pub const KIND: &str = "discord";
-/// The forms of `--target` for Discord.
-pub const SPECS: &[&str] = &["discord:CHANNEL_ID"];
+/// Discord.
+pub const API: Api = Api {
+    kind: "discord",
+    specs: &["discord:CHANNEL_ID"],
+    token_env: "DISCORD_BOT_TOKEN",
+    auth: Auth::Header { scheme: "Bot" },
+    max_limit: 100,
+    item: ItemFields {
+        id: "id",
+        integer_id: None,
+        created_at: "timestamp",
+        author: "/author/username",
+    },
+    // The reset is epoch seconds with decimals; Reset-After (seconds) wins.
+    rate_headers: Some(RateHeaders {
+        limit: "x-ratelimit-limit",
+        remaining: "x-ratelimit-remaining",
+        reset: "x-ratelimit-reset",
+        reset_after: Some("x-ratelimit-reset-after"),
+    }),
+    parse_spec,
+};
 /// The default base URL of Discord's API (`--base-url` overrides it).
 pub const BASE: &str = "https://discord.com/api/v10";
-/// Where the token is read from.
-pub const TOKEN_ENV: &str = "DISCORD_BOT_TOKEN";
-/// `Authorization: Bot TOKEN`.
-pub const AUTH: Auth = Auth::Header { scheme: "Bot" };
-/// The largest `limit`.
-pub const MAX_LIMIT: usize = 100;
-/// A message's fields.
-pub const ITEM: ItemFields = ItemFields {
-    id: "id",
-    integer_id: None,
-    created_at: "timestamp",
-    author: "/author/username",
-};
-/// `X-RateLimit-Limit`, `-Remaining`, `-Reset` (epoch seconds with decimals)
-/// and `-Reset-After` (seconds), which wins.
-pub const RATE_HEADERS: RateHeaders = RateHeaders {
-    limit: "x-ratelimit-limit",
-    remaining: "x-ratelimit-remaining",
-    reset: "x-ratelimit-reset",
-    reset_after: Some("x-ratelimit-reset-after"),
-};
 
 /// The request for a page of channel `channel_id`.
 pub fn build(channel_id: &str, layout: &Layout, req: &PageRequest, limit: usize) -> HttpRequest {
@@ -70,7 +67,7 @@ pub fn in_window(req: &PageRequest, id: Id) -> bool {
 }
 
 /// `discord:CHANNEL_ID`.
-pub fn parse_spec(spec: &str) -> Result<TargetSpec, String> {
+fn parse_spec(spec: &str) -> Result<TargetSpec, String> {
     if spec.is_empty() || !spec.bytes().all(|b| b.is_ascii_digit()) {
         return Err("a Discord channel ID is a decimal snowflake".into());
     }

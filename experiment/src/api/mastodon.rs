@@ -5,34 +5,34 @@
 //! mastodon:https://HOST` with `--timeline`.
 
 use super::pace::RateHeaders;
-use super::spec::{Resolved, TargetOptions, TargetSpec, base_url, refuse};
-use super::{Auth, Dialect, HttpRequest, ItemFields};
+use super::spec::{Resolved, TargetOptions, TargetSpec, base_url, url_in_target};
+use super::{Api, Auth, Dialect, HttpRequest, ItemFields};
 use since_id::id::Layout;
 use since_id::poller::PageRequest;
 
-/// `--target mastodon:https://HOST`.
-pub const KIND: &str = "mastodon";
-/// The forms of `--target` for Mastodon.
-pub const SPECS: &[&str] = &["mastodon:https://HOST"];
-/// Where the token is read from.
-pub const TOKEN_ENV: &str = "MASTODON_ACCESS_TOKEN";
-/// `Authorization: Bearer TOKEN`.
-pub const AUTH: Auth = Auth::Header { scheme: "Bearer" };
-/// The largest `limit` the timelines serve [1.1].
-pub const MAX_LIMIT: usize = 40;
-/// A status's fields [1.4].
-pub const ITEM: ItemFields = ItemFields {
-    id: "id",
-    integer_id: None,
-    created_at: "created_at",
-    author: "/account/acct",
-};
-/// `X-RateLimit-Limit`, `-Remaining` and `-Reset`, the reset an ISO 8601 time [1.5].
-pub const RATE_HEADERS: RateHeaders = RateHeaders {
-    limit: "x-ratelimit-limit",
-    remaining: "x-ratelimit-remaining",
-    reset: "x-ratelimit-reset",
-    reset_after: None,
+/// Mastodon.
+pub const API: Api = Api {
+    kind: "mastodon",
+    specs: &["mastodon:https://HOST"],
+    token_env: "MASTODON_ACCESS_TOKEN",
+    auth: Auth::Header { scheme: "Bearer" },
+    // The timelines' largest `limit` [1.1].
+    max_limit: 40,
+    // A status's fields [1.4].
+    item: ItemFields {
+        id: "id",
+        integer_id: None,
+        created_at: "created_at",
+        author: "/account/acct",
+    },
+    // The reset is an ISO 8601 time [1.5].
+    rate_headers: Some(RateHeaders {
+        limit: "x-ratelimit-limit",
+        remaining: "x-ratelimit-remaining",
+        reset: "x-ratelimit-reset",
+        reset_after: None,
+    }),
+    parse_spec,
 };
 /// The `--timeline` values, besides `tag:NAME` and `list:ID`.
 const TIMELINES: [&str; 4] = ["public", "local", "remote", "home"];
@@ -83,7 +83,7 @@ fn timeline_path(timeline: &str) -> (String, Vec<(String, String)>) {
 }
 
 /// `mastodon:https://HOST`.
-pub fn parse_spec(spec: &str) -> Result<TargetSpec, String> {
+fn parse_spec(spec: &str) -> Result<TargetSpec, String> {
     Ok(TargetSpec::Mastodon {
         base: base_url(spec)?,
     })
@@ -106,11 +106,7 @@ pub fn resolve(
             "bad --timeline '{timeline}' for mastodon: expected public, local, remote, home, tag:NAME or list:ID"
         ));
     }
-    refuse(
-        "--base-url",
-        opts.base_url.is_some(),
-        "mastodon (the URL is in --target)",
-    )?;
+    url_in_target(opts, "mastodon")?;
     Ok(Resolved {
         base: host.to_string(),
         dialect: Dialect::Mastodon { timeline },

@@ -5,29 +5,31 @@
 //! misskey:https://HOST` with `--timeline`.
 
 use super::client::{describe_reqwest_error, read_capped, redact, redirect_error};
-use super::spec::{Resolved, TargetOptions, TargetSpec, base_url, refuse};
-use super::{Auth, Dialect, HttpRequest, ItemFields, MAX_BODY_BYTES, Token, excerpt};
+use super::spec::{Resolved, TargetOptions, TargetSpec, base_url, url_in_target};
+use super::{Api, Auth, Dialect, HttpRequest, ItemFields, MAX_BODY_BYTES, Token, excerpt};
 use serde_json::Value;
 use since_id::id::Layout;
 use since_id::poller::PageRequest;
 
-/// `--target misskey:https://HOST`.
-pub const KIND: &str = "misskey";
-/// The forms of `--target` for Misskey.
-pub const SPECS: &[&str] = &["misskey:https://HOST"];
-/// Where the token is read from.
-pub const TOKEN_ENV: &str = "MISSKEY_TOKEN";
-/// The token travels as the body field `i`.
-pub const AUTH: Auth = Auth::BodyField("i");
-/// The largest `limit`.
-pub const MAX_LIMIT: usize = 100;
-/// A note's fields.
-pub const ITEM: ItemFields = ItemFields {
-    id: "id",
-    integer_id: None,
-    created_at: "createdAt",
-    author: "/user/username",
+/// Misskey.
+pub const API: Api = Api {
+    kind: "misskey",
+    specs: &["misskey:https://HOST"],
+    token_env: "MISSKEY_TOKEN",
+    auth: AUTH,
+    max_limit: 100,
+    item: ItemFields {
+        id: "id",
+        integer_id: None,
+        created_at: "createdAt",
+        author: "/user/username",
+    },
+    // A spent limit is a 429 with Retry-After only.
+    rate_headers: None,
+    parse_spec,
 };
+/// The token travels as the body field `i`.
+const AUTH: Auth = Auth::BodyField("i");
 /// The timeline polled when `--timeline` is not given.
 pub const DEFAULT_ENDPOINT: &str = "local-timeline";
 
@@ -170,7 +172,7 @@ pub async fn probe_layout(
 }
 
 /// `misskey:https://HOST`.
-pub fn parse_spec(spec: &str) -> Result<TargetSpec, String> {
+fn parse_spec(spec: &str) -> Result<TargetSpec, String> {
     Ok(TargetSpec::Misskey {
         base: base_url(spec)?,
     })
@@ -192,11 +194,7 @@ pub fn resolve(
             allowed.join(", ")
         ));
     }
-    refuse(
-        "--base-url",
-        opts.base_url.is_some(),
-        "misskey (the URL is in --target)",
-    )?;
+    url_in_target(opts, "misskey")?;
     let endpoint = match opts.timeline.as_deref().unwrap_or("local") {
         "global" => "global-timeline",
         "hybrid" => "hybrid-timeline",

@@ -34,13 +34,34 @@ pub use misskey::{detect_misskey_layout, probe_layout};
 pub use pace::{Pacer, RateHeaders, RateInfo, rate_info};
 pub use x::XEndpoint;
 
-/// Every API's rate-limit headers, in the order [`rate_info`] tries them.
-const RATE_HEADERS: [RateHeaders; 4] = [
-    mastodon::RATE_HEADERS,
-    discord::RATE_HEADERS,
-    twitter::RATE_HEADERS,
-    x::RATE_HEADERS,
+/// Every API, in the order [`rate_info`] tries their headers.
+const APIS: [&Api; 5] = [
+    &mastodon::API,
+    &discord::API,
+    &twitter::API,
+    &x::API,
+    &misskey::API,
 ];
+
+/// What this tool knows of one API that is a value rather than code; each
+/// API's home file has one (`API`).
+#[derive(Clone, Copy, Debug)]
+pub struct Api {
+    /// `--target KIND:...`.
+    pub kind: &'static str,
+    /// The forms of `--target`, for errors and `--help`.
+    pub specs: &'static [&'static str],
+    /// The environment variable the token is read from.
+    pub token_env: &'static str,
+    pub auth: Auth,
+    /// The largest page the API serves.
+    pub max_limit: usize,
+    pub item: ItemFields,
+    /// Where the API reports its budget (None: only `Retry-After` on a 429).
+    pub rate_headers: Option<RateHeaders>,
+    /// Reads the SPEC of `--target KIND:SPEC`.
+    pub parse_spec: fn(&str) -> Result<spec::TargetSpec, String>,
+}
 
 /// An API dialect: which API, and which of its timelines.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,15 +109,20 @@ pub struct HttpRequest {
 }
 
 impl Dialect {
+    /// The API this dialect speaks.
+    pub fn api(&self) -> &'static Api {
+        match self {
+            Dialect::TwitterV1 { .. } => &twitter::API,
+            Dialect::Mastodon { .. } => &mastodon::API,
+            Dialect::Misskey { .. } => &misskey::API,
+            Dialect::X { .. } => &x::API,
+            Dialect::Discord { .. } => &discord::API,
+        }
+    }
+
     /// The largest page the API serves.
     pub fn max_limit(&self) -> usize {
-        match self {
-            Dialect::TwitterV1 { .. } => twitter::MAX_LIMIT,
-            Dialect::Mastodon { .. } => mastodon::MAX_LIMIT,
-            Dialect::Misskey { .. } => misskey::MAX_LIMIT,
-            Dialect::X { .. } => x::MAX_LIMIT,
-            Dialect::Discord { .. } => discord::MAX_LIMIT,
-        }
+        self.api().max_limit
     }
 
     /// The smallest page the API accepts.
@@ -114,35 +140,12 @@ impl Dialect {
 
     /// How the token travels.
     pub fn auth(&self) -> Auth {
-        match self {
-            Dialect::TwitterV1 { .. } => twitter::AUTH,
-            Dialect::Mastodon { .. } => mastodon::AUTH,
-            Dialect::Misskey { .. } => misskey::AUTH,
-            Dialect::X { .. } => x::AUTH,
-            Dialect::Discord { .. } => discord::AUTH,
-        }
+        self.api().auth
     }
 
     /// The environment variable the token is read from.
     pub fn token_env(&self) -> &'static str {
-        match self {
-            Dialect::TwitterV1 { .. } => twitter::TOKEN_ENV,
-            Dialect::Mastodon { .. } => mastodon::TOKEN_ENV,
-            Dialect::Misskey { .. } => misskey::TOKEN_ENV,
-            Dialect::X { .. } => x::TOKEN_ENV,
-            Dialect::Discord { .. } => discord::TOKEN_ENV,
-        }
-    }
-
-    /// Where an entry's fields are.
-    fn item_fields(&self) -> ItemFields {
-        match self {
-            Dialect::TwitterV1 { .. } => twitter::ITEM,
-            Dialect::Mastodon { .. } => mastodon::ITEM,
-            Dialect::Misskey { .. } => misskey::ITEM,
-            Dialect::X { .. } => x::ITEM,
-            Dialect::Discord { .. } => discord::ITEM,
-        }
+        self.api().token_env
     }
 
     /// The timeline polled, as `runs.config` records it (for APIs with several).
@@ -234,7 +237,7 @@ impl Dialect {
             (_, Value::Array(entries)) => entries,
             _ => return Err(format!("response is not a JSON array: {}", excerpt(body))),
         };
-        let fields = self.item_fields();
+        let fields = self.api().item;
         entries
             .iter()
             .enumerate()

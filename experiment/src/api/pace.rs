@@ -30,12 +30,13 @@ pub struct RateHeaders {
     pub reset_after: Option<&'static str>,
 }
 
-/// Reads the budget from any dialect's headers ([`super::RATE_HEADERS`]),
-/// with `now_ms` the receive time.
+/// Reads the budget from any API's headers, with `now_ms` the receive time.
 pub fn rate_info(headers: &HeaderMap, now_ms: i64) -> RateInfo {
-    let families = super::RATE_HEADERS;
+    let families = super::APIS
+        .iter()
+        .filter_map(|api| api.rate_headers.as_ref());
     let get = |pick: fn(&RateHeaders) -> Option<&'static str>| {
-        families.iter().filter_map(pick).find_map(|name| {
+        families.clone().filter_map(pick).find_map(|name| {
             headers
                 .get(name)
                 .and_then(|v| v.to_str().ok())

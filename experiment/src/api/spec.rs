@@ -12,7 +12,7 @@
 //! | `misskey` | `https://HOST` (+ `--timeline`) | Misskey | `--layout` or detected |
 //! | `discord` | `CHANNEL_ID` | Discord v10 | `discord` |
 
-use super::{Dialect, XEndpoint, discord, mastodon, misskey, twitter, x};
+use super::{Api, Dialect, XEndpoint, discord, mastodon, misskey, twitter, x};
 use since_id::id::Layout;
 
 /// A parsed `--target`.
@@ -44,19 +44,18 @@ pub struct Resolved {
     pub layout: Option<Layout>,
 }
 
+/// The APIs in the order `--help` and errors list them.
+const LISTED: [&Api; 5] = [
+    &mastodon::API,
+    &x::API,
+    &twitter::API,
+    &misskey::API,
+    &discord::API,
+];
+
 /// Every form of `--target` but the simulator.
 fn forms() -> Vec<&'static str> {
-    [
-        mastodon::SPECS,
-        x::SPECS,
-        twitter::SPECS,
-        misskey::SPECS,
-        discord::SPECS,
-    ]
-    .into_iter()
-    .flatten()
-    .copied()
-    .collect()
+    LISTED.iter().flat_map(|api| api.specs).copied().collect()
 }
 
 /// Every form of `--target`, for errors.
@@ -78,13 +77,7 @@ pub fn target_help() -> String {
 
 /// `--help` of `--token-file`: every API's token variable.
 pub fn token_file_help() -> String {
-    let mut vars = vec![
-        mastodon::TOKEN_ENV,
-        x::TOKEN_ENV,
-        twitter::TOKEN_ENV,
-        misskey::TOKEN_ENV,
-        discord::TOKEN_ENV,
-    ];
+    let mut vars: Vec<&str> = LISTED.iter().map(|api| api.token_env).collect();
     vars.dedup();
     format!(
         "Read the API token from this file instead of the environment ({})",
@@ -116,15 +109,11 @@ impl std::str::FromStr for TargetSpec {
         }
         let bad = |why: &str| format!("bad --target '{text}': {why}; expected one of {}", kinds());
         let (kind, spec) = text.split_once(':').ok_or_else(|| bad("no KIND:"))?;
-        let parse = match kind {
-            mastodon::KIND => mastodon::parse_spec,
-            twitter::KIND => twitter::parse_spec,
-            misskey::KIND => misskey::parse_spec,
-            discord::KIND => discord::parse_spec,
-            x::KIND => x::parse_spec,
-            _ => return Err(bad(&format!("unknown kind '{kind}'"))),
-        };
-        parse(spec).map_err(|e| bad(&e))
+        let api = LISTED
+            .iter()
+            .find(|api| api.kind == kind)
+            .ok_or_else(|| bad(&format!("unknown kind '{kind}'")))?;
+        (api.parse_spec)(spec).map_err(|e| bad(&e))
     }
 }
 
@@ -149,6 +138,15 @@ pub(super) fn base_or(opts: &TargetOptions, default: &str) -> Result<String, Str
         .map(base_url)
         .transpose()
         .map(|b| b.unwrap_or_else(|| default.to_string()))
+}
+
+/// `--base-url` is an error for an API whose `--target` holds the URL.
+pub(super) fn url_in_target(opts: &TargetOptions, kind: &str) -> Result<(), String> {
+    refuse(
+        "--base-url",
+        opts.base_url.is_some(),
+        &format!("{kind} (the URL is in --target)"),
+    )
 }
 
 /// The error for `flag`, `given` to a `kind` it does not apply to.

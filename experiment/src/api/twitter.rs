@@ -5,30 +5,33 @@
 //! reset [2.3], and `--target twitter-v1:https://HOST` with `--list-id`.
 
 use super::pace::RateHeaders;
-use super::spec::{Resolved, TargetOptions, TargetSpec, base_url, refuse};
-use super::{Auth, Dialect, HttpRequest, ItemFields};
+use super::spec::{Resolved, TargetOptions, TargetSpec, base_url, refuse, url_in_target};
+use super::{Api, Auth, Dialect, HttpRequest, ItemFields};
 use since_id::id::Layout;
 use since_id::poller::PageRequest;
 
-/// `--target twitter-v1:https://HOST`.
-pub const KIND: &str = "twitter-v1";
-/// The forms of `--target` for Twitter v1.1.
-pub const SPECS: &[&str] = &["twitter-v1:https://HOST"];
-/// Where the token is read from (the same app token as X v2).
-pub const TOKEN_ENV: &str = "X_BEARER_TOKEN";
-/// `Authorization: Bearer TOKEN`.
-pub const AUTH: Auth = Auth::Header { scheme: "Bearer" };
-/// The largest `count` [2.2].
-pub const MAX_LIMIT: usize = 200;
-/// A tweet's fields. Its `id` is a JSON number, exact only when read as u64.
-pub const ITEM: ItemFields = ItemFields {
-    id: "id_str",
-    integer_id: Some("id"),
-    created_at: "created_at",
-    author: "/user/screen_name",
+/// Twitter v1.1.
+pub const API: Api = Api {
+    kind: "twitter-v1",
+    specs: &["twitter-v1:https://HOST"],
+    // The same app token as X v2.
+    token_env: "X_BEARER_TOKEN",
+    auth: Auth::Header { scheme: "Bearer" },
+    // The largest `count` [2.2].
+    max_limit: 200,
+    // A tweet's `id` is a JSON number, exact only when read as u64.
+    item: ItemFields {
+        id: "id_str",
+        integer_id: Some("id"),
+        created_at: "created_at",
+        author: "/user/screen_name",
+    },
+    rate_headers: Some(RATE_HEADERS),
+    parse_spec,
 };
+
 /// `x-rate-limit-limit`, `-remaining` and `-reset` (epoch seconds) [2.3]; X v2 sends the same.
-pub const RATE_HEADERS: RateHeaders = RateHeaders {
+pub(super) const RATE_HEADERS: RateHeaders = RateHeaders {
     limit: "x-rate-limit-limit",
     remaining: "x-rate-limit-remaining",
     reset: "x-rate-limit-reset",
@@ -57,7 +60,7 @@ pub fn build(list_id: &str, layout: &Layout, req: &PageRequest, limit: usize) ->
 }
 
 /// `twitter-v1:https://HOST`.
-pub fn parse_spec(spec: &str) -> Result<TargetSpec, String> {
+fn parse_spec(spec: &str) -> Result<TargetSpec, String> {
     Ok(TargetSpec::TwitterV1 {
         base: base_url(spec)?,
     })
@@ -70,11 +73,7 @@ pub fn resolve(
     layout: Option<Layout>,
 ) -> Result<Resolved, String> {
     refuse("--timeline", opts.timeline.is_some(), "twitter-v1")?;
-    refuse(
-        "--base-url",
-        opts.base_url.is_some(),
-        "twitter-v1 (the URL is in --target)",
-    )?;
+    url_in_target(opts, "twitter-v1")?;
     let list_id = opts
         .list_id
         .clone()

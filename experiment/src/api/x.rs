@@ -5,34 +5,33 @@
 //! Twitter's `x-rate-limit-*` headers, and `--target x:users/ID/tweets` or
 //! `x:search?query=...` against `https://api.x.com` (or `--base-url`).
 
-use super::pace::RateHeaders;
 use super::spec::{Resolved, TargetOptions, TargetSpec, refuse};
-use super::{Auth, Dialect, HttpRequest, ItemFields, excerpt};
+use super::{Api, Auth, Dialect, HttpRequest, ItemFields, excerpt};
 use serde_json::Value;
 use since_id::id::Layout;
 use since_id::poller::PageRequest;
 
-/// `--target x:...`.
-pub const KIND: &str = "x";
-/// The forms of `--target` for X.
-pub const SPECS: &[&str] = &["x:users/ID/tweets", "x:search?query=..."];
+/// X API v2.
+pub const API: Api = Api {
+    kind: "x",
+    specs: &["x:users/ID/tweets", "x:search?query=..."],
+    token_env: "X_BEARER_TOKEN",
+    auth: Auth::Header { scheme: "Bearer" },
+    // The largest `max_results`.
+    max_limit: 100,
+    // A post's fields, with `tweet.fields=created_at,author_id`.
+    item: ItemFields {
+        id: "id",
+        integer_id: None,
+        created_at: "created_at",
+        author: "/author_id",
+    },
+    // The same headers as v1.1's.
+    rate_headers: Some(super::twitter::RATE_HEADERS),
+    parse_spec,
+};
 /// The default base URL of X's API v2 (`--base-url` overrides it).
 pub const BASE: &str = "https://api.x.com";
-/// Where the token is read from.
-pub const TOKEN_ENV: &str = "X_BEARER_TOKEN";
-/// `Authorization: Bearer TOKEN`.
-pub const AUTH: Auth = Auth::Header { scheme: "Bearer" };
-/// The largest `max_results`.
-pub const MAX_LIMIT: usize = 100;
-/// A post's fields (with `tweet.fields=created_at,author_id`).
-pub const ITEM: ItemFields = ItemFields {
-    id: "id",
-    integer_id: None,
-    created_at: "created_at",
-    author: "/author_id",
-};
-/// The same headers as v1.1's.
-pub const RATE_HEADERS: RateHeaders = super::twitter::RATE_HEADERS;
 
 /// The two X v2 timelines that take `since_id`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,7 +113,7 @@ pub fn entries(value: Value, body: &[u8]) -> Result<Vec<Value>, String> {
 }
 
 /// `x:users/ID/tweets` or `x:search?query=...`.
-pub fn parse_spec(spec: &str) -> Result<TargetSpec, String> {
+fn parse_spec(spec: &str) -> Result<TargetSpec, String> {
     if let Some(user) = spec
         .strip_prefix("users/")
         .and_then(|s| s.strip_suffix("/tweets"))

@@ -199,6 +199,19 @@ enum Scope {
     Remote,
 }
 
+impl Scope {
+    /// `local=true` or `remote=true` (local wins).
+    fn of(params: &[(String, String)]) -> Scope {
+        if truthy(param(params, "local")) {
+            Scope::Local
+        } else if truthy(param(params, "remote")) {
+            Scope::Remote
+        } else {
+            Scope::All
+        }
+    }
+}
+
 fn mastodon_account(s: &SimStatus, host: &str) -> Value {
     let username = format!("user{}", s.author);
     let (acct, url) = if s.is_local() {
@@ -282,13 +295,7 @@ async fn mastodon_public(
     RawQuery(raw): RawQuery,
 ) -> Response {
     let params = params(&raw);
-    let scope = if truthy(param(&params, "local")) {
-        Scope::Local
-    } else if truthy(param(&params, "remote")) {
-        Scope::Remote
-    } else {
-        Scope::All
-    };
+    let scope = Scope::of(&params);
     mastodon_timeline(app, headers, PUBLIC_TIMELINE, params, scope)
 }
 
@@ -314,13 +321,7 @@ async fn mastodon_tag(
 ) -> Response {
     let path = format!("/api/v1/timelines/tag/{}", encode(&tag));
     let params = params(&raw);
-    let scope = if truthy(param(&params, "local")) {
-        Scope::Local
-    } else if truthy(param(&params, "remote")) {
-        Scope::Remote
-    } else {
-        Scope::All
-    };
+    let scope = Scope::of(&params);
     if !tag.eq_ignore_ascii_case("snowleak") {
         // Only #snowleak exists; other tags are empty timelines.
         let allowance = app.limiter.check(Dialect::Mastodon, (app.clock)());

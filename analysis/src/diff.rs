@@ -68,12 +68,20 @@
 
 use since_id::id::{Id, Layout};
 use since_id::policy::smallest_k_catching;
-use std::collections::HashMap;
+use std::collections::HashMap as StdHashMap;
+
+/// foldhash, not SipHash: the keys are our own indices, millions of them.
+type HashMap<K, V> = StdHashMap<K, V, foldhash::fast::FixedState>;
 
 pub use since_id::poller::FUTURE_TOLERANCE_MS;
 
 /// A distinct status: its sort key (the ID as an order-preserving integer) and the time in its ID.
+///
+/// Packed to 8-byte alignment: 24 bytes a status instead of the 32 that
+/// `u128`'s 16-byte alignment would pad it to (a run can hold tens of
+/// millions). Read its fields by value (`s.key`), not by reference.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, packed(8))]
 pub struct Status {
     pub key: u128,
     pub id_time_ms: i64,
@@ -248,10 +256,12 @@ pub struct Item {
     pub required_k_ms: Option<i64>,
 }
 
+/// 8 bytes: a run with heavy overflow has ten million of these.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OtherMiss {
     pub status: u32,
-    pub poller: usize,
+    /// Index of the poller (at most [`MAX_POLLERS`], so a byte).
+    pub poller: u8,
     pub cause: Cause,
 }
 
@@ -310,12 +320,84 @@ impl Analysis {
 /// The most pollers one run may have (they are tracked as bits of a u64).
 pub const MAX_POLLERS: usize = 64;
 
-/// Per status, where the run's requests saw it.
+/// Where the run's requests saw a status: the first request (in time order)
+/// that returned it and the one that received it last, as indices into
+/// [`History::requests`] (8 bytes a status, where the times themselves took
+/// 32 with their `Option`). `NONE` in both: never returned.
 #[derive(Clone, Copy)]
-struct Sightings {
-    first_sent: i64,
-    first_req: u32,
-    last_received: i64,
+struct Sighting {
+    first: u32,
+    last: u32,
+}
+
+impl Sighting {
+    const NONE: Sighting = Sighting {
+        first: u32::MAX,
+        last: u32::MAX,
+    };
+
+    fn get(self) -> Option<Sighting> {
+        (self.first != u32::MAX).then_some(self)
+    }
+
+    fn first_sent(self, h: &History) -> i64 {
+        h.requests[self.first as usize].sent_at_ms
+    }
+
+    fn last_received(self, h: &History) -> i64 {
+        h.requests[self.last as usize].received_at_ms
+    }
+}
+
+/// How one cycle of one poller went, as every page of it is judged: failed
+/// if any page failed, overflow if its back-paging was cut, and when its
+/// page 0 was sent (`i64::MAX` if no page 0 was recorded).
+#[derive(Clone, Copy, Debug)]
+struct CycleOutcome {
+    failed: bool,
+    overflow: bool,
+    page0_sent_ms: i64,
+}
+
+impl CycleOutcome {
+    /// Neither failed nor cut: a status in its window should have come back.
+    fn clean(self) -> bool {
+        !self.failed && !self.overflow
+    }
+}
+
+/// Every cycle's outcome, by (poller, cycle) and by request.
+struct Cycles {
+    by_cycle: HashMap<(usize, i64), CycleOutcome>,
+    of_request: Vec<CycleOutcome>,
+}
+
+impl Cycles {
+    /// O(R) expected.
+    fn of(h: &History) -> Cycles {
+        let mut by_cycle: HashMap<(usize, i64), CycleOutcome> = HashMap::default();
+        for r in &h.requests {
+            let e = by_cycle.entry((r.poller, r.cycle)).or_insert(CycleOutcome {
+                failed: false,
+                overflow: false,
+                page0_sent_ms: i64::MAX,
+            });
+            e.failed |= r.failed;
+            e.overflow |= r.overflow;
+            if r.page == 0 {
+                e.page0_sent_ms = e.page0_sent_ms.min(r.sent_at_ms);
+            }
+        }
+        let of_request = h
+            .requests
+            .iter()
+            .map(|r| by_cycle[&(r.poller, r.cycle)])
+            .collect();
+        Cycles {
+            by_cycle,
+            of_request,
+        }
+    }
 }
 
 /// Per poller: its requests in time order and what its baseline was.
@@ -325,6 +407,15 @@ struct PollerView {
     /// the early exit in [`classify`]: once every later request's since is at
     /// or above X, X can never again be in this poller's window.
     suffix_min_since: Vec<Option<u128>>,
+    /// Per position in `order`, the next position (itself included) whose
+    /// cycle was clean, and the next whose cycle failed or was clean
+    /// (`order.len()` when none): [`classify`] jumps over requests that
+    /// cannot change a miss's cause once it has one.
+    next_clean: Vec<u32>,
+    next_failed_or_clean: Vec<u32>,
+    /// Positions before this may be checked against the baseline, so are
+    /// never jumped over: 0 without a baseline.
+    jumps_from: usize,
     /// The send time of the poller's last successful cycle without a cursor:
     /// nothing it returned up to then can be late.
     baseline_sent: Option<i64>,
@@ -341,14 +432,25 @@ struct Baseline {
     low: u128,
 }
 
+/// A cycle of a poller without a cursor yet, while its baseline is found.
+struct CursorlessCycle {
+    cycle: i64,
+    sent: i64,
+    succeeded: bool,
+    last_page_full: bool,
+    lowest_key: Option<u128>,
+}
+
 /// Judges a history. Panics only if there are more than [`MAX_POLLERS`]
 /// pollers or an observation refers past `statuses` (the loader checks both).
 ///
-/// Time O(R log R + O + S log R + M·W) and memory O(R + O + S·P), with R
-/// requests, O observations, S statuses, P pollers and M the (status,
-/// poller) pairs never returned; W, the span one such pair is examined over,
-/// depends on k and the cadence, not on the run's length (see [`classify`]).
-/// Each pass below states its own share.
+/// Time O(R log R + O + S log R + M·W) and memory O(R + O + S·P/64 + L),
+/// with R requests, O observations, S statuses, P pollers, L the leaks,
+/// late arrivals and other misses reported, and M the (status, poller) pairs
+/// never returned; W, the requests one such pair is examined over, depends
+/// on k, the cadence and the pages of a cycle, not on the run's length (see
+/// [`classify`]). Each pass below states its own share. Per status the check
+/// holds 16 bytes (who returned it, and where it was first and last seen).
 pub fn analyze(h: &History) -> Analysis {
     check(h, false)
 }
@@ -363,64 +465,113 @@ pub fn analyze_exhaustive(h: &History) -> Analysis {
 
 fn check(h: &History, exhaustive: bool) -> Analysis {
     assert!(h.pollers.len() <= MAX_POLLERS, "too many pollers");
-    let n_status = h.statuses.len();
-    let n_pollers = h.pollers.len();
+    let cycles = Cycles::of(h);
+    let global = time_order(h);
+    let views = poller_views(h, &global, &cycles);
+    let mut seen = sightings_in_time_order(h, &global, &views);
+    let reference = if h.truth.is_some() {
+        Reference::Truth
+    } else if h.pollers.len() >= 2 {
+        Reference::Union
+    } else {
+        Reference::None
+    };
+    let misses = if reference == Reference::None {
+        Misses::default()
+    } else {
+        misses_by_cause(h, &views, &cycles, &mut seen, exhaustive)
+    };
+    let ticks = Ticks::of(h, &cycles);
+    let items = leaks_and_late_arrivals(h, &global, &seen, &misses, &ticks, &cycles);
 
-    // All requests in time order (ties: load order), and per poller.
+    let k_to_catch_all_ms = items
+        .iter()
+        .filter(|i| i.leaked_by != 0)
+        .filter_map(|i| i.required_k_ms)
+        .max();
+    let required_k = Distribution::of(items.iter().filter_map(|i| i.required_k_ms).collect());
+    let (verdicts, verdict_reasons) = seen.stats.iter().map(|s| judge(reference, s)).unzip();
+    let future_ids = from_the_future(h, &seen.sightings);
+    let mut other_misses = misses.other;
+    other_misses.sort_by_key(|m| (m.poller, h.statuses[m.status as usize].key));
+    Analysis {
+        reference,
+        pollers: seen.stats,
+        verdicts,
+        verdict_reasons,
+        items,
+        other_misses,
+        k_to_catch_all_ms,
+        required_k,
+        future_ids,
+    }
+}
+
+/// All requests in time order (ties: load order). O(R log R).
+fn time_order(h: &History) -> Vec<u32> {
     let mut global: Vec<u32> = (0..h.requests.len() as u32).collect();
     global.sort_by_key(|&i| (h.requests[i as usize].sent_at_ms, i));
+    global
+}
 
-    // O(R log R): all requests in time order; O(R) expected: the cycle
-    // outcome per (poller, cycle): failed if any page failed, overflow if
-    // flagged, and its page-0 send time; then per request, its cycle's outcome.
-    let mut cycle_flags: HashMap<(usize, i64), (bool, bool, i64)> = HashMap::new();
-    for r in &h.requests {
-        let e = cycle_flags
-            .entry((r.poller, r.cycle))
-            .or_insert((false, false, i64::MAX));
-        e.0 |= r.failed;
-        e.1 |= r.overflow;
-        if r.page == 0 {
-            e.2 = e.2.min(r.sent_at_ms);
-        }
-    }
+/// What one pass over the requests in time order finds.
+struct Seen {
+    /// Per status, the pollers (bit i = poller i) that returned it.
+    mask: Vec<u64>,
+    sightings: Vec<Sighting>,
+    stats: Vec<PollerStats>,
+    /// Status -> the pollers that returned it late (only statuses returned late).
+    late_for: HashMap<u32, u64>,
+    /// Per request in time order, the highest key (and its ID time) returned
+    /// by any request up to it: id_skew's naive cursor.
+    prefix_max: Vec<Option<(u128, i64)>>,
+}
 
-    let cycle_of: Vec<(bool, bool)> = h
-        .requests
-        .iter()
-        .map(|r| {
-            let (failed, overflow, _) = cycle_flags[&(r.poller, r.cycle)];
-            (failed, overflow)
-        })
-        .collect();
+/// The highest key of a poller's earlier cycles, against which a status
+/// returned for the first time is late (back pages of the same cycle lie
+/// below its page 0 by construction and are not).
+#[derive(Clone, Copy)]
+struct CycleHigh {
+    earlier_cycles: Option<u128>,
+    cycle: i64,
+    this_cycle: Option<u128>,
+}
 
-    // O(R + O): one pass in time order: who saw what, duplicates, late
-    // arrivals, and the running highest key (for id_skew).
-    let mut seen_mask = vec![0u64; n_status];
-    let mut sightings: Vec<Option<Sightings>> = vec![None; n_status];
-    let mut stats = vec![PollerStats::default(); n_pollers];
-    let mut late_for = vec![0u64; n_status];
-    // Per poller: highest key over completed cycles, current cycle and its max.
-    let mut cursor: Vec<(Option<u128>, i64, Option<u128>)> =
-        vec![(None, i64::MIN, None); n_pollers];
-    let mut prefix_max: Vec<Option<(u128, i64)>> = Vec::with_capacity(global.len());
+/// O(R + O): who returned what, duplicates, late arrivals, where each status
+/// was first and last seen, and the running highest key (for id_skew).
+fn sightings_in_time_order(h: &History, global: &[u32], views: &[PollerView]) -> Seen {
+    let n_status = h.statuses.len();
+    let mut seen = Seen {
+        mask: vec![0u64; n_status],
+        sightings: vec![Sighting::NONE; n_status],
+        stats: vec![PollerStats::default(); h.pollers.len()],
+        late_for: HashMap::default(),
+        prefix_max: Vec::with_capacity(global.len()),
+    };
+    let mut high = vec![
+        CycleHigh {
+            earlier_cycles: None,
+            cycle: i64::MIN,
+            this_cycle: None,
+        };
+        h.pollers.len()
+    ];
     let mut running: Option<(u128, i64)> = None;
-    let views = poller_views(h, &global);
-    for &ri in &global {
+    for &ri in global {
         let r = &h.requests[ri as usize];
         let p = r.poller;
         let bit = 1u64 << p;
-        let st = &mut stats[p];
+        let st = &mut seen.stats[p];
         st.requests += 1;
         st.errors += r.failed as u64;
         let has_cursor = r.since_key.is_some() || (h.pollers[p].keyset && r.cycle > 0);
         st.cursor_requests_ok += (!r.failed && has_cursor) as u64;
         st.back_pages += (r.page > 0) as u64;
-        let c = &mut cursor[p];
-        if r.cycle != c.1 {
-            c.0 = c.0.max(c.2);
-            c.1 = r.cycle;
-            c.2 = None;
+        let c = &mut high[p];
+        if r.cycle != c.cycle {
+            c.earlier_cycles = c.earlier_cycles.max(c.this_cycle);
+            c.cycle = r.cycle;
+            c.this_cycle = None;
         }
         let view = &views[p];
         let after_baseline = view.baseline_sent.is_some_and(|b| r.sent_at_ms > b);
@@ -430,30 +581,29 @@ fn check(h: &History, exhaustive: bool) -> Analysis {
             let su = s as usize;
             let status = h.statuses[su];
             st.observations += 1;
-            if seen_mask[su] & bit != 0 {
+            if seen.mask[su] & bit != 0 {
                 dups_here += 1;
             } else {
-                seen_mask[su] |= bit;
+                seen.mask[su] |= bit;
                 st.seen += 1;
-                let below_cursor = c.0.is_some_and(|m| status.key < m);
+                let below_cursor = c.earlier_cycles.is_some_and(|m| status.key < m);
                 if below_cursor && after_baseline && !before_baseline(h, view, su, i64::MAX) {
-                    late_for[su] |= bit;
+                    *seen.late_for.entry(s).or_insert(0) |= bit;
                     st.late_arrivals += 1;
                 }
             }
-            c.2 = c.2.max(Some(status.key));
+            c.this_cycle = c.this_cycle.max(Some(status.key));
             if running.is_none_or(|(k, _)| status.key > k) {
                 running = Some((status.key, status.id_time_ms));
             }
-            match &mut sightings[su] {
-                None => {
-                    sightings[su] = Some(Sightings {
-                        first_sent: r.sent_at_ms,
-                        first_req: ri,
-                        last_received: r.received_at_ms,
-                    })
-                }
-                Some(x) => x.last_received = x.last_received.max(r.received_at_ms),
+            let sight = &mut seen.sightings[su];
+            if sight.get().is_none() {
+                *sight = Sighting {
+                    first: ri,
+                    last: ri,
+                };
+            } else if r.received_at_ms > sight.last_received(h) {
+                sight.last = ri;
             }
         }
         st.duplicates += dups_here;
@@ -463,93 +613,115 @@ fn check(h: &History, exhaustive: bool) -> Analysis {
         } else if r.bytes.is_some() && st.duplicate_bytes.is_none() {
             st.duplicate_bytes = Some(0.0);
         }
-        prefix_max.push(running);
+        seen.prefix_max.push(running);
     }
-    let global_sent: Vec<i64> = global
-        .iter()
-        .map(|&i| h.requests[i as usize].sent_at_ms)
-        .collect();
-    let ticks = Ticks::of(h, &cycle_flags);
-    let reference = if h.truth.is_some() {
-        Reference::Truth
-    } else if n_pollers >= 2 {
-        Reference::Union
-    } else {
-        Reference::None
-    };
+    seen
+}
 
-    // Misses: every (status, poller) where the poller never returned the
-    // status: O(S·P) to find them, and [`classify`]'s cost for each.
-    let mut leaked_by = vec![0u64; n_status];
-    let mut other_misses = Vec::new();
+/// The misses of every poller, by cause.
+#[derive(Default)]
+struct Misses {
+    /// (status, pollers that leaked it), in status order.
+    leaked_by: Vec<(u32, u64)>,
+    other: Vec<OtherMiss>,
+}
+
+/// Every (status, poller) where the poller never returned the status: O(S·P)
+/// to find them, and [`classify`]'s cost for each. Counts go into `seen.stats`.
+fn misses_by_cause(
+    h: &History,
+    views: &[PollerView],
+    cycles: &Cycles,
+    seen: &mut Seen,
+    exhaustive: bool,
+) -> Misses {
+    let mut misses = Misses::default();
+    let n_pollers = h.pollers.len();
     let all_bits = if n_pollers == 64 {
         u64::MAX
     } else {
         (1u64 << n_pollers) - 1
     };
-    if reference != Reference::None {
-        for su in 0..n_status {
-            let missing = all_bits & !seen_mask[su];
-            if missing == 0 {
-                continue;
-            }
-            let Some(vis) = visibility(h, &sightings, su) else {
-                continue; // neither truth nor sightings: nothing to owe
-            };
-            for (p, view) in views.iter().enumerate() {
-                if missing & (1 << p) == 0 {
-                    continue;
-                }
-                match classify(h, view, &cycle_of, su, vis, exhaustive) {
-                    Outcome::NotOwed { deleted } => {
-                        if deleted {
-                            stats[p].gone_before_seen += 1;
-                        }
-                    }
-                    Outcome::BeforeBaseline => stats[p].before_baseline += 1,
-                    Outcome::Leak => {
-                        leaked_by[su] |= 1 << p;
-                        stats[p].leaks += 1;
-                    }
-                    Outcome::Miss(cause) => {
-                        match cause {
-                            Cause::Error => stats[p].misses_error += 1,
-                            Cause::Overflow => stats[p].misses_overflow += 1,
-                            Cause::Unexplained => stats[p].misses_unexplained += 1,
-                            Cause::FutureId => stats[p].misses_future_id += 1,
-                        }
-                        other_misses.push(OtherMiss {
-                            status: su as u32,
-                            poller: p,
-                            cause,
-                        });
-                    }
-                }
-            }
-        }
-    }
-
-    // O(S log R): items of interest (leaks and late arrivals), with skew and
-    // required k found by binary search in the time-ordered requests and ticks.
-    let mut items = Vec::new();
-    for su in 0..n_status {
-        if leaked_by[su] == 0 && late_for[su] == 0 {
+    for su in 0..h.statuses.len() {
+        let missing = all_bits & !seen.mask[su];
+        if missing == 0 {
             continue;
         }
+        let Some(vis) = visibility(h, seen.sightings[su], su) else {
+            continue; // neither truth nor sightings: nothing to owe
+        };
+        let mut leaked = 0u64;
+        for (p, view) in views.iter().enumerate() {
+            if missing & (1 << p) == 0 {
+                continue;
+            }
+            let stats = &mut seen.stats[p];
+            match classify(h, view, &cycles.of_request, su, vis, exhaustive) {
+                Outcome::NotOwed { deleted } => {
+                    if deleted {
+                        stats.gone_before_seen += 1;
+                    }
+                }
+                Outcome::BeforeBaseline => stats.before_baseline += 1,
+                Outcome::Leak => {
+                    leaked |= 1 << p;
+                    stats.leaks += 1;
+                }
+                Outcome::Miss(cause) => {
+                    match cause {
+                        Cause::Error => stats.misses_error += 1,
+                        Cause::Overflow => stats.misses_overflow += 1,
+                        Cause::Unexplained => stats.misses_unexplained += 1,
+                        Cause::FutureId => stats.misses_future_id += 1,
+                    }
+                    misses.other.push(OtherMiss {
+                        status: su as u32,
+                        poller: p as u8,
+                        cause,
+                    });
+                }
+            }
+        }
+        if leaked != 0 {
+            misses.leaked_by.push((su as u32, leaked));
+        }
+    }
+    misses
+}
+
+/// O(L log R): the items of interest (leaks and late arrivals), with skew
+/// and required k found by binary search in the time-ordered requests and
+/// ticks, in order of ID time.
+fn leaks_and_late_arrivals(
+    h: &History,
+    global: &[u32],
+    seen: &Seen,
+    misses: &Misses,
+    ticks: &Ticks,
+    cycles: &Cycles,
+) -> Vec<Item> {
+    let leaked: HashMap<u32, u64> = misses.leaked_by.iter().copied().collect();
+    let mut of_interest: Vec<u32> = leaked.keys().chain(seen.late_for.keys()).copied().collect();
+    of_interest.sort_unstable();
+    of_interest.dedup();
+    let mut items = Vec::with_capacity(of_interest.len());
+    for s in of_interest {
+        let su = s as usize;
         let status = h.statuses[su];
-        let sight = sightings[su];
+        let sight = seen.sightings[su].get();
+        let first_sent = sight.map(|x| x.first_sent(h));
         let truth_vis = h
             .truth
             .as_ref()
             .and_then(|t| t[su])
             .map(|v| v.visible_at_ms);
-        let visible_ms = truth_vis.or(sight.map(|s| s.first_sent));
+        let visible_ms = truth_vis.or(first_sent);
         let id_skew_ms = visible_ms.and_then(|t| {
-            let n = global_sent.partition_point(|&s| s < t);
+            let n = global.partition_point(|&i| h.requests[i as usize].sent_at_ms < t);
             if n == 0 {
                 None
             } else {
-                prefix_max[n - 1].map(|(_, time)| time - status.id_time_ms)
+                seen.prefix_max[n - 1].map(|(_, time)| time - status.id_time_ms)
             }
         });
         // The tick the status belongs to. With truth: the first tick sent
@@ -557,55 +729,41 @@ fn check(h: &History, exhaustive: bool) -> Analysis {
         // earlier one whose request, sent before it became visible, returned
         // it (it became visible while that request was in flight). Without
         // truth: the tick of its first sighting.
-        let first_returned = sight.map(|s| (s.first_sent, s.first_req));
+        let first_returned = sight.map(|x| (x.first_sent(h), x.first));
         let belongs = match (truth_vis, first_returned) {
-            (Some(v), Some((sent, req))) if sent < v => ticks.of_request(h, &cycle_flags, req),
+            (Some(v), Some((sent, req))) if sent < v => ticks.of_request(h, cycles, req),
             (Some(v), _) => Some(ticks.sent.partition_point(|&t| t < v)),
-            (None, Some((_, req))) => ticks.of_request(h, &cycle_flags, req),
+            (None, Some((_, req))) => ticks.of_request(h, cycles, req),
             (None, None) => None,
         };
         let required_k_ms = belongs.and_then(|c| ticks.required_k(h, c, status.key));
         items.push(Item {
-            status: su as u32,
-            first_seen_ms: sight.map(|s| s.first_sent),
+            status: s,
+            first_seen_ms: first_sent,
             visible_ms,
-            seen_by: seen_mask[su],
-            leaked_by: leaked_by[su],
-            late_for: late_for[su],
+            seen_by: seen.mask[su],
+            leaked_by: leaked.get(&s).copied().unwrap_or(0),
+            late_for: seen.late_for.get(&s).copied().unwrap_or(0),
             id_skew_ms,
             required_k_ms,
         });
     }
     items.sort_by_key(|i| (h.statuses[i.status as usize].id_time_ms, i.status));
-    other_misses.sort_by_key(|m| (m.poller, h.statuses[m.status as usize].key));
+    items
+}
 
-    let k_to_catch_all_ms = items
-        .iter()
-        .filter(|i| i.leaked_by != 0)
-        .filter_map(|i| i.required_k_ms)
-        .max();
-    let required_k = Distribution::of(items.iter().filter_map(|i| i.required_k_ms).collect());
-    let (verdicts, verdict_reasons) = stats.iter().map(|s| judge(reference, s)).unzip();
-    // Statuses from the future: flagged, whatever the pollers made of them.
-    let future_ids = (0..n_status)
+/// O(S): statuses whose ID time is past the first request that returned
+/// them by more than [`FUTURE_TOLERANCE_MS`], whatever the pollers made of
+/// them, in index order.
+fn from_the_future(h: &History, sightings: &[Sighting]) -> Vec<u32> {
+    (0..h.statuses.len())
         .filter(|&su| {
-            sightings[su].is_some_and(|s| {
-                h.statuses[su].id_time_ms > s.first_sent.saturating_add(FUTURE_TOLERANCE_MS)
+            sightings[su].get().is_some_and(|s| {
+                h.statuses[su].id_time_ms > s.first_sent(h).saturating_add(FUTURE_TOLERANCE_MS)
             })
         })
         .map(|su| su as u32)
-        .collect();
-    Analysis {
-        reference,
-        pollers: stats,
-        verdicts,
-        verdict_reasons,
-        items,
-        other_misses,
-        k_to_catch_all_ms,
-        required_k,
-        future_ids,
-    }
+        .collect()
 }
 
 /// The run's cadence: page-0 sends of every poller, those within half an
@@ -623,7 +781,7 @@ struct Ticks {
 }
 
 impl Ticks {
-    fn of(h: &History, cycle_flags: &HashMap<(usize, i64), (bool, bool, i64)>) -> Ticks {
+    fn of(h: &History, cycles: &Cycles) -> Ticks {
         let mut page0: Vec<i64> = h
             .requests
             .iter()
@@ -654,7 +812,7 @@ impl Ticks {
                 .iter()
                 .map(|&s| h.statuses[s as usize].key)
                 .max();
-            if let (Some(top), Some(c)) = (top, ticks.of_request(h, cycle_flags, i as u32)) {
+            if let (Some(top), Some(c)) = (top, ticks.of_request(h, cycles, i as u32)) {
                 highest_in[c] = highest_in[c].max(Some(top));
             }
         }
@@ -665,16 +823,12 @@ impl Ticks {
     }
 
     /// The tick of a request: that of its cycle's page 0.
-    fn of_request(
-        &self,
-        h: &History,
-        cycle_flags: &HashMap<(usize, i64), (bool, bool, i64)>,
-        ri: u32,
-    ) -> Option<usize> {
+    fn of_request(&self, h: &History, cycles: &Cycles, ri: u32) -> Option<usize> {
         let r = &h.requests[ri as usize];
-        let page0 = cycle_flags
+        let page0 = cycles
+            .by_cycle
             .get(&(r.poller, r.cycle))
-            .map(|f| f.2)
+            .map(|f| f.page0_sent_ms)
             .filter(|&t| t != i64::MAX)
             .unwrap_or(r.sent_at_ms);
         self.sent.partition_point(|&t| t <= page0).checked_sub(1)
@@ -766,21 +920,30 @@ impl Vis {
     }
 }
 
-fn visibility(h: &History, sightings: &[Option<Sightings>], su: usize) -> Option<Vis> {
+fn visibility(h: &History, sighting: Sighting, su: usize) -> Option<Vis> {
     if let Some(v) = h.truth.as_ref().and_then(|t| t[su]) {
         return Some(Vis::Truth(v));
     }
-    sightings[su].map(|s| Vis::Seen {
-        from: s.first_sent,
-        until: s.last_received.max(s.first_sent + h.interval_ms * 3 / 2),
+    sighting.get().map(|s| {
+        let from = s.first_sent(h);
+        Vis::Seen {
+            from,
+            until: s.last_received(h).max(from + h.interval_ms * 3 / 2),
+        }
     })
 }
 
-fn poller_views(h: &History, global: &[u32]) -> Vec<PollerView> {
+/// Per poller, its requests in time order, the suffix minimum of their
+/// since_id, the jump tables of [`classify`] and its baseline: O(R) after
+/// the time order.
+fn poller_views(h: &History, global: &[u32], cycles: &Cycles) -> Vec<PollerView> {
     let mut views: Vec<PollerView> = (0..h.pollers.len())
         .map(|_| PollerView {
             order: Vec::new(),
             suffix_min_since: Vec::new(),
+            next_clean: Vec::new(),
+            next_failed_or_clean: Vec::new(),
+            jumps_from: 0,
             baseline_sent: None,
             baseline: Vec::new(),
         })
@@ -802,12 +965,27 @@ fn poller_views(h: &History, global: &[u32]) -> Vec<PollerView> {
             })
             .collect();
         v.suffix_min_since.reverse();
+        let n = v.order.len();
+        v.next_clean = vec![n as u32; n + 1];
+        v.next_failed_or_clean = vec![n as u32; n + 1];
+        for j in (0..n).rev() {
+            let c = cycles.of_request[v.order[j] as usize];
+            v.next_clean[j] = if c.clean() {
+                j as u32
+            } else {
+                v.next_clean[j + 1]
+            };
+            v.next_failed_or_clean[j] = if c.clean() || c.failed {
+                j as u32
+            } else {
+                v.next_failed_or_clean[j + 1]
+            };
+        }
         // Baseline: every successful cycle whose page 0 had no since_id. A
         // poller without a cursor has nothing to page back to (see
         // `since_id::poller`), so a full page then cuts the backlog, and what
         // lies below it was never the cursor policy's to lose.
-        // (cycle, sent, succeeded, last page full, lowest key)
-        let mut cycles: Vec<(i64, i64, bool, bool, Option<u128>)> = Vec::new();
+        let mut found: Vec<CursorlessCycle> = Vec::new();
         let cursorless = if h.pollers[p].keyset {
             &[][..]
         } else {
@@ -819,30 +997,41 @@ fn poller_views(h: &History, global: &[u32]) -> Vec<PollerView> {
                 if r.since_key.is_some() {
                     break;
                 }
-                cycles.push((r.cycle, r.sent_at_ms, true, false, None));
+                found.push(CursorlessCycle {
+                    cycle: r.cycle,
+                    sent: r.sent_at_ms,
+                    succeeded: true,
+                    last_page_full: false,
+                    lowest_key: None,
+                });
             }
-            let Some(c) = cycles.last_mut().filter(|c| c.0 == r.cycle) else {
+            let Some(c) = found.last_mut().filter(|c| c.cycle == r.cycle) else {
                 continue;
             };
-            c.2 &= !r.failed;
-            c.3 = r.full;
+            c.succeeded &= !r.failed;
+            c.last_page_full = r.full;
             let low = h.observations[r.obs_start as usize..r.obs_end as usize]
                 .iter()
                 .map(|&s| h.statuses[s as usize].key)
                 .min();
-            c.4 = match (c.4, low) {
+            c.lowest_key = match (c.lowest_key, low) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
         }
-        for (_, sent, ok, full, low) in cycles {
-            if !ok {
-                continue;
+        for c in found.into_iter().filter(|c| c.succeeded) {
+            v.baseline_sent = Some(c.sent);
+            if let (true, Some(low)) = (c.last_page_full, c.lowest_key) {
+                v.baseline.push(Baseline { sent: c.sent, low });
             }
-            v.baseline_sent = Some(sent);
-            if let (true, Some(low)) = (full, low) {
-                v.baseline.push(Baseline { sent, low });
-            }
+        }
+        if !v.baseline.is_empty() {
+            // Every request without a since_id may meet the baseline check.
+            v.jumps_from = v
+                .order
+                .iter()
+                .rposition(|&i| h.requests[i as usize].since_key.is_none())
+                .map_or(0, |j| j + 1);
         }
     }
     views
@@ -869,21 +1058,36 @@ enum Outcome {
     Miss(Cause),
 }
 
+/// The causes found so far for a miss: in-window requests whose cycle was
+/// clean, failed, or cut by back-paging's bound.
+#[derive(Clone, Copy, Default)]
+struct Causes {
+    clean: bool,
+    failed: bool,
+    overflow: bool,
+}
+
 /// Judges one (status, poller) pair the poller never returned.
 ///
-/// Cost: O(log R) to find the first request after X became visible, then one
-/// step per request of the poller from there until its cursor is above X for
-/// good (the suffix minimum of since_id passes X's key), the end of X's
-/// visibility, or the end of the run, whichever comes first. That span is the
-/// requests during which X sat above the lowest later cursor: about (k + the
-/// cursor's lag) / interval cycles, times the pages of a cycle, whatever the
-/// length of the run. With `exhaustive`, a pair with a cause is walked to the
-/// end of X's visibility, as before issue 13: the reference the tests compare
-/// the fast path with.
+/// Cost: O(log R) to find the first request after X became visible, then
+/// steps over the poller's requests from there until the outcome cannot
+/// change: a clean request that had X in its window (an unexplained miss,
+/// whatever follows), the cursor above X for good (the suffix minimum of
+/// since_id passes X's key), the end of X's visibility, or the end of the
+/// run. Once X has a cause, the walk jumps straight to the next request
+/// whose cycle could make it a stronger one (`next_clean`,
+/// `next_failed_or_clean`), so a run of failed or cut cycles costs one step,
+/// not one per request: this is what keeps keyset pollers (`xmin`, no
+/// since_id, so X never falls below their cursor) linear. The span walked is
+/// the requests during which X sat above the lowest later cursor: about
+/// (k + the cursor's lag) / interval cycles, times the pages of a cycle,
+/// whatever the length of the run. With `exhaustive`, every request is
+/// visited and a pair with a cause is walked to the end of X's visibility,
+/// as before issue 13: the reference the tests compare the fast path with.
 fn classify(
     h: &History,
     view: &PollerView,
-    cycle_of: &[(bool, bool)],
+    cycle_of: &[CycleOutcome],
     su: usize,
     vis: Vis,
     exhaustive: bool,
@@ -894,14 +1098,31 @@ fn classify(
         Vis::Truth(v) => v.visible_at_ms - 1,
         Vis::Seen { from, .. } => from,
     };
-    let first = view
+    let mut j = view
         .order
         .partition_point(|&i| h.requests[i as usize].sent_at_ms <= start_after);
     let mut owed_any = false;
     // Whether every request that had X below its cursor had a cursor from the future.
     let mut below_future_cursor_only = true;
-    let mut causes: Option<(bool, bool, bool)> = None; // (clean, failed, overflow)
-    for (j, &ri) in view.order.iter().enumerate().skip(first) {
+    let mut causes: Option<Causes> = None;
+    // The next position to look at: with a cause found, only a request of a
+    // stronger kind (clean > failed > overflow) can change the outcome, and
+    // nothing skipped can meet the baseline check (`jumps_from`).
+    let next = |j: usize, causes: Option<Causes>| -> usize {
+        match causes {
+            Some(c) if !exhaustive && j + 1 >= view.jumps_from => {
+                let table = if c.failed {
+                    &view.next_clean
+                } else {
+                    &view.next_failed_or_clean
+                };
+                table[j + 1] as usize
+            }
+            _ => j + 1,
+        }
+    };
+    while j < view.order.len() {
+        let ri = view.order[j];
         let r = &h.requests[ri as usize];
         if !vis.visible_at(r) {
             // Past the deletion or the last sighting: nothing later is owed.
@@ -912,6 +1133,7 @@ fn classify(
             if past_end {
                 break;
             }
+            j = next(j, causes);
             continue;
         }
         let below = r.since_key.is_some_and(|s| key <= s);
@@ -919,13 +1141,14 @@ fn classify(
         if above && !below {
             // Above a back page's window: the cycle's page 0 was responsible
             // for it, and if it surfaced after that page, the next cycle is.
+            j = next(j, causes);
             continue;
         }
         // Below a baseline page it was visible at: the backlog, not owed;
         // earlier cursorless cycles that failed do not change that. (One that
         // succeeded, was not full and still left it out stays a miss.)
         if r.since_key.is_none()
-            && !causes.is_some_and(|c| c.0)
+            && !causes.is_some_and(|c| c.clean)
             && before_baseline(h, view, su, r.sent_at_ms)
         {
             return Outcome::BeforeBaseline;
@@ -937,11 +1160,15 @@ fn classify(
                 .is_some_and(|t| t > r.sent_at_ms.saturating_add(FUTURE_TOLERANCE_MS));
         }
         if !below {
-            let (failed, overflow) = cycle_of[ri as usize];
-            let c = causes.get_or_insert((false, false, false));
-            c.0 |= !failed && !overflow;
-            c.1 |= failed;
-            c.2 |= overflow;
+            let cycle = cycle_of[ri as usize];
+            let c = causes.get_or_insert_default();
+            c.clean |= cycle.clean();
+            c.failed |= cycle.failed;
+            c.overflow |= cycle.overflow;
+            if c.clean && !exhaustive {
+                // Unexplained, whatever the later requests say.
+                break;
+            }
         } else if (!exhaustive || causes.is_none())
             && view.suffix_min_since[j].is_some_and(|s| s >= key)
         {
@@ -954,13 +1181,14 @@ fn classify(
             // poller: quadratic in the run.
             break;
         }
+        j = next(j, causes);
     }
     match (owed_any, causes) {
         (false, _) => Outcome::NotOwed { deleted },
         (true, None) if below_future_cursor_only => Outcome::Miss(Cause::FutureId),
         (true, None) => Outcome::Leak,
-        (true, Some((true, _, _))) => Outcome::Miss(Cause::Unexplained),
-        (true, Some((false, true, _))) => Outcome::Miss(Cause::Error),
+        (true, Some(c)) if c.clean => Outcome::Miss(Cause::Unexplained),
+        (true, Some(c)) if c.failed => Outcome::Miss(Cause::Error),
         (true, Some(_)) => Outcome::Miss(Cause::Overflow),
     }
 }

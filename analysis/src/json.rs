@@ -13,14 +13,14 @@ use std::collections::BTreeMap;
 pub const JSON_SCHEMA: u32 = 1;
 
 #[derive(Serialize)]
-pub struct Output {
+pub struct Output<'a> {
     pub schema: u32,
     pub run: Run,
     /// "truth", "union" (of the other pollers) or "none".
     pub reference: &'static str,
     pub pollers: Vec<Poller>,
-    pub leaks: Vec<Leak>,
-    pub other_misses: Vec<OtherMiss>,
+    pub leaks: Leaks<'a>,
+    pub other_misses: OtherMisses<'a>,
     pub future_ids: Vec<String>,
     pub truth: Option<Truth>,
     pub k_to_catch_all_ms: Option<i64>,
@@ -112,11 +112,51 @@ pub struct Leak {
     pub required_k_ms: Option<i64>,
 }
 
+/// The leaks, each written as the JSON is serialized (a run can have a
+/// million: as strings all at once they cost about 300 bytes each).
+pub struct Leaks<'a> {
+    loaded: &'a Loaded,
+    analysis: &'a Analysis,
+}
+
+impl Serialize for Leaks<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (loaded, h) = (self.loaded, &self.loaded.history);
+        serializer.collect_seq(self.analysis.leaks().map(|i| Leak {
+            id: loaded.status_id(i.status).into_owned(),
+            id_time: rfc3339_ms(h.statuses[i.status as usize].id_time_ms),
+            first_seen: i.first_seen_ms.map(rfc3339_ms),
+            seen_by: names(loaded, i.seen_by),
+            missed_by: names(loaded, i.leaked_by),
+            id_skew_ms: i.id_skew_ms,
+            required_k_ms: i.required_k_ms,
+        }))
+    }
+}
+
 #[derive(Serialize)]
-pub struct OtherMiss {
-    pub id: String,
-    pub poller: String,
+pub struct OtherMiss<'a> {
+    pub id: std::borrow::Cow<'a, str>,
+    pub poller: &'a str,
     pub cause: &'static str,
+}
+
+/// The misses that are not leaks, written one at a time as the JSON is
+/// serialized: a run with heavy overflow has millions of them, and building
+/// them all as strings first cost more memory than the whole history.
+pub struct OtherMisses<'a> {
+    loaded: &'a Loaded,
+    misses: &'a [crate::diff::OtherMiss],
+}
+
+impl Serialize for OtherMisses<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.misses.iter().map(|m| OtherMiss {
+            id: self.loaded.status_id(m.status),
+            poller: &self.loaded.pollers[m.poller as usize].name,
+            cause: m.cause.as_str(),
+        }))
+    }
 }
 
 #[derive(Serialize)]
@@ -145,7 +185,7 @@ pub fn names(loaded: &Loaded, mask: u64) -> Vec<String> {
         .collect()
 }
 
-pub fn build(loaded: &Loaded, a: &Analysis, plots: &[String]) -> Output {
+pub fn build<'a>(loaded: &'a Loaded, a: &'a Analysis, plots: &[String]) -> Output<'a> {
     let run = &loaded.run;
     let h = &loaded.history;
     let has_ref = a.reference != Reference::None;
@@ -188,31 +228,18 @@ pub fn build(loaded: &Loaded, a: &Analysis, plots: &[String]) -> Output {
             }),
         })
         .collect();
-    let leaks = a
-        .leaks()
-        .map(|i| Leak {
-            id: loaded.status_ids[i.status as usize].to_string(),
-            id_time: rfc3339_ms(h.statuses[i.status as usize].id_time_ms),
-            first_seen: i.first_seen_ms.map(rfc3339_ms),
-            seen_by: names(loaded, i.seen_by),
-            missed_by: names(loaded, i.leaked_by),
-            id_skew_ms: i.id_skew_ms,
-            required_k_ms: i.required_k_ms,
-        })
-        .collect();
-    let other_misses = a
-        .other_misses
-        .iter()
-        .map(|m| OtherMiss {
-            id: loaded.status_ids[m.status as usize].to_string(),
-            poller: loaded.pollers[m.poller].name.clone(),
-            cause: m.cause.as_str(),
-        })
-        .collect();
+    let leaks = Leaks {
+        loaded,
+        analysis: a,
+    };
+    let other_misses = OtherMisses {
+        loaded,
+        misses: &a.other_misses,
+    };
     let future_ids = a
         .future_ids
         .iter()
-        .map(|&s| loaded.status_ids[s as usize].to_string())
+        .map(|&s| loaded.status_id(s).into_owned())
         .collect();
     let truth = h.truth.as_ref().map(|t| Truth {
         statuses: t.iter().filter(|v| v.is_some()).count(),

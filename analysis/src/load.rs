@@ -5,18 +5,26 @@
 //! (`PRAGMA application_id`), is its schema version one this build knows.
 //! Every failure is an [`LoadError`] with a one-line message for the user.
 //!
-//! Speed matters: a run can hold ten million observations. Each table is read
-//! with one prepared statement in key order, status IDs are mapped once to
-//! dense `u32` indices (one hash lookup per observation, borrowing the text
-//! from SQLite without allocating) and observations land in one flat `Vec<u32>`
-//! that each request points into by range.
+//! Speed and memory matter: a run can hold tens of millions of observations
+//! and statuses. Each table is read with one prepared statement in key order
+//! (O(rows)), status IDs are mapped once to dense `u32` indices (one parse and
+//! one lookup in a table of bare indices per observation, borrowing the text
+//! from SQLite without allocating; [`StatusIndex`]), the IDs' texts are not
+//! kept when the layout can write them again ([`Loaded::status_id`]), and
+//! observations land in one flat `Vec<u32>` that each request points into by
+//! range.
 
 use crate::diff::{History, MAX_POLLERS, PollerSpec, Request, Status, Visibility};
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 use rundb::{Poller, Run};
 use rusqlite::Connection;
+use since_id::id::Id;
 use since_id::id::Layout;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::BuildHasher;
 use std::path::Path;
 
 /// Why a database could not be analyzed; `Display` is the one-line message.
@@ -46,10 +54,120 @@ pub struct Loaded {
     pub run: Run,
     pub pollers: Vec<Poller>,
     pub history: History,
-    /// The status IDs as the API wrote them, by dense index.
-    pub status_ids: Vec<Box<str>>,
+    /// The status IDs as the API wrote them: see [`Loaded::status_id`].
+    status_ids: StatusTexts,
     /// The latest client time recorded (for the duration of an incomplete run).
     pub last_activity_ms: Option<i64>,
+}
+
+impl Loaded {
+    /// Status `i`'s ID as the API wrote it: the layout's formatting of its
+    /// key, unless the text recorded was another (then it was kept).
+    pub fn status_id(&self, i: u32) -> Cow<'_, str> {
+        match self.status_ids.odd.get(&i) {
+            Some(text) => Cow::Borrowed(text),
+            None => Cow::Owned(
+                self.history
+                    .layout
+                    .format(Id(self.history.statuses[i as usize].key)),
+            ),
+        }
+    }
+}
+
+/// The texts of the status IDs that are not the layout's formatting of their
+/// key (none in the harness's own runs): the others are formatted when shown,
+/// so ten million statuses do not cost ten million strings.
+#[derive(Default)]
+struct StatusTexts {
+    odd: HashMap<u32, Box<str>>,
+}
+
+/// Status ID text -> dense index, while loading. A status whose text is the
+/// layout's formatting of its sort key (every status the harness records) is
+/// found by parsing the text and looking the key up in a table of bare `u32`
+/// indices (5 bytes a slot, hashed by the key the index points at): about
+/// 85 MB for 11.7 M statuses, where a map from owned text cost about 70 bytes a
+/// status and the text itself as much again. Other texts (another program's
+/// IDs) are kept, and mapped by text. O(1) expected per lookup; parsing a
+/// decimal ID costs about what hashing its text did.
+struct StatusIndex {
+    layout: Layout,
+    by_key: HashTable<u32>,
+    hasher: foldhash::fast::FixedState,
+    odd_by_text: HashMap<Box<[u8]>, u32, foldhash::fast::FixedState>,
+    texts: StatusTexts,
+}
+
+impl StatusIndex {
+    fn new(layout: Layout) -> StatusIndex {
+        StatusIndex {
+            layout,
+            by_key: HashTable::new(),
+            hasher: foldhash::fast::FixedState::default(),
+            odd_by_text: HashMap::default(),
+            texts: StatusTexts::default(),
+        }
+    }
+
+    /// Whether `text` is exactly what the layout writes for `key` (as
+    /// `Layout::format`; decimal IDs checked without formatting them).
+    fn canonical(&self, text: &str, key: u128) -> bool {
+        if self.layout.is_numeric() {
+            let digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+            digits
+                && (text == "0" || !text.starts_with('0'))
+                && key <= self.layout.max_id().0
+                && text.parse::<u128>() == Ok(key)
+        } else {
+            self.layout.format(Id(key)) == text
+        }
+    }
+
+    /// The index of the status whose ID text is `text`, if one was added.
+    fn get(&self, statuses: &[Status], text: &[u8]) -> Option<u32> {
+        if !self.odd_by_text.is_empty()
+            && let Some(&i) = self.odd_by_text.get(text)
+        {
+            return Some(i);
+        }
+        let text = std::str::from_utf8(text).ok()?;
+        let key = self.layout.parse(text).ok()?.0;
+        let hash = self.hasher.hash_one(key);
+        let &i = self
+            .by_key
+            .find(hash, |&i| statuses[i as usize].key == key)?;
+        self.canonical(text, key).then_some(i)
+    }
+
+    /// Appends `status`, with ID text `text`, and returns its index. A text
+    /// added again takes the new index, as inserting into a map would.
+    fn add(&mut self, statuses: &mut Vec<Status>, text: &str, status: Status) -> u32 {
+        let i = statuses.len() as u32;
+        statuses.push(status);
+        if self.canonical(text, status.key) {
+            let hasher = &self.hasher;
+            let hash = hasher.hash_one(status.key);
+            match self.by_key.entry(
+                hash,
+                |&j| statuses[j as usize].key == status.key,
+                |&j| hasher.hash_one(statuses[j as usize].key),
+            ) {
+                Entry::Occupied(mut e) => *e.get_mut() = i,
+                Entry::Vacant(e) => {
+                    e.insert(i);
+                }
+            }
+        } else {
+            self.odd_by_text.insert(text.as_bytes().into(), i);
+            self.texts.odd.insert(i, text.into());
+        }
+        i
+    }
+
+    fn into_texts(self) -> StatusTexts {
+        self.texts
+    }
 }
 
 fn sql(e: rusqlite::Error) -> LoadError {
@@ -121,11 +239,9 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
         ));
     }
 
-    // Statuses seen, then truth (which adds the statuses nobody saw).
-    // foldhash, not SipHash: ten million lookups of short digit strings, where
-    // SipHash costs a second. The input is our own database, so flooding is no concern.
-    let mut index: HashMap<Box<[u8]>, u32, foldhash::fast::FixedState> = HashMap::default();
-    let mut status_ids: Vec<Box<str>> = Vec::new();
+    // Statuses seen, then truth (which adds the statuses nobody saw). Each
+    // pass is one scan of its table, O(rows) with O(1) expected per row.
+    let mut ids = StatusIndex::new(layout.clone());
     let mut statuses: Vec<Status> = Vec::new();
     {
         let mut st = conn
@@ -133,19 +249,15 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
             .map_err(sql)?;
         let mut rows = st.query([run_id]).map_err(sql)?;
         while let Some(r) = rows.next().map_err(sql)? {
-            let id: Box<str> = r
-                .get_ref(0)
-                .and_then(|v| Ok(v.as_str()?))
-                .map_err(sql)?
-                .into();
+            let id = r.get_ref(0).and_then(|v| Ok(v.as_str()?)).map_err(sql)?;
             let key = parse_key(r.get_ref(1).and_then(|v| Ok(v.as_str()?)).map_err(sql)?)?;
             let id_time_ms = r.get(2).map_err(sql)?;
-            index.insert(id.as_bytes().into(), statuses.len() as u32);
-            status_ids.push(id);
-            statuses.push(Status { key, id_time_ms });
+            ids.add(&mut statuses, id, Status { key, id_time_ms });
         }
     }
-    let mut truth_rows: Vec<(u32, Visibility)> = Vec::new();
+    // Written straight into the per-status vector (grown as truth adds
+    // statuses): no list of rows held beside it.
+    let mut truth: Vec<Option<Visibility>> = Vec::new();
     let mut has_truth = false;
     {
         let mut st = conn
@@ -157,27 +269,21 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
         while let Some(r) = rows.next().map_err(sql)? {
             has_truth = true;
             let id = r.get_ref(0).and_then(|v| Ok(v.as_str()?)).map_err(sql)?;
-            let idx = match index.get(id.as_bytes()) {
-                Some(&i) => i,
+            let idx = match ids.get(&statuses, id.as_bytes()) {
+                Some(i) => i,
                 None => {
                     let key = parse_key(r.get_ref(1).and_then(|v| Ok(v.as_str()?)).map_err(sql)?)?;
-                    let i = statuses.len() as u32;
-                    index.insert(id.as_bytes().into(), i);
-                    status_ids.push(id.into());
-                    statuses.push(Status {
-                        key,
-                        id_time_ms: r.get(2).map_err(sql)?,
-                    });
-                    i
+                    let id_time_ms = r.get(2).map_err(sql)?;
+                    ids.add(&mut statuses, id, Status { key, id_time_ms })
                 }
-            };
-            truth_rows.push((
-                idx,
-                Visibility {
-                    visible_at_ms: r.get(3).map_err(sql)?,
-                    deleted_at_ms: r.get(4).map_err(sql)?,
-                },
-            ));
+            } as usize;
+            if truth.len() <= idx {
+                truth.resize(statuses.len(), None);
+            }
+            truth[idx] = Some(Visibility {
+                visible_at_ms: r.get(3).map_err(sql)?,
+                deleted_at_ms: r.get(4).map_err(sql)?,
+            });
         }
     }
 
@@ -260,22 +366,19 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
                 current = Some(rid);
             }
             let id = r.get_ref(1).and_then(|v| Ok(v.as_bytes()?)).map_err(sql)?;
-            let idx = match index.get(id) {
-                Some(&i) => i,
+            let idx = match ids.get(&statuses, id) {
+                Some(i) => i,
                 None => {
                     // Not in `statuses` (a recorder killed mid-write): decode it ourselves.
-                    let text = String::from_utf8_lossy(id).into_owned();
+                    let text = String::from_utf8_lossy(id);
                     let parsed = layout
                         .parse(&text)
                         .map_err(|e| LoadError(format!("run {run_id}: observation of {e}")))?;
-                    let i = statuses.len() as u32;
-                    index.insert(id.into(), i);
-                    status_ids.push(text.into());
-                    statuses.push(Status {
+                    let status = Status {
                         key: parsed.0,
                         id_time_ms: layout.ts_ms(parsed),
-                    });
-                    i
+                    };
+                    ids.add(&mut statuses, &text, status)
                 }
             };
             observations.push(idx);
@@ -287,15 +390,13 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
     if observations.len() > u32::MAX as usize {
         return err("more than 4 billion observations in one run");
     }
-    drop(index);
-
-    let truth = has_truth.then(|| {
-        let mut t = vec![None; statuses.len()];
-        for (i, v) in truth_rows {
-            t[i as usize] = Some(v);
-        }
-        t
-    });
+    let status_ids = ids.into_texts();
+    let truth = if has_truth {
+        truth.resize(statuses.len(), None);
+        Some(truth)
+    } else {
+        None
+    };
     let history = History {
         layout,
         statuses,

@@ -85,50 +85,105 @@ pub fn oracle(h: &History) -> Option<OracleCost> {
 }
 
 /// The oracle's cost on the given ticks (sorted); `None` without truth.
+///
+/// Time O(S log T + T + D log V) and memory O(S + V), with S statuses, T
+/// ticks, D the oracle's duplicates and V the most statuses it holds at once:
+/// each status goes to the tick it appears at and the one it vanishes at
+/// (binary search; a counting sort by tick, 4 bytes a status, instead of
+/// sorting 32-byte (time, key) pairs), and the statuses returned are
+/// forgotten once they lie below every key still to appear, since only
+/// returned keys at or above a tick's lowest fresh key are counted again. So
+/// V is the statuses returned and above the lowest one still to appear: the
+/// reach of the latest arrival, not the length of the run.
 pub fn oracle_on(h: &History, ticks: &[i64]) -> Option<OracleCost> {
     let truth = h.truth.as_ref()?;
-    // Statuses by the time they appear and by the time they go.
-    let mut appear: Vec<(i64, u128)> = Vec::new();
-    let mut vanish: Vec<(i64, u128)> = Vec::new();
-    for (s, v) in h.statuses.iter().zip(truth) {
-        let Some(v) = v else { continue };
-        appear.push((v.visible_at_ms, s.key));
-        if let Some(d) = v.deleted_at_ms {
-            vanish.push((d, s.key));
-        }
+    // A status appears (vanishes) at the first tick at or after its visible
+    // (deleted) time; after the last tick, never.
+    let tick_of = |t: i64| Some(ticks.partition_point(|&x| x < t)).filter(|&n| n < ticks.len());
+    let appear = ByTick::of(ticks.len(), truth.len(), |s| {
+        truth[s].and_then(|v| tick_of(v.visible_at_ms))
+    });
+    let vanish = ByTick::of(ticks.len(), truth.len(), |s| {
+        truth[s].and_then(|v| v.deleted_at_ms).and_then(tick_of)
+    });
+    let key = |s: u32| h.statuses[s as usize].key;
+    // floor[n]: the lowest key appearing at tick n or later.
+    let mut floor: Vec<Option<u128>> = vec![None; ticks.len() + 1];
+    for n in (0..ticks.len()).rev() {
+        let lowest = appear.at(n).iter().map(|&s| key(s)).min();
+        floor[n] = match (lowest, floor[n + 1]) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
-    appear.sort_unstable();
-    vanish.sort_unstable();
-    let (mut ai, mut vi) = (0, 0);
     // Visible statuses the oracle has returned; the newly visible ones of a tick.
     let mut returned: BTreeSet<u128> = BTreeSet::new();
+    let mut fresh: Vec<u128> = Vec::new();
     let mut cost = OracleCost::default();
-    for (n, &tick) in ticks.iter().enumerate() {
-        let mut fresh: Vec<u128> = Vec::new();
-        while ai < appear.len() && appear[ai].0 <= tick {
-            fresh.push(appear[ai].1);
-            ai += 1;
-        }
-        while vi < vanish.len() && vanish[vi].0 <= tick {
+    for n in 0..ticks.len() {
+        fresh.clear();
+        fresh.extend(appear.at(n).iter().map(|&s| key(s)));
+        for &s in vanish.at(n) {
             // A deleted status is not returned again (nor at all, if it
             // vanished before the tick that would have returned it).
-            let key = vanish[vi].1;
-            returned.remove(&key);
-            fresh.retain(|k| *k != key);
-            vi += 1;
+            let gone = key(s);
+            returned.remove(&gone);
+            fresh.retain(|k| *k != gone);
         }
         // Deleted before it became visible (the truth allows it): never owed.
         cost.ticks += 1;
-        let Some(&lowest) = fresh.iter().min() else {
-            continue;
-        };
-        if n > 0 {
-            cost.duplicates += returned.range(lowest..).count() as u64;
-            cost.new += fresh.len() as u64;
+        if let Some(&lowest) = fresh.iter().min() {
+            if n > 0 {
+                cost.duplicates += returned.range(lowest..).count() as u64;
+                cost.new += fresh.len() as u64;
+            }
+            returned.extend(fresh.iter().copied());
         }
-        returned.extend(fresh);
+        // Below every key still to appear: never counted again.
+        match floor[n + 1] {
+            Some(f) if returned.first().is_some_and(|&k| k < f) => {
+                returned = returned.split_off(&f);
+            }
+            Some(_) => {}
+            None => returned.clear(),
+        }
     }
     Some(cost)
+}
+
+/// Status indices grouped by tick (a counting sort): O(S + T) time, 4 bytes
+/// a status placed.
+struct ByTick {
+    /// `items[start[n]..start[n + 1]]` are tick n's statuses, in index order.
+    start: Vec<usize>,
+    items: Vec<u32>,
+}
+
+impl ByTick {
+    fn of(ticks: usize, statuses: usize, tick: impl Fn(usize) -> Option<usize>) -> ByTick {
+        let mut start = vec![0usize; ticks + 1];
+        for s in 0..statuses {
+            if let Some(n) = tick(s) {
+                start[n + 1] += 1;
+            }
+        }
+        for n in 0..ticks {
+            start[n + 1] += start[n];
+        }
+        let mut next = start.clone();
+        let mut items = vec![0u32; start[ticks]];
+        for s in 0..statuses {
+            if let Some(n) = tick(s) {
+                items[next[n]] = s as u32;
+                next[n] += 1;
+            }
+        }
+        ByTick { start, items }
+    }
+
+    fn at(&self, n: usize) -> &[u32] {
+        &self.items[self.start[n]..self.start[n + 1]]
+    }
 }
 
 /// What the report, the JSON and the sweep show: the oracle, and per poller
@@ -178,27 +233,36 @@ pub fn detection_delays(h: &History) -> Vec<Option<Distribution>> {
     for r in &h.requests {
         first_request[r.poller] = first_request[r.poller].min(r.sent_at_ms);
     }
-    // Per poller and status, the send time of the first request returning it.
-    let mut first_return: Vec<Vec<i64>> = vec![vec![i64::MAX; h.statuses.len()]; h.pollers.len()];
-    for r in &h.requests {
-        let row = &mut first_return[r.poller];
-        for &s in &h.observations[r.obs_start as usize..r.obs_end as usize] {
-            row[s as usize] = row[s as usize].min(r.sent_at_ms);
-        }
-    }
-    first_return
-        .iter()
-        .zip(&first_request)
-        .map(|(row, &start)| {
-            let delays: Vec<i64> = row
-                .iter()
-                .zip(truth)
-                .filter_map(|(&at, v)| {
-                    let v = v.as_ref()?;
-                    (at != i64::MAX && v.visible_at_ms > start && v.visible_at_ms <= horizon)
-                        .then(|| at - v.visible_at_ms)
-                })
-                .collect();
+    // Per poller, its requests in time order, and one bit a status (reused
+    // from poller to poller): the first request to return a status is the
+    // earliest. O(R log R + P·R + O) time, S/8 bytes beside the delays
+    // themselves (a per-poller, per-status table of first returns cost 8·P·S).
+    let mut order: Vec<u32> = (0..h.requests.len() as u32).collect();
+    order.sort_by_key(|&i| h.requests[i as usize].sent_at_ms);
+    let mut returned = vec![0u64; h.statuses.len().div_ceil(64)];
+    (0..h.pollers.len())
+        .map(|p| {
+            returned.fill(0);
+            let start = first_request[p];
+            let mut delays: Vec<i64> = Vec::new();
+            for r in order.iter().map(|&i| &h.requests[i as usize]) {
+                if r.poller != p {
+                    continue;
+                }
+                for &s in &h.observations[r.obs_start as usize..r.obs_end as usize] {
+                    let (word, bit) = (s as usize / 64, 1u64 << (s % 64));
+                    if returned[word] & bit != 0 {
+                        continue;
+                    }
+                    returned[word] |= bit;
+                    if let Some(v) = truth[s as usize]
+                        && v.visible_at_ms > start
+                        && v.visible_at_ms <= horizon
+                    {
+                        delays.push(r.sent_at_ms - v.visible_at_ms);
+                    }
+                }
+            }
             Distribution::of(delays)
         })
         .collect()

@@ -180,7 +180,7 @@ required_k_ms = the smallest k that would have caught it):",
             let _ = writeln!(
                 o,
                 "  {:<24} {:<24} {:<24} {:>10} {:>13}  {} / {}",
-                loaded.status_ids[i.status as usize],
+                loaded.status_id(i.status),
                 rfc3339_ms(h.statuses[i.status as usize].id_time_ms),
                 i.first_seen_ms
                     .map(rfc3339_ms)
@@ -229,8 +229,8 @@ required_k_ms = the smallest k that would have caught it):",
             let _ = writeln!(
                 o,
                 "  {} missed by {} ({})",
-                loaded.status_ids[m.status as usize],
-                loaded.pollers[m.poller].name,
+                loaded.status_id(m.status),
+                loaded.pollers[m.poller as usize].name,
                 m.cause.as_str()
             );
         }
@@ -257,7 +257,8 @@ This is a bug in the target, the poller or the recorder:",
                 let _ = writeln!(
                     o,
                     "  !!   {} missed by {}",
-                    loaded.status_ids[m.status as usize], loaded.pollers[m.poller].name
+                    loaded.status_id(m.status),
+                    loaded.pollers[m.poller as usize].name
                 );
             }
             if unexplained.len() > LIST_CAP {
@@ -279,7 +280,7 @@ This is a bug in the target, the poller or the recorder:",
             let _ = writeln!(
                 o,
                 "  {} (ID time {})",
-                loaded.status_ids[s as usize],
+                loaded.status_id(s),
                 rfc3339_ms(loaded.history.statuses[s as usize].id_time_ms)
             );
         }

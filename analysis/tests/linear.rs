@@ -6,17 +6,33 @@
 
 mod common;
 
-use analysis::diff::{Analysis, analyze, analyze_exhaustive};
+use analysis::diff::{Analysis, History, analyze, analyze_exhaustive};
 use analysis::load;
 use analysis::synth::{self, SimSpec};
 use proptest::prelude::*;
 use std::path::Path;
 
 fn judged_both_ways(db: &Path) -> (Analysis, Analysis) {
+    let history = history_of(db);
+    (analyze(&history), analyze_exhaustive(&history))
+}
+
+fn history_of(db: &Path) -> History {
     let conn = load::open(db).unwrap();
     let run = load::pick_run(&conn, db, None).unwrap();
-    let history = load::load(&conn, run).unwrap().history;
-    (analyze(&history), analyze_exhaustive(&history))
+    load::load(&conn, run).unwrap().history
+}
+
+/// The history with poller 0 turned into a keyset poller (PostgreSQL's
+/// `xmin`): no since_id on any of its requests, so a status it missed is in
+/// the window of every request that owed it.
+fn as_keyset(mut h: History) -> History {
+    h.pollers[0].keyset = true;
+    for r in h.requests.iter_mut().filter(|r| r.poller == 0) {
+        r.since_key = None;
+        r.since_time_ms = None;
+    }
+    h
 }
 
 fn misses_with_a_cause(a: &Analysis) -> u64 {
@@ -87,6 +103,56 @@ proptest! {
         let (fast, reference) = synthetic(&spec, with_truth, &format!("linear-{seed}"));
         prop_assert_eq!(fast, reference);
     }
+
+    /// Keyset pollers (no since_id: a missed status stays in their window)
+    /// are judged the same by the jumps over failed and cut cycles as by the
+    /// walk over every request.
+    #[test]
+    fn keyset_pollers_agree_with_the_exhaustive_walk(
+        seed in any::<u64>(),
+        late in 0.0f64..0.4,
+        deletes in 0.0f64..0.3,
+        errors in 0.0f64..0.3,
+        with_truth in any::<bool>(),
+    ) {
+        let spec = SimSpec {
+            seed,
+            error_rate: errors,
+            late_fraction: late,
+            delete_fraction: deletes,
+            ..busy_spec(seed)
+        };
+        let dir = common::temp_dir(&format!("linear-keyset-{seed}"));
+        let db = dir.join("run.db");
+        synth::simulate_to_db_with(&db, &spec, true, with_truth).unwrap();
+        let h = as_keyset(history_of(&db));
+        let _ = std::fs::remove_dir_all(dir);
+        let fast = analyze(&h);
+        prop_assert_eq!(&fast, &analyze_exhaustive(&h));
+    }
+}
+
+/// The keyset property above is not vacuous: its pollers miss statuses with
+/// each cause, and the walk has runs of failed or cut cycles to jump over.
+#[test]
+fn keyset_histories_have_misses_of_every_cause() {
+    let dir = common::temp_dir("linear-keyset-causes");
+    let db = dir.join("run.db");
+    let spec = SimSpec {
+        error_rate: 0.3,
+        ..busy_spec(3)
+    };
+    synth::simulate_to_db_with(&db, &spec, true, true).unwrap();
+    let h = as_keyset(history_of(&db));
+    let _ = std::fs::remove_dir_all(dir);
+    let fast = analyze(&h);
+    assert_eq!(fast, analyze_exhaustive(&h));
+    let keyset = &fast.pollers[0];
+    assert!(keyset.misses_error > 0, "{keyset:?}");
+    assert!(
+        keyset.misses_overflow + keyset.misses_unexplained > 0,
+        "{keyset:?}"
+    );
 }
 
 /// Runs of the experiment itself (virtual time): faults, overflow from a

@@ -51,6 +51,32 @@ pub fn take_truth(sim: &mut Simulator, serves: Serves) -> Vec<TruthRow> {
         .collect()
 }
 
+/// [`Simulator::with_backlog`], built a second at a time with each second's
+/// truth sent to the records (the recorder, or a sweep's memory) as it is made. The model's output does not
+/// depend on how its advance is chunked (`sim/model.rs`, "chunking
+/// invariance"), so the statuses and the truth rows, in their order, are the
+/// same; but its queues of pending statuses and the truth in memory now hold
+/// a second of the backlog, not all of it (five minutes at 3,000/s is 900,000
+/// statuses, several hundred MiB at once).
+pub fn with_backlog_streamed(
+    config: crate::sim::model::SimConfig,
+    seed: u64,
+    start_ms: i64,
+    backlog_ms: u64,
+    serves: Serves,
+    records: &dyn crate::run::Records,
+) -> Simulator {
+    let mut sim = Simulator::new(config, seed, start_ms.saturating_sub_unsigned(backlog_ms));
+    let mut t = sim.now_ms();
+    while t < start_ms {
+        t = t.saturating_add(1000).min(start_ms);
+        sim.advance(t);
+        records.truth(take_truth(&mut sim, serves));
+    }
+    sim.advance(start_ms);
+    sim
+}
+
 /// The simulator reached in-process, at simulated times, with the same
 /// faults the HTTP server would inject, as the client would see them.
 pub struct InProcess {

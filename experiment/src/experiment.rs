@@ -676,7 +676,18 @@ async fn drive(
             }
         })
     };
-    let reason = run::run_real(plan, target, truth, recorder.sender(), progress, stop_rx).await;
+    // From the recorded start, so the drain is due when a virtual run from
+    // the same `--start` has it.
+    let reason = run::run_real_from(
+        start_ms,
+        plan,
+        target,
+        truth,
+        recorder.sender(),
+        progress,
+        stop_rx,
+    )
+    .await;
     watcher.abort();
     reason
 }
@@ -779,7 +790,14 @@ pub fn run_virtual_to<S: run::Records>(
         duration_ms: args.duration,
         final_wait_ms: setup.final_wait_ms,
     };
-    let simulator = Simulator::with_backlog(setup.sim_config, args.seed, start_ms, backlog_ms);
+    let simulator = embedded::with_backlog_streamed(
+        setup.sim_config,
+        args.seed,
+        start_ms,
+        backlog_ms,
+        embedded::serves(&setup.dialect),
+        &sink,
+    );
     drive_virtual(
         &args,
         &mut plan,
@@ -839,7 +857,14 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
         duration_ms: args.duration,
         final_wait_ms,
     };
-    let simulator = Simulator::with_backlog(sim_config.clone(), args.seed, start_ms, backlog_ms);
+    let simulator = embedded::with_backlog_streamed(
+        sim_config.clone(),
+        args.seed,
+        start_ms,
+        backlog_ms,
+        embedded::serves(&dialect),
+        &recorder.sender(),
+    );
     // Off a terminal: a line a minute in real time, ten lines a run in virtual time.
     let log_every_ms = if virtual_clock {
         (args.duration / 10).max(1)

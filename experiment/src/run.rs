@@ -357,6 +357,26 @@ pub enum StopReason {
 pub async fn run_real<T: PollTarget>(
     plan: Plan,
     target: T,
+    truth: Option<TruthSource>,
+    recorder: RecordSender,
+    progress: Arc<Mutex<Progress>>,
+    stop: watch::Receiver<bool>,
+) -> StopReason {
+    let start_ms = crate::clock::now_ms();
+    run_real_from(start_ms, plan, target, truth, recorder, progress, stop).await
+}
+
+/// [`run_real`] with the run's start given: the `started_at_ms` the run was
+/// recorded with, so that the end of the duration, and the final drain after
+/// it, fall at the same instants as in a virtual run started there
+/// (`--start`). The ticks are aligned to the interval whatever the start, but
+/// the drain is not: it is due at start + duration + the largest k, so a
+/// start taken a few ms after the recorded one moved the real drain by those
+/// ms (docs/analysis.md, "The final drain in the two clocks").
+pub async fn run_real_from<T: PollTarget>(
+    start_ms: i64,
+    plan: Plan,
+    target: T,
     mut truth: Option<TruthSource>,
     recorder: RecordSender,
     progress: Arc<Mutex<Progress>>,
@@ -365,7 +385,6 @@ pub async fn run_real<T: PollTarget>(
     // Real time cannot wait on the disk: a recorder that falls a whole queue
     // behind ends the run with an error rather than growing without bound.
     let recorder = recorder.never_waiting();
-    let start_ms = crate::clock::now_ms();
     let end_ms = start_ms + plan.duration_ms as i64;
     let mut tasks = tokio::task::JoinSet::new();
     for (index, poller) in plan.pollers.into_iter().enumerate() {

@@ -459,7 +459,7 @@ fn percentiles_are_nearest_rank() {
 /// Builds a History straight from a simulated run (what the loader would produce).
 fn history_of(spec: &SimSpec, requests: &[SynthRequest], truth: &[SynthTruth]) -> History {
     let layout: since_id::id::Layout = "mastodon".parse().unwrap();
-    let mut index = HashMap::new();
+    let mut index = HashMap::default();
     let mut statuses = Vec::new();
     let mut vis = Vec::new();
     for t in truth {

@@ -88,7 +88,9 @@ pub struct SimConfig {
     pub backdate_max_ms: u64,
     /// Visible statuses are kept this long after they appeared, then evicted.
     pub retention_ms: u64,
-    /// At most this many visible statuses are kept (the oldest to appear go first).
+    /// At most this many visible statuses are kept (the oldest to appear go
+    /// first): the timeline serves a bounded recent window, as real APIs do
+    /// ([`DEFAULT_MAX_ITEMS`]).
     pub max_items: usize,
     /// X recent search's default `end_time` is this far before the request:
     /// "now" "(actually 30 seconds before the time of query)"
@@ -104,8 +106,23 @@ pub const MAX_RATE_PER_S: f64 = 100_000.0;
 /// The highest burst multiplier accepted.
 pub const MAX_BURST_FACTOR: f64 = 1_000.0;
 
-/// The most visible statuses the model may keep (ten times the profiles' value).
+/// The most visible statuses the model may keep (a hundred times the profiles' value).
 pub const MAX_ITEMS: usize = 10_000_000;
+
+/// The visible statuses every profile keeps at most: the timeline serves the
+/// 100,000 most recently visible, as real timelines serve a bounded recent
+/// window (X's home timeline "up to 800 Tweets", v1.1 `statuses/home_timeline`;
+/// v2 timelines the 3,200 most recent, docs.x.com x-api/posts/timelines/integrate;
+/// see docs/api-facts.md). It bounds the simulator's memory whatever the rate
+/// (about 12 MiB; it was 1,000,000 statuses, about 110 MiB at 3,000/s) and
+/// changes nothing a poller can see: at the default 3/s, retention (1 h,
+/// 10,800 statuses) evicts first; at 3,000/s it is 33 s of timeline, 45 times
+/// the 2,200 statuses a default cycle reaches (11 pages of 200). Every
+/// request reads down from the top of the timeline (no dialect pages upward
+/// from a cursor), so a status evicted while a poller still owed it lies
+/// below that much newer timeline, in a window the cycle's back-paging cut:
+/// `analyze` counts it as an overflow miss, never as a leak.
+pub const DEFAULT_MAX_ITEMS: usize = 100_000;
 
 impl SimConfig {
     /// The profile names [`SimConfig::profile`] accepts; the first is the default.
@@ -368,7 +385,7 @@ pub fn twitter() -> SimConfig {
         fetched_age_sigma: 0.0,
         backdate_max_ms: 0,
         retention_ms: 3_600_000,
-        max_items: 1_000_000,
+        max_items: DEFAULT_MAX_ITEMS,
         search_end_lag_ms: 30_000,
     }
 }
@@ -431,7 +448,7 @@ pub fn mastodon() -> SimConfig {
         fetched_age_sigma: 1.5,
         backdate_max_ms: 6 * 3_600_000,
         retention_ms: 3_600_000,
-        max_items: 1_000_000,
+        max_items: DEFAULT_MAX_ITEMS,
         search_end_lag_ms: 0,
     }
 }
@@ -480,7 +497,7 @@ pub fn misskey() -> SimConfig {
         fetched_age_sigma: 0.0,
         backdate_max_ms: 600_000,
         retention_ms: 3_600_000,
-        max_items: 1_000_000,
+        max_items: DEFAULT_MAX_ITEMS,
         search_end_lag_ms: 0,
     }
 }

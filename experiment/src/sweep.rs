@@ -31,7 +31,7 @@ impl InMemory {
             .iter()
             .map(|p| PollerSpec {
                 name: p.name.clone(),
-                k_ms: p.k_ms.map(|k| k as i64),
+                k_ms: p.k_ms,
                 keyset: p.policy == "xmin",
             })
             .collect();

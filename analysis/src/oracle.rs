@@ -277,17 +277,12 @@ mod tests {
     /// A history from the synthetic simulator of `synth.rs`, through a run
     /// database as `analyze` reads it.
     fn history(spec: &SimSpec) -> History {
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path =
-            std::env::temp_dir().join(format!("snowleak-oracle-{}-{n}.db", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+        let dir = testkit::temp_dir("oracle");
+        let path = dir.join("run.db");
         crate::synth::simulate_to_db(&path, spec, true).unwrap();
         let conn = crate::load::open(&path).unwrap();
         let run = crate::load::pick_run(&conn, &path, None).unwrap();
         let loaded = crate::load::load(&conn, run).unwrap();
-        drop(conn);
-        let _ = std::fs::remove_file(&path);
         loaded.history
     }
 

@@ -4,24 +4,6 @@
 use rundb::write::{self, OnConflict};
 use rundb::{Observation, PgTruth, Poller, Request, Run, Status, Truth, read, schema};
 
-/// A fresh directory under the system's temporary one, removed on drop.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("rundb-test-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn status(n: u64) -> Status {
     Status {
         id: n.to_string(),
@@ -34,8 +16,8 @@ fn status(n: u64) -> Status {
 
 #[test]
 fn every_row_reads_back_as_written() {
-    let dir = TempDir::new("round-trip");
-    let path = dir.0.join("run.db");
+    let dir = testkit::temp_dir("round-trip");
+    let path = dir.join("run.db");
     let conn = write::open(&path, "--db").unwrap();
     let run = Run {
         started_at_ms: 1,
@@ -248,8 +230,8 @@ fn every_row_reads_back_as_written() {
 
 #[test]
 fn a_callback_error_stops_the_read() {
-    let dir = TempDir::new("stop");
-    let path = dir.0.join("run.db");
+    let dir = testkit::temp_dir("stop");
+    let path = dir.join("run.db");
     let conn = write::open(&path, "--db").unwrap();
     let (run_id, _) = write::add_run(&conn, &Run::default(), &[]).unwrap();
     let rows: Vec<Status> = (1..=5).map(status).collect();
@@ -268,8 +250,8 @@ fn a_callback_error_stops_the_read() {
 
 #[test]
 fn a_failed_add_run_leaves_nothing() {
-    let dir = TempDir::new("rollback");
-    let path = dir.0.join("run.db");
+    let dir = testkit::temp_dir("rollback");
+    let path = dir.join("run.db");
     let conn = write::open(&path, "--db").unwrap();
     let twice = Poller {
         name: "same".into(),
@@ -288,8 +270,8 @@ fn a_failed_add_run_leaves_nothing() {
 /// PostgreSQL run adds `pg_truth`.
 #[test]
 fn a_new_file_holds_exactly_the_schema() {
-    let dir = TempDir::new("schema");
-    let path = dir.0.join("run.db");
+    let dir = testkit::temp_dir("schema");
+    let path = dir.join("run.db");
     let conn = write::open(&path, "--db").unwrap();
     let mut names: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")

@@ -637,8 +637,8 @@ async fn serve_reports_bad_input_as_one_line_errors() {
 /// file, which has the schema's version and a closed `runs` row.
 #[tokio::test]
 async fn serve_writes_the_truth_of_what_it_served() {
-    let path = std::env::temp_dir().join(format!("snowleak-truth-{}.db", std::process::id()));
-    let _ = std::fs::remove_file(&path);
+    let dir = testkit::temp_dir("truth");
+    let path = dir.join("truth.db");
     let mut args = serve_args(&["rate_per_s=500", "delay_sigma=0"]);
     args.truth = Some(path.clone());
     let (addr, stop, task) = spawn_serve(args).await;
@@ -676,7 +676,6 @@ async fn serve_writes_the_truth_of_what_it_served() {
             .unwrap();
         assert_eq!(n, 1, "served {id} is in the truth");
     }
-    let _ = std::fs::remove_file(&path);
 }
 
 // ---------------------------------------------------------------- what client libraries need

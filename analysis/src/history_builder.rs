@@ -15,23 +15,6 @@ use crate::diff::{History, PollerSpec, Request, Status, Visibility};
 use since_id::id::{Id, Layout};
 use std::collections::HashMap;
 
-/// One request as the recorder gets it (`rundb`'s row, without its text).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RecordedRequest {
-    pub poller: usize,
-    pub cycle: u64,
-    pub page: u32,
-    pub sent_at_ms: i64,
-    pub received_at_ms: i64,
-    /// The since and before IDs' sort keys, 32 hex digits.
-    pub since_key: Option<String>,
-    pub before_key: Option<String>,
-    pub page_limit: usize,
-    pub failed: bool,
-    pub overflow: bool,
-    pub bytes: Option<u64>,
-}
-
 /// One status as a response or the truth names it.
 #[derive(Clone, Copy, Debug)]
 pub struct StatusRef<'a> {
@@ -117,10 +100,13 @@ impl HistoryBuilder {
         })
     }
 
-    /// One request and the statuses it returned, in response order.
+    /// One request of poller `poller` (an index into the run's pollers; the
+    /// row's `poller_id` is the database's and not read) and the statuses it
+    /// returned, in response order.
     pub fn request<'a>(
         &mut self,
-        r: &RecordedRequest,
+        poller: usize,
+        r: &rundb::Request,
         items: impl IntoIterator<Item = StatusRef<'a>>,
     ) {
         let obs_start = self.observations.len() as u32;
@@ -139,18 +125,18 @@ impl HistoryBuilder {
         let since_key = self.key(r.since_key.as_deref());
         let before_key = self.key(r.before_key.as_deref());
         self.requests.push(Request {
-            poller: r.poller,
-            cycle: r.cycle as i64,
-            page: i64::from(r.page),
+            poller,
+            cycle: r.cycle,
+            page: r.page,
             sent_at_ms: r.sent_at_ms,
             received_at_ms: r.received_at_ms,
             since_key,
             since_time_ms: since_key.map(|k| self.layout.ts_ms(Id(k))),
             before_key,
-            failed: r.failed,
+            failed: r.error.is_some(),
             overflow: r.overflow,
-            full: r.page_limit > 0 && count >= r.page_limit,
-            bytes: r.bytes.map(|b| b as i64),
+            full: r.page_limit > 0 && count as i64 >= r.page_limit,
+            bytes: r.bytes,
             obs_start,
             obs_end,
         });

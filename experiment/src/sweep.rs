@@ -4,7 +4,7 @@
 //! Each seed's run goes to [`InMemory`], which builds the checker's history
 //! as the records are made ([`analysis::history_builder`]) instead of writing
 //! them to a run database and reading them back: that round trip was most
-//! of a sweep's time (README, Benchmarks). The rows, the summary and
+//! of a sweep's time (docs/policies.md, "Benchmark"). The rows, the summary and
 //! `sweep.db` are `analysis::sweep`'s. Seeds run in parallel on scoped
 //! threads, one per core.
 
@@ -12,7 +12,7 @@ use crate::experiment::RunArgs;
 use crate::record::{PollerInfo, RequestRow, TruthRow};
 use crate::run::Records;
 use analysis::diff::{History, PollerSpec, Visibility};
-use analysis::history_builder::{HistoryBuilder, RecordedRequest, StatusRef};
+use analysis::history_builder::{HistoryBuilder, StatusRef};
 use analysis::sweep::SeedResult;
 use since_id::Layout;
 use std::cell::RefCell;
@@ -51,22 +51,9 @@ impl InMemory {
 
 impl Records for InMemory {
     fn request(&self, row: RequestRow) {
-        let q = &row.request;
-        let r = RecordedRequest {
-            poller: row.poller,
-            cycle: q.cycle as u64,
-            page: q.page as u32,
-            sent_at_ms: q.sent_at_ms,
-            received_at_ms: q.received_at_ms,
-            since_key: q.since_key.clone(),
-            before_key: q.before_key.clone(),
-            page_limit: q.page_limit as usize,
-            failed: q.error.is_some(),
-            overflow: q.overflow,
-            bytes: q.bytes.map(|b| b as u64),
-        };
         self.builder.borrow_mut().request(
-            &r,
+            row.poller,
+            &row.request,
             row.items.iter().map(|s| StatusRef {
                 id: &s.status.id,
                 key: &s.status.id_key,

@@ -9,7 +9,7 @@
 //! deadline. Both clocks therefore send at the same moments for the same
 //! answers: a fault means the same thing in either.
 //!
-//! The rules (README, "Failures and pacing" and "Ending"):
+//! The rules (docs/experiment.md, "Failures and pacing" and "Ending"):
 //! - Ticks fall on multiples of the interval since the Unix epoch; a tick
 //!   missed while waiting is skipped, not made up.
 //! - After `n` consecutive failed cycles the next cycle waits

@@ -331,7 +331,7 @@ pub fn dry_run(mut args: RunArgs) -> Result<String, String> {
         let mut sim_config = SimConfig::profile(&args.profile)?;
         sim_config.apply_overrides(read_config(&args)?.as_deref(), &args.sets)?;
         let layout = sim_config.layout();
-        let dialect = crate::sim::server::client_dialect(&layout);
+        let dialect = crate::sim::server::client_dialect(&layout, args.timeline.as_deref())?;
         (
             "http://127.0.0.1:PORT".to_string(),
             dialect,
@@ -449,7 +449,6 @@ fn no_postgres_only(args: &RunArgs) -> Result<(), String> {
 /// The flags of real targets are errors with the simulator (its layout comes from the profile).
 fn simulator_only_flags(args: &RunArgs) -> Result<(), String> {
     for (flag, given) in [
-        ("--timeline", args.timeline.is_some()),
         ("--list-id", args.list_id.is_some()),
         ("--base-url", args.base_url.is_some()),
         ("--layout", args.layout.is_some()),
@@ -707,7 +706,7 @@ fn sim_setup(args: &RunArgs) -> Result<SimSetup, String> {
     let mut sim_config = SimConfig::profile(&args.profile)?;
     sim_config.apply_overrides(read_config(args)?.as_deref(), &args.sets)?;
     let layout: Layout = sim_config.layout();
-    let dialect = crate::sim::server::client_dialect(&layout);
+    let dialect = crate::sim::server::client_dialect(&layout, args.timeline.as_deref())?;
     let limit = (args.limit as usize).min(dialect.max_limit());
     let (pollers, names, final_wait_ms) = build_pollers(args, &layout, limit);
     check_finite(args, &sim_config, final_wait_ms)?;

@@ -731,7 +731,8 @@ mod tests {
         let layout = config.layout();
         let policies = ["naive", "compensated:k=1s"];
         let (pollers, infos) = pollers_of(&policies, &layout, 200, 10);
-        let serves = crate::embedded::serves(&crate::sim::server::client_dialect(&layout));
+        let serves =
+            crate::embedded::serves(&crate::sim::server::client_dialect(&layout, None).unwrap());
         let recorder = Recorder::create(&path, &run_info(), &infos).unwrap();
         let blocker = rusqlite::Connection::open(&path).unwrap();
         blocker.execute_batch("BEGIN IMMEDIATE").unwrap();

@@ -281,6 +281,58 @@ fn sigint_completes_the_run_and_sigkill_leaves_it_readable() {
     }
 }
 
+/// The misskey profile's global timeline holds remote notes, IDed at their
+/// `published` time and visible once federated: its truth has them (the local
+/// timeline's has none), and the naive poller leaks some of them.
+#[test]
+fn the_misskey_global_timeline_serves_remote_notes_and_they_leak() {
+    let dir = temp_dir("misskey-global");
+    let global = dir.join("global.db");
+    let local = dir.join("local.db");
+    let out = virtual_run(
+        &global,
+        "5m",
+        &["--profile", "misskey", "--timeline", "global"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = virtual_run(&local, "5m", &["--profile", "misskey"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let remote = "SELECT count(*) FROM truth WHERE origin = 'remote'";
+    let global = Connection::open(&global).unwrap();
+    assert!(
+        count(&global, remote) > 0,
+        "remote notes in the global timeline's truth"
+    );
+    assert_eq!(count(&Connection::open(&local).unwrap(), remote), 0);
+    let config: String = global
+        .query_row("SELECT config FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert!(config.contains("global-timeline"), "{config}");
+    // Remote notes that became visible during the run and that the naive
+    // poller never returned: they surfaced below its cursor.
+    let leaked_remote = count(
+        &global,
+        "SELECT count(*) FROM truth t WHERE t.origin = 'remote' AND t.deleted_at_ms IS NULL \
+         AND t.visible_at_ms > (SELECT min(sent_at_ms) FROM requests) \
+         AND t.visible_at_ms < (SELECT max(sent_at_ms) FROM requests) \
+         AND NOT EXISTS (SELECT 1 FROM observations o JOIN requests r ON r.id = o.request_id \
+                         JOIN pollers p ON p.id = r.poller_id \
+                         WHERE o.status_id = t.id AND p.name = 'naive')",
+    );
+    assert!(
+        leaked_remote > 0,
+        "federated notes arrive below the naive cursor"
+    );
+}
+
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     let dir = temp_dir("bad");
@@ -294,6 +346,10 @@ fn bad_input_is_one_line_and_exit_2() {
         (vec!["--target", "gopher:x"], "gopher:x"),
         (vec!["--set", "no_such_knob=1"], "no_such_knob"),
         (vec!["--backlog", "soon"], "soon"),
+        // The simulator serves Misskey's local and global timelines only, and
+        // no --timeline for the other profiles.
+        (vec!["--profile", "misskey", "--timeline", "home"], "home"),
+        (vec!["--timeline", "global"], "--timeline"),
     ] {
         let mut all = args.clone();
         all.extend(["--clock", "virtual", "--duration", "1s", "--db", db]);

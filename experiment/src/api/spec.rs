@@ -87,7 +87,8 @@ pub fn token_file_help() -> String {
 
 /// `--help` of `--timeline`.
 pub const TIMELINE_HELP: &str = "Which timeline: mastodon public|local|remote|home|tag:NAME|list:ID \
-(default public); misskey local|global|hybrid|home (default local)";
+(default public); misskey local|global|hybrid|home (default local; the simulator's misskey \
+profile serves local and global)";
 /// `--help` of `--list-id`.
 pub const LIST_ID_HELP: &str = "The list polled by `twitter-v1` (lists/statuses)";
 /// `--help` of `--base-url`.

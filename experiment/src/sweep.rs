@@ -187,6 +187,9 @@ pub struct SweepArgs {
     /// Simulator profile.
     #[arg(long, default_value = "twitter")]
     pub profile: String,
+    /// The timeline polled, as for `experiment` (the misskey profile: local or global).
+    #[arg(long)]
+    pub timeline: Option<String>,
     /// A poller (repeatable); default naive, compensated:k=1s, compensated:k=2m,
     /// audit:k=1s,depth=2m,every=1m and adaptive.
     #[arg(long = "poller", value_name = "SPEC")]
@@ -253,10 +256,15 @@ pub fn sweep_command(args: SweepArgs) -> Result<(), String> {
     for s in &args.sets {
         base.extend(["--set".into(), s.clone()]);
     }
+    if let Some(t) = &args.timeline {
+        base.extend(["--timeline".into(), t.clone()]);
+    }
     // Every option checked once, before any run, by the experiment's parser
     // (and the simulator's, for --set and --profile).
     let check = run_args(&base, seeds[0])?;
-    crate::sim::model::SimConfig::profile(&check.profile)?.apply_overrides(None, &check.sets)?;
+    let mut sim = crate::sim::model::SimConfig::profile(&check.profile)?;
+    sim.apply_overrides(None, &check.sets)?;
+    crate::sim::server::client_dialect(&sim.layout(), check.timeline.as_deref())?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
     let jobs = args
@@ -273,7 +281,7 @@ pub fn sweep_command(args: SweepArgs) -> Result<(), String> {
     }
     let config = serde_json::json!({
         "seeds": args.seeds, "duration": args.duration, "profile": args.profile,
-        "pollers": pollers, "sets": args.sets, "version": env!("CARGO_PKG_VERSION"),
+        "timeline": args.timeline, "pollers": pollers, "sets": args.sets, "version": env!("CARGO_PKG_VERSION"),
     })
     .to_string();
     let db = args.out.join("sweep.db");

@@ -150,6 +150,8 @@ fn bad_input_is_one_line_and_exit_2() {
         &["--seeds", "1", "--poller", "compensated:k=fast"],
         &["--seeds", "1", "--profile", "friendster"],
         &["--seeds", "1", "--set", "no_such_knob=1"],
+        &["--seeds", "1", "--timeline", "global"],
+        &["--seeds", "1", "--profile", "misskey", "--timeline", "home"],
     ] {
         let o = sweep(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

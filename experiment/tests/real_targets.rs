@@ -374,7 +374,10 @@ fn bad_targets_are_one_line_and_exit_2() {
             vec!["--target", "mastodon:https://h", "--timeline", "global"],
             "--timeline",
         ),
-        (vec!["--timeline", "local"], "real targets only"),
+        (
+            vec!["--timeline", "local"],
+            "--timeline applies to real targets",
+        ),
         (
             vec!["--target", "mastodon:https://h", "--clock", "virtual"],
             "real time",

@@ -68,10 +68,14 @@ struct Data {
     required_k: Vec<(f64, usize)>,
     /// Compensated pollers: (name, k in s).
     ks: Vec<(String, f64)>,
-    /// Leaks: (s since run start, id_skew_ms, caught-by label).
-    leaks: Vec<(f64, f64, String)>,
-    /// Sorted visibility lateness in ms over truth statuses.
-    lateness: Option<Vec<f64>>,
+    /// Leaks: (s since run start, id_skew_ms, index of its label in `leak_labels`). A
+    /// run at 3,000/s has a million leaks: one small index each, not one string.
+    leaks: Vec<(f64, f64, usize)>,
+    /// The leaks' caught-by labels, sorted, each once.
+    leak_labels: Vec<String>,
+    /// Sorted visibility lateness in ms over truth statuses (`f32`: a plot needs no more,
+    /// and a run at 3,000/s has twelve million).
+    lateness: Option<Vec<f32>>,
     /// (k in s, label, missed, duplicates per new) for naive and compensated pollers.
     price: Vec<(f64, String, Option<u64>, f64)>,
 }
@@ -103,31 +107,45 @@ fn extract(loaded: &Loaded, a: &Analysis) -> Data {
             i.required_k_ms.map(|k| (k as f64 / 1000.0, cat))
         })
         .collect();
-    let leaks = a
+    // Pass 1: each leak's place and who caught it (a poller mask); pass 2: one label per mask.
+    let raw: Vec<(f64, f64, u64)> = a
         .leaks()
         .filter_map(|i| {
             let t = i.visible_ms?;
             let skew = i.id_skew_ms?;
-            let names = crate::json::names(loaded, i.seen_by);
-            let label = if names.is_empty() {
-                "caught by nobody".to_string()
-            } else {
-                format!("caught by {}", names.join(" + "))
-            };
             Some((
                 (t - loaded.run.started_at_ms) as f64 / 1000.0,
                 skew as f64,
-                label,
+                i.seen_by,
             ))
         })
         .collect();
+    let mut masks: Vec<u64> = raw.iter().map(|l| l.2).collect();
+    masks.sort_unstable();
+    masks.dedup();
+    let label = |mask: u64| {
+        let names = crate::json::names(loaded, mask);
+        if names.is_empty() {
+            "caught by nobody".to_string()
+        } else {
+            format!("caught by {}", names.join(" + "))
+        }
+    };
+    let mut labelled: Vec<(String, u64)> = masks.iter().map(|&m| (label(m), m)).collect();
+    labelled.sort();
+    let index_of = |mask: u64| labelled.iter().position(|l| l.1 == mask).unwrap_or(0);
+    let leaks = raw
+        .iter()
+        .map(|&(t, skew, mask)| (t, skew, index_of(mask)))
+        .collect();
+    let leak_labels = labelled.iter().map(|l| l.0.clone()).collect();
     let lateness = h.truth.as_ref().map(|t| {
-        let mut v: Vec<f64> = t
+        let mut v: Vec<f32> = t
             .iter()
             .zip(&h.statuses)
-            .filter_map(|(v, s)| v.map(|v| (v.visible_at_ms - s.id_time_ms) as f64))
+            .filter_map(|(v, s)| v.map(|v| (v.visible_at_ms - s.id_time_ms) as f32))
             .collect();
-        v.sort_by(f64::total_cmp);
+        v.sort_by(f32::total_cmp);
         v
     });
     let has_ref = a.reference != crate::diff::Reference::None;
@@ -149,6 +167,7 @@ fn extract(loaded: &Loaded, a: &Analysis) -> Data {
         required_k,
         ks,
         leaks,
+        leak_labels,
         lateness,
         price,
     }
@@ -374,9 +393,7 @@ where
         .x_label_formatter(&num)
         .y_label_formatter(&num)
         .draw()?;
-    let mut labels: Vec<&str> = d.leaks.iter().map(|l| l.2.as_str()).collect();
-    labels.sort_unstable();
-    labels.dedup();
+    let labels = &d.leak_labels;
     for (i, label) in labels.iter().enumerate() {
         let c = if label.ends_with("nobody") {
             LEAK
@@ -387,7 +404,7 @@ where
             .draw_series(
                 d.leaks
                     .iter()
-                    .filter(|l| l.2 == *label)
+                    .filter(|l| l.2 == i)
                     .map(|l| Circle::new((l.0, l.1), radius, c.mix(0.8).filled())),
             )?
             .label(label.to_string())
@@ -415,8 +432,7 @@ where
     // Log x: lateness of 0 ms (or less: a clock quirk) is drawn at 1 ms.
     let xmax = v
         .last()
-        .copied()
-        .unwrap_or(10.0)
+        .map_or(10.0, |&x| f64::from(x))
         .max(d.ks.iter().map(|k| k.1 * 1000.0).fold(10.0, f64::max))
         * 1.5;
     let mut chart = ChartBuilder::on(root)
@@ -447,7 +463,7 @@ where
         .iter()
         .enumerate()
         .filter(|(i, _)| i % step == 0 || *i + 1 == v.len())
-        .map(|(i, &x)| (x.max(1.0), (i + 1) as f64 / n as f64))
+        .map(|(i, &x)| (f64::from(x).max(1.0), (i + 1) as f64 / n as f64))
         .collect();
     pts.dedup();
     chart

@@ -13,9 +13,16 @@ const PATH_EXTENSIONS: &[&str] = &[
 ];
 /// Where this machine keeps what is not the repository; never a citation.
 const MACHINE_PATH: &str = "/work/";
-/// Names of documents the project was started from, which are not in it: a
-/// comment that needs their facts cites the public source they came from.
-const OUTSIDE_DOCUMENTS: &[&str] = &["project brief", "the brief's", "the seeds'"];
+/// Names of documents the project was started from, which are not in it (one a
+/// line in `outside_documents.txt`): a comment that needs their facts cites the
+/// public source they came from.
+fn outside_documents() -> Vec<&'static str> {
+    include_str!("outside_documents.txt")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
 /// Extensions that make a bare word (no `/`) a file reference: `api-facts.md`, `mastodon.rs`.
 const BARE_EXTENSIONS: &[&str] = &["md", "rs"];
 
@@ -148,7 +155,7 @@ fn every_file_a_comment_or_document_names_is_in_the_repository() {
             continue;
         };
         let lower = text.to_lowercase();
-        for phrase in OUTSIDE_DOCUMENTS {
+        for phrase in outside_documents() {
             if lower.contains(phrase) {
                 let shown = file.strip_prefix(&root).unwrap_or(file);
                 dangling.push(format!("{}: \"{phrase}\"", shown.display()));
@@ -170,14 +177,14 @@ fn every_file_a_comment_or_document_names_is_in_the_repository() {
 
 #[test]
 fn the_scan_finds_paths_and_leaves_hosts_alone() {
-    let text = "see docs/api-facts.md [api-facts.md 1.2], `../shared/research/x.md`, sim/profile.rs. \
+    let text = "see docs/api-facts.md [api-facts.md 1.2], `../notes/x.md`, sim/profile.rs. \
                 Not github.com/tesaguri/leaky-snowflake/README.md nor since_id::policy.";
     assert_eq!(
         referenced_paths(text),
         [
             "docs/api-facts.md",
             "api-facts.md",
-            "../shared/research/x.md",
+            "../notes/x.md",
             "sim/profile.rs"
         ]
     );
@@ -186,19 +193,15 @@ fn the_scan_finds_paths_and_leaves_hosts_alone() {
     let here = root.join("experiment/src/sim/server/mod.rs");
     assert!(resolves(&root, &files, &here, "docs/api-facts.md"));
     assert!(resolves(&root, &files, &here, "mastodon.rs"));
-    assert!(!resolves(
-        &root,
-        &files,
-        &here,
-        "../shared/research/apis.md"
-    ));
+    assert!(!resolves(&root, &files, &here, "../notes/apis.md"));
     assert!(!resolves(&root, &files, &here, "docs/no-such-file.md"));
+    assert_eq!(outside_documents().len(), 3, "the phrases file is read");
     assert!(resolves(&root, &files, &here, "src/id.rs"));
-    assert!(!resolves(&root, &files, &here, "/work/shared/BRIEF.md"));
+    assert!(!resolves(&root, &files, &here, "/work/elsewhere/notes.md"));
     assert_eq!(
         referenced_paths(
-            "GET /1.1/lists/statuses.json on 127.0.0.1:8080/x/y.json; /work/shared/a.md"
+            "GET /1.1/lists/statuses.json on 127.0.0.1:8080/x/y.json; /work/elsewhere/a.md"
         ),
-        ["/work/shared/a.md"]
+        ["/work/elsewhere/a.md"]
     );
 }

@@ -6,7 +6,8 @@
 
 mod common;
 
-use analysis::diff::{Analysis, History, analyze, analyze_exhaustive};
+use analysis::diff::{Analysis, analyze, analyze_exhaustive};
+use analysis::history::History;
 use analysis::load;
 use analysis::synth::{self, SimSpec};
 use proptest::prelude::*;

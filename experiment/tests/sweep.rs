@@ -2,7 +2,8 @@
 //! input refused with one line, and the in-memory judging of a seed's run
 //! (what the sweep does) against the run database's (what `analyze` does).
 
-use analysis::diff::{History, analyze};
+use analysis::diff::analyze;
+use analysis::history::History;
 use snowleak::sweep::{history_of, run_args};
 
 mod common;

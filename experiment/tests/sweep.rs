@@ -49,6 +49,7 @@ fn in_memory_judging_is_the_sqlite_path() {
         let db = dir.join(format!("seed-{seed}.db"));
         let stored = history_through_sqlite(base, seed, &db);
         assert_eq!(memory.statuses, stored.statuses, "seed {seed}");
+        assert_eq!(memory.id_times, stored.id_times, "seed {seed}");
         assert_eq!(memory.truth, stored.truth, "seed {seed}");
         assert_eq!(memory.requests.len(), stored.requests.len(), "seed {seed}");
         for (a, b) in memory.requests.iter().zip(&stored.requests) {

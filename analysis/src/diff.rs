@@ -64,7 +64,10 @@
 //!   the previous tick's last send and `latest` = the highest key returned in
 //!   earlier ticks, so both bounds of the clamp count: `k >=
 //!   max(retrieved_at, ts(latest)) - ts(X)`, never negative. Later ticks
-//!   only need more (both inputs grow), so this k catches X at all.
+//!   only need more (both inputs grow), so with a smaller k no request of
+//!   X's tick or a later one has X in its window; only a back page of an
+//!   earlier cycle, sent after X became visible, can come upon it (whether
+//!   it reaches that far depends on how full the cycle's pages were).
 
 use crate::history::{History, Request, Visibility};
 use since_id::id::Id;

@@ -627,11 +627,15 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
 
     /// required_k is exact: replaying the run with a compensated poller at
-    /// k = required_k catches each status the naive poller leaked, and one at
-    /// required_k - 1 ms does not. Some generators' clocks run ahead (IDs
-    /// later than the tick that returned them), so the formula's lower clamp
-    /// binds for some statuses; pollers send at the same instant, as in
-    /// virtual time, so that the replayed ticks are the run's own.
+    /// k = required_k catches each status the naive poller leaked, and at
+    /// required_k - 1 ms no request of the tick the status belongs to, or of
+    /// a later one, has it in its window: such a poller can come upon it only
+    /// on a back page of an earlier cycle, sent after the status became
+    /// visible (luck that depends on how full its pages were). Some
+    /// generators' clocks run ahead (IDs later than the tick that returned
+    /// them), so the formula's lower clamp binds for some statuses; pollers
+    /// send at the same instant, as in virtual time, so that the replayed
+    /// ticks are the run's own.
     #[test]
     fn required_k_is_the_smallest_k_that_catches(
         seed in any::<u64>(),
@@ -655,21 +659,38 @@ proptest! {
         };
         let (requests, truth) = simulate(&spec);
         let a = analyze(&history_of(&spec, &requests, &truth));
-        let caught_with = |k: i64, id: u128| {
+        // The requests of the compensated poller at `k` that returned `id`,
+        // each with the send time of its cycle's page 0.
+        let caught_with = |k: i64, id: u128| -> Vec<(i64, i64)> {
             let spec = SimSpec {
                 policies: vec!["naive".into(), format!("compensated:k={k}ms")],
                 ..spec.clone()
             };
-            simulate(&spec).0.iter().any(|r| r.poller == 1 && r.ids.contains(&id))
+            let requests = simulate(&spec).0;
+            let page0_sent = |cycle: i64| {
+                requests.iter().find(|r| r.poller == 1 && r.cycle == cycle && r.page == 0).map(|r| r.sent_at_ms)
+            };
+            requests
+                .iter()
+                .filter(|r| r.poller == 1 && r.ids.contains(&id))
+                .map(|r| (r.page, page0_sent(r.cycle).expect("every cycle has a page 0")))
+                .collect()
         };
         for item in a.leaks() {
             // Statuses are in truth order (see history_of).
-            let id = truth[item.status as usize].id;
+            let status = &truth[item.status as usize];
             let rk = item.required_k_ms.expect("a leak has a required_k");
             prop_assert!(rk >= 0);
-            prop_assert!(caught_with(rk, id), "k = required_k {rk} missed it");
+            prop_assert!(!caught_with(rk, status.id).is_empty(), "k = required_k {rk} missed it");
             if rk > 0 {
-                prop_assert!(!caught_with(rk - 1, id), "k = required_k - 1 = {} caught it", rk - 1);
+                for (page, cycle_sent) in caught_with(rk - 1, status.id) {
+                    prop_assert!(
+                        page > 0 && cycle_sent < status.visible_at_ms,
+                        "k = required_k - 1 = {} caught it on page {page} of a cycle sent at {cycle_sent}, visible at {}",
+                        rk - 1,
+                        status.visible_at_ms
+                    );
+                }
             }
         }
     }

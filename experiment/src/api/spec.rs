@@ -80,8 +80,9 @@ pub fn token_file_help() -> String {
     let mut vars: Vec<&str> = LISTED.iter().map(|api| api.token_env).collect();
     vars.dedup();
     format!(
-        "Read the API token from this file instead of the environment ({})",
-        vars.join(", ")
+        "Read the API token from this file instead of the environment ({}; for --target postgres:URL, the password instead of {})",
+        vars.join(", "),
+        crate::pg::own::PASSWORD_ENV
     )
 }
 
@@ -98,8 +99,9 @@ pub const BASE_URL_HELP: &str = "Base URL of the API for `x` (default https://ap
 pub const LAYOUT_HELP: &str =
     "The ID layout, overriding the target's (misskey: detected from the first IDs if absent)";
 /// `--help` of `--limit`.
-pub const LIMIT_HELP: &str =
-    "Page size (capped at the API's maximum: 200 Twitter, 40 Mastodon, 100 Misskey)";
+pub const LIMIT_HELP: &str = "Page size, fitted to the API's bounds: at most 200 Twitter v1.1 (the \
+simulator's twitter and discord profiles), 40 Mastodon (and PostgreSQL --via http), 100 Misskey, X \
+and Discord; at least 5 for X user tweets, 10 for X search; PostgreSQL over SQL takes it as given";
 
 impl std::str::FromStr for TargetSpec {
     type Err = String;

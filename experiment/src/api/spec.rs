@@ -58,20 +58,26 @@ fn forms() -> Vec<&'static str> {
     LISTED.iter().flat_map(|api| api.specs).copied().collect()
 }
 
+/// The PostgreSQL targets' forms, which `crate::pg::driver::is_postgres`
+/// recognises before a spec is parsed.
+const POSTGRES_FORMS: [&str; 2] = ["postgres", "postgres:postgresql://USER@HOST/DB"];
+
 /// Every form of `--target`, for errors.
 fn kinds() -> String {
     let mut kinds = vec!["simulator"];
     kinds.extend(forms());
+    kinds.extend(POSTGRES_FORMS);
     kinds.join(", ")
 }
 
 /// `--help` of `--target`.
 pub fn target_help() -> String {
     let forms: Vec<String> = forms().iter().map(|f| format!("`{f}`")).collect();
-    let (last, rest) = forms.split_last().expect("APIs");
+    let [cluster, own] = POSTGRES_FORMS;
     format!(
-        "What to poll: `simulator` (the embedded leaky timeline), {} or {last}",
-        rest.join(", ")
+        "What to poll: `simulator` (the embedded leaky timeline), {}, `{cluster}` (a throwaway \
+PostgreSQL cluster) or `{own}` (your own table, with --table)",
+        forms.join(", ")
     )
 }
 

@@ -66,7 +66,8 @@
 //!   max(retrieved_at, ts(latest)) - ts(X)`, never negative. Later ticks
 //!   only need more (both inputs grow), so this k catches X at all.
 
-use since_id::id::{Id, Layout};
+use crate::history::{History, Request, Visibility};
+use since_id::id::Id;
 use since_id::policy::smallest_k_catching;
 use std::collections::HashMap as StdHashMap;
 
@@ -74,75 +75,6 @@ use std::collections::HashMap as StdHashMap;
 type HashMap<K, V> = StdHashMap<K, V, foldhash::fast::FixedState>;
 
 pub use since_id::poller::FUTURE_TOLERANCE_MS;
-
-/// A distinct status: its sort key (the ID as an order-preserving integer) and the time in its ID.
-///
-/// Packed to 8-byte alignment: 24 bytes a status instead of the 32 that
-/// `u128`'s 16-byte alignment would pad it to (a run can hold tens of
-/// millions). Read its fields by value (`s.key`), not by reference.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C, packed(8))]
-pub struct Status {
-    pub key: u128,
-    pub id_time_ms: i64,
-}
-
-/// When a status was visible according to the simulator's truth.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Visibility {
-    pub visible_at_ms: i64,
-    pub deleted_at_ms: Option<i64>,
-}
-
-/// A poller as the diff needs it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PollerSpec {
-    pub name: String,
-    /// The k of a compensated policy; `None` for naive.
-    pub k_ms: Option<i64>,
-    /// The policy reads in its own keyset order from the start of the table
-    /// (PostgreSQL's `xmin`), not by ID window: it has no since_id, so every
-    /// request after its first tests its cursor, and it has no baseline.
-    pub keyset: bool,
-}
-
-/// One HTTP request of one poller, with the items it returned as a range of
-/// [`History::observations`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Request {
-    pub poller: usize,
-    pub cycle: i64,
-    pub page: i64,
-    pub sent_at_ms: i64,
-    pub received_at_ms: i64,
-    pub since_key: Option<u128>,
-    /// The time in the since ID (`None` with no since, or when unknown).
-    pub since_time_ms: Option<i64>,
-    pub before_key: Option<u128>,
-    /// `error` was non-NULL: the cursor did not move.
-    pub failed: bool,
-    /// The last request of a cycle whose back-paging was cut at its bound.
-    pub overflow: bool,
-    /// The response returned as many items as it asked for.
-    pub full: bool,
-    pub bytes: Option<i64>,
-    pub obs_start: u32,
-    pub obs_end: u32,
-}
-
-/// Everything the diff reads. Statuses are dense indices (`u32`) into `statuses`.
-#[derive(Clone, Debug)]
-pub struct History {
-    /// The run's ID layout: required_k replays the compensated formula in it.
-    pub layout: Layout,
-    pub statuses: Vec<Status>,
-    /// Per status, its truth row; `None` for the whole run when the target has no truth.
-    pub truth: Option<Vec<Option<Visibility>>>,
-    pub pollers: Vec<PollerSpec>,
-    pub requests: Vec<Request>,
-    pub observations: Vec<u32>,
-    pub interval_ms: i64,
-}
 
 /// Why a poller missed an item without it being a leak.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -594,7 +526,7 @@ fn sightings_in_time_order(h: &History, global: &[u32], views: &[PollerView]) ->
             }
             c.this_cycle = c.this_cycle.max(Some(status.key));
             if running.is_none_or(|(k, _)| status.key > k) {
-                running = Some((status.key, status.id_time_ms));
+                running = Some((status.key, h.id_time_ms(su)));
             }
             let sight = &mut seen.sightings[su];
             if sight.get().is_none() {
@@ -710,18 +642,14 @@ fn leaks_and_late_arrivals(
         let status = h.statuses[su];
         let sight = seen.sightings[su].get();
         let first_sent = sight.map(|x| x.first_sent(h));
-        let truth_vis = h
-            .truth
-            .as_ref()
-            .and_then(|t| t[su])
-            .map(|v| v.visible_at_ms);
+        let truth_vis = h.truth_of(su).map(|v| v.visible_at_ms);
         let visible_ms = truth_vis.or(first_sent);
         let id_skew_ms = visible_ms.and_then(|t| {
             let n = global.partition_point(|&i| h.requests[i as usize].sent_at_ms < t);
             if n == 0 {
                 None
             } else {
-                seen.prefix_max[n - 1].map(|(_, time)| time - status.id_time_ms)
+                seen.prefix_max[n - 1].map(|(_, time)| time - h.id_time_ms(su))
             }
         });
         // The tick the status belongs to. With truth: the first tick sent
@@ -748,7 +676,7 @@ fn leaks_and_late_arrivals(
             required_k_ms,
         });
     }
-    items.sort_by_key(|i| (h.statuses[i.status as usize].id_time_ms, i.status));
+    items.sort_by_key(|i| (h.id_time_ms(i.status as usize), i.status));
     items
 }
 
@@ -759,7 +687,7 @@ fn from_the_future(h: &History, sightings: &[Sighting]) -> Vec<u32> {
     (0..h.statuses.len())
         .filter(|&su| {
             sightings[su].get().is_some_and(|s| {
-                h.statuses[su].id_time_ms > s.first_sent(h).saturating_add(FUTURE_TOLERANCE_MS)
+                h.id_time_ms(su) > s.first_sent(h).saturating_add(FUTURE_TOLERANCE_MS)
             })
         })
         .map(|su| su as u32)
@@ -921,7 +849,7 @@ impl Vis {
 }
 
 fn visibility(h: &History, sighting: Sighting, su: usize) -> Option<Vis> {
-    if let Some(v) = h.truth.as_ref().and_then(|t| t[su]) {
+    if let Some(v) = h.truth_of(su) {
         return Some(Vis::Truth(v));
     }
     sighting.get().map(|s| {
@@ -1042,9 +970,9 @@ fn poller_views(h: &History, global: &[u32], cycles: &Cycles) -> Vec<PollerView>
 /// ID time is not after).
 fn before_baseline(h: &History, view: &PollerView, su: usize, by_ms: i64) -> bool {
     let status = h.statuses[su];
-    let visible = match h.truth.as_ref().and_then(|t| t[su]) {
+    let visible = match h.truth_of(su) {
         Some(v) => v.visible_at_ms,
-        None => status.id_time_ms,
+        None => h.id_time_ms(su),
     };
     view.baseline
         .iter()

@@ -11,7 +11,7 @@
 //! (table `statuses`) by ID text, then those only the truth holds, by ID text
 //! (both tables are keyed by `(run_id, id)`, `WITHOUT ROWID`).
 
-use crate::diff::{History, PollerSpec, Request, Status, Visibility};
+use crate::history::{History, IdTimes, PollerSpec, Request, Status, Visibility};
 use since_id::id::{Id, Layout};
 use std::collections::HashMap;
 
@@ -32,6 +32,8 @@ pub struct HistoryBuilder {
     index: HashMap<Box<str>, u32, foldhash::fast::FixedState>,
     ids: Vec<Box<str>>,
     statuses: Vec<Status>,
+    /// The ID time of each status's first record.
+    id_times: Vec<i64>,
     /// Returned by some poller (in table `statuses`), by status.
     returned: Vec<bool>,
     truth: Vec<Option<Visibility>>,
@@ -57,6 +59,7 @@ impl HistoryBuilder {
             index: HashMap::default(),
             ids: Vec::new(),
             statuses: Vec::new(),
+            id_times: Vec::new(),
             returned: Vec::new(),
             truth: Vec::new(),
             has_truth: false,
@@ -81,10 +84,8 @@ impl HistoryBuilder {
         let i = self.statuses.len() as u32;
         self.index.insert(s.id.into(), i);
         self.ids.push(s.id.into());
-        self.statuses.push(Status {
-            key,
-            id_time_ms: s.id_time_ms,
-        });
+        self.statuses.push(Status { key });
+        self.id_times.push(s.id_time_ms);
         self.returned.push(false);
         self.truth.push(None);
         i
@@ -168,7 +169,12 @@ impl HistoryBuilder {
         for (new, &old) in order.iter().enumerate() {
             new_index[old as usize] = new as u32;
         }
-        let statuses = order.iter().map(|&o| self.statuses[o as usize]).collect();
+        let mut statuses = Vec::with_capacity(order.len());
+        let mut id_times = IdTimes::FromKeys;
+        for &o in &order {
+            statuses.push(self.statuses[o as usize]);
+            id_times.push(&self.layout, &statuses, self.id_times[o as usize]);
+        }
         let truth = self
             .has_truth
             .then(|| order.iter().map(|&o| self.truth[o as usize]).collect());
@@ -180,6 +186,7 @@ impl HistoryBuilder {
         Ok(History {
             layout: self.layout,
             statuses,
+            id_times,
             truth,
             pollers: self.pollers,
             requests: self.requests,

@@ -124,7 +124,7 @@ impl Serialize for Leaks<'_> {
         let (loaded, h) = (self.loaded, &self.loaded.history);
         serializer.collect_seq(self.analysis.leaks().map(|i| Leak {
             id: loaded.status_id(i.status).into_owned(),
-            id_time: rfc3339_ms(h.statuses[i.status as usize].id_time_ms),
+            id_time: rfc3339_ms(h.id_time_ms(i.status as usize)),
             first_seen: i.first_seen_ms.map(rfc3339_ms),
             seen_by: names(loaded, i.seen_by),
             missed_by: names(loaded, i.leaked_by),

@@ -3,11 +3,12 @@
 //! The `analyze` binary is a thin CLI over this library, which is also what
 //! the tests and the benchmark drive:
 //!
-//! - [`load`]: run.db (read-only) → [`diff::History`].
+//! - [`history`]: what the checker judges: statuses, truth, pollers, requests.
+//! - [`load`]: run.db (read-only) → [`history::History`].
 //! - [`diff`]: the pure checker: misses, leaks, late arrivals, skews, verdicts.
 //! - [`oracle`]: the oracle's cost (the floor of duplicates) and detection delays.
 //! - [`report`]: the text report; [`json`]: the `--json` output; [`plot`]: PNG and SVG plots.
-//! - [`history_builder`]: a run's records → [`diff::History`] in memory, as [`load`] reads them.
+//! - [`history_builder`]: a run's records → [`history::History`] in memory, as [`load`] reads them.
 //! - [`sweep`]: `experiment sweep`'s judging: one row per seed and poller, the summary;
 //!   [`sweep_plot`]: its frontier and lateness survival plots.
 //! - [`cli`]: the binaries' one-line usage errors.
@@ -15,6 +16,7 @@
 
 pub mod cli;
 pub mod diff;
+pub mod history;
 pub mod history_builder;
 pub mod json;
 pub mod load;

@@ -14,7 +14,8 @@
 //! observations land in one flat `Vec<u32>` that each request points into by
 //! range.
 
-use crate::diff::{History, MAX_POLLERS, PollerSpec, Request, Status, Visibility};
+use crate::diff::MAX_POLLERS;
+use crate::history::{History, IdTimes, PollerSpec, Request, Status, Truth, Visibility};
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 use rundb::{Poller, Run};
@@ -97,6 +98,7 @@ struct StatusIndex {
     hasher: foldhash::fast::FixedState,
     odd_by_text: HashMap<Box<[u8]>, u32, foldhash::fast::FixedState>,
     texts: StatusTexts,
+    id_times: IdTimes,
 }
 
 impl StatusIndex {
@@ -107,6 +109,7 @@ impl StatusIndex {
             hasher: foldhash::fast::FixedState::default(),
             odd_by_text: HashMap::default(),
             texts: StatusTexts::default(),
+            id_times: IdTimes::FromKeys,
         }
     }
 
@@ -140,11 +143,19 @@ impl StatusIndex {
         self.canonical(text, key).then_some(i)
     }
 
-    /// Appends `status`, with ID text `text`, and returns its index. A text
-    /// added again takes the new index, as inserting into a map would.
-    fn add(&mut self, statuses: &mut Vec<Status>, text: &str, status: Status) -> u32 {
+    /// Appends `status`, with ID text `text` and ID time `id_time_ms`, and
+    /// returns its index. A text added again takes the new index, as
+    /// inserting into a map would.
+    fn add(
+        &mut self,
+        statuses: &mut Vec<Status>,
+        text: &str,
+        status: Status,
+        id_time_ms: i64,
+    ) -> u32 {
         let i = statuses.len() as u32;
         statuses.push(status);
+        self.id_times.push(&self.layout, statuses, id_time_ms);
         if self.canonical(text, status.key) {
             let hasher = &self.hasher;
             let hash = hasher.hash_one(status.key);
@@ -165,8 +176,8 @@ impl StatusIndex {
         i
     }
 
-    fn into_texts(self) -> StatusTexts {
-        self.texts
+    fn finish(self) -> (StatusTexts, IdTimes) {
+        (self.texts, self.id_times)
     }
 }
 
@@ -265,12 +276,12 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
             let id = r.get_ref(0).and_then(|v| Ok(v.as_str()?)).map_err(sql)?;
             let key = parse_key(r.get_ref(1).and_then(|v| Ok(v.as_str()?)).map_err(sql)?)?;
             let id_time_ms = r.get(2).map_err(sql)?;
-            ids.add(&mut statuses, id, Status { key, id_time_ms });
+            ids.add(&mut statuses, id, Status { key }, id_time_ms);
         }
     }
     // Written straight into the per-status vector (grown as truth adds
     // statuses): no list of rows held beside it.
-    let mut truth: Vec<Option<Visibility>> = Vec::with_capacity(bound);
+    let mut truth = Truth::with_capacity(bound);
     let mut has_truth = false;
     {
         let mut st = conn
@@ -287,16 +298,14 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
                 None => {
                     let key = parse_key(r.get_ref(1).and_then(|v| Ok(v.as_str()?)).map_err(sql)?)?;
                     let id_time_ms = r.get(2).map_err(sql)?;
-                    ids.add(&mut statuses, id, Status { key, id_time_ms })
+                    ids.add(&mut statuses, id, Status { key }, id_time_ms)
                 }
             } as usize;
-            if truth.len() <= idx {
-                truth.resize(statuses.len(), None);
-            }
-            truth[idx] = Some(Visibility {
+            let row = Visibility {
                 visible_at_ms: r.get(3).map_err(sql)?,
                 deleted_at_ms: r.get(4).map_err(sql)?,
-            });
+            };
+            truth.set(idx, statuses.len(), row);
         }
     }
 
@@ -390,11 +399,8 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
                     let parsed = layout
                         .parse(&text)
                         .map_err(|e| LoadError(format!("run {run_id}: observation of {e}")))?;
-                    let status = Status {
-                        key: parsed.0,
-                        id_time_ms: layout.ts_ms(parsed),
-                    };
-                    ids.add(&mut statuses, &text, status)
+                    let id_time_ms = layout.ts_ms(parsed);
+                    ids.add(&mut statuses, &text, Status { key: parsed.0 }, id_time_ms)
                 }
             };
             observations.push(idx);
@@ -406,9 +412,9 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
     if observations.len() > u32::MAX as usize {
         return err("more than 4 billion observations in one run");
     }
-    let status_ids = ids.into_texts();
+    let (status_ids, id_times) = ids.finish();
     let truth = if has_truth {
-        truth.resize(statuses.len(), None);
+        truth.resize(statuses.len());
         Some(truth)
     } else {
         None
@@ -416,6 +422,7 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
     let history = History {
         layout,
         statuses,
+        id_times,
         truth,
         pollers: pollers
             .iter()

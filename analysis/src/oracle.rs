@@ -27,7 +27,8 @@
 //! baseline was never owed; what became visible during the final drain's
 //! wait waited for the drain).
 
-use crate::diff::{Distribution, History};
+use crate::diff::Distribution;
+use crate::history::History;
 use std::collections::BTreeSet;
 
 /// The oracle's cost over a run.
@@ -101,10 +102,10 @@ pub fn oracle_on(h: &History, ticks: &[i64]) -> Option<OracleCost> {
     // (deleted) time; after the last tick, never.
     let tick_of = |t: i64| Some(ticks.partition_point(|&x| x < t)).filter(|&n| n < ticks.len());
     let appear = ByTick::of(ticks.len(), truth.len(), |s| {
-        truth[s].and_then(|v| tick_of(v.visible_at_ms))
+        truth.get(s).and_then(|v| tick_of(v.visible_at_ms))
     });
     let vanish = ByTick::of(ticks.len(), truth.len(), |s| {
-        truth[s].and_then(|v| v.deleted_at_ms).and_then(tick_of)
+        truth.get(s).and_then(|v| v.deleted_at_ms).and_then(tick_of)
     });
     let key = |s: u32| h.statuses[s as usize].key;
     // floor[n]: the lowest key appearing at tick n or later.
@@ -255,7 +256,7 @@ pub fn detection_delays(h: &History) -> Vec<Option<Distribution>> {
                         continue;
                     }
                     returned[word] |= bit;
-                    if let Some(v) = truth[s as usize]
+                    if let Some(v) = truth.get(s as usize)
                         && v.visible_at_ms > start
                         && v.visible_at_ms <= horizon
                     {
@@ -271,7 +272,7 @@ pub fn detection_delays(h: &History) -> Vec<Option<Distribution>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diff::{PollerSpec, Request, Status, Visibility};
+    use crate::history::{IdTimes, PollerSpec, Request, Status, Truth, Visibility};
     use crate::synth::{Rng, SimSpec};
 
     /// A history from the synthetic simulator of `synth.rs`, through a run
@@ -316,12 +317,8 @@ mod tests {
     #[test]
     fn deferral_can_beat_the_oracle() {
         // Keys: X=1 < Y=2 < A=3. A visible at 0; X at 1000; Y at 2000.
-        let statuses: Vec<Status> = (1..=3)
-            .map(|k| Status {
-                key: k,
-                id_time_ms: 0,
-            })
-            .collect();
+        // Keys this small are all at time 0 in Mastodon's layout.
+        let statuses: Vec<Status> = (1..=3).map(|k| Status { key: k }).collect();
         let vis = |t| {
             Some(Visibility {
                 visible_at_ms: t,
@@ -334,7 +331,8 @@ mod tests {
         let h = History {
             layout: "mastodon".parse().unwrap(),
             statuses,
-            truth: Some(vec![vis(1000), vis(2000), vis(0)]),
+            id_times: IdTimes::FromKeys,
+            truth: Some([vis(1000), vis(2000), vis(0)].into_iter().collect()),
             pollers: vec![PollerSpec {
                 name: "deferring".into(),
                 k_ms: None,
@@ -366,7 +364,7 @@ mod tests {
 
     /// Statuses visible at one of `ticks` after the first (and not deleted
     /// by the first tick after they became visible): what the oracle owes.
-    fn owed_after_baseline(truth: &[Option<Visibility>], ticks: &[i64]) -> u64 {
+    fn owed_after_baseline(truth: &Truth, ticks: &[i64]) -> u64 {
         truth
             .iter()
             .flatten()
@@ -505,15 +503,17 @@ mod tests {
                 keyset: false,
             });
         }
+        let layout: since_id::id::Layout = "mastodon".parse().unwrap();
+        let mut statuses = Vec::with_capacity(truth.len());
+        let mut id_times = IdTimes::FromKeys;
+        for &(key, id_time_ms, _) in &truth {
+            statuses.push(Status { key });
+            id_times.push(&layout, &statuses, id_time_ms);
+        }
         History {
-            layout: "mastodon".parse().unwrap(),
-            statuses: truth
-                .iter()
-                .map(|(key, id_time_ms, _)| Status {
-                    key: *key,
-                    id_time_ms: *id_time_ms,
-                })
-                .collect(),
+            layout,
+            statuses,
+            id_times,
             truth: Some(truth.iter().map(|t| Some(t.2)).collect()),
             pollers,
             requests,

@@ -139,12 +139,8 @@ fn extract(loaded: &Loaded, a: &Analysis) -> Data {
         .map(|&(t, skew, mask)| (t, skew, index_of(mask)))
         .collect();
     let leak_labels = labelled.iter().map(|l| l.0.clone()).collect();
-    let lateness = h.truth.as_ref().map(|t| {
-        let mut v: Vec<f32> = t
-            .iter()
-            .zip(&h.statuses)
-            .filter_map(|(v, s)| v.map(|v| (v.visible_at_ms - s.id_time_ms) as f32))
-            .collect();
+    let lateness = h.truth.as_ref().map(|_| {
+        let mut v: Vec<f32> = h.lateness_ms().map(|l| l as f32).collect();
         v.sort_by(f32::total_cmp);
         v
     });

@@ -181,7 +181,7 @@ required_k_ms = the smallest k that would have caught it):",
                 o,
                 "  {:<24} {:<24} {:<24} {:>10} {:>13}  {} / {}",
                 loaded.status_id(i.status),
-                rfc3339_ms(h.statuses[i.status as usize].id_time_ms),
+                rfc3339_ms(h.id_time_ms(i.status as usize)),
                 i.first_seen_ms
                     .map(rfc3339_ms)
                     .unwrap_or_else(|| "never returned".into()),
@@ -281,7 +281,7 @@ This is a bug in the target, the poller or the recorder:",
                 o,
                 "  {} (ID time {})",
                 loaded.status_id(s),
-                rfc3339_ms(loaded.history.statuses[s as usize].id_time_ms)
+                rfc3339_ms(loaded.history.id_time_ms(s as usize))
             );
         }
         if a.future_ids.len() > LIST_CAP {

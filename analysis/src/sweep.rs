@@ -8,7 +8,8 @@
 //! ([`summarize`], [`render`]). It depends on no experiment code: the
 //! experiment's binary depends on this library, not the other way round.
 
-use crate::diff::{Distribution, History, analyze};
+use crate::diff::{Distribution, analyze};
+use crate::history::History;
 use crate::oracle;
 use rusqlite::{Connection, params};
 use serde::Serialize;
@@ -90,15 +91,7 @@ pub fn judge(h: &History, seed: u64, duration_ms: u64) -> SeedResult {
             }
         })
         .collect();
-    let lateness_ms = match &h.truth {
-        Some(t) => h
-            .statuses
-            .iter()
-            .zip(t)
-            .filter_map(|(s, v)| v.map(|v| v.visible_at_ms - s.id_time_ms))
-            .collect(),
-        None => Vec::new(),
-    };
+    let lateness_ms = h.lateness_ms().collect();
     SeedResult { rows, lateness_ms }
 }
 

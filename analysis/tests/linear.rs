@@ -6,7 +6,8 @@
 
 mod common;
 
-use analysis::diff::{Analysis, History, analyze, analyze_exhaustive};
+use analysis::diff::{Analysis, analyze, analyze_exhaustive};
+use analysis::history::History;
 use analysis::load;
 use analysis::synth::{self, SimSpec};
 use proptest::prelude::*;
@@ -229,4 +230,37 @@ fn experiment_runs_are_judged_the_same() {
         with_cause += misses_with_a_cause(&fast);
     }
     assert!(with_cause > 0, "the corpus has misses with a cause");
+}
+
+/// A status is kept as its key alone, its ID time read from the key; a run
+/// that recorded other ID times (an outbox of BIGSERIAL IDs, whose IDs carry
+/// no time) keeps them, and every figure reads them.
+#[test]
+fn recorded_id_times_that_the_key_does_not_give_are_kept() {
+    let dir = common::temp_dir("id-times");
+    let db = dir.join("run.db");
+    synth::simulate_to_db(&db, &busy_spec(3), true).unwrap();
+    let from_keys = history_of(&db);
+    assert_eq!(from_keys.id_times, analysis::history::IdTimes::FromKeys);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    for table in ["statuses", "truth"] {
+        conn.execute(
+            &format!("UPDATE {table} SET id_time_ms = id_time_ms - 1000"),
+            [],
+        )
+        .unwrap();
+    }
+    drop(conn);
+    let recorded = history_of(&db);
+    assert!(matches!(
+        recorded.id_times,
+        analysis::history::IdTimes::Recorded(_)
+    ));
+    assert_eq!(recorded.statuses, from_keys.statuses);
+    for su in 0..recorded.statuses.len() {
+        assert_eq!(recorded.id_time_ms(su), from_keys.id_time_ms(su) - 1000);
+    }
+    let later: Vec<i64> = from_keys.lateness_ms().map(|l| l + 1000).collect();
+    assert_eq!(recorded.lateness_ms().collect::<Vec<_>>(), later);
+    assert!(!later.is_empty());
 }

@@ -11,7 +11,7 @@
 use crate::experiment::RunArgs;
 use crate::record::{PollerInfo, RequestRow, TruthRow};
 use crate::run::Records;
-use analysis::diff::{History, PollerSpec, Visibility};
+use analysis::history::{History, PollerSpec, Visibility};
 use analysis::history_builder::{HistoryBuilder, StatusRef};
 use analysis::sweep::SeedResult;
 use since_id::Layout;

@@ -2,7 +2,8 @@
 //! input refused with one line, and the in-memory judging of a seed's run
 //! (what the sweep does) against the run database's (what `analyze` does).
 
-use analysis::diff::{History, analyze};
+use analysis::diff::analyze;
+use analysis::history::History;
 use snowleak::sweep::{history_of, run_args};
 
 mod common;
@@ -48,6 +49,7 @@ fn in_memory_judging_is_the_sqlite_path() {
         let db = dir.join(format!("seed-{seed}.db"));
         let stored = history_through_sqlite(base, seed, &db);
         assert_eq!(memory.statuses, stored.statuses, "seed {seed}");
+        assert_eq!(memory.id_times, stored.id_times, "seed {seed}");
         assert_eq!(memory.truth, stored.truth, "seed {seed}");
         assert_eq!(memory.requests.len(), stored.requests.len(), "seed {seed}");
         for (a, b) in memory.requests.iter().zip(&stored.requests) {

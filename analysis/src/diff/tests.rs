@@ -5,6 +5,7 @@
 //! do for real Snowflake IDs and required_k can replay the formula on them.
 
 use super::*;
+use crate::history::{IdTimes, PollerSpec, Status, Truth};
 use crate::synth::{SimSpec, SynthRequest, SynthTruth, simulate};
 use proptest::prelude::*;
 
@@ -28,10 +29,11 @@ impl B {
                         keyset: false,
                     })
                     .collect(),
-                truth: truth.then(Vec::new),
+                truth: truth.then(Truth::default),
                 interval_ms: 1000,
                 layout: "custom:epoch=0,shift=4".parse().unwrap(),
                 statuses: Vec::new(),
+                id_times: IdTimes::FromKeys,
                 requests: Vec::new(),
                 observations: Vec::new(),
             },
@@ -41,10 +43,8 @@ impl B {
     /// A status whose ID time is `t`; with truth, visible from `visible` until `deleted`.
     fn status(&mut self, t: i64, visible: i64, deleted: Option<i64>) -> u32 {
         let i = self.h.statuses.len() as u32;
-        self.h.statuses.push(Status {
-            key: key(t),
-            id_time_ms: t,
-        });
+        self.h.statuses.push(Status { key: key(t) });
+        self.h.id_times.push(&self.h.layout, &self.h.statuses, t);
         if let Some(tr) = &mut self.h.truth {
             tr.push(Some(Visibility {
                 visible_at_ms: visible,
@@ -312,10 +312,15 @@ fn a_busy_start_is_baseline_not_unexplained() {
     // But a clean cursorless page that was not full and left out a visible
     // status is still a bug, whatever the later baseline hides.
     b.h.requests[0].failed = false;
-    b.h.truth.as_mut().unwrap()[old as usize] = Some(Visibility {
-        visible_at_ms: 900,
-        deleted_at_ms: None,
-    });
+    let n = b.h.statuses.len();
+    b.h.truth.as_mut().unwrap().set(
+        old as usize,
+        n,
+        Visibility {
+            visible_at_ms: 900,
+            deleted_at_ms: None,
+        },
+    );
     let a = analyze(&b.h);
     assert_eq!(a.pollers[0].misses_unexplained, 1);
     assert_eq!(a.verdicts, vec![Verdict::Invalid]);
@@ -411,10 +416,8 @@ fn required_k_honours_the_lower_clamp() {
     // min_id_at(ts(latest) - k) - 1, so catching x (ID time 2400) at tick
     // 4000 needs k >= 3500 - 2400, not 3001 - 2400 (this was 601).
     let (mut b, _, bb, x) = late_item_history(true);
-    b.h.statuses[bb as usize] = Status {
-        key: key(3500),
-        id_time_ms: 3500,
-    };
+    b.h.statuses[bb as usize] = Status { key: key(3500) };
+    assert_eq!(b.h.id_time_ms(bb as usize), 3500);
     let a = analyze(&b.h);
     let item = a.items.iter().find(|i| i.status == x).unwrap();
     assert_eq!(item.required_k_ms, Some(1100));
@@ -461,13 +464,10 @@ fn history_of(spec: &SimSpec, requests: &[SynthRequest], truth: &[SynthTruth]) -
     let layout: since_id::id::Layout = "mastodon".parse().unwrap();
     let mut index = HashMap::default();
     let mut statuses = Vec::new();
-    let mut vis = Vec::new();
+    let mut vis = Truth::default();
     for t in truth {
         index.insert(t.id, statuses.len() as u32);
-        statuses.push(Status {
-            key: t.id,
-            id_time_ms: layout.ts_ms(since_id::id::Id(t.id)),
-        });
+        statuses.push(Status { key: t.id });
         vis.push(Some(Visibility {
             visible_at_ms: t.visible_at_ms,
             deleted_at_ms: t.deleted_at_ms,
@@ -500,6 +500,7 @@ fn history_of(spec: &SimSpec, requests: &[SynthRequest], truth: &[SynthTruth]) -
     History {
         layout,
         statuses,
+        id_times: IdTimes::FromKeys,
         truth: Some(vis),
         pollers: spec
             .policies

@@ -28,9 +28,9 @@ use std::time::Duration;
 #[derive(ValueEnum, Serialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum ClockMode {
-    /// Over HTTP on 127.0.0.1, in real time.
+    /// In real time: the simulator over HTTP on 127.0.0.1, or a real target.
     Real,
-    /// In process, in simulated time: deterministic for a seed.
+    /// The simulator in process, in simulated time: deterministic for a seed.
     Virtual,
 }
 
@@ -74,7 +74,8 @@ pub struct RunArgs {
     /// One simulator parameter, KEY=VALUE (repeatable; after --config).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
-    /// A poller's cursor policy (repeatable): naive, compensated:k=1s, ...
+    /// A poller's cursor policy (repeatable; default naive and compensated:k=1s): naive,
+    /// compensated:k=1s, audit:k=1s,depth=2m,every=1m, adaptive, or xmin (PostgreSQL only).
     #[arg(long = "poller", value_name = "SPEC", value_parser = parse_policy)]
     pub pollers: Vec<CursorPolicy>,
     /// Time between the pollers' ticks, aligned to multiples of it (1s: the start of each second).
@@ -91,7 +92,8 @@ pub struct RunArgs {
     /// Seed of everything random.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// `real`: over HTTP on 127.0.0.1 in real time; `virtual`: in-process, simulated time.
+    /// `real`: in real time (the simulator over HTTP on 127.0.0.1); `virtual`: the simulator
+    /// in-process, in simulated time.
     #[arg(long, value_enum, default_value_t = ClockMode::Real)]
     pub clock: ClockMode,
     /// Start of a virtual run (RFC 3339 or ms); default 2026-01-01T00:00:00Z, so runs reproduce.

@@ -40,30 +40,40 @@ enum Command {
 enum IdCommand {
     /// Print an ID's time (RFC 3339 in UTC, and ms since the Unix epoch).
     Decode {
+        /// The ID, as the API writes it.
         id: String,
-        #[arg(long, short)]
+        #[arg(long, short, help = layout_help())]
         layout: String,
     },
     /// Print the smallest ID at an instant (RFC 3339 or ms since the Unix epoch).
     At {
+        /// RFC 3339 (2016-04-30T11:18:25.796Z) or ms since the Unix epoch.
         time: String,
-        #[arg(long, short)]
+        #[arg(long, short, help = layout_help())]
         layout: String,
     },
     /// Print the compensated since_id for the next request.
     SinceId {
-        #[arg(long, short)]
+        #[arg(long, short, help = layout_help())]
         layout: String,
-        /// The highest ID seen so far.
+        /// The highest ID seen so far, as the API writes it.
         #[arg(long)]
         latest_id: String,
-        /// Client time at which the previous request was sent.
+        /// Client time at which the previous request was sent (RFC 3339 or ms since the Unix epoch).
         #[arg(long)]
         retrieved_at: String,
         /// How far the IDs may be out of order (1s, 1500ms).
         #[arg(long)]
         k: String,
     },
+}
+
+/// `--help` of the `id` commands' `--layout`: every name the layouts accept.
+fn layout_help() -> String {
+    format!(
+        "The ID layout: {}, sonyflake:epoch=MS, or custom:epoch=MS,shift=N[,unit=MS]",
+        Layout::NAMES.join(", ")
+    )
 }
 
 fn main() -> ExitCode {

@@ -58,7 +58,7 @@ impl Progress {
     }
 
     /// Counts one returned status; true the first time any poller returns it
-    /// (or, rarely, the first time since it was pruned: see [`Progress::prune`]).
+    /// (or, rarely, the first time since it was pruned: see `Progress::prune`).
     pub fn sighted(&mut self, id: Id) -> bool {
         let first = self.seen.insert(id);
         self.statuses += first as u64;

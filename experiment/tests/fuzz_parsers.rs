@@ -1,6 +1,7 @@
 //! The response parsers never panic, whatever a server sends: arbitrary
 //! bytes, and arbitrary JSON shaped like a timeline. Failures proptest finds
-//! are kept in `proptest-regressions/` and replayed first on every run.
+//! are kept next to this file (`fuzz_parsers.proptest-regressions`, proptest's
+//! place for a file outside `src/`) and replayed first on every run.
 
 use proptest::prelude::*;
 use serde_json::{Value, json};

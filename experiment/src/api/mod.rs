@@ -6,9 +6,9 @@
 //!
 //! This file is the dispatch over them ([`Dialect`]) and what they share.
 //! Dialects are pure (build a request description, parse bytes); the one
-//! async function [`HttpTarget::fetch`] ([`client`]) is the thin shell that
+//! async function [`HttpTarget::fetch`] (`client.rs`) is the thin shell that
 //! sends it with reqwest. The embedded simulator is reached through exactly
-//! this client in real time, the same way a real API is. [`pace`] spends a
+//! this client in real time, the same way a real API is. [`Pacer`] spends a
 //! run's rate-limit budget, [`spec`] parses `--target`.
 
 use serde_json::Value;

@@ -58,20 +58,26 @@ fn forms() -> Vec<&'static str> {
     LISTED.iter().flat_map(|api| api.specs).copied().collect()
 }
 
+/// The PostgreSQL targets' forms, which `crate::pg::driver::is_postgres`
+/// recognises before a spec is parsed.
+const POSTGRES_FORMS: [&str; 2] = ["postgres", "postgres:postgresql://USER@HOST/DB"];
+
 /// Every form of `--target`, for errors.
 fn kinds() -> String {
     let mut kinds = vec!["simulator"];
     kinds.extend(forms());
+    kinds.extend(POSTGRES_FORMS);
     kinds.join(", ")
 }
 
 /// `--help` of `--target`.
 pub fn target_help() -> String {
     let forms: Vec<String> = forms().iter().map(|f| format!("`{f}`")).collect();
-    let (last, rest) = forms.split_last().expect("APIs");
+    let [cluster, own] = POSTGRES_FORMS;
     format!(
-        "What to poll: `simulator` (the embedded leaky timeline), {} or {last}",
-        rest.join(", ")
+        "What to poll: `simulator` (the embedded leaky timeline), {}, `{cluster}` (a throwaway \
+PostgreSQL cluster) or `{own}` (your own table, with --table)",
+        forms.join(", ")
     )
 }
 
@@ -80,8 +86,9 @@ pub fn token_file_help() -> String {
     let mut vars: Vec<&str> = LISTED.iter().map(|api| api.token_env).collect();
     vars.dedup();
     format!(
-        "Read the API token from this file instead of the environment ({})",
-        vars.join(", ")
+        "Read the API token from this file instead of the environment ({}; for --target postgres:URL, the password instead of {})",
+        vars.join(", "),
+        crate::pg::own::PASSWORD_ENV
     )
 }
 
@@ -98,8 +105,9 @@ pub const BASE_URL_HELP: &str = "Base URL of the API for `x` (default https://ap
 pub const LAYOUT_HELP: &str =
     "The ID layout, overriding the target's (misskey: detected from the first IDs if absent)";
 /// `--help` of `--limit`.
-pub const LIMIT_HELP: &str =
-    "Page size (capped at the API's maximum: 200 Twitter, 40 Mastodon, 100 Misskey)";
+pub const LIMIT_HELP: &str = "Page size, fitted to the API's bounds: at most 200 Twitter v1.1 (the \
+simulator's twitter and discord profiles), 40 Mastodon (and PostgreSQL --via http), 100 Misskey, X \
+and Discord; at least 5 for X user tweets, 10 for X search; PostgreSQL over SQL takes it as given";
 
 impl std::str::FromStr for TargetSpec {
     type Err = String;

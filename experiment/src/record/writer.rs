@@ -1,15 +1,15 @@
 //! The recorder: one thread that owns the SQLite connection and writes what
 //! the pollers send it, in batched transactions.
 //!
-//! Pollers send [`Record`]s over a bounded channel ([`QUEUE_BOUND`] records),
-//! so a run's memory does not grow with its length: the virtual-time driver
-//! waits for room (backpressure); the real-time driver never waits on the disk
-//! and ends the run with a clear error if the queue is ever full (the recorder
-//! cannot keep up). The writer inserts each record as it arrives, inside a
-//! transaction it commits at least once a second of wall time (WAL mode,
-//! `synchronous = NORMAL`), in either clock, so a killed process loses at most
-//! the last second and leaves a database that opens; the run row says
-//! `complete = 0` until [`Recorder::finish`] runs.
+//! Pollers send records through a [`RecordSender`] over a bounded channel
+//! ([`QUEUE_BOUND`] records), so a run's memory does not grow with its length:
+//! the virtual-time driver waits for room (backpressure); the real-time driver
+//! never waits on the disk and ends the run with a clear error if the queue is
+//! ever full (the recorder cannot keep up). The writer inserts each record as
+//! it arrives, inside a transaction it commits at least once a second of wall
+//! time (WAL mode, `synchronous = NORMAL`), in either clock, so a killed
+//! process loses at most the last second and leaves a database that opens; the
+//! run row says `complete = 0` until [`Recorder::finish`] runs.
 
 use rundb::write::{self, OnConflict};
 use rusqlite::Connection;

@@ -1,7 +1,7 @@
 //! The simulator over HTTP, in five dialects, each in its own file as
-//! `docs/api-facts.md` describes the real API: [`twitter`] (v1.1),
-//! [`mastodon`] (with the instance and NodeInfo documents), [`misskey`],
-//! [`x`] (v2) and [`discord`]. This file holds what they share: the router
+//! `docs/api-facts.md` describes the real API: `twitter.rs` (v1.1),
+//! `mastodon.rs` (with the instance and NodeInfo documents), `misskey.rs`,
+//! `x.rs` (v2) and `discord.rs`. This file holds what they share: the router
 //! that merges their routes, the 404 in the shape of the API a path belongs
 //! to, the rate-limit windows, the listener, and the query and JSON helpers.
 //!

@@ -384,7 +384,7 @@ struct CursorlessCycle {
 /// late arrivals and other misses reported, and M the (status, poller) pairs
 /// never returned; W, the requests one such pair is examined over, depends
 /// on k, the cadence and the pages of a cycle, not on the run's length (see
-/// [`classify`]). Each pass below states its own share. Per status the check
+/// `classify`). Each pass below states its own share. Per status the check
 /// holds 16 bytes (who returned it, and where it was first and last seen).
 pub fn analyze(h: &History) -> Analysis {
     check(h, false)

@@ -9,7 +9,7 @@
 //! and statuses. Each table is read with one prepared statement in key order
 //! (O(rows)), status IDs are mapped once to dense `u32` indices (one parse and
 //! one lookup in a table of bare indices per observation, borrowing the text
-//! from SQLite without allocating; [`StatusIndex`]), the IDs' texts are not
+//! from SQLite without allocating; `StatusIndex`), the IDs' texts are not
 //! kept when the layout can write them again ([`Loaded::status_id`]), and
 //! observations land in one flat `Vec<u32>` that each request points into by
 //! range.

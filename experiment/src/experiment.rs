@@ -291,6 +291,12 @@ pub(crate) fn poller_names(policies: &[CursorPolicy]) -> Vec<String> {
 /// Runs the experiment described by `args`.
 pub fn run_experiment(mut args: RunArgs) -> Result<RunSummary, String> {
     check_poller_count(&args)?;
+    if args.clock == ClockMode::Real && args.start.is_some() {
+        return Err(
+            "--start sets a virtual run's clock; a real-time run starts now (add --clock virtual)"
+                .into(),
+        );
+    }
     if args.pollers.is_empty() {
         args.pollers = vec![
             CursorPolicy::Naive,
@@ -437,7 +443,8 @@ fn target_options(args: &RunArgs) -> TargetOptions {
     }
 }
 
-/// The `xmin` policy reads PostgreSQL's transaction horizon: nothing else has one.
+/// The `xmin` policy reads PostgreSQL's transaction horizon: nothing else
+/// has one; and the PostgreSQL flags do nothing elsewhere.
 fn no_postgres_only(args: &RunArgs) -> Result<(), String> {
     if args.pollers.contains(&CursorPolicy::Xmin) {
         return Err(format!(
@@ -445,7 +452,10 @@ fn no_postgres_only(args: &RunArgs) -> Result<(), String> {
             args.target
         ));
     }
-    Ok(())
+    args.pg.refuse(
+        &crate::pg::driver::PgArgs::ALL,
+        &format!("applies to --target postgres only, not '{}'", args.target),
+    )
 }
 
 /// The flags of real targets are errors with the simulator (its layout comes from the profile).

@@ -36,6 +36,86 @@ fn xmin_elsewhere_is_refused_in_one_line() {
     assert!(!db.exists(), "nothing was recorded");
 }
 
+/// A PostgreSQL flag where it does nothing is refused, not ignored: on the
+/// simulator and an API, the throwaway cluster's options on your own
+/// database, and your own database's options on the throwaway cluster
+/// (each refused before anything is started or connected to); and so is
+/// `--start` in real time.
+#[test]
+fn postgres_flags_where_they_do_nothing_are_refused_in_one_line() {
+    let dir = temp_dir("pg-flags-elsewhere");
+    let db = dir.join("run.db");
+    let own = "postgres:postgresql://u@localhost/db";
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--writers", "3"],
+            "--writers applies to --target postgres only, not 'simulator'",
+        ),
+        (
+            vec!["--schema", "outbox"],
+            "--schema applies to --target postgres only",
+        ),
+        (
+            vec!["--write-rate", "10"],
+            "--write-rate applies to --target postgres only",
+        ),
+        (
+            vec!["--pg-tail", "1%:1s"],
+            "--pg-tail applies to --target postgres only",
+        ),
+        (
+            vec!["--table", "posts"],
+            "--table applies to --target postgres only",
+        ),
+        (
+            vec!["--id-column", "uid"],
+            "--id-column applies to --target postgres only",
+        ),
+        (
+            vec!["--via", "http"],
+            "--via applies to --target postgres only",
+        ),
+        (
+            vec![
+                "--target",
+                "mastodon:https://example.invalid",
+                "--writers",
+                "3",
+            ],
+            "--writers applies to --target postgres only, not 'mastodon:https://example.invalid'",
+        ),
+        (
+            vec!["--target", "postgres", "--table", "posts"],
+            "--table is for your own database",
+        ),
+        (
+            vec!["--target", "postgres", "--id-column", "uid"],
+            "--id-column is for your own database",
+        ),
+        (
+            vec!["--target", own, "--table", "t", "--writers", "3"],
+            "--writers shapes the throwaway cluster's writers",
+        ),
+        (
+            vec!["--target", own, "--table", "t", "--schema", "outbox"],
+            "--schema shapes the throwaway cluster's writers",
+        ),
+        (
+            vec!["--target", own, "--table", "t", "--write-rate", "5"],
+            "--write-rate shapes the throwaway cluster's writers",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut all = args.clone();
+        all.extend(["--duration", "2s", "--db", db.to_str().unwrap()]);
+        let (code, err) = experiment_bin(&all);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+    assert!(!db.exists(), "nothing was recorded");
+}
+
 /// Starts `experiment ARGS --db DB` and waits until it logs that the run
 /// started (Ctrl-C is handled from then on); returns the process and the rest
 /// of its stderr, to be kept open while it runs (it logs there).

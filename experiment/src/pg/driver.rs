@@ -18,18 +18,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// The options of PostgreSQL targets.
-#[derive(Args, Debug, Clone)]
+/// The options of PostgreSQL targets. Each is `None` unless given, so that
+/// one given where it does nothing is refused ([`PgArgs::refuse`]) rather
+/// than silently ignored; the defaults are the methods' own.
+#[derive(Args, Debug, Clone, Default)]
 pub struct PgArgs {
-    /// PostgreSQL target: the schema the writers load (mastodon, outbox, snowflake).
-    #[arg(long, default_value = "mastodon", value_parser = parse_schema)]
-    pub schema: Schema,
-    /// PostgreSQL target: concurrent writer connections.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=50))]
-    pub writers: u32,
-    /// PostgreSQL target: posts per second, all writers together.
-    #[arg(long, default_value_t = 300.0, value_parser = parse_rate)]
-    pub write_rate: f64,
+    /// PostgreSQL target: the schema the writers load (mastodon, outbox, snowflake; default mastodon).
+    #[arg(long, value_parser = parse_schema)]
+    pub schema: Option<Schema>,
+    /// PostgreSQL target: concurrent writer connections, 1 to 50 (default 8).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub writers: Option<u32>,
+    /// PostgreSQL target: posts per second, all writers together (default 300).
+    #[arg(long, value_parser = parse_rate)]
+    pub write_rate: Option<f64>,
     /// PostgreSQL target: an injected tail, P%:MAX (that share of transactions
     /// sleeps up to MAX inside the transaction, uniformly). Off by default.
     #[arg(long, value_parser = parse_tail)]
@@ -37,12 +39,63 @@ pub struct PgArgs {
     /// Your own database (--target postgres:URL): the table to poll.
     #[arg(long)]
     pub table: Option<String>,
-    /// Your own database: the table's ID column.
-    #[arg(long, default_value = "id")]
-    pub id_column: String,
-    /// PostgreSQL target: how the pollers read, `sql` (the table) or `http`.
-    #[arg(long, default_value = "sql", value_parser = ["sql", "http"])]
-    pub via: String,
+    /// Your own database: the table's ID column (default id).
+    #[arg(long)]
+    pub id_column: Option<String>,
+    /// PostgreSQL target: how the pollers read, `sql` (the table, the default) or `http`.
+    #[arg(long, value_parser = ["sql", "http"])]
+    pub via: Option<String>,
+}
+
+impl PgArgs {
+    pub fn schema(&self) -> Schema {
+        self.schema.unwrap_or(Schema::Mastodon)
+    }
+
+    pub fn writers(&self) -> u32 {
+        self.writers.unwrap_or(8)
+    }
+
+    pub fn write_rate(&self) -> f64 {
+        self.write_rate.unwrap_or(300.0)
+    }
+
+    pub fn id_column(&self) -> &str {
+        self.id_column.as_deref().unwrap_or("id")
+    }
+
+    pub fn via(&self) -> &str {
+        self.via.as_deref().unwrap_or("sql")
+    }
+
+    /// An error naming the first of `flags` that was given: `why` says
+    /// where it applies.
+    pub fn refuse(&self, flags: &[&str], why: &str) -> Result<(), String> {
+        let given = [
+            ("--schema", self.schema.is_some()),
+            ("--writers", self.writers.is_some()),
+            ("--write-rate", self.write_rate.is_some()),
+            ("--pg-tail", self.pg_tail.is_some()),
+            ("--table", self.table.is_some()),
+            ("--id-column", self.id_column.is_some()),
+            ("--via", self.via.is_some()),
+        ];
+        match given.iter().find(|(f, g)| *g && flags.contains(f)) {
+            Some((flag, _)) => Err(format!("{flag} {why}")),
+            None => Ok(()),
+        }
+    }
+
+    /// Every PostgreSQL flag: none applies to the simulator or an API.
+    pub const ALL: [&'static str; 7] = [
+        "--schema",
+        "--writers",
+        "--write-rate",
+        "--pg-tail",
+        "--table",
+        "--id-column",
+        "--via",
+    ];
 }
 
 fn parse_schema(s: &str) -> Result<Schema, String> {
@@ -96,13 +149,16 @@ pub fn run(args: RunArgs) -> Result<RunSummary, String> {
 /// Runs the experiment against a throwaway PostgreSQL cluster.
 fn run_embedded(args: RunArgs) -> Result<RunSummary, String> {
     check_flags(&args)?;
-    let schema = args.pg.schema;
-    if args.layout.is_some() || args.token_file.is_some() || args.pg.table.is_some() {
+    let schema = args.pg.schema();
+    if args.layout.is_some() || args.token_file.is_some() {
         return Err(
-            "--layout, --table and --token-file are for your own database (--target postgres:URL)"
-                .into(),
+            "--layout and --token-file are for your own database (--target postgres:URL)".into(),
         );
     }
+    args.pg.refuse(
+        &["--table", "--id-column"],
+        "is for your own database (--target postgres:URL)",
+    )?;
     if schema == Schema::Outbox && args.pollers.iter().any(|p| p.k_ms().is_some()) {
         return Err(
             "the outbox schema's BIGSERIAL IDs carry no time, so compensated pollers mean nothing \
@@ -110,7 +166,7 @@ fn run_embedded(args: RunArgs) -> Result<RunSummary, String> {
                 .into(),
         );
     }
-    if args.pg.via == "http" && schema != Schema::Mastodon {
+    if args.pg.via() == "http" && schema != Schema::Mastodon {
         return Err("--via http serves the Mastodon API: it needs --schema mastodon".into());
     }
     let cluster = Cluster::start()?;
@@ -118,8 +174,8 @@ fn run_embedded(args: RunArgs) -> Result<RunSummary, String> {
     let layout = schema.layout();
     let workload = Workload {
         schema,
-        writers: args.pg.writers,
-        rate_per_s: args.pg.write_rate,
+        writers: args.pg.writers(),
+        rate_per_s: args.pg.write_rate(),
         tail: args.pg.pg_tail,
         seed: args.seed,
     };
@@ -145,7 +201,7 @@ fn run_embedded(args: RunArgs) -> Result<RunSummary, String> {
         table: schema.table().to_string(),
         id_column: "id".to_string(),
         commit_ts_truth: false,
-        via_http: args.pg.via == "http",
+        via_http: args.pg.via() == "http",
     };
     let result = runtime.block_on(drive(&args, setup));
     drop(runtime);
@@ -242,7 +298,7 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
     let final_wait_ms = ordered.iter().filter_map(|p| p.k_ms()).max().unwrap_or(0);
     let stored = PgConfig {
         common: crate::experiment::StoredConfig::common(args, limit, names.clone(), &layout),
-        via: &args.pg.via,
+        via: args.pg.via(),
         table: &table,
         id_column: &id_column,
         workload: workload.as_ref(),

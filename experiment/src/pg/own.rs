@@ -41,7 +41,11 @@ pub fn config(args: &RunArgs, url: &str) -> Result<tokio_postgres::Config, Strin
 }
 
 pub fn run(args: RunArgs, url: &str) -> Result<RunSummary, String> {
-    if args.pg.via == "http" {
+    args.pg.refuse(
+        &["--schema", "--writers", "--write-rate"],
+        "shapes the throwaway cluster's writers; nothing writes to your own database",
+    )?;
+    if args.pg.via() == "http" {
         return Err(
             "--via http serves the throwaway cluster's statuses; your own table is read over SQL"
                 .into(),
@@ -72,7 +76,7 @@ pub fn run(args: RunArgs, url: &str) -> Result<RunSummary, String> {
     };
     let config = config(&args, url)?;
     let runtime = crate::experiment::runtime()?;
-    let id_column = args.pg.id_column.clone();
+    let id_column = args.pg.id_column().to_string();
     let (admin, commit_ts_truth) = runtime.block_on(async {
         let client = connect(&config).await?;
         client

@@ -213,6 +213,51 @@ pub fn pick_run(conn: &Connection, path: &Path, wanted: Option<i64>) -> Result<i
     }
 }
 
+/// How big a run is, from its tables' counts (read without scanning the
+/// observations: the requests carry their item counts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Footprint {
+    /// Distinct statuses, at least (the larger of the two tables that list them).
+    pub statuses: u64,
+    pub observations: u64,
+    pub requests: u64,
+}
+
+impl Footprint {
+    /// What analyzing the run takes, about: 70 bytes a status (its key, its
+    /// truth row, the check's 16 bytes, its share of the misses and plots)
+    /// and 4 an observation, measured on the hour at 3,000 statuses a second
+    /// (12.6 M statuses, 23.8 M observations: 895 MiB, 953 MiB estimated;
+    /// docs/analysis.md), and 200 bytes a request.
+    pub fn estimated_bytes(&self) -> u64 {
+        self.statuses
+            .saturating_mul(70)
+            .saturating_add(self.observations.saturating_mul(4))
+            .saturating_add(self.requests.saturating_mul(200))
+    }
+}
+
+/// The size of run `run_id`: O(statuses + truth rows + requests), no scan of
+/// the observations.
+pub fn footprint(conn: &Connection, run_id: i64) -> Result<Footprint, LoadError> {
+    conn.query_row(
+        "SELECT max((SELECT count(*) FROM statuses WHERE run_id = ?1),
+                    (SELECT count(*) FROM truth WHERE run_id = ?1)),
+                (SELECT coalesce(sum(items), 0) FROM requests WHERE run_id = ?1),
+                (SELECT count(*) FROM requests WHERE run_id = ?1)",
+        [run_id],
+        |r| {
+            let n = |i: usize| r.get::<_, i64>(i).map(|v| v.max(0) as u64);
+            Ok(Footprint {
+                statuses: n(0)?,
+                observations: n(1)?,
+                requests: n(2)?,
+            })
+        },
+    )
+    .map_err(sql)
+}
+
 fn parse_key(text: &str) -> Result<u128, LoadError> {
     if text.len() != 32 {
         return err(format!(

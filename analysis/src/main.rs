@@ -1,4 +1,4 @@
-//! `analyze DB [--run N] [--out DIR] [--json]`: reads one run of the leak
+//! `analyze DB [--run N] [--out DIR] [--json] [--max-memory SIZE]`: reads one run of the leak
 //! harness, diffs the pollers against truth (or each other), and prints a
 //! report with a verdict per poller, plus plots.
 //!
@@ -30,6 +30,60 @@ struct Args {
     /// Print JSON (documented in analysis/JSON.md) instead of the text report.
     #[arg(long)]
     json: bool,
+    /// Refuse a run whose analysis would need more memory than this, e.g.
+    /// 512MiB or 8GiB (default: the memory the system has available, on Linux).
+    #[arg(long, value_parser = parse_size)]
+    max_memory: Option<u64>,
+}
+
+/// `N`, `NKiB`, `NMiB`, `NGiB` or `NTiB` (binary units; `N` in bytes).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    let shift = match unit {
+        "" | "B" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        "TiB" => 40,
+        _ => {
+            return Err(format!(
+                "bad size '{text}': expected a number of bytes, KiB, MiB, GiB or TiB, such as 8GiB"
+            ));
+        }
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .ok_or_else(|| {
+            format!(
+                "bad size '{text}': expected a number of bytes, KiB, MiB, GiB or TiB, such as 8GiB"
+            )
+        })
+}
+
+/// The memory the system can give a new process without swapping
+/// (`MemAvailable` in /proc/meminfo, Linux 3.14 and later); `None` elsewhere.
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// `bytes` in the largest binary unit that keeps it at 1 or more, to a tenth.
+fn human(bytes: u64) -> String {
+    let units = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+    let at = ((63 - bytes.max(1).leading_zeros()) / 10).min(4) as usize;
+    match at {
+        0 => format!("{bytes} bytes"),
+        _ => format!(
+            "{:.1} {}",
+            bytes as f64 / (1u64 << (10 * at)) as f64,
+            units[at]
+        ),
+    }
 }
 
 fn main() -> ExitCode {
@@ -50,6 +104,26 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<(), String> {
     let conn = load::open(&args.db).map_err(|e| e.to_string())?;
     let run_id = load::pick_run(&conn, &args.db, args.run).map_err(|e| e.to_string())?;
+    // The check holds the whole history in memory: refuse a run that cannot
+    // fit with one line, rather than be killed by the kernel halfway.
+    let size = load::footprint(&conn, run_id).map_err(|e| e.to_string())?;
+    let needed = size.estimated_bytes();
+    if let Some(limit) = args.max_memory.or_else(available_memory)
+        && needed > limit
+    {
+        return Err(format!(
+            "run {run_id} holds {} statuses and {} observations: analyzing it needs about {}, more than the {} {}",
+            size.statuses,
+            size.observations,
+            human(needed),
+            human(limit),
+            if args.max_memory.is_some() {
+                "--max-memory allows"
+            } else {
+                "available (--max-memory to set another limit)"
+            },
+        ));
+    }
     let loaded = load::load(&conn, run_id).map_err(|e| e.to_string())?;
     drop(conn);
     let analysis = diff::analyze(&loaded.history);

@@ -309,6 +309,36 @@ fn a_leftover_wal_is_readable() {
     assert!(text.contains("compensated:k=10s"));
 }
 
+/// A run whose analysis would need more memory than allowed (by
+/// `--max-memory`, else what the system has available) is refused in one
+/// line before it is loaded, with its size and the estimate; within the
+/// limit it is analyzed. The footprint's counts are the run's own.
+#[test]
+fn a_run_too_big_for_the_memory_is_refused_before_loading() {
+    let dir = tempdir("max-memory");
+    let db = dir.join("run.db");
+    synth::simulate_to_db(&db, &small_spec(), true).unwrap();
+    let conn = analysis::load::open(&db).unwrap();
+    let size = analysis::load::footprint(&conn, 1).unwrap();
+    let history = analysis::load::load(&conn, 1).unwrap().history;
+    assert_eq!(size.statuses, history.statuses.len() as u64);
+    assert_eq!(size.observations, history.observations.len() as u64);
+    assert_eq!(size.requests, history.requests.len() as u64);
+    let path = db.to_str().unwrap();
+    let o = analyze(&[path, "--max-memory", "1KiB"]);
+    assert_refused(
+        &o,
+        &format!(
+            "run 1 holds {} statuses and {} observations: analyzing it needs about",
+            size.statuses, size.observations
+        ),
+    );
+    assert!(stderr(&o).contains("more than the 1.0 KiB --max-memory allows"));
+    let o = analyze(&[path, "--max-memory", "1GiB"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_refused(&analyze(&[path, "--max-memory", "lots"]), "bad size 'lots'");
+}
+
 #[test]
 fn a_missing_file_is_refused() {
     let dir = tempdir("missing");

@@ -72,6 +72,11 @@ pub const ADAPTIVE_K_INITIAL_MS: u64 = 1_000;
 pub const ADAPTIVE_K_MIN_MS: u64 = 100;
 /// The upper end of adaptive's k (see [`ADAPTIVE_K_MIN_MS`]).
 pub const ADAPTIVE_K_MAX_MS: u64 = 1_000;
+/// When more than this share of new statuses is found only by the audits,
+/// they audit every C instead of every 2C: the audit period is then the p99
+/// of the detection delay (issue 15's goal is a p99 under 60 s), and every
+/// status they wait for may be deleted before they come.
+pub const ADAPTIVE_FIND_SHARE: f64 = 0.01;
 /// The largest audit cover C: a federated status can arrive hours late, but
 /// an audit 12 h deep at a few statuses a second is thousands of pages.
 pub const ADAPTIVE_COVER_MAX_MS: u64 = 6 * 3600 * 1000;
@@ -269,6 +274,15 @@ struct Adaptive {
     cover: Smoothed,
     /// The current audit found an item later than C/2.
     found_deep: bool,
+    /// Statuses the current audit returned, and how many of them were finds
+    /// (new, below the ticks' cursor).
+    audit_items: u64,
+    audit_finds: u64,
+    /// The smoothed share of new statuses that only the audits found.
+    find_share: f64,
+    /// Audits completed: the first one's finds are mostly the backlog below
+    /// the baseline page, never returned because nothing was owed yet.
+    audits_done: u64,
     /// C when the current audit began: one audit at most doubles it, so the
     /// poller's memory of returned IDs (six times C) still covers the next one.
     cover_at_start_ms: u64,
@@ -323,6 +337,10 @@ impl PolicyState {
                 cover_ms: floor_ms,
                 cover: Smoothed::default(),
                 found_deep: false,
+                audit_items: 0,
+                audit_finds: 0,
+                find_share: 0.0,
+                audits_done: 0,
                 cover_at_start_ms: floor_ms,
                 last_audit_ms: None,
                 log: SendLog {
@@ -384,7 +402,7 @@ impl PolicyState {
                 },
                 _,
             ) => Some((depth_ms, every_ms)),
-            (_, Some(a)) => Some((3 * a.cover_ms, 2 * a.cover_ms)),
+            (_, Some(a)) => Some((3 * a.cover_ms, Self::period(a))),
             _ => None,
         }
     }
@@ -445,6 +463,16 @@ impl PolicyState {
             a.log.budget = budget;
         }
         self
+    }
+
+    /// Adaptive's audit period: 2C while the audits find at most
+    /// [`ADAPTIVE_FIND_SHARE`] of the new statuses, C when they find more.
+    fn period(a: &Adaptive) -> u64 {
+        if a.find_share > ADAPTIVE_FIND_SHARE {
+            a.cover_ms
+        } else {
+            2 * a.cover_ms
+        }
     }
 
     /// Requests the ticks leave free for the next audit: twice the last
@@ -517,6 +545,8 @@ impl PolicyState {
             self.last_audit_ms = Some(now_ms);
             if let Some(a) = &mut self.adaptive {
                 a.found_deep = false;
+                a.audit_items = 0;
+                a.audit_finds = 0;
                 a.cover_at_start_ms = a.cover_ms;
             }
             return TickPlan::Audit {
@@ -587,8 +617,12 @@ impl PolicyState {
         let Some(a) = &mut self.adaptive else {
             return;
         };
+        if page.phase == Phase::Audit {
+            a.audit_items += page.items.len() as u64;
+        }
         for item in page.items.iter().filter(|i| i.late) {
             if item.below_cursor {
+                a.audit_finds += 1;
                 // Found only because the audit reached below the ticks' window.
                 // Its lateness is censored: it was not visible at the last
                 // audit if that audit's window held it, and the ticks missed
@@ -647,6 +681,20 @@ impl PolicyState {
         }
         if phase == Phase::Audit && ok {
             a.audit_pages = requests;
+            // The share of the new statuses since the last audit that this one
+            // found: its window holds `depth` of timeline, the finds belong
+            // to the time since the last audit.
+            if let Some(last) = a.last_audit_ms
+                && a.audit_items > 0
+                && a.audits_done > 0
+            {
+                let since_last = sent_at_ms.saturating_sub(last).max(1) as f64;
+                let depth = 3.0 * a.cover_at_start_ms as f64;
+                let new = a.audit_items as f64 * (since_last / depth).min(1.0);
+                let share = (a.audit_finds as f64 / new).min(1.0);
+                a.find_share += (share - a.find_share) / 8.0;
+            }
+            a.audits_done += 1;
             let estimate = a.cover.bound_ms().unwrap_or(0).min(ADAPTIVE_COVER_MAX_MS);
             a.last_audit_ms = Some(sent_at_ms);
             a.cover_ms = if a.found_deep {

@@ -704,6 +704,10 @@ impl PolicyState {
                 // Shrink slowly: 1/64 of the cover per quiet audit.
                 (a.cover_ms - a.cover_ms / 64).max(a.floor_ms)
             };
+            // A period shortened by this audit counts from it (the next audit
+            // was planned with the old one); a longer one waits for the next.
+            let shortened = sent_at_ms.saturating_add(Self::period(a) as i64);
+            self.next_audit_ms = self.next_audit_ms.map(|next| next.min(shortened));
         }
     }
 }
@@ -809,6 +813,69 @@ mod tests {
         assert!(covers[1] < grown && covers[1] >= grown - grown / 64);
         assert!(covers.windows(2).all(|w| w[1] <= w[0]));
         assert_eq!(*covers.last().unwrap(), 60_000, "back to the floor");
+    }
+
+    /// Ticks a second from `from` until the policy audits; the audit's time.
+    fn next_audit(s: &mut PolicyState, from: i64) -> i64 {
+        (0..)
+            .map(|i| from + i * 1000)
+            .find(|t| matches!(s.at_tick(*t, false), TickPlan::Audit { .. }))
+            .unwrap()
+    }
+
+    /// An audit at `at` returning `items` statuses of which `finds` are new,
+    /// below the cursor and ID'd just after the previous audit (at
+    /// `previous`, so no later than the cover: C does not grow).
+    fn audit_with_finds(s: &mut PolicyState, at: i64, previous: i64, items: usize, finds: usize) {
+        let page: Vec<Seen> = (0..items)
+            .map(|i| {
+                let id_time = previous + 1 + i as i64;
+                if i < finds {
+                    late(id_time, true)
+                } else {
+                    Seen {
+                        late: false,
+                        ..late(id_time, true)
+                    }
+                }
+            })
+            .collect();
+        s.on_page(&PageView {
+            phase: Phase::Audit,
+            sent_at_ms: at,
+            items: &page,
+        });
+        s.on_cycle_end(Phase::Audit, 1, true, at);
+    }
+
+    /// When many statuses wait for the audits (misskey's global timeline:
+    /// remote notes ID'd at `published`, seconds late, found by audits), the
+    /// audit period is their detection delay and the time in which a deleted
+    /// one is lost: adaptive audits every C then, every 2C while the audits
+    /// find at most 1 % of the new statuses. The first audit's finds (the
+    /// backlog below the baseline page) do not count.
+    #[test]
+    fn adaptive_audits_every_cover_when_its_audits_find_many() {
+        let cover = 120_000;
+        for (finds, period) in [(400, cover), (2, 2 * cover)] {
+            let mut s = state("adaptive");
+            s.at_tick(T0, false);
+            // The first audit finds only backlog: the period stays 2C.
+            let first = next_audit(&mut s, T0 + 1000);
+            assert_eq!(first, T0 + 2 * cover as i64);
+            audit_with_finds(&mut s, first, T0 - 1000, 1000, 1000);
+            assert_eq!(
+                s.audit(),
+                Some((3 * cover, 2 * cover)),
+                "backlog is not a find"
+            );
+            let second = next_audit(&mut s, first + 1000);
+            assert_eq!(second, first + 2 * cover as i64);
+            // 2C of new statuses in a 3C window of 1,500: `finds` of them found here.
+            audit_with_finds(&mut s, second, first, 1500, finds);
+            assert_eq!(s.audit(), Some((3 * cover, period)), "{finds} finds");
+            assert_eq!(next_audit(&mut s, second + 1000), second + period as i64);
+        }
     }
 
     #[test]

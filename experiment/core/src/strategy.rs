@@ -43,6 +43,14 @@
 //!   C/2) back toward the floor.
 //!   The floor is a cost choice, not knowledge of the tail: below it nothing is
 //!   saved in duplicates, only detection delay of the rare audit finds.
+//! - **Period**: while more than [`ADAPTIVE_FIND_SHARE`] (1 %) of the new
+//!   statuses are found only by the audits (smoothed, gain 1/8; the first
+//!   audit's backlog below the baseline page excluded), the audits go every C
+//!   instead of 2C (depth still 3C). The audit period is then the detection
+//!   delay of many statuses, and one deleted before the audit comes was owed
+//!   and never returned: on the simulator's misskey global timeline every
+//!   leak of the 2C period was such a note, seconds late and deleted within
+//!   minutes (docs/policies.md, "misskey, global timeline").
 //! - **Budget**: a hard bound, [`ADAPTIVE_BUDGET`] = 900 requests in any
 //!   15 minutes: X's v1.1 `lists/statuses` limit for one poller
 //!   (<https://developer.x.com/en/docs/x-api/v1/rate-limits>). The state keeps

@@ -15,7 +15,7 @@
 //! range.
 
 use crate::diff::MAX_POLLERS;
-use crate::history::{History, IdTimes, PollerSpec, Request, Status, Truth, Visibility};
+use crate::history::{History, IdTimes, PollerSpec, Request, Status, TruthTable, Visibility};
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 use rundb::{Poller, Run};
@@ -326,7 +326,7 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
     }
     // Written straight into the per-status vector (grown as truth adds
     // statuses): no list of rows held beside it.
-    let mut truth = Truth::with_capacity(bound);
+    let mut truth = TruthTable::with_capacity(bound);
     let mut has_truth = false;
     {
         let mut st = conn

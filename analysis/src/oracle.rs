@@ -272,7 +272,7 @@ pub fn detection_delays(h: &History) -> Vec<Option<Distribution>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::{IdTimes, PollerSpec, Request, Status, Truth, Visibility};
+    use crate::history::{IdTimes, PollerSpec, Request, Status, TruthTable, Visibility};
     use crate::synth::{Rng, SimSpec};
 
     /// A history from the synthetic simulator of `synth.rs`, through a run
@@ -364,7 +364,7 @@ mod tests {
 
     /// Statuses visible at one of `ticks` after the first (and not deleted
     /// by the first tick after they became visible): what the oracle owes.
-    fn owed_after_baseline(truth: &Truth, ticks: &[i64]) -> u64 {
+    fn owed_after_baseline(truth: &TruthTable, ticks: &[i64]) -> u64 {
         truth
             .iter()
             .flatten()

@@ -167,7 +167,7 @@ pages+: back-paging requests; late: late arrivals the poller returned)"
         let _ = writeln!(
             o,
             "leaks: {} statuses (one line each; id_skew_ms = ts(highest ID any poller had returned before it became visible) - ts(it); \
-required_k_ms = the smallest k that would have caught it):",
+required_k_ms = the smallest k sure to have caught it, README \"Definitions\"):",
             leaks.len()
         );
         let _ = writeln!(

@@ -5,7 +5,7 @@
 //! do for real Snowflake IDs and required_k can replay the formula on them.
 
 use super::*;
-use crate::history::{IdTimes, PollerSpec, Status, Truth};
+use crate::history::{IdTimes, PollerSpec, Status, TruthTable};
 use crate::synth::{SimSpec, SynthRequest, SynthTruth, simulate};
 use proptest::prelude::*;
 
@@ -29,7 +29,7 @@ impl B {
                         keyset: false,
                     })
                     .collect(),
-                truth: truth.then(Truth::default),
+                truth: truth.then(TruthTable::default),
                 interval_ms: 1000,
                 layout: "custom:epoch=0,shift=4".parse().unwrap(),
                 statuses: Vec::new(),
@@ -464,7 +464,7 @@ fn history_of(spec: &SimSpec, requests: &[SynthRequest], truth: &[SynthTruth]) -
     let layout: since_id::id::Layout = "mastodon".parse().unwrap();
     let mut index = HashMap::default();
     let mut statuses = Vec::new();
-    let mut vis = Truth::default();
+    let mut vis = TruthTable::default();
     for t in truth {
         index.insert(t.id, statuses.len() as u32);
         statuses.push(Status { key: t.id });

@@ -608,13 +608,7 @@ fn run_real_target(args: RunArgs, spec: &TargetSpec) -> Result<RunSummary, Strin
     let run_info = run_row(&args, start_ms, &layout, limit, None, None, &stored)?;
     let recorder = Recorder::create(&args.db, &run_info, &poller_infos(&pollers))?;
     let run_id = recorder.run_id;
-    let plan = Plan {
-        layout: layout.clone(),
-        pollers,
-        interval_ms: args.interval,
-        duration_ms: args.duration,
-        final_wait_ms,
-    };
+    let plan = plan_of(&args, &layout, pollers, final_wait_ms);
     let bar = progress_bar(args.duration, 60_000);
     tracing::info!(run = run_id, db = %args.db.display(), target = %args.target, "run started");
     let progress = Arc::new(Mutex::new(Progress::new(&plan.pollers)));
@@ -794,13 +788,7 @@ pub fn run_virtual_to<S: run::Records>(
     let start_ms = args.start.unwrap_or(VIRTUAL_START_MS);
     let backlog_ms = args.backlog.unwrap_or(DEFAULT_BACKLOG_MS);
     let sink = make(&setup.layout, &poller_infos(&setup.pollers));
-    let mut plan = Plan {
-        layout: setup.layout.clone(),
-        pollers: setup.pollers,
-        interval_ms: args.interval,
-        duration_ms: args.duration,
-        final_wait_ms: setup.final_wait_ms,
-    };
+    let mut plan = plan_of(&args, &setup.layout, setup.pollers, setup.final_wait_ms);
     let simulator = embedded::with_backlog_streamed(
         setup.sim_config,
         args.seed,
@@ -820,6 +808,23 @@ pub fn run_virtual_to<S: run::Records>(
         |_, _| {},
     );
     Ok(sink)
+}
+
+/// The plan of a run: `args`' cadence and duration, the pollers, and the
+/// wait before the final cycle.
+pub(crate) fn plan_of(
+    args: &RunArgs,
+    layout: &Layout,
+    pollers: Vec<Poller>,
+    final_wait_ms: u64,
+) -> Plan {
+    Plan {
+        layout: layout.clone(),
+        pollers,
+        interval_ms: args.interval,
+        duration_ms: args.duration,
+        final_wait_ms,
+    }
 }
 
 /// The experiment against the embedded simulator, in real or virtual time.
@@ -861,13 +866,7 @@ fn run_simulator(args: RunArgs) -> Result<RunSummary, String> {
     )?;
     let recorder = Recorder::create(&args.db, &run_info, &poller_infos(&pollers))?;
     let run_id = recorder.run_id;
-    let mut plan = Plan {
-        layout: layout.clone(),
-        pollers,
-        interval_ms: args.interval,
-        duration_ms: args.duration,
-        final_wait_ms,
-    };
+    let mut plan = plan_of(&args, &layout, pollers, final_wait_ms);
     let simulator = embedded::with_backlog_streamed(
         sim_config.clone(),
         args.seed,

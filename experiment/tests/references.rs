@@ -193,7 +193,7 @@ fn the_scan_finds_paths_and_leaves_hosts_alone() {
     let here = root.join("experiment/src/sim/server/mod.rs");
     assert!(resolves(&root, &files, &here, "docs/api-facts.md"));
     assert!(resolves(&root, &files, &here, "mastodon.rs"));
-    assert!(!resolves(&root, &files, &here, "../notes/apis.md"));
+    assert!(!resolves(&root, &files, &here, "../not-in-this-repo.md"));
     assert!(!resolves(&root, &files, &here, "docs/no-such-file.md"));
     assert_eq!(outside_documents().len(), 3, "the phrases file is read");
     assert!(resolves(&root, &files, &here, "src/id.rs"));

@@ -8,7 +8,7 @@ use super::writers::{self, Output, Tail, Workload, Written};
 use crate::api::{Dialect, HttpTarget};
 use crate::experiment::{RunArgs, RunSummary};
 use crate::record::{PollerInfo, RecordSender, Recorder, TruthRow};
-use crate::run::{self, Plan, Progress, StopReason};
+use crate::run::{self, Progress, StopReason};
 use clap::Args;
 use rand::{Rng, SeedableRng};
 use since_id::id::Layout;
@@ -424,13 +424,7 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
             done_rx.clone(),
         )));
     }
-    let plan = Plan {
-        layout: layout.clone(),
-        pollers,
-        interval_ms: args.interval,
-        duration_ms: args.duration,
-        final_wait_ms,
-    };
+    let plan = crate::experiment::plan_of(args, &layout, pollers, final_wait_ms);
     let mut pollers_task: std::pin::Pin<Box<dyn std::future::Future<Output = StopReason> + Send>> =
         match http_target {
             Some(http) => Box::pin(run::run_real(

@@ -148,14 +148,14 @@ fn start_run(
 
 /// A throwaway cluster with a table `posts (id bigserial, body text)` of three rows.
 struct OwnDb {
-    cluster: snowleak::pg::cluster::Cluster,
+    cluster: snowleak::servers::postgres::Cluster,
     runtime: tokio::runtime::Runtime,
     client: tokio_postgres::Client,
 }
 
 impl OwnDb {
     fn start() -> OwnDb {
-        let cluster = snowleak::pg::cluster::Cluster::start()
+        let cluster = snowleak::servers::postgres::Cluster::start()
             .expect("these tests need PostgreSQL (initdb, pg_ctl)");
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -4,7 +4,7 @@
 
 use analysis::diff::analyze;
 use analysis::history::History;
-use snowleak::sweep::{history_of, run_args};
+use snowleak::cmd::sweep::{history_of, run_args};
 
 mod common;
 
@@ -36,7 +36,7 @@ fn in_memory_judging_is_the_sqlite_path() {
         .iter()
         .map(|s| s.to_string())
         .collect();
-    for p in snowleak::sweep::DEFAULT_POLLERS {
+    for p in snowleak::cmd::sweep::DEFAULT_POLLERS {
         base.extend(["--poller".to_string(), p.to_string()]);
     }
     let faulty: Vec<String> = base

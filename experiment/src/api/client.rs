@@ -5,9 +5,10 @@
 
 use super::pace::Pacer;
 use super::{Auth, Dialect, excerpt, rate_info};
+use crate::drive::Fetched;
 use serde_json::Value;
 use since_id::id::Layout;
-use since_id::poller::{Item, PageRequest};
+use since_id::poller::PageRequest;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -75,16 +76,6 @@ impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Token(<redacted>)")
     }
-}
-
-/// What one HTTP request came to.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Fetched {
-    pub http_status: Option<u16>,
-    pub bytes: Option<u64>,
-    pub result: Result<Vec<Item>, String>,
-    /// The server asked us to wait this long before the next request (429, Retry-After, rate-limit reset).
-    pub retry_after_ms: Option<u64>,
 }
 
 /// A dialect spoken over HTTP to a base URL. Clones share one [`Pacer`]: all
@@ -395,5 +386,15 @@ mod tests {
                 "{absurd}"
             );
         }
+    }
+}
+
+impl crate::drive::PollTarget for HttpTarget {
+    fn pace(&self) -> impl std::future::Future<Output = u64> + Send {
+        HttpTarget::pace(self)
+    }
+
+    fn fetch(&self, req: &PageRequest) -> impl std::future::Future<Output = Fetched> + Send {
+        HttpTarget::fetch(self, req)
     }
 }

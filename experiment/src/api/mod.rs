@@ -27,8 +27,7 @@ pub mod twitter;
 pub mod x;
 
 pub use client::{
-    Fetched, HttpTarget, MAX_BODY_BYTES, MAX_SERVER_WAIT_MS, Token, USER_AGENT, http_client,
-    retry_after_ms,
+    HttpTarget, MAX_BODY_BYTES, MAX_SERVER_WAIT_MS, Token, USER_AGENT, http_client, retry_after_ms,
 };
 pub use misskey::{detect_misskey_layout, probe_layout};
 pub use pace::{Pacer, RateHeaders, RateInfo, rate_info};

@@ -58,8 +58,8 @@ fn forms() -> Vec<&'static str> {
     LISTED.iter().flat_map(|api| api.specs).copied().collect()
 }
 
-/// The PostgreSQL targets' forms, which `crate::pg::driver::is_postgres`
-/// recognises before a spec is parsed.
+/// The PostgreSQL targets' forms, which the command line recognises before
+/// a spec is parsed (`cmd::run`).
 const POSTGRES_FORMS: [&str; 2] = ["postgres", "postgres:postgresql://USER@HOST/DB"];
 
 /// Every form of `--target`, for errors.
@@ -81,15 +81,11 @@ PostgreSQL cluster) or `{own}` (your own table, with --table)",
     )
 }
 
-/// `--help` of `--token-file`: every API's token variable.
-pub fn token_file_help() -> String {
+/// Every API's token variable, in `--help`'s order, each once.
+pub fn token_vars() -> Vec<&'static str> {
     let mut vars: Vec<&str> = LISTED.iter().map(|api| api.token_env).collect();
     vars.dedup();
-    format!(
-        "Read the API token from this file instead of the environment ({}; for --target postgres:URL, the password instead of {})",
-        vars.join(", "),
-        crate::pg::own::PASSWORD_ENV
-    )
+    vars
 }
 
 /// `--help` of `--timeline`.

@@ -21,6 +21,10 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
+/// The largest response body a fault mangles (16 MiB, the harness client's
+/// own cap): a bigger one is answered with a 500 instead.
+pub const MANGLED_BODY_MAX_BYTES: usize = 16 * 1024 * 1024;
+
 /// What can go wrong with one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
@@ -293,7 +297,7 @@ async fn inject(State(plan): State<SharedPlan>, request: Request, next: Next) ->
         Some(fault) => {
             let response = next.run(request).await;
             let (mut parts, body) = response.into_parts();
-            let Ok(bytes) = axum::body::to_bytes(body, crate::api::MAX_BODY_BYTES).await else {
+            let Ok(bytes) = axum::body::to_bytes(body, MANGLED_BODY_MAX_BYTES).await else {
                 return error(StatusCode::INTERNAL_SERVER_ERROR, "body too large");
             };
             parts.headers.remove(header::CONTENT_LENGTH);

@@ -228,45 +228,6 @@ impl AppState {
     }
 }
 
-/// The dialect a client speaks to the simulator for a profile's layout (the
-/// embedded target's): Mastodon's public timeline, Misskey's local timeline
-/// (or its global one with `--timeline global`), or a Twitter v1.1 list.
-pub fn client_dialect(
-    layout: &Layout,
-    timeline: Option<&str>,
-) -> Result<crate::api::Dialect, String> {
-    use crate::api::Dialect;
-    let misskey = layout.name().starts_with("misskey");
-    let dialect = match (layout.name(), timeline) {
-        ("mastodon", None) => Dialect::Mastodon {
-            timeline: "public".into(),
-        },
-        // Misskey's local timeline holds local notes only; the global one also
-        // holds remote notes, IDed at their `published` time (docs/simulator.md).
-        (_, None | Some("local")) if misskey => Dialect::Misskey {
-            endpoint: "local-timeline".into(),
-        },
-        (_, Some("global")) if misskey => Dialect::Misskey {
-            endpoint: "global-timeline".into(),
-        },
-        (_, Some(other)) if misskey => {
-            return Err(format!(
-                "--timeline {other}: the simulator serves the misskey profile's local and global timelines"
-            ));
-        }
-        (_, Some(_)) => {
-            return Err(
-                "--timeline applies to real targets and to the simulator's misskey profile (local or global)"
-                    .into(),
-            );
-        }
-        _ => Dialect::TwitterV1 {
-            list_id: "1".into(),
-        },
-    };
-    Ok(dialect)
-}
-
 /// The router, reading the wall clock.
 pub fn router(state: Arc<Mutex<Simulator>>, limits: RateLimits) -> Router {
     router_with_clock(state, limits, Arc::new(crate::clock::now_ms))

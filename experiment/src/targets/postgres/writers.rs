@@ -161,7 +161,7 @@ async fn writer(
     let period_ms = w.writers as f64 * 1000.0 / w.rate_per_s.max(0.001);
     let mut base = crate::clock::now_ms() as f64 + period_ms * index as f64 / w.writers as f64;
     let mut n = 0u64;
-    let (insert, side, update) = match prepare(&client, w.schema).await {
+    let statements = match prepare(&client, w.schema).await {
         Ok(statements) => statements,
         Err(e) => {
             record_failure(&output, e);
@@ -193,11 +193,13 @@ async fn writer(
             _ => 0,
         };
         let text = format!("post {n} by writer {index}");
-        let result = post(
-            &client, &insert, &side, &update, w.schema, &mut ids, account, mentioned, &text,
+        let this = Post {
+            account,
+            mentioned,
+            text: &text,
             sleep_ms,
-        )
-        .await;
+        };
+        let result = post(&client, &statements, w.schema, &mut ids, this).await;
         let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
         match result {
             Ok(written) => {
@@ -223,11 +225,21 @@ fn record_failure(output: &Arc<Mutex<Output>>, e: String) {
     out.last_error = Some(e);
 }
 
-type Statements = (
-    tokio_postgres::Statement,
-    tokio_postgres::Statement,
-    tokio_postgres::Statement,
-);
+/// A writer's prepared statements: the post, its side row, the counter update.
+struct Statements {
+    insert: tokio_postgres::Statement,
+    side: tokio_postgres::Statement,
+    update: tokio_postgres::Statement,
+}
+
+/// What one post writes.
+struct Post<'a> {
+    account: i32,
+    mentioned: i32,
+    text: &'a str,
+    /// The injected tail: how long the transaction sleeps before its last statement.
+    sleep_ms: u64,
+}
 
 async fn prepare(client: &tokio_postgres::Client, schema: Schema) -> Result<Statements, String> {
     let prep = |sql: &'static str| async move {
@@ -236,27 +248,33 @@ async fn prepare(client: &tokio_postgres::Client, schema: Schema) -> Result<Stat
             .await
             .map_err(|e| format!("cannot prepare the writers' statements: {e}"))
     };
-    Ok((
-        prep(schema.insert_sql()).await?,
-        prep(schema.side_sql()).await?,
-        prep("UPDATE accounts SET statuses_count = statuses_count + 1 WHERE id = $1").await?,
-    ))
+    Ok(Statements {
+        insert: prep(schema.insert_sql()).await?,
+        side: prep(schema.side_sql()).await?,
+        update: prep("UPDATE accounts SET statuses_count = statuses_count + 1 WHERE id = $1")
+            .await?,
+    })
 }
 
 /// One post: one transaction.
-#[allow(clippy::too_many_arguments)]
 async fn post(
     client: &tokio_postgres::Client,
-    insert: &tokio_postgres::Statement,
-    side: &tokio_postgres::Statement,
-    update: &tokio_postgres::Statement,
+    statements: &Statements,
     schema: Schema,
     ids: &mut SnowflakeGen,
-    account: i32,
-    mentioned: i32,
-    text: &str,
-    sleep_ms: u64,
+    post: Post<'_>,
 ) -> Result<Written, String> {
+    let Statements {
+        insert,
+        side,
+        update,
+    } = statements;
+    let Post {
+        account,
+        mentioned,
+        text,
+        sleep_ms,
+    } = post;
     let e = |e: tokio_postgres::Error| e.to_string();
     client.batch_execute("BEGIN").await.map_err(e)?;
     let outcome = async {
@@ -374,27 +392,31 @@ mod database_tests {
     /// schema says it is.
     #[test]
     fn each_schema_ids_its_posts_at_transaction_start() {
-        let (cluster, rt) = crate::pg::testing::start();
+        let (cluster, rt) = crate::targets::postgres::testing::start();
         for schema in [Schema::Mastodon, Schema::Outbox, Schema::Snowflake] {
             rt.block_on(async {
                 let db = format!("s_{schema}");
-                crate::pg::testing::connect(&cluster, None)
+                crate::targets::postgres::testing::connect(&cluster, None)
                     .await
                     .batch_execute(&format!("CREATE DATABASE {db}"))
                     .await
                     .unwrap();
-                let client = crate::pg::testing::connect(&cluster, Some(&db)).await;
+                let client = crate::targets::postgres::testing::connect(&cluster, Some(&db)).await;
                 client.batch_execute(&schema.ddl("00ff")).await.unwrap();
-                let (insert, side, update) = prepare(&client, schema).await.unwrap();
+                let statements = prepare(&client, schema).await.unwrap();
                 let mut ids = SnowflakeGen::new(7);
                 let layout = schema.layout();
                 let mut previous: Option<Written> = None;
                 for n in 0..3 {
-                    let w = post(
-                        &client, &insert, &side, &update, schema, &mut ids, 1, 2, "x", 0,
-                    )
-                    .await
-                    .unwrap();
+                    let one = Post {
+                        account: 1,
+                        mentioned: 2,
+                        text: "x",
+                        sleep_ms: 0,
+                    };
+                    let w = post(&client, &statements, schema, &mut ids, one)
+                        .await
+                        .unwrap();
                     assert!(w.xact_start_ms <= w.commit_returned_ms);
                     let id_time = id_time_ms(&layout, &w);
                     match schema {

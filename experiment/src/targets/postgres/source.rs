@@ -3,8 +3,8 @@
 //! `id < $before`), answered as a [`Fetched`] page so that the same poller
 //! state machine, driver and recorder serve SQL and HTTP alike.
 
-use crate::api::Fetched;
-use crate::run::PollTarget;
+use crate::drive::Fetched;
+use crate::drive::PollTarget;
 use since_id::id::{Id, Layout};
 use since_id::poller::{Item, PageRequest};
 use std::sync::Arc;

@@ -2,28 +2,17 @@
 //! over real HTTP on 127.0.0.1 for real time, with its truth streamed to the
 //! recorder either way.
 
-use crate::api::{Dialect, Fetched};
+use crate::api::Dialect;
+use crate::drive::Fetched;
+use crate::drive::VirtualTarget;
 use crate::record::TruthRow;
-use crate::run::VirtualTarget;
 use crate::sim::faults::{Fault, FaultPlan, mangle_list};
 use crate::sim::model::{Query, SimStatus, Simulator};
-use since_id::id::Layout;
 use since_id::poller::{Item, PageRequest};
 use since_id::time::rfc3339_ms;
 use std::sync::{Arc, Mutex};
 
-/// The truth row of a simulated status.
-pub fn truth_row(layout: &Layout, s: &SimStatus) -> TruthRow {
-    TruthRow {
-        id: layout.format(s.id),
-        id_key: s.id.sort_key(),
-        id_time_ms: s.id_time_ms,
-        posted_at_ms: s.posted_at_ms,
-        visible_at_ms: s.visible_at_ms,
-        deleted_at_ms: s.deleted_at_ms,
-        origin: s.origin.clone(),
-    }
-}
+use crate::sim::truth_row;
 
 /// Which statuses a status filter keeps.
 pub type Serves = fn(&SimStatus) -> bool;
@@ -64,7 +53,7 @@ pub fn with_backlog_streamed(
     start_ms: i64,
     backlog_ms: u64,
     serves: Serves,
-    records: &dyn crate::run::Records,
+    records: &dyn crate::drive::Records,
 ) -> Simulator {
     let mut sim = Simulator::new(config, seed, start_ms.saturating_sub_unsigned(backlog_ms));
     let mut t = sim.now_ms();
@@ -151,7 +140,7 @@ impl VirtualTarget for InProcess {
 }
 
 /// A truth source for a simulator shared with its HTTP server.
-pub fn shared_truth(sim: Arc<Mutex<Simulator>>, serves: Serves) -> crate::run::TruthSource {
+pub fn shared_truth(sim: Arc<Mutex<Simulator>>, serves: Serves) -> crate::drive::TruthSource {
     Box::new(move || {
         let mut sim = sim.lock().unwrap_or_else(|e| e.into_inner());
         take_truth(&mut sim, serves)

@@ -111,7 +111,7 @@ pub async fn serve(addr: &str, seed: u64) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let cluster = super::cluster::Cluster::start()?;
+    let cluster = crate::servers::postgres::Cluster::start()?;
     let config = cluster.config();
     let client = super::driver::connect(&config).await?;
     client
@@ -156,7 +156,7 @@ pub async fn serve(addr: &str, seed: u64) -> Result<(), String> {
     println!("Ctrl-C stops (and removes the cluster).");
     let served = axum::serve(listener, router(Arc::new(client)))
         .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
+            crate::session::wait_for_signal().await;
         })
         .await;
     let _ = stop_tx.send(true);
@@ -168,16 +168,16 @@ pub async fn serve(addr: &str, seed: u64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pg::schema::Schema;
-    use crate::pg::source::SqlTarget;
+    use crate::targets::postgres::schema::Schema;
+    use crate::targets::postgres::source::SqlTarget;
     use since_id::id::Id;
     use since_id::poller::PageRequest;
 
     #[test]
     fn the_api_reads_the_same_rows_as_the_sql_pollers() {
-        let (cluster, rt) = crate::pg::testing::start();
+        let (cluster, rt) = crate::targets::postgres::testing::start();
         rt.block_on(async {
-            let client = crate::pg::testing::connect(&cluster, None).await;
+            let client = crate::targets::postgres::testing::connect(&cluster, None).await;
             client
                 .batch_execute(&Schema::Mastodon.ddl("0123"))
                 .await

@@ -3,12 +3,14 @@
 //! status with its ID time, posted, visible and deleted times) to SQLite in
 //! the run database's schema, so that a foreign client's leaks can be judged.
 //!
-//! Shell only: the model is [`super::model`], the HTTP side [`super::server`].
+//! Shell only: the model is `crate::sim::model`, the HTTP side `crate::sim::server`;
+//! `--backend postgres` is the PostgreSQL target's server (`targets::postgres::http`).
 
-use super::model::DEFAULT_BACKLOG_MS;
-use super::model::{SimStatus, Simulator};
-use super::profile::SimConfig;
-use super::server::{self, RateLimits};
+use crate::sim::faults::{self, FaultSpec};
+use crate::sim::model::DEFAULT_BACKLOG_MS;
+use crate::sim::model::{SimStatus, Simulator};
+use crate::sim::profile::SimConfig;
+use crate::sim::server::{self, RateLimits};
 use rundb::write::{self, OnConflict};
 use rusqlite::Connection;
 use since_id::id::Layout;
@@ -46,27 +48,43 @@ pub struct ServeArgs {
     #[arg(long, value_parser = since_id::time::parse_duration_ms)]
     pub backlog: Option<u64>,
     /// Faults to inject, e.g. 5xx=2%,429=1%,timeout=1%,reset=0.5%,truncate=0.5%,reorder=1%,duplicate=1%,slow=2%:3s
-    #[arg(long, value_name = "SPEC", value_parser = |s: &str| s.parse::<super::faults::FaultSpec>())]
-    pub faults: Option<super::faults::FaultSpec>,
+    #[arg(long, value_name = "SPEC", value_parser = |s: &str| s.parse::<FaultSpec>())]
+    pub faults: Option<FaultSpec>,
     /// What serves the timeline: `simulator`, or `postgres` (a throwaway
     /// PostgreSQL cluster loaded by writers, served in the Mastodon dialect).
-    #[arg(long, default_value = "simulator", value_parser = ["simulator", "postgres"])]
-    pub backend: String,
+    #[arg(long, default_value = "simulator", value_parser = |s: &str| s.parse::<Backend>())]
+    pub backend: Backend,
 }
 
-/// Serves until Ctrl-C, then flushes the truth.
-pub async fn serve_command(args: ServeArgs) -> Result<(), String> {
-    if args.backend == "postgres" {
-        return crate::pg::http::serve(&args.addr, args.seed).await;
+/// What serves the timeline of `experiment serve`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The embedded leaky simulator.
+    Simulator,
+    /// A throwaway PostgreSQL cluster loaded by writers, served in the Mastodon dialect.
+    Postgres,
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Backend, String> {
+        match s {
+            "simulator" => Ok(Backend::Simulator),
+            "postgres" => Ok(Backend::Postgres),
+            _ => Err(format!(
+                "unknown backend '{s}': expected simulator or postgres"
+            )),
+        }
     }
-    serve_until(
-        args,
-        async {
-            let _ = tokio::signal::ctrl_c().await;
-        },
-        None,
-    )
-    .await
+}
+
+/// Serves until Ctrl-C or SIGTERM, then flushes the truth.
+pub async fn serve_command(args: ServeArgs) -> Result<(), String> {
+    if args.backend == Backend::Postgres {
+        return crate::targets::postgres::http::serve(&args.addr, args.seed).await;
+    }
+    serve_until(args, crate::session::wait_for_signal(), None).await
 }
 
 /// Serves until `shutdown` resolves; sends the bound address to `ready` once listening.
@@ -159,7 +177,7 @@ pub async fn serve_until(
 
     let mut app = server::router(sim, limits);
     if let Some(spec) = args.faults.clone() {
-        app = super::faults::layer(app, super::faults::FaultPlan::new(spec, args.seed));
+        app = faults::layer(app, faults::FaultPlan::new(spec, args.seed));
     }
     let served = server::serve(listener, app, shutdown).await;
     let _ = stop_flush.send(());
@@ -270,7 +288,7 @@ pub fn write_truth(
 ) -> Result<(), rundb::Error> {
     let rows: Vec<rundb::Truth> = batch
         .iter()
-        .map(|s| crate::embedded::truth_row(layout, s))
+        .map(|s| crate::sim::truth_row(layout, s))
         .collect();
     let tx = conn
         .transaction()
@@ -278,4 +296,182 @@ pub fn write_truth(
     write::insert_truth(&tx, run_id, &rows, OnConflict::Replace)?;
     tx.commit()
         .map_err(|e| rundb::Error(format!("cannot write the run database: {e}")))
+}
+
+/// `experiment serve` over real HTTP on loopback: its backlog, its bad
+/// input, and the truth it writes.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn client() -> reqwest::Client {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        reqwest::Client::builder().build().unwrap()
+    }
+
+    /// The values of `key` in a JSON array of objects, as text.
+    fn field(body: &Value, key: &str) -> Vec<String> {
+        body.as_array()
+            .unwrap()
+            .iter()
+            .map(|v| match &v[key] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect()
+    }
+
+    fn serve_args(sets: &[&str]) -> ServeArgs {
+        ServeArgs {
+            profile: "twitter".into(),
+            seed: 1,
+            addr: "127.0.0.1:0".into(),
+            truth: None,
+            config: None,
+            sets: sets.iter().map(|s| s.to_string()).collect(),
+            rate_limit: None,
+            faults: None,
+            backend: Backend::Simulator,
+            // An empty timeline at the start, as these tests expect.
+            backlog: Some(0),
+        }
+    }
+
+    /// Starts `experiment serve` with `args`; returns its address, the sender
+    /// that stops it, and its task.
+    async fn spawn_serve(
+        args: ServeArgs,
+    ) -> (
+        std::net::SocketAddr,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<Result<(), String>>,
+    ) {
+        let (ready, bound) = tokio::sync::oneshot::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(serve_until(
+            args,
+            async {
+                let _ = stopped.await;
+            },
+            Some(ready),
+        ));
+        (bound.await.unwrap(), stop, task)
+    }
+
+    /// The newest page of 200 of the served List (Twitter v1.1).
+    async fn newest_page(http: &reqwest::Client, addr: std::net::SocketAddr) -> Value {
+        http.get(format!("http://{addr}/1.1/lists/statuses.json?count=200"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// `--backlog`: the first request meets a timeline with history, a full page.
+    #[tokio::test]
+    async fn serve_starts_with_its_backlog() {
+        let mut args = serve_args(&["rate_per_s=10"]);
+        args.backlog = Some(60_000);
+        let (addr, stop, task) = spawn_serve(args).await;
+        let body = newest_page(&client(), addr).await;
+        assert_eq!(
+            field(&body, "id_str").len(),
+            200,
+            "a minute at 10/s fills a page"
+        );
+        stop.send(()).unwrap();
+        task.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn serve_reports_bad_input_as_one_line_errors() {
+        let never = std::future::pending::<()>;
+        let mut args = serve_args(&[]);
+        args.profile = "bluesky".into();
+        let err = serve_until(args, never(), None).await.unwrap_err();
+        assert!(err.contains("twitter, mastodon, misskey"), "{err}");
+        let err = serve_until(serve_args(&["nope=1"]), never(), None)
+            .await
+            .unwrap_err();
+        assert!(err.contains("unknown simulator key 'nope'"), "{err}");
+        let mut args = serve_args(&[]);
+        args.rate_limit = Some("lots".into());
+        assert!(
+            serve_until(args, never(), None)
+                .await
+                .unwrap_err()
+                .contains("N/WINDOW")
+        );
+        let mut args = serve_args(&[]);
+        args.config = Some("/nonexistent/sim.toml".into());
+        let err = serve_until(args, never(), None).await.unwrap_err();
+        assert!(
+            err.starts_with("cannot read /nonexistent/sim.toml"),
+            "{err}"
+        );
+        let mut args = serve_args(&[]);
+        args.addr = "localhost".into();
+        assert!(
+            serve_until(args, never(), None)
+                .await
+                .unwrap_err()
+                .contains("bad --addr")
+        );
+        let taken = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut args = serve_args(&[]);
+        args.addr = taken.local_addr().unwrap().to_string();
+        let err = serve_until(args, never(), None).await.unwrap_err();
+        assert!(
+            err.starts_with("cannot listen on") && !err.contains('\n'),
+            "{err}"
+        );
+    }
+
+    /// End to end in real time: everything the server returned is in the truth
+    /// file, which has the schema's version and a closed `runs` row.
+    #[tokio::test]
+    async fn serve_writes_the_truth_of_what_it_served() {
+        let dir = testkit::temp_dir("truth");
+        let path = dir.join("truth.db");
+        let mut args = serve_args(&["rate_per_s=500", "delay_sigma=0"]);
+        args.truth = Some(path.clone());
+        let (addr, stop, task) = spawn_serve(args).await;
+        let http = client();
+        let mut served = Vec::new();
+        // No sleeping: ask until statuses have appeared (500/s, visible after ~40 ms).
+        for _ in 0..100_000 {
+            let body = newest_page(&http, addr).await;
+            served = field(&body, "id_str");
+            if !served.is_empty() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert!(!served.is_empty());
+        stop.send(()).unwrap();
+        task.await.unwrap().unwrap();
+
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, rundb::schema::SCHEMA_VERSION);
+        let (complete, profile): (i64, String) = conn
+            .query_row("SELECT complete, profile FROM runs", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!((complete, profile.as_str()), (1, "twitter"));
+        for id in &served {
+            let n: i64 = conn
+                .query_row("SELECT count(*) FROM truth WHERE id = ?1", [id], |r| {
+                    r.get(0)
+                })
+                .unwrap();
+            assert_eq!(n, 1, "served {id} is in the truth");
+        }
+    }
 }

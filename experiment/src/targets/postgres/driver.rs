@@ -1,15 +1,14 @@
 //! `--target postgres`: a throwaway cluster, the writers loading it, the
 //! pollers reading it over SQL, the truth pumped into run.db. Wiring only.
 
-use super::cluster::Cluster;
-use super::schema::Schema;
 use super::source::SqlTarget;
-use super::writers::{self, Output, Tail, Workload, Written};
+use super::writers::{self, Output, Workload, Written};
+use super::{PgOpts, Via};
 use crate::api::{Dialect, HttpTarget};
-use crate::experiment::{RunArgs, RunSummary};
+use crate::drive::{self, Progress, StopReason};
 use crate::record::{PollerInfo, RecordSender, Recorder, TruthRow};
-use crate::run::{self, Progress, StopReason};
-use clap::Args;
+use crate::servers::postgres::Cluster;
+use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
 use rand::{Rng, SeedableRng};
 use since_id::id::Layout;
 use since_id::policy::CursorPolicy;
@@ -18,166 +17,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// The options of PostgreSQL targets. Each is `None` unless given, so that
-/// one given where it does nothing is refused ([`PgArgs::refuse`]) rather
-/// than silently ignored; the defaults are the methods' own.
-#[derive(Args, Debug, Clone, Default)]
-pub struct PgArgs {
-    /// PostgreSQL target: the schema the writers load (mastodon, outbox, snowflake; default mastodon).
-    #[arg(long, value_parser = parse_schema)]
-    pub schema: Option<Schema>,
-    /// PostgreSQL target: concurrent writer connections, 1 to 50 (default 8).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=50))]
-    pub writers: Option<u32>,
-    /// PostgreSQL target: posts per second, all writers together (default 300).
-    #[arg(long, value_parser = parse_rate)]
-    pub write_rate: Option<f64>,
-    /// PostgreSQL target: an injected tail, P%:MAX (that share of transactions
-    /// sleeps up to MAX inside the transaction, uniformly). Off by default.
-    #[arg(long, value_parser = parse_tail)]
-    pub pg_tail: Option<Tail>,
-    /// Your own database (--target postgres:URL): the table to poll.
-    #[arg(long)]
-    pub table: Option<String>,
-    /// Your own database: the table's ID column (default id).
-    #[arg(long)]
-    pub id_column: Option<String>,
-    /// PostgreSQL target: how the pollers read, `sql` (the table, the default) or `http`.
-    #[arg(long, value_parser = ["sql", "http"])]
-    pub via: Option<String>,
-}
-
-impl PgArgs {
-    pub fn schema(&self) -> Schema {
-        self.schema.unwrap_or(Schema::Mastodon)
-    }
-
-    pub fn writers(&self) -> u32 {
-        self.writers.unwrap_or(8)
-    }
-
-    pub fn write_rate(&self) -> f64 {
-        self.write_rate.unwrap_or(300.0)
-    }
-
-    pub fn id_column(&self) -> &str {
-        self.id_column.as_deref().unwrap_or("id")
-    }
-
-    pub fn via(&self) -> &str {
-        self.via.as_deref().unwrap_or("sql")
-    }
-
-    /// An error naming the first of `flags` that was given: `why` says
-    /// where it applies.
-    pub fn refuse(&self, flags: &[&str], why: &str) -> Result<(), String> {
-        let given = [
-            ("--schema", self.schema.is_some()),
-            ("--writers", self.writers.is_some()),
-            ("--write-rate", self.write_rate.is_some()),
-            ("--pg-tail", self.pg_tail.is_some()),
-            ("--table", self.table.is_some()),
-            ("--id-column", self.id_column.is_some()),
-            ("--via", self.via.is_some()),
-        ];
-        match given.iter().find(|(f, g)| *g && flags.contains(f)) {
-            Some((flag, _)) => Err(format!("{flag} {why}")),
-            None => Ok(()),
-        }
-    }
-
-    /// Every PostgreSQL flag: none applies to the simulator or an API.
-    pub const ALL: [&'static str; 7] = [
-        "--schema",
-        "--writers",
-        "--write-rate",
-        "--pg-tail",
-        "--table",
-        "--id-column",
-        "--via",
-    ];
-}
-
-fn parse_schema(s: &str) -> Result<Schema, String> {
-    s.parse()
-}
-
-fn parse_tail(s: &str) -> Result<Tail, String> {
-    s.parse()
-}
-
-fn parse_rate(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(r) if r > 0.0 && r.is_finite() => Ok(r),
-        _ => Err(format!("bad rate '{s}': expected posts per second above 0")),
-    }
-}
-
-/// Whether `--target` names a PostgreSQL target.
-pub fn is_postgres(target: &str) -> bool {
-    target == "postgres" || target.starts_with("postgres:")
-}
-
-/// The flags that do not apply to PostgreSQL targets.
-fn check_flags(args: &RunArgs) -> Result<(), String> {
-    if args.clock == crate::experiment::ClockMode::Virtual {
-        return Err("--clock virtual runs the simulator only; PostgreSQL runs in real time".into());
-    }
-    for (flag, given) in [
-        ("--config", args.config.is_some()),
-        ("--set", !args.sets.is_empty()),
-        ("--faults", args.faults.is_some()),
-        ("--timeline", args.timeline.is_some()),
-        ("--list-id", args.list_id.is_some()),
-        ("--base-url", args.base_url.is_some()),
-    ] {
-        if given {
-            return Err(format!("{flag} does not apply to a PostgreSQL target"));
-        }
-    }
-    Ok(())
-}
-
-/// Runs the experiment against a PostgreSQL target.
-pub fn run(args: RunArgs) -> Result<RunSummary, String> {
-    match args.target.strip_prefix("postgres:") {
-        Some(url) => super::own::run(args.clone(), url),
-        None => run_embedded(args),
-    }
-}
-
 /// Runs the experiment against a throwaway PostgreSQL cluster.
-fn run_embedded(args: RunArgs) -> Result<RunSummary, String> {
-    check_flags(&args)?;
-    let schema = args.pg.schema();
-    if args.layout.is_some() || args.token_file.is_some() {
-        return Err(
-            "--layout and --token-file are for your own database (--target postgres:URL)".into(),
-        );
-    }
-    args.pg.refuse(
-        &["--table", "--id-column"],
-        "is for your own database (--target postgres:URL)",
-    )?;
-    if schema == Schema::Outbox && args.pollers.iter().any(|p| p.k_ms().is_some()) {
-        return Err(
-            "the outbox schema's BIGSERIAL IDs carry no time, so compensated pollers mean nothing \
-             there; use naive and xmin"
-                .into(),
-        );
-    }
-    if args.pg.via() == "http" && schema != Schema::Mastodon {
-        return Err("--via http serves the Mastodon API: it needs --schema mastodon".into());
-    }
+pub fn run(common: Common, opts: PgOpts) -> Result<RunSummary, String> {
+    let schema = opts.schema;
     let cluster = Cluster::start()?;
-    let runtime = crate::experiment::runtime()?;
+    let runtime = session::runtime()?;
     let layout = schema.layout();
     let workload = Workload {
         schema,
-        writers: args.pg.writers(),
-        rate_per_s: args.pg.write_rate(),
-        tail: args.pg.pg_tail,
-        seed: args.seed,
+        writers: opts.writers,
+        rate_per_s: opts.write_rate,
+        tail: opts.tail,
+        seed: common.seed,
     };
     let config = cluster.config();
     let admin = runtime.block_on(async {
@@ -185,7 +36,7 @@ fn run_embedded(args: RunArgs) -> Result<RunSummary, String> {
         // The per-installation secret of timestamp_id, from the seed.
         let secret = format!(
             "{:016x}",
-            rand_chacha::ChaCha8Rng::seed_from_u64(args.seed).random::<u64>()
+            rand_chacha::ChaCha8Rng::seed_from_u64(common.seed).random::<u64>()
         );
         client
             .batch_execute(&schema.ddl(&secret))
@@ -201,9 +52,9 @@ fn run_embedded(args: RunArgs) -> Result<RunSummary, String> {
         table: schema.table().to_string(),
         id_column: "id".to_string(),
         commit_ts_truth: false,
-        via_http: args.pg.via() == "http",
+        via: opts.via,
     };
-    let result = runtime.block_on(drive(&args, setup));
+    let result = runtime.block_on(drive(&common, setup));
     drop(runtime);
     drop(cluster);
     result
@@ -220,8 +71,8 @@ pub(super) struct Setup {
     pub id_column: String,
     /// Your own database with track_commit_timestamp on: truth from commit timestamps.
     pub commit_ts_truth: bool,
-    /// Poll the Mastodon API served from the table (`--via http`) instead of SQL.
-    pub via_http: bool,
+    /// How the pollers read: SQL, or the Mastodon API served from the table.
+    pub via: Via,
 }
 
 pub(super) async fn connect(
@@ -246,7 +97,7 @@ struct Bracket {
 #[derive(serde::Serialize)]
 struct PgConfig<'a> {
     #[serde(flatten)]
-    common: crate::experiment::StoredConfig<'a>,
+    common: StoredConfig<'a>,
     via: &'a str,
     table: &'a str,
     id_column: &'a str,
@@ -260,7 +111,7 @@ struct PgConfig<'a> {
     assumption: Option<String>,
 }
 
-pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, String> {
+pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, String> {
     let Setup {
         config,
         admin,
@@ -269,8 +120,9 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
         table,
         id_column,
         commit_ts_truth,
-        via_http,
+        via,
     } = setup;
+    let via_http = via == Via::Http;
     let config = &config;
     let mastodon = Dialect::Mastodon {
         timeline: "public".into(),
@@ -284,7 +136,7 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
     let (xmins, ids): (Vec<CursorPolicy>, Vec<CursorPolicy>) =
         args.pollers.iter().partition(|p| **p == CursorPolicy::Xmin);
     let ordered: Vec<CursorPolicy> = ids.iter().chain(&xmins).copied().collect();
-    let names = crate::experiment::poller_names(&ordered);
+    let names = session::poller_names(&ordered);
     let pollers: Vec<Poller> = names
         .iter()
         .zip(&ids)
@@ -293,12 +145,12 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
     let infos: Vec<PollerInfo> = names
         .iter()
         .zip(&ordered)
-        .map(|(name, p)| crate::experiment::poller_row(name, p))
+        .map(|(name, p)| session::poller_row(name, p))
         .collect();
     let final_wait_ms = ordered.iter().filter_map(|p| p.k_ms()).max().unwrap_or(0);
     let stored = PgConfig {
-        common: crate::experiment::StoredConfig::common(args, limit, names.clone(), &layout),
-        via: args.pg.via(),
+        common: StoredConfig::common(args, limit, names.clone(), &layout),
+        via: via.as_str(),
         table: &table,
         id_column: &id_column,
         workload: workload.as_ref(),
@@ -308,14 +160,16 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
         }),
     };
     let start_ms = crate::clock::now_ms();
-    let run_info = crate::experiment::run_row(
+    let run_info = session::run_row(
         args,
-        start_ms,
-        &layout,
-        limit,
-        workload.as_ref().map(|w| w.schema.to_string()),
-        workload.as_ref().map(|_| args.seed),
-        &stored,
+        RunRowParts {
+            started_at_ms: start_ms,
+            layout: &layout,
+            page_limit: limit,
+            profile: workload.as_ref().map(|w| w.schema.to_string()),
+            seed: workload.as_ref().map(|_| args.seed),
+            config: &stored,
+        },
     )?;
     let recorder = Recorder::create(&args.db, &run_info, &infos)?;
     let run_id = recorder.run_id;
@@ -331,7 +185,7 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
         tokio::spawn(async move {
             let _ = axum::serve(listener, router).await;
         });
-        let client = crate::api::http_client(Duration::from_millis(args.timeout))?;
+        let client = crate::api::http_client(Duration::from_millis(args.timeout_ms))?;
         Some(HttpTarget::new(
             client,
             &format!("http://{addr}"),
@@ -348,28 +202,11 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
     }
     let progress = Arc::new(Mutex::new(progress));
 
-    let (stop_tx, stop_rx) = watch::channel(false);
-    // Install the handlers now, not when the task below first runs: tokio
-    // keeps an installed handler for the life of the process, so from here on
-    // Ctrl-C and SIGTERM no longer kill it (and its cluster is cleaned up).
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let _ = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        );
-    }
-    let signals = tokio::spawn(async move {
-        crate::experiment::wait_for_signal().await;
-        tracing::warn!("stopping: the writers stop, the pollers make their last cycle");
-        let _ = stop_tx.send(true);
-        crate::experiment::wait_for_signal().await;
-        tracing::error!("second signal: exiting now; the run stays marked incomplete");
-        std::process::exit(130);
-    });
+    let shutdown = Shutdown::install("the writers stop, the pollers make their last cycle");
+    let stop_rx = shutdown.requested.clone();
     // Logged once Ctrl-C is handled: from here on a signal ends the run cleanly.
     tracing::info!(run = run_id, db = %args.db.display(), table = %table, "run started");
-    let end_ms = start_ms + args.duration as i64;
+    let end_ms = start_ms + args.duration_ms as i64;
     // The writers stop at the end of the duration or at a signal.
     let (writers_stop_tx, writers_stop) = watch::channel(false);
     {
@@ -409,25 +246,28 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
                     super::db_error(&e)
                 )
             })?;
-        xmin_tasks.push(tokio::spawn(super::xmin::poll_loop(
+        let poller = super::xmin::XminPoller {
             client,
             statement,
-            ids.len() + n,
-            layout.clone(),
+            index: ids.len() + n,
+            layout: layout.clone(),
             limit,
-            args.max_back_pages,
-            args.interval,
+            max_pages: args.max_back_pages,
+            interval_ms: args.interval_ms,
             end_ms,
-            recorder.sender(),
-            progress.clone(),
-            stop_rx.clone(),
-            done_rx.clone(),
-        )));
+        };
+        let channels = super::xmin::XminChannels {
+            recorder: recorder.sender(),
+            progress: progress.clone(),
+            stop: stop_rx.clone(),
+            writers_done: done_rx.clone(),
+        };
+        xmin_tasks.push(tokio::spawn(super::xmin::poll_loop(poller, channels)));
     }
-    let plan = crate::experiment::plan_of(args, &layout, pollers, final_wait_ms);
+    let plan = session::plan_of(args, &layout, pollers, final_wait_ms);
     let mut pollers_task: std::pin::Pin<Box<dyn std::future::Future<Output = StopReason> + Send>> =
         match http_target {
-            Some(http) => Box::pin(run::run_real(
+            Some(http) => Box::pin(drive::run_real(
                 plan,
                 http,
                 None,
@@ -435,7 +275,7 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
                 progress.clone(),
                 stop_rx.clone(),
             )),
-            None => Box::pin(run::run_real(
+            None => Box::pin(drive::run_real(
                 plan,
                 target,
                 None,
@@ -467,8 +307,8 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
             Err(e) => tracing::warn!("no truth: {e}"),
         }
     }
-    signals.abort();
-    let stopped = *stop_rx.borrow();
+    let stopped = shutdown.was_requested();
+    drop(shutdown);
     let reason = match (reason, stopped) {
         (StopReason::Interrupted, _) | (_, true) => "interrupted",
         _ => "duration",
@@ -484,7 +324,7 @@ pub(super) async fn drive(args: &RunArgs, setup: Setup) -> Result<RunSummary, St
         format!(
             "writers: {} commits ({:.0}/s), {} failed transactions{}\n",
             out.commits,
-            out.commits as f64 * 1000.0 / args.duration.max(1) as f64,
+            out.commits as f64 * 1000.0 / args.duration_ms.max(1) as f64,
             out.failed,
             out.last_error
                 .as_ref()

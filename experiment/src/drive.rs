@@ -7,16 +7,25 @@
 //! its event queue, and share [`settle`], which turns one response into the
 //! poller's next step and a recorded row.
 
-use crate::api::{Fetched, HttpTarget};
 use crate::record::{RecordSender, RequestRow, StatusRow, TruthRow};
 use since_id::id::{Id, Layout};
-use since_id::poller::{PageRequest, Poller};
+use since_id::poller::{Item, PageRequest, Poller};
 use since_id::schedule::{CycleStart, Schedule};
 pub use since_id::schedule::{align_up, following_tick};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
+
+/// What one request came to, whatever the target (HTTP, SQL, in-process).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fetched {
+    pub http_status: Option<u16>,
+    pub bytes: Option<u64>,
+    pub result: Result<Vec<Item>, String>,
+    /// The server asked us to wait this long before the next request (429, Retry-After, rate-limit reset).
+    pub retry_after_ms: Option<u64>,
+}
 
 /// Everything a driver needs to know about the run.
 #[derive(Clone, Debug)]
@@ -321,23 +330,13 @@ pub fn run_virtual(
     on_tick(report_tick, progress);
 }
 
-/// A target polled in real time: over HTTP ([`HttpTarget`]) or over SQL
-/// (`crate::pg::source::SqlTarget`). Clones share the target's pacing.
+/// A target polled in real time: over HTTP (`crate::api::HttpTarget`) or over SQL
+/// (`crate::targets::postgres::source::SqlTarget`). Clones share the target's pacing.
 pub trait PollTarget: Clone + Send + Sync + 'static {
     /// Waits for a slot in the shared rate-limit budget; returns the ms waited.
     fn pace(&self) -> impl std::future::Future<Output = u64> + Send;
     /// Sends one request.
     fn fetch(&self, req: &PageRequest) -> impl std::future::Future<Output = Fetched> + Send;
-}
-
-impl PollTarget for HttpTarget {
-    fn pace(&self) -> impl std::future::Future<Output = u64> + Send {
-        HttpTarget::pace(self)
-    }
-
-    fn fetch(&self, req: &PageRequest) -> impl std::future::Future<Output = Fetched> + Send {
-        HttpTarget::fetch(self, req)
-    }
 }
 
 /// Where truth comes from during a real-time run (the embedded simulator), if anywhere.
@@ -720,19 +719,20 @@ mod tests {
     /// in memory, and once the lock goes, everything is written.
     #[test]
     fn a_long_virtual_run_never_queues_more_than_the_bound() {
-        use crate::embedded::InProcess;
         use crate::record::Recorder;
         use crate::record::writer::QUEUE_BOUND;
         use crate::record::writer::tests::{run_info, temp_db};
         use crate::sim::model::Simulator;
         use crate::sim::profile::SimConfig;
+        use crate::targets::simulator::in_process::InProcess;
         let path = temp_db("bounded-queue");
         let config = SimConfig::profile("twitter").unwrap();
         let layout = config.layout();
         let policies = ["naive", "compensated:k=1s"];
         let (pollers, infos) = pollers_of(&policies, &layout, 200, 10);
-        let serves =
-            crate::embedded::serves(&crate::sim::server::client_dialect(&layout, None).unwrap());
+        let serves = crate::targets::simulator::in_process::serves(
+            &crate::targets::simulator::client_dialect(&layout, None).unwrap(),
+        );
         let recorder = Recorder::create(&path, &run_info(), &infos).unwrap();
         let blocker = rusqlite::Connection::open(&path).unwrap();
         blocker.execute_batch("BEGIN IMMEDIATE").unwrap();

@@ -9,8 +9,8 @@
 //! "How Postgres sequences issues can impact your messaging guarantees",
 //! event-driven.io, 2022.)
 
+use crate::drive::{Progress, align_up, following_tick};
 use crate::record::{RecordSender, RequestRow, StatusRow};
-use crate::run::{Progress, align_up, following_tick};
 use since_id::id::{Id, Layout};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
@@ -64,23 +64,49 @@ pub fn query(table: &str, id_column: &str) -> String {
     )
 }
 
+/// One xmin poller: its connection and prepared page query, its place in
+/// the run, and the run's cadence.
+pub struct XminPoller {
+    pub client: Arc<tokio_postgres::Client>,
+    pub statement: tokio_postgres::Statement,
+    /// The poller's index in the run's `pollers` rows.
+    pub index: usize,
+    pub layout: Layout,
+    pub limit: usize,
+    pub max_pages: u32,
+    pub interval_ms: u64,
+    pub end_ms: i64,
+}
+
+/// What an xmin poller reports to and hears from the run.
+pub struct XminChannels {
+    pub recorder: RecordSender,
+    pub progress: Arc<Mutex<Progress>>,
+    /// Turns true at a signal.
+    pub stop: watch::Receiver<bool>,
+    /// Turns true once the writers are done (the last read then goes to the end).
+    pub writers_done: watch::Receiver<bool>,
+}
+
 /// One xmin poller's loop: the same aligned cadence as the other pollers;
 /// at the end it waits until the writers are done, then reads to the end.
-#[allow(clippy::too_many_arguments)]
-pub async fn poll_loop(
-    client: Arc<tokio_postgres::Client>,
-    statement: tokio_postgres::Statement,
-    index: usize,
-    layout: Layout,
-    limit: usize,
-    max_pages: u32,
-    interval_ms: u64,
-    end_ms: i64,
-    recorder: RecordSender,
-    progress: Arc<Mutex<Progress>>,
-    mut stop: watch::Receiver<bool>,
-    mut writers_done: watch::Receiver<bool>,
-) {
+pub async fn poll_loop(poller: XminPoller, channels: XminChannels) {
+    let XminPoller {
+        client,
+        statement,
+        index,
+        layout,
+        limit,
+        max_pages,
+        interval_ms,
+        end_ms,
+    } = poller;
+    let XminChannels {
+        recorder,
+        progress,
+        mut stop,
+        mut writers_done,
+    } = channels;
     let mut cursor = XminCursor::start();
     let mut highest: Option<i64> = None;
     let mut next_tick = align_up(crate::clock::now_ms(), interval_ms);
@@ -201,15 +227,15 @@ mod tests {
 #[cfg(test)]
 mod database_tests {
     use super::*;
-    use crate::pg::schema::Schema;
+    use crate::targets::postgres::schema::Schema;
 
     /// The horizon on a real cluster: an open transaction anywhere holds back
     /// every row committed after it started; once it ends, both come, in xid order.
     #[test]
     fn an_open_transaction_holds_back_later_commits() {
-        let (cluster, rt) = crate::pg::testing::start();
+        let (cluster, rt) = crate::targets::postgres::testing::start();
         rt.block_on(async {
-            let connect = || crate::pg::testing::connect(&cluster, None);
+            let connect = || crate::targets::postgres::testing::connect(&cluster, None);
             let (slow, fast, reader) = (connect().await, connect().await, connect().await);
             slow.batch_execute(&Schema::Mastodon.ddl("ab"))
                 .await

@@ -8,9 +8,9 @@
 //! `sweep.db` are `analysis::sweep`'s. Seeds run in parallel on scoped
 //! threads, one per core.
 
-use crate::experiment::RunArgs;
+use super::run::{RunArgs, resolve, run_in_memory};
+use crate::drive::Records;
 use crate::record::{PollerInfo, RequestRow, TruthRow};
-use crate::run::Records;
 use analysis::history::{History, PollerSpec, Visibility};
 use analysis::history_builder::{HistoryBuilder, StatusRef};
 use analysis::sweep::SeedResult;
@@ -108,7 +108,7 @@ pub fn run_args(base: &[String], seed: u64) -> Result<RunArgs, String> {
 pub fn history_of(base: &[String], seed: u64) -> Result<History, String> {
     let args = run_args(base, seed)?;
     let interval = args.interval;
-    crate::experiment::run_virtual_to(args, |layout, pollers| {
+    run_in_memory(args, |layout, pollers| {
         InMemory::new(layout, pollers, interval)
     })?
     .finish()
@@ -261,10 +261,7 @@ pub fn sweep_command(args: SweepArgs) -> Result<(), String> {
     }
     // Every option checked once, before any run, by the experiment's parser
     // (and the simulator's, for --set and --profile).
-    let check = run_args(&base, seeds[0])?;
-    let mut sim = crate::sim::model::SimConfig::profile(&check.profile)?;
-    sim.apply_overrides(None, &check.sets)?;
-    crate::sim::server::client_dialect(&sim.layout(), check.timeline.as_deref())?;
+    resolve(run_args(&base, seeds[0])?)?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
     let jobs = args

@@ -5,10 +5,11 @@
 //! altered or written. The password comes from `PGPASSWORD` or
 //! `--token-file`, never from the command line, and is never stored.
 
+use super::OwnDbOpts;
 use super::driver::{Setup, connect, drive};
 use crate::api::Token;
-use crate::experiment::{RunArgs, RunSummary};
 use crate::record::TruthRow;
+use crate::session::{self, Common, RunSummary};
 use since_id::id::{Id, Layout};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +21,11 @@ pub const PASSWORD_ENV: &str = "PGPASSWORD";
 const SEQUENCE_LAYOUT: &str = "custom:epoch=0,shift=0";
 
 /// Reads the connection URL and the options that go with it.
-pub fn config(args: &RunArgs, url: &str) -> Result<tokio_postgres::Config, String> {
+pub fn config(
+    url: &str,
+    token_file: Option<&std::path::Path>,
+    timeout_ms: u64,
+) -> Result<tokio_postgres::Config, String> {
     let mut config: tokio_postgres::Config = url
         .parse()
         .map_err(|e| format!("bad --target 'postgres:{url}': {e}"))?;
@@ -30,53 +35,32 @@ pub fn config(args: &RunArgs, url: &str) -> Result<tokio_postgres::Config, Strin
              (the command line is visible to every user of the machine)"
         ));
     }
-    if let Some(token) = Token::load(PASSWORD_ENV, args.token_file.as_deref())? {
+    if let Some(token) = Token::load(PASSWORD_ENV, token_file)? {
         config.password(token.secret());
     }
     if config.get_connect_timeout().is_none() {
-        config.connect_timeout(Duration::from_millis(args.timeout));
+        config.connect_timeout(Duration::from_millis(timeout_ms));
     }
     config.application_name("snowleak");
     Ok(config)
 }
 
-pub fn run(args: RunArgs, url: &str) -> Result<RunSummary, String> {
-    args.pg.refuse(
-        &["--schema", "--writers", "--write-rate"],
-        "shapes the throwaway cluster's writers; nothing writes to your own database",
-    )?;
-    if args.pg.via() == "http" {
-        return Err(
-            "--via http serves the throwaway cluster's statuses; your own table is read over SQL"
-                .into(),
-        );
-    }
-    if args.pg.pg_tail.is_some() {
-        return Err(
-            "--pg-tail shapes the throwaway cluster's writers; nothing writes to your own database"
-                .into(),
-        );
-    }
-    let table = args
-        .pg
-        .table
-        .clone()
-        .ok_or("--target postgres:URL needs --table NAME (the table to poll)")?;
-    let layout: Layout = match &args.layout {
-        Some(name) => name
-            .parse()
-            .map_err(|e: since_id::id::IdError| e.to_string())?,
-        None if args.pollers.iter().any(|p| p.k_ms().is_some()) => {
-            return Err(
-                "compensated pollers need the IDs' --layout (for example mastodon or twitter)"
-                    .into(),
-            );
-        }
-        None => SEQUENCE_LAYOUT.parse().expect("custom layout"),
-    };
-    let config = config(&args, url)?;
-    let runtime = crate::experiment::runtime()?;
-    let id_column = args.pg.id_column().to_string();
+/// The plain-integer layout of a sequence, for a table without `--layout`.
+pub fn sequence_layout() -> Layout {
+    SEQUENCE_LAYOUT.parse().expect("custom layout")
+}
+
+/// Runs the experiment against your own table, read-only.
+pub fn run(args: Common, opts: OwnDbOpts) -> Result<RunSummary, String> {
+    let OwnDbOpts {
+        url,
+        table,
+        id_column,
+        layout,
+        token_file,
+    } = opts;
+    let config = config(&url, token_file.as_deref(), args.timeout_ms)?;
+    let runtime = session::runtime()?;
     let (admin, commit_ts_truth) = runtime.block_on(async {
         let client = connect(&config).await?;
         client
@@ -122,7 +106,7 @@ pub fn run(args: RunArgs, url: &str) -> Result<RunSummary, String> {
         table,
         id_column,
         commit_ts_truth,
-        via_http: false,
+        via: super::Via::Sql,
     };
     runtime.block_on(drive(&args, setup))
 }

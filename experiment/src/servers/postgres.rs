@@ -279,10 +279,10 @@ mod tests {
 
     #[test]
     fn starts_answers_and_cleans_up() {
-        let (cluster, rt) = crate::pg::testing::start();
+        let (cluster, rt) = crate::targets::postgres::testing::start();
         let dir = cluster.dir().to_path_buf();
         let setting: String = rt.block_on(async {
-            crate::pg::testing::connect(&cluster, None)
+            crate::targets::postgres::testing::connect(&cluster, None)
                 .await
                 .query_one("SHOW track_commit_timestamp", &[])
                 .await

@@ -1,0 +1,10 @@
+//! The `experiment` binary's commands, one module each (mini-redis style):
+//! [`run`] (the default: one experiment), [`serve`] (the leaky server alone),
+//! [`sweep`] (many seeds judged in memory) and [`id`] (ID math). Commands sit
+//! on top: they import the targets and the shared modules, and nothing
+//! imports them.
+
+pub mod id;
+pub mod run;
+pub mod serve;
+pub mod sweep;

@@ -1,0 +1,598 @@
+//! `experiment [OPTIONS]`: one experiment, from the command line to a
+//! recorded run. The options are parsed into [`RunArgs`] (clap), then
+//! [`resolve`]d here, in one place, into the options every run has
+//! ([`Common`]) and one target's own ([`Target`]): every "flag X does not
+//! apply to target Y" refusal is in [`resolve`], and a target receives only
+//! its own options. Adding a target is one module under `crate::targets` and
+//! one variant of [`Target`] (docs/layout.md).
+
+use crate::api::spec::{self, TargetOptions, TargetSpec};
+use crate::drive::Records;
+use crate::record::PollerInfo;
+use crate::session::{ClockMode, Common, RunSummary, default_pollers, poller_names};
+use crate::sim::faults::FaultSpec;
+use crate::targets::api::{self as api_target, ApiOpts};
+use crate::targets::postgres::schema::Schema;
+use crate::targets::postgres::writers::Tail;
+use crate::targets::postgres::{self, OwnDbOpts, PgOpts, Via};
+use crate::targets::simulator::{self, SimOpts};
+use clap::Args;
+use since_id::id::Layout;
+use since_id::policy::CursorPolicy;
+use since_id::poller::Poller;
+use since_id::time::parse_duration_ms;
+use std::path::PathBuf;
+
+#[derive(Args, Debug, Clone)]
+/// The options of a run, as the command line gives them (`experiment [OPTIONS]`).
+/// [`resolve`] turns them into the [`Common`] options and one target's.
+pub struct RunArgs {
+    /// How long to poll (1h, 90s, 1500ms; at most 366 days).
+    #[arg(long, default_value = "1h", value_parser = parse_run_duration)]
+    pub duration: u64,
+    // The APIs' options are described where they are parsed (`api/spec.rs`).
+    #[arg(long, default_value = "simulator", help = spec::target_help())]
+    pub target: String,
+    #[arg(long, help = spec::TIMELINE_HELP)]
+    pub timeline: Option<String>,
+    #[arg(long, help = spec::LIST_ID_HELP)]
+    pub list_id: Option<String>,
+    #[arg(long, help = spec::BASE_URL_HELP)]
+    pub base_url: Option<String>,
+    #[arg(long, help = spec::LAYOUT_HELP)]
+    pub layout: Option<String>,
+    #[arg(long, help = token_file_help())]
+    pub token_file: Option<PathBuf>,
+    /// Print the first request each poller would make (token redacted) and exit.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Simulator profile: twitter, mastodon, misskey or discord.
+    #[arg(long, default_value = "twitter")]
+    pub profile: String,
+    /// A TOML file of simulator parameters, applied over the profile.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// One simulator parameter, KEY=VALUE (repeatable; after --config).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// A poller's cursor policy (repeatable; default naive and compensated:k=1s): naive,
+    /// compensated:k=1s, audit:k=1s,depth=2m,every=1m, adaptive, or xmin (PostgreSQL only).
+    #[arg(long = "poller", value_name = "SPEC", value_parser = parse_policy)]
+    pub pollers: Vec<CursorPolicy>,
+    /// Time between the pollers' ticks, aligned to multiples of it (1s: the start of each second).
+    #[arg(long, default_value = "1s", value_parser = parse_interval)]
+    pub interval: u64,
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=10_000), help = spec::LIMIT_HELP)]
+    pub limit: u32,
+    /// How many pages a poller may page back within one tick before it gives up (overflow).
+    #[arg(long, default_value_t = 10)]
+    pub max_back_pages: u32,
+    /// The run database; each invocation adds a run to it.
+    #[arg(long, default_value = "data/run.db")]
+    pub db: PathBuf,
+    /// Seed of everything random.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// `real`: in real time (the simulator over HTTP on 127.0.0.1); `virtual`: the simulator
+    /// in-process, in simulated time.
+    #[arg(long, value_enum, default_value_t = ClockMode::Real)]
+    pub clock: ClockMode,
+    /// Start of a virtual run (RFC 3339 or ms); default 2026-01-01T00:00:00Z, so runs reproduce.
+    #[arg(long, value_parser = since_id::time::parse_time)]
+    pub start: Option<i64>,
+    /// History the simulator holds when the run starts (default 5m; 0s: an empty timeline).
+    #[arg(long, value_parser = parse_duration_ms)]
+    pub backlog: Option<u64>,
+    /// Faults the simulator injects, e.g. 5xx=2%,429=1%,timeout=1%,reset=0.5%,truncate=0.5%,reorder=1%,duplicate=1%,slow=2%:3s
+    #[arg(long, value_parser = parse_faults)]
+    pub faults: Option<FaultSpec>,
+    /// HTTP request timeout (at most 1h).
+    #[arg(long, default_value = "10s", value_parser = parse_timeout)]
+    pub timeout: u64,
+    /// No progress bar even on a terminal (set by callers that run many at
+    /// once, such as `experiment sweep`; not a flag).
+    #[arg(skip)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub pg: PgArgs,
+}
+
+fn parse_policy(text: &str) -> Result<CursorPolicy, String> {
+    Ok(text.parse()?)
+}
+
+fn parse_faults(text: &str) -> Result<FaultSpec, String> {
+    text.parse()
+}
+
+/// The longest run: a year and a day of leap. Beyond, `--duration` is refused.
+pub const MAX_DURATION_MS: u64 = 366 * 24 * 3600 * 1000;
+
+/// The longest HTTP timeout: the final drain lasts at most a few of them.
+pub const MAX_TIMEOUT_MS: u64 = 3600 * 1000;
+
+/// A virtual run steps through every tick: at most this many, so it ends in minutes.
+pub const MAX_VIRTUAL_TICKS: u64 = 10_000_000;
+
+/// The simulator creates, between two looks at it (an interval, or the final
+/// drain's k), at most this many statuses on average: its memory is bounded
+/// per step, and a step ends.
+pub const MAX_STATUSES_PER_STEP: f64 = 1_000_000.0;
+
+fn parse_bounded(text: &str, what: &str, max_ms: u64, max_text: &str) -> Result<u64, String> {
+    let ms = parse_duration_ms(text)?;
+    if ms > max_ms {
+        return Err(format!("bad {what} '{text}': at most {max_text}"));
+    }
+    Ok(ms)
+}
+
+fn parse_run_duration(text: &str) -> Result<u64, String> {
+    parse_bounded(
+        text,
+        "duration",
+        MAX_DURATION_MS,
+        "366days (a run must end)",
+    )
+}
+
+fn parse_timeout(text: &str) -> Result<u64, String> {
+    parse_bounded(text, "timeout", MAX_TIMEOUT_MS, "1h")
+}
+
+/// The most `--poller` values a run takes (`analyze` reads at most as many).
+pub const MAX_POLLERS: usize = 64;
+
+fn parse_interval(text: &str) -> Result<u64, String> {
+    match parse_duration_ms(text)? {
+        0 => Err(format!("bad interval '{text}': must be at least 1ms")),
+        ms => Ok(ms),
+    }
+}
+
+/// The options of PostgreSQL targets. Each is `None` unless given, so that
+/// one given where it does nothing is refused ([`PgArgs::refuse`]) rather
+/// than silently ignored; the defaults are the methods' own.
+#[derive(Args, Debug, Clone, Default)]
+pub struct PgArgs {
+    /// PostgreSQL target: the schema the writers load (mastodon, outbox, snowflake; default mastodon).
+    #[arg(long, value_parser = parse_schema)]
+    pub schema: Option<Schema>,
+    /// PostgreSQL target: concurrent writer connections, 1 to 50 (default 8).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub writers: Option<u32>,
+    /// PostgreSQL target: posts per second, all writers together (default 300).
+    #[arg(long, value_parser = parse_rate)]
+    pub write_rate: Option<f64>,
+    /// PostgreSQL target: an injected tail, P%:MAX (that share of transactions
+    /// sleeps up to MAX inside the transaction, uniformly). Off by default.
+    #[arg(long, value_parser = parse_tail)]
+    pub pg_tail: Option<Tail>,
+    /// Your own database (--target postgres:URL): the table to poll.
+    #[arg(long)]
+    pub table: Option<String>,
+    /// Your own database: the table's ID column (default id).
+    #[arg(long)]
+    pub id_column: Option<String>,
+    /// PostgreSQL target: how the pollers read, `sql` (the table, the default) or `http`.
+    #[arg(long, value_parser = |s: &str| s.parse::<Via>())]
+    pub via: Option<Via>,
+}
+
+impl PgArgs {
+    fn schema(&self) -> Schema {
+        self.schema.unwrap_or(Schema::Mastodon)
+    }
+
+    fn writers(&self) -> u32 {
+        self.writers.unwrap_or(8)
+    }
+
+    fn write_rate(&self) -> f64 {
+        self.write_rate.unwrap_or(300.0)
+    }
+
+    fn id_column(&self) -> &str {
+        self.id_column.as_deref().unwrap_or("id")
+    }
+
+    fn via(&self) -> Via {
+        self.via.unwrap_or_default()
+    }
+
+    /// An error naming the first of `flags` that was given: `why` says
+    /// where it applies.
+    fn refuse(&self, flags: &[&str], why: &str) -> Result<(), String> {
+        let given = [
+            ("--schema", self.schema.is_some()),
+            ("--writers", self.writers.is_some()),
+            ("--write-rate", self.write_rate.is_some()),
+            ("--pg-tail", self.pg_tail.is_some()),
+            ("--table", self.table.is_some()),
+            ("--id-column", self.id_column.is_some()),
+            ("--via", self.via.is_some()),
+        ];
+        match given.iter().find(|(f, g)| *g && flags.contains(f)) {
+            Some((flag, _)) => Err(format!("{flag} {why}")),
+            None => Ok(()),
+        }
+    }
+
+    /// Every PostgreSQL flag: none applies to the simulator or an API.
+    const ALL: [&'static str; 7] = [
+        "--schema",
+        "--writers",
+        "--write-rate",
+        "--pg-tail",
+        "--table",
+        "--id-column",
+        "--via",
+    ];
+}
+
+fn parse_schema(s: &str) -> Result<Schema, String> {
+    s.parse()
+}
+
+fn parse_tail(s: &str) -> Result<Tail, String> {
+    s.parse()
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r > 0.0 && r.is_finite() => Ok(r),
+        _ => Err(format!("bad rate '{s}': expected posts per second above 0")),
+    }
+}
+
+/// `--help` of `--token-file`: every API's token variable, and PostgreSQL's password.
+fn token_file_help() -> String {
+    format!(
+        "Read the API token from this file instead of the environment ({}; for --target postgres:URL, the password instead of {})",
+        spec::token_vars().join(", "),
+        postgres::own::PASSWORD_ENV
+    )
+}
+
+/// One target's own options, resolved and checked. A new target is one
+/// variant here and one arm in [`resolve`] and [`run_experiment`].
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// The embedded simulator (the default).
+    Simulator(SimOpts),
+    /// A real API.
+    Api(ApiOpts),
+    /// A throwaway PostgreSQL cluster.
+    Postgres(PgOpts),
+    /// Your own PostgreSQL table, read-only.
+    OwnDb(OwnDbOpts),
+}
+
+/// Which kind of target `--target` names, before its options are checked.
+enum Kind {
+    Simulator,
+    Api(TargetSpec),
+    Postgres,
+    OwnDb(String),
+}
+
+impl Kind {
+    fn of(target: &str) -> Result<Kind, String> {
+        if target == "postgres" {
+            return Ok(Kind::Postgres);
+        }
+        if let Some(url) = target.strip_prefix("postgres:") {
+            return Ok(Kind::OwnDb(url.to_string()));
+        }
+        match target.parse::<TargetSpec>()? {
+            TargetSpec::Simulator => Ok(Kind::Simulator),
+            spec => Ok(Kind::Api(spec)),
+        }
+    }
+}
+
+/// The first flag of `flags` that was given, as an error saying `why`.
+fn refuse_given(flags: &[(&str, bool)], why: impl Fn(&str) -> String) -> Result<(), String> {
+    match flags.iter().find(|(_, given)| *given) {
+        Some((flag, _)) => Err(why(flag)),
+        None => Ok(()),
+    }
+}
+
+/// The command line, resolved: the options every run has and one target's.
+/// Every refusal of a flag where it does nothing is here.
+pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
+    if args.pollers.len() > MAX_POLLERS {
+        return Err(format!(
+            "{} --poller values: at most {MAX_POLLERS} per run",
+            args.pollers.len()
+        ));
+    }
+    if args.clock == ClockMode::Real && args.start.is_some() {
+        return Err(
+            "--start sets a virtual run's clock; a real-time run starts now (add --clock virtual)"
+                .into(),
+        );
+    }
+    let kind = Kind::of(&args.target)?;
+    let pg = &args.pg;
+    let postgres_kind = matches!(kind, Kind::Postgres | Kind::OwnDb(_));
+    if postgres_kind {
+        if args.clock == ClockMode::Virtual {
+            return Err(
+                "--clock virtual runs the simulator only; PostgreSQL runs in real time".into(),
+            );
+        }
+        refuse_given(
+            &[
+                ("--config", args.config.is_some()),
+                ("--set", !args.sets.is_empty()),
+                ("--faults", args.faults.is_some()),
+                ("--backlog", args.backlog.is_some()),
+                ("--timeline", args.timeline.is_some()),
+                ("--list-id", args.list_id.is_some()),
+                ("--base-url", args.base_url.is_some()),
+            ],
+            |flag| format!("{flag} does not apply to a PostgreSQL target"),
+        )?;
+    } else {
+        if args.pollers.contains(&CursorPolicy::Xmin) {
+            return Err(format!(
+                "the xmin policy reads PostgreSQL's transaction horizon; it applies to --target postgres only, not '{}'",
+                args.target
+            ));
+        }
+        pg.refuse(
+            &PgArgs::ALL,
+            &format!("applies to --target postgres only, not '{}'", args.target),
+        )?;
+    }
+    let target = match kind {
+        Kind::Simulator => {
+            refuse_given(
+                &[
+                    ("--list-id", args.list_id.is_some()),
+                    ("--base-url", args.base_url.is_some()),
+                    ("--layout", args.layout.is_some()),
+                    ("--token-file", args.token_file.is_some()),
+                ],
+                |flag| {
+                    format!(
+                        "{flag} applies to real targets only (the simulator is configured with --profile and --set)"
+                    )
+                },
+            )?;
+            let config_text = match &args.config {
+                Some(path) => Some(
+                    std::fs::read_to_string(path)
+                        .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+                ),
+                None => None,
+            };
+            let mut opts = SimOpts::new(
+                &args.profile,
+                config_text.as_deref(),
+                &args.sets,
+                args.timeline.as_deref(),
+            )?;
+            opts.start_ms = args.start;
+            if let Some(backlog) = args.backlog {
+                opts.backlog_ms = backlog;
+            }
+            opts.faults = args.faults.clone();
+            Target::Simulator(opts)
+        }
+        Kind::Api(spec) => {
+            if args.clock == ClockMode::Virtual {
+                return Err(
+                    "--clock virtual runs the simulator only; real targets are polled in real time"
+                        .into(),
+                );
+            }
+            if args.config.is_some() || !args.sets.is_empty() {
+                return Err(
+                    "--config and --set configure the simulator; they do not apply to a real target"
+                        .into(),
+                );
+            }
+            if args.backlog.is_some() {
+                return Err(
+                    "--backlog is the simulator's history; it does not apply to a real target"
+                        .into(),
+                );
+            }
+            if args.faults.is_some() {
+                return Err(
+                    "--faults are injected by the simulator; they do not apply to a real target"
+                        .into(),
+                );
+            }
+            let options = TargetOptions {
+                timeline: args.timeline.clone(),
+                list_id: args.list_id.clone(),
+                base_url: args.base_url.clone(),
+                layout: args.layout.clone(),
+            };
+            Target::Api(ApiOpts {
+                resolved: spec.resolve(&options)?,
+                list_id: args.list_id.clone(),
+                token_file: args.token_file.clone(),
+            })
+        }
+        Kind::Postgres => {
+            if args.layout.is_some() || args.token_file.is_some() {
+                return Err(
+                    "--layout and --token-file are for your own database (--target postgres:URL)"
+                        .into(),
+                );
+            }
+            pg.refuse(
+                &["--table", "--id-column"],
+                "is for your own database (--target postgres:URL)",
+            )?;
+            let schema = pg.schema();
+            if schema == Schema::Outbox && args.pollers.iter().any(|p| p.k_ms().is_some()) {
+                return Err(
+                    "the outbox schema's BIGSERIAL IDs carry no time, so compensated pollers mean nothing \
+                     there; use naive and xmin"
+                        .into(),
+                );
+            }
+            if pg.via() == Via::Http && schema != Schema::Mastodon {
+                return Err(
+                    "--via http serves the Mastodon API: it needs --schema mastodon".into(),
+                );
+            }
+            Target::Postgres(PgOpts {
+                schema,
+                writers: pg.writers(),
+                write_rate: pg.write_rate(),
+                tail: pg.pg_tail,
+                via: pg.via(),
+            })
+        }
+        Kind::OwnDb(url) => {
+            pg.refuse(
+                &["--schema", "--writers", "--write-rate"],
+                "shapes the throwaway cluster's writers; nothing writes to your own database",
+            )?;
+            if pg.via() == Via::Http {
+                return Err(
+                    "--via http serves the throwaway cluster's statuses; your own table is read over SQL"
+                        .into(),
+                );
+            }
+            if pg.pg_tail.is_some() {
+                return Err(
+                    "--pg-tail shapes the throwaway cluster's writers; nothing writes to your own database"
+                        .into(),
+                );
+            }
+            let table = pg
+                .table
+                .clone()
+                .ok_or("--target postgres:URL needs --table NAME (the table to poll)")?;
+            let layout: Layout = match &args.layout {
+                Some(name) => name
+                    .parse()
+                    .map_err(|e: since_id::id::IdError| e.to_string())?,
+                None if args.pollers.iter().any(|p| p.k_ms().is_some()) => {
+                    return Err(
+                        "compensated pollers need the IDs' --layout (for example mastodon or twitter)"
+                            .into(),
+                    );
+                }
+                None => postgres::own::sequence_layout(),
+            };
+            Target::OwnDb(OwnDbOpts {
+                url,
+                table,
+                id_column: pg.id_column().to_string(),
+                layout,
+                token_file: args.token_file.clone(),
+            })
+        }
+    };
+    let pollers = if args.pollers.is_empty() {
+        default_pollers()
+    } else {
+        args.pollers
+    };
+    let common = Common {
+        target: args.target,
+        duration_ms: args.duration,
+        interval_ms: args.interval,
+        limit: args.limit,
+        max_back_pages: args.max_back_pages,
+        db: args.db,
+        seed: args.seed,
+        clock: args.clock,
+        timeout_ms: args.timeout,
+        pollers,
+        quiet: args.quiet,
+    };
+    Ok((common, target))
+}
+
+/// Runs the experiment described by `args`.
+pub fn run_experiment(args: RunArgs) -> Result<RunSummary, String> {
+    let (common, target) = resolve(args)?;
+    match target {
+        Target::Simulator(opts) => simulator::run(common, opts),
+        Target::Api(opts) => api_target::run(common, opts),
+        Target::Postgres(opts) => postgres::run(common, opts),
+        Target::OwnDb(opts) => postgres::run_own(common, opts),
+    }
+}
+
+/// A virtual run against the embedded simulator that writes no database:
+/// every record goes to the sink `make` builds from the run's layout and
+/// pollers (`experiment sweep` judges each seed's run in memory).
+pub fn run_in_memory<S: Records>(
+    args: RunArgs,
+    make: impl FnOnce(&Layout, &[PollerInfo]) -> S,
+) -> Result<S, String> {
+    match resolve(args)? {
+        (common, Target::Simulator(opts)) => simulator::run_virtual_to(&common, &opts, make),
+        _ => Err("a run in memory needs the embedded simulator".into()),
+    }
+}
+
+/// `--dry-run`: the first request each poller would make, token redacted.
+pub fn dry_run(args: RunArgs) -> Result<String, String> {
+    let (common, target) = resolve(args)?;
+    let (base, dialect, layout, token) = match &target {
+        Target::Simulator(opts) => {
+            let (layout, dialect) = simulator::dry_run_target(opts);
+            (
+                "http://127.0.0.1:PORT".to_string(),
+                dialect,
+                Some(layout),
+                false,
+            )
+        }
+        Target::Api(opts) => {
+            let token = api_target::load_token(opts)?;
+            let r = &opts.resolved;
+            (
+                r.base.clone(),
+                r.dialect.clone(),
+                r.layout.clone(),
+                token.is_some(),
+            )
+        }
+        Target::Postgres(_) | Target::OwnDb(_) => {
+            return Err(
+                "--dry-run shows HTTP requests; a PostgreSQL target sends only the SELECTs \
+                 documented in docs/postgres.md"
+                    .into(),
+            );
+        }
+    };
+    let mut out = format!("target {} (dry run: nothing is sent)\n", common.target);
+    let Some(layout) = layout else {
+        // No layout yet: the run starts with one probe to see the IDs.
+        out.push_str(&format!(
+            "layout probe: {}\n(the pollers' requests depend on the layout detected; pass --layout to see them)\n",
+            dialect.describe_layout_probe(&base, token)
+        ));
+        return Ok(out);
+    };
+    let limit = dialect.page_limit(common.limit as usize);
+    let now = crate::clock::now_ms();
+    for (name, policy) in poller_names(&common.pollers).iter().zip(&common.pollers) {
+        let mut poller = Poller::new(
+            name.clone(),
+            *policy,
+            layout.clone(),
+            limit,
+            common.max_back_pages,
+        );
+        let req = poller.begin_cycle(now);
+        out.push_str(&format!(
+            "{name}: {}\n",
+            dialect.describe(&base, &layout, &req, token)
+        ));
+    }
+    Ok(out)
+}

@@ -356,7 +356,11 @@ pub fn simulate(spec: &SimSpec) -> (Vec<SynthRequest>, Vec<SynthTruth>) {
                 latest[p] = latest[p].max(cycle_max);
                 retrieved[p] = Some(tick_ms + p as i64 * spec.send_spread_ms);
                 if let Some(l) = latest[p] {
-                    since[p] = Some(policy.since_id(&layout, Id(l), retrieved[p].unwrap()).0);
+                    since[p] = Some(
+                        since_id::PolicyState::new(*policy)
+                            .since_id(&layout, Id(l), retrieved[p].unwrap())
+                            .0,
+                    );
                 }
             }
         }

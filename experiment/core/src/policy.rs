@@ -74,36 +74,6 @@ impl CursorPolicy {
             CursorPolicy::Adaptive { .. } => None,
         }
     }
-
-    /// The since_id of the next request. `latest` is the highest ID ever seen
-    /// (it never decreases, even when that item is deleted) and `retrieved_at_ms`
-    /// the client time at which the previous request was sent.
-    ///
-    /// ```
-    /// use since_id::{CursorPolicy, Layout};
-    ///
-    /// let twitter = Layout::twitter();
-    /// let sent_at_ms = 1_462_015_105_796;
-    /// let latest = twitter.min_id_at(sent_at_ms - 10);
-    /// assert_eq!(CursorPolicy::Naive.since_id(&twitter, latest, sent_at_ms), latest);
-    /// let k1s = CursorPolicy::Compensated { k_ms: 1000 };
-    /// assert_eq!(k1s.since_id(&twitter, latest, sent_at_ms), twitter.min_id_at(sent_at_ms - 1000).pred());
-    /// ```
-    pub fn since_id(&self, layout: &Layout, latest: Id, retrieved_at_ms: i64) -> Id {
-        match *self {
-            // An xmin poller reads by (xid, id), never by since_id.
-            CursorPolicy::Naive | CursorPolicy::Xmin => latest,
-            CursorPolicy::Compensated { k_ms } | CursorPolicy::Audit { k_ms, .. } => {
-                compensated_since_id(layout, latest, retrieved_at_ms, k_ms)
-            }
-            CursorPolicy::Adaptive { .. } => compensated_since_id(
-                layout,
-                latest,
-                retrieved_at_ms,
-                crate::strategy::ADAPTIVE_K_INITIAL_MS,
-            ),
-        }
-    }
 }
 
 /// The final formula of tesaguri's article "Your Timelines Are Leaky"

@@ -1,5 +1,4 @@
-//! The README's "The core in your own poller" shows the crate's top doctest; this keeps
-//! the copy true (rustdoc runs the doctest itself, not the README's copy).
+//! docs/core.md shows the crate's top doctest; this keeps the copy true (rustdoc runs the doctest itself, not the README's copy).
 
 /// The lines of the first fenced block opening with `fence` after `heading`.
 fn block_after<'a>(text: &'a str, heading: &str, fence: &str) -> Vec<&'a str> {
@@ -13,10 +12,10 @@ fn block_after<'a>(text: &'a str, heading: &str, fence: &str) -> Vec<&'a str> {
 }
 
 #[test]
-fn the_readme_shows_the_crate_doctest() {
-    let readme = include_str!("../../../README.md");
+fn docs_core_shows_the_crate_doctest() {
+    let readme = include_str!("../../../docs/core.md");
     let lib = include_str!("../src/lib.rs");
-    let shown = block_after(readme, "## The core in your own poller", "```rust");
+    let shown = block_after(readme, "# The core in your own poller", "```rust");
     let doc: String = lib
         .lines()
         .filter_map(|l| l.strip_prefix("//!"))
@@ -24,6 +23,6 @@ fn the_readme_shows_the_crate_doctest() {
         .collect::<Vec<_>>()
         .join("\n");
     let tested = block_after(&doc, "## The core in your own poller", "```");
-    assert!(shown.len() > 10, "the README shows an example");
+    assert!(shown.len() > 10, "docs/core.md shows an example");
     assert_eq!(shown, tested);
 }

@@ -12,6 +12,7 @@
 use super::model::{Query, Simulator};
 use super::profile::SimConfig;
 use since_id::id::Id;
+use since_id::PolicyState;
 use since_id::policy::{CursorPolicy, smallest_k_catching};
 use std::collections::HashSet;
 
@@ -106,7 +107,9 @@ impl Poller {
         self.latest_before.push(self.latest);
         let since = self
             .latest
-            .map(|latest| self.policy.since_id(layout, latest, self.previous_send_ms));
+            .map(|latest| {
+                PolicyState::new(self.policy).since_id(layout, latest, self.previous_send_ms)
+            });
         let mut before = None;
         loop {
             let page = sim.query(&Query {

@@ -6,7 +6,7 @@
 //! header on non-empty pages, rate limits in `X-RateLimit-*` with an ISO 8601
 //! reset [1.5]. Plus `/api/v1/instance` and `/api/v2/instance` so that client
 //! libraries accept the server, and NodeInfo, which tells Mastodon from
-//! Misskey. The PostgreSQL backend (`pg/http.rs`) serves its statuses through
+//! Misskey. The PostgreSQL backend (`targets/postgres/http.rs`) serves its statuses through
 //! the same documents and paging rules.
 
 use super::{
@@ -74,7 +74,7 @@ pub(crate) const MAX_LIMIT: usize = 2 * DEFAULT_LIMIT;
 /// `limit` is `[params[:limit].to_i.abs, DEFAULT_STATUSES_LIMIT * 2].min`;
 /// `max_id` and `since_id` are exclusive; with `min_id`, `since_id` is
 /// ignored and the page is the oldest `limit` above `min_id`, listed newest
-/// first. The PostgreSQL backend (`pg/http.rs`) reads its IDs as `i64`.
+/// first. The PostgreSQL backend (`targets/postgres/http.rs`) reads its IDs as `i64`.
 pub(crate) struct Paging<I> {
     pub(crate) limit: usize,
     /// The exclusive lower bound: `min_id`, else `since_id`.

@@ -80,7 +80,7 @@ impl Schema {
         );
         match self {
             // timestamp_id, written from its description (see the module docs
-            // of pg/mod.rs): the ms of now() above 16 low bits; the low bits
+            // of targets/postgres/mod.rs): the ms of now() above 16 low bits; the low bits
             // are a per-ms base taken from an MD5 of the table name, a secret
             // and the time, plus the table's sequence, modulo 2^16. now() is
             // the start of the transaction (PostgreSQL manual 9.9.5).

@@ -177,7 +177,7 @@ impl PollerStats {
 
 /// A status that is a leak or a late arrival of at least one poller.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Item {
+pub struct Finding {
     pub status: u32,
     /// Sent time of the first request (any poller) that returned it.
     pub first_seen_ms: Option<i64>,
@@ -236,7 +236,7 @@ pub struct Analysis {
     /// Why each verdict, in words (the report and `--json` print them).
     pub verdict_reasons: Vec<String>,
     /// Leaks and late arrivals, one per status, in order of ID time.
-    pub items: Vec<Item>,
+    pub items: Vec<Finding>,
     pub other_misses: Vec<OtherMiss>,
     /// The largest required_k over all leaks (of any poller).
     pub k_to_catch_all_ms: Option<i64>,
@@ -247,7 +247,7 @@ pub struct Analysis {
 }
 
 impl Analysis {
-    pub fn leaks(&self) -> impl Iterator<Item = &Item> {
+    pub fn leaks(&self) -> impl Iterator<Item = &Finding> {
         self.items.iter().filter(|i| i.leaked_by != 0)
     }
 }
@@ -450,7 +450,7 @@ fn time_order(h: &History) -> Vec<u32> {
 }
 
 /// What one pass over the requests in time order finds.
-struct Seen {
+struct PassState {
     /// Per status, the pollers (bit i = poller i) that returned it.
     mask: Vec<u64>,
     sightings: Vec<Sighting>,
@@ -474,9 +474,9 @@ struct CycleHigh {
 
 /// O(R + O): who returned what, duplicates, late arrivals, where each status
 /// was first and last seen, and the running highest key (for id_skew).
-fn sightings_in_time_order(h: &History, global: &[u32], views: &[PollerView]) -> Seen {
+fn sightings_in_time_order(h: &History, global: &[u32], views: &[PollerView]) -> PassState {
     let n_status = h.statuses.len();
-    let mut seen = Seen {
+    let mut seen = PassState {
         mask: vec![0u64; n_status],
         sightings: vec![Sighting::NONE; n_status],
         stats: vec![PollerStats::default(); h.pollers.len()],
@@ -567,7 +567,7 @@ fn misses_by_cause(
     h: &History,
     views: &[PollerView],
     cycles: &Cycles,
-    seen: &mut Seen,
+    seen: &mut PassState,
     exhaustive: bool,
 ) -> Misses {
     let mut misses = Misses::default();
@@ -592,17 +592,17 @@ fn misses_by_cause(
             }
             let stats = &mut seen.stats[p];
             match classify(h, view, &cycles.of_request, su, vis, exhaustive) {
-                Outcome::NotOwed { deleted } => {
+                Unowed::NotOwed { deleted } => {
                     if deleted {
                         stats.gone_before_seen += 1;
                     }
                 }
-                Outcome::BeforeBaseline => stats.before_baseline += 1,
-                Outcome::Leak => {
+                Unowed::BeforeBaseline => stats.before_baseline += 1,
+                Unowed::Leak => {
                     leaked |= 1 << p;
                     stats.leaks += 1;
                 }
-                Outcome::Miss(cause) => {
+                Unowed::Miss(cause) => {
                     match cause {
                         Cause::Error => stats.misses_error += 1,
                         Cause::Overflow => stats.misses_overflow += 1,
@@ -630,11 +630,11 @@ fn misses_by_cause(
 fn leaks_and_late_arrivals(
     h: &History,
     global: &[u32],
-    seen: &Seen,
+    seen: &PassState,
     misses: &Misses,
     ticks: &Ticks,
     cycles: &Cycles,
-) -> Vec<Item> {
+) -> Vec<Finding> {
     let leaked: HashMap<u32, u64> = misses.leaked_by.iter().copied().collect();
     let mut of_interest: Vec<u32> = leaked.keys().chain(seen.late_for.keys()).copied().collect();
     of_interest.sort_unstable();
@@ -668,7 +668,7 @@ fn leaks_and_late_arrivals(
             (None, None) => None,
         };
         let required_k_ms = belongs.and_then(|c| ticks.required_k(h, c, status.key));
-        items.push(Item {
+        items.push(Finding {
             status: s,
             first_seen_ms: first_sent,
             visible_ms,
@@ -832,7 +832,7 @@ fn judge(reference: Reference, s: &PollerStats) -> (Verdict, String) {
 enum Vis {
     Truth(Visibility),
     /// From sightings: owed at q iff `from < q.sent <= until`.
-    Seen {
+    PassState {
         from: i64,
         until: i64,
     },
@@ -846,7 +846,7 @@ impl Vis {
                 v.visible_at_ms <= r.sent_at_ms
                     && v.deleted_at_ms.is_none_or(|d| d > r.received_at_ms)
             }
-            Vis::Seen { from, until } => from < r.sent_at_ms && r.sent_at_ms <= until,
+            Vis::PassState { from, until } => from < r.sent_at_ms && r.sent_at_ms <= until,
         }
     }
 }
@@ -857,7 +857,7 @@ fn visibility(h: &History, sighting: Sighting, su: usize) -> Option<Vis> {
     }
     sighting.get().map(|s| {
         let from = s.first_sent(h);
-        Vis::Seen {
+        Vis::PassState {
             from,
             until: s.last_received(h).max(from + h.interval_ms * 3 / 2),
         }
@@ -982,7 +982,7 @@ fn before_baseline(h: &History, view: &PollerView, su: usize, by_ms: i64) -> boo
         .any(|b| status.key < b.low && visible <= b.sent && b.sent <= by_ms)
 }
 
-enum Outcome {
+enum Unowed {
     NotOwed { deleted: bool },
     BeforeBaseline,
     Leak,
@@ -1022,12 +1022,12 @@ fn classify(
     su: usize,
     vis: Vis,
     exhaustive: bool,
-) -> Outcome {
+) -> Unowed {
     let key = h.statuses[su].key;
     let deleted = matches!(vis, Vis::Truth(v) if v.deleted_at_ms.is_some());
     let start_after = match vis {
         Vis::Truth(v) => v.visible_at_ms - 1,
-        Vis::Seen { from, .. } => from,
+        Vis::PassState { from, .. } => from,
     };
     let mut j = view
         .order
@@ -1059,7 +1059,7 @@ fn classify(
             // Past the deletion or the last sighting: nothing later is owed.
             let past_end = match vis {
                 Vis::Truth(v) => v.deleted_at_ms.is_some_and(|d| r.sent_at_ms >= d),
-                Vis::Seen { until, .. } => r.sent_at_ms > until,
+                Vis::PassState { until, .. } => r.sent_at_ms > until,
             };
             if past_end {
                 break;
@@ -1082,7 +1082,7 @@ fn classify(
             && !causes.is_some_and(|c| c.clean)
             && before_baseline(h, view, su, r.sent_at_ms)
         {
-            return Outcome::BeforeBaseline;
+            return Unowed::BeforeBaseline;
         }
         owed_any = true;
         if below {
@@ -1115,12 +1115,12 @@ fn classify(
         j = next(j, causes);
     }
     match (owed_any, causes) {
-        (false, _) => Outcome::NotOwed { deleted },
-        (true, None) if below_future_cursor_only => Outcome::Miss(Cause::FutureId),
-        (true, None) => Outcome::Leak,
-        (true, Some(c)) if c.clean => Outcome::Miss(Cause::Unexplained),
-        (true, Some(c)) if c.failed => Outcome::Miss(Cause::Error),
-        (true, Some(_)) => Outcome::Miss(Cause::Overflow),
+        (false, _) => Unowed::NotOwed { deleted },
+        (true, None) if below_future_cursor_only => Unowed::Miss(Cause::FutureId),
+        (true, None) => Unowed::Leak,
+        (true, Some(c)) if c.clean => Unowed::Miss(Cause::Unexplained),
+        (true, Some(c)) if c.failed => Unowed::Miss(Cause::Error),
+        (true, Some(_)) => Unowed::Miss(Cause::Overflow),
     }
 }
 

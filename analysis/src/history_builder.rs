@@ -107,7 +107,7 @@ impl HistoryBuilder {
     pub fn request<'a>(
         &mut self,
         poller: usize,
-        r: &rundb::Request,
+        r: &rundb::RequestRow,
         items: impl IntoIterator<Item = StatusRef<'a>>,
     ) {
         let obs_start = self.observations.len() as u32;

@@ -18,7 +18,7 @@ pub struct Output<'a> {
     pub run: Run,
     /// "truth", "union" (of the other pollers) or "none".
     pub reference: &'static str,
-    pub pollers: Vec<Poller>,
+    pub pollers: Vec<PollerReport>,
     pub leaks: Leaks<'a>,
     pub other_misses: OtherMisses<'a>,
     pub future_ids: Vec<String>,
@@ -31,10 +31,10 @@ pub struct Output<'a> {
     pub plots: Vec<String>,
 }
 
-/// The `run` object: the `runs` row ([`rundb::Run`]) as JSON.md documents
+/// The `run` object: the `runs` row ([`rundb::RunRow`]) as JSON.md documents
 /// it, with its times in RFC 3339 and without `page_limit`, `config` and
 /// `version`. Written field by field, so that the row type is declared once.
-pub struct Run(pub rundb::Run);
+pub struct Run(pub rundb::RunRow);
 
 impl Serialize for Run {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -57,7 +57,7 @@ impl Serialize for Run {
 }
 
 #[derive(Serialize)]
-pub struct Poller {
+pub struct PollerReport {
     pub name: String,
     pub policy: String,
     pub k_ms: Option<i64>,
@@ -102,7 +102,7 @@ pub struct Delay {
 }
 
 #[derive(Serialize)]
-pub struct Leak {
+pub struct LeakReport {
     pub id: String,
     pub id_time: String,
     pub first_seen: Option<String>,
@@ -122,7 +122,7 @@ pub struct Leaks<'a> {
 impl Serialize for Leaks<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let (loaded, h) = (self.loaded, &self.loaded.history);
-        serializer.collect_seq(self.analysis.leaks().map(|i| Leak {
+        serializer.collect_seq(self.analysis.leaks().map(|i| LeakReport {
             id: loaded.status_id(i.status).into_owned(),
             id_time: rfc3339_ms(h.id_time_ms(i.status as usize)),
             first_seen: i.first_seen_ms.map(rfc3339_ms),
@@ -135,7 +135,7 @@ impl Serialize for Leaks<'_> {
 }
 
 #[derive(Serialize)]
-pub struct OtherMiss<'a> {
+pub struct OtherMissReport<'a> {
     pub id: std::borrow::Cow<'a, str>,
     pub poller: &'a str,
     pub cause: &'static str,
@@ -151,7 +151,7 @@ pub struct OtherMisses<'a> {
 
 impl Serialize for OtherMisses<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.misses.iter().map(|m| OtherMiss {
+        serializer.collect_seq(self.misses.iter().map(|m| OtherMissReport {
             id: self.loaded.status_id(m.status),
             poller: &self.loaded.pollers[m.poller as usize].name,
             cause: m.cause.as_str(),
@@ -197,7 +197,7 @@ pub fn build<'a>(loaded: &'a Loaded, a: &'a Analysis, plots: &[String]) -> Outpu
         .zip(&a.verdicts)
         .zip(&a.verdict_reasons)
         .enumerate()
-        .map(|(i, (((p, s), v), why))| Poller {
+        .map(|(i, (((p, s), v), why))| PollerReport {
             name: p.name.clone(),
             policy: p.policy.clone(),
             k_ms: p.k_ms,

@@ -18,7 +18,7 @@ use crate::diff::MAX_POLLERS;
 use crate::history::{History, IdTimes, PollerSpec, Request, Status, TruthTable, Visibility};
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
-use rundb::{Poller, Run};
+use rundb::{PollerRow, RunRow};
 use rusqlite::Connection;
 use since_id::id::Id;
 use since_id::id::Layout;
@@ -52,8 +52,8 @@ impl From<rundb::Error> for LoadError {
 
 /// One run, loaded.
 pub struct Loaded {
-    pub run: Run,
-    pub pollers: Vec<Poller>,
+    pub run: RunRow,
+    pub pollers: Vec<PollerRow>,
     pub history: History,
     /// The status IDs as the API wrote them: see [`Loaded::status_id`].
     status_ids: StatusTexts,

@@ -18,7 +18,7 @@ use std::process::ExitCode;
     version,
     about = "Report leaks, late arrivals and verdicts for a run of the snowleak harness"
 )]
-struct Args {
+struct AnalyzeArgs {
     /// The run database written by `experiment` (opened read-only).
     db: PathBuf,
     /// The run to analyze (default: the latest).
@@ -91,7 +91,7 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         eprintln!("analyze: internal error (please report): {info}");
     }));
-    let args: Args = analysis::cli::parse_args_or_exit();
+    let args: AnalyzeArgs = analysis::cli::parse_args_or_exit();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
@@ -101,7 +101,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: &Args) -> Result<(), String> {
+fn run(args: &AnalyzeArgs) -> Result<(), String> {
     let conn = load::open(&args.db).map_err(|e| e.to_string())?;
     let run_id = load::pick_run(&conn, &args.db, args.run).map_err(|e| e.to_string())?;
     // The check holds the whole history in memory: refuse a run that cannot

@@ -62,7 +62,7 @@ pub(crate) fn register() {
 }
 
 /// What the plots draw, extracted once from the analysis.
-struct Data {
+struct PlotData {
     run: i64,
     /// (required_k in s, category) for leaks and late arrivals; see [`CATEGORIES`].
     required_k: Vec<(f64, usize)>,
@@ -80,7 +80,7 @@ struct Data {
     price: Vec<(f64, String, Option<u64>, f64)>,
 }
 
-fn extract(loaded: &Loaded, a: &Analysis) -> Data {
+fn extract(loaded: &Loaded, a: &Analysis) -> PlotData {
     let h = &loaded.history;
     let ks: Vec<(String, f64)> = loaded
         .pollers
@@ -158,7 +158,7 @@ fn extract(loaded: &Loaded, a: &Analysis) -> Data {
             )
         })
         .collect();
-    Data {
+    PlotData {
         run: loaded.run.id,
         required_k,
         ks,
@@ -259,7 +259,7 @@ pub(crate) fn k_colour(i: usize) -> RGBColor {
     C[i % C.len()]
 }
 
-fn required_k<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &Data) -> R
+fn required_k<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &PlotData) -> R
 where
     DB::ErrorType: 'static,
 {
@@ -357,7 +357,7 @@ fn fmt_s(s: f64) -> String {
     }
 }
 
-fn leaks_over_run<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &Data) -> R
+fn leaks_over_run<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &PlotData) -> R
 where
     DB::ErrorType: 'static,
 {
@@ -418,7 +418,7 @@ where
     Ok(())
 }
 
-fn lateness_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &Data) -> R
+fn lateness_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &PlotData) -> R
 where
     DB::ErrorType: 'static,
 {
@@ -487,7 +487,7 @@ where
     Ok(())
 }
 
-fn price<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &Data) -> R
+fn price<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &PlotData) -> R
 where
     DB::ErrorType: 'static,
 {

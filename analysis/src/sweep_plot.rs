@@ -20,7 +20,7 @@ use std::path::Path;
 
 type R = Result<(), Box<dyn Error>>;
 
-struct Data {
+struct SweepPlotData {
     sweep: i64,
     seeds: usize,
     points: Vec<PollerSummary>,
@@ -57,7 +57,7 @@ pub fn write_all(
         .flat_map(|r| r.lateness_ms.iter().map(|&l| l as f64))
         .collect();
     lateness.sort_by(f64::total_cmp);
-    let d = Data {
+    let d = SweepPlotData {
         sweep,
         seeds: results.len(),
         points: summary.to_vec(),
@@ -78,7 +78,7 @@ pub fn write_all(
 
 const FLOOR_X: f64 = 0.01;
 
-fn frontier<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &Data) -> R
+fn frontier<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &SweepPlotData) -> R
 where
     DB::ErrorType: 'static,
 {
@@ -160,7 +160,7 @@ where
     Ok(())
 }
 
-fn survival<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &Data) -> R
+fn survival<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &SweepPlotData) -> R
 where
     DB::ErrorType: 'static,
 {

@@ -8,7 +8,7 @@
 //! polled by real cursor policies from `since_id::policy`. Nothing here is
 //! used by `analyze` itself.
 
-use rundb::{Run, Status, Truth, write};
+use rundb::{RunRow, StatusRow, TruthRow, write};
 use rusqlite::Connection;
 use since_id::id::{Id, Layout};
 use since_id::policy::CursorPolicy;
@@ -16,8 +16,8 @@ use std::path::Path;
 
 /// The `runs` row of a synthetic run, complete; change what a test needs
 /// (`Run { complete: false, end_reason: None, ..synth::run() }`).
-pub fn run() -> Run {
-    Run {
+pub fn run() -> RunRow {
+    RunRow {
         target: "simulator".into(),
         profile: Some("synthetic".into()),
         seed: Some(1),
@@ -71,7 +71,7 @@ pub fn create(path: &Path) -> Result<Connection, rundb::Error> {
 /// taken from the policy. All inserts happen in one transaction.
 pub fn write_run(
     conn: &mut Connection,
-    run: &Run,
+    run: &RunRow,
     pollers: &[(&str, &str)],
     requests: &[SynthRequest],
     truth: &[SynthTruth],
@@ -79,9 +79,9 @@ pub fn write_run(
     let layout: Layout = run.layout.parse().expect("a known layout");
     let db = |e: rusqlite::Error| rundb::Error(format!("cannot write the run database: {e}"));
     let tx = conn.transaction().map_err(db)?;
-    let pollers: Vec<rundb::Poller> = pollers
+    let pollers: Vec<rundb::PollerRow> = pollers
         .iter()
-        .map(|(name, policy)| rundb::Poller {
+        .map(|(name, policy)| rundb::PollerRow {
             name: name.to_string(),
             policy: policy.to_string(),
             k_ms: policy
@@ -89,7 +89,7 @@ pub fn write_run(
                 .ok()
                 .and_then(|p| p.k_ms())
                 .map(|k| k as i64),
-            ..rundb::Poller::default()
+            ..rundb::PollerRow::default()
         })
         .collect();
     let (run_id, poller_ids) = write::add_run(&tx, run, &pollers)?;
@@ -97,7 +97,7 @@ pub fn write_run(
     let key = |id: u128| Id(id).sort_key();
     let mut seen = std::collections::HashSet::new();
     for r in requests {
-        let request = rundb::Request {
+        let request = rundb::RequestRow {
             poller_id: poller_ids[r.poller],
             cycle: r.cycle,
             page: r.page,
@@ -115,17 +115,17 @@ pub fn write_run(
             new_items: r.new_items,
             bytes: r.bytes,
             overflow: r.overflow,
-            ..rundb::Request::default()
+            ..rundb::RequestRow::default()
         };
         let request_id = write::insert_request(&tx, run_id, &request)?;
         let ids: Vec<String> = r.ids.iter().map(|&id| fmt(id)).collect();
         write::insert_observations(&tx, request_id, &ids)?;
-        let new: Vec<Status> = r
+        let new: Vec<StatusRow> = r
             .ids
             .iter()
             .zip(ids)
             .filter(|(id, _)| seen.insert(**id))
-            .map(|(&id, text)| Status {
+            .map(|(&id, text)| StatusRow {
                 id: text,
                 id_key: key(id),
                 id_time_ms: layout.ts_ms(Id(id)),
@@ -135,9 +135,9 @@ pub fn write_run(
             .collect();
         write::insert_statuses(&tx, run_id, &new.iter().collect::<Vec<_>>())?;
     }
-    let truth: Vec<Truth> = truth
+    let truth: Vec<TruthRow> = truth
         .iter()
-        .map(|s| Truth {
+        .map(|s| TruthRow {
             id: fmt(s.id),
             id_key: key(s.id),
             id_time_ms: layout.ts_ms(Id(s.id)),
@@ -386,7 +386,7 @@ pub fn simulate_to_db_with(
         truth.clear();
     }
     let mut conn = create(path)?;
-    let run = Run {
+    let run = RunRow {
         seed: Some(spec.seed as i64),
         interval_ms: spec.interval_ms,
         page_limit: spec.page_limit as i64,

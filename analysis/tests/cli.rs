@@ -2,7 +2,7 @@
 //! directory: a synthetic run (report, JSON, plots) and every kind of bad input.
 
 use analysis::synth::{self, SimSpec, SynthRequest, SynthTruth};
-use rundb::Run;
+use rundb::RunRow;
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -153,7 +153,7 @@ fn without_truth_the_other_pollers_are_the_reference() {
     let spec = small_spec();
     let (requests, _truth) = synth::simulate(&spec);
     let pollers = spec.pollers();
-    let run = Run {
+    let run = RunRow {
         target: "mastodon:https://example.social".into(),
         profile: None,
         seed: None,
@@ -197,7 +197,7 @@ fn the_latest_run_is_the_default_and_run_n_picks_another() {
         ..SynthRequest::default()
     };
     synth::write_run(&mut conn, &synth::run(), &pollers, &[req(1000)], &[]).unwrap();
-    let second = Run {
+    let second = RunRow {
         target: "mastodon:https://example.social".into(),
         profile: None,
         seed: None,
@@ -250,7 +250,7 @@ fn a_run_that_has_only_just_started_is_reported() {
     let dir = tempdir("just-started");
     let db = dir.join("run.db");
     let mut conn = synth::create(&db).unwrap();
-    let run = Run {
+    let run = RunRow {
         complete: false,
         end_reason: None,
         ..synth::run()
@@ -277,7 +277,7 @@ fn db_with_leftover_wal(dir: &Path) -> PathBuf {
     let spec = small_spec();
     let (requests, truth): (Vec<SynthRequest>, Vec<SynthTruth>) = synth::simulate(&spec);
     let pollers = spec.pollers();
-    let run = Run {
+    let run = RunRow {
         complete: false,
         end_reason: None,
         ..synth::run()

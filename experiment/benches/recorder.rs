@@ -3,7 +3,7 @@
 //!
 //! `cargo bench -p experiment --bench recorder` (figures in the README).
 
-use snowleak::record::{PollerInfo, Recorder, RequestRow, RunInfo, StatusRow};
+use snowleak::record::{PollerRow, Recorder, RequestRecord, RunRow, StatusRecord};
 use std::time::Instant;
 
 fn main() {
@@ -11,7 +11,7 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     let db = dir.join("run.db");
-    let run = RunInfo {
+    let run = RunRow {
         started_at_ms: 0,
         target: "bench".into(),
         profile: None,
@@ -21,20 +21,20 @@ fn main() {
         interval_ms: 1000,
         page_limit: 200,
         config: "{}".into(),
-        ..RunInfo::default()
+        ..RunRow::default()
     };
     let pollers = [
-        PollerInfo {
+        PollerRow {
             name: "naive".into(),
             policy: "naive".into(),
             k_ms: None,
-            ..PollerInfo::default()
+            ..PollerRow::default()
         },
-        PollerInfo {
+        PollerRow {
             name: "compensated:k=1s".into(),
             policy: "compensated:k=1s".into(),
             k_ms: Some(1000),
-            ..PollerInfo::default()
+            ..PollerRow::default()
         },
     ];
     let recorder = Recorder::create(&db, &run, &pollers).expect("recorder");
@@ -47,8 +47,8 @@ fn main() {
         let items = (0..per_request)
             .map(|i| {
                 let n = 1_600_000_000_000_000_000u64 + r * per_request / 2 + i;
-                StatusRow {
-                    status: rundb::Status {
+                StatusRecord {
+                    status: rundb::StatusRow {
                         id: n.to_string(),
                         id_key: format!("{n:032x}"),
                         id_time_ms: (n >> 22) as i64,
@@ -59,9 +59,9 @@ fn main() {
                 }
             })
             .collect();
-        rows.push(RequestRow {
+        rows.push(RequestRecord {
             poller: (r % 2) as usize,
-            request: rundb::Request {
+            request: rundb::RequestRow {
                 cycle: (r / 2) as i64,
                 sent_at_ms: r as i64,
                 received_at_ms: r as i64 + 20,

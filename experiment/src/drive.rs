@@ -7,7 +7,7 @@
 //! its event queue, and share [`settle`], which turns one response into the
 //! poller's next step and a recorded row.
 
-use crate::record::{RecordSender, RequestRow, StatusRow, TruthRow};
+use crate::record::{RecordSender, RequestRecord, StatusRecord, TruthRow};
 use since_id::id::{Id, Layout};
 use since_id::poller::{Item, PageRequest, Poller};
 use since_id::schedule::{CycleStart, Schedule};
@@ -47,9 +47,16 @@ pub struct Progress {
     pub late_arrivals: Vec<(String, u64)>,
     /// Items from the future (see [`since_id::poller::FUTURE_TOLERANCE_MS`]).
     pub future_ids: u64,
+}
+
+/// Which statuses some poller of the run has already returned: what makes an
+/// observation a status's first sighting (the recorder writes its `statuses`
+/// row then). Pruned below the lowest cursor, so its size follows the
+/// pollers' windows, not the length of the run.
+#[derive(Debug, Default)]
+pub struct Sightings {
     /// IDs returned by some poller and above some poller's cursor: the only
-    /// ones that can come back. Pruned below the lowest cursor, so its size
-    /// follows the pollers' windows, not the length of the run.
+    /// ones that can come back.
     seen: HashSet<Id>,
     /// Each poller's since_id after its last response.
     cursors: Vec<Option<Id>>,
@@ -57,21 +64,11 @@ pub struct Progress {
     pruned_len: usize,
 }
 
-impl Progress {
-    pub fn new(pollers: &[Poller]) -> Progress {
-        Progress {
-            late_arrivals: pollers.iter().map(|p| (p.name().to_string(), 0)).collect(),
-            cursors: vec![None; pollers.len()],
-            ..Progress::default()
-        }
-    }
-
-    /// Counts one returned status; true the first time any poller returns it
-    /// (or, rarely, the first time since it was pruned: see `Progress::prune`).
-    pub fn sighted(&mut self, id: Id) -> bool {
-        let first = self.seen.insert(id);
-        self.statuses += first as u64;
-        first
+impl Sightings {
+    /// True the first time any poller returns `id` (or, rarely, the first
+    /// time since it was pruned: see [`Sightings::prune`]).
+    fn first(&mut self, id: Id) -> bool {
+        self.seen.insert(id)
     }
 
     /// Forgets the IDs at or below every poller's cursor. Every request asks
@@ -93,11 +90,41 @@ impl Progress {
     }
 }
 
+/// What the pollers of a run share while it runs: the counters the display
+/// shows, and the sightings that decide what is recorded as new.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub progress: Progress,
+    sightings: Sightings,
+}
+
+impl Tally {
+    pub fn new(pollers: &[Poller]) -> Tally {
+        Tally {
+            progress: Progress {
+                late_arrivals: pollers.iter().map(|p| (p.name().to_string(), 0)).collect(),
+                ..Progress::default()
+            },
+            sightings: Sightings {
+                cursors: vec![None; pollers.len()],
+                ..Sightings::default()
+            },
+        }
+    }
+
+    /// Counts one returned status; true the first time any poller returns it.
+    pub fn sighted(&mut self, id: Id) -> bool {
+        let first = self.sightings.first(id);
+        self.progress.statuses += first as u64;
+        first
+    }
+}
+
 /// Where a driver's records go: the run database's writer
 /// ([`RecordSender`]), or memory (`experiment sweep`, which judges each run
 /// without writing it).
 pub trait Records {
-    fn request(&self, row: RequestRow);
+    fn request(&self, row: RequestRecord);
     fn truth(&self, rows: Vec<TruthRow>);
     /// Nothing more can be recorded: the run must end.
     fn failed(&self) -> bool {
@@ -106,7 +133,7 @@ pub trait Records {
 }
 
 impl Records for RecordSender {
-    fn request(&self, row: RequestRow) {
+    fn request(&self, row: RequestRecord) {
         RecordSender::request(self, row);
     }
 
@@ -119,24 +146,37 @@ impl Records for RecordSender {
     }
 }
 
-/// Applies one response to its poller, records it, and says what to send next.
-#[allow(clippy::too_many_arguments)]
+/// One request and what it came to, as a driver saw it.
+pub struct Exchange<'a> {
+    pub req: &'a PageRequest,
+    pub fetched: Fetched,
+    pub sent_at_ms: i64,
+    pub received_at_ms: i64,
+    /// How long the request was held back by rate limits.
+    pub wait_ms: u64,
+}
+
+/// Applies one response to its poller (the `index`th of the run), records
+/// it, and says what to send next.
 pub fn settle(
     poller: &mut Poller,
     index: usize,
     layout: &Layout,
-    req: &PageRequest,
-    fetched: Fetched,
-    sent_at_ms: i64,
-    received_at_ms: i64,
-    wait_ms: u64,
+    exchange: Exchange<'_>,
     recorder: &dyn Records,
-    progress: &mut Progress,
+    tally: &mut Tally,
 ) -> Option<PageRequest> {
+    let Exchange {
+        req,
+        fetched,
+        sent_at_ms,
+        received_at_ms,
+        wait_ms,
+    } = exchange;
     let (cycle, page) = poller.position();
-    let mut row = RequestRow {
+    let mut row = RequestRecord {
         poller: index,
-        request: rundb::Request {
+        request: rundb::RequestRow {
             cycle: cycle as i64,
             page: page as i64,
             sent_at_ms,
@@ -154,11 +194,11 @@ pub fn settle(
         },
         items: Vec::new(),
     };
-    progress.requests += 1;
+    tally.progress.requests += 1;
     let next = match fetched.result {
         Err(error) => {
             poller.on_failure();
-            progress.failed += 1;
+            tally.progress.failed += 1;
             row.request.error = Some(error);
             None
         }
@@ -173,20 +213,20 @@ pub fn settle(
                     "IDs more than {} s ahead of the client clock: recorded, the cursor does not follow them",
                     since_id::poller::FUTURE_TOLERANCE_MS / 1000
                 );
-                progress.future_ids += outcome.future.len() as u64;
+                tally.progress.future_ids += outcome.future.len() as u64;
             }
             row.request.new_items = outcome.new_items as i64;
             row.request.reordered = outcome.reordered;
             row.request.overflow = outcome.overflow;
-            progress.late_arrivals[index].1 += outcome.late_arrivals.len() as u64;
+            tally.progress.late_arrivals[index].1 += outcome.late_arrivals.len() as u64;
             row.items = outcome
                 .items
                 .into_iter()
                 .map(|item| {
-                    let first_sighting = progress.sighted(item.id);
-                    StatusRow {
+                    let first_sighting = tally.sighted(item.id);
+                    StatusRecord {
                         first_sighting,
-                        status: rundb::Status {
+                        status: rundb::StatusRow {
                             id_key: item.id.sort_key(),
                             id_time_ms: layout.ts_ms(item.id),
                             id: item.id_text,
@@ -199,7 +239,7 @@ pub fn settle(
             if outcome.next.is_some() {
                 poller.next_page_sent();
             }
-            progress.prune(index, poller.since());
+            tally.sightings.prune(index, poller.since());
             outcome.next
         }
     };
@@ -230,11 +270,11 @@ pub fn run_virtual(
     target: &mut dyn VirtualTarget,
     start_ms: i64,
     recorder: &dyn Records,
-    progress: &mut Progress,
+    tally: &mut Tally,
     mut on_tick: impl FnMut(i64, &Progress),
 ) {
     /// A cycle under way: the request to send next, and whether a page failed.
-    struct Cycle {
+    struct CycleUnderWay {
         next: PageRequest,
         wait_ms: u64,
         failed: bool,
@@ -250,7 +290,7 @@ pub fn run_virtual(
             )
         })
         .collect();
-    let mut cycles: Vec<Option<Cycle>> = (0..n).map(|_| None).collect();
+    let mut cycles: Vec<Option<CycleUnderWay>> = (0..n).map(|_| None).collect();
     // One event per poller at any time, so the queue holds at most n.
     let mut queue: BinaryHeap<Reverse<(i64, usize)>> = schedules
         .iter()
@@ -268,7 +308,7 @@ pub fn run_virtual(
         // Each interval of simulated time that has passed: truth and progress.
         while at >= report_tick + interval {
             recorder.truth(target.take_truth());
-            on_tick(report_tick, progress);
+            on_tick(report_tick, &tally.progress);
             report_tick += interval;
         }
         let (req, wait_ms, failed_before) = match cycles[i].take() {
@@ -297,21 +337,17 @@ pub fn run_virtual(
         let received = at + VIRTUAL_LATENCY_MS;
         let failed = failed_before || fetched.result.is_err();
         schedules[i].on_response(received, fetched.retry_after_ms);
-        let next = settle(
-            &mut plan.pollers[i],
-            i,
-            &layout,
-            &req,
+        let exchange = Exchange {
+            req: &req,
             fetched,
-            at,
-            received,
+            sent_at_ms: at,
+            received_at_ms: received,
             wait_ms,
-            recorder,
-            progress,
-        );
+        };
+        let next = settle(&mut plan.pollers[i], i, &layout, exchange, recorder, tally);
         match next {
             Some(next) => {
-                cycles[i] = Some(Cycle {
+                cycles[i] = Some(CycleUnderWay {
                     next,
                     wait_ms: 0,
                     failed,
@@ -327,7 +363,7 @@ pub fn run_virtual(
         }
     }
     recorder.truth(target.take_truth());
-    on_tick(report_tick, progress);
+    on_tick(report_tick, &tally.progress);
 }
 
 /// A target polled in real time: over HTTP (`crate::api::HttpTarget`) or over SQL
@@ -358,7 +394,7 @@ pub async fn run_real<T: PollTarget>(
     target: T,
     truth: Option<TruthSource>,
     recorder: RecordSender,
-    progress: Arc<Mutex<Progress>>,
+    progress: Arc<Mutex<Tally>>,
     stop: watch::Receiver<bool>,
 ) -> StopReason {
     let start_ms = crate::clock::now_ms();
@@ -378,7 +414,7 @@ pub async fn run_real_from<T: PollTarget>(
     target: T,
     mut truth: Option<TruthSource>,
     recorder: RecordSender,
-    progress: Arc<Mutex<Progress>>,
+    progress: Arc<Mutex<Tally>>,
     stop: watch::Receiver<bool>,
 ) -> StopReason {
     // Real time cannot wait on the disk: a recorder that falls a whole queue
@@ -394,20 +430,18 @@ pub async fn run_real_from<T: PollTarget>(
         let layout = plan.layout.clone();
         let (interval_ms, final_wait_ms) = (plan.interval_ms, plan.final_wait_ms);
         tasks.spawn(async move {
-            poll_loop(
-                poller,
-                index,
-                layout,
-                target,
+            let channels = Channels {
                 recorder,
                 progress,
                 stop,
+            };
+            let cadence = Cadence {
                 start_ms,
                 end_ms,
                 interval_ms,
                 final_wait_ms,
-            )
-            .await
+            };
+            poll_loop((poller, index, layout), target, channels, cadence).await
         });
     }
     // Stream the truth out once a second while the pollers run.
@@ -442,22 +476,41 @@ async fn all_stopped(mut tasks: tokio::task::JoinSet<StopReason>) -> StopReason 
     reason
 }
 
-/// One poller in real time: its [`Schedule`] says when, tokio's timers wait,
-/// and a stop (Ctrl-C, SIGTERM, or the sender dropped) is told to the schedule.
-#[allow(clippy::too_many_arguments)]
-async fn poll_loop<T: PollTarget>(
-    mut poller: Poller,
-    index: usize,
-    layout: Layout,
-    target: T,
-    recorder: RecordSender,
-    progress: Arc<Mutex<Progress>>,
-    mut stop: watch::Receiver<bool>,
+/// The cadence of a real-time run, as every poller of it follows it.
+#[derive(Clone, Copy, Debug)]
+struct Cadence {
     start_ms: i64,
     end_ms: i64,
     interval_ms: u64,
     final_wait_ms: u64,
+}
+
+/// What a real-time poller reports to and hears from its run.
+struct Channels {
+    recorder: RecordSender,
+    progress: Arc<Mutex<Tally>>,
+    stop: watch::Receiver<bool>,
+}
+
+/// One poller in real time: its [`Schedule`] says when, tokio's timers wait,
+/// and a stop (Ctrl-C, SIGTERM, or the sender dropped) is told to the schedule.
+async fn poll_loop<T: PollTarget>(
+    (mut poller, index, layout): (Poller, usize, Layout),
+    target: T,
+    channels: Channels,
+    cadence: Cadence,
 ) -> StopReason {
+    let Channels {
+        recorder,
+        progress,
+        mut stop,
+    } = channels;
+    let Cadence {
+        start_ms,
+        end_ms,
+        interval_ms,
+        final_wait_ms,
+    } = cadence;
     use crate::clock::now_ms;
     let mut schedule = Schedule::new(
         start_ms,
@@ -549,19 +602,15 @@ async fn poll_loop<T: PollTarget>(
             cycle_failed |= fetched.result.is_err();
             schedule.on_response(received, fetched.retry_after_ms);
             let next = {
-                let mut progress = progress.lock().unwrap_or_else(|e| e.into_inner());
-                settle(
-                    &mut poller,
-                    index,
-                    &layout,
-                    &req,
+                let mut tally = progress.lock().unwrap_or_else(|e| e.into_inner());
+                let exchange = Exchange {
+                    req: &req,
                     fetched,
-                    sent,
-                    received,
-                    request_wait + paced_ms,
-                    &recorder,
-                    &mut progress,
-                )
+                    sent_at_ms: sent,
+                    received_at_ms: received,
+                    wait_ms: request_wait + paced_ms,
+                };
+                settle(&mut poller, index, &layout, exchange, &recorder, &mut tally)
             };
             request_wait = 0;
             match next {
@@ -580,7 +629,7 @@ async fn poll_loop<T: PollTarget>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::PollerInfo;
+    use crate::record::PollerRow;
 
     /// Pollers of these policies, and their rows for the recorder.
     fn pollers_of(
@@ -588,18 +637,18 @@ mod tests {
         layout: &Layout,
         limit: usize,
         back_pages: u32,
-    ) -> (Vec<Poller>, Vec<PollerInfo>) {
+    ) -> (Vec<Poller>, Vec<PollerRow>) {
         let pollers = policies
             .iter()
             .map(|p| Poller::new(*p, p.parse().unwrap(), layout.clone(), limit, back_pages))
             .collect();
         let infos = policies
             .iter()
-            .map(|p| PollerInfo {
+            .map(|p| PollerRow {
                 name: p.to_string(),
                 policy: p.to_string(),
                 k_ms: None,
-                ..PollerInfo::default()
+                ..PollerRow::default()
             })
             .collect();
         (pollers, infos)
@@ -680,7 +729,7 @@ mod tests {
             duration_ms: 300,
             final_wait_ms: 100,
         };
-        let progress = Arc::new(Mutex::new(Progress::new(&plan.pollers)));
+        let progress = Arc::new(Mutex::new(Tally::new(&plan.pollers)));
         let (_stop_tx, stop_rx) = watch::channel(false);
         let reason = tokio::time::timeout(
             std::time::Duration::from_secs(120),
@@ -755,16 +804,16 @@ mod tests {
                     serves,
                     details: true,
                 };
-                let mut progress = Progress::new(&plan.pollers);
+                let mut tally = Tally::new(&plan.pollers);
                 run_virtual(
                     &mut plan,
                     &mut target,
                     start_ms,
                     &sender,
-                    &mut progress,
+                    &mut tally,
                     |_, _| {},
                 );
-                progress
+                tally.progress
             })
         };
         // Wait (on the queue's own count, not on time) until the queue is full.

@@ -4,8 +4,8 @@
 //! handler, and the progress display. A leaf: it imports the core, the
 //! recorder's row types and the driver's plan, never a target or a command.
 
-use crate::drive::{self, Plan, PollTarget, Progress, StopReason, TruthSource};
-use crate::record::{PollerInfo, Recorder, RunInfo};
+use crate::drive::{self, Plan, PollTarget, Progress, StopReason, Tally, TruthSource};
+use crate::record::{PollerRow, Recorder, RunRow};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use since_id::id::Layout;
@@ -188,7 +188,7 @@ pub fn build_pollers(
 }
 
 /// The `pollers` rows of a run's pollers.
-pub fn poller_infos(pollers: &[Poller]) -> Vec<PollerInfo> {
+pub fn poller_infos(pollers: &[Poller]) -> Vec<PollerRow> {
     pollers
         .iter()
         .map(|p| poller_row(p.name(), &p.policy()))
@@ -196,12 +196,12 @@ pub fn poller_infos(pollers: &[Poller]) -> Vec<PollerInfo> {
 }
 
 /// The `pollers` row of a poller.
-pub fn poller_row(name: &str, policy: &CursorPolicy) -> PollerInfo {
-    PollerInfo {
+pub fn poller_row(name: &str, policy: &CursorPolicy) -> PollerRow {
+    PollerRow {
         name: name.to_string(),
         policy: policy.to_string(),
         k_ms: policy.k_ms().map(|k| k as i64),
-        ..PollerInfo::default()
+        ..PollerRow::default()
     }
 }
 
@@ -217,11 +217,8 @@ pub struct RunRowParts<'a, C: Serialize> {
 }
 
 /// The `runs` row of a run.
-pub fn run_row<C: Serialize>(
-    common: &Common,
-    parts: RunRowParts<'_, C>,
-) -> Result<RunInfo, String> {
-    Ok(RunInfo {
+pub fn run_row<C: Serialize>(common: &Common, parts: RunRowParts<'_, C>) -> Result<RunRow, String> {
+    Ok(RunRow {
         started_at_ms: parts.started_at_ms,
         target: common.target.clone(),
         profile: parts.profile,
@@ -233,7 +230,7 @@ pub fn run_row<C: Serialize>(
         page_limit: parts.page_limit as i64,
         config: serde_json::to_string(parts.config).map_err(|e| e.to_string())?,
         version: rundb::VERSION.into(),
-        ..RunInfo::default()
+        ..RunRow::default()
     })
 }
 
@@ -340,7 +337,7 @@ pub async fn wait_for_signal() {
 /// What a real-time run shows and records while its pollers run.
 pub struct Live<'a> {
     pub recorder: &'a Recorder,
-    pub progress: Arc<Mutex<Progress>>,
+    pub progress: Arc<Mutex<Tally>>,
     pub bar: &'a Bar,
     /// The run's recorded start: the duration and the final drain count from it.
     pub start_ms: i64,
@@ -364,7 +361,11 @@ pub async fn poll_in_real_time<T: PollTarget>(
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-                let p = progress.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let p = progress
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .progress
+                    .clone();
                 bar.tick_to((crate::clock::now_ms() - start_ms).max(0) as u64, || {
                     describe(&p)
                 });

@@ -131,7 +131,10 @@ fn graph_of(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
 #[test]
 fn targets_import_neither_each_other_nor_the_commands() {
     let graph = graph();
-    let targets: Vec<&String> = graph.keys().filter(|n| n.starts_with("targets::")).collect();
+    let targets: Vec<&String> = graph
+        .keys()
+        .filter(|n| n.starts_with("targets::"))
+        .collect();
     assert!(
         targets.len() >= 3,
         "the simulator, api and postgres targets: {targets:?}"
@@ -161,7 +164,9 @@ fn the_simulator_knows_nothing_of_clients_postgres_or_the_harness() {
 #[test]
 fn the_shared_modules_import_no_target_and_no_command() {
     let graph = graph();
-    for node in ["session", "drive", "record", "api", "servers", "sim", "clock"] {
+    for node in [
+        "session", "drive", "record", "api", "servers", "sim", "clock",
+    ] {
         for to in graph.get(node).into_iter().flatten() {
             assert!(
                 !(to.starts_with("targets") || to == "cmd"),

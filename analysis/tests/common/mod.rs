@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 #[derive(Parser)]
-struct Args {
+struct ExperimentArgs {
     #[command(flatten)]
     run: RunArgs,
 }
@@ -31,7 +31,7 @@ pub fn run_bin(bin: &str, args: &[&str]) -> Output {
 pub fn experiment(args: &[&str]) {
     let mut all = vec!["experiment"];
     all.extend_from_slice(args);
-    let summary = run_experiment(Args::parse_from(all).run).expect("the run completes");
+    let summary = run_experiment(ExperimentArgs::parse_from(all).run).expect("the run completes");
     assert!(summary.complete);
 }
 

@@ -82,7 +82,7 @@ pub fn backoff_ms(failures: u32, interval_ms: u64) -> u64 {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
+enum Stage {
     /// Ticking until the end of the duration.
     Running,
     /// Waiting for the final cycle, due at `at`; the server may hold it until `deadline`.
@@ -137,7 +137,7 @@ pub struct Schedule {
     /// Nothing is sent before this (Retry-After, backoff).
     not_before: i64,
     failures: u32,
-    phase: Phase,
+    phase: Stage,
     in_cycle: bool,
     /// Waits cut short by the end of the run, for the final cycle's first request.
     cut_wait_ms: u64,
@@ -162,7 +162,7 @@ impl Schedule {
             next_tick: align_up(start_ms, interval_ms),
             not_before: i64::MIN,
             failures: 0,
-            phase: Phase::Running,
+            phase: Stage::Running,
             in_cycle: false,
             cut_wait_ms: 0,
             stopped: false,
@@ -205,7 +205,7 @@ impl Schedule {
     /// assert!(!s.is_running() && !s.is_done());
     /// ```
     pub fn is_running(&self) -> bool {
-        self.phase == Phase::Running
+        self.phase == Stage::Running
     }
 
     /// The final cycle was made: nothing more to do.
@@ -219,7 +219,7 @@ impl Schedule {
     /// assert_eq!(s.poll_timeout(), None);
     /// ```
     pub fn is_done(&self) -> bool {
-        self.phase == Phase::Done
+        self.phase == Stage::Done
     }
 
     /// When [`Schedule::handle_timeout`] next has something to do; `None`
@@ -237,10 +237,10 @@ impl Schedule {
             return None;
         }
         match self.phase {
-            Phase::Done => None,
+            Stage::Done => None,
             // While running, the next tick is before the end (else the drain began).
-            Phase::Running => Some(self.running_wait_until().min(self.end_ms)),
-            Phase::Draining { at, deadline } => Some(at.max(self.not_before.min(deadline))),
+            Stage::Running => Some(self.running_wait_until().min(self.end_ms)),
+            Stage::Draining { at, deadline } => Some(at.max(self.not_before.min(deadline))),
         }
     }
 
@@ -267,8 +267,8 @@ impl Schedule {
             return None;
         }
         match self.phase {
-            Phase::Done => None,
-            Phase::Running => {
+            Stage::Done => None,
+            Stage::Running => {
                 let wait_until = self.running_wait_until();
                 if wait_until > self.end_ms {
                     // Cut short at the end: recorded with the final cycle.
@@ -284,7 +284,7 @@ impl Schedule {
                     last: false,
                 })
             }
-            Phase::Draining { at, .. } => {
+            Stage::Draining { at, .. } => {
                 self.in_cycle = true;
                 Some(CycleStart {
                     wait_ms: (due - at).max(0) as u64 + std::mem::take(&mut self.cut_wait_ms),
@@ -306,7 +306,7 @@ impl Schedule {
     /// ```
     pub fn pace_cap_ms(&self, now_ms: i64) -> u64 {
         let until = match self.phase {
-            Phase::Draining { deadline, .. } => deadline,
+            Stage::Draining { deadline, .. } => deadline,
             _ => self.end_ms,
         };
         (until - now_ms).max(0) as u64
@@ -341,8 +341,8 @@ impl Schedule {
     /// ```
     pub fn on_cycle_end(&mut self, now_ms: i64, failed: bool) {
         self.in_cycle = false;
-        if matches!(self.phase, Phase::Draining { .. }) {
-            self.phase = Phase::Done;
+        if matches!(self.phase, Stage::Draining { .. }) {
+            self.phase = Stage::Done;
             return;
         }
         self.failures = if failed { self.failures + 1 } else { 0 };
@@ -370,8 +370,8 @@ impl Schedule {
     /// ```
     pub fn skip(&mut self, now_ms: i64) {
         self.in_cycle = false;
-        if matches!(self.phase, Phase::Draining { .. }) {
-            self.phase = Phase::Done;
+        if matches!(self.phase, Stage::Draining { .. }) {
+            self.phase = Stage::Done;
             return;
         }
         // The first tick strictly after the skipped one (which may have been
@@ -408,7 +408,7 @@ impl Schedule {
     /// assert!(last.last);
     /// ```
     pub fn stop(&mut self, now_ms: i64) {
-        if self.phase != Phase::Running {
+        if self.phase != Stage::Running {
             return;
         }
         self.stopped = true;
@@ -416,14 +416,14 @@ impl Schedule {
     }
 
     fn drain_if_due(&mut self) {
-        if self.phase == Phase::Running && self.next_tick >= self.end_ms {
+        if self.phase == Stage::Running && self.next_tick >= self.end_ms {
             self.begin_drain(self.end_ms);
         }
     }
 
     fn begin_drain(&mut self, from_ms: i64) {
         let at = from_ms.saturating_add(self.final_wait_ms as i64);
-        self.phase = Phase::Draining {
+        self.phase = Stage::Draining {
             at,
             deadline: at.saturating_add(FINAL_PACE_CAP_MS as i64),
         };

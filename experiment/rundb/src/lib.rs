@@ -17,7 +17,7 @@ pub mod rows;
 pub mod schema;
 pub mod write;
 
-pub use rows::{Observation, PgTruth, Poller, Request, Run, Status, Truth};
+pub use rows::{ObservationRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow};
 
 use std::fmt;
 

@@ -9,7 +9,7 @@
 //! with its own one-line message.
 
 use crate::Error;
-use crate::rows::{Observation, PgTruth, Poller, Request, Run, Status, Truth};
+use crate::rows::{ObservationRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow};
 use crate::schema::{APPLICATION_ID, SCHEMA_VERSION};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row};
@@ -104,14 +104,14 @@ pub fn run_ids(conn: &Connection) -> Result<Vec<i64>, Error> {
 }
 
 /// The row of run `id`, if there is one.
-pub fn run(conn: &Connection, id: i64) -> Result<Option<Run>, Error> {
+pub fn run(conn: &Connection, id: i64) -> Result<Option<RunRow>, Error> {
     conn.query_row(
         "SELECT id, started_at_ms, ended_at_ms, complete, end_reason, target, profile, seed,
                 clock, layout, interval_ms, page_limit, config, version
          FROM runs WHERE id = ?1",
         [id],
         |r| {
-            Ok(Run {
+            Ok(RunRow {
                 id: r.get(0)?,
                 started_at_ms: r.get(1)?,
                 ended_at_ms: r.get(2)?,
@@ -134,11 +134,11 @@ pub fn run(conn: &Connection, id: i64) -> Result<Option<Run>, Error> {
 }
 
 /// The pollers of run `run_id`, in the order they were added.
-pub fn pollers(conn: &Connection, run_id: i64) -> Result<Vec<Poller>, Error> {
+pub fn pollers(conn: &Connection, run_id: i64) -> Result<Vec<PollerRow>, Error> {
     conn.prepare("SELECT id, name, policy, k_ms FROM pollers WHERE run_id = ?1 ORDER BY id")
         .and_then(|mut st| {
             st.query_map([run_id], |r| {
-                Ok(Poller {
+                Ok(PollerRow {
                     id: r.get(0)?,
                     name: r.get(1)?,
                     policy: r.get(2)?,
@@ -183,8 +183,8 @@ where
     Ok(())
 }
 
-fn status<'r>(r: &'r Row) -> rusqlite::Result<Status<&'r str>> {
-    Ok(Status {
+fn status<'r>(r: &'r Row) -> rusqlite::Result<StatusRow<&'r str>> {
+    Ok(StatusRow {
         id: text(r, 0)?,
         id_key: text(r, 1)?,
         id_time_ms: r.get(2)?,
@@ -193,8 +193,8 @@ fn status<'r>(r: &'r Row) -> rusqlite::Result<Status<&'r str>> {
     })
 }
 
-fn truth<'r>(r: &'r Row) -> rusqlite::Result<Truth<&'r str>> {
-    Ok(Truth {
+fn truth<'r>(r: &'r Row) -> rusqlite::Result<TruthRow<&'r str>> {
+    Ok(TruthRow {
         id: text(r, 0)?,
         id_key: text(r, 1)?,
         id_time_ms: r.get(2)?,
@@ -205,8 +205,8 @@ fn truth<'r>(r: &'r Row) -> rusqlite::Result<Truth<&'r str>> {
     })
 }
 
-fn request<'r>(r: &'r Row) -> rusqlite::Result<Request<&'r str>> {
-    Ok(Request {
+fn request<'r>(r: &'r Row) -> rusqlite::Result<RequestRow<&'r str>> {
+    Ok(RequestRow {
         id: r.get(0)?,
         poller_id: r.get(1)?,
         cycle: r.get(2)?,
@@ -230,8 +230,8 @@ fn request<'r>(r: &'r Row) -> rusqlite::Result<Request<&'r str>> {
     })
 }
 
-fn observation<'r>(r: &'r Row) -> rusqlite::Result<Observation<&'r str>> {
-    Ok(Observation {
+fn observation<'r>(r: &'r Row) -> rusqlite::Result<ObservationRow<&'r str>> {
+    Ok(ObservationRow {
         request_id: r.get(0)?,
         position: r.get(1)?,
         status_id: text(r, 2)?,
@@ -242,7 +242,7 @@ fn observation<'r>(r: &'r Row) -> rusqlite::Result<Observation<&'r str>> {
 pub fn for_each_status<E: From<Error>>(
     conn: &Connection,
     run_id: i64,
-    mut f: impl FnMut(Status<&str>) -> Result<(), E>,
+    mut f: impl FnMut(StatusRow<&str>) -> Result<(), E>,
 ) -> Result<(), E> {
     for_each_row(
         conn,
@@ -256,7 +256,7 @@ pub fn for_each_status<E: From<Error>>(
 pub fn for_each_truth<E: From<Error>>(
     conn: &Connection,
     run_id: i64,
-    mut f: impl FnMut(Truth<&str>) -> Result<(), E>,
+    mut f: impl FnMut(TruthRow<&str>) -> Result<(), E>,
 ) -> Result<(), E> {
     for_each_row(
         conn,
@@ -271,7 +271,7 @@ pub fn for_each_truth<E: From<Error>>(
 pub fn for_each_request<E: From<Error>>(
     conn: &Connection,
     run_id: i64,
-    mut f: impl FnMut(Request<&str>) -> Result<(), E>,
+    mut f: impl FnMut(RequestRow<&str>) -> Result<(), E>,
 ) -> Result<(), E> {
     for_each_row(
         conn,
@@ -295,7 +295,7 @@ pub fn for_each_request<E: From<Error>>(
 pub fn for_each_observation<E: From<Error>>(
     conn: &Connection,
     requests: RangeInclusive<i64>,
-    mut f: impl FnMut(Observation<&str>) -> Result<(), E>,
+    mut f: impl FnMut(ObservationRow<&str>) -> Result<(), E>,
 ) -> Result<(), E> {
     for_each_row(
         conn,
@@ -308,7 +308,7 @@ pub fn for_each_observation<E: From<Error>>(
 
 /// The visibility brackets of PostgreSQL run `run_id` (none for other runs,
 /// and for files that have no `pg_truth` table).
-pub fn pg_truth(conn: &Connection, run_id: i64) -> Result<Vec<PgTruth>, Error> {
+pub fn pg_truth(conn: &Connection, run_id: i64) -> Result<Vec<PgTruthRow>, Error> {
     let has_table: i64 = conn
         .query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'pg_truth'",
@@ -325,7 +325,7 @@ pub fn pg_truth(conn: &Connection, run_id: i64) -> Result<Vec<PgTruth>, Error> {
     )
     .and_then(|mut st| {
         st.query_map([run_id], |r| {
-            Ok(PgTruth {
+            Ok(PgTruthRow {
                 id: r.get(0)?,
                 xid: r.get(1)?,
                 xact_start_ms: r.get(2)?,

@@ -26,7 +26,7 @@
 /// A row of `runs`: one run of the experiment (or one `serve --truth`
 /// session, or one synthetic run).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Run {
+pub struct RunRow {
     /// Assigned by SQLite on insert (ignored by [`crate::write::add_run`]).
     pub id: i64,
     pub started_at_ms: i64,
@@ -55,7 +55,7 @@ pub struct Run {
 
 /// A row of `pollers`: one cursor of a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Poller {
+pub struct PollerRow {
     /// Assigned by SQLite on insert (ignored by [`crate::write::add_run`]).
     pub id: i64,
     /// Unique within the run.
@@ -69,7 +69,7 @@ pub struct Poller {
 /// A row of `requests`: one request of a poller, with the counts of what it
 /// returned (the items themselves are [`Observation`]s).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Request<S = String> {
+pub struct RequestRow<S = String> {
     /// Assigned by SQLite on insert (ignored by [`crate::write::insert_request`]).
     pub id: i64,
     /// A [`Poller::id`] of the same run.
@@ -103,7 +103,7 @@ pub struct Request<S = String> {
 
 /// A row of `statuses`: a status as first returned in a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Status<S = String> {
+pub struct StatusRow<S = String> {
     /// The ID exactly as the API gave it.
     pub id: S,
     /// 32 hex digits that sort like the ID.
@@ -116,7 +116,7 @@ pub struct Status<S = String> {
 
 /// A row of `observations`: one item of one response, in response order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Observation<S = String> {
+pub struct ObservationRow<S = String> {
     pub request_id: i64,
     pub position: i64,
     /// A [`Status::id`] of the run.
@@ -126,7 +126,7 @@ pub struct Observation<S = String> {
 /// A row of `truth`: one status of a simulated (or PostgreSQL) timeline,
 /// with when it became visible.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Truth<S = String> {
+pub struct TruthRow<S = String> {
     pub id: S,
     pub id_key: S,
     pub id_time_ms: i64,
@@ -140,7 +140,7 @@ pub struct Truth<S = String> {
 /// A row of `pg_truth`: the bracket of one PostgreSQL post's visibility
 /// (PostgreSQL runs only; [`crate::schema::PG_TRUTH`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PgTruth {
+pub struct PgTruthRow {
     pub id: String,
     /// The writing transaction's ID.
     pub xid: String,

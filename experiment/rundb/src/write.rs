@@ -9,7 +9,7 @@
 //! rows per statement: far fewer statement executions than one row each.
 
 use crate::Error;
-use crate::rows::{PgTruth, Poller, Request, Run, Status, Truth};
+use crate::rows::{PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow};
 use crate::schema::{APPLICATION_ID, CREATE, PG_TRUTH, SCHEMA_VERSION, TABLES};
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 use std::path::Path;
@@ -124,7 +124,11 @@ pub fn open(path: &Path, flag: &str) -> Result<Connection, Error> {
 /// Adds a run and its pollers, all or nothing (a savepoint, so that it nests
 /// in the caller's transaction); never touches earlier runs. `run.id` and the
 /// pollers' `id` are ignored: returns the ids SQLite gave them.
-pub fn add_run(conn: &Connection, run: &Run, pollers: &[Poller]) -> Result<(i64, Vec<i64>), Error> {
+pub fn add_run(
+    conn: &Connection,
+    run: &RunRow,
+    pollers: &[PollerRow],
+) -> Result<(i64, Vec<i64>), Error> {
     conn.execute_batch("SAVEPOINT add_run")
         .map_err(write_error)?;
     let added = insert_run(conn, run, pollers);
@@ -137,7 +141,11 @@ pub fn add_run(conn: &Connection, run: &Run, pollers: &[Poller]) -> Result<(i64,
     added
 }
 
-fn insert_run(conn: &Connection, run: &Run, pollers: &[Poller]) -> Result<(i64, Vec<i64>), Error> {
+fn insert_run(
+    conn: &Connection,
+    run: &RunRow,
+    pollers: &[PollerRow],
+) -> Result<(i64, Vec<i64>), Error> {
     conn.prepare_cached(
         "INSERT INTO runs (started_at_ms, ended_at_ms, complete, end_reason, target, profile, seed,
                            clock, layout, interval_ms, page_limit, config, version)
@@ -195,7 +203,7 @@ pub fn end_run(
 pub fn insert_request<S: AsRef<str>>(
     conn: &Connection,
     run_id: i64,
-    r: &Request<S>,
+    r: &RequestRow<S>,
 ) -> Result<i64, Error> {
     conn.prepare_cached(
         "INSERT INTO requests (run_id, poller_id, cycle, page, sent_at_ms, received_at_ms,
@@ -326,7 +334,7 @@ pub fn insert_observations<S: AsRef<str>>(
 pub fn insert_statuses<S: AsRef<str>>(
     conn: &Connection,
     run_id: i64,
-    rows: &[&Status<S>],
+    rows: &[&StatusRow<S>],
 ) -> Result<(), Error> {
     type Row<'a> = (i64, &'a str, &'a str, i64, Option<&'a str>, Option<&'a str>);
     let rows: Vec<Row> = rows
@@ -360,7 +368,7 @@ pub enum OnConflict {
 pub fn insert_truth<S: AsRef<str>>(
     conn: &Connection,
     run_id: i64,
-    rows: &[Truth<S>],
+    rows: &[TruthRow<S>],
     on_conflict: OnConflict,
 ) -> Result<(), Error> {
     type Row<'a> = (i64, &'a str, &'a str, i64, i64, i64, Option<i64>, &'a str);
@@ -387,7 +395,7 @@ pub fn insert_truth<S: AsRef<str>>(
 
 /// Inserts the visibility brackets of a PostgreSQL run, creating `pg_truth`
 /// if this is the file's first PostgreSQL run; a row already there is replaced.
-pub fn insert_pg_truth(conn: &Connection, run_id: i64, rows: &[PgTruth]) -> Result<(), Error> {
+pub fn insert_pg_truth(conn: &Connection, run_id: i64, rows: &[PgTruthRow]) -> Result<(), Error> {
     conn.execute_batch(PG_TRUTH).map_err(write_error)?;
     let mut st = conn
         .prepare_cached(

@@ -2,10 +2,12 @@
 //! `rundb::read`, and the file holds exactly the schema's tables.
 
 use rundb::write::{self, OnConflict};
-use rundb::{Observation, PgTruth, Poller, Request, Run, Status, Truth, read, schema};
+use rundb::{
+    ObservationRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow, read, schema,
+};
 
-fn status(n: u64) -> Status {
-    Status {
+fn status(n: u64) -> StatusRow {
+    StatusRow {
         id: n.to_string(),
         id_key: format!("{n:032x}"),
         id_time_ms: n as i64,
@@ -19,7 +21,7 @@ fn every_row_reads_back_as_written() {
     let dir = testkit::temp_dir("round-trip");
     let path = dir.join("run.db");
     let conn = write::open(&path, "--db").unwrap();
-    let run = Run {
+    let run = RunRow {
         started_at_ms: 1,
         target: "simulator".into(),
         profile: Some("twitter".into()),
@@ -31,23 +33,23 @@ fn every_row_reads_back_as_written() {
         page_limit: 200,
         config: "{}".into(),
         version: rundb::VERSION.into(),
-        ..Run::default()
+        ..RunRow::default()
     };
     let pollers = [
-        Poller {
+        PollerRow {
             name: "naive".into(),
             policy: "naive".into(),
-            ..Poller::default()
+            ..PollerRow::default()
         },
-        Poller {
+        PollerRow {
             name: "k".into(),
             policy: "compensated:k=1s".into(),
             k_ms: Some(1000),
-            ..Poller::default()
+            ..PollerRow::default()
         },
     ];
     let (run_id, poller_ids) = write::add_run(&conn, &run, &pollers).unwrap();
-    let request = Request {
+    let request = RequestRow {
         poller_id: poller_ids[1],
         cycle: 3,
         page: 1,
@@ -67,17 +69,17 @@ fn every_row_reads_back_as_written() {
         reordered: true,
         overflow: false,
         wait_ms: 7,
-        ..Request::default()
+        ..RequestRow::default()
     };
     let request_id = write::insert_request(&conn, run_id, &request).unwrap();
     // More than one batch of each, and a remainder.
-    let items: Vec<Status> = (1..=120).map(status).collect();
+    let items: Vec<StatusRow> = (1..=120).map(status).collect();
     let ids: Vec<&str> = items.iter().map(|s| s.id.as_str()).collect();
     write::insert_observations(&conn, request_id, &ids).unwrap();
-    let refs: Vec<&Status> = items.iter().chain(&items[..3]).collect();
+    let refs: Vec<&StatusRow> = items.iter().chain(&items[..3]).collect();
     write::insert_statuses(&conn, run_id, &refs).unwrap();
-    let truth: Vec<Truth> = (1..=60)
-        .map(|n| Truth {
+    let truth: Vec<TruthRow> = (1..=60)
+        .map(|n| TruthRow {
             id: n.to_string(),
             id_key: format!("{n:032x}"),
             id_time_ms: n,
@@ -91,7 +93,7 @@ fn every_row_reads_back_as_written() {
     let mut later = truth[0].clone();
     later.deleted_at_ms = Some(50);
     write::insert_truth(&conn, run_id, &[later.clone()], OnConflict::Ignore).unwrap();
-    let bracket = PgTruth {
+    let bracket = PgTruthRow {
         id: "1".into(),
         xid: "740".into(),
         xact_start_ms: 1,
@@ -108,7 +110,7 @@ fn every_row_reads_back_as_written() {
     let back = read::run(&conn, run_id).unwrap().unwrap();
     assert_eq!(
         back,
-        Run {
+        RunRow {
             id: run_id,
             ended_at_ms: Some(20),
             complete: true,
@@ -129,7 +131,7 @@ fn every_row_reads_back_as_written() {
     let mut requests = Vec::new();
     read::for_each_request(&conn, run_id, |r| {
         let owned = |s: Option<&str>| s.map(str::to_owned);
-        requests.push(Request {
+        requests.push(RequestRow {
             since_id: owned(r.since_id),
             since_key: owned(r.since_key),
             before_id: owned(r.before_id),
@@ -156,15 +158,15 @@ fn every_row_reads_back_as_written() {
     .unwrap();
     assert_eq!(
         requests,
-        vec![Request {
+        vec![RequestRow {
             id: request_id,
             ..request
         }]
     );
 
-    let mut observations: Vec<Observation> = Vec::new();
+    let mut observations: Vec<ObservationRow> = Vec::new();
     read::for_each_observation(&conn, request_id..=request_id, |o| {
-        observations.push(Observation {
+        observations.push(ObservationRow {
             request_id: o.request_id,
             position: o.position,
             status_id: o.status_id.to_owned(),
@@ -172,10 +174,10 @@ fn every_row_reads_back_as_written() {
         Ok::<_, rundb::Error>(())
     })
     .unwrap();
-    let expected: Vec<Observation> = ids
+    let expected: Vec<ObservationRow> = ids
         .iter()
         .enumerate()
-        .map(|(i, id)| Observation {
+        .map(|(i, id)| ObservationRow {
             request_id,
             position: i as i64,
             status_id: id.to_string(),
@@ -185,7 +187,7 @@ fn every_row_reads_back_as_written() {
 
     let mut statuses = Vec::new();
     read::for_each_status(&conn, run_id, |s| {
-        statuses.push(Status {
+        statuses.push(StatusRow {
             id: s.id.to_owned(),
             id_key: s.id_key.to_owned(),
             id_time_ms: s.id_time_ms,
@@ -200,7 +202,7 @@ fn every_row_reads_back_as_written() {
 
     let mut truth_back = Vec::new();
     read::for_each_truth(&conn, run_id, |t| {
-        truth_back.push(Truth {
+        truth_back.push(TruthRow {
             id: t.id.to_owned(),
             id_key: t.id_key.to_owned(),
             id_time_ms: t.id_time_ms,
@@ -233,9 +235,9 @@ fn a_callback_error_stops_the_read() {
     let dir = testkit::temp_dir("stop");
     let path = dir.join("run.db");
     let conn = write::open(&path, "--db").unwrap();
-    let (run_id, _) = write::add_run(&conn, &Run::default(), &[]).unwrap();
-    let rows: Vec<Status> = (1..=5).map(status).collect();
-    let refs: Vec<&Status> = rows.iter().collect();
+    let (run_id, _) = write::add_run(&conn, &RunRow::default(), &[]).unwrap();
+    let rows: Vec<StatusRow> = (1..=5).map(status).collect();
+    let refs: Vec<&StatusRow> = rows.iter().collect();
     write::insert_statuses(&conn, run_id, &refs).unwrap();
     write::close(conn).unwrap();
     let conn = read::open(&path).unwrap();
@@ -253,13 +255,13 @@ fn a_failed_add_run_leaves_nothing() {
     let dir = testkit::temp_dir("rollback");
     let path = dir.join("run.db");
     let conn = write::open(&path, "--db").unwrap();
-    let twice = Poller {
+    let twice = PollerRow {
         name: "same".into(),
         policy: "naive".into(),
-        ..Poller::default()
+        ..PollerRow::default()
     };
     // UNIQUE (run_id, name): the second poller fails, and the run goes with it.
-    assert!(write::add_run(&conn, &Run::default(), &[twice.clone(), twice]).is_err());
+    assert!(write::add_run(&conn, &RunRow::default(), &[twice.clone(), twice]).is_err());
     let runs: i64 = conn
         .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
         .unwrap();

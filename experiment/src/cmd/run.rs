@@ -8,7 +8,7 @@
 
 use crate::api::spec::{self, TargetOptions, TargetSpec};
 use crate::drive::Records;
-use crate::record::PollerInfo;
+use crate::record::PollerRow;
 use crate::session::{ClockMode, Common, RunSummary, default_pollers, poller_names};
 use crate::sim::faults::FaultSpec;
 use crate::targets::api::{self as api_target, ApiOpts};
@@ -530,7 +530,7 @@ pub fn run_experiment(args: RunArgs) -> Result<RunSummary, String> {
 /// pollers (`experiment sweep` judges each seed's run in memory).
 pub fn run_in_memory<S: Records>(
     args: RunArgs,
-    make: impl FnOnce(&Layout, &[PollerInfo]) -> S,
+    make: impl FnOnce(&Layout, &[PollerRow]) -> S,
 ) -> Result<S, String> {
     match resolve(args)? {
         (common, Target::Simulator(opts)) => simulator::run_virtual_to(&common, &opts, make),

@@ -261,7 +261,7 @@ pub fn open_truth_db(
     let config_json =
         serde_json::json!({"sim": config, "rate_limit": limits.to_string(), "backlog_ms": backlog_ms})
             .to_string();
-    let run = rundb::Run {
+    let run = rundb::RunRow {
         started_at_ms: started_ms,
         target: "sim-serve".into(),
         profile: Some(config.profile.clone()),
@@ -271,7 +271,7 @@ pub fn open_truth_db(
         layout: config.layout().name().into(),
         config: config_json,
         version: rundb::VERSION.into(),
-        ..rundb::Run::default()
+        ..rundb::RunRow::default()
     };
     let (run_id, _) = write::add_run(&conn, &run, &[])
         .map_err(|e| format!("truth database {}: {e}", path.display()))?;
@@ -286,7 +286,7 @@ pub fn write_truth(
     layout: &Layout,
     batch: &[SimStatus],
 ) -> Result<(), rundb::Error> {
-    let rows: Vec<rundb::Truth> = batch
+    let rows: Vec<rundb::TruthRow> = batch
         .iter()
         .map(|s| crate::sim::truth_row(layout, s))
         .collect();

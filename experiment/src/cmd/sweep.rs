@@ -10,7 +10,7 @@
 
 use super::run::{RunArgs, resolve, run_in_memory};
 use crate::drive::Records;
-use crate::record::{PollerInfo, RequestRow, TruthRow};
+use crate::record::{PollerRow, RequestRecord, TruthRow};
 use analysis::history::{History, PollerSpec, Visibility};
 use analysis::history_builder::{HistoryBuilder, StatusRef};
 use analysis::sweep::SeedResult;
@@ -26,7 +26,7 @@ pub struct InMemory {
 
 impl InMemory {
     /// For a run of these pollers (named and judged as `analyze` would).
-    pub fn new(layout: &Layout, pollers: &[PollerInfo], interval_ms: u64) -> InMemory {
+    pub fn new(layout: &Layout, pollers: &[PollerRow], interval_ms: u64) -> InMemory {
         let specs = pollers
             .iter()
             .map(|p| PollerSpec {
@@ -50,7 +50,7 @@ impl InMemory {
 }
 
 impl Records for InMemory {
-    fn request(&self, row: RequestRow) {
+    fn request(&self, row: RequestRecord) {
         self.builder.borrow_mut().request(
             row.poller,
             &row.request,

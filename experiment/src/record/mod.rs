@@ -3,4 +3,6 @@
 pub use rundb::schema;
 pub mod writer;
 
-pub use writer::{PollerInfo, RecordSender, Recorder, RequestRow, RunInfo, StatusRow, TruthRow};
+pub use writer::{
+    PollerRow, RecordSender, Recorder, RequestRecord, RunRow, StatusRecord, TruthRow,
+};

@@ -22,30 +22,30 @@ use std::time::{Duration, Instant};
 
 /// The rows of `runs`, `pollers` and `truth` ([`rundb::rows`]), under the
 /// names the recorder's users know.
-pub use rundb::{Poller as PollerInfo, Run as RunInfo, Truth as TruthRow};
+pub use rundb::{PollerRow, RunRow, TruthRow};
 
 /// An item of a response, as the recorder stores it: in `observations`
 /// always, in `statuses` at its first sighting in the run.
 #[derive(Clone, Debug, PartialEq)]
-pub struct StatusRow {
-    pub status: rundb::Status,
+pub struct StatusRecord {
+    pub status: rundb::StatusRow,
     /// No poller of the run has returned it before: store it in `statuses`.
     pub first_sighting: bool,
 }
 
 /// One request with everything it returned.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct RequestRow {
+pub struct RequestRecord {
     /// Index of the poller in the list given to [`Recorder::create`]; the
     /// writer fills `request.poller_id` and `request.items` from it and `items`.
     pub poller: usize,
-    pub request: rundb::Request,
+    pub request: rundb::RequestRow,
     /// The items in response order (after sorting, if `request.reordered`).
-    pub items: Vec<StatusRow>,
+    pub items: Vec<StatusRecord>,
 }
 
 enum Record {
-    Request(Box<RequestRow>),
+    Request(Box<RequestRecord>),
     Truth(Vec<TruthRow>),
     Finish {
         ended_at_ms: i64,
@@ -89,7 +89,7 @@ pub struct RecordSender {
 }
 
 impl RecordSender {
-    pub fn request(&self, row: RequestRow) {
+    pub fn request(&self, row: RequestRecord) {
         self.send(Record::Request(Box::new(row)));
     }
 
@@ -189,8 +189,8 @@ impl Recorder {
     /// Adds a new run (never touching earlier ones) and starts the writer thread.
     pub fn create(
         path: &Path,
-        run: &RunInfo,
-        pollers: &[PollerInfo],
+        run: &RunRow,
+        pollers: &[PollerRow],
     ) -> Result<Recorder, RecordError> {
         Recorder::start(open_database(path)?, path, run, pollers)
     }
@@ -199,8 +199,8 @@ impl Recorder {
     fn start(
         conn: Connection,
         path: &Path,
-        run: &RunInfo,
-        pollers: &[PollerInfo],
+        run: &RunRow,
+        pollers: &[PollerRow],
     ) -> Result<Recorder, RecordError> {
         let (run_id, poller_ids) = write::add_run(&conn, run, pollers)?;
         conn.busy_timeout(WRITE_BUSY_TIMEOUT)
@@ -361,7 +361,7 @@ impl Writer {
                 let request_id = write::insert_request(&self.conn, self.run_id, &r.request)?;
                 let ids: Vec<&str> = r.items.iter().map(|s| s.status.id.as_str()).collect();
                 write::insert_observations(&self.conn, request_id, &ids)?;
-                let new: Vec<&rundb::Status> = r
+                let new: Vec<&rundb::StatusRow> = r
                     .items
                     .iter()
                     .filter(|s| s.first_sighting)
@@ -425,8 +425,8 @@ pub(crate) mod tests {
         TempDb { _dir: dir, path }
     }
 
-    pub(crate) fn run_info() -> RunInfo {
-        RunInfo {
+    pub(crate) fn run_info() -> RunRow {
+        RunRow {
             started_at_ms: 1,
             target: "simulator".into(),
             profile: Some("twitter".into()),
@@ -436,13 +436,13 @@ pub(crate) mod tests {
             interval_ms: 1000,
             page_limit: 200,
             config: "{}".into(),
-            ..RunInfo::default()
+            ..RunRow::default()
         }
     }
 
-    fn status(n: u64) -> StatusRow {
-        StatusRow {
-            status: rundb::Status {
+    fn status(n: u64) -> StatusRecord {
+        StatusRecord {
+            status: rundb::StatusRow {
                 id: n.to_string(),
                 id_key: format!("{n:032x}"),
                 id_time_ms: n as i64,
@@ -457,23 +457,23 @@ pub(crate) mod tests {
     fn runs_are_added_never_overwritten_and_marked_complete() {
         let path = temp_db("runs");
         for round in 0..2 {
-            let pollers = [PollerInfo {
+            let pollers = [PollerRow {
                 name: "naive".into(),
                 policy: "naive".into(),
                 k_ms: None,
-                ..PollerInfo::default()
+                ..PollerRow::default()
             }];
             let rec = Recorder::create(&path, &run_info(), &pollers).unwrap();
             assert_eq!(rec.run_id, round + 1);
             let tx = rec.sender();
-            tx.request(RequestRow {
+            tx.request(RequestRecord {
                 poller: 0,
                 items: vec![status(1), status(2)],
-                ..RequestRow::default()
+                ..RequestRecord::default()
             });
-            tx.request(RequestRow {
+            tx.request(RequestRecord {
                 poller: 0,
-                request: rundb::Request {
+                request: rundb::RequestRow {
                     cycle: 1,
                     ..Default::default()
                 },
@@ -517,18 +517,18 @@ pub(crate) mod tests {
             .unwrap();
         conn.pragma_update(None, "max_page_count", pages + 4)
             .unwrap();
-        let pollers = [PollerInfo {
+        let pollers = [PollerRow {
             name: "naive".into(),
             policy: "naive".into(),
             k_ms: None,
-            ..PollerInfo::default()
+            ..PollerRow::default()
         }];
         let rec = Recorder::start(conn, &path, &run_info(), &pollers).unwrap();
         let tx = rec.sender();
-        tx.request(RequestRow {
+        tx.request(RequestRecord {
             poller: 0,
             items: (0..20_000).map(status).collect(),
-            ..RequestRow::default()
+            ..RequestRecord::default()
         });
         let err = rec.finish(5, true, "duration").unwrap_err();
         assert!(err.contains("full"), "{err}");
@@ -547,11 +547,11 @@ pub(crate) mod tests {
     #[test]
     fn a_real_time_sender_reports_a_recorder_that_cannot_keep_up() {
         let path = temp_db("overrun");
-        let pollers = [PollerInfo {
+        let pollers = [PollerRow {
             name: "naive".into(),
             policy: "naive".into(),
             k_ms: None,
-            ..PollerInfo::default()
+            ..PollerRow::default()
         }];
         let rec = Recorder::create(&path, &run_info(), &pollers).unwrap();
         let blocker = Connection::open(&path).unwrap();
@@ -559,9 +559,9 @@ pub(crate) mod tests {
         let tx = rec.sender().never_waiting();
         // The writer takes at most one record before it blocks on the lock.
         for cycle in 0..QUEUE_BOUND as u64 + 2 {
-            tx.request(RequestRow {
+            tx.request(RequestRecord {
                 poller: 0,
-                request: rundb::Request {
+                request: rundb::RequestRow {
                     cycle: cycle as i64,
                     ..Default::default()
                 },

@@ -11,14 +11,14 @@
 
 use super::model::{Query, Simulator};
 use super::profile::SimConfig;
-use since_id::id::Id;
 use since_id::PolicyState;
+use since_id::id::Id;
 use since_id::policy::{CursorPolicy, smallest_k_catching};
 use std::collections::HashSet;
 
 /// A status a poller never returned although it was visible at its requests.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Leak {
+pub struct Part2Leak {
     pub id: Id,
     pub id_time_ms: i64,
     pub visible_at_ms: i64,
@@ -38,7 +38,7 @@ pub struct PollerOutcome {
     pub requests: u64,
     /// Distinct statuses returned.
     pub returned: usize,
-    pub leaks: Vec<Leak>,
+    pub leaks: Vec<Part2Leak>,
 }
 
 /// Both pollers' results, and the number of statuses that existed.
@@ -78,7 +78,7 @@ impl Part2Setup {
     }
 }
 
-struct Poller {
+struct LoopPoller {
     policy: CursorPolicy,
     latest: Option<Id>,
     previous_send_ms: i64,
@@ -88,9 +88,9 @@ struct Poller {
     requests: u64,
 }
 
-impl Poller {
-    fn new(policy: CursorPolicy) -> Poller {
-        Poller {
+impl LoopPoller {
+    fn new(policy: CursorPolicy) -> LoopPoller {
+        LoopPoller {
             policy,
             latest: None,
             previous_send_ms: 0,
@@ -105,11 +105,9 @@ impl Poller {
     fn poll(&mut self, sim: &Simulator, now_ms: i64, limit: usize) {
         let layout = sim.layout();
         self.latest_before.push(self.latest);
-        let since = self
-            .latest
-            .map(|latest| {
-                PolicyState::new(self.policy).since_id(layout, latest, self.previous_send_ms)
-            });
+        let since = self.latest.map(|latest| {
+            PolicyState::new(self.policy).since_id(layout, latest, self.previous_send_ms)
+        });
         let mut before = None;
         loop {
             let page = sim.query(&Query {
@@ -135,8 +133,8 @@ impl Poller {
 /// Runs both pollers against a fresh simulator of `config`.
 pub fn run_part2(config: SimConfig, setup: &Part2Setup) -> Part2 {
     let mut sim = Simulator::new(config, setup.seed, setup.start_ms);
-    let mut naive = Poller::new(CursorPolicy::Naive);
-    let mut compensated = Poller::new(CursorPolicy::Compensated { k_ms: setup.k_ms });
+    let mut naive = LoopPoller::new(CursorPolicy::Naive);
+    let mut compensated = LoopPoller::new(CursorPolicy::Compensated { k_ms: setup.k_ms });
     let interval = setup.interval_ms.max(1);
     let cycles = setup.duration_ms / interval;
     let request_times: Vec<i64> = (1..=cycles)
@@ -151,7 +149,7 @@ pub fn run_part2(config: SimConfig, setup: &Part2Setup) -> Part2 {
     }
     let judge_until = setup.start_ms + setup.duration_ms - setup.margin_ms;
     let layout = sim.layout().clone();
-    let leaks = |p: &Poller| -> Vec<Leak> {
+    let leaks = |p: &LoopPoller| -> Vec<Part2Leak> {
         let mut out = Vec::new();
         for s in &truth {
             let first = request_times.partition_point(|&r| r < s.visible_at_ms);
@@ -185,7 +183,7 @@ pub fn run_part2(config: SimConfig, setup: &Part2Setup) -> Part2 {
                 }
                 i += 1;
             }
-            out.push(Leak {
+            out.push(Part2Leak {
                 id: s.id,
                 id_time_ms: s.id_time_ms,
                 visible_at_ms: s.visible_at_ms,
@@ -195,7 +193,7 @@ pub fn run_part2(config: SimConfig, setup: &Part2Setup) -> Part2 {
         }
         out
     };
-    let outcome = |p: &Poller| PollerOutcome {
+    let outcome = |p: &LoopPoller| PollerOutcome {
         policy: p.policy,
         requests: p.requests,
         returned: p.seen.len(),

@@ -15,8 +15,8 @@ pub use model::{Query, SimStatus, Simulator};
 pub use profile::SimConfig;
 
 /// The truth row (the run database's `truth` table) of a simulated status.
-pub fn truth_row(layout: &since_id::id::Layout, s: &model::SimStatus) -> rundb::Truth {
-    rundb::Truth {
+pub fn truth_row(layout: &since_id::id::Layout, s: &model::SimStatus) -> rundb::TruthRow {
+    rundb::TruthRow {
         id: layout.format(s.id),
         id_key: s.id.sort_key(),
         id_time_ms: s.id_time_ms,

@@ -5,7 +5,7 @@
 
 use crate::api::spec::Resolved;
 use crate::api::{HttpTarget, Token, http_client};
-use crate::drive::Progress;
+use crate::drive::Tally;
 use crate::record::Recorder;
 use crate::session::{
     self, Bar, Common, RunRowParts, RunSummary, StoredConfig, build_pollers, plan_of, poller_infos,
@@ -117,7 +117,7 @@ pub fn run(common: Common, opts: ApiOpts) -> Result<RunSummary, String> {
     let plan = plan_of(&common, &layout, pollers, final_wait_ms);
     let bar = Bar::new(common.duration_ms, 60_000);
     tracing::info!(run = run_id, db = %common.db.display(), target = %common.target, "run started");
-    let progress = Arc::new(Mutex::new(Progress::new(&plan.pollers)));
+    let progress = Arc::new(Mutex::new(Tally::new(&plan.pollers)));
     let target = HttpTarget::new(client, &resolved.base, dialect, layout, token);
     let live = session::Live {
         recorder: &recorder,
@@ -126,7 +126,11 @@ pub fn run(common: Common, opts: ApiOpts) -> Result<RunSummary, String> {
         start_ms,
     };
     let reason = runtime.block_on(session::poll_in_real_time(plan, target, None, live));
-    let progress = progress.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let progress = progress
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .progress
+        .clone();
     bar.finish();
     let reason = session::end_reason(reason);
     recorder.finish(crate::clock::now_ms(), true, reason)?;

@@ -22,7 +22,7 @@
 //! user `1000000 + n` everywhere; the bot (`@me`) is user 1.
 
 use super::{
-    Allowance, AppState, Dialect, header_value, json_response, param, params, parse_id,
+    Allowance, AppState, ServedApi, header_value, json_response, param, params, parse_id,
     retry_after, to_json,
 };
 use crate::sim::model::Query;
@@ -89,7 +89,7 @@ fn rate_headers(a: &Allowance) -> HeaderMap {
 /// Counts the request; on a spent limit, the 429 to send.
 /// (The refusal is boxed: a `Response` is large.)
 fn admit(app: &AppState) -> Result<HeaderMap, Box<Response>> {
-    let allowance = app.limiter.check(Dialect::Discord, (app.clock)());
+    let allowance = app.limiter.check(ServedApi::Discord, (app.clock)());
     let mut headers = rate_headers(&allowance);
     if allowance.allowed {
         return Ok(headers);

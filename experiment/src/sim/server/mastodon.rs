@@ -10,8 +10,8 @@
 //! the same documents and paging rules.
 
 use super::{
-    Allowance, AppState, Dialect, account_number, encode, header_value, host, json_response, param,
-    params, retry_after, to_json,
+    Allowance, AppState, ServedApi, account_number, encode, header_value, host, json_response,
+    param, params, retry_after, to_json,
 };
 use crate::sim::model::{Query, SimStatus};
 use axum::Router;
@@ -324,7 +324,7 @@ async fn mastodon_tag(
     let scope = Scope::of(&params);
     if !tag.eq_ignore_ascii_case("snowleak") {
         // Only #snowleak exists; other tags are empty timelines.
-        let allowance = app.limiter.check(Dialect::Mastodon, (app.clock)());
+        let allowance = app.limiter.check(ServedApi::Mastodon, (app.clock)());
         return json_response(
             StatusCode::OK,
             mastodon_rate_headers(&allowance),
@@ -341,7 +341,7 @@ fn mastodon_timeline(
     params: Vec<(String, String)>,
     scope: Scope,
 ) -> Response {
-    let allowance = app.limiter.check(Dialect::Mastodon, (app.clock)());
+    let allowance = app.limiter.check(ServedApi::Mastodon, (app.clock)());
     let mut headers = mastodon_rate_headers(&allowance);
     if !allowance.allowed {
         retry_after(&allowance, &mut headers);

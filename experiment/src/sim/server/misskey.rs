@@ -5,7 +5,7 @@
 //! /api/meta`, which clients post first; errors as `{"error": {"message",
 //! "code", "id", "kind"}}`; a spent limit is a 429 with `Retry-After` only.
 
-use super::{AppState, Dialect, account_number, host, json_response, retry_after, to_json};
+use super::{AppState, ServedApi, account_number, host, json_response, retry_after, to_json};
 use crate::sim::model::{Query, SimStatus};
 use axum::Router;
 use axum::body::Bytes;
@@ -103,7 +103,7 @@ async fn misskey_global(State(app): State<AppState>, body: Bytes) -> Response {
 }
 
 fn misskey_timeline(app: AppState, body: Bytes, local_only: bool) -> Response {
-    let allowance = app.limiter.check(Dialect::Misskey, (app.clock)());
+    let allowance = app.limiter.check(ServedApi::Misskey, (app.clock)());
     if !allowance.allowed {
         let mut headers = HeaderMap::new();
         retry_after(&allowance, &mut headers);

@@ -83,7 +83,7 @@ impl std::fmt::Display for RateLimits {
 
 /// Each dialect has its own rate-limit window.
 #[derive(Clone, Copy)]
-pub(super) enum Dialect {
+pub(super) enum ServedApi {
     Twitter,
     Mastodon,
     Misskey,
@@ -113,7 +113,7 @@ pub(super) struct Limiter {
 }
 
 impl Limiter {
-    pub(super) fn check(&self, dialect: Dialect, now_ms: i64) -> Allowance {
+    pub(super) fn check(&self, dialect: ServedApi, now_ms: i64) -> Allowance {
         let window_ms = self.limits.window_ms.clamp(1, i64::MAX as u64) as i64;
         let start = now_ms.div_euclid(window_ms) * window_ms;
         let mut w = lock(&self.windows[dialect as usize]);

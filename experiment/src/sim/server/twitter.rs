@@ -5,7 +5,7 @@
 //! "message"}]}`.
 
 use super::{
-    Allowance, AppState, Dialect, header_value, json_response, param, params, parse_id,
+    Allowance, AppState, ServedApi, header_value, json_response, param, params, parse_id,
     retry_after, to_json,
 };
 use crate::sim::model::Query;
@@ -127,7 +127,7 @@ fn twitter_rate_headers(a: &Allowance) -> HeaderMap {
 }
 
 async fn twitter_list(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Response {
-    let allowance = app.limiter.check(Dialect::Twitter, (app.clock)());
+    let allowance = app.limiter.check(ServedApi::Twitter, (app.clock)());
     let mut headers = twitter_rate_headers(&allowance);
     if !allowance.allowed {
         retry_after(&allowance, &mut headers);

@@ -31,7 +31,7 @@
 //! every search query reads the whole simulated timeline.
 
 use super::{
-    Allowance, AppState, Dialect, json_response, param, params, parse_id, retry_after, to_json,
+    Allowance, AppState, ServedApi, json_response, param, params, parse_id, retry_after, to_json,
 };
 use crate::sim::model::{Query, SimStatus};
 use axum::Router;
@@ -76,7 +76,7 @@ fn invalid(message: &str, headers: HeaderMap) -> Response {
 /// Counts the request; on a spent limit, the 429 to send.
 /// (The refusal is boxed: a `Response` is large.)
 fn admit(app: &AppState) -> Result<(HeaderMap, i64), Box<Response>> {
-    let allowance = app.limiter.check(Dialect::X, (app.clock)());
+    let allowance = app.limiter.check(ServedApi::X, (app.clock)());
     let mut headers = rate_headers(&allowance);
     if allowance.allowed {
         return Ok((headers, allowance.now_ms));
@@ -316,23 +316,23 @@ enum Endpoint {
 
 /// A pagination token: below (`next_token`) or above (`previous_token`) an ID.
 #[derive(Clone, Copy)]
-enum Token {
+enum PageToken {
     Below(Id),
     Above(Id),
 }
 
-impl Token {
+impl PageToken {
     fn format(self, layout: &Layout) -> String {
         match self {
-            Token::Below(id) => format!("p{}", layout.format(id)),
-            Token::Above(id) => format!("n{}", layout.format(id)),
+            PageToken::Below(id) => format!("p{}", layout.format(id)),
+            PageToken::Above(id) => format!("n{}", layout.format(id)),
         }
     }
 
-    fn parse(text: &str, layout: &Layout) -> Option<Token> {
-        let make: fn(Id) -> Token = match text.get(..1)? {
-            "p" => Token::Below,
-            "n" => Token::Above,
+    fn parse(text: &str, layout: &Layout) -> Option<PageToken> {
+        let make: fn(Id) -> PageToken = match text.get(..1)? {
+            "p" => PageToken::Below,
+            "n" => PageToken::Above,
             _ => return None,
         };
         layout.parse(&text[1..]).ok().map(make)
@@ -407,20 +407,20 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
     };
     let token = match param(&p, token_param).or(param(&p, "pagination_token")) {
         None => None,
-        Some(t) => match Token::parse(t, &layout) {
+        Some(t) => match PageToken::parse(t, &layout) {
             Some(token) => Some(token),
             None => return invalid("The pagination token is invalid", headers),
         },
     };
     // Above a token: the oldest `limit` above it, listed newest first.
     let query = match token {
-        Some(Token::Above(id)) => Query {
+        Some(PageToken::Above(id)) => Query {
             after: Some(since.map_or(id, |s| s.max(id))),
             before: until,
             limit,
             oldest_first: true,
         },
-        Some(Token::Below(id)) => Query {
+        Some(PageToken::Below(id)) => Query {
             after: since,
             before: Some(until.map_or(id, |u| u.min(id))),
             limit,
@@ -462,14 +462,14 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
             // Below a page reached from above, there is at least the page it came from.
             let (next, previous) = match token {
                 None => (full, false),
-                Some(Token::Below(_)) => (full, true),
-                Some(Token::Above(_)) => (true, full),
+                Some(PageToken::Below(_)) => (full, true),
+                Some(PageToken::Above(_)) => (true, full),
             };
             if next {
-                meta["next_token"] = json!(Token::Below(oldest.id).format(&layout));
+                meta["next_token"] = json!(PageToken::Below(oldest.id).format(&layout));
             }
             if previous {
-                meta["previous_token"] = json!(Token::Above(newest.id).format(&layout));
+                meta["previous_token"] = json!(PageToken::Above(newest.id).format(&layout));
             }
             let mut body = json!({"data": data, "meta": meta});
             if Fields::of(&p, "expansions").has("author_id") {

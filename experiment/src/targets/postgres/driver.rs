@@ -5,8 +5,8 @@ use super::source::SqlTarget;
 use super::writers::{self, Output, Workload, Written};
 use super::{PgOpts, Via};
 use crate::api::{Dialect, HttpTarget};
-use crate::drive::{self, Progress, StopReason};
-use crate::record::{PollerInfo, RecordSender, Recorder, TruthRow};
+use crate::drive::{self, StopReason, Tally};
+use crate::record::{PollerRow, RecordSender, Recorder, TruthRow};
 use crate::servers::postgres::Cluster;
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
 use rand::{Rng, SeedableRng};
@@ -142,7 +142,7 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
         .zip(&ids)
         .map(|(name, p)| Poller::new(name.clone(), *p, layout.clone(), limit, args.max_back_pages))
         .collect();
-    let infos: Vec<PollerInfo> = names
+    let infos: Vec<PollerRow> = names
         .iter()
         .zip(&ordered)
         .map(|(name, p)| session::poller_row(name, p))
@@ -196,9 +196,9 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
     } else {
         None
     };
-    let mut progress = Progress::new(&pollers);
+    let mut progress = Tally::new(&pollers);
     for name in &names[ids.len()..] {
-        progress.late_arrivals.push((name.clone(), 0));
+        progress.progress.late_arrivals.push((name.clone(), 0));
     }
     let progress = Arc::new(Mutex::new(progress));
 
@@ -313,7 +313,11 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
         (StopReason::Interrupted, _) | (_, true) => "interrupted",
         _ => "duration",
     };
-    let progress = progress.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let progress = progress
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .progress
+        .clone();
     recorder.finish(crate::clock::now_ms(), true, reason)?;
     write_brackets(&args.db, run_id, &brackets)?;
     writers_result?;
@@ -414,9 +418,9 @@ fn write_brackets(db: &std::path::Path, run_id: i64, rows: &[Bracket]) -> Result
     let e = |e: rusqlite::Error| format!("cannot write pg_truth in {}: {e}", db.display());
     let mut conn = rusqlite::Connection::open(db).map_err(e)?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(e)?;
-    let rows: Vec<rundb::PgTruth> = rows
+    let rows: Vec<rundb::PgTruthRow> = rows
         .iter()
-        .map(|b| rundb::PgTruth {
+        .map(|b| rundb::PgTruthRow {
             id: b.written.id.to_string(),
             xid: b.written.xid.clone(),
             xact_start_ms: b.written.xact_start_ms,

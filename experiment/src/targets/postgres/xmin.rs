@@ -9,8 +9,8 @@
 //! "How Postgres sequences issues can impact your messaging guarantees",
 //! event-driven.io, 2022.)
 
-use crate::drive::{Progress, align_up, following_tick};
-use crate::record::{RecordSender, RequestRow, StatusRow};
+use crate::drive::{Tally, align_up, following_tick};
+use crate::record::{RecordSender, RequestRecord, StatusRecord};
 use since_id::id::{Id, Layout};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
@@ -81,7 +81,7 @@ pub struct XminPoller {
 /// What an xmin poller reports to and hears from the run.
 pub struct XminChannels {
     pub recorder: RecordSender,
-    pub progress: Arc<Mutex<Progress>>,
+    pub progress: Arc<Mutex<Tally>>,
     /// Turns true at a signal.
     pub stop: watch::Receiver<bool>,
     /// Turns true once the writers are done (the last read then goes to the end).
@@ -137,9 +137,9 @@ pub async fn poll_loop(poller: XminPoller, channels: XminChannels) {
                 )
                 .await;
             let received = crate::clock::now_ms();
-            let mut row = RequestRow {
+            let mut row = RequestRecord {
                 poller: index,
-                request: rundb::Request {
+                request: rundb::RequestRow {
                     cycle: cycle as i64,
                     page: page as i64,
                     sent_at_ms: sent,
@@ -153,15 +153,15 @@ pub async fn poll_loop(poller: XminPoller, channels: XminChannels) {
                 Err(e) => {
                     row.request.error = Some(super::db_error(&e));
                     let mut p = progress.lock().unwrap_or_else(|e| e.into_inner());
-                    p.requests += 1;
-                    p.failed += 1;
+                    p.progress.requests += 1;
+                    p.progress.failed += 1;
                     false
                 }
                 Ok(rows) => {
                     let rows: Vec<(i64, i64)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
                     let more = cursor.advance(&rows, limit);
                     let mut p = progress.lock().unwrap_or_else(|e| e.into_inner());
-                    p.requests += 1;
+                    p.progress.requests += 1;
                     // Recorded in descending ID order, as every response is.
                     let mut ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
                     ids.sort_unstable_by_key(|id| std::cmp::Reverse(*id));
@@ -171,14 +171,14 @@ pub async fn poll_loop(poller: XminPoller, channels: XminChannels) {
                         .iter()
                         .filter(|&&id| highest_before.is_some_and(|h| id < h))
                         .count();
-                    p.late_arrivals[index].1 += late as u64;
+                    p.progress.late_arrivals[index].1 += late as u64;
                     row.items = ids
                         .iter()
                         .map(|&id| {
                             let id_ = Id(id as u128);
-                            StatusRow {
+                            StatusRecord {
                                 first_sighting: p.sighted(id_),
-                                status: rundb::Status {
+                                status: rundb::StatusRow {
                                     id: id.to_string(),
                                     id_key: id_.sort_key(),
                                     id_time_ms: layout.ts_ms(id_),

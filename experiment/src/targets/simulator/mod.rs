@@ -5,8 +5,8 @@
 pub(crate) mod in_process;
 
 use crate::api::{Dialect, HttpTarget, http_client};
-use crate::drive::{self, Plan, Progress, Records};
-use crate::record::{PollerInfo, Recorder};
+use crate::drive::{self, Plan, Progress, Records, Tally};
+use crate::record::{PollerRow, Recorder};
 use crate::session::{
     self, Bar, ClockMode, Common, RunRowParts, RunSummary, StoredConfig, build_pollers, plan_of,
     poller_infos,
@@ -115,7 +115,7 @@ struct Setup {
     layout: Layout,
     limit: usize,
     plan: Plan,
-    infos: Vec<PollerInfo>,
+    infos: Vec<PollerRow>,
     names: Vec<String>,
 }
 
@@ -189,16 +189,16 @@ fn drive_virtual(
         serves: in_process::serves(&run.opts.dialect),
         details: run.details,
     };
-    let mut progress = Progress::new(&plan.pollers);
+    let mut tally = Tally::new(&plan.pollers);
     drive::run_virtual(
         plan,
         &mut target,
         run.start_ms,
         run.records,
-        &mut progress,
+        &mut tally,
         &mut on_tick,
     );
-    progress
+    tally.progress
 }
 
 /// A virtual run against the embedded simulator that writes no database:
@@ -208,7 +208,7 @@ fn drive_virtual(
 pub fn run_virtual_to<S: Records>(
     common: &Common,
     opts: &SimOpts,
-    make: impl FnOnce(&Layout, &[PollerInfo]) -> S,
+    make: impl FnOnce(&Layout, &[PollerRow]) -> S,
 ) -> Result<S, String> {
     let Setup {
         layout,
@@ -315,7 +315,7 @@ pub fn run(common: Common, opts: SimOpts) -> Result<RunSummary, String> {
         (progress, "duration")
     } else {
         let runtime = session::runtime()?;
-        let progress = Arc::new(Mutex::new(Progress::new(&plan.pollers)));
+        let progress = Arc::new(Mutex::new(Tally::new(&plan.pollers)));
         let shared = Arc::new(Mutex::new(simulator));
         let reason = runtime.block_on(async {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -351,7 +351,11 @@ pub fn run(common: Common, opts: SimOpts) -> Result<RunSummary, String> {
             };
             Ok::<_, String>(session::poll_in_real_time(plan, target, Some(truth), live).await)
         })?;
-        let progress = progress.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let progress = progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .progress
+            .clone();
         (progress, session::end_reason(reason))
     };
     bar.finish();

@@ -216,7 +216,8 @@ fn the_latest_run_is_the_default_and_run_n_picks_another() {
         text.contains("UNKNOWN (no truth and no other poller to compare with)"),
         "{text}"
     );
-    assert!(text.contains("price-of-safety plot skipped"));
+    // One poller, no k: nobody asked for the price-of-safety plot, so nothing is said of it.
+    assert!(!text.contains("price-of-safety"), "{text}");
     let o = analyze(&[db.to_str().unwrap(), "--run", "1"]);
     assert!(o.status.success());
     assert!(stdout(&o).starts_with("run 1 is complete"));
@@ -426,4 +427,49 @@ fn a_fifo_is_refused_not_waited_on() {
         )
     );
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// Reading a finished run leaves nothing beside it: no `-wal`, no `-shm`
+/// (a read-only connection could not remove them).
+#[test]
+fn analyze_leaves_no_files_beside_a_finished_run() {
+    let dir = tempdir("no-leftovers");
+    let db = dir.join("run.db");
+    common::experiment(&[
+        "--clock",
+        "virtual",
+        "--duration",
+        "2m",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let names = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        names(&dir),
+        ["run.db"],
+        "the recorder cleaned up after itself"
+    );
+    let out = dir.join("plots");
+    let o = analyze(&[db.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("naive"));
+    assert_eq!(
+        names(&dir),
+        ["plots", "run.db"],
+        "analyze left files beside the run"
+    );
+    // A run with a -wal beside it (a writer live, or killed) is still read through it.
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch("BEGIN; CREATE TABLE scratch (x); COMMIT;")
+        .unwrap();
+    let o = analyze(&[db.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    drop(conn);
 }

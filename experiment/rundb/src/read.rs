@@ -20,6 +20,32 @@ fn read_error(e: rusqlite::Error) -> Error {
     Error(format!("cannot read the database: {e}"))
 }
 
+/// Opens `path` read-only. A database in WAL mode with no `-wal` file beside
+/// it has no live writer (SQLite keeps the file while a connection writes,
+/// and removes it when the last one closes cleanly): it is opened
+/// `immutable` (SQLite's URI parameter), so that reading it creates no
+/// `-wal` and `-shm` files that a read-only connection could not remove. A
+/// database with a `-wal` file (a run in progress, or one killed) is read
+/// through the WAL as usual.
+fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    if Path::new(&wal).exists() {
+        return Connection::open_with_flags(path, flags);
+    }
+    // A URI path: percent-encode what a URI would read otherwise.
+    let mut uri = String::from("file:");
+    for b in path.to_string_lossy().bytes() {
+        match b {
+            b'%' | b'?' | b'#' | 0x80.. => uri.push_str(&format!("%{b:02X}")),
+            _ => uri.push(b as char),
+        }
+    }
+    uri.push_str("?immutable=1");
+    Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+}
+
 /// Opens `path` read-only (a history is never changed by reading it) and
 /// checks that it is a run database this build can read: a regular file,
 /// SQLite, ours (`PRAGMA application_id`), with a `runs` table and a schema
@@ -40,11 +66,8 @@ pub fn open(path: &Path) -> Result<Connection, Error> {
         }
         Ok(_) => {}
     }
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| Error(format!("{shown}: cannot open as SQLite: {e}")))?;
+    let conn =
+        open_read_only(path).map_err(|e| Error(format!("{shown}: cannot open as SQLite: {e}")))?;
     // The first real read tells whether the file is SQLite at all.
     let first_read = |e: rusqlite::Error| {
         Error(match e.sqlite_error_code() {

@@ -3,8 +3,8 @@
 //! from its answer. What to send and how to read the answer is the dialect's
 //! ([`Dialect`]), and each API's home file says it.
 
-use super::pace::Pacer;
-use super::{Auth, Dialect, excerpt, rate_info};
+use super::common::{Auth, Dialect, excerpt};
+use super::pace::{Pacer, rate_info};
 use crate::drive::Fetched;
 use serde_json::Value;
 use since_id::id::Layout;

@@ -5,9 +5,10 @@
 //! `--target discord:CHANNEL_ID` against `https://discord.com/api/v10` (or
 //! `--base-url`).
 
-use super::pace::RateHeaders;
-use super::spec::{Resolved, TargetOptions, TargetSpec, refuse};
-use super::{Api, Auth, Dialect, HttpRequest, ItemFields};
+use super::common::{
+    Api, Auth, Dialect, HttpRequest, ItemFields, RateHeaders, Resolved, TargetOptions, TargetSpec,
+    base_or, refuse,
+};
 use since_id::id::{Id, Layout};
 use since_id::poller::PageRequest;
 
@@ -84,7 +85,7 @@ pub fn resolve(
 ) -> Result<Resolved, String> {
     refuse("--timeline", opts.timeline.is_some(), "discord")?;
     Ok(Resolved {
-        base: super::spec::base_or(opts, BASE)?,
+        base: base_or(opts, BASE)?,
         dialect: Dialect::Discord {
             channel_id: channel_id.to_string(),
         },

@@ -4,9 +4,10 @@
 //! `X-RateLimit-*` with an ISO 8601 reset [1.5], and `--target
 //! mastodon:https://HOST` with `--timeline`.
 
-use super::pace::RateHeaders;
-use super::spec::{Resolved, TargetOptions, TargetSpec, base_url, url_in_target};
-use super::{Api, Auth, Dialect, HttpRequest, ItemFields};
+use super::common::{
+    Api, Auth, Dialect, HttpRequest, ItemFields, RateHeaders, Resolved, TargetOptions, TargetSpec,
+    base_url, url_in_target,
+};
 use since_id::id::Layout;
 use since_id::poller::PageRequest;
 

@@ -5,8 +5,11 @@
 //! misskey:https://HOST` with `--timeline`.
 
 use super::client::{describe_reqwest_error, read_capped, redact, redirect_error};
-use super::spec::{Resolved, TargetOptions, TargetSpec, base_url, url_in_target};
-use super::{Api, Auth, Dialect, HttpRequest, ItemFields, MAX_BODY_BYTES, Token, excerpt};
+use super::common::{
+    Api, Auth, Dialect, HttpRequest, ItemFields, Resolved, TargetOptions, TargetSpec, base_url,
+    excerpt, url_in_target,
+};
+use super::{MAX_BODY_BYTES, Token};
 use serde_json::Value;
 use since_id::id::Layout;
 use since_id::poller::PageRequest;
@@ -74,7 +77,10 @@ pub fn describe_probe(base: &str, endpoint: &str, token: bool) -> String {
     if let (true, Value::Object(map), Auth::BodyField(field)) = (token, &mut body, AUTH) {
         map.insert(field.into(), "<redacted>".into());
     }
-    format!("POST {}\n  body: {body}", super::full_url(base, &http))
+    format!(
+        "POST {}\n  body: {body}",
+        super::common::full_url(base, &http)
+    )
 }
 
 /// Which Misskey layout IDs like these are, from their shape alone [docs/api-facts.md 3.3]:

@@ -4,7 +4,8 @@
 //! [`misskey`], [`twitter`] (v1.1), [`x`] (v2) and [`discord`]. Their server
 //! side, the simulator's, is `sim/server/` with the same file names.
 //!
-//! This file is the dispatch over them ([`Dialect`]) and what they share.
+//! This file is the dispatch over them ([`Dialect`]) and the one list of them;
+//! what they share is [`common`], a leaf they import.
 //! Dialects are pure (build a request description, parse bytes); the one
 //! async function [`HttpTarget::fetch`] (`client.rs`) is the thin shell that
 //! sends it with reqwest. The embedded simulator is reached through exactly
@@ -16,6 +17,7 @@ use since_id::id::{Id, Layout};
 use since_id::poller::{Item, PageRequest};
 
 mod client;
+pub mod common;
 pub mod discord;
 #[cfg(test)]
 mod loopback_tests;
@@ -29,83 +31,22 @@ pub mod x;
 pub use client::{
     HttpTarget, MAX_BODY_BYTES, MAX_SERVER_WAIT_MS, Token, USER_AGENT, http_client, retry_after_ms,
 };
+pub use common::{
+    Api, Auth, Dialect, HttpRequest, ItemFields, RateHeaders, XEndpoint, excerpt, full_url,
+};
 pub use misskey::{detect_misskey_layout, probe_layout};
-pub use pace::{Pacer, RateHeaders, RateInfo, rate_info};
-pub use x::XEndpoint;
+pub use pace::{Pacer, RateInfo, rate_info};
 
-/// Every API, in the order [`rate_info`] tries their headers.
+/// The one list of the APIs: the order `--help` and errors list them, and
+/// the order [`rate_info`] tries their headers (those that share header names,
+/// Mastodon's and Discord's, read them the same way).
 const APIS: [&Api; 5] = [
     &mastodon::API,
-    &discord::API,
-    &twitter::API,
     &x::API,
+    &twitter::API,
     &misskey::API,
+    &discord::API,
 ];
-
-/// What this tool knows of one API that is a value rather than code; each
-/// API's home file has one (`API`).
-#[derive(Clone, Copy, Debug)]
-pub struct Api {
-    /// `--target KIND:...`.
-    pub kind: &'static str,
-    /// The forms of `--target`, for errors and `--help`.
-    pub specs: &'static [&'static str],
-    /// The environment variable the token is read from.
-    pub token_env: &'static str,
-    pub auth: Auth,
-    /// The largest page the API serves.
-    pub max_limit: usize,
-    pub item: ItemFields,
-    /// Where the API reports its budget (None: only `Retry-After` on a 429).
-    pub rate_headers: Option<RateHeaders>,
-    /// Reads the SPEC of `--target KIND:SPEC`.
-    pub parse_spec: fn(&str) -> Result<spec::TargetSpec, String>,
-}
-
-/// An API dialect: which API, and which of its timelines.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Dialect {
-    /// Twitter API v1.1 `GET lists/statuses` ([`twitter`]).
-    TwitterV1 { list_id: String },
-    /// Mastodon `GET /api/v1/timelines/...` ([`mastodon`]).
-    Mastodon { timeline: String },
-    /// Misskey `POST /api/notes/...-timeline` ([`misskey`]).
-    Misskey { endpoint: String },
-    /// X API v2 `GET /2/users/{id}/tweets` or `GET /2/tweets/search/recent` ([`x`]).
-    X { endpoint: XEndpoint },
-    /// Discord `GET /channels/{id}/messages` ([`discord`]).
-    Discord { channel_id: String },
-}
-
-/// How a dialect carries its token.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Auth {
-    /// `Authorization: SCHEME TOKEN`.
-    Header { scheme: &'static str },
-    /// A field of the JSON body.
-    BodyField(&'static str),
-}
-
-/// Where an item's fields are in one entry of a page.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ItemFields {
-    /// The ID, a string.
-    pub id: &'static str,
-    /// Where to read the ID as an exact integer when `id` is absent.
-    pub integer_id: Option<&'static str>,
-    pub created_at: &'static str,
-    /// A JSON pointer.
-    pub author: &'static str,
-}
-
-/// A request to send, independent of the HTTP library.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HttpRequest {
-    pub post: bool,
-    pub path: String,
-    pub query: Vec<(String, String)>,
-    pub json_body: Option<Value>,
-}
 
 impl Dialect {
     /// The API this dialect speaks.
@@ -315,32 +256,6 @@ fn parse_item(fields: &ItemFields, layout: &Layout, entry: &Value) -> Result<Ite
             .and_then(Value::as_str)
             .map(str::to_string),
     })
-}
-
-/// `base` + the request's path and query, percent-encoded as it is sent
-/// (`base` is used as given, so a placeholder such as `http://127.0.0.1:PORT` works).
-pub fn full_url(base: &str, http: &HttpRequest) -> String {
-    let base = base.trim_end_matches('/');
-    match reqwest::Url::parse(&format!("http://placeholder{}", http.path)) {
-        Ok(mut url) => {
-            if !http.query.is_empty() {
-                url.query_pairs_mut().extend_pairs(&http.query);
-            }
-            let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
-            format!("{base}{}{query}", url.path())
-        }
-        Err(_) => format!("{base}{}", http.path),
-    }
-}
-
-/// The first 60 bytes of a body, on one line, for an error message.
-fn excerpt(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&body[..body.len().min(60)]).replace(['\n', '\r'], " ");
-    if body.len() > 60 {
-        format!("{text}...")
-    } else {
-        text
-    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! instead of running into 429s. It is pure (time is passed in); the shell
 //! sleeps until the slot it is given.
 
+use super::common::RateHeaders;
 use reqwest::header::HeaderMap;
 
 /// The rate-limit budget a response reported.
@@ -17,17 +18,6 @@ pub struct RateInfo {
     pub remaining: Option<u64>,
     /// When the window resets, in ms since the Unix epoch.
     pub reset_at_ms: Option<i64>,
-}
-
-/// The headers one API reports its budget in. A reset is read as epoch
-/// seconds if it is a number, else as an RFC 3339 time; a reset-after is
-/// seconds from now and wins over the reset.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RateHeaders {
-    pub limit: &'static str,
-    pub remaining: &'static str,
-    pub reset: &'static str,
-    pub reset_after: Option<&'static str>,
 }
 
 /// Reads the budget from any API's headers, with `now_ms` the receive time.

@@ -1,7 +1,7 @@
 //! `--target KIND:SPEC`: which API to poll, parsed and checked before any
 //! request, each mistake a one-line error. Each API's home file parses its
 //! own spec and options (`parse_spec`, `resolve`); this file dispatches on
-//! KIND and holds the checks all of them share.
+//! KIND (the checks all of them share are in `common.rs`).
 //!
 //! | kind | spec | dialect | layout |
 //! |---|---|---|---|
@@ -12,50 +12,14 @@
 //! | `misskey` | `https://HOST` (+ `--timeline`) | Misskey | `--layout` or detected |
 //! | `discord` | `CHANNEL_ID` | Discord v10 | `discord` |
 
-use super::{Api, Dialect, XEndpoint, discord, mastodon, misskey, twitter, x};
+use super::common::refuse;
+pub use super::common::{Resolved, TargetOptions, TargetSpec};
+use super::{APIS, discord, mastodon, misskey, twitter, x};
 use since_id::id::Layout;
-
-/// A parsed `--target`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TargetSpec {
-    Simulator,
-    Mastodon { base: String },
-    X { endpoint: XEndpoint },
-    TwitterV1 { base: String },
-    Misskey { base: String },
-    Discord { channel_id: String },
-}
-
-/// The options that refine a real target.
-#[derive(Clone, Debug, Default)]
-pub struct TargetOptions {
-    pub timeline: Option<String>,
-    pub list_id: Option<String>,
-    pub base_url: Option<String>,
-    pub layout: Option<String>,
-}
-
-/// A real target, ready to be polled.
-#[derive(Clone, Debug)]
-pub struct Resolved {
-    pub base: String,
-    pub dialect: Dialect,
-    /// None: detect it from the first IDs seen (Misskey without `--layout`).
-    pub layout: Option<Layout>,
-}
-
-/// The APIs in the order `--help` and errors list them.
-const LISTED: [&Api; 5] = [
-    &mastodon::API,
-    &x::API,
-    &twitter::API,
-    &misskey::API,
-    &discord::API,
-];
 
 /// Every form of `--target` but the simulator.
 fn forms() -> Vec<&'static str> {
-    LISTED.iter().flat_map(|api| api.specs).copied().collect()
+    APIS.iter().flat_map(|api| api.specs).copied().collect()
 }
 
 /// The PostgreSQL targets' forms, which the command line recognises before
@@ -83,7 +47,7 @@ PostgreSQL cluster) or `{own}` (your own table, with --table)",
 
 /// Every API's token variable, in `--help`'s order, each once.
 pub fn token_vars() -> Vec<&'static str> {
-    let mut vars: Vec<&str> = LISTED.iter().map(|api| api.token_env).collect();
+    let mut vars: Vec<&str> = APIS.iter().map(|api| api.token_env).collect();
     vars.dedup();
     vars
 }
@@ -114,52 +78,11 @@ impl std::str::FromStr for TargetSpec {
         }
         let bad = |why: &str| format!("bad --target '{text}': {why}; expected one of {}", kinds());
         let (kind, spec) = text.split_once(':').ok_or_else(|| bad("no KIND:"))?;
-        let api = LISTED
+        let api = APIS
             .iter()
             .find(|api| api.kind == kind)
             .ok_or_else(|| bad(&format!("unknown kind '{kind}'")))?;
         (api.parse_spec)(spec).map_err(|e| bad(&e))
-    }
-}
-
-/// `https://HOST[:PORT][/PREFIX]`, without a trailing slash.
-pub(super) fn base_url(spec: &str) -> Result<String, String> {
-    let url = reqwest::Url::parse(spec).map_err(|e| format!("'{spec}' is not a URL ({e})"))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(format!("'{spec}' is not an http(s) URL"));
-    }
-    if url.query().is_some() || !url.username().is_empty() || url.password().is_some() {
-        return Err(format!(
-            "'{spec}' must not carry a query or credentials (tokens come from the environment)"
-        ));
-    }
-    Ok(spec.trim_end_matches('/').to_string())
-}
-
-/// `--base-url` if given (checked), else the API's `default`.
-pub(super) fn base_or(opts: &TargetOptions, default: &str) -> Result<String, String> {
-    opts.base_url
-        .as_deref()
-        .map(base_url)
-        .transpose()
-        .map(|b| b.unwrap_or_else(|| default.to_string()))
-}
-
-/// `--base-url` is an error for an API whose `--target` holds the URL.
-pub(super) fn url_in_target(opts: &TargetOptions, kind: &str) -> Result<(), String> {
-    refuse(
-        "--base-url",
-        opts.base_url.is_some(),
-        &format!("{kind} (the URL is in --target)"),
-    )
-}
-
-/// The error for `flag`, `given` to a `kind` it does not apply to.
-pub(super) fn refuse(flag: &str, given: bool, kind: &str) -> Result<(), String> {
-    if given {
-        Err(format!("{flag} does not apply to {kind} targets"))
-    } else {
-        Ok(())
     }
 }
 
@@ -193,8 +116,8 @@ impl TargetSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::XEndpoint;
     use crate::api::discord::BASE as DISCORD_BASE;
+    use crate::api::{Dialect, XEndpoint};
 
     fn spec(text: &str) -> Result<TargetSpec, String> {
         text.parse()

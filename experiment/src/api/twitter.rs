@@ -4,9 +4,10 @@
 //! whose exact ID is `id_str`, rate limits in `x-rate-limit-*` with an epoch
 //! reset [2.3], and `--target twitter-v1:https://HOST` with `--list-id`.
 
-use super::pace::RateHeaders;
-use super::spec::{Resolved, TargetOptions, TargetSpec, base_url, refuse, url_in_target};
-use super::{Api, Auth, Dialect, HttpRequest, ItemFields};
+use super::common::{
+    Api, Auth, Dialect, HttpRequest, ItemFields, RateHeaders, Resolved, TargetOptions, TargetSpec,
+    base_url, refuse, url_in_target,
+};
 use since_id::id::Layout;
 use since_id::poller::PageRequest;
 

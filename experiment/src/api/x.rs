@@ -5,8 +5,10 @@
 //! Twitter's `x-rate-limit-*` headers, and `--target x:users/ID/tweets` or
 //! `x:search?query=...` against `https://api.x.com` (or `--base-url`).
 
-use super::spec::{Resolved, TargetOptions, TargetSpec, refuse};
-use super::{Api, Auth, Dialect, HttpRequest, ItemFields, excerpt};
+use super::common::{
+    Api, Auth, Dialect, HttpRequest, ItemFields, Resolved, TargetOptions, TargetSpec, XEndpoint,
+    base_or, excerpt, refuse,
+};
 use serde_json::Value;
 use since_id::id::Layout;
 use since_id::poller::PageRequest;
@@ -32,13 +34,6 @@ pub const API: Api = Api {
 };
 /// The default base URL of X's API v2 (`--base-url` overrides it).
 pub const BASE: &str = "https://api.x.com";
-
-/// The two X v2 timelines that take `since_id`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum XEndpoint {
-    UserTweets { user_id: String },
-    SearchRecent { query: String },
-}
 
 /// The smallest `max_results` X accepts: 5, or 10 for search.
 pub fn min_limit(endpoint: &XEndpoint) -> usize {
@@ -151,7 +146,7 @@ pub fn resolve(
 ) -> Result<Resolved, String> {
     refuse("--timeline", opts.timeline.is_some(), "x")?;
     Ok(Resolved {
-        base: super::spec::base_or(opts, BASE)?,
+        base: base_or(opts, BASE)?,
         dialect: Dialect::X {
             endpoint: endpoint.clone(),
         },

@@ -67,12 +67,12 @@ pub struct PollerRow {
 }
 
 /// A row of `requests`: one request of a poller, with the counts of what it
-/// returned (the items themselves are [`Observation`]s).
+/// returned (the items themselves are [`ObservationRow`]s).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RequestRow<S = String> {
     /// Assigned by SQLite on insert (ignored by [`crate::write::insert_request`]).
     pub id: i64,
-    /// A [`Poller::id`] of the same run.
+    /// A [`PollerRow::id`] of the same run.
     pub poller_id: i64,
     pub cycle: i64,
     /// 0 for a cycle's first request, then its back-pages.
@@ -119,7 +119,7 @@ pub struct StatusRow<S = String> {
 pub struct ObservationRow<S = String> {
     pub request_id: i64,
     pub position: i64,
-    /// A [`Status::id`] of the run.
+    /// A [`StatusRow::id`] of the run.
     pub status_id: S,
 }
 

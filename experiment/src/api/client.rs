@@ -343,6 +343,16 @@ pub fn retry_after_ms(headers: &reqwest::header::HeaderMap, now_ms: i64) -> Opti
 /// end cuts every wait anyway (`run::poll_loop`).
 pub const MAX_SERVER_WAIT_MS: u64 = 24 * 3600 * 1000;
 
+impl crate::drive::PollTarget for HttpTarget {
+    fn pace(&self) -> impl std::future::Future<Output = u64> + Send {
+        HttpTarget::pace(self)
+    }
+
+    fn fetch(&self, req: &PageRequest) -> impl std::future::Future<Output = Fetched> + Send {
+        HttpTarget::fetch(self, req)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,15 +396,5 @@ mod tests {
                 "{absurd}"
             );
         }
-    }
-}
-
-impl crate::drive::PollTarget for HttpTarget {
-    fn pace(&self) -> impl std::future::Future<Output = u64> + Send {
-        HttpTarget::pace(self)
-    }
-
-    fn fetch(&self, req: &PageRequest) -> impl std::future::Future<Output = Fetched> + Send {
-        HttpTarget::fetch(self, req)
     }
 }

@@ -29,15 +29,15 @@ pub struct Api {
 /// An API dialect: which API, and which of its timelines.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Dialect {
-    /// Twitter API v1.1 `GET lists/statuses` ([`twitter`]).
+    /// Twitter API v1.1 `GET lists/statuses` (`api::twitter`).
     TwitterV1 { list_id: String },
-    /// Mastodon `GET /api/v1/timelines/...` ([`mastodon`]).
+    /// Mastodon `GET /api/v1/timelines/...` (`api::mastodon`).
     Mastodon { timeline: String },
-    /// Misskey `POST /api/notes/...-timeline` ([`misskey`]).
+    /// Misskey `POST /api/notes/...-timeline` (`api::misskey`).
     Misskey { endpoint: String },
-    /// X API v2 `GET /2/users/{id}/tweets` or `GET /2/tweets/search/recent` ([`x`]).
+    /// X API v2 `GET /2/users/{id}/tweets` or `GET /2/tweets/search/recent` (`api::x`).
     X { endpoint: XEndpoint },
-    /// Discord `GET /channels/{id}/messages` ([`discord`]).
+    /// Discord `GET /channels/{id}/messages` (`api::discord`).
     Discord { channel_id: String },
 }
 

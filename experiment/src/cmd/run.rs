@@ -1,7 +1,7 @@
 //! `experiment [OPTIONS]`: one experiment, from the command line to a
 //! recorded run. The options are parsed into [`RunArgs`] (clap), then
 //! [`resolve`]d here, in one place, into the options every run has
-//! ([`Common`]) and one target's own ([`Target`]): every "flag X does not
+//! (`Common`) and one target's own ([`Target`]): every "flag X does not
 //! apply to target Y" refusal is in [`resolve`], and a target receives only
 //! its own options. Adding a target is one module under `crate::targets` and
 //! one variant of [`Target`] (docs/layout.md).
@@ -25,7 +25,7 @@ use std::path::PathBuf;
 
 #[derive(Args, Debug, Clone)]
 /// The options of a run, as the command line gives them (`experiment [OPTIONS]`).
-/// [`resolve`] turns them into the [`Common`] options and one target's.
+/// [`resolve`] turns them into the `Common` options and one target's.
 pub struct RunArgs {
     /// How long to poll (1h, 90s, 1500ms; at most 366 days).
     #[arg(long, default_value = "1h", value_parser = parse_run_duration)]
@@ -151,7 +151,7 @@ fn parse_interval(text: &str) -> Result<u64, String> {
 }
 
 /// The options of PostgreSQL targets. Each is `None` unless given, so that
-/// one given where it does nothing is refused ([`PgArgs::refuse`]) rather
+/// one given where it does nothing is refused (`PgArgs::refuse`) rather
 /// than silently ignored; the defaults are the methods' own.
 #[derive(Args, Debug, Clone, Default)]
 pub struct PgArgs {
@@ -258,8 +258,8 @@ fn token_file_help() -> String {
 /// variant here and one arm in [`resolve`] and [`run_experiment`].
 #[derive(Clone, Debug)]
 pub enum Target {
-    /// The embedded simulator (the default).
-    Simulator(SimOpts),
+    /// The embedded simulator (the default); boxed, being the largest.
+    Simulator(Box<SimOpts>),
     /// A real API.
     Api(ApiOpts),
     /// A throwaway PostgreSQL cluster.
@@ -380,7 +380,7 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                 opts.backlog_ms = backlog;
             }
             opts.faults = args.faults.clone();
-            Target::Simulator(opts)
+            Target::Simulator(Box::new(opts))
         }
         Kind::Api(spec) => {
             if args.clock == ClockMode::Virtual {
@@ -518,7 +518,7 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
 pub fn run_experiment(args: RunArgs) -> Result<RunSummary, String> {
     let (common, target) = resolve(args)?;
     match target {
-        Target::Simulator(opts) => simulator::run(common, opts),
+        Target::Simulator(opts) => simulator::run(common, *opts),
         Target::Api(opts) => api_target::run(common, opts),
         Target::Postgres(opts) => postgres::run(common, opts),
         Target::OwnDb(opts) => postgres::run_own(common, opts),

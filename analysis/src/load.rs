@@ -474,7 +474,7 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
             .map(|p| PollerSpec {
                 name: p.name.clone(),
                 k_ms: p.k_ms,
-                keyset: p.policy == "xmin",
+                keyset: since_id::CursorPolicy::text_is_keyset(&p.policy),
             })
             .collect(),
         requests,

@@ -9,29 +9,35 @@
 
 use crate::record::{RecordSender, RequestRecord, StatusRecord, TruthRow};
 use since_id::id::{Id, Layout};
+use since_id::keyset::{KeysetPoller, KeysetRequest, KeysetRow};
 use since_id::poller::{Item, PageRequest, Poller};
+use since_id::schedule::align_up;
 use since_id::schedule::{CycleStart, Schedule};
-pub use since_id::schedule::{align_up, following_tick};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
-/// What one request came to, whatever the target (HTTP, SQL, in-process).
+/// What one request came to, whatever the target (HTTP, SQL, in-process):
+/// items of a since_id target, or rows of a keyset one.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Fetched {
+pub struct Fetched<R = Item> {
     pub http_status: Option<u16>,
     pub bytes: Option<u64>,
-    pub result: Result<Vec<Item>, String>,
+    pub result: Result<Vec<R>, String>,
     /// The server asked us to wait this long before the next request (429, Retry-After, rate-limit reset).
     pub retry_after_ms: Option<u64>,
 }
 
-/// Everything a driver needs to know about the run.
+/// Everything a driver needs to know about the run: its pollers (since_id
+/// [`Poller`]s, or keyset pollers), and its cadence.
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub struct Plan<M = Poller> {
     pub layout: Layout,
-    pub pollers: Vec<Poller>,
+    pub pollers: Vec<M>,
+    /// The index of the first of `pollers` among the run's `pollers` rows
+    /// (a run may drive two kinds of poller, each kind with its own plan).
+    pub first_index: usize,
     pub interval_ms: u64,
     pub duration_ms: u64,
     /// The largest k of the run: how long to wait before the final cycle.
@@ -147,13 +153,148 @@ impl Records for RecordSender {
 }
 
 /// One request and what it came to, as a driver saw it.
-pub struct Exchange<'a> {
-    pub req: &'a PageRequest,
-    pub fetched: Fetched,
+pub struct Exchange<'a, Q = PageRequest, R = Item> {
+    pub req: &'a Q,
+    pub fetched: Fetched<R>,
     pub sent_at_ms: i64,
     pub received_at_ms: i64,
     /// How long the request was held back by rate limits.
     pub wait_ms: u64,
+}
+
+/// A poller's state machine as the one poll loop drives it: the core's
+/// since_id [`Poller`] or its [`KeysetPoller`]. The loop asks for a request at
+/// each tick, sends it, and settles the response: the machine moves its
+/// cursor, the response is recorded, and it says what to send next.
+pub trait Machine: Send + 'static {
+    type Request: Send + Sync + 'static;
+    type Row: Send + 'static;
+    /// The first request of a cycle (`last`: the run's final one), if the
+    /// policy sends this tick.
+    fn tick(&mut self, now_ms: i64, last: bool) -> Option<Self::Request>;
+    /// The request is about to go (a budget counts it from now).
+    fn sending(&mut self, _now_ms: i64) {}
+    /// The cycle was abandoned: the cursor stays.
+    fn on_failure(&mut self);
+    /// Applies one response (this poller is the `index`th of the run),
+    /// records it, and says what to send next within the cycle.
+    fn settle(
+        &mut self,
+        index: usize,
+        layout: &Layout,
+        exchange: Exchange<'_, Self::Request, Self::Row>,
+        recorder: &dyn Records,
+        tally: &mut Tally,
+    ) -> Option<Self::Request>;
+}
+
+impl Machine for Poller {
+    type Request = PageRequest;
+    type Row = Item;
+
+    fn tick(&mut self, now_ms: i64, last: bool) -> Option<PageRequest> {
+        Poller::tick(self, now_ms, last)
+    }
+
+    fn sending(&mut self, now_ms: i64) {
+        Poller::sending(self, now_ms);
+    }
+
+    fn on_failure(&mut self) {
+        Poller::on_failure(self);
+    }
+
+    fn settle(
+        &mut self,
+        index: usize,
+        layout: &Layout,
+        exchange: Exchange<'_>,
+        recorder: &dyn Records,
+        tally: &mut Tally,
+    ) -> Option<PageRequest> {
+        settle(self, index, layout, exchange, recorder, tally)
+    }
+}
+
+impl Machine for KeysetPoller {
+    type Request = KeysetRequest;
+    type Row = KeysetRow;
+
+    fn tick(&mut self, _now_ms: i64, last: bool) -> Option<KeysetRequest> {
+        Some(KeysetPoller::tick(self, last))
+    }
+
+    fn on_failure(&mut self) {
+        KeysetPoller::on_failure(self);
+    }
+
+    /// Recorded as every response is: the IDs in descending order, no
+    /// since_id (the cursor is `(xid, id)`, not an ID).
+    fn settle(
+        &mut self,
+        index: usize,
+        layout: &Layout,
+        exchange: Exchange<'_, KeysetRequest, KeysetRow>,
+        recorder: &dyn Records,
+        tally: &mut Tally,
+    ) -> Option<KeysetRequest> {
+        let (cycle, page) = self.position();
+        let Exchange {
+            req,
+            fetched,
+            sent_at_ms,
+            received_at_ms,
+            wait_ms,
+        } = exchange;
+        let mut row = RequestRecord {
+            poller: index,
+            request: rundb::RequestRow {
+                cycle: cycle as i64,
+                page: page as i64,
+                sent_at_ms,
+                received_at_ms,
+                page_limit: req.limit as i64,
+                wait_ms: wait_ms as i64,
+                ..Default::default()
+            },
+            items: Vec::new(),
+        };
+        tally.progress.requests += 1;
+        let next = match fetched.result {
+            Err(error) => {
+                self.on_failure();
+                tally.progress.failed += 1;
+                row.request.error = Some(error);
+                None
+            }
+            Ok(rows) => {
+                let outcome = self.on_page(&rows);
+                row.request.reordered = outcome.reordered;
+                row.request.new_items = outcome.ids.len() as i64;
+                tally.progress.late_arrivals[index].1 += outcome.late_arrivals as u64;
+                row.items = outcome
+                    .ids
+                    .iter()
+                    .map(|&id| {
+                        let key = Id(id as u128);
+                        StatusRecord {
+                            first_sighting: tally.sighted(key),
+                            status: rundb::StatusRow {
+                                id: id.to_string(),
+                                id_key: key.sort_key(),
+                                id_time_ms: layout.ts_ms(key),
+                                created_at: None,
+                                author: None,
+                            },
+                        }
+                    })
+                    .collect();
+                outcome.next
+            }
+        };
+        recorder.request(row);
+        next
+    }
 }
 
 /// Applies one response to its poller (the `index`th of the run), records
@@ -368,11 +509,17 @@ pub fn run_virtual(
 
 /// A target polled in real time: over HTTP (`crate::api::HttpTarget`) or over SQL
 /// (`crate::targets::postgres::source::SqlTarget`). Clones share the target's pacing.
-pub trait PollTarget: Clone + Send + Sync + 'static {
+pub trait PollTarget<Q = PageRequest, R = Item>: Clone + Send + Sync + 'static {
     /// Waits for a slot in the shared rate-limit budget; returns the ms waited.
     fn pace(&self) -> impl std::future::Future<Output = u64> + Send;
     /// Sends one request.
-    fn fetch(&self, req: &PageRequest) -> impl std::future::Future<Output = Fetched> + Send;
+    fn fetch(&self, req: &Q) -> impl std::future::Future<Output = Fetched<R>> + Send;
+    /// Before the final cycle: waits until everything the target will ever
+    /// owe is readable (a keyset target: until the writers are done). Most
+    /// targets have nothing to wait for.
+    fn settled(&self) -> impl std::future::Future<Output = ()> + Send {
+        std::future::ready(())
+    }
 }
 
 /// Where truth comes from during a real-time run (the embedded simulator), if anywhere.
@@ -389,8 +536,8 @@ pub enum StopReason {
 /// or `stop` turns true; then waits the largest k and makes one last cycle
 /// per poller. Returns why it stopped: [`StopReason::Interrupted`] if any
 /// poller was interrupted.
-pub async fn run_real<T: PollTarget>(
-    plan: Plan,
+pub async fn run_real<M: Machine, T: PollTarget<M::Request, M::Row>>(
+    plan: Plan<M>,
     target: T,
     truth: Option<TruthSource>,
     recorder: RecordSender,
@@ -408,9 +555,9 @@ pub async fn run_real<T: PollTarget>(
 /// the drain is not: it is due at start + duration + the largest k, so a
 /// start taken a few ms after the recorded one moved the real drain by those
 /// ms (docs/analysis.md, "The final drain in the two clocks").
-pub async fn run_real_from<T: PollTarget>(
+pub async fn run_real_from<M: Machine, T: PollTarget<M::Request, M::Row>>(
     start_ms: i64,
-    plan: Plan,
+    plan: Plan<M>,
     target: T,
     mut truth: Option<TruthSource>,
     recorder: RecordSender,
@@ -422,7 +569,9 @@ pub async fn run_real_from<T: PollTarget>(
     let recorder = recorder.never_waiting();
     let end_ms = start_ms + plan.duration_ms as i64;
     let mut tasks = tokio::task::JoinSet::new();
-    for (index, poller) in plan.pollers.into_iter().enumerate() {
+    let first_index = plan.first_index;
+    for (n, poller) in plan.pollers.into_iter().enumerate() {
+        let index = first_index + n;
         let target = target.clone();
         let recorder = recorder.clone();
         let progress = progress.clone();
@@ -494,8 +643,8 @@ struct Channels {
 
 /// One poller in real time: its [`Schedule`] says when, tokio's timers wait,
 /// and a stop (Ctrl-C, SIGTERM, or the sender dropped) is told to the schedule.
-async fn poll_loop<T: PollTarget>(
-    (mut poller, index, layout): (Poller, usize, Layout),
+async fn poll_loop<M: Machine, T: PollTarget<M::Request, M::Row>>(
+    (mut poller, index, layout): (M, usize, Layout),
     target: T,
     channels: Channels,
     cadence: Cadence,
@@ -559,6 +708,10 @@ async fn poll_loop<T: PollTarget>(
             schedule.skip(now_ms());
             continue;
         };
+        if start.last {
+            // What the target will ever owe is readable before the last look.
+            target.settled().await;
+        }
         let mut cycle_failed = false;
         let mut request_wait = start.wait_ms;
         let mut abandoned = false;
@@ -610,7 +763,7 @@ async fn poll_loop<T: PollTarget>(
                     received_at_ms: received,
                     wait_ms: request_wait + paced_ms,
                 };
-                settle(&mut poller, index, &layout, exchange, &recorder, &mut tally)
+                poller.settle(index, &layout, exchange, &recorder, &mut tally)
             };
             request_wait = 0;
             match next {
@@ -630,6 +783,7 @@ async fn poll_loop<T: PollTarget>(
 mod tests {
     use super::*;
     use crate::record::PollerRow;
+    use since_id::schedule::following_tick;
 
     /// Pollers of these policies, and their rows for the recorder.
     fn pollers_of(
@@ -728,6 +882,7 @@ mod tests {
             interval_ms: 100,
             duration_ms: 300,
             final_wait_ms: 100,
+            first_index: 0,
         };
         let progress = Arc::new(Mutex::new(Tally::new(&plan.pollers)));
         let (_stop_tx, stop_rx) = watch::channel(false);
@@ -796,6 +951,7 @@ mod tests {
                     interval_ms: 1000,
                     duration_ms: 3_600_000,
                     final_wait_ms: 1000,
+                    first_index: 0,
                 };
                 let mut target = InProcess {
                     sim: Simulator::new(config, 7, start_ms),

@@ -243,6 +243,7 @@ pub fn plan_of(common: &Common, layout: &Layout, pollers: Vec<Poller>, final_wai
         interval_ms: common.interval_ms,
         duration_ms: common.duration_ms,
         final_wait_ms,
+        first_index: 0,
     }
 }
 

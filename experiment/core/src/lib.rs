@@ -46,6 +46,7 @@
 #![warn(missing_docs)]
 
 pub mod id;
+pub mod keyset;
 pub mod policy;
 pub mod poller;
 pub mod schedule;

@@ -58,6 +58,29 @@ pub enum CursorPolicy {
 }
 
 impl CursorPolicy {
+    /// Whether the policy reads by a keyset cursor (`xmin`: `(xid, id)`,
+    /// [`crate::keyset`]) rather than by a since_id.
+    ///
+    /// ```
+    /// use since_id::CursorPolicy;
+    /// assert!(CursorPolicy::Xmin.is_keyset());
+    /// assert!(!"compensated:k=1s".parse::<CursorPolicy>().unwrap().is_keyset());
+    /// ```
+    pub fn is_keyset(&self) -> bool {
+        *self == CursorPolicy::Xmin
+    }
+
+    /// Whether a `pollers.policy` text names a keyset policy.
+    ///
+    /// ```
+    /// use since_id::CursorPolicy;
+    /// assert!(CursorPolicy::text_is_keyset("xmin"));
+    /// assert!(!CursorPolicy::text_is_keyset("naive"));
+    /// ```
+    pub fn text_is_keyset(text: &str) -> bool {
+        text.parse::<CursorPolicy>().is_ok_and(|p| p.is_keyset())
+    }
+
     /// The k this policy compensates for; `None` for naive (and for adaptive, whose k
     /// changes during a run, and xmin).
     ///

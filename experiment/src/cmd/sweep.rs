@@ -32,7 +32,7 @@ impl InMemory {
             .map(|p| PollerSpec {
                 name: p.name.clone(),
                 k_ms: p.k_ms,
-                keyset: p.policy == "xmin",
+                keyset: since_id::CursorPolicy::text_is_keyset(&p.policy),
             })
             .collect();
         InMemory {

@@ -5,12 +5,13 @@ use super::source::SqlTarget;
 use super::writers::{self, Output, Workload, Written};
 use super::{PgOpts, Via};
 use crate::api::{Dialect, HttpTarget};
-use crate::drive::{self, StopReason, Tally};
+use crate::drive::{self, Plan, StopReason, Tally};
 use crate::record::{PollerRow, RecordSender, Recorder, TruthRow};
 use crate::servers::postgres::Cluster;
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
 use rand::{Rng, SeedableRng};
 use since_id::id::Layout;
+use since_id::keyset::KeysetPoller;
 use since_id::policy::CursorPolicy;
 use since_id::poller::Poller;
 use std::sync::{Arc, Mutex};
@@ -134,7 +135,7 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
     };
     // Pollers with a since_id cursor first, xmin pollers after them.
     let (xmins, ids): (Vec<CursorPolicy>, Vec<CursorPolicy>) =
-        args.pollers.iter().partition(|p| **p == CursorPolicy::Xmin);
+        args.pollers.iter().partition(|p| p.is_keyset());
     let ordered: Vec<CursorPolicy> = ids.iter().chain(&xmins).copied().collect();
     let names = session::poller_names(&ordered);
     let pollers: Vec<Poller> = names
@@ -234,8 +235,11 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
         })
     };
 
-    let mut xmin_tasks = Vec::new();
-    for (n, _) in xmins.iter().enumerate() {
+    // The keyset pollers run on the same loop as the others, with their own
+    // plan (their rows follow the since_id pollers' in `pollers`).
+    let keyset_task = if xmins.is_empty() {
+        None
+    } else {
         let client = Arc::new(connect(config).await?);
         let statement = client
             .prepare(&super::xmin::query(&table, &id_column))
@@ -246,24 +250,32 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
                     super::db_error(&e)
                 )
             })?;
-        let poller = super::xmin::XminPoller {
+        let target = super::xmin::XminTarget {
             client,
             statement,
-            index: ids.len() + n,
-            layout: layout.clone(),
-            limit,
-            max_pages: args.max_back_pages,
-            interval_ms: args.interval_ms,
-            end_ms,
-        };
-        let channels = super::xmin::XminChannels {
-            recorder: recorder.sender(),
-            progress: progress.clone(),
-            stop: stop_rx.clone(),
             writers_done: done_rx.clone(),
         };
-        xmin_tasks.push(tokio::spawn(super::xmin::poll_loop(poller, channels)));
-    }
+        let plan = Plan {
+            layout: layout.clone(),
+            pollers: names[ids.len()..]
+                .iter()
+                .map(|name| KeysetPoller::new(name.clone(), limit, args.max_back_pages))
+                .collect(),
+            first_index: ids.len(),
+            interval_ms: args.interval_ms,
+            duration_ms: args.duration_ms,
+            // Its final read waits for the writers instead (`XminTarget::settled`).
+            final_wait_ms: 0,
+        };
+        Some(tokio::spawn(drive::run_real(
+            plan,
+            target,
+            None,
+            recorder.sender(),
+            progress.clone(),
+            stop_rx.clone(),
+        )))
+    };
     let plan = session::plan_of(args, &layout, pollers, final_wait_ms);
     let mut pollers_task: std::pin::Pin<Box<dyn std::future::Future<Output = StopReason> + Send>> =
         match http_target {
@@ -295,7 +307,7 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
             }
         }
     };
-    for task in xmin_tasks {
+    if let Some(task) = keyset_task {
         let _ = task.await;
     }
     let writers_result = writers_task.await.map_err(|e| e.to_string())?;

@@ -7,8 +7,8 @@
 //! Public, for the binary, the tests and the benchmarks:
 //! - [`cmd`]: the commands (`run`, `serve`, `sweep`, `id`); [`run_experiment`]
 //!   runs one experiment from its [`RunArgs`] to its [`RunSummary`].
-//! - [`sim`]: the leaky timeline (model, profiles, faults, HTTP server), to
-//!   embed in your own tests.
+//! - [`sim`]: crate `leaky-timeline` (model, profiles, faults, HTTP server),
+//!   re-exported; embed it in your own tests with that one dependency.
 //! - [`api`]: each API's client side, one file per API.
 //! - [`record`]: the recorder, the run database's one writer thread.
 //! - [`servers`]: the throwaway servers a run starts (PostgreSQL).
@@ -26,8 +26,9 @@ mod drive;
 pub mod record;
 pub mod servers;
 mod session;
-pub mod sim;
 mod targets;
 
 pub use cmd::run::{RunArgs, dry_run, run_experiment};
+/// The leaky timeline (crate `leaky-timeline`), as the harness uses it.
+pub use leaky_timeline as sim;
 pub use session::{ClockMode, RunSummary};

@@ -190,7 +190,7 @@ fn the_scan_finds_paths_and_leaves_hosts_alone() {
     );
     let root = repo_root().canonicalize().unwrap();
     let files = repo_files(&root);
-    let here = root.join("experiment/src/sim/server/mod.rs");
+    let here = root.join("experiment/sim/src/server/mod.rs");
     assert!(resolves(&root, &files, &here, "docs/api-facts.md"));
     assert!(resolves(&root, &files, &here, "mastodon.rs"));
     assert!(!resolves(&root, &files, &here, "../not-in-this-repo.md"));

@@ -32,7 +32,7 @@ pub const AUDIT_MAX_BACK_PAGES: u32 = 100;
 /// How far an item's ID time may be ahead of the client clock before the item
 /// is taken to be *from the future* (a server clock or generator far ahead, or
 /// a hostile ID). A minute is far above NTP-synchronised skew and the
-/// simulator's generator offsets (tens of ms, `sim/profile.rs`), and far below
+/// simulator's generator offsets (tens of ms, `experiment/sim/src/profile.rs`), and far below
 /// what blinds a poller: one ID three years ahead would otherwise move the
 /// cursor there and every later status would look like a leak.
 pub const FUTURE_TOLERANCE_MS: i64 = 60_000;

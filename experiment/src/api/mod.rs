@@ -2,7 +2,7 @@
 //! client side (its requests and paging rules, its JSON, its rate-limit
 //! headers, its token and auth, its `--target` spec): [`mastodon`],
 //! [`misskey`], [`twitter`] (v1.1), [`x`] (v2) and [`discord`]. Their server
-//! side, the simulator's, is `sim/server/` with the same file names.
+//! side, the simulator's, is `experiment/sim/src/server/` with the same file names.
 //!
 //! This file is the dispatch over them ([`Dialect`]) and the one list of them;
 //! what they share is [`common`], a leaf they import.

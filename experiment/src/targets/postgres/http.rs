@@ -1,6 +1,6 @@
 //! The Mastodon API served from the PostgreSQL table: its public timeline,
 //! read with the simulator's Mastodon paging and documents
-//! (`sim/server/mastodon.rs`) and answered by the queries of Mastodon's
+//! (`experiment/sim/src/server/mastodon.rs`) and answered by the queries of Mastodon's
 //! pagination (`id > since_id ORDER BY id DESC LIMIT n`, `id < max_id` for
 //! back-pages, `id > min_id ORDER BY id ASC LIMIT n` reversed), so HTTP
 //! pollers and any Mastodon client library read a real database-backed API.

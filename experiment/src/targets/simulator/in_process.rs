@@ -42,7 +42,7 @@ pub fn take_truth(sim: &mut Simulator, serves: Serves) -> Vec<TruthRow> {
 
 /// [`Simulator::with_backlog`], built a second at a time with each second's
 /// truth sent to the records (the recorder, or a sweep's memory) as it is made. The model's output does not
-/// depend on how its advance is chunked (`sim/model.rs`, "chunking
+/// depend on how its advance is chunked (`experiment/sim/src/model.rs`, "chunking
 /// invariance"), so the statuses and the truth rows, in their order, are the
 /// same; but its queues of pending statuses and the truth in memory now hold
 /// a second of the backlog, not all of it (five minutes at 3,000/s is 900,000

@@ -33,7 +33,7 @@
 use super::{
     Allowance, AppState, ServedApi, json_response, param, params, parse_id, retry_after, to_json,
 };
-use crate::sim::model::{Query, SimStatus};
+use crate::model::{Query, SimStatus};
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -536,7 +536,7 @@ fn tweet(s: &SimStatus, layout: &Layout, fields: &Fields) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use crate::sim::server::{RateLimits, RunningServer, test_server};
+    use crate::server::{RateLimits, RunningServer, test_server};
     use serde_json::Value;
     use since_id::id::Id;
 

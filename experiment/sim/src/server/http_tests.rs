@@ -2,9 +2,9 @@
 //! posts nothing (rate 0) and the statuses are injected with known IDs, so
 //! every page is exact. The clock handed to the router is a constant.
 
-use crate::sim::model::{SimStatus, Simulator};
-use crate::sim::profile::SimConfig;
-use crate::sim::server::{RateLimits, RunningServer, router_with_clock};
+use crate::model::{SimStatus, Simulator};
+use crate::profile::SimConfig;
+use crate::server::{RateLimits, RunningServer, router_with_clock};
 use serde_json::Value;
 use since_id::id::Id;
 use std::sync::{Arc, Mutex};

@@ -25,7 +25,7 @@ use super::{
     Allowance, AppState, ServedApi, header_value, json_response, param, params, parse_id,
     retry_after, to_json,
 };
-use crate::sim::model::Query;
+use crate::model::Query;
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -313,7 +313,7 @@ fn message(
 
 #[cfg(test)]
 mod tests {
-    use crate::sim::server::{RateLimits, RunningServer, test_server};
+    use crate::server::{RateLimits, RunningServer, test_server};
     use serde_json::Value;
     use since_id::id::Id;
 

@@ -13,7 +13,9 @@
 mod discord;
 #[cfg(test)]
 mod http_tests;
-pub(crate) mod mastodon;
+/// Public for the PostgreSQL target, which serves Mastodon's API from a table
+/// with the same paging, `Link` header and JSON.
+pub mod mastodon;
 mod misskey;
 mod twitter;
 mod x;
@@ -282,7 +284,7 @@ pub(super) async fn test_server(
     now: i64,
     limits: RateLimits,
 ) -> RunningServer {
-    let mut config = crate::sim::SimConfig::profile(profile).unwrap();
+    let mut config = crate::SimConfig::profile(profile).unwrap();
     config.rate_per_s = 0.0;
     let mut sim = Simulator::new(config, 1, now);
     for id in ids {
@@ -457,7 +459,7 @@ pub(super) fn account_number(s: &SimStatus) -> u64 {
 }
 
 /// Query parameters in order; later duplicates win, like Rails and Twitter.
-pub(crate) fn params(raw: &Option<String>) -> Vec<(String, String)> {
+pub fn params(raw: &Option<String>) -> Vec<(String, String)> {
     raw.as_deref()
         .map(|q| {
             q.split('&')
@@ -533,7 +535,7 @@ pub(super) fn header_value(text: &str) -> HeaderValue {
     HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 
-pub(crate) fn host(headers: &HeaderMap) -> String {
+pub fn host(headers: &HeaderMap) -> String {
     headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())

@@ -8,7 +8,7 @@ use super::{
     Allowance, AppState, ServedApi, header_value, json_response, param, params, parse_id,
     retry_after, to_json,
 };
-use crate::sim::model::Query;
+use crate::model::Query;
 use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};

@@ -6,7 +6,7 @@
 //! "code", "id", "kind"}}`; a spent limit is a 429 with `Retry-After` only.
 
 use super::{AppState, ServedApi, account_number, host, json_response, retry_after, to_json};
-use crate::sim::model::{Query, SimStatus};
+use crate::model::{Query, SimStatus};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;

@@ -402,14 +402,14 @@ mod tests {
     /// The layer over real HTTP: each fault reaches the client as itself.
     #[tokio::test]
     async fn the_layer_injects_each_fault_over_http() {
-        use crate::sim::server::{RateLimits, RunningServer, router_with_clock};
+        use crate::server::{RateLimits, RunningServer, router_with_clock};
         let _ = rustls::crypto::ring::default_provider().install_default();
         let now = 1_700_000_000_000;
-        let mut config = crate::sim::SimConfig::profile("twitter").unwrap();
+        let mut config = crate::SimConfig::profile("twitter").unwrap();
         config.rate_per_s = 0.0;
-        let mut sim = crate::sim::Simulator::new(config, 1, now);
+        let mut sim = crate::Simulator::new(config, 1, now);
         for id in 1..=5u128 {
-            sim.inject(crate::sim::SimStatus {
+            sim.inject(crate::SimStatus {
                 id: since_id::id::Id(id << 22),
                 id_time_ms: 0,
                 posted_at_ms: now,

@@ -13,7 +13,7 @@ use super::{
     Allowance, AppState, ServedApi, account_number, encode, header_value, host, json_response,
     param, params, retry_after, to_json,
 };
-use crate::sim::model::{Query, SimStatus};
+use crate::model::{Query, SimStatus};
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -65,29 +65,29 @@ fn ruby_to_i(text: &str) -> i64 {
 }
 
 /// The version the simulator (and the PostgreSQL backend) claims.
-pub(crate) const VERSION: &str = "4.3.0";
+pub const VERSION: &str = "4.3.0";
 /// The page size without `limit`, and the largest (`DEFAULT_STATUSES_LIMIT * 2`) [1.1].
 const DEFAULT_LIMIT: usize = 20;
-pub(crate) const MAX_LIMIT: usize = 2 * DEFAULT_LIMIT;
+pub const MAX_LIMIT: usize = 2 * DEFAULT_LIMIT;
 
 /// A timeline request's page, as Mastodon reads its parameters [1.1, 1.2]:
 /// `limit` is `[params[:limit].to_i.abs, DEFAULT_STATUSES_LIMIT * 2].min`;
 /// `max_id` and `since_id` are exclusive; with `min_id`, `since_id` is
 /// ignored and the page is the oldest `limit` above `min_id`, listed newest
 /// first. The PostgreSQL backend (`targets/postgres/http.rs`) reads its IDs as `i64`.
-pub(crate) struct Paging<I> {
-    pub(crate) limit: usize,
+pub struct Paging<I> {
+    pub limit: usize,
     /// The exclusive lower bound: `min_id`, else `since_id`.
-    pub(crate) after: Option<I>,
+    pub after: Option<I>,
     /// The exclusive upper bound, `max_id`.
-    pub(crate) before: Option<I>,
+    pub before: Option<I>,
     /// `min_id` was given: read upwards from it, then reverse.
-    pub(crate) oldest_first: bool,
+    pub oldest_first: bool,
 }
 
 impl<I> Paging<I> {
     /// `id(name, value)` reads a cursor (None: as if absent); its error is the 400's message.
-    pub(crate) fn parse(
+    pub fn parse(
         params: &[(String, String)],
         id: impl Fn(&str, &str) -> Result<Option<I>, String>,
     ) -> Result<Paging<I>, String> {
@@ -113,7 +113,7 @@ impl<I> Paging<I> {
 /// The `Link` header of a non-empty page [1.3]: `next` pages down from its
 /// oldest status, `prev` up from its newest, carrying `local`, `remote`,
 /// `limit` and `only_media`.
-pub(crate) fn link_header(
+pub fn link_header(
     host: &str,
     path: &str,
     params: &[(String, String)],
@@ -132,12 +132,12 @@ pub(crate) fn link_header(
 }
 
 /// The public timeline's path.
-pub(crate) const PUBLIC_TIMELINE: &str = "/api/v1/timelines/public";
+pub const PUBLIC_TIMELINE: &str = "/api/v1/timelines/public";
 
 /// Mastodon's routes over another store (the PostgreSQL backend's): `public`
 /// serves the public timeline, and the v1 instance and NodeInfo documents
 /// name the server `title`, with `users` accounts.
-pub(crate) fn backend_routes<S: Clone + Send + Sync + 'static>(
+pub fn backend_routes<S: Clone + Send + Sync + 'static>(
     public: axum::routing::MethodRouter<S>,
     title: &'static str,
     description: &'static str,
@@ -161,7 +161,7 @@ pub(crate) fn backend_routes<S: Clone + Send + Sync + 'static>(
 
 /// A status stored in a database (the PostgreSQL backend's): a local
 /// author's public post, with the fields clients read [1.4].
-pub(crate) fn stored_status(id: &str, created_at_ms: i64, account: &str, text: &str) -> Value {
+pub fn stored_status(id: &str, created_at_ms: i64, account: &str, text: &str) -> Value {
     let user = format!("user{account}");
     json!({
         "id": id,

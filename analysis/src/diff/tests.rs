@@ -54,12 +54,11 @@ impl B {
         i
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// A request of `poller` at `(cycle, page)`, sent at `sent`.
     fn req(
         &mut self,
         poller: usize,
-        cycle: i64,
-        page: i64,
+        (cycle, page): (i64, i64),
         sent: i64,
         since: Option<u128>,
         before: Option<u128>,
@@ -95,17 +94,17 @@ fn late_item_history(truth: bool) -> (B, u32, u32, u32) {
     let bb = b.status(2500, 2500, None);
     let x = b.status(2400, 3100, None);
     // Tick 2000: the baseline.
-    b.req(0, 0, 0, 2000, None, None, &[a]);
-    b.req(1, 0, 0, 2001, None, None, &[a]);
+    b.req(0, (0, 0), 2000, None, None, &[a]);
+    b.req(1, (0, 0), 2001, None, None, &[a]);
     // Tick 3000: naive since a; compensated since min_id_at(2000 - 1000) - 1.
-    b.req(0, 1, 0, 3000, Some(key(1900)), None, &[bb]);
-    b.req(1, 1, 0, 3001, Some(key(1000) - 1), None, &[bb, a]);
+    b.req(0, (1, 0), 3000, Some(key(1900)), None, &[bb]);
+    b.req(1, (1, 0), 3001, Some(key(1000) - 1), None, &[bb, a]);
     // Tick 4000: naive since b (x is below it); compensated since min_id_at(3000 - 1000) - 1.
-    b.req(0, 2, 0, 4000, Some(key(2500)), None, &[]);
-    b.req(1, 2, 0, 4001, Some(key(2000) - 1), None, &[bb, x]);
+    b.req(0, (2, 0), 4000, Some(key(2500)), None, &[]);
+    b.req(1, (2, 0), 4001, Some(key(2000) - 1), None, &[bb, x]);
     // Tick 5000: compensated still within k of x's surfacing.
-    b.req(0, 3, 0, 5000, Some(key(2500)), None, &[]);
-    b.req(1, 3, 0, 5001, Some(key(3000) - 1), None, &[]);
+    b.req(0, (3, 0), 5000, Some(key(2500)), None, &[]);
+    b.req(1, (3, 0), 5001, Some(key(3000) - 1), None, &[]);
     (b, a, bb, x)
 }
 
@@ -164,8 +163,8 @@ fn without_truth_the_union_of_the_others_is_the_reference() {
 fn a_single_poller_without_truth_is_unknown() {
     let mut b = B::new(&[("naive", None)], false);
     let s = b.status(1000, 1000, None);
-    b.req(0, 0, 0, 2000, None, None, &[s]);
-    b.req(0, 1, 0, 3000, Some(key(1000)), None, &[]);
+    b.req(0, (0, 0), 2000, None, None, &[s]);
+    b.req(0, (1, 0), 3000, Some(key(1000)), None, &[]);
     let a = analyze(&b.h);
     assert_eq!(a.reference, Reference::None);
     assert_eq!(a.verdicts, vec![Verdict::Unknown]);
@@ -177,8 +176,8 @@ fn deleted_before_any_request_saw_it_is_not_owed() {
     let mut b = B::new(&[("naive", None)], true);
     let a0 = b.status(900, 900, None);
     let x = b.status(1100, 1100, Some(1500));
-    b.req(0, 0, 0, 1000, None, None, &[a0]);
-    b.req(0, 1, 0, 2000, Some(key(900)), None, &[]);
+    b.req(0, (0, 0), 1000, None, None, &[a0]);
+    b.req(0, (1, 0), 2000, Some(key(900)), None, &[]);
     let a = analyze(&b.h);
     assert_eq!(a.pollers[0].gone_before_seen, 1);
     assert_eq!(a.pollers[0].missed(), 0);
@@ -191,9 +190,9 @@ fn surfacing_after_the_last_request_is_not_a_leak() {
     let mut b = B::new(&[("naive", None)], true);
     let a0 = b.status(900, 900, None);
     b.status(2500, 5000, None);
-    b.req(0, 0, 0, 1000, None, None, &[a0]);
-    b.req(0, 1, 0, 2000, Some(key(900)), None, &[]);
-    b.req(0, 2, 0, 3000, Some(key(900)), None, &[]);
+    b.req(0, (0, 0), 1000, None, None, &[a0]);
+    b.req(0, (1, 0), 2000, Some(key(900)), None, &[]);
+    b.req(0, (2, 0), 3000, Some(key(900)), None, &[]);
     let a = analyze(&b.h);
     assert_eq!(a.pollers[0].missed(), 0);
     assert_eq!(a.pollers[0].gone_before_seen, 0);
@@ -206,9 +205,9 @@ fn a_failed_request_explains_a_miss_as_error() {
     let mut b = B::new(&[("naive", None)], true);
     let a0 = b.status(900, 900, None);
     let x = b.status(1500, 1500, Some(2500));
-    b.req(0, 0, 0, 1000, None, None, &[a0]);
-    b.req(0, 1, 0, 2000, Some(key(900)), None, &[]).failed = true;
-    b.req(0, 2, 0, 3000, Some(key(900)), None, &[]);
+    b.req(0, (0, 0), 1000, None, None, &[a0]);
+    b.req(0, (1, 0), 2000, Some(key(900)), None, &[]).failed = true;
+    b.req(0, (2, 0), 3000, Some(key(900)), None, &[]);
     let a = analyze(&b.h);
     assert_eq!(a.pollers[0].leaks, 0);
     assert_eq!(a.pollers[0].misses_error, 1);
@@ -230,12 +229,12 @@ fn a_cut_window_explains_a_miss_as_overflow() {
     let a0 = b.status(900, 900, None);
     let x = b.status(1500, 1500, Some(2500));
     let c = b.status(1600, 1600, None);
-    b.req(0, 0, 0, 1000, None, None, &[a0]);
+    b.req(0, (0, 0), 1000, None, None, &[a0]);
     // Page limit 1: c fills the page, back-paging stopped at once (overflow).
-    let r = b.req(0, 1, 0, 2000, Some(key(900)), None, &[c]);
+    let r = b.req(0, (1, 0), 2000, Some(key(900)), None, &[c]);
     r.full = true;
     r.overflow = true;
-    b.req(0, 2, 0, 3000, Some(key(1600)), None, &[]);
+    b.req(0, (2, 0), 3000, Some(key(1600)), None, &[]);
     let a = analyze(&b.h);
     assert_eq!(a.pollers[0].leaks, 0);
     assert_eq!(a.pollers[0].misses_overflow, 1);
@@ -250,9 +249,9 @@ fn a_clean_request_that_drops_a_visible_item_is_unexplained_and_invalid() {
     let a0 = b.status(900, 900, None);
     let x = b.status(1500, 1500, None);
     let c = b.status(1600, 1600, None);
-    b.req(0, 0, 0, 1000, None, None, &[a0]);
-    b.req(0, 1, 0, 2000, Some(key(900)), None, &[c]);
-    b.req(0, 2, 0, 3000, Some(key(1600)), None, &[]);
+    b.req(0, (0, 0), 1000, None, None, &[a0]);
+    b.req(0, (1, 0), 2000, Some(key(900)), None, &[c]);
+    b.req(0, (2, 0), 3000, Some(key(1600)), None, &[]);
     let a = analyze(&b.h);
     assert_eq!(a.pollers[0].misses_unexplained, 1);
     assert_eq!(a.pollers[0].leaks, 0);
@@ -271,10 +270,10 @@ fn back_pages_are_not_late_arrivals_and_backlog_is_not_owed() {
     let r2 = b.status(1600, 1600, None);
     let r3 = b.status(1700, 1700, None);
     // Baseline page of 2, full: `old` is backlog.
-    b.req(0, 0, 0, 1000, None, None, &[q, p]).full = true;
+    b.req(0, (0, 0), 1000, None, None, &[q, p]).full = true;
     // Cycle 1 pages back: page 0 full, page 1 reaches since.
-    b.req(0, 1, 0, 2000, Some(key(900)), None, &[r3, r2]).full = true;
-    b.req(0, 1, 1, 2030, Some(key(900)), Some(key(1600)), &[r1]);
+    b.req(0, (1, 0), 2000, Some(key(900)), None, &[r3, r2]).full = true;
+    b.req(0, (1, 1), 2030, Some(key(900)), Some(key(1600)), &[r1]);
     let a = analyze(&b.h);
     assert_eq!(a.pollers[0].late_arrivals, 0);
     assert_eq!(a.pollers[0].back_pages, 1);
@@ -295,9 +294,9 @@ fn a_busy_start_is_baseline_not_unexplained() {
     let p = b.status(1300, 1300, None);
     let q = b.status(1400, 1400, None);
     let r = b.status(2500, 2500, None);
-    b.req(0, 0, 0, 1000, None, None, &[]);
-    b.req(0, 1, 0, 2000, None, None, &[q, p]).full = true;
-    b.req(0, 2, 0, 3000, Some(key(1400)), None, &[r]);
+    b.req(0, (0, 0), 1000, None, None, &[]);
+    b.req(0, (1, 0), 2000, None, None, &[q, p]).full = true;
+    b.req(0, (2, 0), 3000, Some(key(1400)), None, &[r]);
     let a = analyze(&b.h);
     assert_eq!(a.pollers[0].misses_unexplained, 0, "{:?}", a.other_misses);
     assert_eq!(a.pollers[0].before_baseline, 1);
@@ -333,10 +332,10 @@ fn a_poller_that_never_succeeded_is_unknown_not_valid() {
     let mut b = B::new(&[("naive", None), ("compensated:k=1s", Some(1000))], true);
     let a0 = b.status(900, 900, None);
     let x = b.status(1500, 1500, None);
-    b.req(0, 0, 0, 1000, None, None, &[a0]);
-    b.req(0, 1, 0, 2000, Some(key(900)), None, &[x]);
+    b.req(0, (0, 0), 1000, None, None, &[a0]);
+    b.req(0, (1, 0), 2000, Some(key(900)), None, &[x]);
     for (cycle, sent) in [(0, 1001), (1, 2001)] {
-        b.req(1, cycle, 0, sent, None, None, &[]).failed = true;
+        b.req(1, (cycle, 0), sent, None, None, &[]).failed = true;
     }
     let a = analyze(&b.h);
     assert_eq!(a.pollers[1].misses_error, 2);
@@ -351,10 +350,10 @@ fn a_poller_that_never_succeeded_is_unknown_not_valid() {
     let mut b = B::new(&[("naive", None), ("compensated:k=1s", Some(1000))], true);
     let a0 = b.status(900, 900, None);
     let x = b.status(1500, 1500, None);
-    b.req(0, 0, 0, 1000, None, None, &[a0]);
-    b.req(0, 1, 0, 2000, Some(key(900)), None, &[x]);
-    b.req(1, 0, 0, 1001, None, None, &[a0]);
-    b.req(1, 1, 0, 2001, Some(key(900)), None, &[]).failed = true;
+    b.req(0, (0, 0), 1000, None, None, &[a0]);
+    b.req(0, (1, 0), 2000, Some(key(900)), None, &[x]);
+    b.req(1, (0, 0), 1001, None, None, &[a0]);
+    b.req(1, (1, 0), 2001, Some(key(900)), None, &[]).failed = true;
     let a = analyze(&b.h);
     assert_eq!(a.verdicts[1], Verdict::Unknown);
     assert!(
@@ -364,7 +363,7 @@ fn a_poller_that_never_succeeded_is_unknown_not_valid() {
     );
     // One clean request with a cursor afterwards is evidence: x's miss was
     // the failed request's, and the verdict is decided.
-    b.req(1, 2, 0, 3001, Some(key(1600)), None, &[]);
+    b.req(1, (2, 0), 3001, Some(key(1600)), None, &[]);
     let a = analyze(&b.h);
     assert_eq!(a.verdicts[1], Verdict::Valid);
     assert!(
@@ -383,10 +382,10 @@ fn an_item_above_a_back_page_window_is_not_a_leak() {
     let r1 = b.status(1500, 1500, None);
     let r2 = b.status(1600, 1600, None);
     let x = b.status(1700, 2010, Some(2500));
-    b.req(0, 0, 0, 1000, None, None, &[a0]);
-    b.req(0, 1, 0, 2000, Some(key(900)), None, &[r2]).full = true;
-    b.req(0, 1, 1, 2030, Some(key(900)), Some(key(1600)), &[r1]);
-    b.req(0, 2, 0, 3000, Some(key(1600)), None, &[]);
+    b.req(0, (0, 0), 1000, None, None, &[a0]);
+    b.req(0, (1, 0), 2000, Some(key(900)), None, &[r2]).full = true;
+    b.req(0, (1, 1), 2030, Some(key(900)), Some(key(1600)), &[r1]);
+    b.req(0, (2, 0), 3000, Some(key(1600)), None, &[]);
     let a = analyze(&b.h);
     assert_eq!(a.pollers[0].missed(), 0, "{:?}", a.pollers[0]);
     assert_eq!(a.pollers[0].gone_before_seen, 1);
@@ -398,8 +397,8 @@ fn duplicates_are_counted_per_poller_with_a_byte_estimate() {
     let mut b = B::new(&[("compensated:k=1s", Some(1000))], true);
     let s1 = b.status(900, 900, None);
     let s2 = b.status(1500, 1500, None);
-    b.req(0, 0, 0, 1000, None, None, &[s1]).bytes = Some(100);
-    b.req(0, 1, 0, 2000, Some(0), None, &[s2, s1]).bytes = Some(200);
+    b.req(0, (0, 0), 1000, None, None, &[s1]).bytes = Some(100);
+    b.req(0, (1, 0), 2000, Some(0), None, &[s2, s1]).bytes = Some(200);
     let a = analyze(&b.h);
     let p = &a.pollers[0];
     assert_eq!(p.duplicates, 1);
@@ -435,12 +434,12 @@ fn a_status_returned_in_flight_belongs_to_that_request() {
     let mut b = B::new(&[("naive", None), ("compensated:k=1s", Some(1000))], true);
     let a0 = b.status(1900, 1900, None);
     let x = b.status(1500, 3005, None);
-    b.req(0, 0, 0, 2000, None, None, &[a0]);
-    b.req(1, 0, 0, 2001, None, None, &[a0]);
-    b.req(0, 1, 0, 3000, Some(key(1900)), None, &[]);
-    b.req(1, 1, 0, 3001, Some(key(1001) - 1), None, &[x, a0]);
-    b.req(0, 2, 0, 4000, Some(key(1900)), None, &[]);
-    b.req(1, 2, 0, 4001, Some(key(2001) - 1), None, &[]);
+    b.req(0, (0, 0), 2000, None, None, &[a0]);
+    b.req(1, (0, 0), 2001, None, None, &[a0]);
+    b.req(0, (1, 0), 3000, Some(key(1900)), None, &[]);
+    b.req(1, (1, 0), 3001, Some(key(1001) - 1), None, &[x, a0]);
+    b.req(0, (2, 0), 4000, Some(key(1900)), None, &[]);
+    b.req(1, (2, 0), 4001, Some(key(2001) - 1), None, &[]);
     let a = analyze(&b.h);
     assert_eq!(a.pollers[0].leaks, 1);
     let item = a.items.iter().find(|i| i.status == x).unwrap();
@@ -567,14 +566,14 @@ fn union_reference_tolerates_send_jitter() {
     let a0 = b.status(1900, 0, None);
     let bb = b.status(2500, 0, None);
     let x = b.status(2400, 0, None);
-    b.req(0, 0, 0, 1990, None, None, &[a0]);
-    b.req(1, 0, 0, 2001, None, None, &[a0]);
-    b.req(0, 1, 0, 2990, Some(key(1900)), None, &[bb]);
-    b.req(1, 1, 0, 3001, Some(key(1000) - 1), None, &[bb, a0]);
-    b.req(0, 2, 0, 3990, Some(key(2500)), None, &[]);
-    b.req(1, 2, 0, 4001, Some(key(2000) - 1), None, &[bb, x]);
-    b.req(0, 3, 0, 5010, Some(key(2500)), None, &[]);
-    b.req(1, 3, 0, 5001, Some(key(3000) - 1), None, &[]);
+    b.req(0, (0, 0), 1990, None, None, &[a0]);
+    b.req(1, (0, 0), 2001, None, None, &[a0]);
+    b.req(0, (1, 0), 2990, Some(key(1900)), None, &[bb]);
+    b.req(1, (1, 0), 3001, Some(key(1000) - 1), None, &[bb, a0]);
+    b.req(0, (2, 0), 3990, Some(key(2500)), None, &[]);
+    b.req(1, (2, 0), 4001, Some(key(2000) - 1), None, &[bb, x]);
+    b.req(0, (3, 0), 5010, Some(key(2500)), None, &[]);
+    b.req(1, (3, 0), 5001, Some(key(3000) - 1), None, &[]);
     let a = analyze(&b.h);
     assert_eq!(a.pollers[0].leaks, 1);
     assert_eq!(a.items[0].status, x);
@@ -590,10 +589,10 @@ fn misses_below_a_cursor_from_the_future_are_not_leaks() {
     let a = b.status(1900, 1900, None);
     let future = b.status(1900 + three_years, 1900, None);
     let x = b.status(2500, 2500, None);
-    b.req(0, 0, 0, 2000, None, None, &[future, a]);
+    b.req(0, (0, 0), 2000, None, None, &[future, a]);
     // An unclamped poller moved its cursor to the future ID.
-    b.req(0, 1, 0, 3000, Some(key(1900 + three_years)), None, &[]);
-    b.req(0, 2, 0, 4000, Some(key(1900 + three_years)), None, &[]);
+    b.req(0, (1, 0), 3000, Some(key(1900 + three_years)), None, &[]);
+    b.req(0, (2, 0), 4000, Some(key(1900 + three_years)), None, &[]);
     let an = analyze(&b.h);
     assert_eq!(an.pollers[0].leaks, 0);
     assert_eq!(an.pollers[0].misses_future_id, 1);
@@ -614,9 +613,9 @@ fn misses_below_a_cursor_from_the_future_are_not_leaks() {
     let a = b.status(1900, 1900, None);
     let y = b.status(2600, 2600, None);
     let x = b.status(2500, 2700, None);
-    b.req(0, 0, 0, 2000, None, None, &[a]);
-    b.req(0, 1, 0, 2650, Some(key(1900)), None, &[y]);
-    b.req(0, 2, 0, 4000, Some(key(2600)), None, &[]);
+    b.req(0, (0, 0), 2000, None, None, &[a]);
+    b.req(0, (1, 0), 2650, Some(key(1900)), None, &[y]);
+    b.req(0, (2, 0), 4000, Some(key(2600)), None, &[]);
     let an = analyze(&b.h);
     assert_eq!(an.pollers[0].leaks, 1, "{:?}", an.other_misses);
     assert!(an.future_ids.is_empty());
@@ -705,8 +704,8 @@ fn a_keyset_poller_is_judged_from_its_first_request() {
     b.h.pollers[0].keyset = true;
     let a = b.status(1900, 1900, None);
     let x = b.status(2500, 2600, None);
-    b.req(0, 0, 0, 2000, None, None, &[a]);
-    b.req(0, 1, 0, 3000, None, None, &[x]);
+    b.req(0, (0, 0), 2000, None, None, &[a]);
+    b.req(0, (1, 0), 3000, None, None, &[x]);
     let an = analyze(&b.h);
     assert_eq!(an.pollers[0].cursor_requests_ok, 1);
     assert_eq!(an.verdicts, vec![Verdict::Valid]);
@@ -715,8 +714,8 @@ fn a_keyset_poller_is_judged_from_its_first_request() {
     b.h.pollers[0].keyset = true;
     let a = b.status(1900, 1900, None);
     b.status(2500, 2600, None);
-    b.req(0, 0, 0, 2000, None, None, &[a]);
-    b.req(0, 1, 0, 3000, None, None, &[]);
+    b.req(0, (0, 0), 2000, None, None, &[a]);
+    b.req(0, (1, 0), 3000, None, None, &[]);
     let an = analyze(&b.h);
     assert_eq!(an.pollers[0].misses_unexplained, 1);
     assert_eq!(an.verdicts, vec![Verdict::Invalid]);

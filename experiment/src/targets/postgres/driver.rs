@@ -322,8 +322,8 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
     let stopped = shutdown.was_requested();
     drop(shutdown);
     let reason = match (reason, stopped) {
-        (StopReason::Interrupted, _) | (_, true) => "interrupted",
-        _ => "duration",
+        (_, true) => session::end_reason(StopReason::Interrupted),
+        (reason, false) => session::end_reason(reason),
     };
     let progress = progress
         .lock()

@@ -312,7 +312,7 @@ pub fn run(common: Common, opts: SimOpts) -> Result<RunSummary, String> {
                 || session::describe(p),
             );
         });
-        (progress, "duration")
+        (progress, session::end_reason(drive::StopReason::Duration))
     } else {
         let runtime = session::runtime()?;
         let progress = Arc::new(Mutex::new(Tally::new(&plan.pollers)));

@@ -760,8 +760,9 @@ fn assert_shape(fixture: &Value, served: &Value, at: &str) {
 }
 
 fn fixture_json(path: &str) -> Value {
+    // The API documentation's examples, shared with the client side's tests.
     let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
+        .join("../tests/fixtures")
         .join(path);
     serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap()
 }

@@ -238,8 +238,68 @@ fn assert_acyclic(graph: &BTreeMap<String, BTreeSet<String>>) {
     }
 }
 
+/// The names a text reaches through `super::`: `super::NAME` and each NAME
+/// of `use super::{A, b::C}`.
+fn super_names(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (i, _) in text.match_indices("super::") {
+        let rest = &text[i + "super::".len()..];
+        let paths: Vec<&str> = match rest.strip_prefix('{') {
+            Some(group) => group[..group.find('}').unwrap_or(group.len())]
+                .split(',')
+                .collect(),
+            None => vec![rest],
+        };
+        for path in paths {
+            let name: String = path
+                .trim()
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_api_files_import_their_siblings_never_the_dispatcher() {
+    // `api/mod.rs` dispatches over the API files and re-exports them: an API
+    // file that took a name back from it would close a circle. What they
+    // share is the leaf `common.rs`.
+    let dir = src().join("api");
+    let files = rust_files(&dir);
+    let siblings: BTreeSet<String> = files
+        .iter()
+        .map(|f| f.file_stem().unwrap().to_string_lossy().into_owned())
+        .filter(|n| n != "mod")
+        .collect();
+    for file in &files {
+        if file.file_stem().is_some_and(|n| n == "mod") {
+            continue;
+        }
+        let Some(text) = shape_text(file) else {
+            continue;
+        };
+        for name in super_names(&text) {
+            assert!(
+                siblings.contains(&name),
+                "{} takes {name} from api/mod.rs: shared things live in api/common.rs",
+                file.display()
+            );
+        }
+    }
+}
+
 #[test]
 fn the_checker_sees_an_import_it_must_refuse() {
+    let names = super_names("use super::{Api, common::Dialect};\nlet x = super::twitter::RATE;");
+    assert_eq!(
+        names.into_iter().collect::<Vec<_>>(),
+        ["Api", "common", "twitter"]
+    );
     // The rules above are only as good as `imports`: it must see these.
     let text = "use crate::targets::postgres::Cluster;\nlet x = crate::cmd::run::resolve;\nuse crate::{api::X, session};";
     let found = imports(text);

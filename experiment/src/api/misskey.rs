@@ -4,12 +4,13 @@
 //! layout of four detected from the IDs' shape [3.3], and `--target
 //! misskey:https://HOST` with `--timeline`.
 
-use super::client::{describe_reqwest_error, read_capped, redact, redirect_error};
+use super::client::{
+    MAX_BODY_BYTES, Token, describe_reqwest_error, read_capped, redact, redirect_error,
+};
 use super::common::{
     Api, Auth, Dialect, HttpRequest, ItemFields, Resolved, TargetOptions, TargetSpec, base_url,
     excerpt, url_in_target,
 };
-use super::{MAX_BODY_BYTES, Token};
 use serde_json::Value;
 use since_id::id::Layout;
 use since_id::poller::PageRequest;

@@ -8,7 +8,7 @@
 //! instead of running into 429s. It is pure (time is passed in); the shell
 //! sleeps until the slot it is given.
 
-use super::common::RateHeaders;
+use super::common::{Api, RateHeaders};
 use reqwest::header::HeaderMap;
 
 /// The rate-limit budget a response reported.
@@ -22,8 +22,8 @@ pub struct RateInfo {
 
 /// Reads the budget from any API's headers, with `now_ms` the receive time.
 pub fn rate_info(headers: &HeaderMap, now_ms: i64) -> RateInfo {
-    let families = super::APIS
-        .iter()
+    let families = Api::all()
+        .into_iter()
         .filter_map(|api| api.rate_headers.as_ref());
     let get = |pick: fn(&RateHeaders) -> Option<&'static str>| {
         families.clone().filter_map(pick).find_map(|name| {

@@ -12,14 +12,18 @@
 //! | `misskey` | `https://HOST` (+ `--timeline`) | Misskey | `--layout` or detected |
 //! | `discord` | `CHANNEL_ID` | Discord v10 | `discord` |
 
-use super::common::refuse;
+use super::common::{Api, refuse};
 pub use super::common::{Resolved, TargetOptions, TargetSpec};
-use super::{APIS, discord, mastodon, misskey, twitter, x};
+use super::{discord, mastodon, misskey, twitter, x};
 use since_id::id::Layout;
 
 /// Every form of `--target` but the simulator.
 fn forms() -> Vec<&'static str> {
-    APIS.iter().flat_map(|api| api.specs).copied().collect()
+    Api::all()
+        .into_iter()
+        .flat_map(|api| api.specs)
+        .copied()
+        .collect()
 }
 
 /// The PostgreSQL targets' forms, which the command line recognises before
@@ -47,7 +51,7 @@ PostgreSQL cluster) or `{own}` (your own table, with --table)",
 
 /// Every API's token variable, in `--help`'s order, each once.
 pub fn token_vars() -> Vec<&'static str> {
-    let mut vars: Vec<&str> = APIS.iter().map(|api| api.token_env).collect();
+    let mut vars: Vec<&str> = Api::all().into_iter().map(|api| api.token_env).collect();
     vars.dedup();
     vars
 }
@@ -78,8 +82,8 @@ impl std::str::FromStr for TargetSpec {
         }
         let bad = |why: &str| format!("bad --target '{text}': {why}; expected one of {}", kinds());
         let (kind, spec) = text.split_once(':').ok_or_else(|| bad("no KIND:"))?;
-        let api = APIS
-            .iter()
+        let api = Api::all()
+            .into_iter()
             .find(|api| api.kind == kind)
             .ok_or_else(|| bad(&format!("unknown kind '{kind}'")))?;
         (api.parse_spec)(spec).map_err(|e| bad(&e))

@@ -259,15 +259,12 @@ impl Machine for KeysetPoller {
             },
             items: Vec::new(),
         };
-        tally.progress.requests += 1;
-        let next = match fetched.result {
-            Err(error) => {
+        let next = match counted(tally, &mut row, fetched.result) {
+            None => {
                 self.on_failure();
-                tally.progress.failed += 1;
-                row.request.error = Some(error);
                 None
             }
-            Ok(rows) => {
+            Some(rows) => {
                 let outcome = self.on_page(&rows);
                 row.request.reordered = outcome.reordered;
                 row.request.new_items = outcome.ids.len() as i64;
@@ -294,6 +291,21 @@ impl Machine for KeysetPoller {
         };
         recorder.request(row);
         next
+    }
+}
+
+/// Counts one request in the live counters; a failed one is counted as
+/// such and its error goes into its row. Returns what it returned, if it
+/// succeeded.
+fn counted<R>(tally: &mut Tally, row: &mut RequestRecord, result: Result<R, String>) -> Option<R> {
+    tally.progress.requests += 1;
+    match result {
+        Ok(rows) => Some(rows),
+        Err(error) => {
+            tally.progress.failed += 1;
+            row.request.error = Some(error);
+            None
+        }
     }
 }
 
@@ -335,15 +347,12 @@ pub fn settle(
         },
         items: Vec::new(),
     };
-    tally.progress.requests += 1;
-    let next = match fetched.result {
-        Err(error) => {
+    let next = match counted(tally, &mut row, fetched.result) {
+        None => {
             poller.on_failure();
-            tally.progress.failed += 1;
-            row.request.error = Some(error);
             None
         }
-        Ok(items) => {
+        Some(items) => {
             let outcome = poller.on_page(items, received_at_ms);
             if let Some(first) = outcome.future.first() {
                 // Flagged here and by `analyze` (from the recorded ID times).

@@ -45,6 +45,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod foreign;
 pub mod id;
 pub mod keyset;
 pub mod policy;

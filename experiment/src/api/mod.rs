@@ -49,7 +49,7 @@ const APIS: [&Api; 5] = [
 ];
 
 impl Api {
-    /// The one list of the APIs ([`APIS`]). An associated function, so that
+    /// The one list of the APIs (`APIS`). An associated function, so that
     /// the files that need the list (`spec.rs`, `pace.rs`) reach it through
     /// the shared type alone and import nothing back from this dispatcher.
     pub fn all() -> [&'static Api; 5] {

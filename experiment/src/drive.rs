@@ -273,17 +273,13 @@ impl Machine for KeysetPoller {
                     .ids
                     .iter()
                     .map(|&id| {
-                        let key = Id(id as u128);
-                        StatusRecord {
-                            first_sighting: tally.sighted(key),
-                            status: rundb::StatusRow {
-                                id: id.to_string(),
-                                id_key: key.sort_key(),
-                                id_time_ms: layout.ts_ms(key),
-                                created_at: None,
-                                author: None,
-                            },
-                        }
+                        let item = Item {
+                            id: Id(id as u128),
+                            id_text: id.to_string(),
+                            created_at: None,
+                            author: None,
+                        };
+                        status_record(tally, layout, item)
                     })
                     .collect();
                 outcome.next
@@ -291,6 +287,21 @@ impl Machine for KeysetPoller {
         };
         recorder.request(row);
         next
+    }
+}
+
+/// The record of one returned item: its `statuses` row, written the first
+/// time any poller of the run returns it.
+fn status_record(tally: &mut Tally, layout: &Layout, item: Item) -> StatusRecord {
+    StatusRecord {
+        first_sighting: tally.sighted(item.id),
+        status: rundb::StatusRow {
+            id_key: item.id.sort_key(),
+            id_time_ms: layout.ts_ms(item.id),
+            id: item.id_text,
+            created_at: item.created_at,
+            author: item.author,
+        },
     }
 }
 
@@ -372,19 +383,7 @@ pub fn settle(
             row.items = outcome
                 .items
                 .into_iter()
-                .map(|item| {
-                    let first_sighting = tally.sighted(item.id);
-                    StatusRecord {
-                        first_sighting,
-                        status: rundb::StatusRow {
-                            id_key: item.id.sort_key(),
-                            id_time_ms: layout.ts_ms(item.id),
-                            id: item.id_text,
-                            created_at: item.created_at,
-                            author: item.author,
-                        },
-                    }
-                })
+                .map(|item| status_record(tally, layout, item))
                 .collect();
             if outcome.next.is_some() {
                 poller.next_page_sent();

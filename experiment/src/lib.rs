@@ -20,6 +20,7 @@
 //! the poller state machine and its schedule, with no I/O and no clock.
 
 pub mod api;
+mod clients;
 mod clock;
 pub mod cmd;
 mod drive;

@@ -17,7 +17,10 @@ pub mod rows;
 pub mod schema;
 pub mod write;
 
-pub use rows::{ObservationRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow};
+pub use rows::{
+    ClientRequestRow, ObservationRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow,
+    TruthRow,
+};
 
 use std::fmt;
 

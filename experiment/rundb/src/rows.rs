@@ -151,3 +151,16 @@ pub struct PgTruthRow {
     pub commit_returned_ms: i64,
     pub injected_sleep_ms: i64,
 }
+
+/// A row of `client_requests` ([`crate::schema::CLIENT_REQUESTS`]): what a
+/// foreign client asked for, beside its `requests` row.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClientRequestRow {
+    /// The client's poller name (`--client NAME`, or a short hash of its credential).
+    pub client: String,
+    pub method: String,
+    /// The path, without the query.
+    pub endpoint: String,
+    /// The cursor and page parameters as sent, a JSON object.
+    pub params: String,
+}

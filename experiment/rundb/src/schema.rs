@@ -113,3 +113,17 @@ pub const PG_TRUTH: &str = "CREATE TABLE IF NOT EXISTS pg_truth (
     injected_sleep_ms  INTEGER NOT NULL,
     PRIMARY KEY (run_id, id)
 ) WITHOUT ROWID;";
+
+/// What a client the harness did not write asked for, beside its request
+/// row (`experiment serve --record`): which client (a name, or a short hash
+/// of its credential, never the credential), the method and endpoint, and its
+/// cursor and page parameters as sent, as a JSON object. Created by the first
+/// recorded client request, so that other runs' files keep the tables of
+/// [`CREATE`].
+pub const CLIENT_REQUESTS: &str = "CREATE TABLE IF NOT EXISTS client_requests (
+    request_id         INTEGER PRIMARY KEY REFERENCES requests(id),
+    client             TEXT NOT NULL,
+    method             TEXT NOT NULL,
+    endpoint           TEXT NOT NULL,
+    params             TEXT NOT NULL
+);";

@@ -9,8 +9,10 @@
 //! rows per statement: far fewer statement executions than one row each.
 
 use crate::Error;
-use crate::rows::{PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow};
-use crate::schema::{APPLICATION_ID, CREATE, PG_TRUTH, SCHEMA_VERSION, TABLES};
+use crate::rows::{
+    ClientRequestRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow,
+};
+use crate::schema::{APPLICATION_ID, CLIENT_REQUESTS, CREATE, PG_TRUTH, SCHEMA_VERSION, TABLES};
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 use std::path::Path;
 use std::sync::LazyLock;
@@ -391,6 +393,40 @@ pub fn insert_truth<S: AsRef<str>>(
     insert_batched(conn, sql, TRUTH_ROWS, &rows, |r, v| {
         v.extend([&r.0 as &dyn ToSql, &r.1, &r.2, &r.3, &r.4, &r.5, &r.6, &r.7]);
     })
+}
+
+/// Adds one poller to run `run_id` while it runs (a client first seen by
+/// `experiment serve --record`); returns the id SQLite gave it.
+pub fn add_poller(conn: &Connection, run_id: i64, poller: &PollerRow) -> Result<i64, Error> {
+    conn.prepare_cached("INSERT INTO pollers (run_id, name, policy, k_ms) VALUES (?1, ?2, ?3, ?4)")
+        .and_then(|mut st| st.execute(params![run_id, poller.name, poller.policy, poller.k_ms]))
+        .map_err(write_error)?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Inserts what a foreign client asked for beside its request `request_id`,
+/// creating `client_requests` the first time.
+pub fn insert_client_request(
+    conn: &Connection,
+    request_id: i64,
+    row: &ClientRequestRow,
+) -> Result<(), Error> {
+    conn.execute_batch(CLIENT_REQUESTS).map_err(write_error)?;
+    conn.prepare_cached(
+        "INSERT INTO client_requests (request_id, client, method, endpoint, params) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            request_id,
+            row.client,
+            row.method,
+            row.endpoint,
+            row.params
+        ])
+    })
+    .map_err(write_error)?;
+    Ok(())
 }
 
 /// Inserts the visibility brackets of a PostgreSQL run, creating `pg_truth`

@@ -6,6 +6,10 @@
 //! Shell only: the model is `crate::sim::model`, the HTTP side `crate::sim::server`;
 //! `--backend postgres` is the PostgreSQL target's server (`targets::postgres::http`).
 
+mod recording;
+
+use crate::clients::ClientBook;
+use crate::record::Recorder;
 use crate::sim::faults::{self, FaultSpec};
 use crate::sim::model::DEFAULT_BACKLOG_MS;
 use crate::sim::model::{SimStatus, Simulator};
@@ -14,6 +18,7 @@ use crate::sim::server::{self, RateLimits};
 use rundb::write::{self, OnConflict};
 use rusqlite::Connection;
 use since_id::id::Layout;
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -35,6 +40,16 @@ pub struct ServeArgs {
     /// Write every status's truth to this SQLite file (the run database's `truth` table).
     #[arg(long, value_name = "FILE")]
     pub truth: Option<PathBuf>,
+    /// Record every client's timeline requests and what each was served, with
+    /// the truth, in this run database, so that `analyze FILE` judges each
+    /// client (docs/judging.md). Clients are told apart by their credential
+    /// (kept only as a short hash) or else their User-Agent.
+    #[arg(long, value_name = "FILE.db")]
+    pub record: Option<PathBuf>,
+    /// Name the client whose token is in the environment variable ENV
+    /// (repeatable; with --record): its poller is called NAME.
+    #[arg(long = "client", value_name = "NAME=ENV")]
+    pub clients: Vec<String>,
     /// TOML file overriding simulator parameters.
     #[arg(long, value_name = "FILE.toml")]
     pub config: Option<PathBuf>,
@@ -102,6 +117,13 @@ pub async fn serve_until(
         None => None,
     };
     config.apply_overrides(file.as_deref(), &args.sets)?;
+    if args.record.is_some() && args.truth.is_some() {
+        return Err("--record writes the truth too: give --truth or --record, not both".into());
+    }
+    if args.record.is_none() && !args.clients.is_empty() {
+        return Err("--client names a client of --record: add --record FILE.db".into());
+    }
+    let client_names = client_names(&args.clients)?;
     let limits = match &args.rate_limit {
         Some(text) => text.parse::<RateLimits>()?,
         None => RateLimits::default(),
@@ -126,12 +148,24 @@ pub async fn serve_until(
     let layout = config.layout();
     let backlog_ms = args.backlog.unwrap_or(DEFAULT_BACKLOG_MS);
     let mut sim = Simulator::with_backlog(config.clone(), args.seed, started, backlog_ms);
-    let truth = match &args.truth {
-        Some(path) => Some(TruthWriter::open(path, &config, &args, &limits, started)?),
-        None => {
+    let truth = match (&args.truth, &args.record) {
+        (Some(path), _) => Some(TruthSink::Writer(TruthWriter::open(
+            path, &config, &args, &limits, started,
+        )?)),
+        (None, Some(path)) => {
+            let run = serve_run_row(&config, args.seed, &limits, started, backlog_ms);
+            let recorder = Recorder::create(path, &run, &[])?;
+            Some(TruthSink::Recorder(recorder, layout.clone()))
+        }
+        (None, None) => {
             sim.set_truth_recording(false);
             None
         }
+    };
+    // What the recording middleware sends requests to: the recorder's sender.
+    let record_to = match &truth {
+        Some(TruthSink::Recorder(recorder, _)) => Some(recorder.sender()),
+        _ => None,
     };
     let sim = Arc::new(Mutex::new(sim));
 
@@ -144,6 +178,12 @@ pub async fn serve_until(
     }
     if let Some(path) = &args.truth {
         println!("  truth           {}", path.display());
+    }
+    if let Some(path) = &args.record {
+        println!(
+            "  recording       {} (every client's requests, and the truth)",
+            path.display()
+        );
     }
     println!("Ctrl-C stops.");
     if let Some(ready) = ready {
@@ -179,6 +219,10 @@ pub async fn serve_until(
     if let Some(spec) = args.faults.clone() {
         app = faults::layer(app, faults::FaultPlan::new(spec, args.seed));
     }
+    if let Some(sender) = record_to {
+        // Outside the faults: a client is recorded as served, faults included.
+        app = recording::layer(app, ClientBook::new(layout.clone(), client_names), sender);
+    }
     let served = server::serve(listener, app, shutdown).await;
     let _ = stop_flush.send(());
     let flushed = match flusher {
@@ -192,6 +236,60 @@ pub async fn serve_until(
     flushed?;
     println!("stopped");
     Ok(())
+}
+
+/// Where the truth goes: the truth file's writer (`--truth`), or the
+/// recorder that also records the clients (`--record`).
+enum TruthSink {
+    Writer(TruthWriter),
+    Recorder(Recorder, Layout),
+}
+
+impl TruthSink {
+    fn send(&self, batch: Vec<SimStatus>) {
+        match self {
+            TruthSink::Writer(writer) => writer.send(batch),
+            TruthSink::Recorder(recorder, layout) => {
+                if !batch.is_empty() {
+                    let rows = batch
+                        .iter()
+                        .map(|s| crate::sim::truth_row(layout, s))
+                        .collect();
+                    recorder.sender().latest_truth(rows);
+                }
+            }
+        }
+    }
+
+    fn finish(self) -> Result<(), String> {
+        match self {
+            TruthSink::Writer(writer) => writer.finish(),
+            TruthSink::Recorder(recorder, _) => recorder
+                .finish(crate::clock::now_ms(), true, "stopped")
+                .map(|_| ()),
+        }
+    }
+}
+
+/// `--client NAME=ENV` values as credential -> name; the tokens come from
+/// the environment, never from the command line.
+fn client_names(specs: &[String]) -> Result<HashMap<String, String>, String> {
+    let mut names = HashMap::new();
+    for spec in specs {
+        let (name, var) = spec
+            .split_once('=')
+            .filter(|(n, v)| !n.is_empty() && !v.is_empty())
+            .ok_or_else(|| {
+                format!(
+                    "bad --client '{spec}': expected NAME=ENV (the variable that holds its token)"
+                )
+            })?;
+        let token = std::env::var(var).map_err(|_| {
+            format!("--client {name}={var}: the environment variable {var} is not set")
+        })?;
+        names.insert(token.trim().to_string(), name.to_string());
+    }
+    Ok(names)
 }
 
 /// Writes truth batches on its own thread (SQLite is blocking), one
@@ -258,10 +356,24 @@ pub fn open_truth_db(
     backlog_ms: u64,
 ) -> Result<(Connection, i64), String> {
     let conn = write::open(path, "--truth")?;
+    let run = serve_run_row(config, seed, limits, started_ms, backlog_ms);
+    let (run_id, _) = write::add_run(&conn, &run, &[])
+        .map_err(|e| format!("truth database {}: {e}", path.display()))?;
+    Ok((conn, run_id))
+}
+
+/// The `runs` row of a serve session.
+fn serve_run_row(
+    config: &SimConfig,
+    seed: u64,
+    limits: &RateLimits,
+    started_ms: i64,
+    backlog_ms: u64,
+) -> rundb::RunRow {
     let config_json =
         serde_json::json!({"sim": config, "rate_limit": limits.to_string(), "backlog_ms": backlog_ms})
             .to_string();
-    let run = rundb::RunRow {
+    rundb::RunRow {
         started_at_ms: started_ms,
         target: "sim-serve".into(),
         profile: Some(config.profile.clone()),
@@ -272,10 +384,7 @@ pub fn open_truth_db(
         config: config_json,
         version: rundb::VERSION.into(),
         ..rundb::RunRow::default()
-    };
-    let (run_id, _) = write::add_run(&conn, &run, &[])
-        .map_err(|e| format!("truth database {}: {e}", path.display()))?;
-    Ok((conn, run_id))
+    }
 }
 
 /// Inserts one batch of truth in one transaction; a status already there is
@@ -328,6 +437,8 @@ mod tests {
             seed: 1,
             addr: "127.0.0.1:0".into(),
             truth: None,
+            record: None,
+            clients: Vec::new(),
             config: None,
             sets: sets.iter().map(|s| s.to_string()).collect(),
             rate_limit: None,
@@ -473,5 +584,134 @@ mod tests {
                 .unwrap();
             assert_eq!(n, 1, "served {id} is in the truth");
         }
+    }
+
+    /// `--record`: two clients with two credentials and one without are three
+    /// pollers; each one's observations are exactly what it was served; the
+    /// credentials are nowhere in the file; `analyze`'s checker reads the run
+    /// and gives each client a verdict.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn record_tells_clients_apart_and_keeps_what_each_was_served() {
+        let dir = testkit::temp_dir("record");
+        let db = dir.join("clients.db");
+        let mut args = serve_args(&["rate_per_s=50"]);
+        args.profile = "mastodon".into();
+        args.backlog = Some(60_000);
+        args.record = Some(db.clone());
+        let (addr, stop, task) = spawn_serve(args).await;
+        let http = client();
+        let url = format!("http://{addr}/api/v1/timelines/public");
+        // Polls `rounds` times with since_id = the newest seen; returns every ID served.
+        let poll = |auth: Option<&'static str>, ua: &'static str, rounds: usize| {
+            let (http, url) = (http.clone(), url.clone());
+            async move {
+                let mut seen: Vec<String> = Vec::new();
+                let mut since: Option<String> = None;
+                for _ in 0..rounds {
+                    let mut req = http
+                        .get(&url)
+                        .header("User-Agent", ua)
+                        .query(&[("limit", "40")]);
+                    if let Some(s) = &since {
+                        req = req.query(&[("since_id", s.as_str())]);
+                    }
+                    if let Some(a) = auth {
+                        req = req.header("Authorization", a);
+                    }
+                    let page: Value = req.send().await.unwrap().json().await.unwrap();
+                    let ids = field(&page, "id");
+                    if let Some(first) = ids.first() {
+                        since = Some(first.clone());
+                    }
+                    seen.extend(ids);
+                }
+                seen
+            }
+        };
+        let a = poll(Some("Bearer token-of-a"), "bot", 4).await;
+        let b = poll(Some("Bot token-of-b"), "bot", 2).await;
+        let c = poll(None, "my reader/1.0", 3).await;
+        // Not a timeline: not recorded.
+        http.get(format!("http://{addr}/api/v1/instance"))
+            .send()
+            .await
+            .unwrap();
+        stop.send(()).unwrap();
+        task.await.unwrap().unwrap();
+        assert!(!a.is_empty() && !b.is_empty() && !c.is_empty());
+
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let pollers: Vec<(i64, String, String)> = conn
+            .prepare("SELECT id, name, policy FROM pollers ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(pollers.len(), 3, "{pollers:?}");
+        assert!(pollers.iter().all(|p| p.2 == crate::clients::CLIENT_POLICY));
+        assert_eq!(pollers[2].1, "user-agent my reader/1.0");
+        for ((id, name, _), (served, rounds)) in pollers.iter().zip([(&a, 4), (&b, 2), (&c, 3)]) {
+            let observed: Vec<String> = conn
+                .prepare(
+                    "SELECT o.status_id FROM observations o JOIN requests r ON r.id = o.request_id \
+                     WHERE r.poller_id = ?1 ORDER BY r.id, o.position",
+                )
+                .unwrap()
+                .query_map([id], |r| r.get(0))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            assert_eq!(
+                &observed, served,
+                "{name}: recorded exactly what it was served"
+            );
+            let (requests, cycles): (i64, i64) = conn
+                .query_row(
+                    "SELECT count(*), count(DISTINCT cycle) FROM requests WHERE poller_id = ?1",
+                    [id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .unwrap();
+            assert_eq!(
+                (requests, cycles),
+                (rounds, rounds),
+                "{name}: one cycle a poll"
+            );
+        }
+        let asked: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM client_requests WHERE params LIKE '%since_id%'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(asked, 3 + 1 + 2, "the since_id each request sent is kept");
+        let truth: i64 = conn
+            .query_row("SELECT count(*) FROM truth", [], |r| r.get(0))
+            .unwrap();
+        assert!(truth > 0, "the truth is recorded beside the clients");
+        drop(conn);
+        let bytes = std::fs::read(&db).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains("token-of-a") && !text.contains("token-of-b"));
+
+        let conn = analysis::load::open(&db).unwrap();
+        let run = analysis::load::pick_run(&conn, &db, None).unwrap();
+        let loaded = analysis::load::load(&conn, run).unwrap();
+        let judged = analysis::diff::analyze(&loaded.history);
+        assert_eq!(judged.verdicts.len(), 3, "a verdict for each client");
+    }
+
+    #[test]
+    fn client_names_come_from_the_environment_and_a_missing_one_is_refused() {
+        let err = client_names(&["bot=SNOWLEAK_NO_SUCH_VARIABLE_SET".into()]).unwrap_err();
+        assert!(
+            err.contains("SNOWLEAK_NO_SUCH_VARIABLE_SET is not set"),
+            "{err}"
+        );
+        let err = client_names(&["no-equals".into()]).unwrap_err();
+        assert!(err.starts_with("bad --client"), "{err}");
+        assert!(client_names(&[]).unwrap().is_empty());
     }
 }

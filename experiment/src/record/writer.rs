@@ -47,6 +47,13 @@ pub struct RequestRecord {
 enum Record {
     Request(Box<RequestRecord>),
     Truth(Vec<TruthRow>),
+    /// Truth rows that replace what is there (`experiment serve`: the latest
+    /// state of a status knows the most).
+    LatestTruth(Vec<TruthRow>),
+    /// A poller that joined the run while it runs: the next index.
+    Poller(PollerRow),
+    /// A foreign client's request, and what it asked for.
+    ClientRequest(Box<RequestRecord>, rundb::ClientRequestRow),
     Finish {
         ended_at_ms: i64,
         complete: bool,
@@ -91,6 +98,24 @@ pub struct RecordSender {
 impl RecordSender {
     pub fn request(&self, row: RequestRecord) {
         self.send(Record::Request(Box::new(row)));
+    }
+
+    /// Adds a poller to the run (a client `experiment serve --record` meets):
+    /// its index is the number of pollers before it, in the order sent.
+    pub fn poller(&self, row: PollerRow) {
+        self.send(Record::Poller(row));
+    }
+
+    /// A foreign client's request (`experiment serve --record`) and what it asked for.
+    pub fn client_request(&self, row: RequestRecord, asked: rundb::ClientRequestRow) {
+        self.send(Record::ClientRequest(Box::new(row), asked));
+    }
+
+    /// Truth rows that replace those of the same statuses already written.
+    pub fn latest_truth(&self, rows: Vec<TruthRow>) {
+        for chunk in rows.chunks(TRUTH_ROWS_PER_RECORD) {
+            self.send(Record::LatestTruth(chunk.to_vec()));
+        }
     }
 
     pub fn truth(&self, rows: Vec<TruthRow>) {
@@ -353,27 +378,45 @@ impl Writer {
             .map_err(|e| format!("cannot write the run database: {e}"))
     }
 
+    /// Inserts a request, its observations and the statuses first seen in it.
+    fn insert_request(&mut self, mut r: RequestRecord) -> Result<i64, RecordError> {
+        r.request.poller_id = self.poller_ids.get(r.poller).copied().unwrap_or(-1);
+        r.request.items = r.items.len() as i64;
+        let request_id = write::insert_request(&self.conn, self.run_id, &r.request)?;
+        let ids: Vec<&str> = r.items.iter().map(|s| s.status.id.as_str()).collect();
+        write::insert_observations(&self.conn, request_id, &ids)?;
+        let new: Vec<&rundb::StatusRow> = r
+            .items
+            .iter()
+            .filter(|s| s.first_sighting)
+            .map(|s| &s.status)
+            .collect();
+        write::insert_statuses(&self.conn, self.run_id, &new)?;
+        self.stats.requests += 1;
+        self.stats.observations += r.items.len() as u64;
+        Ok(request_id)
+    }
+
     fn write(&mut self, record: Record) -> Result<(), RecordError> {
         match record {
-            Record::Request(mut r) => {
-                r.request.poller_id = self.poller_ids.get(r.poller).copied().unwrap_or(-1);
-                r.request.items = r.items.len() as i64;
-                let request_id = write::insert_request(&self.conn, self.run_id, &r.request)?;
-                let ids: Vec<&str> = r.items.iter().map(|s| s.status.id.as_str()).collect();
-                write::insert_observations(&self.conn, request_id, &ids)?;
-                let new: Vec<&rundb::StatusRow> = r
-                    .items
-                    .iter()
-                    .filter(|s| s.first_sighting)
-                    .map(|s| &s.status)
-                    .collect();
-                write::insert_statuses(&self.conn, self.run_id, &new)?;
-                self.stats.requests += 1;
-                self.stats.observations += r.items.len() as u64;
+            Record::Request(r) => {
+                self.insert_request(*r)?;
+            }
+            Record::ClientRequest(r, asked) => {
+                let request_id = self.insert_request(*r)?;
+                write::insert_client_request(&self.conn, request_id, &asked)?;
             }
             Record::Truth(rows) => {
                 write::insert_truth(&self.conn, self.run_id, &rows, OnConflict::Ignore)?;
                 self.stats.truth += rows.len() as u64;
+            }
+            Record::LatestTruth(rows) => {
+                write::insert_truth(&self.conn, self.run_id, &rows, OnConflict::Replace)?;
+                self.stats.truth += rows.len() as u64;
+            }
+            Record::Poller(row) => {
+                let id = write::add_poller(&self.conn, self.run_id, &row)?;
+                self.poller_ids.push(id);
             }
             Record::Finish { .. } => {}
         }

@@ -5,6 +5,7 @@
 
 use clap::{Parser, Subcommand};
 use snowleak::cmd::id::IdCommand;
+use snowleak::cmd::judge::{JudgeArgs, judge_command};
 use snowleak::cmd::serve::{ServeArgs, serve_command};
 use snowleak::cmd::sweep::{SweepArgs, sweep_command};
 use snowleak::{RunArgs, RunSummary, dry_run, run_experiment};
@@ -33,6 +34,9 @@ enum Command {
     Id(IdCommand),
     /// Run the virtual experiment over many seeds and summarise each poller.
     Sweep(SweepArgs),
+    /// Run a polling client against the leaky server and judge it:
+    /// `experiment judge -- python3 my_bot.py` (exit 0: every client valid; 1: one lost a status).
+    Judge(JudgeArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +51,19 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Id(cmd)) => snowleak::cmd::id::id_command(cmd),
         Some(Command::Sweep(args)) => sweep_command(args),
+        Some(Command::Judge(args)) => match judge_command(args) {
+            Ok(judgement) => {
+                for line in &judgement.lines {
+                    println!("{line}");
+                }
+                return if judgement.any_invalid {
+                    ExitCode::from(1)
+                } else {
+                    ExitCode::SUCCESS
+                };
+            }
+            Err(message) => Err(message),
+        },
         Some(Command::Serve(args)) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()

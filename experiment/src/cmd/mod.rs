@@ -1,10 +1,12 @@
 //! The `experiment` binary's commands, one module each (mini-redis style):
 //! [`run`] (the default: one experiment), [`serve`] (the leaky server alone),
-//! [`sweep`] (many seeds judged in memory) and [`id`] (ID math). Commands sit
+//! [`sweep`] (many seeds judged in memory), [`judge`] (a client under
+//! test) and [`id`] (ID math). Commands sit
 //! on top: they import the targets and the shared modules, and nothing
 //! imports them.
 
 pub mod id;
+pub mod judge;
 pub mod run;
 pub mod serve;
 pub mod sweep;

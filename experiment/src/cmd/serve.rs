@@ -69,6 +69,10 @@ pub struct ServeArgs {
     /// PostgreSQL cluster loaded by writers, served in the Mastodon dialect).
     #[arg(long, default_value = "simulator", value_parser = |s: &str| s.parse::<Backend>())]
     pub backend: Backend,
+    /// Print nothing on standard output (`experiment judge`, whose output is
+    /// the verdicts; not a flag).
+    #[arg(skip)]
+    pub quiet: bool,
 }
 
 /// What serves the timeline of `experiment serve`.
@@ -108,6 +112,17 @@ pub async fn serve_until(
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
 ) -> Result<(), String> {
+    serve_naming(args, HashMap::new(), shutdown, ready).await
+}
+
+/// [`serve_until`], with clients named beside `--client`'s: credential -> name
+/// (`experiment judge` names the command it runs).
+pub async fn serve_naming(
+    args: ServeArgs,
+    names: HashMap<String, String>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
+) -> Result<(), String> {
     let mut config = SimConfig::profile(&args.profile)?;
     let file = match &args.config {
         Some(path) => Some(
@@ -123,7 +138,17 @@ pub async fn serve_until(
     if args.record.is_none() && !args.clients.is_empty() {
         return Err("--client names a client of --record: add --record FILE.db".into());
     }
-    let client_names = client_names(&args.clients)?;
+    let quiet = args.quiet;
+    // The banner and the closing line, unless quiet.
+    macro_rules! say {
+        ($($arg:tt)*) => {
+            if !quiet {
+                println!($($arg)*);
+            }
+        };
+    }
+    let mut client_names = client_names(&args.clients)?;
+    client_names.extend(names);
     let limits = match &args.rate_limit {
         Some(text) => text.parse::<RateLimits>()?,
         None => RateLimits::default(),
@@ -169,23 +194,26 @@ pub async fn serve_until(
     };
     let sim = Arc::new(Mutex::new(sim));
 
-    println!(
+    say!(
         "snowleak simulator: profile {}, seed {}, layout {}, {:.3} statuses/s",
-        config.profile, args.seed, layout, config.rate_per_s
+        config.profile,
+        args.seed,
+        layout,
+        config.rate_per_s
     );
     for (api, url) in server::endpoints(bound) {
-        println!("  {api:<15} {url}");
+        say!("  {api:<15} {url}");
     }
     if let Some(path) = &args.truth {
-        println!("  truth           {}", path.display());
+        say!("  truth           {}", path.display());
     }
     if let Some(path) = &args.record {
-        println!(
+        say!(
             "  recording       {} (every client's requests, and the truth)",
             path.display()
         );
     }
-    println!("Ctrl-C stops.");
+    say!("Ctrl-C stops.");
     if let Some(ready) = ready {
         let _ = ready.send(bound);
     }
@@ -234,7 +262,7 @@ pub async fn serve_until(
     };
     served?;
     flushed?;
-    println!("stopped");
+    say!("stopped");
     Ok(())
 }
 
@@ -444,6 +472,7 @@ mod tests {
             rate_limit: None,
             faults: None,
             backend: Backend::Simulator,
+            quiet: false,
             // An empty timeline at the start, as these tests expect.
             backlog: Some(0),
         }

@@ -1,0 +1,190 @@
+//! `experiment judge [serve options] [--db FILE] [--duration D] -- COMMAND
+//! [ARGS...]`: puts a client under test in one line. It starts the leaky
+//! server on a free loopback port with `--record`, runs the command with
+//! `SNOWLEAK_BASE_URL` and a generated `SNOWLEAK_TOKEN` in its environment,
+//! stops when the command exits (or at `--duration`: SIGINT, then SIGTERM
+//! after a grace period, then SIGKILL), and prints the verdict of every
+//! client it saw. Exit status: 0 when every client is valid, 1 when any lost
+//! a status, 2 on bad input (docs/judging.md).
+
+use super::serve::{ServeArgs, serve_naming};
+use analysis::diff::Verdict;
+use rand::Rng;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus};
+use std::time::Duration;
+
+/// The name of the client that runs with the generated token.
+pub const COMMAND_CLIENT: &str = "command";
+
+/// How long a command has after SIGINT, and again after SIGTERM.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// Run a polling client against the leaky server and judge it.
+#[derive(clap::Args, Debug, Clone)]
+pub struct JudgeArgs {
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    /// The run database the recording goes to (a run is added to it).
+    #[arg(long, default_value = "data/judge.db")]
+    pub db: PathBuf,
+    /// Stop the command after this long (SIGINT, then SIGTERM after 5 s);
+    /// without it, the judge waits for the command to exit.
+    #[arg(long, value_parser = since_id::time::parse_duration_ms)]
+    pub duration: Option<u64>,
+    /// The client to run, and its arguments.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// What the judge found: one line a client, and whether any lost a status.
+pub struct Judgement {
+    pub lines: Vec<String>,
+    pub any_invalid: bool,
+}
+
+/// Runs the judge; `Ok` carries the verdicts, `Err` is bad input (exit 2).
+pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
+    let mut serve = args.serve;
+    let profile = serve.profile.clone();
+    if serve.truth.is_some() || serve.record.is_some() {
+        return Err("--truth and --record are the judge's own: give --db FILE".into());
+    }
+    // The judge's server is its own, on a free loopback port.
+    serve.addr = "127.0.0.1:0".into();
+    serve.quiet = true;
+    serve.record = Some(args.db.clone());
+    if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let token = format!("{:032x}", rand::rng().random::<u128>());
+    let mut names = HashMap::new();
+    names.insert(token.clone(), COMMAND_CLIENT.to_string());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let (ready, bound) = tokio::sync::oneshot::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = runtime.spawn(serve_naming(
+        serve,
+        names,
+        async {
+            let _ = stopped.await;
+        },
+        Some(ready),
+    ));
+    let Ok(addr) = runtime.block_on(bound) else {
+        // The server ended before listening: its error says why.
+        return Err(runtime
+            .block_on(server)
+            .map_err(|e| e.to_string())
+            .and_then(|r| r)
+            .err()
+            .unwrap_or_else(|| "the server did not start".into()));
+    };
+    let program = &args.command[0];
+    eprintln!(
+        "judging `{}` against http://{addr} (profile {}, recording to {})",
+        args.command.join(" "),
+        profile,
+        args.db.display()
+    );
+    let child = Command::new(program)
+        .args(&args.command[1..])
+        .env("SNOWLEAK_BASE_URL", format!("http://{addr}"))
+        .env("SNOWLEAK_TOKEN", &token)
+        .spawn();
+    let outcome = child
+        .map_err(|e| format!("cannot run '{program}': {e}"))
+        .map(|child| wait_or_stop(child, args.duration.map(Duration::from_millis)));
+    let _ = stop.send(());
+    let served = runtime
+        .block_on(server)
+        .map_err(|e| format!("the server failed: {e}"))
+        .and_then(|r| r);
+    let status = outcome??;
+    served?;
+    verdicts(&args.db, status)
+}
+
+/// Waits for the command, or stops it at `limit`: SIGINT, then SIGTERM,
+/// then SIGKILL, each after a grace period. A thread waits on the child and
+/// reports its exit; this one only waits on that report, with deadlines.
+fn wait_or_stop(mut child: Child, limit: Option<Duration>) -> Result<ExitStatus, String> {
+    let pid = child.id() as libc::pid_t;
+    let (tx, exited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let waited = |outcome: std::io::Result<ExitStatus>| {
+        outcome.map_err(|e| format!("cannot wait for the command: {e}"))
+    };
+    let first = match limit {
+        Some(limit) => exited.recv_timeout(limit).ok(),
+        None => exited.recv().ok(),
+    };
+    if let Some(outcome) = first {
+        return waited(outcome);
+    }
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
+        // SAFETY: kill(2) on our own child, not yet reaped: the waiting
+        // thread has not reported its exit.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+        if let Ok(outcome) = exited.recv_timeout(GRACE) {
+            return waited(outcome);
+        }
+    }
+    Err("the command did not end, even after SIGKILL".into())
+}
+
+/// The verdict of every client of the run just recorded.
+fn verdicts(db: &std::path::Path, status: ExitStatus) -> Result<Judgement, String> {
+    let conn = analysis::load::open(db).map_err(|e| e.to_string())?;
+    let run = analysis::load::pick_run(&conn, db, None).map_err(|e| e.to_string())?;
+    let loaded = analysis::load::load(&conn, run).map_err(|e| e.to_string())?;
+    if loaded.pollers.is_empty() {
+        return Err(match status.code() {
+            Some(code) => format!(
+                "the command exited with status {code} before it asked for a timeline: nothing to judge"
+            ),
+            None => {
+                "the command was killed before it asked for a timeline: nothing to judge".into()
+            }
+        });
+    }
+    let judged = analysis::diff::analyze(&loaded.history);
+    let mut lines = vec![format!(
+        "judged run {run} of {} (the command {})",
+        db.display(),
+        match status.code() {
+            Some(code) => format!("exited with status {code}"),
+            None => "was stopped by a signal".into(),
+        }
+    )];
+    for (i, poller) in loaded.pollers.iter().enumerate() {
+        let stats = &judged.pollers[i];
+        lines.push(format!(
+            "{}: {} ({} requests, {} statuses seen, {} leaks; {})",
+            poller.name,
+            judged.verdicts[i].as_str(),
+            stats.requests,
+            stats.seen,
+            stats.leaks,
+            judged.verdict_reasons[i]
+        ));
+    }
+    lines.push(format!(
+        "the full report: analyze {} --run {run}",
+        db.display()
+    ));
+    Ok(Judgement {
+        any_invalid: judged.verdicts.contains(&Verdict::Invalid),
+        lines,
+    })
+}

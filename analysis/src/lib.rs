@@ -18,6 +18,7 @@ pub mod cli;
 pub mod diff;
 pub mod history;
 pub mod history_builder;
+pub mod html;
 pub mod json;
 pub mod load;
 pub mod oracle;

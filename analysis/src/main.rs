@@ -1,4 +1,4 @@
-//! `analyze DB [--run N] [--out DIR] [--json] [--max-memory SIZE]`: reads one run of the leak
+//! `analyze DB [--run N] [--out DIR] [--json] [--html FILE] [--max-memory SIZE]`: reads one run of the leak
 //! harness, diffs the pollers against truth (or each other), and prints a
 //! report with a verdict per poller, plus plots.
 //!
@@ -6,7 +6,7 @@
 //! history (pure), `report` and `json` print, `plot` draws. Bad input
 //! ends with one line on stderr and exit status 2; never a panic.
 
-use analysis::{diff, json, load, plot, report};
+use analysis::{diff, html, json, load, plot, report};
 
 use clap::Parser;
 use std::path::PathBuf;
@@ -30,6 +30,10 @@ struct AnalyzeArgs {
     /// Print JSON (documented in analysis/JSON.md) instead of the text report.
     #[arg(long)]
     json: bool,
+    /// Also write the report as one self-contained HTML page (plots inline as
+    /// SVG, nothing fetched from the network) to this file.
+    #[arg(long, value_name = "FILE.html")]
+    html: Option<PathBuf>,
     /// Refuse a run whose analysis would need more memory than this, e.g.
     /// 512MiB or 8GiB (default: the memory the system has available, on Linux).
     #[arg(long, value_parser = parse_size)]
@@ -151,6 +155,23 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
             vec!["plotting failed (internal error)".to_string()],
         ),
     };
+    if let Some(path) = &args.html {
+        let report = serde_json::to_value(json::build(&loaded, &analysis, &plots))
+            .map_err(|e| e.to_string())?;
+        let svgs: Vec<(String, String)> = plots
+            .iter()
+            .filter(|p| p.ends_with(".svg"))
+            .filter_map(|p| {
+                let title = std::path::Path::new(p)
+                    .file_stem()?
+                    .to_string_lossy()
+                    .into_owned();
+                Some((title, std::fs::read_to_string(p).ok()?))
+            })
+            .collect();
+        std::fs::write(path, html::render(&report, &svgs))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
     if args.json {
         let out = json::build(&loaded, &analysis, &plots);
         // Streamed, not built as one string: a run with millions of misses

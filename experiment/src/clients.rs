@@ -17,7 +17,7 @@ use crate::record::{PollerRow, RequestRecord, StatusRecord};
 use serde_json::Value;
 use since_id::foreign::{Cycles, ForeignRequest};
 use since_id::id::{Id, Layout};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The `pollers.policy` of a recorded client: not one of the harness's policies.
 pub const CLIENT_POLICY: &str = "client";
@@ -59,7 +59,15 @@ pub struct ClientBook {
     /// Credential -> name, from `--client NAME=TOKEN_ENV_VAR`.
     names: HashMap<String, String>,
     clients: HashMap<String, Client>,
+    /// Statuses already served to some client: their `statuses` row is
+    /// written. Cleared when it reaches [`MAX_REMEMBERED`]: a status served
+    /// again after that is written again and ignored by the database
+    /// (`rundb::write::insert_statuses`), so forgetting costs a write, never a row.
+    served: HashSet<Id>,
 }
+
+/// The most served IDs the book remembers (a few MiB).
+pub const MAX_REMEMBERED: usize = 1 << 18;
 
 struct Client {
     index: usize,
@@ -77,6 +85,7 @@ impl ClientBook {
             layout,
             names,
             clients: HashMap::new(),
+            served: HashSet::new(),
         }
     }
 
@@ -165,11 +174,13 @@ impl ClientBook {
             overflow: false,
             ..Default::default()
         };
+        if self.served.len() + served.len() > MAX_REMEMBERED {
+            self.served.clear();
+        }
         let items = served
             .into_iter()
             .map(|item| StatusRecord {
-                // Stored once per run whatever this says (`rundb::write::insert_statuses`).
-                first_sighting: true,
+                first_sighting: self.served.insert(item.id),
                 status: rundb::StatusRow {
                     id_key: item.id.sort_key(),
                     id_time_ms: self.layout.ts_ms(item.id),

@@ -27,6 +27,13 @@ class Served:
         self.out.flush()
         return ids
 
+    async def request_async(self, fetch):
+        sent = int(time.time() * 1000)
+        ids = [str(i) for i in await fetch()]
+        self.out.write(json.dumps({"sent": sent, "ids": ids}) + "\n")
+        self.out.flush()
+        return ids
+
 
 def args():
     """OUT_FILE ROUNDS from the command line."""

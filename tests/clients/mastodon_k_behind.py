@@ -3,15 +3,16 @@
 formula of tesaguri's "Your Timelines Are Leaky" (the core's
 `compensated_since_id`): since_id = clamp(min_id_at(retrieved_at - k) - 1,
 min_id_at(ts(latest) - k) - 1, latest), for Mastodon's IDs (ms << 16).
-Run by `experiment judge`."""
+K_MS is 2000, or SNOWLEAK_K_MS from the environment. Run by `experiment judge`."""
 
+import os
 import time
 
 from mastodon import Mastodon
 
 from judgedlib import Served, args, server
 
-K_MS = 2000
+K_MS = int(os.environ.get("SNOWLEAK_K_MS", "2000"))
 
 
 def ts(i):

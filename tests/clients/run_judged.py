@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Judges client programs nobody here wrote the library of, each under
+"""Judges client programs written on libraries nobody here wrote, each under
 `experiment judge`, and checks each verdict against an independent
 computation from the truth and the client's own output, without the checker:
 
@@ -9,37 +9,75 @@ A status that became visible well before the client's last request (300 ms:
 the server's and the client's clocks of that instant differ by the request's
 transit) and that the client never received is lost to it. The judge must
 say the same: its leaks and other misses of the client, over the same
-statuses, are exactly these. Exits 1 with a message on any difference.
+statuses, are exactly these; and its verdict is `invalid` exactly when some
+are. Exits 1 with a message on any difference.
+
+The JavaScript client needs node and `npm ci --prefix tests/js` first;
+without node it is left out, and this says so.
 """
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+JS = os.path.join(os.path.dirname(HERE), "js")
 MARGIN_MS = 300
+ROUNDS = "30"
 
-# A busy timeline whose statuses become visible tens of ms after their IDs
-# are taken (the mastodon profile: IDs at transaction start, visible at
-# commit), with nothing remote, fetched or deleted: a loss can only be the
-# cursor's doing (or a page cut off).
-BUSY = ["--profile", "mastodon", "--backlog", "0s", "--set", "rate_per_s=100",
-        "--set", "remote_fraction=0", "--set", "fetched_fraction=0",
-        "--set", "delete_probability=0"]
-# The same, quieter and without the rare slow tail: every status is visible
-# within k = 2 s of its ID time, and a window of 2 s fits in one page.
-CALM = ["--profile", "mastodon", "--backlog", "0s", "--set", "rate_per_s=10",
-        "--set", "remote_fraction=0", "--set", "fetched_fraction=0",
-        "--set", "delete_probability=0", "--set", "tail_probability=0"]
+# A busy timeline of PROFILE with nothing remote, fetched or deleted: a loss
+# can only be the cursor's doing (or a page cut off).
+def busy(profile, rate=100):
+    return ["--profile", profile, "--backlog", "0s", "--set", f"rate_per_s={rate}",
+            "--set", "remote_fraction=0", "--set", "fetched_fraction=0",
+            "--set", "delete_probability=0"]
 
+
+BUSY = busy("mastodon")
+# Quieter and without the rare slow tail: every status is visible within
+# k = 2 s of its ID time, and a window of 2 s fits in one page.
+CALM = busy("mastodon", 10) + ["--set", "tail_probability=0"]
+# Between the two: a naive cursor loses statuses, and a window of k = 1 s
+# (what the second of two clients holds back) fits in one page of 40.
+BETWEEN = busy("mastodon", 20) + ["--set", "tail_probability=0"]
+
+
+def python(script, rounds=ROUNDS):
+    return lambda out: [sys.executable, os.path.join(HERE, script), out, rounds]
+
+
+def node(script):
+    return lambda out: ["node", os.path.join(JS, script), out, ROUNDS]
+
+
+# (what, the command given its output path, serve options, extra environment,
+#  the clients to check: (poller name, output file suffix, expectation)).
+# Expectations: "loses" (a naive cursor on a busy timeline; it must lose
+# statuses, or the check proves nothing), "valid" (nothing lost), "judged"
+# (whatever it lost, the judge must find exactly that).
 SCENARIOS = [
-    # (client program, serve options, whether it must lose statuses)
-    ("mastodon_since_id.py", BUSY, True),
-    ("mastodon_min_id.py", BUSY, True),
-    ("mastodon_k_behind.py", CALM, False),
+    ("Mastodon.py, since_id = newest seen", python("mastodon_since_id.py"), BUSY, {},
+     [("command", "", "loses")]),
+    ("Mastodon.py, min_id = newest seen", python("mastodon_min_id.py"), BUSY, {},
+     [("command", "", "loses")]),
+    ("Mastodon.py, since_id held k = 2 s behind", python("mastodon_k_behind.py"), CALM, {},
+     [("command", "", "valid")]),
+    ("tweepy (X API v2), since_id = newest seen", python("tweepy_since_id.py"), busy("twitter"), {},
+     [("command", "", "loses")]),
+    ("Misskey.py, sinceId = newest seen", python("misskey_since_id.py"), busy("misskey"), {},
+     [("command", "", "loses")]),
+    ("discord.py, history(after = newest seen)", python("discord_after.py"), busy("discord"), {},
+     [("command", "", "judged")]),
+    ("masto (JavaScript), sinceId = newest seen", node("masto_since_id.mjs"), BUSY, {},
+     [("command", "", "loses")]),
+    ("two clients at once: naive and k behind", python("two_clients.py", "60"),
+     BETWEEN + ["--client", "second=SNOWLEAK_SECOND_TOKEN"],
+     {"SNOWLEAK_SECOND_TOKEN": "a-second-clients-token", "SNOWLEAK_K_MS": "1000"},
+     [("command", ".command", "loses"), ("second", ".second", "valid")]),
 ]
 
 
@@ -54,46 +92,63 @@ def independent_losses(db, served_path):
         for line in f:
             row = json.loads(line)
             last_sent = max(last_sent, row["sent"])
-            received.update(row["ids"])
+            received.update(str(i) for i in row["ids"])
     truth = dict(sqlite3.connect(db).execute("SELECT id, visible_at_ms FROM truth"))
     settled = {i for i, visible in truth.items() if visible <= last_sent - MARGIN_MS}
     return {i for i in settled if i not in received}, settled
 
 
-def judged_losses(analyze, db):
-    out = subprocess.run([analyze, db, "--json", "--out", os.path.dirname(db)],
-                         capture_output=True, text=True, check=True)
-    report = json.loads(out.stdout)
-    lost = {leak["id"] for leak in report["leaks"] if "command" in leak["missed_by"]}
-    lost |= {m["id"] for m in report["other_misses"] if m["poller"] == "command"}
-    verdict = next(p["verdict"] for p in report["pollers"] if p["name"] == "command")
-    return lost, verdict
+def judged(report, name):
+    lost = {leak["id"] for leak in report["leaks"] if name in leak["missed_by"]}
+    lost |= {m["id"] for m in report["other_misses"] if m["poller"] == name}
+    verdicts = [p["verdict"] for p in report["pollers"] if p["name"] == name]
+    if len(verdicts) != 1:
+        fail(f"the judge has {len(verdicts)} pollers named {name!r}, not one")
+    return lost, verdicts[0]
+
+
+def check(what, db, served, report, name, expect):
+    mine, settled = independent_losses(db, served)
+    theirs, verdict = judged(report, name)
+    theirs &= settled
+    if mine != theirs:
+        fail(f"{what}, {name}: the judge's losses {sorted(theirs)} are not the client's own {sorted(mine)}")
+    if expect == "loses" and not mine:
+        fail(f"{what}: a naive cursor on a busy timeline lost nothing; the check proves nothing")
+    if expect == "valid" and mine:
+        fail(f"{what}, {name}: k covers this timeline, yet {len(mine)} lost")
+    if (verdict == "invalid") != bool(mine):
+        fail(f"{what}, {name}: lost {len(mine)} statuses but was judged {verdict}")
+    print(f"ok: {what}, {name}: judged {verdict}, {len(mine)} statuses lost, as its own output says")
 
 
 def main():
     experiment, analyze = sys.argv[1], sys.argv[2]
-    for script, serve, must_lose in SCENARIOS:
+    has_node = shutil.which("node") is not None
+    for what, command, serve, env, clients in SCENARIOS:
+        if command("x")[0] == "node" and not has_node:
+            print(f"node not found: {what} is left out")
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             db, served = os.path.join(tmp, "judge.db"), os.path.join(tmp, "served.jsonl")
             run = subprocess.run(
-                [experiment, "judge", *serve, "--db", db, "--",
-                 sys.executable, os.path.join(HERE, script), served, "30"],
-                capture_output=True, text=True, env={**os.environ, "PYTHONPATH": HERE})
-            print(f"== {script}: exit {run.returncode}\n{run.stdout.strip()}")
+                [experiment, "judge", *serve, "--db", db, "--", *command(served)],
+                capture_output=True, text=True,
+                env={**os.environ, "PYTHONPATH": HERE, **env})
+            print(f"== {what}: exit {run.returncode}\n{run.stdout.strip()}")
             if run.returncode not in (0, 1):
-                fail(f"{script}: experiment judge failed: {run.stderr.strip()}")
-            mine, settled = independent_losses(db, served)
-            theirs, verdict = judged_losses(analyze, db)
-            theirs &= settled
-            if mine != theirs:
-                fail(f"{script}: the judge's losses {sorted(theirs)} are not the client's own {sorted(mine)}")
-            if must_lose and not mine:
-                fail(f"{script}: a naive cursor at 100 statuses/s lost nothing; the check proves nothing")
-            if must_lose and (run.returncode != 1 or verdict != "invalid"):
-                fail(f"{script}: lost {len(mine)} statuses but was judged {verdict} (exit {run.returncode})")
-            if not must_lose and (mine or run.returncode != 0 or verdict != "valid"):
-                fail(f"{script}: k = 2 s covers this timeline, yet {len(mine)} lost, judged {verdict}")
-            print(f"ok: {script} judged {verdict}, {len(mine)} statuses lost, as its own output says")
+                fail(f"{what}: experiment judge failed: {run.stderr.strip()}")
+            out = subprocess.run([analyze, db, "--json", "--out", tmp],
+                                 capture_output=True, text=True, check=True)
+            report = json.loads(out.stdout)
+            names = sorted(p["name"] for p in report["pollers"])
+            if names != sorted(name for name, _, _ in clients):
+                fail(f"{what}: the judge saw clients {names}, not {[c[0] for c in clients]}")
+            for name, suffix, expect in clients:
+                check(what, db, served + suffix, report, name, expect)
+            any_lost = run.returncode == 1
+            if any_lost != any(p["verdict"] == "invalid" for p in report["pollers"]):
+                fail(f"{what}: exit {run.returncode} does not follow the verdicts")
     print("all judged clients confirmed")
 
 

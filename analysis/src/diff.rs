@@ -18,7 +18,9 @@
 //!   would depend on which poller's request of a tick left a few ms earlier).
 //! - X is **owed** to poller P at request q if X was visible at q: with truth
 //!   `visible_at <= q.sent` and `deleted_at > q.received`; from sightings
-//!   `first_sent < q.sent <= visible_until`.
+//!   `first_sent < q.sent <= visible_until`; and never if P's endpoints do
+//!   not serve X (a recorded client on a local timeline is not owed remote
+//!   statuses: [`History::unserved`]).
 //! - X is **in window** at q if `since_key < key < before_key` (NULL bounds open).
 //! - P's **baseline** is every successful cycle whose page 0 had no
 //!   since_id (P had no cursor, so it did not page back). X is **before the
@@ -578,7 +580,8 @@ fn misses_by_cause(
         (1u64 << n_pollers) - 1
     };
     for su in 0..h.statuses.len() {
-        let missing = all_bits & !seen.mask[su];
+        // A status the poller's endpoints never serve is not owed to it.
+        let missing = all_bits & !seen.mask[su] & !h.unserved_to(su);
         if missing == 0 {
             continue;
         }

@@ -192,9 +192,19 @@ pub struct History {
     pub requests: Vec<Request>,
     pub observations: Vec<u32>,
     pub interval_ms: i64,
+    /// Per status, the pollers (bit `p` for poller `p`) whose endpoints never
+    /// serve it: a recorded client polling a local timeline, one author's
+    /// posts, a home timeline (`client_requests.scope`, [`rundb::scope`]).
+    /// It is owed to none of them. Empty when every poller is owed everything.
+    pub unserved: Vec<u64>,
 }
 
 impl History {
+    /// The pollers whose endpoints never serve status `su` (bits).
+    pub fn unserved_to(&self, su: usize) -> u64 {
+        self.unserved.get(su).copied().unwrap_or(0)
+    }
+
     /// The time in status `su`'s ID, as recorded.
     pub fn id_time_ms(&self, su: usize) -> i64 {
         match &self.id_times {
@@ -287,6 +297,7 @@ mod tests {
             requests: Vec::new(),
             observations: Vec::new(),
             interval_ms: 1000,
+            unserved: Vec::new(),
         };
         assert_eq!(h.id_time_ms(1), 1_500_000_000_007);
         assert_eq!(h.id_time_ms(2), 42);

@@ -192,6 +192,7 @@ impl HistoryBuilder {
             requests: self.requests,
             observations,
             interval_ms: self.interval_ms,
+            unserved: Vec::new(),
         })
     }
 }

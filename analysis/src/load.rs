@@ -18,6 +18,7 @@ use crate::diff::MAX_POLLERS;
 use crate::history::{History, IdTimes, PollerSpec, Request, Status, TruthTable, Visibility};
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
+use rundb::scope::{Scope, Scopes};
 use rundb::{PollerRow, RunRow};
 use rusqlite::Connection;
 use since_id::id::Id;
@@ -457,6 +458,11 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
     if observations.len() > u32::MAX as usize {
         return err("more than 4 billion observations in one run");
     }
+    let unserved = if has_truth {
+        unserved(conn, run_id, &poller_ids, &ids, &statuses)?
+    } else {
+        Vec::new()
+    };
     let (status_ids, id_times) = ids.finish();
     let truth = if has_truth {
         truth.resize(statuses.len());
@@ -480,6 +486,7 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
         requests,
         observations,
         interval_ms: run.interval_ms,
+        unserved,
     };
     Ok(Loaded {
         run,
@@ -488,4 +495,86 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
         status_ids,
         last_activity_ms,
     })
+}
+
+/// [`History::unserved`]: per status, the pollers whose endpoints never serve
+/// it, from the scopes of recorded client requests (`client_requests.scope`)
+/// against the truth's origin and the recording's authors (`truth_authors`).
+/// Empty when no poller is scoped: a run of the harness's own pollers, or
+/// clients that polled every status.
+fn unserved(
+    conn: &Connection,
+    run_id: i64,
+    poller_ids: &HashMap<i64, usize>,
+    ids: &StatusIndex,
+    statuses: &[Status],
+) -> Result<Vec<u64>, LoadError> {
+    if !rundb::read::has_column(conn, "client_requests", "scope")? {
+        return Ok(Vec::new());
+    }
+    let mut scopes: Vec<Option<Scopes>> = vec![None; poller_ids.len()];
+    {
+        let mut st = conn
+            .prepare(
+                "SELECT DISTINCT r.poller_id, c.scope FROM client_requests c
+                 JOIN requests r ON r.id = c.request_id WHERE r.run_id = ?1",
+            )
+            .map_err(sql)?;
+        let mut rows = st.query([run_id]).map_err(sql)?;
+        while let Some(r) = rows.next().map_err(sql)? {
+            let poller_id: i64 = r.get(0).map_err(sql)?;
+            let text: String = r.get(1).map_err(sql)?;
+            let scope = Scope::parse(&text).ok_or_else(|| {
+                LoadError(format!(
+                    "run {run_id}: a client request's scope '{text}' is not one analyze knows"
+                ))
+            })?;
+            if let Some(&p) = poller_ids.get(&poller_id) {
+                scopes[p].get_or_insert_with(Scopes::default).add(scope);
+            }
+        }
+    }
+    let scoped: Vec<(usize, Scopes)> = scopes
+        .into_iter()
+        .enumerate()
+        .filter_map(|(p, s)| s.filter(|s| !s.is_all()).map(|s| (p, s)))
+        .collect();
+    if scoped.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut authors: Vec<Option<i64>> = Vec::new();
+    if scoped.iter().any(|(_, s)| s.needs_authors())
+        && rundb::read::has_table(conn, "truth_authors")?
+    {
+        authors = vec![None; statuses.len()];
+        let mut st = conn
+            .prepare("SELECT id, author FROM truth_authors WHERE run_id = ?1")
+            .map_err(sql)?;
+        let mut rows = st.query([run_id]).map_err(sql)?;
+        while let Some(r) = rows.next().map_err(sql)? {
+            let id = r.get_ref(0).and_then(|v| Ok(v.as_str()?)).map_err(sql)?;
+            if let Some(i) = ids.get(statuses, id.as_bytes()) {
+                authors[i as usize] = Some(r.get(1).map_err(sql)?);
+            }
+        }
+    }
+    let mut unserved = vec![0u64; statuses.len()];
+    let mut st = conn
+        .prepare("SELECT id, origin FROM truth WHERE run_id = ?1")
+        .map_err(sql)?;
+    let mut rows = st.query([run_id]).map_err(sql)?;
+    while let Some(r) = rows.next().map_err(sql)? {
+        let id = r.get_ref(0).and_then(|v| Ok(v.as_str()?)).map_err(sql)?;
+        let origin = r.get_ref(1).and_then(|v| Ok(v.as_str()?)).map_err(sql)?;
+        let Some(i) = ids.get(statuses, id.as_bytes()) else {
+            continue;
+        };
+        let author = authors.get(i as usize).copied().flatten();
+        for (p, s) in &scoped {
+            if !s.admits(origin, author) {
+                unserved[i as usize] |= 1 << p;
+            }
+        }
+    }
+    Ok(unserved)
 }

@@ -346,6 +346,7 @@ mod tests {
             ],
             observations,
             interval_ms: 1000,
+            unserved: Vec::new(),
         };
         let o = oracle(&h).unwrap();
         // Tick 1000: X and A (A again); tick 2000: Y and A (A again).
@@ -519,6 +520,7 @@ mod tests {
             requests,
             observations,
             interval_ms: 1000,
+            unserved: Vec::new(),
         }
     }
 

@@ -14,6 +14,7 @@
 
 use crate::api::{Dialect, XEndpoint};
 use crate::record::{PollerRow, RequestRecord, StatusRecord};
+use rundb::scope::Scope;
 use serde_json::Value;
 use since_id::foreign::{Cycles, ForeignRequest};
 use since_id::id::{Id, Layout};
@@ -39,6 +40,9 @@ pub struct Exchange {
     pub user_agent: Option<String>,
     pub status: u16,
     pub response: Vec<u8>,
+    /// The statuses the endpoint serves, as the server marked its response
+    /// (`leaky_timeline::server::with_scope`); unmarked, every status.
+    pub scope: Option<Scope>,
     pub sent_at_ms: i64,
     pub received_at_ms: i64,
 }
@@ -200,6 +204,13 @@ impl ClientBook {
             method: ex.method.clone(),
             endpoint: ex.path.clone(),
             params: asked.params.to_string(),
+            // A failed request served nothing; an unmarked success, everything.
+            scope: match (&ex.scope, ex.status) {
+                (_, status) if status != 200 => Scope::None,
+                (Some(scope), _) => scope.clone(),
+                (None, _) => Scope::All,
+            }
+            .to_string(),
         };
         out.push(Recorded::Request(Box::new(row), asked_row));
         out

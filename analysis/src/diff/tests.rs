@@ -31,6 +31,7 @@ impl B {
                     .collect(),
                 truth: truth.then(TruthTable::default),
                 interval_ms: 1000,
+                unserved: Vec::new(),
                 layout: "custom:epoch=0,shift=4".parse().unwrap(),
                 statuses: Vec::new(),
                 id_times: IdTimes::FromKeys,
@@ -141,6 +142,21 @@ fn naive_leaks_a_late_item_that_compensated_catches() {
             max: 601
         })
     );
+}
+
+/// The late item's leak is the naive poller's only when its endpoint serves
+/// the item: a client on a timeline that does not (`History::unserved`) is
+/// not owed it, and is judged valid.
+#[test]
+fn a_status_the_pollers_endpoint_never_serves_is_not_owed_to_it() {
+    let (mut b, _, _, x) = late_item_history(true);
+    b.h.unserved = vec![0; b.h.statuses.len()];
+    b.h.unserved[x as usize] = 0b01;
+    let a = analyze(&b.h);
+    assert_eq!(a.pollers[0].leaks, 0);
+    assert_eq!(a.pollers[0].missed(), 0);
+    assert_eq!(a.verdicts, vec![Verdict::Valid, Verdict::Valid]);
+    assert!(a.items.iter().all(|i| i.leaked_by == 0));
 }
 
 #[test]
@@ -517,6 +533,7 @@ fn history_of(spec: &SimSpec, requests: &[SynthRequest], truth: &[SynthTruth]) -
         requests: reqs,
         observations,
         interval_ms: spec.interval_ms,
+        unserved: Vec::new(),
     }
 }
 

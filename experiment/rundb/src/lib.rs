@@ -15,6 +15,7 @@
 pub mod read;
 pub mod rows;
 pub mod schema;
+pub mod scope;
 pub mod write;
 
 pub use rows::{

@@ -329,17 +329,33 @@ pub fn for_each_observation<E: From<Error>>(
     )
 }
 
+/// Whether the file has table `table` (the optional ones are created on first use).
+pub fn has_table(conn: &Connection, table: &str) -> Result<bool, Error> {
+    conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [table],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+    .map_err(read_error)
+}
+
+/// Whether table `table` exists and has column `column` (a file written
+/// before the column was added has not).
+pub fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool, Error> {
+    conn.query_row(
+        "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+        [table, column],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+    .map_err(read_error)
+}
+
 /// The visibility brackets of PostgreSQL run `run_id` (none for other runs,
 /// and for files that have no `pg_truth` table).
 pub fn pg_truth(conn: &Connection, run_id: i64) -> Result<Vec<PgTruthRow>, Error> {
-    let has_table: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'pg_truth'",
-            [],
-            |r| r.get(0),
-        )
-        .map_err(read_error)?;
-    if has_table == 0 {
+    if !has_table(conn, "pg_truth")? {
         return Ok(Vec::new());
     }
     conn.prepare(

@@ -163,4 +163,6 @@ pub struct ClientRequestRow {
     pub endpoint: String,
     /// The cursor and page parameters as sent, a JSON object.
     pub params: String,
+    /// The statuses the endpoint serves, in [`crate::scope::Scope`]'s text form.
+    pub scope: String,
 }

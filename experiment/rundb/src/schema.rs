@@ -117,7 +117,8 @@ pub const PG_TRUTH: &str = "CREATE TABLE IF NOT EXISTS pg_truth (
 /// What a client the harness did not write asked for, beside its request
 /// row (`experiment serve --record`): which client (a name, or a short hash
 /// of its credential, never the credential), the method and endpoint, and its
-/// cursor and page parameters as sent, as a JSON object. Created by the first
+/// cursor and page parameters as sent, as a JSON object; and the statuses
+/// the endpoint serves (its [`crate::scope::Scope`]). Created by the first
 /// recorded client request, so that other runs' files keep the tables of
 /// [`CREATE`].
 pub const CLIENT_REQUESTS: &str = "CREATE TABLE IF NOT EXISTS client_requests (
@@ -125,5 +126,16 @@ pub const CLIENT_REQUESTS: &str = "CREATE TABLE IF NOT EXISTS client_requests (
     client             TEXT NOT NULL,
     method             TEXT NOT NULL,
     endpoint           TEXT NOT NULL,
-    params             TEXT NOT NULL
+    params             TEXT NOT NULL,
+    scope              TEXT NOT NULL DEFAULT 'all'
 );";
+
+/// The author of each status of a recording's truth (`experiment serve
+/// --record`), for the scopes that serve some authors only (one author's
+/// timeline, a home timeline). Created with the first rows.
+pub const TRUTH_AUTHORS: &str = "CREATE TABLE IF NOT EXISTS truth_authors (
+    run_id             INTEGER NOT NULL REFERENCES runs(id),
+    id                 TEXT NOT NULL,
+    author             INTEGER NOT NULL,
+    PRIMARY KEY (run_id, id)
+) WITHOUT ROWID;";

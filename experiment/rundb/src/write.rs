@@ -12,7 +12,9 @@ use crate::Error;
 use crate::rows::{
     ClientRequestRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow,
 };
-use crate::schema::{APPLICATION_ID, CLIENT_REQUESTS, CREATE, PG_TRUTH, SCHEMA_VERSION, TABLES};
+use crate::schema::{
+    APPLICATION_ID, CLIENT_REQUESTS, CREATE, PG_TRUTH, SCHEMA_VERSION, TABLES, TRUTH_AUTHORS,
+};
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 use std::path::Path;
 use std::sync::LazyLock;
@@ -411,21 +413,50 @@ pub fn insert_client_request(
     request_id: i64,
     row: &ClientRequestRow,
 ) -> Result<(), Error> {
-    conn.execute_batch(CLIENT_REQUESTS).map_err(write_error)?;
-    conn.prepare_cached(
-        "INSERT INTO client_requests (request_id, client, method, endpoint, params) \
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-    )
-    .and_then(|mut st| {
-        st.execute(params![
-            request_id,
-            row.client,
-            row.method,
-            row.endpoint,
-            row.params
-        ])
-    })
-    .map_err(write_error)?;
+    let sql = "INSERT INTO client_requests (request_id, client, method, endpoint, params, scope) \
+               VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+    let values = params![
+        request_id,
+        row.client,
+        row.method,
+        row.endpoint,
+        row.params,
+        row.scope
+    ];
+    insert_creating(conn, CLIENT_REQUESTS, sql, values)
+}
+
+/// Inserts the authors of truth rows (`truth_authors`), creating the table
+/// the first time; a status already there is left as it is.
+pub fn insert_truth_authors(
+    conn: &Connection,
+    run_id: i64,
+    authors: &[(String, i64)],
+) -> Result<(), Error> {
+    let sql = "INSERT OR IGNORE INTO truth_authors (run_id, id, author) VALUES (?1, ?2, ?3)";
+    for (id, author) in authors {
+        insert_creating(conn, TRUTH_AUTHORS, sql, params![run_id, id, author])?;
+    }
+    Ok(())
+}
+
+/// Runs the insert `sql`, creating its optional table with `ddl` only when
+/// it is missing (the DDL is not parsed again for every row).
+fn insert_creating(
+    conn: &Connection,
+    ddl: &str,
+    sql: &str,
+    values: &[&dyn rusqlite::ToSql],
+) -> Result<(), Error> {
+    let statement = match conn.prepare_cached(sql) {
+        Ok(st) => st,
+        Err(_) => {
+            conn.execute_batch(ddl).map_err(write_error)?;
+            conn.prepare_cached(sql).map_err(write_error)?
+        }
+    };
+    let mut statement = statement;
+    statement.execute(values).map_err(write_error)?;
     Ok(())
 }
 

@@ -284,6 +284,11 @@ impl TruthSink {
                         .map(|s| crate::sim::truth_row(layout, s))
                         .collect();
                     recorder.sender().latest_truth(rows);
+                    let authors = batch
+                        .iter()
+                        .map(|s| (layout.format(s.id), i64::from(s.author)))
+                        .collect();
+                    recorder.sender().truth_authors(authors);
                 }
             }
         }

@@ -50,6 +50,8 @@ enum Record {
     /// Truth rows that replace what is there (`experiment serve`: the latest
     /// state of a status knows the most).
     LatestTruth(Vec<TruthRow>),
+    /// The authors of truth rows, (ID, author) (`experiment serve --record`).
+    TruthAuthors(Vec<(String, i64)>),
     /// A poller that joined the run while it runs: the next index.
     Poller(PollerRow),
     /// A foreign client's request, and what it asked for.
@@ -115,6 +117,14 @@ impl RecordSender {
     pub fn latest_truth(&self, rows: Vec<TruthRow>) {
         for chunk in rows.chunks(TRUTH_ROWS_PER_RECORD) {
             self.send(Record::LatestTruth(chunk.to_vec()));
+        }
+    }
+
+    /// The authors of statuses of the truth, (ID, author), for the scopes
+    /// that serve some authors only.
+    pub fn truth_authors(&self, authors: Vec<(String, i64)>) {
+        for chunk in authors.chunks(TRUTH_ROWS_PER_RECORD) {
+            self.send(Record::TruthAuthors(chunk.to_vec()));
         }
     }
 
@@ -413,6 +423,9 @@ impl Writer {
             Record::LatestTruth(rows) => {
                 write::insert_truth(&self.conn, self.run_id, &rows, OnConflict::Replace)?;
                 self.stats.truth += rows.len() as u64;
+            }
+            Record::TruthAuthors(authors) => {
+                write::insert_truth_authors(&self.conn, self.run_id, &authors)?;
             }
             Record::Poller(row) => {
                 let id = write::add_poller(&self.conn, self.run_id, &row)?;

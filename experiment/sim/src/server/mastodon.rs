@@ -10,8 +10,8 @@
 //! the same documents and paging rules.
 
 use super::{
-    Allowance, AppState, ServedApi, account_number, encode, header_value, host, json_response,
-    param, params, retry_after, to_json,
+    Allowance, AppState, Scope, ServedApi, account_number, encode, header_value, host,
+    json_response, param, params, retry_after, to_json, with_scope,
 };
 use crate::model::{Query, SimStatus};
 use axum::Router;
@@ -192,22 +192,34 @@ fn mastodon_error(status: StatusCode, message: &str, headers: HeaderMap) -> Resp
     json_response(status, headers, to_json(&json!({"error": message})))
 }
 
+/// Which origins a public timeline serves.
 #[derive(Clone, Copy)]
-enum Scope {
+enum Origins {
     All,
     Local,
     Remote,
 }
 
-impl Scope {
+impl Origins {
     /// `local=true` or `remote=true` (local wins).
-    fn of(params: &[(String, String)]) -> Scope {
+    fn of(params: &[(String, String)]) -> Origins {
         if truthy(param(params, "local")) {
-            Scope::Local
+            Origins::Local
         } else if truthy(param(params, "remote")) {
-            Scope::Remote
+            Origins::Remote
         } else {
-            Scope::All
+            Origins::All
+        }
+    }
+
+    /// The statuses served, for a recording; `only_media` serves none (the
+    /// simulated statuses have no media).
+    fn scope(self, only_media: bool) -> Scope {
+        match (only_media, self) {
+            (true, _) => Scope::None,
+            (false, Origins::All) => Scope::All,
+            (false, Origins::Local) => Scope::Local,
+            (false, Origins::Remote) => Scope::Remote,
         }
     }
 }
@@ -295,8 +307,8 @@ async fn mastodon_public(
     RawQuery(raw): RawQuery,
 ) -> Response {
     let params = params(&raw);
-    let scope = Scope::of(&params);
-    mastodon_timeline(app, headers, PUBLIC_TIMELINE, params, scope)
+    let origins = Origins::of(&params);
+    mastodon_timeline(app, headers, PUBLIC_TIMELINE, params, origins)
 }
 
 async fn mastodon_local(
@@ -309,7 +321,7 @@ async fn mastodon_local(
         headers,
         "/api/v1/timelines/local",
         params(&raw),
-        Scope::Local,
+        Origins::Local,
     )
 }
 
@@ -321,17 +333,18 @@ async fn mastodon_tag(
 ) -> Response {
     let path = format!("/api/v1/timelines/tag/{}", encode(&tag));
     let params = params(&raw);
-    let scope = Scope::of(&params);
+    let origins = Origins::of(&params);
     if !tag.eq_ignore_ascii_case("snowleak") {
         // Only #snowleak exists; other tags are empty timelines.
         let allowance = app.limiter.check(ServedApi::Mastodon, (app.clock)());
-        return json_response(
+        let empty = json_response(
             StatusCode::OK,
             mastodon_rate_headers(&allowance),
             b"[]".to_vec(),
         );
+        return with_scope(empty, Scope::None);
     }
-    mastodon_timeline(app, headers, &path, params, scope)
+    mastodon_timeline(app, headers, &path, params, origins)
 }
 
 fn mastodon_timeline(
@@ -339,7 +352,7 @@ fn mastodon_timeline(
     request_headers: HeaderMap,
     path: &str,
     params: Vec<(String, String)>,
-    scope: Scope,
+    origins: Origins,
 ) -> Response {
     let allowance = app.limiter.check(ServedApi::Mastodon, (app.clock)());
     let mut headers = mastodon_rate_headers(&allowance);
@@ -364,10 +377,10 @@ fn mastodon_timeline(
     };
     let keep = move |s: &SimStatus| {
         !only_media
-            && match scope {
-                Scope::All => true,
-                Scope::Local => s.is_local(),
-                Scope::Remote => !s.is_local(),
+            && match origins {
+                Origins::All => true,
+                Origins::Local => s.is_local(),
+                Origins::Remote => !s.is_local(),
             }
     };
     let (mut statuses, layout, _) = app.query(&query, keep);
@@ -389,7 +402,8 @@ fn mastodon_timeline(
         .iter()
         .map(|s| mastodon_status(s, &layout, &host))
         .collect();
-    json_response(StatusCode::OK, headers, to_json(&body))
+    let response = json_response(StatusCode::OK, headers, to_json(&body));
+    with_scope(response, origins.scope(only_media))
 }
 
 fn instance_fields(host: &str) -> (String, Value) {

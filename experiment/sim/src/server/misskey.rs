@@ -5,7 +5,10 @@
 //! /api/meta`, which clients post first; errors as `{"error": {"message",
 //! "code", "id", "kind"}}`; a spent limit is a 429 with `Retry-After` only.
 
-use super::{AppState, ServedApi, account_number, host, json_response, retry_after, to_json};
+use super::{
+    AppState, Scope, ServedApi, account_number, host, json_response, retry_after, to_json,
+    with_scope,
+};
 use crate::model::{Query, SimStatus};
 use axum::Router;
 use axum::body::Bytes;
@@ -177,7 +180,13 @@ fn misskey_timeline(app: AppState, body: Bytes, local_only: bool) -> Response {
     let keep = move |s: &SimStatus| !with_files && (!local_only || s.is_local());
     let (statuses, layout, _) = app.query(&query, keep);
     let notes: Vec<Value> = statuses.iter().map(|s| misskey_note(s, &layout)).collect();
-    json_response(StatusCode::OK, HeaderMap::new(), to_json(&notes))
+    let scope = match (with_files, local_only) {
+        (true, _) => Scope::None,
+        (false, true) => Scope::Local,
+        (false, false) => Scope::All,
+    };
+    let response = json_response(StatusCode::OK, HeaderMap::new(), to_json(&notes));
+    with_scope(response, scope)
 }
 
 fn misskey_note(s: &SimStatus, layout: &Layout) -> Value {

@@ -24,6 +24,7 @@ use super::model::{Query, SimStatus, Simulator};
 use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+pub use rundb::scope::Scope;
 use serde::Serialize;
 use since_id::id::{Id, Layout};
 use since_id::time::{format_duration_ms, parse_duration_ms};
@@ -516,6 +517,14 @@ fn encode(text: &str) -> String {
         }
     }
     out
+}
+
+/// `response` marked with the statuses its endpoint serves, for `experiment
+/// serve --record` (a response extension, never sent): a client is owed only
+/// those. A timeline response without one serves every status.
+pub(super) fn with_scope(mut response: Response, scope: Scope) -> Response {
+    response.extensions_mut().insert(scope);
+    response
 }
 
 pub(super) fn json_response(status: StatusCode, headers: HeaderMap, body: Vec<u8>) -> Response {

@@ -31,7 +31,8 @@
 //! every search query reads the whole simulated timeline.
 
 use super::{
-    Allowance, AppState, ServedApi, json_response, param, params, parse_id, retry_after, to_json,
+    Allowance, AppState, Scope, ServedApi, json_response, param, params, parse_id, retry_after,
+    to_json, with_scope,
 };
 use crate::model::{Query, SimStatus};
 use axum::Router;
@@ -480,7 +481,11 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
         }
         _ => json!({"meta": {"result_count": 0}}),
     };
-    json_response(StatusCode::OK, headers, to_json(&body))
+    let response = json_response(StatusCode::OK, headers, to_json(&body));
+    match only {
+        Some(author) => with_scope(response, Scope::Authors([i64::from(author)].into())),
+        None => response,
+    }
 }
 
 /// The authors of a page, each once, in order of first appearance.

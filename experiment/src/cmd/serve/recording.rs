@@ -79,6 +79,7 @@ async fn record(State(rec): State<Arc<Recording>>, request: Request, next: Next)
     let received_at_ms = crate::clock::now_ms();
     let status = response.status().as_u16();
     let (parts, body) = response.into_parts();
+    let scope = parts.extensions.get::<crate::sim::server::Scope>().cloned();
     let Ok(served) = axum::body::to_bytes(body, MAX_RESPONSE_BODY).await else {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -95,6 +96,7 @@ async fn record(State(rec): State<Arc<Recording>>, request: Request, next: Next)
         user_agent,
         status,
         response: served.to_vec(),
+        scope,
         sent_at_ms,
         received_at_ms,
     };

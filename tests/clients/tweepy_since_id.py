@@ -5,28 +5,23 @@ tweepy always calls https://api.twitter.com: a requests adapter mounted on
 its session sends the requests to the judge's server. Run by `experiment
 judge`; see run_judged.py."""
 
+import os
+import sys
 import time
 
-import requests
 import tweepy
 
 from judgedlib import Served, args, server
 
-
-class ToJudge(requests.adapters.HTTPAdapter):
-    def __init__(self, base):
-        super().__init__()
-        self.base = base
-
-    def send(self, request, **kwargs):
-        request.url = request.url.replace("https://api.twitter.com", self.base, 1)
-        return super().send(request, **kwargs)
+# The adapter of tests/tweepy_check.py, which sends tweepy's requests elsewhere.
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tweepy_check import ToSimulator  # noqa: E402
 
 
 base, token = server()
 out, rounds = args()
 client = tweepy.Client(bearer_token=token, wait_on_rate_limit=True)
-client.session.mount("https://api.twitter.com", ToJudge(base))
+client.session.mount("https://api.twitter.com", ToSimulator(base))
 me = client.get_me(user_auth=False).data
 served = Served(out)
 since = None

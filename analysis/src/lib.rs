@@ -11,10 +11,12 @@
 //! - [`history_builder`]: a run's records → [`history::History`] in memory, as [`load`] reads them.
 //! - [`sweep`]: `experiment sweep`'s judging: one row per seed and poller, the summary;
 //!   [`sweep_plot`]: its frontier and lateness survival plots.
+//! - [`delivered`]: `--delivered`: a consumer judged from the IDs it delivered.
 //! - [`cli`]: the binaries' one-line usage errors.
 //! - [`synth`]: writes synthetic run databases (for tests and the benchmark).
 
 pub mod cli;
+pub mod delivered;
 pub mod diff;
 pub mod history;
 pub mod history_builder;

@@ -1,4 +1,4 @@
-//! `analyze DB [--run N] [--out DIR] [--json] [--html FILE] [--max-memory SIZE]`: reads one run of the leak
+//! `analyze DB [--run N] [--out DIR] [--json] [--html FILE] [--delivered NAME=FILE.csv]... [--max-memory SIZE]`: reads one run of the leak
 //! harness, diffs the pollers against truth (or each other), and prints a
 //! report with a verdict per poller, plus plots.
 //!
@@ -6,7 +6,7 @@
 //! history (pure), `report` and `json` print, `plot` draws. Bad input
 //! ends with one line on stderr and exit status 2; never a panic.
 
-use analysis::{diff, html, json, load, plot, report};
+use analysis::{delivered, diff, html, json, load, plot, report};
 
 use clap::Parser;
 use std::path::PathBuf;
@@ -38,6 +38,10 @@ struct AnalyzeArgs {
     /// 512MiB or 8GiB (default: the memory the system has available, on Linux).
     #[arg(long, value_parser = parse_size)]
     max_memory: Option<u64>,
+    /// Judge a consumer the server cannot see from the IDs it delivered: one
+    /// `id,delivered_at` row per line (ISO 8601 or epoch ms). Repeatable.
+    #[arg(long, value_name = "NAME=FILE.csv", value_parser = delivered::parse_arg)]
+    delivered: Vec<(String, PathBuf)>,
 }
 
 /// `N`, `NKiB`, `NMiB`, `NGiB` or `NTiB` (binary units; `N` in bytes).
@@ -128,8 +132,22 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
             },
         ));
     }
-    let loaded = load::load(&conn, run_id).map_err(|e| e.to_string())?;
+    let mut loaded = load::load(&conn, run_id).map_err(|e| e.to_string())?;
     drop(conn);
+    let mut delivered_notes = Vec::new();
+    for (name, path) in &args.delivered {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let rows = delivered::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let missing = delivered::add(&mut loaded, name, &rows)?;
+        if missing.count > 0 {
+            delivered_notes.push(format!(
+                "{name}: {} delivered IDs are not in the run's truth, so not judged (first: {})",
+                missing.count,
+                missing.first.join(", ")
+            ));
+        }
+    }
     let analysis = diff::analyze(&loaded.history);
     let out_dir = match &args.out {
         Some(d) => d.clone(),
@@ -147,7 +165,7 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
     };
     // Plots never decide the exit status: a report without pictures is still a report.
     let drawn = std::panic::catch_unwind(|| plot::write_all(&loaded, &analysis, &out_dir));
-    let (plots, notes) = match drawn {
+    let (plots, mut notes) = match drawn {
         Ok(Ok(x)) => x,
         Ok(Err(e)) => (Vec::new(), vec![format!("plotting failed: {e}")]),
         Err(_) => (
@@ -155,6 +173,7 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
             vec!["plotting failed (internal error)".to_string()],
         ),
     };
+    notes.extend(delivered_notes);
     if let Some(path) = &args.html {
         let report = serde_json::to_value(json::build(&loaded, &analysis, &plots))
             .map_err(|e| e.to_string())?;

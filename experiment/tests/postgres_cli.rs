@@ -455,3 +455,152 @@ fn wrong_credentials_get_one_line_and_the_password_is_never_shown() {
         .unwrap();
     assert!(stored.contains("\"password\":\"<redacted>\"") && !stored.contains("right-one"));
 }
+
+/// `experiment serve --backend postgres --record`: an API client is recorded
+/// as with the simulator, each status it was served is in the truth the
+/// writers' commits give, and the read-only role the banner names can read
+/// the table and nothing more (issue 23, items 1 and 7).
+#[test]
+fn serve_on_postgres_records_its_clients_and_offers_a_read_only_role() {
+    let dir = temp_dir("pg-serve-record");
+    let db = dir.join("rec.db");
+    let mut child = Stopped(
+        Command::new(env!("CARGO_BIN_EXE_experiment"))
+            .args(["serve", "--backend", "postgres", "--addr", "127.0.0.1:0"])
+            .arg("--record")
+            .arg(&db)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdout = std::io::BufReader::new(child.0.stdout.take().unwrap());
+    let (mut api, mut reader) = (None, None);
+    while reader.is_none() {
+        let mut line = String::new();
+        assert!(
+            std::io::BufRead::read_line(&mut stdout, &mut line).unwrap() > 0,
+            "the server ended before it printed its banner"
+        );
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["mastodon", url] => api = Some(url.to_string()),
+            ["read-only", "SQL", url, ..] => reader = Some(url.to_string()),
+            _ => {}
+        }
+    }
+    let (api, reader) = (api.unwrap(), reader.unwrap());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let served: Vec<String> = runtime.block_on(async {
+        let http = snowleak::api::http_client(std::time::Duration::from_secs(10)).unwrap();
+        let mut served = Vec::new();
+        let mut since: Option<String> = None;
+        // Until the writers have committed something and it was served.
+        while served.len() < 3 {
+            let mut url = format!("{api}?limit=40");
+            if let Some(s) = &since {
+                url.push_str(&format!("&since_id={s}"));
+            }
+            let body: serde_json::Value = http
+                .get(url)
+                .bearer_auth("a-token")
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let ids: Vec<String> = body
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["id"].as_str().unwrap().to_string())
+                .collect();
+            since = ids.first().cloned().or(since);
+            served.extend(ids);
+        }
+        let config: tokio_postgres::Config = reader.parse().unwrap();
+        let (client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(conn);
+        let n: i64 = client
+            .query_one("SELECT count(*) FROM statuses", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert!(n > 0, "the role reads the table");
+        let refused = client
+            .batch_execute("INSERT INTO statuses (account_id, text) VALUES (1, 'x')")
+            .await
+            .unwrap_err();
+        assert!(
+            format!("{refused:?}").contains("read-only transaction"),
+            "{refused:?}"
+        );
+        served
+    });
+    common::signal(&child.0, "-INT");
+    assert!(child.0.wait().unwrap().success());
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let recorded: Vec<String> = conn
+        .prepare(
+            "SELECT o.status_id FROM observations o JOIN requests r ON r.id = o.request_id
+             ORDER BY o.rowid",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(recorded, served, "recorded exactly what the client was served");
+    let missing: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM observations o WHERE NOT EXISTS
+               (SELECT 1 FROM truth t WHERE t.id = o.status_id)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(missing, 0, "every status served is in the truth");
+    let (target, complete): (String, i64) = conn
+        .query_row("SELECT target, complete FROM runs", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!((target.as_str(), complete), ("postgres-serve", 1));
+}
+
+/// A child process killed if the test ends early (a failed assertion), so
+/// that no server outlives its test.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn simulator_flags_on_the_postgres_backend_are_refused_in_one_line() {
+    for (args, expected) in [
+        (
+            vec!["serve", "--backend", "postgres", "--profile", "mastodon"],
+            "--profile configures the simulator and does not apply to --backend postgres",
+        ),
+        (
+            vec!["serve", "--backend", "postgres", "--truth", "t.db"],
+            "--truth is the simulator's",
+        ),
+        (
+            vec!["judge", "--backend", "postgres", "--", "true"],
+            "judge serves the simulator",
+        ),
+    ] {
+        let (code, err) = experiment_bin(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+}

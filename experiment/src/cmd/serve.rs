@@ -6,6 +6,7 @@
 //! Shell only: the model is `crate::sim::model`, the HTTP side `crate::sim::server`;
 //! `--backend postgres` is the PostgreSQL target's server (`targets::postgres::http`).
 
+mod postgres;
 mod recording;
 
 use crate::clients::ClientBook;
@@ -28,9 +29,9 @@ use std::time::Duration;
 /// Run the leaky simulator as an HTTP server (Twitter v1.1, X API v2, Mastodon, Misskey and Discord dialects).
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
-    /// Simulator profile: twitter, mastodon, misskey or discord.
-    #[arg(long, default_value = "twitter")]
-    pub profile: String,
+    /// Simulator profile: twitter (the default), mastodon, misskey or discord.
+    #[arg(long)]
+    pub profile: Option<String>,
     /// Seed of the simulator's random stream (same seed, same statuses).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -75,6 +76,13 @@ pub struct ServeArgs {
     pub quiet: bool,
 }
 
+impl ServeArgs {
+    /// The simulator's profile: `--profile`, else twitter.
+    pub fn profile(&self) -> &str {
+        self.profile.as_deref().unwrap_or("twitter")
+    }
+}
+
 /// What serves the timeline of `experiment serve`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
@@ -101,7 +109,7 @@ impl std::str::FromStr for Backend {
 /// Serves until Ctrl-C or SIGTERM, then flushes the truth.
 pub async fn serve_command(args: ServeArgs) -> Result<(), String> {
     if args.backend == Backend::Postgres {
-        return crate::targets::postgres::http::serve(&args.addr, args.seed).await;
+        return postgres::serve(args, HashMap::new(), crate::session::wait_for_signal()).await;
     }
     serve_until(args, crate::session::wait_for_signal(), None).await
 }
@@ -123,7 +131,7 @@ pub async fn serve_naming(
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
 ) -> Result<(), String> {
-    let mut config = SimConfig::profile(&args.profile)?;
+    let mut config = SimConfig::profile(args.profile())?;
     let file = match &args.config {
         Some(path) => Some(
             std::fs::read_to_string(path)
@@ -535,7 +543,7 @@ mod tests {
     async fn serve_reports_bad_input_as_one_line_errors() {
         let never = std::future::pending::<()>;
         let mut args = serve_args(&[]);
-        args.profile = "bluesky".into();
+        args.profile = Some("bluesky".into());
         let err = serve_until(args, never(), None).await.unwrap_err();
         assert!(err.contains("twitter, mastodon, misskey"), "{err}");
         let err = serve_until(serve_args(&["nope=1"]), never(), None)
@@ -629,7 +637,7 @@ mod tests {
         let dir = testkit::temp_dir("record");
         let db = dir.join("clients.db");
         let mut args = serve_args(&["rate_per_s=50"]);
-        args.profile = "mastodon".into();
+        args.profile = Some("mastodon".into());
         args.backlog = Some(60_000);
         args.record = Some(db.clone());
         let (addr, stop, task) = spawn_serve(args).await;

@@ -6,7 +6,7 @@ use super::writers::{self, Output, Workload, Written};
 use super::{PgOpts, Via};
 use crate::api::{Dialect, HttpTarget};
 use crate::drive::{self, Plan, StopReason, Tally};
-use crate::record::{PollerRow, RecordSender, Recorder, TruthRow};
+use crate::record::{PollerRow, RecordSender, Recorder};
 use crate::servers::postgres::Cluster;
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
 use rand::{Rng, SeedableRng};
@@ -393,26 +393,7 @@ async fn pump_truth(
             .collect();
     let truth = pending
         .iter()
-        .map(|w| {
-            let id = since_id::id::Id(w.id as u128);
-            TruthRow {
-                id: w.id.to_string(),
-                id_key: id.sort_key(),
-                id_time_ms: writers::id_time_ms(layout, w),
-                posted_at_ms: w.xact_start_ms,
-                // The conservative end of the bracket: owed only to requests
-                // sent after COMMIT returned. The clocks read whole ms, and a
-                // request read at the same ms may have left before the COMMIT
-                // returned (a real run showed it), so: the next ms.
-                visible_at_ms: w.commit_returned_ms + 1,
-                deleted_at_ms: None,
-                origin: if w.sleep_ms > 0 {
-                    "injected-sleep".into()
-                } else {
-                    "local".into()
-                },
-            }
-        })
+        .map(|w| writers::truth_row(layout, w))
         .collect();
     sender.truth(truth);
     pending

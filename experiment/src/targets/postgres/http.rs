@@ -99,70 +99,129 @@ async fn public(
     response
 }
 
-/// `experiment serve --backend postgres`: a throwaway cluster with the
-/// mastodon schema, the default writers loading it, and the Mastodon API
-/// over it, until Ctrl-C; then the writers stop and the cluster is removed.
-pub async fn serve(addr: &str, seed: u64) -> Result<(), String> {
-    use super::schema::Schema;
-    use super::writers::{Output, Workload, run_writers};
-    let addr: std::net::SocketAddr = addr
-        .parse()
-        .map_err(|_| format!("bad --addr '{addr}': expected IP:PORT such as 127.0.0.1:8080"))?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let cluster = crate::servers::postgres::Cluster::start()?;
-    let config = cluster.config();
-    let client = super::driver::connect(&config).await?;
-    client
-        .batch_execute(&Schema::Mastodon.ddl(&format!("{seed:016x}")))
-        .await
-        .map_err(|e| super::db_error(&e))?;
-    let workload = Workload {
-        schema: Schema::Mastodon,
-        writers: 8,
-        rate_per_s: 300.0,
-        tail: None,
-        seed,
-    };
-    let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    let output = Arc::new(std::sync::Mutex::new(Output::default()));
-    let writers = {
-        let output = output.clone();
-        tokio::spawn(async move {
-            // Only the counters are kept: nobody takes the truth here.
-            let drain = output.clone();
-            let keep_small = tokio::spawn(async move {
+/// The role a consumer reading the table directly logs in as: it may only
+/// read (`SELECT` on the table, every transaction read-only).
+pub const READER_ROLE: &str = "snowleak_reader";
+
+/// `experiment serve --backend postgres`'s server: a throwaway cluster with
+/// the mastodon schema, the default writers loading it, the Mastodon API over
+/// it ([`Backend::router`]) and a read-only role for consumers that read the
+/// table itself ([`Backend::reader_url`]). [`Backend::stop`] stops the
+/// writers and removes the cluster.
+pub struct Backend {
+    client: Arc<tokio_postgres::Client>,
+    stop_writers: tokio::sync::watch::Sender<bool>,
+    writers: tokio::task::JoinHandle<Result<(), String>>,
+    output: Arc<std::sync::Mutex<super::writers::Output>>,
+    /// Whether the posts written are kept for [`Backend::take_truth`].
+    keep_truth: bool,
+    drain: Option<tokio::task::JoinHandle<()>>,
+    /// Last: fields drop in order, and the connections go before the cluster.
+    cluster: crate::servers::postgres::Cluster,
+}
+
+/// The writers of `serve --backend postgres`.
+pub const WORKLOAD: (u32, f64) = (8, 300.0);
+
+impl Backend {
+    /// Starts the cluster, the schema (seeded), the read-only role and the
+    /// writers. With `keep_truth`, what they commit is kept until taken.
+    pub async fn start(seed: u64, keep_truth: bool) -> Result<Backend, String> {
+        use super::schema::Schema;
+        use super::writers::{Output, Workload, run_writers};
+        let cluster = crate::servers::postgres::Cluster::start()?;
+        let config = cluster.config();
+        let client = super::driver::connect(&config).await?;
+        let role = super::quote_ident(READER_ROLE);
+        client
+            .batch_execute(&format!(
+                "{ddl};
+                 CREATE ROLE {role} LOGIN;
+                 ALTER ROLE {role} SET default_transaction_read_only = on;
+                 GRANT SELECT ON statuses TO {role};",
+                ddl = Schema::Mastodon.ddl(&format!("{seed:016x}"))
+            ))
+            .await
+            .map_err(|e| super::db_error(&e))?;
+        let workload = Workload {
+            schema: Schema::Mastodon,
+            writers: WORKLOAD.0,
+            rate_per_s: WORKLOAD.1,
+            tail: None,
+            seed,
+        };
+        let (stop_writers, stop) = tokio::sync::watch::channel(false);
+        let output = Arc::new(std::sync::Mutex::new(Output::default()));
+        let writers = tokio::spawn(run_writers(config, workload, output.clone(), stop));
+        // Without a taker, only the counters are kept.
+        let drain = (!keep_truth).then(|| {
+            let output = output.clone();
+            tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                    drain
+                    output
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .written
                         .clear();
                 }
-            });
-            let result = run_writers(config, workload, output, stop).await;
-            keep_small.abort();
-            result
+            })
+        });
+        Ok(Backend {
+            cluster,
+            client: Arc::new(client),
+            stop_writers,
+            writers,
+            output,
+            keep_truth,
+            drain,
         })
-    };
-    let bound = listener.local_addr().map_err(|e| e.to_string())?;
-    println!("snowleak on PostgreSQL: schema mastodon, 8 writers at 300 statuses/s");
-    println!(
-        "  mastodon        http://{bound}{}",
-        mastodon::PUBLIC_TIMELINE
-    );
-    println!("Ctrl-C stops (and removes the cluster).");
-    let served = axum::serve(listener, router(Arc::new(client)))
-        .with_graceful_shutdown(async {
-            crate::session::wait_for_signal().await;
-        })
-        .await;
-    let _ = stop_tx.send(true);
-    let _ = writers.await;
-    drop(cluster);
-    served.map_err(|e| format!("server: {e}"))
+    }
+
+    /// The Mastodon API over the table.
+    pub fn router(&self) -> Router {
+        router(self.client.clone())
+    }
+
+    /// A libpq connection URI for [`READER_ROLE`] over the cluster's socket.
+    pub fn reader_url(&self) -> String {
+        let dir = self.cluster.dir().display().to_string();
+        format!(
+            "postgresql://{READER_ROLE}@/postgres?host={}",
+            dir.replace('%', "%25").replace(' ', "%20")
+        )
+    }
+
+    /// The ID layout of the table's IDs.
+    pub fn layout(&self) -> since_id::id::Layout {
+        super::schema::Schema::Mastodon.layout()
+    }
+
+    /// The truth of every post committed since the last call (nothing without `keep_truth`).
+    pub fn take_truth(&self) -> Vec<rundb::TruthRow> {
+        if !self.keep_truth {
+            return Vec::new();
+        }
+        let layout = self.layout();
+        let written =
+            std::mem::take(&mut self.output.lock().unwrap_or_else(|e| e.into_inner()).written);
+        written
+            .iter()
+            .map(|w| super::writers::truth_row(&layout, w))
+            .collect()
+    }
+
+    /// Stops the writers and removes the cluster; what they committed last
+    /// stays for one more [`Backend::take_truth`] before the cluster goes.
+    pub async fn stop_writers(&mut self) -> Result<(), String> {
+        let _ = self.stop_writers.send(true);
+        if let Some(drain) = self.drain.take() {
+            drain.abort();
+        }
+        (&mut self.writers)
+            .await
+            .map_err(|e| format!("the writers failed: {e}"))?
+    }
 }
 
 #[cfg(test)]

@@ -332,6 +332,26 @@ pub async fn commit_timestamps(
     Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
 }
 
+/// A committed post's truth row: owed only to requests sent after its COMMIT
+/// returned. The clocks read whole ms, and a request read at the same ms may
+/// have left before the COMMIT returned (a real run showed it), so it is
+/// visible from the next ms: the conservative end of the bracket.
+pub fn truth_row(layout: &Layout, w: &Written) -> rundb::TruthRow {
+    rundb::TruthRow {
+        id: w.id.to_string(),
+        id_key: since_id::id::Id(w.id as u128).sort_key(),
+        id_time_ms: id_time_ms(layout, w),
+        posted_at_ms: w.xact_start_ms,
+        visible_at_ms: w.commit_returned_ms + 1,
+        deleted_at_ms: None,
+        origin: if w.sleep_ms > 0 {
+            "injected-sleep".into()
+        } else {
+            "local".into()
+        },
+    }
+}
+
 /// The ID's time of a post: decoded from the ID, except for BIGSERIAL, whose
 /// IDs carry no time (then the transaction's start, the insert time the writer saw).
 pub fn id_time_ms(layout: &Layout, w: &Written) -> i64 {

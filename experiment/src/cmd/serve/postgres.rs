@@ -1,0 +1,131 @@
+//! `experiment serve --backend postgres`: the Mastodon API served from a
+//! throwaway PostgreSQL table that writers load (`targets::postgres::http`),
+//! and a read-only role for consumers that read the table itself (an outbox
+//! relay: judged with `analyze --delivered`). With `--record`, every client
+//! of the API is recorded as with the simulator, and the truth is what the
+//! writers committed, each post owed from the ms after its COMMIT returned.
+
+use super::{ServeArgs, client_names, recording};
+use crate::clients::ClientBook;
+use crate::record::Recorder;
+use crate::targets::postgres::http::{Backend, WORKLOAD};
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::Duration;
+
+/// The flags that configure the simulator, which this backend does not have.
+fn refuse_simulator_flags(args: &ServeArgs) -> Result<(), String> {
+    let given = [
+        (args.profile.is_some(), "--profile"),
+        (args.config.is_some(), "--config"),
+        (!args.sets.is_empty(), "--set"),
+        (args.rate_limit.is_some(), "--rate-limit"),
+        (args.backlog.is_some(), "--backlog"),
+        (args.faults.is_some(), "--faults"),
+    ];
+    if let Some((_, flag)) = given.iter().find(|(on, _)| *on) {
+        return Err(format!(
+            "{flag} configures the simulator and does not apply to --backend postgres"
+        ));
+    }
+    if args.truth.is_some() {
+        return Err(
+            "--truth is the simulator's: with --backend postgres, --record FILE.db writes the truth"
+                .into(),
+        );
+    }
+    if args.record.is_none() && !args.clients.is_empty() {
+        return Err("--client names a client of --record: add --record FILE.db".into());
+    }
+    Ok(())
+}
+
+/// Serves until `shutdown` resolves, then stops the writers, writes the last
+/// truth and removes the cluster.
+pub async fn serve(
+    args: ServeArgs,
+    names: HashMap<String, String>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    refuse_simulator_flags(&args)?;
+    let mut client_names = client_names(&args.clients)?;
+    client_names.extend(names);
+    let addr: std::net::SocketAddr = args.addr.parse().map_err(|_| {
+        format!(
+            "bad --addr '{}': expected IP:PORT such as 127.0.0.1:8080",
+            args.addr
+        )
+    })?;
+    let listener = crate::sim::server::bind(addr).await?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let mut backend = Backend::start(args.seed, args.record.is_some()).await?;
+    let layout = backend.layout();
+    let recorder = match &args.record {
+        Some(path) => {
+            let run = rundb::RunRow {
+                started_at_ms: crate::clock::now_ms(),
+                target: "postgres-serve".into(),
+                profile: Some("mastodon".into()),
+                seed: Some(args.seed as i64),
+                clock: "wall".into(),
+                layout: layout.name().into(),
+                config: serde_json::json!({
+                    "schema": "mastodon", "writers": WORKLOAD.0, "rate_per_s": WORKLOAD.1
+                })
+                .to_string(),
+                version: rundb::VERSION.into(),
+                ..rundb::RunRow::default()
+            };
+            Some(Recorder::create(path, &run, &[])?)
+        }
+        None => None,
+    };
+    if !args.quiet {
+        println!(
+            "snowleak on PostgreSQL: schema mastodon, {} writers at {} statuses/s",
+            WORKLOAD.0, WORKLOAD.1
+        );
+        println!(
+            "  mastodon        http://{bound}{}",
+            crate::sim::server::mastodon::PUBLIC_TIMELINE
+        );
+        println!("  read-only SQL   {} (table statuses)", backend.reader_url());
+        if let Some(path) = &args.record {
+            println!(
+                "  recording       {} (every client's requests, and the truth)",
+                path.display()
+            );
+        }
+        println!("Ctrl-C stops (and removes the cluster).");
+    }
+    let mut app = backend.router();
+    if let Some(recorder) = &recorder {
+        let book = ClientBook::new(layout.clone(), client_names);
+        app = recording::layer(app, book, recorder.sender());
+    }
+    let mut server = tokio::spawn(crate::sim::server::serve(listener, app, shutdown));
+    // The truth is taken every second, whether or not anyone reads.
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let served = loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                if let Some(recorder) = &recorder {
+                    recorder.sender().truth(backend.take_truth());
+                }
+            }
+            done = &mut server => break done.map_err(|e| format!("server: {e}")).and_then(|r| r),
+        }
+    };
+    let stopped = backend.stop_writers().await;
+    if let Some(recorder) = recorder {
+        recorder.sender().truth(backend.take_truth());
+        recorder.finish(crate::clock::now_ms(), true, "stopped")?;
+    }
+    drop(backend);
+    served?;
+    stopped?;
+    if !args.quiet {
+        println!("stopped");
+    }
+    Ok(())
+}

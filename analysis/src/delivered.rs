@@ -196,18 +196,18 @@ mod tests {
 
     #[test]
     fn a_delivered_file_reads_iso_and_epoch_times_and_names_a_bad_line() {
-        let text = "id,delivered_at\n10,2026-11-25T10:00:00.123Z\n\n11,1764064800124\n";
+        let text = "id,delivered_at\n10,2026-11-25T10:00:00.123Z\n\n11,1795600800124\n";
         let got = parse(text).unwrap();
         assert_eq!(
             got,
             vec![
                 Delivery {
                     id: "10".into(),
-                    delivered_at_ms: 1_764_064_800_123
+                    delivered_at_ms: 1_795_600_800_123
                 },
                 Delivery {
                     id: "11".into(),
-                    delivered_at_ms: 1_764_064_800_124
+                    delivered_at_ms: 1_795_600_800_124
                 },
             ]
         );

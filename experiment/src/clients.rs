@@ -229,6 +229,9 @@ pub fn timeline_of(method: &str, path: &str, query: &[(String, String)]) -> Opti
         ("GET", ["", "api", "v1", "timelines", "local"]) => Some(Dialect::Mastodon {
             timeline: "local".into(),
         }),
+        ("GET", ["", "api", "v1", "timelines", "home"]) => Some(Dialect::Mastodon {
+            timeline: "home".into(),
+        }),
         ("GET", ["", "api", "v1", "timelines", "tag", tag]) => Some(Dialect::Mastodon {
             timeline: format!("tag:{tag}"),
         }),
@@ -240,11 +243,19 @@ pub fn timeline_of(method: &str, path: &str, query: &[(String, String)]) -> Opti
         ("GET", ["", "1.1", "lists", "statuses.json"]) => Some(Dialect::TwitterV1 {
             list_id: param(query, "list_id").unwrap_or("1").to_string(),
         }),
-        ("GET", ["", "2", "users", id, "tweets"]) => Some(Dialect::X {
-            endpoint: XEndpoint::UserTweets {
-                user_id: (*id).to_string(),
-            },
+        // The home timeline's tweets are a list's, read the same way.
+        ("GET", ["", "1.1", "statuses", "home_timeline.json"]) => Some(Dialect::TwitterV1 {
+            list_id: "home".into(),
         }),
+        // A home timeline's page is a user timeline's, read the same way.
+        ("GET", ["", "2", "users", id, "tweets"])
+        | ("GET", ["", "2", "users", id, "timelines", "reverse_chronological"]) => {
+            Some(Dialect::X {
+                endpoint: XEndpoint::UserTweets {
+                    user_id: (*id).to_string(),
+                },
+            })
+        }
         ("GET", ["", "2", "tweets", "search", "recent"]) => Some(Dialect::X {
             endpoint: XEndpoint::SearchRecent {
                 query: param(query, "query").unwrap_or_default().to_string(),

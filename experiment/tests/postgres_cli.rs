@@ -462,7 +462,7 @@ fn wrong_credentials_get_one_line_and_the_password_is_never_shown() {
 /// the table and nothing more (issue 23, items 1 and 7).
 #[test]
 fn serve_on_postgres_records_its_clients_and_offers_a_read_only_role() {
-    let dir = temp_dir("pg-serve-record");
+    let dir = temp_dir("serve-record-pg");
     let db = dir.join("rec.db");
     let mut child = Stopped(
         Command::new(env!("CARGO_BIN_EXE_experiment"))
@@ -553,7 +553,10 @@ fn serve_on_postgres_records_its_clients_and_offers_a_read_only_role() {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    assert_eq!(recorded, served, "recorded exactly what the client was served");
+    assert_eq!(
+        recorded, served,
+        "recorded exactly what the client was served"
+    );
     let missing: i64 = conn
         .query_row(
             "SELECT count(*) FROM observations o WHERE NOT EXISTS

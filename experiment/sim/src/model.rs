@@ -38,8 +38,9 @@ use rand_distr::{Distribution, Exp1, StandardNormal};
 use serde::Serialize;
 use since_id::id::{Id, Layout};
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::ops::Bound;
+use std::sync::Arc;
 
 /// Everything known about one status: what the truth table records.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -229,6 +230,8 @@ pub struct Simulator {
     appeared: VecDeque<(i64, Id)>,
     truth: Vec<SimStatus>,
     record_truth: bool,
+    /// The authors the reader follows: its home timeline ([`home_follows`]).
+    follows: Arc<BTreeSet<u32>>,
 }
 
 const MS_PER_HOUR: f64 = 3_600_000.0;
@@ -288,6 +291,7 @@ impl Simulator {
             appeared: VecDeque::new(),
             truth: Vec::new(),
             record_truth: true,
+            follows: Arc::new(home_follows(seed, config.authors)),
             config,
         };
         sim.next_burst_at = start + sim.exp_ms(sim.config.burst_every_s * 1000.0);
@@ -312,6 +316,11 @@ impl Simulator {
 
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// The authors whose statuses the reader's home timeline serves.
+    pub fn follows(&self) -> Arc<BTreeSet<u32>> {
+        self.follows.clone()
     }
 
     pub fn config(&self) -> &SimConfig {
@@ -644,6 +653,25 @@ fn serialize_id<S: serde::Serializer>(id: &Id, serializer: S) -> Result<S::Ok, S
     serializer.serialize_u128(id.0)
 }
 
+/// The reader's follow set, which its home timeline serves: each author in
+/// with probability 1/4, drawn from the seed by its own hash (splitmix64),
+/// so the timeline's random stream is untouched; never empty.
+pub fn home_follows(seed: u64, authors: u32) -> BTreeSet<u32> {
+    let splitmix = |x: u64| {
+        let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut set: BTreeSet<u32> = (0..authors.max(1))
+        .filter(|&a| splitmix(seed ^ splitmix(u64::from(a))) % 4 == 0)
+        .collect();
+    if set.is_empty() {
+        set.insert(0);
+    }
+    set
+}
+
 fn normal(rng: &mut ChaCha8Rng, sd: f64) -> f64 {
     let z: f64 = StandardNormal.sample(rng);
     if sd.is_finite() { z * sd.max(0.0) } else { 0.0 }
@@ -853,6 +881,16 @@ mod tests {
         for s in truth.iter().filter(|s| s.origin == "remote") {
             assert_eq!(s.id_time_ms, s.posted_at_ms, "IDed at published");
         }
+    }
+
+    #[test]
+    fn the_home_follow_set_is_a_seeded_quarter_of_the_authors() {
+        let a = home_follows(1, 400);
+        assert_eq!(a, home_follows(1, 400), "same seed, same set");
+        assert_ne!(a, home_follows(2, 400), "another seed, another set");
+        assert!((60..140).contains(&a.len()), "about a quarter: {}", a.len());
+        assert!(a.iter().all(|&x| x < 400));
+        assert_eq!(home_follows(7, 1), [0].into(), "never empty");
     }
 
     #[test]

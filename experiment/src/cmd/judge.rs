@@ -49,9 +49,11 @@ pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
     let mut serve = args.serve;
     let profile = serve.profile().to_string();
     if serve.backend != super::serve::Backend::Simulator {
-        return Err("judge serves the simulator: for the PostgreSQL backend, run `experiment serve \
+        return Err(
+            "judge serves the simulator: for the PostgreSQL backend, run `experiment serve \
                     --backend postgres --record FILE.db` and `analyze FILE.db` (docs/judging.md)"
-            .into());
+                .into(),
+        );
     }
     if serve.truth.is_some() || serve.record.is_some() {
         return Err("--truth and --record are the judge's own: give --db FILE".into());

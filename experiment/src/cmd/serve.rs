@@ -474,7 +474,7 @@ mod tests {
 
     fn serve_args(sets: &[&str]) -> ServeArgs {
         ServeArgs {
-            profile: "twitter".into(),
+            profile: None,
             seed: 1,
             addr: "127.0.0.1:0".into(),
             truth: None,
@@ -743,6 +743,91 @@ mod tests {
         let loaded = analysis::load::load(&conn, run).unwrap();
         let judged = analysis::diff::analyze(&loaded.history);
         assert_eq!(judged.verdicts.len(), 3, "a verdict for each client");
+    }
+
+    /// A client of a home timeline is owed only the statuses of the authors
+    /// the reader follows: its requests are recorded with that scope, and
+    /// analyze leaves every other status unowed to it (issue 23, item 8).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_home_timeline_client_is_owed_its_follow_set_only() {
+        let dir = testkit::temp_dir("record-home");
+        let db = dir.join("clients.db");
+        let mut args = serve_args(&["rate_per_s=50"]);
+        args.profile = Some("mastodon".into());
+        args.backlog = Some(60_000);
+        args.record = Some(db.clone());
+        let (addr, stop, task) = spawn_serve(args).await;
+        let http = client();
+        let url = format!("http://{addr}/api/v1/timelines/home");
+        let me: Value = http
+            .get(format!("http://{addr}/api/v1/accounts/verify_credentials"))
+            .bearer_auth("home-token")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(me["username"], "snowleak");
+        let mut since: Option<String> = None;
+        let mut served = 0;
+        for _ in 0..3 {
+            let mut req = http
+                .get(&url)
+                .bearer_auth("home-token")
+                .query(&[("limit", "40")]);
+            if let Some(s) = &since {
+                req = req.query(&[("since_id", s.as_str())]);
+            }
+            let page: Value = req.send().await.unwrap().json().await.unwrap();
+            let ids = field(&page, "id");
+            served += ids.len();
+            since = ids.first().cloned().or(since);
+        }
+        stop.send(()).unwrap();
+        task.await.unwrap().unwrap();
+        assert!(served > 0);
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let config = SimConfig::profile("mastodon").unwrap();
+        let follows = crate::sim::model::home_follows(1, config.authors);
+        let scopes: Vec<String> = conn
+            .prepare("SELECT DISTINCT scope FROM client_requests")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let expected =
+            rundb::scope::Scope::Authors(follows.iter().map(|&a| i64::from(a)).collect());
+        assert_eq!(
+            scopes,
+            [expected.to_string()],
+            "the login is not a timeline request"
+        );
+        let authors: HashMap<String, i64> = conn
+            .prepare("SELECT id, author FROM truth_authors")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let conn = analysis::load::open(&db).unwrap();
+        let run = analysis::load::pick_run(&conn, &db, None).unwrap();
+        let loaded = analysis::load::load(&conn, run).unwrap();
+        let h = &loaded.history;
+        let (mut owed, mut unowed) = (0, 0);
+        for su in 0..h.statuses.len() {
+            let id = loaded.status_id(su as u32);
+            let author = authors[id.as_ref()] as u32;
+            let unserved = h.unserved_to(su) & 1 == 1;
+            assert_eq!(
+                unserved,
+                !follows.contains(&author),
+                "status {id} by {author}"
+            );
+            if unserved { unowed += 1 } else { owed += 1 }
+        }
+        assert!(owed > 0 && unowed > 0, "{owed} owed, {unowed} not");
     }
 
     #[test]

@@ -259,8 +259,11 @@ fn sweep_stale(bin: &Path) {
             .split('-')
             .next()
             .and_then(|pid| pid.parse::<u32>().ok());
-        let alive = owner.is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
-        if !alive {
+        // A name without a pid is not a cluster's: someone else's directory.
+        let Some(pid) = owner else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
             tracing::info!(dir = %dir.display(), "removing a PostgreSQL cluster left by a killed run");
             stop_and_remove(bin, run_as, &dir);
         }

@@ -1,7 +1,8 @@
 //! The simulator in Discord's dialect [docs/api-facts.md 4]:
 //! `GET /api/v10/channels/{id}/messages`, and what a bot library calls around
 //! it: `GET /users/@me` (login), `GET /oauth2/applications/@me`,
-//! `GET /channels/{id}` and `GET /users/{id}`.
+//! `GET /channels/{id}` and `GET /users/{id}`; and what a CLI calls to find a
+//! channel: `GET /users/@me/guilds`, `/guilds/{id}`, `/guilds/{id}/channels`.
 //!
 //! - `before`, `after` and `around` are mutually exclusive (here: more than
 //!   one is a 400; `around` is not modelled and is a 400 too).
@@ -40,6 +41,9 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/api/v10/channels/{id}/messages", get(messages))
         .route("/api/v10/channels/{id}", get(channel))
         .route("/api/v10/users/@me", get(me))
+        .route("/api/v10/users/@me/guilds", get(my_guilds))
+        .route("/api/v10/guilds/{id}", get(guild))
+        .route("/api/v10/guilds/{id}/channels", get(guild_channels))
         .route("/api/v10/users/{id}", get(user))
         .route("/api/v10/oauth2/applications/@me", get(application))
 }
@@ -214,7 +218,12 @@ async fn channel(State(app): State<AppState>, Path(id): Path<String>) -> Respons
             headers,
         );
     }
-    let body = json!({
+    respond(StatusCode::OK, headers, &channel_object(&id))
+}
+
+/// A text channel of the guild (every channel ID is one).
+fn channel_object(id: &str) -> Value {
+    json!({
         "id": id,
         "type": 0,
         "guild_id": GUILD_ID,
@@ -226,8 +235,69 @@ async fn channel(State(app): State<AppState>, Path(id): Path<String>) -> Respons
         "last_message_id": null,
         "rate_limit_per_user": 0,
         "parent_id": null,
+    })
+}
+
+/// The channel `GET /guilds/{id}/channels` lists (any channel ID would do).
+const CHANNEL_ID: &str = "2";
+
+/// `GET /users/@me/guilds`, which a CLI or exporter calls to find a channel:
+/// the one guild, as a partial guild.
+async fn my_guilds(State(app): State<AppState>) -> Response {
+    match admit(&app) {
+        Ok(headers) => {
+            let body = json!([{
+                "id": GUILD_ID, "name": "snowleak", "icon": null, "banner": null,
+                "owner": false, "permissions": "68608", "features": [],
+            }]);
+            respond(StatusCode::OK, headers, &body)
+        }
+        Err(refused) => *refused,
+    }
+}
+
+/// `GET /guilds/{id}`: the one guild; another ID is Discord's 404 "Unknown Guild".
+async fn guild(State(app): State<AppState>, Path(id): Path<String>) -> Response {
+    let headers = match admit(&app) {
+        Ok(h) => h,
+        Err(refused) => return *refused,
+    };
+    if id != GUILD_ID {
+        return unknown_guild(headers);
+    }
+    let body = json!({
+        "id": GUILD_ID, "name": "snowleak", "icon": null, "splash": null,
+        "owner_id": BOT_ID.to_string(), "roles": [], "emojis": [], "features": [],
+        "verification_level": 0, "default_message_notifications": 0,
+        "explicit_content_filter": 0, "mfa_level": 0, "system_channel_id": null,
+        "premium_tier": 0, "preferred_locale": "en-US", "nsfw_level": 0,
     });
     respond(StatusCode::OK, headers, &body)
+}
+
+/// `GET /guilds/{id}/channels`: the guild's one text channel.
+async fn guild_channels(State(app): State<AppState>, Path(id): Path<String>) -> Response {
+    let headers = match admit(&app) {
+        Ok(h) => h,
+        Err(refused) => return *refused,
+    };
+    if id != GUILD_ID {
+        return unknown_guild(headers);
+    }
+    respond(
+        StatusCode::OK,
+        headers,
+        &json!([channel_object(CHANNEL_ID)]),
+    )
+}
+
+/// Discord's JSON error code 10004 (Discord developer docs, "JSON Error Codes").
+fn unknown_guild(headers: HeaderMap) -> Response {
+    respond(
+        StatusCode::NOT_FOUND,
+        headers,
+        &json!({"message": "Unknown Guild", "code": 10004}),
+    )
 }
 
 async fn messages(

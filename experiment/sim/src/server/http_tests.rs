@@ -860,3 +860,128 @@ async fn one_account_object_per_id_for_local_and_remote_authors() {
         .unwrap();
     assert_eq!(accounts_by_id(&notes, "userId", "user").len(), 2);
 }
+
+// ---------------------------------------------------------------- login and home (issue 23, item 8)
+
+/// A server on `profile` holding one local status by each of authors 0..40,
+/// status `i + 1` (in ID order) by author `i`; and the reader's follow set.
+async fn authored(profile: &str) -> (Fixture, std::collections::BTreeSet<u32>) {
+    let f = fixture(profile, &[]).await;
+    let layout = SimConfig::profile(profile).unwrap().layout();
+    {
+        let mut sim = f.sim.lock().unwrap();
+        for author in 0..40u32 {
+            let mut s = status(0, "local");
+            s.id = layout.min_id_at(POSTED + i64::from(author) * 1000);
+            s.author = author;
+            sim.inject(s);
+        }
+    }
+    let follows = f.sim.lock().unwrap().follows();
+    let follows: std::collections::BTreeSet<u32> =
+        follows.iter().copied().filter(|&a| a < 40).collect();
+    (f, follows)
+}
+
+/// The author numbers of a page, from `user{n}` usernames at `path`.
+fn authors_of(page: &[Value], path: &[&str]) -> std::collections::BTreeSet<u32> {
+    page.iter()
+        .map(|item| {
+            let name = path.iter().fold(item, |v, key| &v[*key]);
+            name.as_str()
+                .unwrap()
+                .trim_start_matches("user")
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn login_and_home_endpoints_serve_the_reader_and_its_follow_set() {
+    // Mastodon: verify_credentials, then the home timeline.
+    let (f, follows) = authored("mastodon").await;
+    assert!(!follows.is_empty() && follows.len() < 40, "{follows:?}");
+    let me = f.get_json("/api/v1/accounts/verify_credentials").await;
+    assert_eq!(
+        (me["id"].as_str(), me["username"].as_str()),
+        (Some("1"), Some("snowleak"))
+    );
+    let home = f.get_json("/api/v1/timelines/home?limit=40").await;
+    assert_eq!(
+        authors_of(home.as_array().unwrap(), &["account", "username"]),
+        follows
+    );
+    let public = f.get_json("/api/v1/timelines/public?limit=40").await;
+    assert_eq!(
+        public.as_array().unwrap().len(),
+        40,
+        "public serves everyone"
+    );
+
+    // Misskey: `i`, then notes/timeline.
+    let (f, follows) = authored("misskey").await;
+    let me: Value = f
+        .post("/api/i", serde_json::json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(me["username"], "snowleak");
+    let home: Value = f
+        .post("/api/notes/timeline", serde_json::json!({"limit": 100}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        authors_of(home.as_array().unwrap(), &["user", "username"]),
+        follows
+    );
+
+    // Twitter v1.1 and X v2 (one profile serves both).
+    let (f, follows) = authored("twitter").await;
+    let me = f.get_json("/1.1/account/verify_credentials.json").await;
+    assert_eq!(
+        (me["id_str"].as_str(), me["screen_name"].as_str()),
+        (Some("1"), Some("snowleak"))
+    );
+    let home = f
+        .get_json("/1.1/statuses/home_timeline.json?count=200")
+        .await;
+    assert_eq!(
+        authors_of(home.as_array().unwrap(), &["user", "screen_name"]),
+        follows
+    );
+    let home = f
+        .get_json("/2/users/1/timelines/reverse_chronological?max_results=100&expansions=author_id")
+        .await;
+    assert_eq!(
+        authors_of(home["includes"]["users"].as_array().unwrap(), &["username"]),
+        follows
+    );
+    assert_eq!(home["data"].as_array().unwrap().len(), follows.len());
+    let other = f
+        .get("/2/users/1000003/timelines/reverse_chronological")
+        .await;
+    assert_eq!(other.status(), 403, "only the reader has a home timeline");
+
+    // Discord: the guilds, the guild and its channels lead to a channel's messages.
+    let f = fixture("discord", &[1 << 22]).await;
+    let guilds = f.get_json("/api/v10/users/@me/guilds").await;
+    let guild = guilds[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        f.get_json(&format!("/api/v10/guilds/{guild}")).await["id"],
+        guild.as_str()
+    );
+    let channels = f
+        .get_json(&format!("/api/v10/guilds/{guild}/channels"))
+        .await;
+    let channel = channels[0]["id"].as_str().unwrap();
+    let messages = f
+        .get_json(&format!("/api/v10/channels/{channel}/messages"))
+        .await;
+    assert_eq!(messages.as_array().unwrap().len(), 1);
+    let unknown = f.get("/api/v10/guilds/99/channels").await;
+    assert_eq!(unknown.status(), 404);
+}

@@ -1,7 +1,8 @@
 //! The simulator in Mastodon's dialect [docs/api-facts.md 1]:
 //! `GET /api/v1/timelines/public` (`local`, `remote`), `/local` (= public
 //! with `local=true`) and `/tag/{tag}` (every status carries the tag, so it
-//! equals public) [1.1-1.4]: `max_id`/`since_id` exclusive, `min_id` pages
+//! equals public) [1.1-1.4], `/home` (the reader's follow set) and
+//! `/api/v1/accounts/verify_credentials` (every token is the reader): `max_id`/`since_id` exclusive, `min_id` pages
 //! forward and wins over `since_id`, `limit` default 20, at most 40, a `Link`
 //! header on non-empty pages, rate limits in `X-RateLimit-*` with an ISO 8601
 //! reset [1.5]. Plus `/api/v1/instance` and `/api/v2/instance` so that client
@@ -10,8 +11,8 @@
 //! the same documents and paging rules.
 
 use super::{
-    Allowance, AppState, Scope, ServedApi, account_number, encode, header_value, host,
-    json_response, param, params, retry_after, to_json, with_scope,
+    Allowance, AppState, READER_ID, READER_NAME, Scope, ServedApi, account_number, encode,
+    header_value, host, json_response, param, params, retry_after, to_json, with_scope,
 };
 use crate::model::{Query, SimStatus};
 use axum::Router;
@@ -23,11 +24,18 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use since_id::id::Layout;
 use since_id::time::rfc3339_ms;
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route(PUBLIC_TIMELINE, get(mastodon_public))
         .route("/api/v1/timelines/local", get(mastodon_local))
+        .route(HOME_TIMELINE, get(mastodon_home))
+        .route(
+            "/api/v1/accounts/verify_credentials",
+            get(verify_credentials),
+        )
         .route("/api/v1/timelines/tag/{tag}", get(mastodon_tag))
         // Mastodon.py asks with a trailing slash.
         .route("/api/v1/instance", get(mastodon_instance_v1))
@@ -192,12 +200,14 @@ fn mastodon_error(status: StatusCode, message: &str, headers: HeaderMap) -> Resp
     json_response(status, headers, to_json(&json!({"error": message})))
 }
 
-/// Which origins a public timeline serves.
-#[derive(Clone, Copy)]
+/// Which statuses a timeline serves: by origin (public, local, remote), or
+/// the authors the reader follows (home).
+#[derive(Clone)]
 enum Origins {
     All,
     Local,
     Remote,
+    Home(Arc<BTreeSet<u32>>, Scope),
 }
 
 impl Origins {
@@ -214,12 +224,22 @@ impl Origins {
 
     /// The statuses served, for a recording; `only_media` serves none (the
     /// simulated statuses have no media).
-    fn scope(self, only_media: bool) -> Scope {
+    fn scope(&self, only_media: bool) -> Scope {
         match (only_media, self) {
             (true, _) => Scope::None,
             (false, Origins::All) => Scope::All,
             (false, Origins::Local) => Scope::Local,
             (false, Origins::Remote) => Scope::Remote,
+            (false, Origins::Home(_, scope)) => scope.clone(),
+        }
+    }
+
+    fn keeps(&self, s: &SimStatus) -> bool {
+        match self {
+            Origins::All => true,
+            Origins::Local => s.is_local(),
+            Origins::Remote => !s.is_local(),
+            Origins::Home(follows, _) => follows.contains(&s.author),
         }
     }
 }
@@ -375,14 +395,8 @@ fn mastodon_timeline(
         limit: paging.limit,
         oldest_first: paging.oldest_first,
     };
-    let keep = move |s: &SimStatus| {
-        !only_media
-            && match origins {
-                Origins::All => true,
-                Origins::Local => s.is_local(),
-                Origins::Remote => !s.is_local(),
-            }
-    };
+    let scope = origins.scope(only_media);
+    let keep = move |s: &SimStatus| !only_media && origins.keeps(s);
     let (mut statuses, layout, _) = app.query(&query, keep);
     if query.oldest_first {
         statuses.reverse();
@@ -403,7 +417,54 @@ fn mastodon_timeline(
         .map(|s| mastodon_status(s, &layout, &host))
         .collect();
     let response = json_response(StatusCode::OK, headers, to_json(&body));
-    with_scope(response, origins.scope(only_media))
+    with_scope(response, scope)
+}
+
+/// The home timeline's path: the statuses of the accounts the reader follows.
+pub const HOME_TIMELINE: &str = "/api/v1/timelines/home";
+
+async fn mastodon_home(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let (follows, scope) = app.home();
+    let origins = Origins::Home(follows, scope);
+    mastodon_timeline(app, headers, HOME_TIMELINE, params(&raw), origins)
+}
+
+/// `GET /api/v1/accounts/verify_credentials`, which clients call to learn
+/// who they are (Mastodon's CredentialAccount: an Account with `source`):
+/// every token is the reader.
+async fn verify_credentials(headers: HeaderMap) -> Response {
+    let host = host(&headers);
+    let url = format!("http://{host}/@{READER_NAME}");
+    let body = json!({
+        "id": READER_ID.to_string(),
+        "username": READER_NAME,
+        "acct": READER_NAME,
+        "display_name": "Reader",
+        "locked": false,
+        "bot": false,
+        "discoverable": false,
+        "group": false,
+        "created_at": "2024-01-01T00:00:00.000Z",
+        "note": "",
+        "url": url,
+        "uri": url,
+        "avatar": format!("http://{host}/avatars/original/missing.png"),
+        "avatar_static": format!("http://{host}/avatars/original/missing.png"),
+        "header": format!("http://{host}/headers/original/missing.png"),
+        "header_static": format!("http://{host}/headers/original/missing.png"),
+        "followers_count": 0,
+        "following_count": 0,
+        "statuses_count": 0,
+        "last_status_at": null,
+        "emojis": [],
+        "fields": [],
+        "source": {"privacy": "public", "sensitive": false, "language": "en", "note": "", "fields": []},
+    });
+    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
 }
 
 fn instance_fields(host: &str) -> (String, Value) {

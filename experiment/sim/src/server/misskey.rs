@@ -1,13 +1,14 @@
 //! The simulator in Misskey's dialect [docs/api-facts.md 3]: `POST
-//! /api/notes/local-timeline` and `/global-timeline` [3.1-3.2], parameters in
+//! /api/notes/local-timeline`, `/global-timeline` [3.1-3.2] and `/timeline`
+//! (home: the reader's follow set), `POST /api/i` (the reader), parameters in
 //! a JSON body; `sinceId` alone returns the oldest notes after it in
 //! ascending order, `sinceDate`/`untilDate` become IDs at that time; `POST
 //! /api/meta`, which clients post first; errors as `{"error": {"message",
 //! "code", "id", "kind"}}`; a spent limit is a 429 with `Retry-After` only.
 
 use super::{
-    AppState, Scope, ServedApi, account_number, host, json_response, retry_after, to_json,
-    with_scope,
+    AppState, READER_ID, READER_NAME, Scope, ServedApi, account_number, host, json_response,
+    retry_after, to_json, with_scope,
 };
 use crate::model::{Query, SimStatus};
 use axum::Router;
@@ -19,6 +20,8 @@ use axum::routing::post;
 use serde_json::{Value, json};
 use since_id::id::{Id, Layout};
 use since_id::time::rfc3339_ms;
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// The Misskey version the simulator claims (`/api/meta`, NodeInfo).
 pub(super) const VERSION: &str = "2025.4.0";
@@ -27,6 +30,8 @@ pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/notes/local-timeline", post(misskey_local))
         .route("/api/notes/global-timeline", post(misskey_global))
+        .route("/api/notes/timeline", post(misskey_home))
+        .route("/api/i", post(misskey_i))
         .route("/api/meta", post(misskey_meta))
 }
 
@@ -97,15 +102,51 @@ fn misskey_invalid(message: &str) -> Response {
     )
 }
 
+/// Which notes a timeline serves.
+enum Notes {
+    Global,
+    Local,
+    /// `notes/timeline`: the notes of the users the reader follows.
+    Home(Arc<BTreeSet<u32>>, Scope),
+}
+
 async fn misskey_local(State(app): State<AppState>, body: Bytes) -> Response {
-    misskey_timeline(app, body, true)
+    misskey_timeline(app, body, Notes::Local)
 }
 
 async fn misskey_global(State(app): State<AppState>, body: Bytes) -> Response {
-    misskey_timeline(app, body, false)
+    misskey_timeline(app, body, Notes::Global)
 }
 
-fn misskey_timeline(app: AppState, body: Bytes, local_only: bool) -> Response {
+async fn misskey_home(State(app): State<AppState>, body: Bytes) -> Response {
+    let (follows, scope) = app.home();
+    misskey_timeline(app, body, Notes::Home(follows, scope))
+}
+
+/// `POST /api/i`, which clients post to learn who they are (Misskey's
+/// MeDetailed; misskey-hub.net, for-developers/api, `i`): every token is the reader.
+async fn misskey_i(State(app): State<AppState>) -> Response {
+    let layout = app.layout();
+    let id = layout.format(Id(u128::from(READER_ID)));
+    let body = json!({
+        "id": id,
+        "name": "Reader",
+        "username": READER_NAME,
+        "host": null,
+        "avatarUrl": null,
+        "emojis": {},
+        "onlineStatus": "unknown",
+        "createdAt": "2024-01-01T00:00:00.000Z",
+        "isBot": false,
+        "isLocked": false,
+        "followersCount": 0,
+        "followingCount": 0,
+        "notesCount": 0,
+    });
+    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+}
+
+fn misskey_timeline(app: AppState, body: Bytes, notes: Notes) -> Response {
     let allowance = app.limiter.check(ServedApi::Misskey, (app.clock)());
     if !allowance.allowed {
         let mut headers = HeaderMap::new();
@@ -177,14 +218,22 @@ fn misskey_timeline(app: AppState, body: Bytes, local_only: bool) -> Response {
         limit,
         oldest_first: since.is_some() && until.is_none(),
     };
-    let keep = move |s: &SimStatus| !with_files && (!local_only || s.is_local());
+    let scope = match (with_files, &notes) {
+        (true, _) => Scope::None,
+        (false, Notes::Local) => Scope::Local,
+        (false, Notes::Global) => Scope::All,
+        (false, Notes::Home(_, scope)) => scope.clone(),
+    };
+    let keep = move |s: &SimStatus| {
+        !with_files
+            && match &notes {
+                Notes::Global => true,
+                Notes::Local => s.is_local(),
+                Notes::Home(follows, _) => follows.contains(&s.author),
+            }
+    };
     let (statuses, layout, _) = app.query(&query, keep);
     let notes: Vec<Value> = statuses.iter().map(|s| misskey_note(s, &layout)).collect();
-    let scope = match (with_files, local_only) {
-        (true, _) => Scope::None,
-        (false, true) => Scope::Local,
-        (false, false) => Scope::All,
-    };
     let response = json_response(StatusCode::OK, HeaderMap::new(), to_json(&notes));
     with_scope(response, scope)
 }

@@ -225,6 +225,14 @@ impl AppState {
         lock(&self.sim).layout().clone()
     }
 
+    /// The reader's home timeline: the authors it follows, and the scope a
+    /// recording gives a response of it.
+    pub(super) fn home(&self) -> (Arc<std::collections::BTreeSet<u32>>, Scope) {
+        let follows = lock(&self.sim).follows();
+        let scope = Scope::Authors(follows.iter().map(|&a| i64::from(a)).collect());
+        (follows, scope)
+    }
+
     /// Reads the simulator's configuration (profile name, authors, lags).
     pub(super) fn with_config<T>(&self, f: impl FnOnce(&super::SimConfig) -> T) -> T {
         f(lock(&self.sim).config())
@@ -454,6 +462,12 @@ impl RunningServer {
 /// The account of a status's author: author `n` is `1000000 + n` here and
 /// `2000000 + n` on remote.example, so that one account ID always stands for
 /// one account object (local `user7` and remote `user7@remote.example` differ).
+/// The reader: the account every credential logs in as (each dialect's
+/// `verify_credentials`, `users/@me`, `i`), whose home timeline serves the
+/// authors it follows ([`AppState::home`]). Its number is below every author's.
+pub(super) const READER_ID: u64 = 1;
+pub(super) const READER_NAME: &str = "snowleak";
+
 pub(super) fn account_number(s: &SimStatus) -> u64 {
     let base = if s.is_local() { 1_000_000 } else { 2_000_000 };
     base + s.author as u64

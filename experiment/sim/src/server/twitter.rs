@@ -1,12 +1,13 @@
 //! The simulator in Twitter API v1.1's dialect [docs/api-facts.md 2.2]:
-//! `GET /1.1/lists/statuses.json`, `since_id` exclusive, `max_id`
+//! `GET /1.1/lists/statuses.json` and `/1.1/statuses/home_timeline.json` (the
+//! reader's follow set), `/1.1/account/verify_credentials.json`; `since_id` exclusive, `max_id`
 //! *inclusive*, `count` default 20, at most 200, newest first, rate limits in
 //! `x-rate-limit-*` (epoch seconds) [2.3], errors as `{"errors": [{"code",
 //! "message"}]}`.
 
 use super::{
-    Allowance, AppState, ServedApi, header_value, json_response, param, params, parse_id,
-    retry_after, to_json,
+    Allowance, AppState, READER_ID, READER_NAME, Scope, ServedApi, header_value, json_response,
+    param, params, parse_id, retry_after, to_json, with_scope,
 };
 use crate::model::Query;
 use axum::Router;
@@ -18,9 +19,45 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::json;
 use since_id::id::Id;
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 pub(super) fn routes() -> Router<AppState> {
-    Router::new().route("/1.1/lists/statuses.json", get(twitter_list))
+    Router::new()
+        .route("/1.1/lists/statuses.json", get(twitter_list))
+        .route("/1.1/statuses/home_timeline.json", get(twitter_home))
+        .route(
+            "/1.1/account/verify_credentials.json",
+            get(verify_credentials),
+        )
+}
+
+/// `GET /1.1/account/verify_credentials.json`, which clients call to learn who
+/// they are: every token is the reader.
+async fn verify_credentials() -> Response {
+    let body = json!({
+        "id": READER_ID,
+        "id_str": READER_ID.to_string(),
+        "name": "snowleak reader",
+        "screen_name": READER_NAME,
+        "protected": false,
+        "followers_count": 0,
+        "friends_count": 0,
+        "statuses_count": 0,
+        "created_at": "Mon Jan 01 00:00:00 +0000 2024",
+    });
+    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+}
+
+async fn twitter_list(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Response {
+    twitter_timeline(app, raw, None)
+}
+
+/// `GET /1.1/statuses/home_timeline.json`: the tweets of the users the reader
+/// follows, paged as a list is.
+async fn twitter_home(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Response {
+    let home = app.home();
+    twitter_timeline(app, raw, Some(home))
 }
 
 /// A value written straight into the JSON output through its `Display`
@@ -126,7 +163,13 @@ fn twitter_rate_headers(a: &Allowance) -> HeaderMap {
     h
 }
 
-async fn twitter_list(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Response {
+/// A timeline of v1.1: the whole list, or a home timeline (its follow set
+/// and the scope a recording gives it).
+fn twitter_timeline(
+    app: AppState,
+    raw: Option<String>,
+    home: Option<(Arc<BTreeSet<u32>>, Scope)>,
+) -> Response {
     let allowance = app.limiter.check(ServedApi::Twitter, (app.clock)());
     let mut headers = twitter_rate_headers(&allowance);
     if !allowance.allowed {
@@ -162,7 +205,10 @@ async fn twitter_list(State(app): State<AppState>, RawQuery(raw): RawQuery) -> R
         limit: count,
         oldest_first: false,
     };
-    let (statuses, layout, _) = app.query(&query, |_| true);
+    let follows = home.as_ref().map(|(f, _)| f.clone());
+    let (statuses, layout, _) = app.query(&query, |s| {
+        follows.as_ref().is_none_or(|f| f.contains(&s.author))
+    });
     let body = app.tweets.page(&statuses, |s| {
         let id_str = layout.format(s.id);
         let author = 1_000_000 + s.author as u64;
@@ -183,5 +229,9 @@ async fn twitter_list(State(app): State<AppState>, RawQuery(raw): RawQuery) -> R
             },
         })
     });
-    json_response(StatusCode::OK, headers, body)
+    let response = json_response(StatusCode::OK, headers, body);
+    match home {
+        Some((_, scope)) => with_scope(response, scope),
+        None => response,
+    }
 }

@@ -1,5 +1,7 @@
 //! The simulator in X API v2's dialect [docs/api-facts.md 2.3]: the timelines
-//! `GET /2/users/{id}/tweets` and `GET /2/tweets/search/recent`, and the user
+//! `GET /2/users/{id}/tweets`, `GET /2/tweets/search/recent` and the reader's
+//! home timeline `GET /2/users/1/timelines/reverse_chronological` (its
+//! follow set; max_results 1-100), and the user
 //! lookups a client makes first (`/2/users/me`, `/2/users/{id}`, `/2/users?ids=`,
 //! `/2/users/by/username/{name}`, `/2/users/by?usernames=`).
 //!
@@ -31,8 +33,8 @@
 //! every search query reads the whole simulated timeline.
 
 use super::{
-    Allowance, AppState, Scope, ServedApi, json_response, param, params, parse_id, retry_after,
-    to_json, with_scope,
+    Allowance, AppState, READER_ID, Scope, ServedApi, json_response, param, params, parse_id,
+    retry_after, to_json, with_scope,
 };
 use crate::model::{Query, SimStatus};
 use axum::Router;
@@ -43,11 +45,17 @@ use axum::routing::get;
 use serde_json::{Value, json};
 use since_id::id::{Id, Layout};
 use since_id::time::rfc3339_ms;
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/2/users/{id}/tweets", get(user_tweets))
         .route("/2/tweets/search/recent", get(search_recent))
+        .route(
+            "/2/users/{id}/timelines/reverse_chronological",
+            get(home_timeline),
+        )
         .route("/2/users/me", get(user_me))
         .route("/2/users/{id}", get(user_by_id))
         .route("/2/users", get(users_by_ids))
@@ -101,8 +109,6 @@ pub(super) fn not_found() -> Response {
 
 // ---------------------------------------------------------------- users
 
-/// The reader, `/2/users/me`.
-const READER_ID: u64 = 1;
 /// Author `n` is user `AUTHOR_BASE + n` (the same numbering as the other dialects).
 const AUTHOR_BASE: u64 = 1_000_000;
 
@@ -139,7 +145,7 @@ impl User {
         let (id, username, name) = match self {
             User::Reader => (
                 READER_ID,
-                "snowleak".to_string(),
+                super::READER_NAME.to_string(),
                 "snowleak reader".to_string(),
             ),
             User::Author(n) => (
@@ -302,16 +308,37 @@ async fn user_tweets(
     timeline(app, raw, Endpoint::User { only })
 }
 
+/// `GET /2/users/{id}/timelines/reverse_chronological`: the reader's home
+/// timeline (X API v2 reference, "Reverse chronological home timeline"),
+/// paged like a user's posts; only the reader has one.
+async fn home_timeline(
+    State(app): State<AppState>,
+    Path(user): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let authors = app.with_config(|c| c.authors);
+    if User::by_id(&user, authors) != Some(User::Reader) {
+        let body = json!({"title": "Forbidden", "type": "about:blank", "status": 403,
+                          "detail": "You can only read your own home timeline."});
+        return json_response(StatusCode::FORBIDDEN, HeaderMap::new(), to_json(&body));
+    }
+    let (follows, scope) = app.home();
+    timeline(app, raw, Endpoint::Home(follows, scope))
+}
+
 async fn search_recent(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Response {
     timeline(app, raw, Endpoint::Search)
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Endpoint {
     /// A user's posts (`only` an author), or the whole timeline.
     User {
         only: Option<u32>,
     },
+    /// The reader's home timeline: the posts of the users it follows, and
+    /// the scope a recording gives it.
+    Home(Arc<BTreeSet<u32>>, Scope),
     Search,
 }
 
@@ -360,6 +387,7 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
     let p = params(&raw);
     let (min, token_param) = match endpoint {
         Endpoint::User { .. } => (5, "pagination_token"),
+        Endpoint::Home(..) => (1, "pagination_token"),
         Endpoint::Search => (10, "next_token"),
     };
     if matches!(endpoint, Endpoint::Search) {
@@ -404,7 +432,7 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
         Endpoint::Search => {
             end.or_else(|| Some(now - app.with_config(|c| c.search_end_lag_ms) as i64))
         }
-        Endpoint::User { .. } => end,
+        Endpoint::User { .. } | Endpoint::Home(..) => end,
     };
     let token = match param(&p, token_param).or(param(&p, "pagination_token")) {
         None => None,
@@ -434,14 +462,18 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
             oldest_first: false,
         },
     };
-    let only = match endpoint {
-        Endpoint::User { only } => only,
-        Endpoint::Search => None,
+    let scope = match &endpoint {
+        Endpoint::User { only: Some(author) } => Some(Scope::Authors([i64::from(*author)].into())),
+        Endpoint::Home(_, scope) => Some(scope.clone()),
+        Endpoint::User { only: None } | Endpoint::Search => None,
     };
     let keep = move |s: &SimStatus| {
-        only.is_none_or(|a| s.author == a)
-            && start.is_none_or(|t| s.posted_at_ms >= t)
-            && end.is_none_or(|t| s.posted_at_ms < t)
+        let by = match &endpoint {
+            Endpoint::User { only } => only.is_none_or(|a| s.author == a),
+            Endpoint::Home(follows, _) => follows.contains(&s.author),
+            Endpoint::Search => true,
+        };
+        by && start.is_none_or(|t| s.posted_at_ms >= t) && end.is_none_or(|t| s.posted_at_ms < t)
     };
     let (mut statuses, layout, _) = app.query(&query, keep);
     if query.oldest_first {
@@ -482,8 +514,8 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
         _ => json!({"meta": {"result_count": 0}}),
     };
     let response = json_response(StatusCode::OK, headers, to_json(&body));
-    match only {
-        Some(author) => with_scope(response, Scope::Authors([i64::from(author)].into())),
+    match scope {
+        Some(scope) => with_scope(response, scope),
         None => response,
     }
 }

@@ -89,7 +89,10 @@ pub async fn serve(
             "  mastodon        http://{bound}{}",
             crate::sim::server::mastodon::PUBLIC_TIMELINE
         );
-        println!("  read-only SQL   {} (table statuses)", backend.reader_url());
+        println!(
+            "  read-only SQL   {} (table statuses)",
+            backend.reader_url()
+        );
         if let Some(path) = &args.record {
             println!(
                 "  recording       {} (every client's requests, and the truth)",

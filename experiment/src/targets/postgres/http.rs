@@ -203,8 +203,13 @@ impl Backend {
             return Vec::new();
         }
         let layout = self.layout();
-        let written =
-            std::mem::take(&mut self.output.lock().unwrap_or_else(|e| e.into_inner()).written);
+        let written = std::mem::take(
+            &mut self
+                .output
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .written,
+        );
         written
             .iter()
             .map(|w| super::writers::truth_row(&layout, w))

@@ -84,6 +84,11 @@ struct Client {
 impl ClientBook {
     /// A book for a timeline of `layout`, naming the clients whose credential
     /// is a key of `names`.
+    /// The layout the book reads IDs in.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
     pub fn new(layout: Layout, names: HashMap<String, String>) -> ClientBook {
         ClientBook {
             layout,
@@ -95,7 +100,16 @@ impl ClientBook {
 
     /// What to record of one exchange: nothing for a request that is not a
     /// timeline page; else the client's poller if new, and the request.
+    #[cfg(test)]
     pub fn observe(&mut self, ex: &Exchange) -> Vec<Recorded> {
+        let served = served(&self.layout, ex);
+        self.observe_served(ex, served)
+    }
+
+    /// [`ClientBook::observe`] with the items already read from the
+    /// response by [`served`]: the server parses pages in parallel, and
+    /// only the placing, which needs the book, is done one at a time.
+    pub fn observe_served(&mut self, ex: &Exchange, served: Vec<since_id::Item>) -> Vec<Recorded> {
         let Some(dialect) = timeline_of(&ex.method, &ex.path, &ex.query) else {
             return Vec::new();
         };
@@ -137,13 +151,6 @@ impl ClientBook {
         }
         let client = self.clients.get_mut(&key).expect("inserted above");
         let asked = Asked::read(&dialect, ex);
-        let served: Vec<since_id::Item> = if ex.status == 200 {
-            dialect
-                .parse(&self.layout, &ex.response)
-                .unwrap_or_default()
-        } else {
-            Vec::new()
-        };
         let parse_id =
             |text: &Option<String>| text.as_deref().and_then(|t| self.layout.parse(t).ok());
         let mut upper = parse_id(&asked.upper);
@@ -214,6 +221,17 @@ impl ClientBook {
         };
         out.push(Recorded::Request(Box::new(row), asked_row));
         out
+    }
+}
+
+/// The items a timeline response served (none for a failed request, or
+/// any other request): pure, and done outside the book's lock.
+pub fn served(layout: &Layout, ex: &Exchange) -> Vec<since_id::Item> {
+    match timeline_of(&ex.method, &ex.path, &ex.query) {
+        Some(dialect) if ex.status == 200 => {
+            dialect.parse(layout, &ex.response).unwrap_or_default()
+        }
+        _ => Vec::new(),
     }
 }
 

@@ -19,6 +19,7 @@ use since_id::poller::{Item, PageRequest};
 mod client;
 pub mod common;
 pub mod discord;
+mod entries;
 #[cfg(test)]
 mod loopback_tests;
 pub mod mastodon;
@@ -179,20 +180,31 @@ impl Dialect {
 
     /// Reads a response body into items, in the order the API gave them.
     pub fn parse(&self, layout: &Layout, body: &[u8]) -> Result<Vec<Item>, String> {
-        let value: Value =
-            serde_json::from_slice(body).map_err(|e| format!("response is not JSON: {e}"))?;
-        let entries = match (self, value) {
-            (Dialect::X { .. }, value) => x::entries(value, body)?,
-            (_, Value::Array(entries)) => entries,
-            _ => return Err(format!("response is not a JSON array: {}", excerpt(body))),
-        };
         let fields = self.api().item;
+        let numbered = |i: usize, e: String| format!("item {i}: {e}");
+        if let Dialect::X { .. } = self {
+            let value: Value =
+                serde_json::from_slice(body).map_err(|e| format!("response is not JSON: {e}"))?;
+            let entries = x::entries(value, body)?;
+            return entries
+                .iter()
+                .enumerate()
+                .map(|(i, entry)| parse_item(&fields, layout, entry).map_err(|e| numbered(i, e)))
+                .collect();
+        }
+        let entries = entries::read(&fields, body).map_err(|e| {
+            match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+                Err(e) => format!("response is not JSON: {e}"),
+                Ok(_) if !body.trim_ascii_start().starts_with(b"[") => {
+                    format!("response is not a JSON array: {}", excerpt(body))
+                }
+                Ok(_) => format!("response is not a JSON array of statuses: {e}"),
+            }
+        })?;
         entries
             .iter()
             .enumerate()
-            .map(|(i, entry)| {
-                parse_item(&fields, layout, entry).map_err(|e| format!("item {i}: {e}"))
-            })
+            .map(|(i, entry)| parse_item(&fields, layout, entry).map_err(|e| numbered(i, e)))
             .collect()
     }
 
@@ -240,7 +252,38 @@ impl Dialect {
     }
 }
 
-fn parse_item(fields: &ItemFields, layout: &Layout, entry: &Value) -> Result<Item, String> {
+/// An entry of a page, as [`parse_item`] reads it: a whole `Value` (X's
+/// `data`), or the fields [`entries::read`] kept.
+trait EntryFields {
+    fn get(&self, name: &str) -> Option<&Value>;
+    fn pointer(&self, pointer: &str) -> Option<&Value>;
+}
+
+impl EntryFields for Value {
+    fn get(&self, name: &str) -> Option<&Value> {
+        Value::get(self, name)
+    }
+
+    fn pointer(&self, pointer: &str) -> Option<&Value> {
+        Value::pointer(self, pointer)
+    }
+}
+
+impl EntryFields for entries::Entry {
+    fn get(&self, name: &str) -> Option<&Value> {
+        entries::Entry::get(self, name)
+    }
+
+    fn pointer(&self, pointer: &str) -> Option<&Value> {
+        entries::Entry::pointer(self, pointer)
+    }
+}
+
+fn parse_item(
+    fields: &ItemFields,
+    layout: &Layout,
+    entry: &impl EntryFields,
+) -> Result<Item, String> {
     let id_field = fields.id;
     let id_text = match (entry.get(id_field), fields.integer_id) {
         (Some(Value::String(s)), _) => s.clone(),

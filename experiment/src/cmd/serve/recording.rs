@@ -29,11 +29,13 @@ struct Recording {
     /// the recorder before any request of it, in the order indexes were given.
     book: Mutex<ClientBook>,
     sender: RecordSender,
+    layout: since_id::id::Layout,
 }
 
 /// `router` with every timeline exchange recorded to `sender`.
 pub fn layer(router: axum::Router, book: ClientBook, sender: RecordSender) -> axum::Router {
     let state = Arc::new(Recording {
+        layout: book.layout().clone(),
         book: Mutex::new(book),
         sender,
     });
@@ -100,10 +102,11 @@ async fn record(State(rec): State<Arc<Recording>>, request: Request, next: Next)
         sent_at_ms,
         received_at_ms,
     };
+    let items = crate::clients::served(&rec.layout, &exchange);
     // The queue may be full: wait for room without stalling the other tasks.
     tokio::task::block_in_place(|| {
         let mut book = rec.book.lock().unwrap_or_else(|e| e.into_inner());
-        for recorded in book.observe(&exchange) {
+        for recorded in book.observe_served(&exchange, items) {
             match recorded {
                 Recorded::NewClient(row) => rec.sender.poller(row),
                 Recorded::Request(row, asked) => rec.sender.client_request(*row, asked),

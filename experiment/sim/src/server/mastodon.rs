@@ -254,26 +254,50 @@ fn mastodon_account(s: &SimStatus, host: &str) -> Value {
             format!("https://remote.example/@{username}"),
         )
     };
+    let name = format!("User {}", s.author);
+    let who = Who {
+        id: account_number(s),
+        username: &username,
+        acct: &acct,
+        display_name: &name,
+        url: &url,
+        bot: true,
+    };
+    account_document(&who, host, 1)
+}
+
+/// What tells one account from another in Mastodon's Account entity.
+struct Who<'a> {
+    id: u64,
+    username: &'a str,
+    acct: &'a str,
+    display_name: &'a str,
+    url: &'a str,
+    bot: bool,
+}
+
+/// Mastodon's Account entity (docs.joinmastodon.org, entities/Account).
+fn account_document(who: &Who, host: &str, statuses: u64) -> Value {
     json!({
-        "id": account_number(s).to_string(),
-        "username": username,
-        "acct": acct,
-        "display_name": format!("User {}", s.author),
+        "id": who.id.to_string(),
+        "username": who.username,
+        "acct": who.acct,
+        "display_name": who.display_name,
         "locked": false,
-        "bot": true,
-        "discoverable": true,
+        "bot": who.bot,
+        "discoverable": who.bot,
         "group": false,
         "created_at": "2024-01-01T00:00:00.000Z",
         "note": "",
-        "url": url,
-        "uri": url,
+        "url": who.url,
+        "uri": who.url,
         "avatar": format!("http://{host}/avatars/original/missing.png"),
         "avatar_static": format!("http://{host}/avatars/original/missing.png"),
         "header": format!("http://{host}/headers/original/missing.png"),
         "header_static": format!("http://{host}/headers/original/missing.png"),
         "followers_count": 0,
         "following_count": 0,
-        "statuses_count": 1,
+        "statuses_count": statuses,
         "last_status_at": null,
         "emojis": [],
         "fields": [],
@@ -439,31 +463,16 @@ async fn mastodon_home(
 async fn verify_credentials(headers: HeaderMap) -> Response {
     let host = host(&headers);
     let url = format!("http://{host}/@{READER_NAME}");
-    let body = json!({
-        "id": READER_ID.to_string(),
-        "username": READER_NAME,
-        "acct": READER_NAME,
-        "display_name": "Reader",
-        "locked": false,
-        "bot": false,
-        "discoverable": false,
-        "group": false,
-        "created_at": "2024-01-01T00:00:00.000Z",
-        "note": "",
-        "url": url,
-        "uri": url,
-        "avatar": format!("http://{host}/avatars/original/missing.png"),
-        "avatar_static": format!("http://{host}/avatars/original/missing.png"),
-        "header": format!("http://{host}/headers/original/missing.png"),
-        "header_static": format!("http://{host}/headers/original/missing.png"),
-        "followers_count": 0,
-        "following_count": 0,
-        "statuses_count": 0,
-        "last_status_at": null,
-        "emojis": [],
-        "fields": [],
-        "source": {"privacy": "public", "sensitive": false, "language": "en", "note": "", "fields": []},
-    });
+    let who = Who {
+        id: READER_ID,
+        username: READER_NAME,
+        acct: READER_NAME,
+        display_name: "Reader",
+        url: &url,
+        bot: false,
+    };
+    let mut body = account_document(&who, &host, 0);
+    body["source"] = json!({"privacy": "public", "sensitive": false, "language": "en", "note": "", "fields": []});
     json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
 }
 

@@ -5,6 +5,11 @@
 //! Misskey's rules and its PostgreSQL fallback (`read`, pure).
 
 pub mod aidx;
+pub mod creators;
 pub mod push;
 pub mod read;
 pub mod store;
+pub mod timeline;
+
+#[cfg(test)]
+mod real_tests;

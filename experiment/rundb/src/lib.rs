@@ -19,7 +19,7 @@ pub mod scope;
 pub mod write;
 
 pub use rows::{
-    ClientRequestRow, ObservationRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow,
+    ClientRequestRow, FttPushRow, FttTrimRow, ObservationRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow,
     TruthRow,
 };
 

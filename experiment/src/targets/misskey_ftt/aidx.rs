@@ -52,11 +52,6 @@ impl Aidx {
         }
     }
 
-    /// The node ID.
-    pub fn node(&self) -> &str {
-        &self.node
-    }
-
     /// `genAidx(t)`: the counter first, then time + node + counter.
     pub fn gen_at(&mut self, unix_ms: i64) -> String {
         self.counter += 1;

@@ -6,10 +6,14 @@
 
 pub mod aidx;
 pub mod creators;
+pub mod driver;
+pub mod http;
 pub mod push;
 pub mod read;
 pub mod store;
 pub mod timeline;
+
+pub use driver::{FttOpts, Timeline, run};
 
 #[cfg(test)]
 mod real_tests;

@@ -10,10 +10,12 @@
 
 use crate::Error;
 use crate::rows::{
-    ClientRequestRow, FttPushRow, FttTrimRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow,
+    ClientRequestRow, FttPushRow, FttTrimRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow,
+    TruthRow,
 };
 use crate::schema::{
-    APPLICATION_ID, CLIENT_REQUESTS, CREATE, FTT_PUSHES, PG_TRUTH, SCHEMA_VERSION, TABLES, TRUTH_AUTHORS,
+    APPLICATION_ID, CLIENT_REQUESTS, CREATE, FTT_PUSHES, PG_TRUTH, SCHEMA_VERSION, TABLES,
+    TRUTH_AUTHORS,
 };
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 use std::path::Path;
@@ -501,8 +503,15 @@ pub fn insert_ftt(
         )
         .map_err(write_error)?;
     for p in pushes {
-        st.execute(params![run_id, p.id, p.list, p.committed_at_ms, p.pushed_at_ms, p.path])
-            .map_err(write_error)?;
+        st.execute(params![
+            run_id,
+            p.id,
+            p.list,
+            p.committed_at_ms,
+            p.pushed_at_ms,
+            p.path
+        ])
+        .map_err(write_error)?;
     }
     let mut st = conn
         .prepare_cached(

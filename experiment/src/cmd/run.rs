@@ -12,9 +12,9 @@ use crate::record::PollerRow;
 use crate::session::{ClockMode, Common, RunSummary, default_pollers, poller_names};
 use crate::sim::faults::FaultSpec;
 use crate::targets::api::{self as api_target, ApiOpts};
+use crate::targets::misskey_ftt;
 use crate::targets::postgres::schema::Schema;
 use crate::targets::postgres::writers::Tail;
-use crate::targets::misskey_ftt;
 use crate::targets::postgres::{self, OwnDbOpts, PgOpts, Via};
 use crate::targets::simulator::{self, SimOpts};
 use clap::Args;
@@ -300,7 +300,9 @@ impl FttArgs {
 fn parse_nonnegative_rate(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(r) if r >= 0.0 && r.is_finite() => Ok(r),
-        _ => Err(format!("bad rate '{s}': expected notes per second, 0 or more")),
+        _ => Err(format!(
+            "bad rate '{s}': expected notes per second, 0 or more"
+        )),
     }
 }
 
@@ -312,7 +314,11 @@ fn parse_share(s: &str) -> Result<f64, String> {
 }
 
 fn parse_users(s: &str) -> Result<(u32, u32, u32), String> {
-    let bad = || format!("bad --users '{s}': expected LOCAL,REMOTE,FOLLOWS such as 50,50,20 (LOCAL at least 1, at most 100000 in all)");
+    let bad = || {
+        format!(
+            "bad --users '{s}': expected LOCAL,REMOTE,FOLLOWS such as 50,50,20 (LOCAL at least 1, at most 100000 in all)"
+        )
+    };
     let parts: Vec<u32> = s
         .split(',')
         .map(|p| p.trim().parse::<u32>().map_err(|_| bad()))

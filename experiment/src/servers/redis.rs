@@ -266,7 +266,11 @@ mod tests {
         let redis = Redis::start().expect("redis-server must start for this test");
         let dir = redis.dir().to_path_buf();
         assert!(
-            redis.version().chars().next().is_some_and(|c| c.is_ascii_digit()),
+            redis
+                .version()
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_digit()),
             "version {:?}",
             redis.version()
         );

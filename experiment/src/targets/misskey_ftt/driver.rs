@@ -180,7 +180,12 @@ async fn drive_run(
         .map(|(name, p)| Poller::new(name.clone(), *p, layout.clone(), limit, args.max_back_pages))
         .collect();
     let infos = session::poller_infos(&pollers);
-    let final_wait_ms = args.pollers.iter().filter_map(|p| p.k_ms()).max().unwrap_or(0);
+    let final_wait_ms = args
+        .pollers
+        .iter()
+        .filter_map(|p| p.k_ms())
+        .max()
+        .unwrap_or(0);
     let mut stored_common = StoredConfig::common(args, limit, names.clone(), &layout);
     stored_common.timeline = Some(opts.timeline.endpoint().to_string());
     let stored = FttConfig {
@@ -263,7 +268,14 @@ async fn drive_run(
     drop(events_tx);
 
     let plan = session::plan_of(args, &layout, pollers, final_wait_ms);
-    let pollers_task = drive::run_real(plan, target, None, sender.clone(), progress.clone(), stop_rx.clone());
+    let pollers_task = drive::run_real(
+        plan,
+        target,
+        None,
+        sender.clone(),
+        progress.clone(),
+        stop_rx.clone(),
+    );
     tokio::pin!(pollers_task);
 
     let keys: HashSet<String> = redis_keys(opts.timeline.source()).into_iter().collect();
@@ -292,8 +304,16 @@ async fn drive_run(
     truth.flush(&sender);
     let stopped = shutdown.was_requested();
     drop(shutdown);
-    let reason = session::end_reason(if stopped { StopReason::Interrupted } else { reason });
-    let progress = progress.lock().unwrap_or_else(|e| e.into_inner()).progress.clone();
+    let reason = session::end_reason(if stopped {
+        StopReason::Interrupted
+    } else {
+        reason
+    });
+    let progress = progress
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .progress
+        .clone();
     recorder.finish(crate::clock::now_ms(), true, reason)?;
     truth.write()?;
     let seconds = args.duration_ms.max(1) as f64 / 1000.0;
@@ -305,7 +325,11 @@ async fn drive_run(
         counts.redis_commands,
         counts.redis_commands as f64 / seconds,
         counts.failures,
-        counts.last_failure.as_ref().map(|e| format!(" (last: {e})")).unwrap_or_default(),
+        counts
+            .last_failure
+            .as_ref()
+            .map(|e| format!(" (last: {e})"))
+            .unwrap_or_default(),
         redis.version(),
         pg_version,
     );
@@ -391,7 +415,11 @@ impl TruthSink {
             Event::Pushed { id, report } => {
                 counts.redis_commands += report.commands;
                 let committed = self.committed.remove(&id).unwrap_or_default();
-                for p in report.pushed.into_iter().filter(|p| self.keys.contains(&p.list)) {
+                for p in report
+                    .pushed
+                    .into_iter()
+                    .filter(|p| self.keys.contains(&p.list))
+                {
                     self.pushes.push(rundb::FttPushRow {
                         id: id.clone(),
                         list: p.list,
@@ -400,12 +428,17 @@ impl TruthSink {
                         path: p.path.into(),
                     });
                 }
-                for t in report.trimmed.into_iter().filter(|t| self.keys.contains(&t.list)) {
-                    self.trims.extend(t.ids.into_iter().map(|cut| rundb::FttTrimRow {
-                        id: cut,
-                        list: t.list.clone(),
-                        trimmed_at_ms: t.at_ms,
-                    }));
+                for t in report
+                    .trimmed
+                    .into_iter()
+                    .filter(|t| self.keys.contains(&t.list))
+                {
+                    self.trims
+                        .extend(t.ids.into_iter().map(|cut| rundb::FttTrimRow {
+                            id: cut,
+                            list: t.list.clone(),
+                            trimmed_at_ms: t.at_ms,
+                        }));
                 }
             }
             Event::Failed(e) => {

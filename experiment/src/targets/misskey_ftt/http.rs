@@ -127,7 +127,13 @@ pub fn parse_request(body: &[u8], gen_at: impl FnMut(i64) -> String) -> Result<R
     let id = |name: &str| -> Result<Option<String>, String> {
         match params.get(name) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) if aidx::parse_ms(s).is_some() && s.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_lowercase()) => Ok(Some(s.clone())),
+            Some(Value::String(s))
+                if aidx::parse_ms(s).is_some()
+                    && s.bytes()
+                        .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase()) =>
+            {
+                Ok(Some(s.clone()))
+            }
             Some(_) => Err(format!("Invalid param: {name} must be a misskey:id.")),
         }
     };
@@ -159,7 +165,9 @@ pub fn parse_request(body: &[u8], gen_at: impl FnMut(i64) -> String) -> Result<R
 async fn timeline(app: App, source: Source, body: Bytes) -> Response {
     let req = {
         let ids = app.ids.clone();
-        parse_request(&body, |ms| ids.lock().unwrap_or_else(|e| e.into_inner()).gen_at(ms))
+        parse_request(&body, |ms| {
+            ids.lock().unwrap_or_else(|e| e.into_inner()).gen_at(ms)
+        })
     };
     let req = match req {
         Ok(r) => r,
@@ -176,8 +184,7 @@ async fn timeline(app: App, source: Source, body: Bytes) -> Response {
             );
         }
     };
-    *app
-        .counts
+    *app.counts
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .entry(served.path.as_str())
@@ -219,11 +226,28 @@ fn note_json(id: &str) -> Value {
 /// What each path served, in one line.
 pub fn counts_line(counts: &PathCounts) -> String {
     let counts = counts.lock().unwrap_or_else(|e| e.into_inner());
-    let parts: Vec<String> = [Path::Redis, Path::RedisThenDb, Path::DbFallback, Path::EmptyFallback, Path::DbDirect]
-        .iter()
-        .filter_map(|p| counts.get(p.as_str()).map(|n| format!("{} {n}", p.as_str())))
-        .collect();
-    format!("read paths: {}\n", if parts.is_empty() { "none".to_string() } else { parts.join(", ") })
+    let parts: Vec<String> = [
+        Path::Redis,
+        Path::RedisThenDb,
+        Path::DbFallback,
+        Path::EmptyFallback,
+        Path::DbDirect,
+    ]
+    .iter()
+    .filter_map(|p| {
+        counts
+            .get(p.as_str())
+            .map(|n| format!("{} {n}", p.as_str()))
+    })
+    .collect();
+    format!(
+        "read paths: {}\n",
+        if parts.is_empty() {
+            "none".to_string()
+        } else {
+            parts.join(", ")
+        }
+    )
 }
 
 #[cfg(test)]

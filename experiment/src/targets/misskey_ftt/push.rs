@@ -120,7 +120,10 @@ pub fn lists_of(note: &Note, followers: &[i32], caps: &Caps) -> Vec<(String, usi
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     /// In the pipeline: LPUSH, then LTRIM to `trim_to` when drawn.
-    Push { list: String, trim_to: Option<usize> },
+    Push {
+        list: String,
+        trim_to: Option<usize>,
+    },
     /// Outside it: LINDEX list -1, then LPUSH if the ID's date is later.
     IfNewer { list: String },
 }
@@ -149,7 +152,9 @@ pub fn plan(id: &str, lists: &[(String, usize)], now_ms: i64, rng: &mut impl Rng
 pub fn newer_than_tail(id: &str, tail: Option<&str>) -> bool {
     match tail {
         None => true,
-        Some(last) => aidx::parse_ms(id).unwrap_or(i64::MIN) > aidx::parse_ms(last).unwrap_or(i64::MIN),
+        Some(last) => {
+            aidx::parse_ms(id).unwrap_or(i64::MIN) > aidx::parse_ms(last).unwrap_or(i64::MIN)
+        }
     }
 }
 
@@ -225,8 +230,7 @@ pub async fn execute(
             });
             if let Some(i) = observed {
                 let ids: Vec<String> =
-                    redis::from_redis_value_ref(&values[i])
-                    .map_err(|e| format!("Redis: {e}"))?;
+                    redis::from_redis_value_ref(&values[i]).map_err(|e| format!("Redis: {e}"))?;
                 if !ids.is_empty() {
                     report.trimmed.push(Trimmed {
                         list: list.to_string(),
@@ -315,10 +319,23 @@ mod tests {
         let now = 1_764_000_000_000;
         let id = a.gen_at(now - RECENT_MS + 1);
         let lists: Vec<(String, usize)> = (0..10_000).map(|i| (format!("l{i}"), 300)).collect();
-        let ops = plan(&id, &lists, now, &mut rand_chacha::ChaCha8Rng::seed_from_u64(1));
+        let ops = plan(
+            &id,
+            &lists,
+            now,
+            &mut rand_chacha::ChaCha8Rng::seed_from_u64(1),
+        );
         let trims = ops
             .iter()
-            .filter(|op| matches!(op, Op::Push { trim_to: Some(300), .. }))
+            .filter(|op| {
+                matches!(
+                    op,
+                    Op::Push {
+                        trim_to: Some(300),
+                        ..
+                    }
+                )
+            })
             .count();
         assert!(ops.iter().all(|op| matches!(op, Op::Push { .. })));
         assert!((900..1100).contains(&trims), "{trims} trims in 10,000");
@@ -329,7 +346,12 @@ mod tests {
         let mut a = aidx::Aidx::with_node("abcd");
         let now = 1_764_000_000_000;
         let id = a.gen_at(now - RECENT_MS);
-        let ops = plan(&id, &[("l".into(), 300)], now, &mut rand_chacha::ChaCha8Rng::seed_from_u64(1));
+        let ops = plan(
+            &id,
+            &[("l".into(), 300)],
+            now,
+            &mut rand_chacha::ChaCha8Rng::seed_from_u64(1),
+        );
         assert_eq!(ops, [Op::IfNewer { list: "l".into() }]);
     }
 

@@ -118,7 +118,8 @@ pub struct Decision {
 pub fn candidates(lists: &[Vec<String>], req: &Request) -> Vec<String> {
     let ascending = req.since_id.is_some() && req.until_id.is_none();
     let keep = |id: &&String| {
-        req.until_id.as_ref().is_none_or(|u| *id < u) && req.since_id.as_ref().is_none_or(|s| *id > s)
+        req.until_id.as_ref().is_none_or(|u| *id < u)
+            && req.since_id.as_ref().is_none_or(|s| *id > s)
     };
     // Union and dedupe (`new Set(...)`), sorted by string comparison.
     let union: BTreeSet<&String> = lists.iter().flatten().filter(keep).collect();
@@ -349,7 +350,9 @@ mod tests {
         let home = list(&["j", "i", "h", "g", "f", "e", "d", "c", "b", "a"]);
         // First batch: ceil(3 * 1.1) = 4 IDs, two found (rate 0.5); then
         // ceil(1 * min(2.2, 3)) = 3 more.
-        let d = decide(&[home], &req(None, None, 3), ON, |id| !["j", "h"].contains(&id));
+        let d = decide(&[home], &req(None, None, 3), ON, |id| {
+            !["j", "h"].contains(&id)
+        });
         assert_eq!((d.path, d.redis_ids), (Path::Redis, list(&["i", "g", "f"])));
     }
 

@@ -23,19 +23,30 @@ struct Servers {
 }
 
 fn start(follows: &[(i32, i32)]) -> Servers {
-    let redis = Redis::start().expect("redis-server must start (Debian: apt-get install redis-server)");
-    let cluster = Cluster::start().expect("PostgreSQL must start (Debian: apt-get install postgresql)");
+    let redis =
+        Redis::start().expect("redis-server must start (Debian: apt-get install redis-server)");
+    let cluster =
+        Cluster::start().expect("PostgreSQL must start (Debian: apt-get install postgresql)");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     let reader = runtime.block_on(async {
-        let (client, connection) = cluster.config().connect(tokio_postgres::NoTls).await.unwrap();
+        let (client, connection) = cluster
+            .config()
+            .connect(tokio_postgres::NoTls)
+            .await
+            .unwrap();
         tokio::spawn(connection);
         store::create(&client, follows).await.unwrap();
         Reader {
-            redis: redis.client().unwrap().get_multiplexed_async_connection().await.unwrap(),
+            redis: redis
+                .client()
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap(),
             pg: Arc::new(client),
             switches: Arc::new(LiveSwitches::new(Switches::default())),
         }
@@ -51,7 +62,13 @@ fn start(follows: &[(i32, i32)]) -> Servers {
 fn lrange(s: &Servers, key: &str) -> Vec<String> {
     let mut conn = s.reader.redis.clone();
     s.runtime.block_on(async {
-        redis::cmd("LRANGE").arg(key).arg(0).arg(-1).query_async(&mut conn).await.unwrap()
+        redis::cmd("LRANGE")
+            .arg(key)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await
+            .unwrap()
     })
 }
 
@@ -83,7 +100,11 @@ fn a_later_create_pushed_first_leaves_the_list_out_of_id_order() {
         pushes(&s, id, &[into("list:localTimeline")]);
     }
     let list = lrange(&s, "list:localTimeline");
-    assert_eq!(list, [b.clone(), c.clone(), a.clone()], "LPUSH order, newest push first");
+    assert_eq!(
+        list,
+        [b.clone(), c.clone(), a.clone()],
+        "LPUSH order, newest push first"
+    );
     let mut sorted = list.clone();
     sorted.sort_by(|x, y| y.cmp(x));
     assert_ne!(list, sorted, "push order is not ID order");
@@ -106,7 +127,11 @@ fn ltrim_removes_the_earliest_pushed_entries_not_the_lowest_ids() {
     );
     assert_eq!(lrange(&s, "list:x"), [low.clone(), high.clone()]);
     assert_eq!(report.trimmed.len(), 1);
-    assert_eq!(report.trimmed[0].ids, [mid.clone()], "cut: the earliest pushed, above `low`");
+    assert_eq!(
+        report.trimmed[0].ids,
+        [mid.clone()],
+        "cut: the earliest pushed, above `low`"
+    );
     assert_eq!(report.commands, 3, "LPUSH, LRANGE, LTRIM");
 }
 
@@ -119,8 +144,18 @@ fn an_old_note_is_pushed_only_if_its_date_is_later_than_the_tail() {
     let now = T0 + push::RECENT_MS + 10_000;
     // Older than the tail by date: refused.
     let older = p.gen_at(T0 - 1);
-    let ops = push::plan(&older, &[("list:x".into(), 300)], now, &mut rand_chacha::ChaCha8Rng::seed_from_u64(1));
-    assert_eq!(ops, [Op::IfNewer { list: "list:x".into() }]);
+    let ops = push::plan(
+        &older,
+        &[("list:x".into(), 300)],
+        now,
+        &mut rand_chacha::ChaCha8Rng::seed_from_u64(1),
+    );
+    assert_eq!(
+        ops,
+        [Op::IfNewer {
+            list: "list:x".into()
+        }]
+    );
     let report = pushes(&s, &older, &ops);
     assert_eq!(report.pushed[0].pushed_at_ms, None);
     // Newer than the tail but over 3 minutes old: pushed at the head, above
@@ -128,11 +163,20 @@ fn an_old_note_is_pushed_only_if_its_date_is_later_than_the_tail() {
     let recent = p.gen_at(now);
     pushes(&s, &recent, &[into("list:x")]);
     let late = p.gen_at(T0 + 1);
-    let report = pushes(&s, &late, &[Op::IfNewer { list: "list:x".into() }]);
+    let report = pushes(
+        &s,
+        &late,
+        &[Op::IfNewer {
+            list: "list:x".into(),
+        }],
+    );
     assert_eq!(report.pushed[0].path, "lindex");
     assert!(report.pushed[0].pushed_at_ms.is_some());
     assert_eq!(report.commands, 2, "LINDEX, LPUSH");
-    assert_eq!(lrange(&s, "list:x"), [late.clone(), recent.clone(), tail.clone()]);
+    assert_eq!(
+        lrange(&s, "list:x"),
+        [late.clone(), recent.clone(), tail.clone()]
+    );
     assert!(late < recent, "at the head, below an ID already there");
 }
 
@@ -145,7 +189,9 @@ fn a_since_id_read_is_answered_by_postgresql_and_one_without_by_redis() {
     // All five committed; the newest not yet pushed (its pushToTl is pending).
     s.runtime.block_on(async {
         for id in &ids {
-            store::insert_note(&s.reader.pg, id, 1, true, false).await.unwrap();
+            store::insert_note(&s.reader.pg, id, 1, true, false)
+                .await
+                .unwrap();
         }
     });
     for id in &ids[..4] {
@@ -158,21 +204,32 @@ fn a_since_id_read_is_answered_by_postgresql_and_one_without_by_redis() {
         ..Request::default()
     });
     assert_eq!(newest.path, Path::Redis);
-    assert_eq!(newest.ids, [ids[3].clone(), ids[2].clone()], "Redis lacks the unpushed note");
+    assert_eq!(
+        newest.ids,
+        [ids[3].clone(), ids[2].clone()],
+        "Redis lacks the unpushed note"
+    );
     let after = read(Request {
         since_id: Some(ids[2].clone()),
         limit: 10,
         ..Request::default()
     });
     assert_eq!(after.path, Path::DbFallback);
-    assert_eq!(after.ids, [ids[3].clone(), ids[4].clone()], "PostgreSQL has it, oldest first");
+    assert_eq!(
+        after.ids,
+        [ids[3].clone(), ids[4].clone()],
+        "PostgreSQL has it, oldest first"
+    );
     // The harness's poller sends an untilId too: still PostgreSQL, newest first.
     let both = read(Request {
         since_id: Some(ids[2].clone()),
         until_id: Some("zzzzzzzzzzzzzzzz".into()),
         limit: 10,
     });
-    assert_eq!((both.path, both.ids), (Path::DbFallback, vec![ids[4].clone(), ids[3].clone()]));
+    assert_eq!(
+        (both.path, both.ids),
+        (Path::DbFallback, vec![ids[4].clone(), ids[3].clone()])
+    );
     // Fallback off: a sinceId request gets nothing at all.
     s.reader
         .switches
@@ -193,7 +250,9 @@ fn a_short_redis_page_is_filled_from_postgresql_below_its_last_id() {
     let ids: Vec<String> = (0..6).map(|i| p.gen_at(T0 + i)).collect();
     s.runtime.block_on(async {
         for id in &ids {
-            store::insert_note(&s.reader.pg, id, 1, true, false).await.unwrap();
+            store::insert_note(&s.reader.pg, id, 1, true, false)
+                .await
+                .unwrap();
         }
     });
     // Only the newest two survive in Redis (the rest trimmed).

@@ -68,6 +68,9 @@ fn flags_where_they_do_nothing_are_refused_in_one_line() {
     assert!(!std::path::Path::new(db).exists(), "nothing was recorded");
 }
 
+/// A row of `ftt_pushes` joined with the truth: id, ID time, commit, push, path, visible.
+type PushRow = (String, Option<i64>, i64, Option<i64>, String, Option<i64>);
+
 /// The notes a poller never returned although every request it sent once
 /// the note was readable carried a sinceId above it: lost for good.
 fn lost_by_sql(conn: &Connection, poller: &str) -> BTreeSet<String> {
@@ -146,7 +149,7 @@ fn a_naive_since_id_poller_loses_late_remote_notes_and_the_truth_keeps_its_order
              WHERE f.run_id = 1",
         )
         .unwrap();
-    let rows: Vec<(String, Option<i64>, i64, Option<i64>, String, Option<i64>)> = st
+    let rows: Vec<PushRow> = st
         .query_map([], |r| {
             Ok((
                 r.get(0)?,

@@ -260,7 +260,12 @@ mod tests {
         // the intent was a Redis answer, the code falls back.
         let home = list(&["h", "g", "f", "e", "d", "c", "b", "a"]);
         for since in ["a", "c", "f", "0"] {
-            let d = decide(&[home.clone()], &req(Some(since), None, 2), ON, all);
+            let d = decide(
+                std::slice::from_ref(&home),
+                &req(Some(since), None, 2),
+                ON,
+                all,
+            );
             assert_eq!(d.path, Path::DbFallback, "sinceId {since}");
             assert!(d.redis_ids.is_empty());
             assert_eq!(

@@ -129,7 +129,7 @@ fn ltrim_removes_the_earliest_pushed_entries_not_the_lowest_ids() {
     assert_eq!(report.trimmed.len(), 1);
     assert_eq!(
         report.trimmed[0].ids,
-        [mid.clone()],
+        std::slice::from_ref(&mid),
         "cut: the earliest pushed, above `low`"
     );
     assert_eq!(report.commands, 3, "LPUSH, LRANGE, LTRIM");

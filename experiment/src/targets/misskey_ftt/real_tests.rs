@@ -273,3 +273,48 @@ fn a_short_redis_page_is_filled_from_postgresql_below_its_last_id() {
     let want: Vec<String> = ids[2..].iter().rev().cloned().collect();
     assert_eq!(page.ids, want);
 }
+
+#[test]
+fn notes_posted_while_ftt_was_off_are_skipped_by_redis_pages_but_served_to_since_id() {
+    // misskey-dev/misskey#17547: ON, 5 notes; OFF, 5 notes (no pushToTl);
+    // ON again, 5 notes; then `notes/timeline` with limit 20 lacks the middle five.
+    let s = start(&[(1, 0)]);
+    let mut p = Aidx::with_node("abcd");
+    let ids: Vec<String> = (0..15).map(|i| p.gen_at(T0 + i)).collect();
+    s.runtime.block_on(async {
+        for id in &ids {
+            store::insert_note(&s.reader.pg, id, 1, true, false)
+                .await
+                .unwrap();
+        }
+    });
+    for id in ids[..5].iter().chain(&ids[10..]) {
+        pushes(&s, id, &[into(&push::home_key(0))]);
+    }
+    let home = Source::Home { me: 0 };
+    let read = |req: Request| s.runtime.block_on(s.reader.read(home, &req)).unwrap();
+    let newest = read(Request {
+        limit: 10,
+        ..Request::default()
+    });
+    assert_eq!(newest.path, Path::Redis);
+    let mut want: Vec<String> = ids[10..].iter().chain(&ids[..5]).cloned().collect();
+    want.sort_by(|a, b| b.cmp(a));
+    assert_eq!(newest.ids, want, "the five posted while off are skipped");
+    // A page of 20 is short in Redis (10 IDs): the fill starts below the
+    // last Redis ID, so the gap stays unfilled, as #17547 reports.
+    let twenty = read(Request {
+        limit: 20,
+        ..Request::default()
+    });
+    assert_eq!(twenty.path, Path::RedisThenDb);
+    assert!(ids[5..10].iter().all(|id| !twenty.ids.contains(id)));
+    // A sinceId poller reads PostgreSQL, and gets them.
+    let after = read(Request {
+        since_id: Some(ids[4].clone()),
+        limit: 10,
+        ..Request::default()
+    });
+    assert_eq!(after.path, Path::DbFallback);
+    assert_eq!(after.ids, ids[5..15].to_vec());
+}

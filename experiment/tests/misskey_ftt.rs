@@ -231,3 +231,75 @@ fn a_naive_since_id_poller_loses_late_remote_notes_and_the_truth_keeps_its_order
         "three-second federation delays under a 1 s poll leak: {lost:?}"
     );
 }
+
+/// The run's throwaway Redis: its directory is named after the run's pid.
+fn redis_pid_of(run_pid: u32) -> Option<i32> {
+    let prefix = format!("snowleak-redis-{run_pid}-");
+    std::fs::read_dir(std::env::temp_dir())
+        .ok()?
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .and_then(|e| std::fs::read_to_string(e.path().join("redis.pid")).ok())
+        .and_then(|p| p.trim().parse().ok())
+}
+
+#[test]
+fn redis_dying_mid_run_ends_it_cleanly_and_marks_it_incomplete() {
+    let dir = temp_dir("ftt-redis-dies");
+    let db = dir.join("run.db");
+    let mut child = common::command(&[
+        "--target",
+        "misskey-ftt",
+        "--duration",
+        "20s",
+        "--interval",
+        "200ms",
+        "--poller",
+        "naive",
+        "--db",
+        db.to_str().unwrap(),
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("the experiment binary runs");
+    // Wait (bounded) until the creators have committed notes: the truth has rows.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let truth_rows = || {
+        Connection::open(&db)
+            .and_then(|c| c.query_row("SELECT count(*) FROM truth", [], |r| r.get::<_, i64>(0)))
+            .unwrap_or(0)
+    };
+    while truth_rows() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never wrote truth"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let pid = redis_pid_of(child.id()).expect("the run's Redis has a pid file");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("INCOMPLETE"), "{stdout}");
+    let conn = Connection::open(&db).unwrap();
+    let (complete, reason): (i64, String) = conn
+        .query_row(
+            "SELECT complete, end_reason FROM runs WHERE id = 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(complete, 0);
+    assert!(reason.starts_with("a server failed"), "{reason}");
+}

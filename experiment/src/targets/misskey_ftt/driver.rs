@@ -309,12 +309,34 @@ async fn drive_run(
     } else {
         reason
     });
+    // A server that failed under the run (Redis or PostgreSQL gone) leaves
+    // it incomplete: its truth and its reads stop where the failure began.
+    let failed_reads = path_counts
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(http::FAILED)
+        .copied()
+        .unwrap_or(0);
+    let complete = counts.failures == 0 && failed_reads == 0;
+    let reason = if complete {
+        reason.to_string()
+    } else {
+        format!(
+            "a server failed: {} creator failures, {failed_reads} failed reads{}",
+            counts.failures,
+            counts
+                .last_failure
+                .as_ref()
+                .map(|e| format!(" (last: {e})"))
+                .unwrap_or_default()
+        )
+    };
     let progress = progress
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .progress
         .clone();
-    recorder.finish(crate::clock::now_ms(), true, reason)?;
+    recorder.finish(crate::clock::now_ms(), complete, &reason)?;
     truth.write()?;
     let seconds = args.duration_ms.max(1) as f64 / 1000.0;
     let mut notes = format!(
@@ -334,11 +356,11 @@ async fn drive_run(
         pg_version,
     );
     notes.push_str(&http::counts_line(&path_counts));
-    tracing::info!(run = run_id, reason, "run finished");
+    tracing::info!(run = run_id, reason = %reason, "run finished");
     Ok(RunSummary {
         run_id,
         db: args.db.clone(),
-        complete: true,
+        complete,
         progress,
         notes,
     })

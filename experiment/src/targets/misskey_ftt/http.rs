@@ -26,7 +26,10 @@ use std::sync::{Arc, Mutex};
 /// The pollers' account.
 pub const ME: i32 = 0;
 
-/// How many requests each path answered.
+/// The key of [`PathCounts`] for reads that failed (Redis or PostgreSQL gone).
+pub const FAILED: &str = "failed";
+
+/// How many requests each path answered (and [`FAILED`]).
 pub type PathCounts = Arc<Mutex<BTreeMap<&'static str, u64>>>;
 
 #[derive(Clone)]
@@ -176,6 +179,11 @@ async fn timeline(app: App, source: Source, body: Bytes) -> Response {
     let served = match app.reader.read(source, &req).await {
         Ok(s) => s,
         Err(e) => {
+            *app.counts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(FAILED)
+                .or_default() += 1;
             return error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "INTERNAL_ERROR",
@@ -227,18 +235,15 @@ fn note_json(id: &str) -> Value {
 pub fn counts_line(counts: &PathCounts) -> String {
     let counts = counts.lock().unwrap_or_else(|e| e.into_inner());
     let parts: Vec<String> = [
-        Path::Redis,
-        Path::RedisThenDb,
-        Path::DbFallback,
-        Path::EmptyFallback,
-        Path::DbDirect,
+        Path::Redis.as_str(),
+        Path::RedisThenDb.as_str(),
+        Path::DbFallback.as_str(),
+        Path::EmptyFallback.as_str(),
+        Path::DbDirect.as_str(),
+        FAILED,
     ]
     .iter()
-    .filter_map(|p| {
-        counts
-            .get(p.as_str())
-            .map(|n| format!("{} {n}", p.as_str()))
-    })
+    .filter_map(|p| counts.get(p).map(|n| format!("{p} {n}")))
     .collect();
     format!(
         "read paths: {}\n",

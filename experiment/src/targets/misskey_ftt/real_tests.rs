@@ -318,3 +318,76 @@ fn notes_posted_while_ftt_was_off_are_skipped_by_redis_pages_but_served_to_since
     assert_eq!(after.path, Path::DbFallback);
     assert_eq!(after.ids, ids[5..15].to_vec());
 }
+
+#[test]
+fn a_hybrid_page_below_the_home_lists_tail_lacks_the_trimmed_home_notes() {
+    // misskey-dev/misskey#13488 (PR #13495): the hybrid timeline merges
+    // home (cap 300) and local (cap 1000). User 0 follows remote user 1;
+    // local user 2's notes reach the local list only.
+    let s = start(&[(1, 0)]);
+    let mut p = Aidx::with_node("abcd");
+    let mut home = Vec::new();
+    let mut local = Vec::new();
+    for i in 0..10 {
+        home.push(p.gen_at(T0 + 10 * i));
+        local.push(p.gen_at(T0 + 10 * i + 5));
+    }
+    s.runtime.block_on(async {
+        for id in &home {
+            store::insert_note(&s.reader.pg, id, 1, false, false)
+                .await
+                .unwrap();
+        }
+        for id in &local {
+            store::insert_note(&s.reader.pg, id, 2, true, false)
+                .await
+                .unwrap();
+        }
+    });
+    for id in &local {
+        pushes(&s, id, &[into(push::LOCAL_KEY)]);
+    }
+    // The home list keeps its newest two: a real LTRIM to a cap of 2.
+    for id in &home {
+        pushes(
+            &s,
+            id,
+            &[Op::Push {
+                list: push::home_key(0),
+                trim_to: Some(2),
+            }],
+        );
+    }
+    assert_eq!(
+        lrange(&s, &push::home_key(0)),
+        [home[9].clone(), home[8].clone()]
+    );
+    // A cursor below the home list's tail, above the local list's.
+    let req = Request {
+        until_id: Some(home[8].clone()),
+        limit: 5,
+        ..Request::default()
+    };
+    let hybrid = Source::Hybrid { me: 0 };
+    let page = s.runtime.block_on(s.reader.read(hybrid, &req)).unwrap();
+    assert_eq!(page.path, Path::Redis);
+    let want: Vec<String> = local[3..8].iter().rev().cloned().collect();
+    assert_eq!(
+        page.ids, want,
+        "all local: the trimmed home notes are not asked for"
+    );
+    // PostgreSQL holds the page the timeline should have shown.
+    let truth = s
+        .runtime
+        .block_on(store::page(
+            &s.reader.pg,
+            hybrid,
+            &super::read::DbQuery {
+                until_id: req.until_id.clone(),
+                since_id: None,
+                limit: 5,
+            },
+        ))
+        .unwrap();
+    assert!(truth.contains(&home[7]) && !page.ids.contains(&home[7]));
+}

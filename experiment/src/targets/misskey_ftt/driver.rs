@@ -216,6 +216,8 @@ async fn drive_run(
         .await
         .map_err(|e| format!("cannot listen on 127.0.0.1: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    // Other clients (Misskey.py, a load tool) may read the same API.
+    tracing::info!(%addr, "Misskey API served at http://{addr}/api/notes/");
     let path_counts: http::PathCounts = Default::default();
     let router = http::router(reader, path_counts.clone());
     tokio::spawn(async move {

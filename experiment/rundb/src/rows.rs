@@ -166,3 +166,21 @@ pub struct ClientRequestRow {
     /// The statuses the endpoint serves, in [`crate::scope::Scope`]'s text form.
     pub scope: String,
 }
+
+/// A row of `ftt_pushes` ([`crate::schema::FTT_PUSHES`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FttPushRow {
+    pub id: String,
+    pub list: String,
+    pub committed_at_ms: i64,
+    pub pushed_at_ms: Option<i64>,
+    pub path: String,
+}
+
+/// A row of `ftt_trims`: an entry an LTRIM cut from a list.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FttTrimRow {
+    pub id: String,
+    pub list: String,
+    pub trimmed_at_ms: i64,
+}

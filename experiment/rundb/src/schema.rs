@@ -114,6 +114,28 @@ pub const PG_TRUTH: &str = "CREATE TABLE IF NOT EXISTS pg_truth (
     PRIMARY KEY (run_id, id)
 ) WITHOUT ROWID;";
 
+/// Misskey's Fanout Timeline (`--target misskey-ftt`): for each note and each
+/// Redis list the polled endpoint reads, when the note was committed and when
+/// its LPUSH returned (NULL: the 3-minute rule refused it), and by which path
+/// (`pipeline` or `lindex`). Created by the first such run, so that the other
+/// runs' files keep the tables of [`CREATE`].
+pub const FTT_PUSHES: &str = "CREATE TABLE IF NOT EXISTS ftt_pushes (
+    run_id          INTEGER NOT NULL REFERENCES runs(id),
+    id              TEXT NOT NULL,
+    list            TEXT NOT NULL,
+    committed_at_ms INTEGER NOT NULL,
+    pushed_at_ms    INTEGER,
+    path            TEXT NOT NULL,
+    PRIMARY KEY (run_id, id, list)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ftt_trims (
+    run_id          INTEGER NOT NULL REFERENCES runs(id),
+    id              TEXT NOT NULL,
+    list            TEXT NOT NULL,
+    trimmed_at_ms   INTEGER NOT NULL,
+    PRIMARY KEY (run_id, id, list)
+) WITHOUT ROWID;";
+
 /// What a client the harness did not write asked for, beside its request
 /// row (`experiment serve --record`): which client (a name, or a short hash
 /// of its credential, never the credential), the method and endpoint, and its

@@ -10,10 +10,12 @@
 
 use crate::Error;
 use crate::rows::{
-    ClientRequestRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow,
+    ClientRequestRow, FttPushRow, FttTrimRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow,
+    TruthRow,
 };
 use crate::schema::{
-    APPLICATION_ID, CLIENT_REQUESTS, CREATE, PG_TRUTH, SCHEMA_VERSION, TABLES, TRUTH_AUTHORS,
+    APPLICATION_ID, CLIENT_REQUESTS, CREATE, FTT_PUSHES, PG_TRUTH, SCHEMA_VERSION, TABLES,
+    TRUTH_AUTHORS,
 };
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 use std::path::Path;
@@ -481,6 +483,45 @@ pub fn insert_pg_truth(conn: &Connection, run_id: i64, rows: &[PgTruthRow]) -> R
             b.injected_sleep_ms
         ])
         .map_err(write_error)?;
+    }
+    Ok(())
+}
+
+/// Inserts Fanout Timeline pushes and trims, creating `ftt_pushes` and
+/// `ftt_trims` if this is the file's first such run; a row already there is replaced.
+pub fn insert_ftt(
+    conn: &Connection,
+    run_id: i64,
+    pushes: &[FttPushRow],
+    trims: &[FttTrimRow],
+) -> Result<(), Error> {
+    conn.execute_batch(FTT_PUSHES).map_err(write_error)?;
+    let mut st = conn
+        .prepare_cached(
+            "INSERT OR REPLACE INTO ftt_pushes (run_id, id, list, committed_at_ms, pushed_at_ms, \
+             path) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .map_err(write_error)?;
+    for p in pushes {
+        st.execute(params![
+            run_id,
+            p.id,
+            p.list,
+            p.committed_at_ms,
+            p.pushed_at_ms,
+            p.path
+        ])
+        .map_err(write_error)?;
+    }
+    let mut st = conn
+        .prepare_cached(
+            "INSERT OR REPLACE INTO ftt_trims (run_id, id, list, trimmed_at_ms) \
+             VALUES (?1, ?2, ?3, ?4)",
+        )
+        .map_err(write_error)?;
+    for t in trims {
+        st.execute(params![run_id, t.id, t.list, t.trimmed_at_ms])
+            .map_err(write_error)?;
     }
     Ok(())
 }

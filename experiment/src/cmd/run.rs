@@ -12,6 +12,7 @@ use crate::record::PollerRow;
 use crate::session::{ClockMode, Common, RunSummary, default_pollers, poller_names};
 use crate::sim::faults::FaultSpec;
 use crate::targets::api::{self as api_target, ApiOpts};
+use crate::targets::misskey_ftt;
 use crate::targets::postgres::schema::Schema;
 use crate::targets::postgres::writers::Tail;
 use crate::targets::postgres::{self, OwnDbOpts, PgOpts, Via};
@@ -95,6 +96,8 @@ pub struct RunArgs {
     pub quiet: bool,
     #[command(flatten)]
     pub pg: PgArgs,
+    #[command(flatten)]
+    pub ftt: FttArgs,
 }
 
 fn parse_policy(text: &str) -> Result<CursorPolicy, String> {
@@ -245,6 +248,89 @@ fn parse_rate(s: &str) -> Result<f64, String> {
     }
 }
 
+/// The options of `--target misskey-ftt` (docs/misskey-ftt.md). Each is
+/// `None` unless given, so that one given elsewhere is refused.
+#[derive(Args, Debug, Clone, Default)]
+pub struct FttArgs {
+    /// misskey-ftt: concurrent note creators, each a Misskey process with its own aidx node ID (default 4).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub creators: Option<u32>,
+    /// misskey-ftt: local notes per second, all creators together (default 5).
+    #[arg(long, value_parser = parse_rate)]
+    pub note_rate: Option<f64>,
+    /// misskey-ftt: remote notes per second arriving by federation (default 2).
+    #[arg(long, value_parser = parse_nonnegative_rate)]
+    pub remote_rate: Option<f64>,
+    /// misskey-ftt: mean federation delay, published to arrival (default 2s).
+    #[arg(long, value_parser = parse_duration_ms)]
+    pub federation_delay: Option<u64>,
+    /// misskey-ftt: share of remote notes arriving over 3 minutes late, 0 to 1 (default 0.02).
+    #[arg(long, value_parser = parse_share)]
+    pub late_share: Option<f64>,
+    /// misskey-ftt: local users, remote users and how many each local user follows (default 50,50,20).
+    #[arg(long, value_parser = parse_users)]
+    pub users: Option<(u32, u32, u32)>,
+    /// misskey-ftt: Misskey's enableFanoutTimelineDbFallback switched off.
+    #[arg(long)]
+    pub no_db_fallback: bool,
+    /// misskey-ftt: Misskey's enableFanoutTimeline switched off (every read from PostgreSQL).
+    #[arg(long)]
+    pub no_fanout_timeline: bool,
+}
+
+impl FttArgs {
+    /// The first misskey-ftt flag given, if any.
+    fn first_given(&self) -> Option<&'static str> {
+        [
+            ("--creators", self.creators.is_some()),
+            ("--note-rate", self.note_rate.is_some()),
+            ("--remote-rate", self.remote_rate.is_some()),
+            ("--federation-delay", self.federation_delay.is_some()),
+            ("--late-share", self.late_share.is_some()),
+            ("--users", self.users.is_some()),
+            ("--no-db-fallback", self.no_db_fallback),
+            ("--no-fanout-timeline", self.no_fanout_timeline),
+        ]
+        .into_iter()
+        .find(|(_, given)| *given)
+        .map(|(flag, _)| flag)
+    }
+}
+
+fn parse_nonnegative_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r >= 0.0 && r.is_finite() => Ok(r),
+        _ => Err(format!(
+            "bad rate '{s}': expected notes per second, 0 or more"
+        )),
+    }
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("bad share '{s}': expected a number from 0 to 1")),
+    }
+}
+
+fn parse_users(s: &str) -> Result<(u32, u32, u32), String> {
+    let bad = || {
+        format!(
+            "bad --users '{s}': expected LOCAL,REMOTE,FOLLOWS such as 50,50,20 (LOCAL at least 1, at most 100000 in all)"
+        )
+    };
+    let parts: Vec<u32> = s
+        .split(',')
+        .map(|p| p.trim().parse::<u32>().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    match parts[..] {
+        [local, remote, follows] if local >= 1 && local as u64 + remote as u64 <= 100_000 => {
+            Ok((local, remote, follows))
+        }
+        _ => Err(bad()),
+    }
+}
+
 /// `--help` of `--token-file`: every API's token variable, and PostgreSQL's password.
 fn token_file_help() -> String {
     format!(
@@ -266,6 +352,8 @@ pub enum Target {
     Postgres(PgOpts),
     /// Your own PostgreSQL table, read-only.
     OwnDb(OwnDbOpts),
+    /// Misskey's Fanout Timeline on a throwaway Redis and PostgreSQL.
+    MisskeyFtt(misskey_ftt::FttOpts),
 }
 
 /// Which kind of target `--target` names, before its options are checked.
@@ -274,12 +362,16 @@ enum Kind {
     Api(TargetSpec),
     Postgres,
     OwnDb(String),
+    MisskeyFtt,
 }
 
 impl Kind {
     fn of(target: &str) -> Result<Kind, String> {
         if target == "postgres" {
             return Ok(Kind::Postgres);
+        }
+        if target == "misskey-ftt" {
+            return Ok(Kind::MisskeyFtt);
         }
         if let Some(url) = target.strip_prefix("postgres:") {
             return Ok(Kind::OwnDb(url.to_string()));
@@ -347,7 +439,64 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
             &format!("applies to --target postgres only, not '{}'", args.target),
         )?;
     }
+    if !matches!(kind, Kind::MisskeyFtt)
+        && let Some(flag) = args.ftt.first_given()
+    {
+        return Err(format!(
+            "{flag} applies to --target misskey-ftt only, not '{}'",
+            args.target
+        ));
+    }
     let target = match kind {
+        Kind::MisskeyFtt => {
+            if args.clock == ClockMode::Virtual {
+                return Err(
+                    "--clock virtual runs the simulator only; misskey-ftt runs in real time".into(),
+                );
+            }
+            refuse_given(
+                &[
+                    ("--config", args.config.is_some()),
+                    ("--set", !args.sets.is_empty()),
+                    ("--faults", args.faults.is_some()),
+                    ("--backlog", args.backlog.is_some()),
+                    ("--list-id", args.list_id.is_some()),
+                    ("--base-url", args.base_url.is_some()),
+                    ("--layout", args.layout.is_some()),
+                    ("--token-file", args.token_file.is_some()),
+                ],
+                |flag| format!("{flag} does not apply to --target misskey-ftt"),
+            )?;
+            let f = &args.ftt;
+            let (local_users, remote_users, follows_per_user) = f.users.unwrap_or((50, 50, 20));
+            let timeline = match &args.timeline {
+                Some(t) => t.parse()?,
+                None => misskey_ftt::Timeline::default(),
+            };
+            Target::MisskeyFtt(misskey_ftt::FttOpts {
+                load: misskey_ftt::creators::Load {
+                    creators: f.creators.unwrap_or(4),
+                    local_users,
+                    remote_users,
+                    follows_per_user,
+                    local_rate_per_s: f.note_rate.unwrap_or(5.0),
+                    remote_rate_per_s: if remote_users == 0 {
+                        0.0
+                    } else {
+                        f.remote_rate.unwrap_or(2.0)
+                    },
+                    federation_delay_ms: f.federation_delay.unwrap_or(2_000),
+                    late_share: f.late_share.unwrap_or(0.02),
+                    caps: Default::default(),
+                    seed: args.seed,
+                },
+                timeline,
+                switches: misskey_ftt::read::Switches {
+                    fanout_timeline: !f.no_fanout_timeline,
+                    db_fallback: !f.no_db_fallback,
+                },
+            })
+        }
         Kind::Simulator => {
             refuse_given(
                 &[
@@ -522,6 +671,7 @@ pub fn run_experiment(args: RunArgs) -> Result<RunSummary, String> {
         Target::Api(opts) => api_target::run(common, opts),
         Target::Postgres(opts) => postgres::run(common, opts),
         Target::OwnDb(opts) => postgres::run_own(common, opts),
+        Target::MisskeyFtt(opts) => misskey_ftt::run(common, opts),
     }
 }
 
@@ -560,6 +710,13 @@ pub fn dry_run(args: RunArgs) -> Result<String, String> {
                 r.layout.clone(),
                 token.is_some(),
             )
+        }
+        Target::MisskeyFtt(_) => {
+            return Err(
+                "--dry-run shows a real API's requests; misskey-ftt serves its own on loopback \
+                 (docs/misskey-ftt.md)"
+                    .into(),
+            );
         }
         Target::Postgres(_) | Target::OwnDb(_) => {
             return Err(

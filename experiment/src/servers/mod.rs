@@ -3,3 +3,4 @@
 //! another to get one.
 
 pub mod postgres;
+pub mod redis;

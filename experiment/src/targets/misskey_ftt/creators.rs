@@ -1,0 +1,189 @@
+//! The note creators: several Misskey processes' worth of concurrent
+//! `create()` calls, each process with its own aidx node ID, over a seeded
+//! follow graph; local notes at a rate, remote notes arriving after a
+//! federation delay and IDed at their `published` time (misskey-dev/misskey
+//! `ApNoteService.createNote`: `createdAt: note.published`).
+//!
+//! Each note: ID from `createdAt` at the start, INSERT (awaited), then
+//! `pushToTl` spawned and not awaited, as `postNoteCreated` does. What each
+//! step did is sent to the truth channel.
+
+use super::aidx::Aidx;
+use super::push::{self, Caps, Note, Report};
+use super::store;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Exp};
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch};
+
+/// The load, resolved from the command line.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Load {
+    /// Concurrent creators, each a Misskey process with its own node ID.
+    pub creators: u32,
+    /// Local users (user 0 is the pollers' account).
+    pub local_users: u32,
+    /// Remote users whose notes arrive by federation.
+    pub remote_users: u32,
+    /// How many users each local user follows (seeded, uniform).
+    pub follows_per_user: u32,
+    /// Local notes per second, all creators together.
+    pub local_rate_per_s: f64,
+    /// Remote notes per second, all creators together.
+    pub remote_rate_per_s: f64,
+    /// Mean federation delay (exponential), from `published` to arrival.
+    pub federation_delay_ms: u64,
+    /// Share of remote notes that arrive more than 3 minutes late (the LINDEX path).
+    pub late_share: f64,
+    pub caps: Caps,
+    pub seed: u64,
+}
+
+impl Load {
+    /// The users are numbered 0.. (local first, then remote).
+    pub fn is_local(&self, user: i32) -> bool {
+        (user as u32) < self.local_users
+    }
+
+    /// The seeded follow graph, `(followee, follower)`: each local user follows
+    /// `follows_per_user` distinct others; user 0 follows at least one local
+    /// and one remote user when there are any, so its home timeline fills.
+    pub fn follows(&self) -> Vec<(i32, i32)> {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed ^ 0xf011_0a5e);
+        let users = (self.local_users + self.remote_users) as i32;
+        let mut out = Vec::new();
+        for follower in 0..self.local_users as i32 {
+            let mut chosen = std::collections::BTreeSet::new();
+            let want = (self.follows_per_user as i32).min(users - 1).max(0);
+            while (chosen.len() as i32) < want {
+                let f = rng.random_range(0..users);
+                if f != follower {
+                    chosen.insert(f);
+                }
+            }
+            if follower == 0 {
+                if self.local_users > 1 {
+                    chosen.insert(1);
+                }
+                if self.remote_users > 0 {
+                    chosen.insert(self.local_users as i32);
+                }
+            }
+            out.extend(chosen.into_iter().map(|f| (f, follower)));
+        }
+        out
+    }
+}
+
+/// One note's life, for the truth.
+#[derive(Clone, Debug)]
+pub struct Created {
+    pub note: Note,
+    /// The ID's time (`createdAt`).
+    pub id_ms: i64,
+    /// When `create()` started (a remote note's arrival).
+    pub started_ms: i64,
+    /// When the INSERT returned.
+    pub committed_ms: i64,
+}
+
+/// What the creators send to the truth.
+#[derive(Debug)]
+pub enum Event {
+    Created(Created),
+    Pushed { id: String, report: Report },
+    Failed(String),
+}
+
+/// Runs one creator until `stop`; `now` reads the clock.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_creator(
+    index: u32,
+    load: Arc<Load>,
+    pg: Arc<tokio_postgres::Client>,
+    redis: redis::aio::MultiplexedConnection,
+    events: mpsc::Sender<Event>,
+    mut stop: watch::Receiver<bool>,
+    ftt_enabled: Arc<std::sync::atomic::AtomicBool>,
+    now: fn() -> i64,
+) {
+    let mut rng = ChaCha8Rng::seed_from_u64(load.seed.wrapping_add(1 + index as u64));
+    let mut aidx = Aidx::new(&mut rng);
+    let per_creator = (load.local_rate_per_s + load.remote_rate_per_s) / load.creators as f64;
+    let gap = Exp::new(per_creator.max(1e-9) / 1000.0).expect("a positive rate");
+    let remote_share = load.remote_rate_per_s / (load.local_rate_per_s + load.remote_rate_per_s);
+    let delay = Exp::new(1.0 / load.federation_delay_ms.max(1) as f64).expect("a positive mean");
+    loop {
+        let wait = gap.sample(&mut rng).min(60_000.0) as u64;
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let remote = load.remote_users > 0 && rng.random_bool(remote_share.clamp(0.0, 1.0));
+        let user = if remote {
+            (load.local_users + rng.random_range(0..load.remote_users)) as i32
+        } else {
+            rng.random_range(0..load.local_users.max(1)) as i32
+        };
+        let started_ms = now();
+        let created_at = if remote {
+            let late = rng.random_bool(load.late_share.clamp(0.0, 1.0));
+            let d = if late {
+                rng.random_range(push::RECENT_MS + 1_000..push::RECENT_MS * 3)
+            } else {
+                (delay.sample(&mut rng) as i64).min(push::RECENT_MS - 1_000)
+            };
+            started_ms - d
+        } else {
+            started_ms
+        };
+        let note = Note {
+            id: aidx.gen_at(created_at),
+            user_id: user,
+            is_local: !remote,
+            has_files: rng.random_bool(0.2),
+        };
+        if let Err(e) = store::insert_note(&pg, &note.id, user, !remote, note.has_files).await {
+            let _ = events.send(Event::Failed(e)).await;
+            continue;
+        }
+        let committed_ms = now();
+        let _ = events
+            .send(Event::Created(Created {
+                note: note.clone(),
+                id_ms: created_at,
+                started_ms,
+                committed_ms,
+            }))
+            .await;
+        // `pushToTl` is not awaited: the next note may start before it ends.
+        if !ftt_enabled.load(std::sync::atomic::Ordering::Relaxed) {
+            continue;
+        }
+        let push_seed = rng.random::<u64>();
+        let (pg, mut redis, events, caps) = (pg.clone(), redis.clone(), events.clone(), load.caps);
+        tokio::spawn(async move {
+            let result = async {
+                let followers = store::followers(&pg, note.user_id).await?;
+                let lists = push::lists_of(&note, &followers, &caps);
+                let ops = push::plan(
+                    &note.id,
+                    &lists,
+                    now(),
+                    &mut ChaCha8Rng::seed_from_u64(push_seed),
+                );
+                push::execute(&mut redis, &note.id, &ops, now).await
+            }
+            .await;
+            let event = match result {
+                Ok(report) => Event::Pushed {
+                    id: note.id,
+                    report,
+                },
+                Err(e) => Event::Failed(e),
+            };
+            let _ = events.send(event).await;
+        });
+    }
+}

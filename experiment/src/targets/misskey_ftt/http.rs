@@ -1,0 +1,273 @@
+//! The read side over loopback HTTP in Misskey's dialect, so that the
+//! harness's Misskey pollers (`experiment/src/api/misskey.rs`) and Misskey.py
+//! read it: `POST /api/notes/timeline` (home), `/api/notes/local-timeline`,
+//! `/api/notes/hybrid-timeline`, parameters in a JSON body (`sinceId`,
+//! `untilId`, `sinceDate`, `untilDate`, `limit` 1..100, default 10), errors
+//! as the simulator's Misskey dialect writes them
+//! (`experiment/sim/src/server/misskey.rs`). `sinceDate`/`untilDate` become
+//! IDs with `idService.gen(date)`, as the endpoints do (misskey-dev/misskey
+//! `packages/backend/src/server/api/endpoints/notes/timeline.ts`).
+//! Every request is the pollers' account, user 0 (the token is not checked).
+
+use super::aidx::{self, Aidx};
+use super::read::{Path, Request};
+use super::store::Source;
+use super::timeline::Reader;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// The pollers' account.
+pub const ME: i32 = 0;
+
+/// The key of [`PathCounts`] for reads that failed (Redis or PostgreSQL gone).
+pub const FAILED: &str = "failed";
+
+/// How many requests each path answered (and [`FAILED`]).
+pub type PathCounts = Arc<Mutex<BTreeMap<&'static str, u64>>>;
+
+#[derive(Clone)]
+struct App {
+    reader: Reader,
+    /// The reader process's own aidx generator, for `sinceDate`/`untilDate`.
+    ids: Arc<Mutex<Aidx>>,
+    counts: PathCounts,
+}
+
+/// The router; `counts` is filled as requests are answered.
+pub fn router(reader: Reader, counts: PathCounts) -> Router {
+    let app = App {
+        reader,
+        ids: Arc::new(Mutex::new(Aidx::with_node("read"))),
+        counts,
+    };
+    Router::new()
+        .route("/api/notes/timeline", post(home))
+        .route("/api/notes/local-timeline", post(local))
+        .route("/api/notes/hybrid-timeline", post(hybrid))
+        .route("/api/meta", post(meta))
+        .with_state(app)
+}
+
+async fn home(State(app): State<App>, body: Bytes) -> Response {
+    timeline(app, Source::Home { me: ME }, body).await
+}
+
+async fn local(State(app): State<App>, body: Bytes) -> Response {
+    timeline(app, Source::Local, body).await
+}
+
+async fn hybrid(State(app): State<App>, body: Bytes) -> Response {
+    timeline(app, Source::Hybrid { me: ME }, body).await
+}
+
+async fn meta() -> Response {
+    json_ok(json!({
+        "name": "snowleak misskey-ftt",
+        "version": "2025.4.0",
+        "uri": "http://127.0.0.1",
+        "description": "Misskey's Fanout Timeline on a real Redis and PostgreSQL",
+        "langs": ["en"],
+        "disableRegistration": true,
+        "maxNoteTextLength": 3000,
+        "policies": {"ltlAvailable": true, "gtlAvailable": false},
+        "features": {"localTimeline": true, "globalTimeline": false, "miauth": true},
+    }))
+}
+
+fn json_ok(v: Value) -> Response {
+    (
+        StatusCode::OK,
+        [("content-type", "application/json; charset=utf-8")],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+fn error(status: StatusCode, code: &str, message: &str, id: &str) -> Response {
+    let body = json!({"error": {"message": message, "code": code, "id": id, "kind": "client"}});
+    (
+        status,
+        [("content-type", "application/json; charset=utf-8")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn invalid(message: &str) -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        "INVALID_PARAM",
+        message,
+        "3d81ceae-475f-4600-b2a8-2bc116157532",
+    )
+}
+
+/// The request's parameters, checked as Misskey's schema does.
+pub fn parse_request(body: &[u8], gen_at: impl FnMut(i64) -> String) -> Result<Request, String> {
+    let mut gen_at = gen_at;
+    let params: Value = if body.is_empty() {
+        json!({})
+    } else {
+        match serde_json::from_slice(body) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => return Err("Invalid param: the body must be a JSON object.".into()),
+        }
+    };
+    let limit = match params.get("limit") {
+        None | Some(Value::Null) => 10,
+        Some(v) => match v.as_u64() {
+            Some(n @ 1..=100) => n as usize,
+            _ => return Err("Invalid param: limit must be an integer from 1 to 100.".into()),
+        },
+    };
+    let id = |name: &str| -> Result<Option<String>, String> {
+        match params.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s))
+                if aidx::parse_ms(s).is_some()
+                    && s.bytes()
+                        .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase()) =>
+            {
+                Ok(Some(s.clone()))
+            }
+            Some(_) => Err(format!("Invalid param: {name} must be a misskey:id.")),
+        }
+    };
+    let mut date = |name: &str| -> Result<Option<String>, String> {
+        match params.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_i64()
+                .map(|ms| Some(gen_at(ms)))
+                .ok_or_else(|| format!("Invalid param: {name} must be an integer.")),
+        }
+    };
+    // `untilId ?? (untilDate ? idService.gen(untilDate) : null)`, likewise since.
+    let since_id = match id("sinceId")? {
+        Some(s) => Some(s),
+        None => date("sinceDate")?,
+    };
+    let until_id = match id("untilId")? {
+        Some(u) => Some(u),
+        None => date("untilDate")?,
+    };
+    Ok(Request {
+        since_id,
+        until_id,
+        limit,
+    })
+}
+
+async fn timeline(app: App, source: Source, body: Bytes) -> Response {
+    let req = {
+        let ids = app.ids.clone();
+        parse_request(&body, |ms| {
+            ids.lock().unwrap_or_else(|e| e.into_inner()).gen_at(ms)
+        })
+    };
+    let req = match req {
+        Ok(r) => r,
+        Err(message) => return invalid(&message),
+    };
+    let served = match app.reader.read(source, &req).await {
+        Ok(s) => s,
+        Err(e) => {
+            *app.counts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(FAILED)
+                .or_default() += 1;
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "INTERNAL_ERROR",
+                &e,
+                "5d37dbcb-891e-41ca-a3d6-e690c97775ac",
+            );
+        }
+    };
+    *app.counts
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(served.path.as_str())
+        .or_default() += 1;
+    let notes: Vec<Value> = served.ids.iter().map(|id| note_json(id)).collect();
+    let mut response = json_ok(Value::Array(notes));
+    response.headers_mut().insert(
+        "x-snowleak-ftt-path",
+        axum::http::HeaderValue::from_static(served.path.as_str()),
+    );
+    response
+}
+
+/// A note in the shape Misskey packs it; `createdAt` from the ID, as
+/// `NoteEntityService.pack` does (`idService.parse(note.id).date`).
+fn note_json(id: &str) -> Value {
+    let ms = aidx::parse_ms(id).unwrap_or(0);
+    json!({
+        "id": id,
+        "createdAt": since_id::time::rfc3339_ms(ms),
+        "userId": "0",
+        "user": {"id": "0", "name": "someone", "username": "someone", "host": null,
+                 "avatarUrl": null, "emojis": {}, "onlineStatus": "unknown"},
+        "text": format!("note {id}"),
+        "cw": null,
+        "visibility": "public",
+        "localOnly": false,
+        "renoteCount": 0,
+        "repliesCount": 0,
+        "reactions": {},
+        "emojis": {},
+        "fileIds": [],
+        "files": [],
+        "replyId": null,
+        "renoteId": null,
+    })
+}
+
+/// What each path served, in one line.
+pub fn counts_line(counts: &PathCounts) -> String {
+    let counts = counts.lock().unwrap_or_else(|e| e.into_inner());
+    let parts: Vec<String> = [
+        Path::Redis.as_str(),
+        Path::RedisThenDb.as_str(),
+        Path::DbFallback.as_str(),
+        Path::EmptyFallback.as_str(),
+        Path::DbDirect.as_str(),
+        FAILED,
+    ]
+    .iter()
+    .filter_map(|p| counts.get(p).map(|n| format!("{p} {n}")))
+    .collect();
+    format!(
+        "read paths: {}\n",
+        if parts.is_empty() {
+            "none".to_string()
+        } else {
+            parts.join(", ")
+        }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_are_checked_and_dates_become_ids() {
+        let gen_at = |ms: i64| Aidx::with_node("read").gen_at(ms);
+        let r = parse_request(br#"{"sinceDate": 946684800001, "limit": 5}"#, gen_at).unwrap();
+        assert_eq!(r.since_id.as_deref(), Some("00000001read0001"));
+        assert_eq!(r.limit, 5);
+        assert_eq!(parse_request(b"", |_| String::new()).unwrap().limit, 10);
+        assert!(parse_request(br#"{"limit": 101}"#, |_| String::new()).is_err());
+        assert!(parse_request(br#"{"sinceId": "nope"}"#, |_| String::new()).is_err());
+        assert!(parse_request(b"[1]", |_| String::new()).is_err());
+    }
+}

@@ -9,7 +9,7 @@
 //! wants as small `Value`s, so the rules for them (a string ID, an exact
 //! integer, a JSON pointer to the author) stay in one place, `parse_item`.
 
-use super::ItemFields;
+use super::common::ItemFields;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use std::fmt;

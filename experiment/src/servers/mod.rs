@@ -2,4 +2,5 @@
 //! its end: shared by the targets that need them, so that no target imports
 //! another to get one.
 
+pub mod mariadb;
 pub mod postgres;

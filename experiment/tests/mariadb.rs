@@ -1,9 +1,14 @@
 //! The MariaDB target against a real server started from the system's
 //! binaries (Debian: mariadb-server). A test that cannot start it fails,
-//! naming the package; none skips.
+//! naming the package; none skips. The retention job's own test is in
+//! `src/targets/mariadb/driver.rs` (it drives the job's round directly).
 
 use mysql_async::prelude::Queryable;
+use rusqlite::Connection;
 use snowleak::servers::mariadb::{LockMode, Server, settings, sweep_stale};
+use std::path::Path;
+
+mod common;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -55,8 +60,8 @@ fn a_server_left_by_a_dead_process_is_swept() {
         .to_string_lossy()
         .into_owned();
     // Pretend its owner died: a pid that cannot exist (above pid_max).
-    let rest = name.strip_prefix("snowleak-mariadb-").unwrap();
-    let dir = std::env::temp_dir().join(format!("snowleak-mariadb-4294967295-{rest}"));
+    let rest = name.strip_prefix("snowleak-mariadbd-").unwrap();
+    let dir = std::env::temp_dir().join(format!("snowleak-mariadbd-4294967295-{rest}"));
     std::fs::rename(server.dir(), &dir).unwrap();
     let pid: i32 = std::fs::read_to_string(dir.join("mariadbd.pid"))
         .unwrap()
@@ -73,4 +78,165 @@ fn a_server_left_by_a_dead_process_is_swept() {
         state.is_empty() || state.starts_with('Z'),
         "the stale server is killed: {state}"
     );
+}
+
+fn rows(db: &Path, sql: &str) -> Vec<(String, i64)> {
+    let conn = Connection::open(db).unwrap();
+    let mut st = conn.prepare(sql).unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+fn count(db: &Path, sql: &str) -> i64 {
+    Connection::open(db)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
+}
+
+/// A naive poller at 20 Hz reads the autoinc table while 8 writers write:
+/// every row it never returned is checked against the truth with our own SQL.
+/// A row it was owed (its COMMIT returned before the poller's last request)
+/// and never got must have been passed over: some request sent before the
+/// row was visible returned a higher ID, and every later request asked for
+/// IDs above it. Nothing else may go missing, and nothing it returned may be
+/// unknown to the writers.
+#[test]
+fn a_naive_poller_loses_only_rows_its_cursor_passed_before_they_were_visible() {
+    let dir = common::temp_dir("mariadb-naive");
+    let db = dir.join("run.db");
+    let out = common::experiment_ok(&[
+        "--target",
+        "mariadb",
+        "--duration",
+        "12s",
+        "--interval",
+        "50ms",
+        "--poller",
+        "naive",
+        "--writers",
+        "8",
+        "--write-rate",
+        "400",
+        "--autoinc-lock-mode",
+        "2",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("innodb_autoinc_lock_mode 2"), "{stdout}");
+    let config: String = Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT config FROM runs WHERE id = 1", [], |r| r.get(0))
+        .unwrap();
+    let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    assert_eq!(config["autoinc_lock_mode"], 2, "the lock mode read back");
+    assert!(
+        config["server_version"]
+            .as_str()
+            .unwrap()
+            .contains("MariaDB")
+    );
+    let written = count(&db, "SELECT COUNT(*) FROM truth WHERE run_id = 1");
+    assert!(written > 1000, "the writers wrote ({written} rows)");
+    assert_eq!(
+        written,
+        count(&db, "SELECT COUNT(*) FROM pg_truth WHERE run_id = 1"),
+        "every row has its bracket"
+    );
+    // Nothing returned that no writer committed.
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM observations o WHERE NOT EXISTS \
+             (SELECT 1 FROM truth t WHERE t.run_id = 1 AND t.id = o.status_id)"
+        ),
+        0
+    );
+    // Rows never returned, visible before the poller's last request was sent.
+    let never_returned = rows(
+        &db,
+        "SELECT t.id, t.visible_at_ms FROM truth t WHERE t.run_id = 1 \
+         AND NOT EXISTS (SELECT 1 FROM observations o WHERE o.status_id = t.id) \
+         AND t.visible_at_ms <= (SELECT MAX(sent_at_ms) FROM requests WHERE run_id = 1)",
+    );
+    let conn = Connection::open(&db).unwrap();
+    for (id, visible_at) in &never_returned {
+        let id: i64 = id.parse().unwrap();
+        // Passed over: a request sent before it was visible returned a higher ID.
+        let passed: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM requests r JOIN observations o ON o.request_id = r.id \
+                 WHERE r.run_id = 1 AND r.sent_at_ms < ?1 AND CAST(o.status_id AS INTEGER) > ?2",
+                rusqlite::params![visible_at, id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(
+            passed > 0,
+            "row {id} was lost without the cursor passing it"
+        );
+        // And every request sent after it was visible asked above it.
+        let asked_below: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM requests WHERE run_id = 1 AND sent_at_ms >= ?1 \
+                 AND error IS NULL AND (since_id IS NULL OR CAST(since_id AS INTEGER) < ?2)",
+                rusqlite::params![visible_at, id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(
+            asked_below, 0,
+            "row {id} was in a window yet never returned"
+        );
+    }
+    eprintln!(
+        "{} rows written, {} lost by the naive poller",
+        written,
+        never_returned.len()
+    );
+}
+
+/// Bad input is one line and exit status 2.
+#[test]
+fn mariadb_flags_are_refused_where_they_do_not_apply() {
+    for (args, expected) in [
+        (
+            vec!["--target", "mariadb", "--poller", "compensated:k=1s"],
+            "AUTO_INCREMENT IDs carry no time",
+        ),
+        (
+            vec!["--target", "mariadb", "--autoinc-lock-mode", "3"],
+            "bad innodb_autoinc_lock_mode '3'",
+        ),
+        (
+            vec!["--target", "mariadb", "--clock-skew", "1s"],
+            "--clock-skew skews the Snowflake writers' clocks",
+        ),
+        (
+            vec!["--retain", "3"],
+            "--retain applies to --target mariadb only",
+        ),
+        (
+            vec!["--target", "postgres", "--partition-every", "1m"],
+            "--partition-every applies to --target mariadb only",
+        ),
+        (
+            vec!["--target", "mariadb", "--pg-tail", "2%:3s"],
+            "--pg-tail does not apply to --target mariadb",
+        ),
+        (
+            vec!["--target", "mariadb", "--schema", "outbox"],
+            "unknown MariaDB schema 'outbox'",
+        ),
+        (vec!["--target", "mariadb", "--poller", "xmin"], "xmin"),
+    ] {
+        let out = common::experiment(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
 }

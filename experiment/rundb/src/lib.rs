@@ -19,8 +19,8 @@ pub mod scope;
 pub mod write;
 
 pub use rows::{
-    ClientRequestRow, ObservationRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow,
-    TruthRow,
+    ClientRequestRow, ObservationRow, PartitionDropRow, PgTruthRow, PollerRow, RequestRow, RunRow,
+    StatusRow, TruthRow,
 };
 
 use std::fmt;

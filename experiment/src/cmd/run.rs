@@ -12,6 +12,7 @@ use crate::record::PollerRow;
 use crate::session::{ClockMode, Common, RunSummary, default_pollers, poller_names};
 use crate::sim::faults::FaultSpec;
 use crate::targets::api::{self as api_target, ApiOpts};
+use crate::targets::mariadb::{self, MariaOpts};
 use crate::targets::postgres::schema::Schema;
 use crate::targets::postgres::writers::Tail;
 use crate::targets::postgres::{self, OwnDbOpts, PgOpts, Via};
@@ -95,6 +96,8 @@ pub struct RunArgs {
     pub quiet: bool,
     #[command(flatten)]
     pub pg: PgArgs,
+    #[command(flatten)]
+    pub maria: MariaArgs,
 }
 
 fn parse_policy(text: &str) -> Result<CursorPolicy, String> {
@@ -155,9 +158,10 @@ fn parse_interval(text: &str) -> Result<u64, String> {
 /// than silently ignored; the defaults are the methods' own.
 #[derive(Args, Debug, Clone, Default)]
 pub struct PgArgs {
-    /// PostgreSQL target: the schema the writers load (mastodon, outbox, snowflake; default mastodon).
-    #[arg(long, value_parser = parse_schema)]
-    pub schema: Option<Schema>,
+    /// The schema the writers load: PostgreSQL mastodon, outbox, snowflake (default mastodon);
+    /// MariaDB autoinc, snowflake (default autoinc).
+    #[arg(long)]
+    pub schema: Option<String>,
     /// PostgreSQL target: concurrent writer connections, 1 to 50 (default 8).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=50))]
     pub writers: Option<u32>,
@@ -180,8 +184,10 @@ pub struct PgArgs {
 }
 
 impl PgArgs {
-    fn schema(&self) -> Schema {
-        self.schema.unwrap_or(Schema::Mastodon)
+    fn schema(&self) -> Result<Schema, String> {
+        self.schema
+            .as_deref()
+            .map_or(Ok(Schema::Mastodon), str::parse)
     }
 
     fn writers(&self) -> u32 {
@@ -230,8 +236,34 @@ impl PgArgs {
     ];
 }
 
-fn parse_schema(s: &str) -> Result<Schema, String> {
-    s.parse()
+/// The options of the MariaDB target (`--target mariadb`); `None` unless
+/// given, so that one given elsewhere is refused.
+#[derive(Args, Debug, Clone, Default)]
+pub struct MariaArgs {
+    /// MariaDB target: the server's innodb_autoinc_lock_mode, 0, 1 or 2 (default 1, MariaDB's).
+    #[arg(long, value_parser = |s: &str| s.parse::<crate::servers::mariadb::LockMode>())]
+    pub autoinc_lock_mode: Option<crate::servers::mariadb::LockMode>,
+    /// MariaDB target: how often the retention job adds a partition and drops the oldest (default 10m).
+    #[arg(long, value_parser = parse_interval)]
+    pub partition_every: Option<u64>,
+    /// MariaDB target: how many partitions the retention job keeps, at least 2 (default 6).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..=100_000))]
+    pub retain: Option<u32>,
+    /// MariaDB target, snowflake schema: the spread of the writers' clocks (default 0s), an assumption.
+    #[arg(long, value_parser = parse_duration_ms)]
+    pub clock_skew: Option<u64>,
+}
+
+impl MariaArgs {
+    /// Every MariaDB flag with whether it was given.
+    fn given(&self) -> [(&'static str, bool); 4] {
+        [
+            ("--autoinc-lock-mode", self.autoinc_lock_mode.is_some()),
+            ("--partition-every", self.partition_every.is_some()),
+            ("--retain", self.retain.is_some()),
+            ("--clock-skew", self.clock_skew.is_some()),
+        ]
+    }
 }
 
 fn parse_tail(s: &str) -> Result<Tail, String> {
@@ -264,6 +296,8 @@ pub enum Target {
     Api(ApiOpts),
     /// A throwaway PostgreSQL cluster.
     Postgres(PgOpts),
+    /// A throwaway MariaDB server.
+    Mariadb(MariaOpts),
     /// Your own PostgreSQL table, read-only.
     OwnDb(OwnDbOpts),
 }
@@ -274,12 +308,16 @@ enum Kind {
     Api(TargetSpec),
     Postgres,
     OwnDb(String),
+    Mariadb,
 }
 
 impl Kind {
     fn of(target: &str) -> Result<Kind, String> {
         if target == "postgres" {
             return Ok(Kind::Postgres);
+        }
+        if target == "mariadb" {
+            return Ok(Kind::Mariadb);
         }
         if let Some(url) = target.strip_prefix("postgres:") {
             return Ok(Kind::OwnDb(url.to_string()));
@@ -316,8 +354,46 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
     }
     let kind = Kind::of(&args.target)?;
     let pg = &args.pg;
+    if !matches!(kind, Kind::Mariadb) {
+        refuse_given(&args.maria.given(), |flag| {
+            format!(
+                "{flag} applies to --target mariadb only, not '{}'",
+                args.target
+            )
+        })?;
+    }
     let postgres_kind = matches!(kind, Kind::Postgres | Kind::OwnDb(_));
-    if postgres_kind {
+    if matches!(kind, Kind::Mariadb) {
+        if args.clock == ClockMode::Virtual {
+            return Err(
+                "--clock virtual runs the simulator only; MariaDB runs in real time".into(),
+            );
+        }
+        if args.pollers.contains(&CursorPolicy::Xmin) {
+            return Err(
+                "the xmin policy reads PostgreSQL's transaction horizon; it applies to --target postgres only, not 'mariadb'"
+                    .into(),
+            );
+        }
+        refuse_given(
+            &[
+                ("--config", args.config.is_some()),
+                ("--set", !args.sets.is_empty()),
+                ("--faults", args.faults.is_some()),
+                ("--backlog", args.backlog.is_some()),
+                ("--timeline", args.timeline.is_some()),
+                ("--list-id", args.list_id.is_some()),
+                ("--base-url", args.base_url.is_some()),
+                ("--layout", args.layout.is_some()),
+                ("--token-file", args.token_file.is_some()),
+            ],
+            |flag| format!("{flag} does not apply to --target mariadb"),
+        )?;
+        pg.refuse(
+            &["--pg-tail", "--table", "--id-column", "--via"],
+            "does not apply to --target mariadb",
+        )?;
+    } else if postgres_kind {
         if args.clock == ClockMode::Virtual {
             return Err(
                 "--clock virtual runs the simulator only; PostgreSQL runs in real time".into(),
@@ -430,7 +506,7 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                 &["--table", "--id-column"],
                 "is for your own database (--target postgres:URL)",
             )?;
-            let schema = pg.schema();
+            let schema = pg.schema()?;
             if schema == Schema::Outbox && args.pollers.iter().any(|p| p.k_ms().is_some()) {
                 return Err(
                     "the outbox schema's BIGSERIAL IDs carry no time, so compensated pollers mean nothing \
@@ -449,6 +525,39 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                 write_rate: pg.write_rate(),
                 tail: pg.pg_tail,
                 via: pg.via(),
+            })
+        }
+        Kind::Mariadb => {
+            let schema: mariadb::schema::Schema = pg
+                .schema
+                .as_deref()
+                .map_or(Ok(mariadb::schema::Schema::Autoinc), str::parse)?;
+            let m = &args.maria;
+            if schema == mariadb::schema::Schema::Autoinc {
+                if let Some(p) = args.pollers.iter().find(|p| p.k_ms().is_some()) {
+                    return Err(format!(
+                        "--poller {p}: AUTO_INCREMENT IDs carry no time, so a compensated poller means \
+                         nothing on the autoinc schema; use --schema snowflake"
+                    ));
+                }
+                if m.clock_skew.is_some() {
+                    return Err(
+                        "--clock-skew skews the Snowflake writers' clocks; AUTO_INCREMENT takes no clock \
+                         (use --schema snowflake)"
+                            .into(),
+                    );
+                }
+            }
+            Target::Mariadb(MariaOpts {
+                schema,
+                lock_mode: m
+                    .autoinc_lock_mode
+                    .unwrap_or(crate::servers::mariadb::LockMode::DEFAULT),
+                writers: pg.writers(),
+                write_rate: pg.write_rate(),
+                clock_skew_ms: m.clock_skew.unwrap_or(0),
+                partition_every_ms: m.partition_every.unwrap_or(10 * 60 * 1000),
+                retain: m.retain.unwrap_or(6),
             })
         }
         Kind::OwnDb(url) => {
@@ -522,6 +631,7 @@ pub fn run_experiment(args: RunArgs) -> Result<RunSummary, String> {
         Target::Api(opts) => api_target::run(common, opts),
         Target::Postgres(opts) => postgres::run(common, opts),
         Target::OwnDb(opts) => postgres::run_own(common, opts),
+        Target::Mariadb(opts) => mariadb::run(common, opts),
     }
 }
 
@@ -560,6 +670,13 @@ pub fn dry_run(args: RunArgs) -> Result<String, String> {
                 r.layout.clone(),
                 token.is_some(),
             )
+        }
+        Target::Mariadb(_) => {
+            return Err(
+                "--dry-run shows HTTP requests; --target mariadb sends only the SELECTs documented \
+                 in docs/mariadb.md"
+                    .into(),
+            );
         }
         Target::Postgres(_) | Target::OwnDb(_) => {
             return Err(

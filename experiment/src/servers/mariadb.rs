@@ -27,7 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Prefix of every server directory this module makes in the temp directory.
-const PREFIX: &str = "snowleak-mariadb-";
+const PREFIX: &str = "snowleak-mariadbd-";
 
 /// The Debian package that has the binaries, named in the error without them.
 pub const PACKAGE: &str = "mariadb-server";
@@ -351,12 +351,18 @@ pub fn sweep_stale() {
         };
         // The owner's pid is in the name, written in the same step as the
         // directory itself, so no sweep can see a server without its owner.
-        let owner = rest
+        // Only directories this module made: a pid in the name and a data
+        // directory inside (a test's scratch directory may share the prefix).
+        let Some(owner) = rest
             .split('-')
             .next()
-            .and_then(|pid| pid.parse::<u32>().ok());
-        let alive = owner.is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
-        if !alive {
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let ours = entry.path().join("data").is_dir();
+        let alive = Path::new(&format!("/proc/{owner}")).exists();
+        if ours && !alive {
             tracing::info!(dir = %entry.path().display(), "removing a MariaDB server left by a killed run");
             kill_and_remove(&entry.path());
         }

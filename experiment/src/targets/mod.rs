@@ -7,5 +7,6 @@
 //! target nor a command (`tests/architecture.rs` checks it).
 
 pub mod api;
+pub mod mariadb;
 pub mod postgres;
 pub mod simulator;

@@ -252,12 +252,17 @@ pub struct MariaArgs {
     /// MariaDB target, snowflake schema: the spread of the writers' clocks (default 0s), an assumption.
     #[arg(long, value_parser = parse_duration_ms)]
     pub clock_skew: Option<u64>,
+    /// MariaDB target: a poller reading the key forward (repeatable): incrementing (Kafka
+    /// Connect JDBC's), behind:n=N, or gaps:timeout=DURATION[,max=N] (Axon's gap tracking).
+    #[arg(long = "id-poller", value_name = "SPEC", value_parser = |s: &str| s.parse::<since_id::gaps::IdPolicy>())]
+    pub id_pollers: Vec<since_id::gaps::IdPolicy>,
 }
 
 impl MariaArgs {
     /// Every MariaDB flag with whether it was given.
-    fn given(&self) -> [(&'static str, bool); 4] {
+    fn given(&self) -> [(&'static str, bool); 5] {
         [
+            ("--id-poller", !self.id_pollers.is_empty()),
             ("--autoinc-lock-mode", self.autoinc_lock_mode.is_some()),
             ("--partition-every", self.partition_every.is_some()),
             ("--retain", self.retain.is_some()),
@@ -548,6 +553,17 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                     );
                 }
             }
+            if schema == mariadb::schema::Schema::Snowflake
+                && let Some(p) = m
+                    .id_pollers
+                    .iter()
+                    .find(|p| !matches!(p, since_id::gaps::IdPolicy::Incrementing))
+            {
+                return Err(format!(
+                    "--id-poller {p} counts IDs one by one; Snowflake IDs are not consecutive \
+                     (use --schema autoinc, or compensated:k=... on snowflake)"
+                ));
+            }
             Target::Mariadb(MariaOpts {
                 schema,
                 lock_mode: m
@@ -558,6 +574,7 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                 clock_skew_ms: m.clock_skew.unwrap_or(0),
                 partition_every_ms: m.partition_every.unwrap_or(10 * 60 * 1000),
                 retain: m.retain.unwrap_or(6),
+                id_pollers: m.id_pollers.clone(),
             })
         }
         Kind::OwnDb(url) => {
@@ -602,7 +619,16 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
             })
         }
     };
-    let pollers = if args.pollers.is_empty() {
+    let mariadb_id_only = matches!(&target, Target::Mariadb(o) if !o.id_pollers.is_empty());
+    let pollers = if args.pollers.is_empty() && mariadb_id_only {
+        // Only the ID pollers asked for: no since_id poller beside them.
+        Vec::new()
+    } else if args.pollers.is_empty()
+        && matches!(&target, Target::Mariadb(o) if o.schema == mariadb::schema::Schema::Autoinc)
+    {
+        // AUTO_INCREMENT IDs carry no time: the default is the naive poller alone.
+        vec![CursorPolicy::Naive]
+    } else if args.pollers.is_empty() {
         default_pollers()
     } else {
         args.pollers

@@ -3,6 +3,7 @@
 //! into run.db. Wiring only.
 
 use super::MariaOpts;
+use super::id_pollers::{IdMachine, IdTarget};
 use super::schema::{Partition, Partitions, Schema};
 use super::source::MariaTarget;
 use super::writers::{self, Output, Workload, Written};
@@ -11,6 +12,7 @@ use crate::record::{RecordSender, Recorder, TruthRow};
 use crate::servers::mariadb::{self as server, Server};
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
 use mysql_async::prelude::Queryable;
+use since_id::gaps::{GapStats, IdPoller};
 use since_id::id::{Id, Layout};
 use since_id::poller::Poller;
 use std::sync::{Arc, Mutex};
@@ -235,7 +237,16 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         .zip(&args.pollers)
         .map(|(name, p)| Poller::new(name.clone(), *p, layout.clone(), limit, args.max_back_pages))
         .collect();
-    let infos = session::poller_infos(&pollers);
+    let mut infos = session::poller_infos(&pollers);
+    let id_names = id_poller_names(opts, &names);
+    for (name, policy) in id_names.iter().zip(&opts.id_pollers) {
+        infos.push(crate::record::PollerRow {
+            name: name.clone(),
+            policy: policy.to_string(),
+            ..Default::default()
+        });
+    }
+    let all_names: Vec<String> = names.iter().chain(&id_names).cloned().collect();
     let final_wait_ms = args
         .pollers
         .iter()
@@ -243,7 +254,7 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         .max()
         .unwrap_or(0);
     let stored = MariaConfig {
-        common: StoredConfig::common(args, limit, names.clone(), &layout),
+        common: StoredConfig::common(args, limit, all_names.clone(), &layout),
         table: super::schema::TABLE,
         workload: &workload,
         server_version: &version,
@@ -272,7 +283,32 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
     let run_id = recorder.run_id;
     let pool = mysql_async::Pool::new(db_opts.clone());
     let target = MariaTarget::new(pool.clone(), layout.clone());
-    let progress = Arc::new(Mutex::new(Tally::new(&pollers)));
+    let mut tally = Tally::new(&pollers);
+    for name in &id_names {
+        tally.progress.late_arrivals.push((name.clone(), 0));
+    }
+    let progress = Arc::new(Mutex::new(tally));
+    let gap_stats = Arc::new(Mutex::new(vec![GapStats::default(); id_names.len()]));
+    let id_plan = drive::Plan {
+        layout: layout.clone(),
+        pollers: id_names
+            .iter()
+            .zip(&opts.id_pollers)
+            .enumerate()
+            .map(|(slot, (name, policy))| IdMachine {
+                // AUTO_INCREMENT starts at 1, and the table is empty at the
+                // start: a row missing below the first one read is a gap too.
+                poller: IdPoller::new(name.clone(), *policy, limit, args.max_back_pages)
+                    .starting_after(0),
+                stats: gap_stats.clone(),
+                slot,
+            })
+            .collect(),
+        first_index: names.len(),
+        interval_ms: args.interval_ms,
+        duration_ms: args.duration_ms,
+        final_wait_ms,
+    };
 
     let shutdown = Shutdown::install("the writers stop, the pollers make their last cycle");
     let stop_rx = shutdown.requested.clone();
@@ -307,14 +343,30 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         writers_stop.clone(),
     ));
     let plan = session::plan_of(args, &layout, pollers, final_wait_ms);
-    let mut pollers_task = Box::pin(drive::run_real(
+    let since_task = drive::run_real(
         plan,
         target,
         None,
         recorder.sender(),
         progress.clone(),
         stop_rx.clone(),
-    ));
+    );
+    let id_task = drive::run_real(
+        id_plan,
+        IdTarget::new(pool.clone()),
+        None,
+        recorder.sender(),
+        progress.clone(),
+        stop_rx.clone(),
+    );
+    let mut pollers_task = Box::pin(async move {
+        let (a, b) = tokio::join!(since_task, id_task);
+        if a == StopReason::Interrupted || b == StopReason::Interrupted {
+            StopReason::Interrupted
+        } else {
+            StopReason::Duration
+        }
+    });
     let sender = recorder.sender();
     let take = || std::mem::take(&mut output.lock().unwrap_or_else(|e| e.into_inner()).written);
     let mut brackets: Vec<Written> = Vec::new();
@@ -366,6 +418,17 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
             .map(|e| format!(", {} failed (last: {e})", retention.failed))
             .unwrap_or_default(),
     );
+    for (name, s) in id_names
+        .iter()
+        .zip(gap_stats.lock().unwrap_or_else(|e| e.into_inner()).iter())
+    {
+        if s.opened > 0 || s.rereads > 0 {
+            notes.push_str(&format!(
+                "{name}: {} gaps opened, {} filled, {} given up after the timeout, {} untracked, {} re-reads\n",
+                s.opened, s.filled, s.expired, s.untracked, s.rereads
+            ));
+        }
+    }
     if opts.clock_skew_ms > 0 {
         notes.push_str(&format!(
             "assumption: writer clocks skewed by {:?} ms\n",
@@ -380,6 +443,23 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         progress,
         notes,
     })
+}
+
+/// The ID pollers' names: their policies, numbered when one repeats or
+/// clashes with a since_id poller's name.
+fn id_poller_names(opts: &MariaOpts, taken: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for policy in &opts.id_pollers {
+        let base = policy.to_string();
+        let mut name = base.clone();
+        let mut n = 2;
+        while taken.contains(&name) || names.contains(&name) {
+            name = format!("{base}#{n}");
+            n += 1;
+        }
+        names.push(name);
+    }
+    names
 }
 
 /// Turns what the writers committed into truth rows (sent to the recorder);

@@ -7,6 +7,7 @@
 //! The mechanism and the figures: docs/mariadb.md.
 
 pub mod driver;
+pub mod id_pollers;
 pub mod schema;
 pub mod source;
 pub mod writers;
@@ -29,6 +30,9 @@ pub struct MariaOpts {
     pub partition_every_ms: u64,
     /// How many bounded partitions the job keeps (the newest; at least 2).
     pub retain: u32,
+    /// The ID pollers (`--id-poller`), beside the since_id ones (`--poller`).
+    #[serde(skip)]
+    pub id_pollers: Vec<since_id::gaps::IdPolicy>,
 }
 
 /// A MariaDB error in one line.

@@ -80,15 +80,6 @@ fn a_server_left_by_a_dead_process_is_swept() {
     );
 }
 
-fn rows(db: &Path, sql: &str) -> Vec<(String, i64)> {
-    let conn = Connection::open(db).unwrap();
-    let mut st = conn.prepare(sql).unwrap();
-    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
-}
-
 fn count(db: &Path, sql: &str) -> i64 {
     Connection::open(db)
         .unwrap()
@@ -96,15 +87,71 @@ fn count(db: &Path, sql: &str) -> i64 {
         .unwrap()
 }
 
-/// A naive poller at 20 Hz reads the autoinc table while 8 writers write:
-/// every row it never returned is checked against the truth with our own SQL.
-/// A row it was owed (its COMMIT returned before the poller's last request)
-/// and never got must have been passed over: some request sent before the
-/// row was visible returned a higher ID, and every later request asked for
-/// IDs above it. Nothing else may go missing, and nothing it returned may be
-/// unknown to the writers.
+/// Rows `poller` never returned though they were visible before its last
+/// request was sent: `(id, visible_at_ms)`, from the truth, by our own SQL.
+fn never_returned(conn: &Connection, poller: &str) -> Vec<(i64, i64)> {
+    let mut st = conn
+        .prepare(
+            "WITH mine AS (SELECT r.* FROM requests r JOIN pollers p ON p.id = r.poller_id \
+                           WHERE r.run_id = 1 AND p.name = ?1) \
+             SELECT CAST(t.id AS INTEGER), t.visible_at_ms FROM truth t WHERE t.run_id = 1 \
+             AND NOT EXISTS (SELECT 1 FROM observations o JOIN mine ON mine.id = o.request_id \
+                             WHERE o.status_id = t.id) \
+             AND t.visible_at_ms <= (SELECT MAX(sent_at_ms) FROM mine)",
+        )
+        .unwrap();
+    st.query_map([poller], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// Every row `poller` lost was passed over: a request of its own sent before
+/// the row was visible returned a higher ID, and every request it sent after
+/// the row was visible asked for IDs above it.
+fn assert_lost_only_behind_its_cursor(conn: &Connection, poller: &str) -> usize {
+    let lost = never_returned(conn, poller);
+    for (id, visible_at) in &lost {
+        let passed: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM requests r JOIN pollers p ON p.id = r.poller_id \
+                 JOIN observations o ON o.request_id = r.id \
+                 WHERE r.run_id = 1 AND p.name = ?3 AND r.sent_at_ms < ?1 \
+                 AND CAST(o.status_id AS INTEGER) > ?2",
+                rusqlite::params![visible_at, id, poller],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(
+            passed > 0,
+            "{poller}: row {id} lost without its cursor passing it"
+        );
+        let asked_below: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM requests r JOIN pollers p ON p.id = r.poller_id \
+                 WHERE r.run_id = 1 AND p.name = ?3 AND r.sent_at_ms >= ?1 AND r.error IS NULL \
+                 AND (r.since_id IS NULL OR CAST(r.since_id AS INTEGER) < ?2)",
+                rusqlite::params![visible_at, id, poller],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(
+            asked_below, 0,
+            "{poller}: row {id} was in a window yet never returned"
+        );
+    }
+    lost.len()
+}
+
+/// Pollers at 20 Hz read the autoinc table (interleaved lock mode) while 8
+/// writers write, and the rows they never returned are checked one by one
+/// against the truth with our own SQL: the naive since_id poller and
+/// Kafka Connect's incrementing query lose only rows their cursor passed
+/// before the rows were visible; gap tracking (a timeout longer than the
+/// run) loses nothing. Nothing returned is unknown to the writers, and the
+/// run records the lock mode the server reports.
 #[test]
-fn a_naive_poller_loses_only_rows_its_cursor_passed_before_they_were_visible() {
+fn on_autoinc_naive_pollers_lose_only_rows_passed_and_gap_tracking_loses_nothing() {
     let dir = common::temp_dir("mariadb-naive");
     let db = dir.join("run.db");
     let out = common::experiment_ok(&[
@@ -116,6 +163,10 @@ fn a_naive_poller_loses_only_rows_its_cursor_passed_before_they_were_visible() {
         "50ms",
         "--poller",
         "naive",
+        "--id-poller",
+        "incrementing",
+        "--id-poller",
+        "gaps:timeout=1m",
         "--writers",
         "8",
         "--write-rate",
@@ -127,8 +178,8 @@ fn a_naive_poller_loses_only_rows_its_cursor_passed_before_they_were_visible() {
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("innodb_autoinc_lock_mode 2"), "{stdout}");
-    let config: String = Connection::open(&db)
-        .unwrap()
+    let conn = Connection::open(&db).unwrap();
+    let config: String = conn
         .query_row("SELECT config FROM runs WHERE id = 1", [], |r| r.get(0))
         .unwrap();
     let config: serde_json::Value = serde_json::from_str(&config).unwrap();
@@ -146,57 +197,28 @@ fn a_naive_poller_loses_only_rows_its_cursor_passed_before_they_were_visible() {
         count(&db, "SELECT COUNT(*) FROM pg_truth WHERE run_id = 1"),
         "every row has its bracket"
     );
-    // Nothing returned that no writer committed.
     assert_eq!(
         count(
             &db,
             "SELECT COUNT(*) FROM observations o WHERE NOT EXISTS \
              (SELECT 1 FROM truth t WHERE t.run_id = 1 AND t.id = o.status_id)"
         ),
-        0
+        0,
+        "nothing returned that no writer committed"
     );
-    // Rows never returned, visible before the poller's last request was sent.
-    let never_returned = rows(
-        &db,
-        "SELECT t.id, t.visible_at_ms FROM truth t WHERE t.run_id = 1 \
-         AND NOT EXISTS (SELECT 1 FROM observations o WHERE o.status_id = t.id) \
-         AND t.visible_at_ms <= (SELECT MAX(sent_at_ms) FROM requests WHERE run_id = 1)",
+    let naive = assert_lost_only_behind_its_cursor(&conn, "naive");
+    let incrementing = assert_lost_only_behind_its_cursor(&conn, "incrementing");
+    let gaps = never_returned(&conn, "gaps:timeout=1m,max=10000");
+    assert_eq!(gaps, vec![], "gap tracking lost rows");
+    // The gap poller did read: every row but those after its last request.
+    assert!(
+        count(
+            &db,
+            "SELECT COUNT(DISTINCT o.status_id) FROM observations o JOIN requests r ON r.id = o.request_id \
+             JOIN pollers p ON p.id = r.poller_id WHERE p.name = 'gaps:timeout=1m,max=10000'"
+        ) > 1000
     );
-    let conn = Connection::open(&db).unwrap();
-    for (id, visible_at) in &never_returned {
-        let id: i64 = id.parse().unwrap();
-        // Passed over: a request sent before it was visible returned a higher ID.
-        let passed: i64 = conn
-            .query_row(
-                "SELECT COUNT(*) FROM requests r JOIN observations o ON o.request_id = r.id \
-                 WHERE r.run_id = 1 AND r.sent_at_ms < ?1 AND CAST(o.status_id AS INTEGER) > ?2",
-                rusqlite::params![visible_at, id],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert!(
-            passed > 0,
-            "row {id} was lost without the cursor passing it"
-        );
-        // And every request sent after it was visible asked above it.
-        let asked_below: i64 = conn
-            .query_row(
-                "SELECT COUNT(*) FROM requests WHERE run_id = 1 AND sent_at_ms >= ?1 \
-                 AND error IS NULL AND (since_id IS NULL OR CAST(since_id AS INTEGER) < ?2)",
-                rusqlite::params![visible_at, id],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert_eq!(
-            asked_below, 0,
-            "row {id} was in a window yet never returned"
-        );
-    }
-    eprintln!(
-        "{} rows written, {} lost by the naive poller",
-        written,
-        never_returned.len()
-    );
+    eprintln!("{written} rows written; lost: naive {naive}, incrementing {incrementing}, gaps 0");
 }
 
 /// Bad input is one line and exit status 2.

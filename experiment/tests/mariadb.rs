@@ -221,6 +221,130 @@ fn on_autoinc_naive_pollers_lose_only_rows_passed_and_gap_tracking_loses_nothing
     eprintln!("{written} rows written; lost: naive {naive}, incrementing {incrementing}, gaps 0");
 }
 
+/// The retention job meets a lagging poller: one incrementing poller pauses
+/// for 6 s while the job drops a partition every 2 s (keeping 3: the one
+/// ahead, the one written to, the one before), another reads on. One
+/// writer, so commits come in ID order and nothing leaks by commit order:
+/// every row a poller never returned must have been dropped (truth
+/// `deleted_at_ms`, from `partition_drops`) before any request of that poller
+/// that could have returned it; the paused poller's lost rows are exactly the
+/// dropped rows it never read, all dropped during its pause; its cursor is
+/// flagged below the oldest ID kept.
+#[test]
+fn a_paused_poller_loses_exactly_the_rows_dropped_before_it_read_them() {
+    let dir = common::temp_dir("mariadb-retention");
+    let db = dir.join("run.db");
+    let out = common::experiment_ok(&[
+        "--target",
+        "mariadb",
+        "--duration",
+        "12s",
+        "--interval",
+        "200ms",
+        "--id-poller",
+        "incrementing,pause=6s@2s",
+        "--id-poller",
+        "incrementing",
+        "--writers",
+        "1",
+        "--write-rate",
+        "100",
+        "--partition-every",
+        "2s",
+        "--retain",
+        "3",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("incrementing,pause=6s@2s: cursor below the oldest ID kept"),
+        "{stdout}"
+    );
+    let conn = Connection::open(&db).unwrap();
+    let drops = count(&db, "SELECT COUNT(*) FROM partition_drops WHERE run_id = 1");
+    assert!(drops >= 3, "the job dropped partitions ({drops})");
+    // Every truth row in a dropped range is marked deleted at that drop, and no other.
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM truth t WHERE t.run_id = 1 AND t.deleted_at_ms IS NOT \
+             (SELECT d.sent_at_ms FROM partition_drops d WHERE d.run_id = 1 \
+              AND CAST(t.id AS INTEGER) >= d.lo_id AND CAST(t.id AS INTEGER) < d.hi_id)"
+        ),
+        0
+    );
+    let started: i64 = conn
+        .query_row("SELECT started_at_ms FROM runs WHERE id = 1", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    for poller in ["incrementing,pause=6s@2s", "incrementing"] {
+        for (id, visible_at) in never_returned(&conn, poller) {
+            let deleted_at: Option<i64> = conn
+                .query_row(
+                    "SELECT deleted_at_ms FROM truth WHERE run_id = 1 AND CAST(id AS INTEGER) = ?1",
+                    [id],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            let deleted_at =
+                deleted_at.unwrap_or_else(|| panic!("{poller}: row {id} lost but never dropped"));
+            // No request of the poller, sent after the row was visible and
+            // answered before the drop, had it in its window on a short page.
+            let could_have: i64 = conn
+                .query_row(
+                    "SELECT COUNT(*) FROM requests r JOIN pollers p ON p.id = r.poller_id \
+                     WHERE r.run_id = 1 AND p.name = ?1 AND r.error IS NULL \
+                     AND r.sent_at_ms >= ?2 AND r.received_at_ms < ?3 AND r.items < r.page_limit \
+                     AND (r.since_id IS NULL OR CAST(r.since_id AS INTEGER) < ?4)",
+                    rusqlite::params![poller, visible_at, deleted_at, id],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(
+                could_have, 0,
+                "{poller}: row {id} was readable before its drop"
+            );
+        }
+    }
+    assert_eq!(
+        never_returned(&conn, "incrementing"),
+        vec![],
+        "a poller that keeps up loses nothing to a job that keeps the last period"
+    );
+    // The paused poller's lost rows: exactly the dropped rows it never read,
+    // each dropped while it was paused.
+    let lost: Vec<(i64, i64)> = never_returned(&conn, "incrementing,pause=6s@2s");
+    let dropped_unread: Vec<(i64, i64)> = {
+        let mut st = conn
+            .prepare(
+                "SELECT CAST(t.id AS INTEGER), t.deleted_at_ms FROM truth t WHERE t.run_id = 1 \
+                 AND t.deleted_at_ms IS NOT NULL AND NOT EXISTS (SELECT 1 FROM observations o \
+                 JOIN requests r ON r.id = o.request_id JOIN pollers p ON p.id = r.poller_id \
+                 WHERE p.name = 'incrementing,pause=6s@2s' AND o.status_id = t.id) \
+                 ORDER BY 1",
+            )
+            .unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let mut lost_ids: Vec<i64> = lost.iter().map(|(id, _)| *id).collect();
+    lost_ids.sort_unstable();
+    let dropped_ids: Vec<i64> = dropped_unread.iter().map(|(id, _)| *id).collect();
+    assert!(!lost_ids.is_empty(), "the pause met a drop");
+    assert_eq!(lost_ids, dropped_ids);
+    for (id, deleted_at) in dropped_unread {
+        let at = deleted_at - started;
+        assert!(
+            (2000..8000 + 200).contains(&at),
+            "row {id} dropped at +{at} ms, outside the pause"
+        );
+    }
+}
+
 /// Bad input is one line and exit status 2.
 #[test]
 fn mariadb_flags_are_refused_where_they_do_not_apply() {

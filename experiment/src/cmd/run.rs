@@ -252,16 +252,22 @@ pub struct MariaArgs {
     /// MariaDB target, snowflake schema: the spread of the writers' clocks (default 0s), an assumption.
     #[arg(long, value_parser = parse_duration_ms)]
     pub clock_skew: Option<u64>,
+    /// MariaDB target: after the run, bare single-row autocommit inserts on the same server for
+    /// this long, from as many connections as --writers (the reference of the writers' rate).
+    #[arg(long, value_parser = parse_interval)]
+    pub bare_inserts: Option<u64>,
     /// MariaDB target: a poller reading the key forward (repeatable): incrementing (Kafka
     /// Connect JDBC's), behind:n=N, or gaps:timeout=DURATION[,max=N] (Axon's gap tracking).
-    #[arg(long = "id-poller", value_name = "SPEC", value_parser = |s: &str| s.parse::<since_id::gaps::IdPolicy>())]
-    pub id_pollers: Vec<since_id::gaps::IdPolicy>,
+    /// `,pause=DURATION@AT` makes it lag (sends nothing for DURATION from AT after the start).
+    #[arg(long = "id-poller", value_name = "SPEC", value_parser = |s: &str| s.parse::<mariadb::id_pollers::IdPollerSpec>())]
+    pub id_pollers: Vec<mariadb::id_pollers::IdPollerSpec>,
 }
 
 impl MariaArgs {
     /// Every MariaDB flag with whether it was given.
-    fn given(&self) -> [(&'static str, bool); 5] {
+    fn given(&self) -> [(&'static str, bool); 6] {
         [
+            ("--bare-inserts", self.bare_inserts.is_some()),
             ("--id-poller", !self.id_pollers.is_empty()),
             ("--autoinc-lock-mode", self.autoinc_lock_mode.is_some()),
             ("--partition-every", self.partition_every.is_some()),
@@ -557,7 +563,7 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                 && let Some(p) = m
                     .id_pollers
                     .iter()
-                    .find(|p| !matches!(p, since_id::gaps::IdPolicy::Incrementing))
+                    .find(|p| !matches!(p.policy, since_id::gaps::IdPolicy::Incrementing))
             {
                 return Err(format!(
                     "--id-poller {p} counts IDs one by one; Snowflake IDs are not consecutive \
@@ -575,6 +581,7 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                 partition_every_ms: m.partition_every.unwrap_or(10 * 60 * 1000),
                 retain: m.retain.unwrap_or(6),
                 id_pollers: m.id_pollers.clone(),
+                bare_inserts_ms: m.bare_inserts,
             })
         }
         Kind::OwnDb(url) => {

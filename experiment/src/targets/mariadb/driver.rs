@@ -3,6 +3,7 @@
 //! into run.db. Wiring only.
 
 use super::MariaOpts;
+use super::id_pollers::IdReport;
 use super::id_pollers::{IdMachine, IdTarget};
 use super::schema::{Partition, Partitions, Schema};
 use super::source::MariaTarget;
@@ -12,9 +13,10 @@ use crate::record::{RecordSender, Recorder, TruthRow};
 use crate::servers::mariadb::{self as server, Server};
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
 use mysql_async::prelude::Queryable;
-use since_id::gaps::{GapStats, IdPoller};
+use since_id::gaps::IdPoller;
 use since_id::id::{Id, Layout};
 use since_id::poller::Poller;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -186,6 +188,7 @@ async fn retention_job(
     mut plan: Partitions,
     start_ms: i64,
     out: Arc<Mutex<Retention>>,
+    oldest_kept: Arc<AtomicI64>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut conn = match mysql_async::Conn::new(server_opts).await {
@@ -206,7 +209,9 @@ async fn retention_job(
             _ = stop.wait_for(|s| *s) => break,
         }
         round += 1;
-        if let Err(e) = retention_round(&mut conn, &opts, &mut plan, &out).await {
+        let result = retention_round(&mut conn, &opts, &mut plan, &out).await;
+        oldest_kept.store(plan.oldest_lo(), Ordering::Relaxed);
+        if let Err(e) = result {
             tracing::warn!("retention job: {e}");
             let mut r = out.lock().unwrap_or_else(|e| e.into_inner());
             r.failed += 1;
@@ -288,20 +293,24 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         tally.progress.late_arrivals.push((name.clone(), 0));
     }
     let progress = Arc::new(Mutex::new(tally));
-    let gap_stats = Arc::new(Mutex::new(vec![GapStats::default(); id_names.len()]));
+    let gap_stats = Arc::new(Mutex::new(vec![IdReport::default(); id_names.len()]));
+    let oldest_kept = Arc::new(AtomicI64::new(partitions.oldest_lo()));
     let id_plan = drive::Plan {
         layout: layout.clone(),
         pollers: id_names
             .iter()
             .zip(&opts.id_pollers)
             .enumerate()
-            .map(|(slot, (name, policy))| IdMachine {
+            .map(|(slot, (name, spec))| IdMachine {
                 // AUTO_INCREMENT starts at 1, and the table is empty at the
                 // start: a row missing below the first one read is a gap too.
-                poller: IdPoller::new(name.clone(), *policy, limit, args.max_back_pages)
+                poller: IdPoller::new(name.clone(), spec.policy, limit, args.max_back_pages)
                     .starting_after(0),
+                spec: *spec,
+                start_ms,
                 stats: gap_stats.clone(),
                 slot,
+                oldest_kept: oldest_kept.clone(),
             })
             .collect(),
         first_index: names.len(),
@@ -340,6 +349,7 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         partitions,
         start_ms,
         retention.clone(),
+        oldest_kept.clone(),
         writers_stop.clone(),
     ));
     let plan = session::plan_of(args, &layout, pollers, final_wait_ms);
@@ -397,7 +407,7 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
     let retention = std::mem::take(&mut *retention.lock().unwrap_or_else(|e| e.into_inner()));
     write_after(&args.db, run_id, &brackets, &retention.dropped)?;
     writers_result?;
-    let out = output.lock().unwrap_or_else(|e| e.into_inner());
+    let out = std::mem::take(&mut *output.lock().unwrap_or_else(|e| e.into_inner()));
     let mut notes = format!(
         "MariaDB {version}, innodb_autoinc_lock_mode {lock_mode}, schema {schema}\n\
          writers: {} commits ({:.0}/s), {} failed transactions{}\n\
@@ -418,16 +428,37 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
             .map(|e| format!(", {} failed (last: {e})", retention.failed))
             .unwrap_or_default(),
     );
-    for (name, s) in id_names
+    for (name, report) in id_names
         .iter()
         .zip(gap_stats.lock().unwrap_or_else(|e| e.into_inner()).iter())
     {
+        if let Some(at) = report.first_expired_at_ms {
+            notes.push_str(&format!(
+                "{name}: cursor below the oldest ID kept at {} requests (the first sent at {}): \
+                 rows between were dropped unread\n",
+                report.expired_cursor,
+                since_id::time::rfc3339_ms(at)
+            ));
+        }
+        let s = report.gaps;
         if s.opened > 0 || s.rereads > 0 {
             notes.push_str(&format!(
                 "{name}: {} gaps opened, {} filled, {} given up after the timeout, {} untracked, {} re-reads\n",
                 s.opened, s.filled, s.expired, s.untracked, s.rereads
             ));
         }
+    }
+    if let Some(ms) = opts.bare_inserts_ms {
+        let writers_rate = out.commits as f64 * 1000.0 / args.duration_ms.max(1) as f64;
+        let inserts = writers::bare_inserts(db_opts.clone(), opts.writers, ms).await?;
+        let bare_rate = inserts as f64 * 1000.0 / ms.max(1) as f64;
+        notes.push_str(&format!(
+            "bare single-row autocommit inserts, {} connections, {} ms: {inserts} ({bare_rate:.0}/s); \
+             the writers' events reached {:.3} of that\n",
+            opts.writers,
+            ms,
+            writers_rate / bare_rate.max(f64::MIN_POSITIVE)
+        ));
     }
     if opts.clock_skew_ms > 0 {
         notes.push_str(&format!(
@@ -554,6 +585,8 @@ mod database_tests {
             clock_skew_ms: 0,
             partition_every_ms: 1000,
             retain: 2,
+            id_pollers: Vec::new(),
+            bare_inserts_ms: None,
         };
         rt.block_on(async {
             let mut plan = super::first_partitions(&opts, 0);

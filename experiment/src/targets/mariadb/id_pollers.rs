@@ -12,9 +12,73 @@
 use crate::drive::{Exchange, Fetched, Machine, PollTarget, Records, Tally};
 use crate::record::{RequestRecord, StatusRecord};
 use mysql_async::prelude::Queryable;
+use since_id::gaps::IdPolicy;
 use since_id::gaps::{GapStats, IdPoller, IdRequest};
 use since_id::id::{Id, Layout};
+use since_id::time::{format_duration_ms, parse_duration_ms};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// An ID poller as `--id-poller` gives it: a policy, and perhaps a pause
+/// (`,pause=DURATION@AT`: from AT after the run's start it sends nothing for
+/// DURATION, as a relay that is down or stuck does; its final cycle is
+/// never paused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdPollerSpec {
+    pub policy: IdPolicy,
+    /// `(at_ms, for_ms)` after the run's start.
+    pub pause: Option<(u64, u64)>,
+}
+
+impl std::str::FromStr for IdPollerSpec {
+    type Err = String;
+
+    /// ```text
+    /// incrementing,pause=5m@10m   gaps:timeout=30s   behind:n=100,pause=30s@1m
+    /// ```
+    fn from_str(s: &str) -> Result<IdPollerSpec, String> {
+        let (head, pause) = match s.split_once(",pause=") {
+            Some((head, pause)) => (head, Some(pause)),
+            None => (s, None),
+        };
+        let policy: IdPolicy = head.parse()?;
+        let pause = pause
+            .map(|p| {
+                let bad = |why: String| {
+                    format!("bad pause '{p}' in '{s}': {why}; expected DURATION@AT such as 5m@10m")
+                };
+                let (d, at) = p.split_once('@').ok_or_else(|| bad("no '@'".into()))?;
+                let d = parse_duration_ms(d).map_err(|e| bad(e.to_string()))?;
+                let at = parse_duration_ms(at).map_err(|e| bad(e.to_string()))?;
+                Ok::<_, String>((at, d))
+            })
+            .transpose()?;
+        Ok(IdPollerSpec { policy, pause })
+    }
+}
+
+impl std::fmt::Display for IdPollerSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.policy)?;
+        if let Some((at, d)) = self.pause {
+            write!(
+                f,
+                ",pause={}@{}",
+                format_duration_ms(d),
+                format_duration_ms(at)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl IdPollerSpec {
+    /// Whether a tick at `elapsed_ms` after the start falls in the pause.
+    pub fn paused_at(&self, elapsed_ms: i64) -> bool {
+        self.pause
+            .is_some_and(|(at, d)| elapsed_ms >= at as i64 && elapsed_ms < (at + d) as i64)
+    }
+}
 
 /// The event table read forward, over a pool of connections.
 #[derive(Clone)]
@@ -67,13 +131,30 @@ impl PollTarget<IdRequest, i64> for IdTarget {
     }
 }
 
-/// An [`IdPoller`] as the poll loop drives it; its gap statistics are
-/// published to `stats` after every response, for the run's summary.
+/// What an ID poller's run came to, for the summary.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IdReport {
+    pub gaps: GapStats,
+    /// Requests whose cursor lay below the oldest ID the retention job kept:
+    /// IDs between the cursor and that one were dropped before this poller
+    /// read them, and `id > cursor` silently returned the next partition's rows.
+    pub expired_cursor: u64,
+    /// When the first such request was sent.
+    pub first_expired_at_ms: Option<i64>,
+}
+
+/// An [`IdPoller`] as the poll loop drives it; its report is published to
+/// `stats` after every response, for the run's summary.
 pub struct IdMachine {
     pub poller: IdPoller,
-    /// Where its statistics go (slot `slot`).
-    pub stats: Arc<Mutex<Vec<GapStats>>>,
+    pub spec: IdPollerSpec,
+    /// The run's start, for the pause.
+    pub start_ms: i64,
+    /// Where its report goes (slot `slot`).
+    pub stats: Arc<Mutex<Vec<IdReport>>>,
     pub slot: usize,
+    /// The lowest ID the retention job keeps (the oldest partition's lower bound).
+    pub oldest_kept: Arc<AtomicI64>,
 }
 
 impl Machine for IdMachine {
@@ -81,6 +162,9 @@ impl Machine for IdMachine {
     type Row = i64;
 
     fn tick(&mut self, now_ms: i64, last: bool) -> Option<IdRequest> {
+        if !last && self.spec.paused_at(now_ms - self.start_ms) {
+            return None;
+        }
         Some(self.poller.tick(now_ms, last))
     }
 
@@ -105,6 +189,11 @@ impl Machine for IdMachine {
             wait_ms,
         } = exchange;
         let since = req.after.map(|a| Id(a.max(0) as u128));
+        // Below the oldest partition kept: the IDs in between were dropped
+        // unread (only this check can tell; the query answers as ever).
+        let expired = req
+            .after
+            .is_some_and(|a| a + 1 < self.oldest_kept.load(Ordering::Relaxed));
         let mut row = RequestRecord {
             poller: index,
             request: rundb::RequestRow {
@@ -163,8 +252,37 @@ impl Machine for IdMachine {
             .unwrap_or_else(|e| e.into_inner())
             .get_mut(self.slot)
         {
-            *slot = self.poller.stats();
+            slot.gaps = self.poller.stats();
+            if expired {
+                slot.expired_cursor += 1;
+                slot.first_expired_at_ms.get_or_insert(sent_at_ms);
+            }
         }
         next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_with_a_pause_parse_print_and_pause() {
+        let s: IdPollerSpec = "incrementing,pause=5m@10m".parse().unwrap();
+        assert_eq!(s.pause, Some((600_000, 300_000)));
+        assert_eq!(s.to_string(), "incrementing,pause=5m@10m");
+        assert!(!s.paused_at(599_999));
+        assert!(s.paused_at(600_000));
+        assert!(!s.paused_at(900_000));
+        let g: IdPollerSpec = "gaps:timeout=30s".parse().unwrap();
+        assert_eq!(g.pause, None);
+        assert!(!g.paused_at(0));
+        for bad in [
+            "incrementing,pause=5m",
+            "incrementing,pause=x@1m",
+            "naive,pause=1s@1s",
+        ] {
+            assert!(bad.parse::<IdPollerSpec>().is_err(), "{bad}");
+        }
     }
 }

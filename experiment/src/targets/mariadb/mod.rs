@@ -30,9 +30,12 @@ pub struct MariaOpts {
     pub partition_every_ms: u64,
     /// How many bounded partitions the job keeps (the newest; at least 2).
     pub retain: u32,
+    /// After the run, bare single-row autocommit inserts for this long on the
+    /// same server (`--bare-inserts`): the reference of the writers' rate.
+    pub bare_inserts_ms: Option<u64>,
     /// The ID pollers (`--id-poller`), beside the since_id ones (`--poller`).
     #[serde(skip)]
-    pub id_pollers: Vec<since_id::gaps::IdPolicy>,
+    pub id_pollers: Vec<id_pollers::IdPollerSpec>,
 }
 
 /// A MariaDB error in one line.

@@ -389,6 +389,8 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         }
     };
     let writers_result = writers_task.await.map_err(|e| e.to_string())?;
+    // How long the writers wrote: the duration, or less after Ctrl-C.
+    let writing_ms = (crate::clock::now_ms() - start_ms).clamp(1, args.duration_ms.max(1) as i64);
     let _ = retention_task.await;
     brackets.extend(pump_truth(schema, take(), &sender));
     pool.disconnect().await.ok();
@@ -413,7 +415,7 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
          writers: {} commits ({:.0}/s), {} failed transactions{}\n\
          retention: {} partitions added, {} dropped ({} rows){}\n",
         out.commits,
-        out.commits as f64 * 1000.0 / args.duration_ms.max(1) as f64,
+        out.commits as f64 * 1000.0 / writing_ms.max(1) as f64,
         out.failed,
         out.last_error
             .as_ref()
@@ -449,7 +451,7 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         }
     }
     if let Some(ms) = opts.bare_inserts_ms {
-        let writers_rate = out.commits as f64 * 1000.0 / args.duration_ms.max(1) as f64;
+        let writers_rate = out.commits as f64 * 1000.0 / writing_ms as f64;
         let inserts = writers::bare_inserts(db_opts.clone(), opts.writers, ms).await?;
         let bare_rate = inserts as f64 * 1000.0 / ms.max(1) as f64;
         notes.push_str(&format!(
@@ -610,7 +612,7 @@ mod database_tests {
             super::retention_round(&mut conn, &opts, &mut plan, &out)
                 .await
                 .unwrap();
-            let r = out.lock().unwrap();
+            let r = std::mem::take(&mut *out.lock().unwrap());
             assert_eq!(r.added, 1);
             assert_eq!(r.dropped.len(), 1, "three partitions, two kept");
             let d = &r.dropped[0];

@@ -107,8 +107,9 @@ fn never_returned(conn: &Connection, poller: &str) -> Vec<(i64, i64)> {
 }
 
 /// Every row `poller` lost was passed over: a request of its own sent before
-/// the row was visible returned a higher ID, and every request it sent after
-/// the row was visible asked for IDs above it.
+/// the row was visible returned a higher ID, and no request it sent after
+/// the row was visible had it in its window (above the cursor, below a
+/// back page's upper bound).
 fn assert_lost_only_behind_its_cursor(conn: &Connection, poller: &str) -> usize {
     let lost = never_returned(conn, poller);
     for (id, visible_at) in &lost {
@@ -130,7 +131,8 @@ fn assert_lost_only_behind_its_cursor(conn: &Connection, poller: &str) -> usize 
             .query_row(
                 "SELECT COUNT(*) FROM requests r JOIN pollers p ON p.id = r.poller_id \
                  WHERE r.run_id = 1 AND p.name = ?3 AND r.sent_at_ms >= ?1 AND r.error IS NULL \
-                 AND (r.since_id IS NULL OR CAST(r.since_id AS INTEGER) < ?2)",
+                 AND (r.since_id IS NULL OR CAST(r.since_id AS INTEGER) < ?2) \
+                 AND (r.before_id IS NULL OR CAST(r.before_id AS INTEGER) > ?2)",
                 rusqlite::params![visible_at, id, poller],
                 |r| r.get(0),
             )

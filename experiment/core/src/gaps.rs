@@ -17,7 +17,10 @@
 //!   'gaps'"). A missing integer between two IDs read is a gap; gaps are
 //!   re-read at every cycle until they fill or `timeout` passes since they
 //!   were first missed; at most `max` are tracked (the lowest are given up
-//!   first), so memory is bounded whatever the table does.
+//!   first), so memory is bounded whatever the table does. (Axon bounds
+//!   them by distance, `maxGapOffset` = 10,000 below the highest index, and
+//!   times them out after `gapTimeout` = 60 s by default: AxonFramework
+//!   `JpaEventStorageEngine`'s builder.)
 //!
 //! Pure, like the rest of the core: no I/O, no clock. The driver asks
 //! [`IdPoller::tick`] for a request (passing the time), sends it, and feeds

@@ -399,3 +399,71 @@ fn mariadb_flags_are_refused_where_they_do_not_apply() {
         assert!(err.contains(expected), "{args:?}: {err}");
     }
 }
+
+/// A server that dies mid-run: failed requests and transactions, a clean
+/// end with a readable run.db, and the server's directory removed.
+#[test]
+fn a_server_that_dies_mid_run_gives_failed_requests_and_a_clean_end() {
+    let dir = common::temp_dir("mariadb-dies");
+    let db = dir.join("run.db");
+    let mut child = common::command(&[
+        "--target",
+        "mariadb",
+        "--duration",
+        "20s",
+        "--interval",
+        "200ms",
+        "--id-poller",
+        "incrementing",
+        "--db",
+        db.to_str().unwrap(),
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    // The child's server directory, once its server runs and the run records
+    // (its database's write-ahead log exists; the test does not open the
+    // database while the run creates it).
+    let prefix = format!("snowleak-mariadbd-{}-", child.id());
+    let server_dir = loop {
+        let found = std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .filter_map(Result::ok)
+            .find(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|e| e.path());
+        if let Some(d) = found
+            && d.join("mariadbd.pid").exists()
+            && dir.join("run.db-wal").exists()
+        {
+            break d;
+        }
+        if child.try_wait().unwrap().is_some() {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the run ended early: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        // A poll of the condition above, not a synchronisation by time.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let pid = std::fs::read_to_string(server_dir.join("mariadbd.pid")).unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!server_dir.exists(), "the server directory is removed");
+    assert_eq!(count(&db, "SELECT complete FROM runs WHERE id = 1"), 1);
+    assert!(
+        count(&db, "SELECT COUNT(*) FROM requests WHERE error IS NOT NULL") > 0,
+        "requests after the death failed"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("failed transactions (last:"), "{stdout}");
+}

@@ -60,7 +60,8 @@ pub struct Common {
     pub seed: u64,
     pub clock: ClockMode,
     pub timeout_ms: u64,
-    /// Never empty: [`default_pollers`] when none was given.
+    /// Never empty ([`default_pollers`] when none was given), except in a
+    /// MariaDB run with only `--id-poller`s.
     pub pollers: Vec<CursorPolicy>,
     /// No progress bar even on a terminal (`experiment sweep` runs many at once).
     pub quiet: bool,

@@ -46,6 +46,7 @@
 #![warn(missing_docs)]
 
 pub mod foreign;
+pub mod gaps;
 pub mod id;
 pub mod keyset;
 pub mod policy;

@@ -152,6 +152,19 @@ pub struct PgTruthRow {
     pub injected_sleep_ms: i64,
 }
 
+/// A row of `partition_drops` ([`crate::schema::PARTITION_DROPS`]): one
+/// partition a retention job dropped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartitionDropRow {
+    pub partition: String,
+    /// The dropped IDs: `lo_id <= id < hi_id`.
+    pub lo_id: i64,
+    pub hi_id: i64,
+    pub sent_at_ms: i64,
+    pub returned_at_ms: i64,
+    pub rows: i64,
+}
+
 /// A row of `client_requests` ([`crate::schema::CLIENT_REQUESTS`]): what a
 /// foreign client asked for, beside its `requests` row.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -136,6 +136,21 @@ CREATE TABLE IF NOT EXISTS ftt_trims (
     PRIMARY KEY (run_id, id, list)
 ) WITHOUT ROWID;";
 
+/// The partitions a retention job dropped during a run (MariaDB targets):
+/// which ID range (`lo_id <= id < hi_id`), when the `DROP PARTITION` was sent
+/// and when it returned, and how many rows it held. Created by the first run
+/// that drops one, so that other runs' files keep the tables of [`CREATE`].
+pub const PARTITION_DROPS: &str = "CREATE TABLE IF NOT EXISTS partition_drops (
+    run_id             INTEGER NOT NULL REFERENCES runs(id),
+    partition          TEXT NOT NULL,
+    lo_id              INTEGER NOT NULL,
+    hi_id              INTEGER NOT NULL,
+    sent_at_ms         INTEGER NOT NULL,
+    returned_at_ms     INTEGER NOT NULL,
+    rows               INTEGER NOT NULL,
+    PRIMARY KEY (run_id, partition)
+) WITHOUT ROWID;";
+
 /// What a client the harness did not write asked for, beside its request
 /// row (`experiment serve --record`): which client (a name, or a short hash
 /// of its credential, never the credential), the method and endpoint, and its

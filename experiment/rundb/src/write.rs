@@ -10,12 +10,12 @@
 
 use crate::Error;
 use crate::rows::{
-    ClientRequestRow, FttPushRow, FttTrimRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow,
-    TruthRow,
+    ClientRequestRow, FttPushRow, FttTrimRow, PartitionDropRow, PgTruthRow, PollerRow, RequestRow,
+    RunRow, StatusRow, TruthRow,
 };
 use crate::schema::{
-    APPLICATION_ID, CLIENT_REQUESTS, CREATE, FTT_PUSHES, PG_TRUTH, SCHEMA_VERSION, TABLES,
-    TRUTH_AUTHORS,
+    APPLICATION_ID, CLIENT_REQUESTS, CREATE, FTT_PUSHES, PARTITION_DROPS, PG_TRUTH, SCHEMA_VERSION,
+    TABLES, TRUTH_AUTHORS,
 };
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 use std::path::Path;
@@ -521,6 +521,47 @@ pub fn insert_ftt(
         .map_err(write_error)?;
     for t in trims {
         st.execute(params![run_id, t.id, t.list, t.trimmed_at_ms])
+            .map_err(write_error)?;
+    }
+    Ok(())
+}
+
+/// Inserts the partitions a retention job dropped, creating
+/// `partition_drops` if needed, and marks the truth rows of each dropped
+/// range deleted when its `DROP PARTITION` was sent (the earliest moment
+/// they can have gone). `key` turns an ID into its `id_key`.
+pub fn insert_partition_drops(
+    conn: &Connection,
+    run_id: i64,
+    rows: &[PartitionDropRow],
+    key: impl Fn(i64) -> String,
+) -> Result<(), Error> {
+    conn.execute_batch(PARTITION_DROPS).map_err(write_error)?;
+    let mut st = conn
+        .prepare_cached(
+            "INSERT OR REPLACE INTO partition_drops (run_id, partition, lo_id, hi_id, sent_at_ms, \
+             returned_at_ms, rows) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .map_err(write_error)?;
+    let mut expire = conn
+        .prepare_cached(
+            "UPDATE truth SET deleted_at_ms = ?4 WHERE run_id = ?1 AND id_key >= ?2 \
+             AND id_key < ?3 AND deleted_at_ms IS NULL",
+        )
+        .map_err(write_error)?;
+    for d in rows {
+        st.execute(params![
+            run_id,
+            d.partition,
+            d.lo_id,
+            d.hi_id,
+            d.sent_at_ms,
+            d.returned_at_ms,
+            d.rows
+        ])
+        .map_err(write_error)?;
+        expire
+            .execute(params![run_id, key(d.lo_id), key(d.hi_id), d.sent_at_ms])
             .map_err(write_error)?;
     }
     Ok(())

@@ -12,6 +12,7 @@ use crate::record::PollerRow;
 use crate::session::{ClockMode, Common, RunSummary, default_pollers, poller_names};
 use crate::sim::faults::FaultSpec;
 use crate::targets::api::{self as api_target, ApiOpts};
+use crate::targets::mariadb::{self, MariaOpts};
 use crate::targets::misskey_ftt;
 use crate::targets::postgres::schema::Schema;
 use crate::targets::postgres::writers::Tail;
@@ -98,6 +99,8 @@ pub struct RunArgs {
     pub pg: PgArgs,
     #[command(flatten)]
     pub ftt: FttArgs,
+    #[command(flatten)]
+    pub maria: MariaArgs,
 }
 
 fn parse_policy(text: &str) -> Result<CursorPolicy, String> {
@@ -158,9 +161,10 @@ fn parse_interval(text: &str) -> Result<u64, String> {
 /// than silently ignored; the defaults are the methods' own.
 #[derive(Args, Debug, Clone, Default)]
 pub struct PgArgs {
-    /// PostgreSQL target: the schema the writers load (mastodon, outbox, snowflake; default mastodon).
-    #[arg(long, value_parser = parse_schema)]
-    pub schema: Option<Schema>,
+    /// The schema the writers load: PostgreSQL mastodon, outbox, snowflake (default mastodon);
+    /// MariaDB autoinc, snowflake (default autoinc).
+    #[arg(long)]
+    pub schema: Option<String>,
     /// PostgreSQL target: concurrent writer connections, 1 to 50 (default 8).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=50))]
     pub writers: Option<u32>,
@@ -183,8 +187,10 @@ pub struct PgArgs {
 }
 
 impl PgArgs {
-    fn schema(&self) -> Schema {
-        self.schema.unwrap_or(Schema::Mastodon)
+    fn schema(&self) -> Result<Schema, String> {
+        self.schema
+            .as_deref()
+            .map_or(Ok(Schema::Mastodon), str::parse)
     }
 
     fn writers(&self) -> u32 {
@@ -233,8 +239,45 @@ impl PgArgs {
     ];
 }
 
-fn parse_schema(s: &str) -> Result<Schema, String> {
-    s.parse()
+/// The options of the MariaDB target (`--target mariadb`); `None` unless
+/// given, so that one given elsewhere is refused.
+#[derive(Args, Debug, Clone, Default)]
+pub struct MariaArgs {
+    /// MariaDB target: the server's innodb_autoinc_lock_mode, 0, 1 or 2 (default 1, MariaDB's).
+    #[arg(long, value_parser = |s: &str| s.parse::<crate::servers::mariadb::LockMode>())]
+    pub autoinc_lock_mode: Option<crate::servers::mariadb::LockMode>,
+    /// MariaDB target: how often the retention job adds a partition and drops the oldest (default 10m).
+    #[arg(long, value_parser = parse_interval)]
+    pub partition_every: Option<u64>,
+    /// MariaDB target: how many partitions the retention job keeps, at least 2 (default 6).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..=100_000))]
+    pub retain: Option<u32>,
+    /// MariaDB target, snowflake schema: the spread of the writers' clocks (default 0s), an assumption.
+    #[arg(long, value_parser = parse_duration_ms)]
+    pub clock_skew: Option<u64>,
+    /// MariaDB target: after the run, bare single-row autocommit inserts on the same server for
+    /// this long, from as many connections as --writers (the reference of the writers' rate).
+    #[arg(long, value_parser = parse_interval)]
+    pub bare_inserts: Option<u64>,
+    /// MariaDB target: a poller reading the key forward (repeatable): incrementing (Kafka
+    /// Connect JDBC's), behind:n=N, or gaps:timeout=DURATION[,max=N] (Axon's gap tracking).
+    /// `,pause=DURATION@AT` makes it lag (sends nothing for DURATION from AT after the start).
+    #[arg(long = "id-poller", value_name = "SPEC", value_parser = |s: &str| s.parse::<mariadb::id_pollers::IdPollerSpec>())]
+    pub id_pollers: Vec<mariadb::id_pollers::IdPollerSpec>,
+}
+
+impl MariaArgs {
+    /// Every MariaDB flag with whether it was given.
+    fn given(&self) -> [(&'static str, bool); 6] {
+        [
+            ("--bare-inserts", self.bare_inserts.is_some()),
+            ("--id-poller", !self.id_pollers.is_empty()),
+            ("--autoinc-lock-mode", self.autoinc_lock_mode.is_some()),
+            ("--partition-every", self.partition_every.is_some()),
+            ("--retain", self.retain.is_some()),
+            ("--clock-skew", self.clock_skew.is_some()),
+        ]
+    }
 }
 
 fn parse_tail(s: &str) -> Result<Tail, String> {
@@ -350,6 +393,8 @@ pub enum Target {
     Api(ApiOpts),
     /// A throwaway PostgreSQL cluster.
     Postgres(PgOpts),
+    /// A throwaway MariaDB server.
+    Mariadb(MariaOpts),
     /// Your own PostgreSQL table, read-only.
     OwnDb(OwnDbOpts),
     /// Misskey's Fanout Timeline on a throwaway Redis and PostgreSQL.
@@ -363,6 +408,7 @@ enum Kind {
     Postgres,
     OwnDb(String),
     MisskeyFtt,
+    Mariadb,
 }
 
 impl Kind {
@@ -372,6 +418,9 @@ impl Kind {
         }
         if target == "misskey-ftt" {
             return Ok(Kind::MisskeyFtt);
+        }
+        if target == "mariadb" {
+            return Ok(Kind::Mariadb);
         }
         if let Some(url) = target.strip_prefix("postgres:") {
             return Ok(Kind::OwnDb(url.to_string()));
@@ -408,8 +457,46 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
     }
     let kind = Kind::of(&args.target)?;
     let pg = &args.pg;
+    if !matches!(kind, Kind::Mariadb) {
+        refuse_given(&args.maria.given(), |flag| {
+            format!(
+                "{flag} applies to --target mariadb only, not '{}'",
+                args.target
+            )
+        })?;
+    }
     let postgres_kind = matches!(kind, Kind::Postgres | Kind::OwnDb(_));
-    if postgres_kind {
+    if matches!(kind, Kind::Mariadb) {
+        if args.clock == ClockMode::Virtual {
+            return Err(
+                "--clock virtual runs the simulator only; MariaDB runs in real time".into(),
+            );
+        }
+        if args.pollers.contains(&CursorPolicy::Xmin) {
+            return Err(
+                "the xmin policy reads PostgreSQL's transaction horizon; it applies to --target postgres only, not 'mariadb'"
+                    .into(),
+            );
+        }
+        refuse_given(
+            &[
+                ("--config", args.config.is_some()),
+                ("--set", !args.sets.is_empty()),
+                ("--faults", args.faults.is_some()),
+                ("--backlog", args.backlog.is_some()),
+                ("--timeline", args.timeline.is_some()),
+                ("--list-id", args.list_id.is_some()),
+                ("--base-url", args.base_url.is_some()),
+                ("--layout", args.layout.is_some()),
+                ("--token-file", args.token_file.is_some()),
+            ],
+            |flag| format!("{flag} does not apply to --target mariadb"),
+        )?;
+        pg.refuse(
+            &["--pg-tail", "--table", "--id-column", "--via"],
+            "does not apply to --target mariadb",
+        )?;
+    } else if postgres_kind {
         if args.clock == ClockMode::Virtual {
             return Err(
                 "--clock virtual runs the simulator only; PostgreSQL runs in real time".into(),
@@ -579,7 +666,7 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                 &["--table", "--id-column"],
                 "is for your own database (--target postgres:URL)",
             )?;
-            let schema = pg.schema();
+            let schema = pg.schema()?;
             if schema == Schema::Outbox && args.pollers.iter().any(|p| p.k_ms().is_some()) {
                 return Err(
                     "the outbox schema's BIGSERIAL IDs carry no time, so compensated pollers mean nothing \
@@ -598,6 +685,52 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                 write_rate: pg.write_rate(),
                 tail: pg.pg_tail,
                 via: pg.via(),
+            })
+        }
+        Kind::Mariadb => {
+            let schema: mariadb::schema::Schema = pg
+                .schema
+                .as_deref()
+                .map_or(Ok(mariadb::schema::Schema::Autoinc), str::parse)?;
+            let m = &args.maria;
+            if schema == mariadb::schema::Schema::Autoinc {
+                if let Some(p) = args.pollers.iter().find(|p| p.k_ms().is_some()) {
+                    return Err(format!(
+                        "--poller {p}: AUTO_INCREMENT IDs carry no time, so a compensated poller means \
+                         nothing on the autoinc schema; use --schema snowflake"
+                    ));
+                }
+                if m.clock_skew.is_some() {
+                    return Err(
+                        "--clock-skew skews the Snowflake writers' clocks; AUTO_INCREMENT takes no clock \
+                         (use --schema snowflake)"
+                            .into(),
+                    );
+                }
+            }
+            if schema == mariadb::schema::Schema::Snowflake
+                && let Some(p) = m
+                    .id_pollers
+                    .iter()
+                    .find(|p| !matches!(p.policy, since_id::gaps::IdPolicy::Incrementing))
+            {
+                return Err(format!(
+                    "--id-poller {p} counts IDs one by one; Snowflake IDs are not consecutive \
+                     (use --schema autoinc, or compensated:k=... on snowflake)"
+                ));
+            }
+            Target::Mariadb(MariaOpts {
+                schema,
+                lock_mode: m
+                    .autoinc_lock_mode
+                    .unwrap_or(crate::servers::mariadb::LockMode::DEFAULT),
+                writers: pg.writers(),
+                write_rate: pg.write_rate(),
+                clock_skew_ms: m.clock_skew.unwrap_or(0),
+                partition_every_ms: m.partition_every.unwrap_or(10 * 60 * 1000),
+                retain: m.retain.unwrap_or(6),
+                id_pollers: m.id_pollers.clone(),
+                bare_inserts_ms: m.bare_inserts,
             })
         }
         Kind::OwnDb(url) => {
@@ -642,7 +775,16 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
             })
         }
     };
-    let pollers = if args.pollers.is_empty() {
+    let mariadb_id_only = matches!(&target, Target::Mariadb(o) if !o.id_pollers.is_empty());
+    let pollers = if args.pollers.is_empty() && mariadb_id_only {
+        // Only the ID pollers asked for: no since_id poller beside them.
+        Vec::new()
+    } else if args.pollers.is_empty()
+        && matches!(&target, Target::Mariadb(o) if o.schema == mariadb::schema::Schema::Autoinc)
+    {
+        // AUTO_INCREMENT IDs carry no time: the default is the naive poller alone.
+        vec![CursorPolicy::Naive]
+    } else if args.pollers.is_empty() {
         default_pollers()
     } else {
         args.pollers
@@ -672,6 +814,7 @@ pub fn run_experiment(args: RunArgs) -> Result<RunSummary, String> {
         Target::Postgres(opts) => postgres::run(common, opts),
         Target::OwnDb(opts) => postgres::run_own(common, opts),
         Target::MisskeyFtt(opts) => misskey_ftt::run(common, opts),
+        Target::Mariadb(opts) => mariadb::run(common, opts),
     }
 }
 
@@ -715,6 +858,13 @@ pub fn dry_run(args: RunArgs) -> Result<String, String> {
             return Err(
                 "--dry-run shows a real API's requests; misskey-ftt serves its own on loopback \
                  (docs/misskey-ftt.md)"
+                    .into(),
+            );
+        }
+        Target::Mariadb(_) => {
+            return Err(
+                "--dry-run shows HTTP requests; --target mariadb sends only the SELECTs documented \
+                 in docs/mariadb.md"
                     .into(),
             );
         }

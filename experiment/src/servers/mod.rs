@@ -2,5 +2,6 @@
 //! its end: shared by the targets that need them, so that no target imports
 //! another to get one.
 
+pub mod mariadb;
 pub mod postgres;
 pub mod redis;

@@ -7,6 +7,7 @@
 //! target nor a command (`tests/architecture.rs` checks it).
 
 pub mod api;
+pub mod mariadb;
 pub mod misskey_ftt;
 pub mod postgres;
 pub mod simulator;

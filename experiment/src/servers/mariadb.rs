@@ -1,0 +1,397 @@
+//! A throwaway MariaDB server for one run: `mariadb-install-db` into a fresh
+//! temporary directory, `mariadbd` started from the system's binaries on a
+//! Unix socket in that directory only (`--skip-networking`), with durable
+//! commits (`innodb_flush_log_at_trx_commit=1`, the InnoDB default: the log
+//! is written and flushed at each commit) and the AUTO_INCREMENT lock mode
+//! the run asks for (`innodb_autoinc_lock_mode` 0, 1 or 2, MariaDB KB
+//! "AUTO_INCREMENT Handling in InnoDB"; MariaDB's default is 1). Dropping the
+//! handle kills the server and removes the directory, on every way out of a
+//! run (end, error, Ctrl-C, panic).
+//!
+//! A run killed with SIGKILL cannot clean up; its directory's name carries
+//! the pid of the process that made it, and the next start sweeps away every
+//! directory whose owner is gone, killing its server first (the server's pid
+//! is in `mariadbd.pid` there). Servers of live processes (parallel tests)
+//! are left alone.
+//!
+//! `mariadbd` refuses to run as root unless told to (`--user=root`, MariaDB
+//! KB "mariadbd Options"), so as root it is told to: the directory is ours
+//! and thrown away. The root account is made with
+//! `--auth-root-authentication-method=normal` (no password), so the client
+//! logs in over the socket without the `unix_socket` plugin.
+
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Prefix of every server directory this module makes in the temp directory.
+const PREFIX: &str = "snowleak-mariadbd-";
+
+/// The Debian package that has the binaries, named in the error without them.
+pub const PACKAGE: &str = "mariadb-server";
+
+/// How long a fresh server may take to accept connections.
+const READY_WITHIN: Duration = Duration::from_secs(60);
+
+/// `innodb_autoinc_lock_mode`: 0 traditional, 1 consecutive (MariaDB's
+/// default), 2 interleaved (MySQL 8's default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LockMode(u8);
+
+impl LockMode {
+    /// MariaDB's default, 1 ("consecutive").
+    pub const DEFAULT: LockMode = LockMode(1);
+
+    pub fn value(self) -> u8 {
+        self.0
+    }
+}
+
+impl std::str::FromStr for LockMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<LockMode, String> {
+        match s {
+            "0" => Ok(LockMode(0)),
+            "1" => Ok(LockMode(1)),
+            "2" => Ok(LockMode(2)),
+            _ => Err(format!(
+                "bad innodb_autoinc_lock_mode '{s}': expected 0 (traditional), 1 (consecutive) or 2 (interleaved)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for LockMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Where the two binaries are.
+#[derive(Clone, Debug)]
+pub struct Binaries {
+    pub server: PathBuf,
+    pub install_db: PathBuf,
+}
+
+/// `mariadbd` and `mariadb-install-db`: on the PATH, or in `/usr/sbin` and
+/// `/usr/bin`, where Debian's `mariadb-server` puts them (`/usr/sbin` is not
+/// on an ordinary user's PATH).
+pub fn find_binaries() -> Result<Binaries, String> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.extend(["/usr/sbin", "/usr/bin"].map(PathBuf::from));
+    let find = |name: &str| dirs.iter().map(|d| d.join(name)).find(|p| p.is_file());
+    match (find("mariadbd"), find("mariadb-install-db")) {
+        (Some(server), Some(install_db)) => Ok(Binaries { server, install_db }),
+        _ => Err(format!(
+            "cannot find mariadbd and mariadb-install-db (looked on the PATH, in /usr/sbin and /usr/bin); \
+             install MariaDB (Debian: apt-get install {PACKAGE})"
+        )),
+    }
+}
+
+fn running_as_root() -> bool {
+    // The owner of /proc/self is the effective uid of this process.
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// A running throwaway server. Dropping it kills the server and removes its directory.
+#[derive(Debug)]
+pub struct Server {
+    dir: PathBuf,
+    child: Option<Child>,
+    lock_mode: LockMode,
+}
+
+impl Server {
+    /// Makes and starts a server; it accepts connections on return.
+    pub fn start(lock_mode: LockMode) -> Result<Server, String> {
+        let bin = find_binaries()?;
+        sweep_stale();
+        let dir = std::env::temp_dir().join(format!(
+            "{PREFIX}{}-{}",
+            std::process::id(),
+            crate::clock::now_ms()
+                .unsigned_abs()
+                .wrapping_mul(1_000_003)
+                .wrapping_add(unique())
+        ));
+        std::fs::create_dir(&dir)
+            .map_err(|e| format!("cannot make the server directory {}: {e}", dir.display()))?;
+        // From here on, dropping `server` cleans up whatever was made.
+        let mut server = Server {
+            dir,
+            child: None,
+            lock_mode,
+        };
+        let root = running_as_root();
+        let data = server.dir.join("data");
+        let mut install = Command::new(&bin.install_db);
+        install
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .arg("--auth-root-authentication-method=normal")
+            .arg("--skip-test-db");
+        if root {
+            install.arg("--user=root");
+        }
+        run_quietly(install, "mariadb-install-db")?;
+        let log = server.dir.join("server.log");
+        let mut command = Command::new(&bin.server);
+        command
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--socket={}", server.socket().display()))
+            .arg(format!(
+                "--pid-file={}",
+                server.dir.join("mariadbd.pid").display()
+            ))
+            .arg(format!("--log-error={}", log.display()))
+            .arg("--skip-networking")
+            .arg("--innodb-flush-log-at-trx-commit=1")
+            .arg(format!("--innodb-autoinc-lock-mode={lock_mode}"))
+            // Small, since several servers may run at once (parallel tests).
+            .arg("--innodb-buffer-pool-size=64M")
+            .arg("--max-connections=100")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if root {
+            command.arg("--user=root");
+        }
+        let child = command
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", bin.server.display()))?;
+        server.child = Some(child);
+        server.wait_ready(&log)?;
+        Ok(server)
+    }
+
+    /// The directory holding the data directory, the socket and the server log.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The Unix socket the server listens on.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.join("mariadbd.sock")
+    }
+
+    /// The lock mode the server was started with (read it back with [`settings`]).
+    pub fn lock_mode(&self) -> LockMode {
+        self.lock_mode
+    }
+
+    /// Connection options for the server's root account over its socket, in `db`.
+    pub fn opts(&self, db: Option<&str>) -> mysql_async::Opts {
+        mysql_async::OptsBuilder::default()
+            .socket(Some(self.socket().to_string_lossy().into_owned()))
+            .user(Some("root"))
+            .db_name(db)
+            .into()
+    }
+
+    /// Waits until the server greets a connection on its socket, within
+    /// [`READY_WITHIN`]; fails at once if the server exits.
+    fn wait_ready(&mut self, log: &Path) -> Result<(), String> {
+        let deadline = Instant::now() + READY_WITHIN;
+        loop {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                return Err(format!(
+                    "mariadbd exited at start ({status}): {}",
+                    last_error_line(log)
+                ));
+            }
+            if greets(&self.socket()) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "mariadbd did not accept connections within {} s: {}",
+                    READY_WITHIN.as_secs(),
+                    last_error_line(log)
+                ));
+            }
+            // A poll, not a synchronisation: each round connects afresh.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Whether a server answers on `socket` with the protocol's greeting (its
+/// first packet: a 4-byte header, then protocol version 10; MariaDB KB
+/// "Connection" / "Initial Handshake Packet").
+fn greets(socket: &Path) -> bool {
+    let Ok(mut stream) = std::os::unix::net::UnixStream::connect(socket) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut header = [0u8; 5];
+    stream.read_exact(&mut header).is_ok() && header[4] == 10
+}
+
+/// The server's version and its `innodb_autoinc_lock_mode`, as it reports them.
+pub async fn settings(conn: &mut mysql_async::Conn) -> Result<(String, u8), String> {
+    use mysql_async::prelude::Queryable;
+    let row: Option<(String, u8)> = conn
+        .query_first("SELECT VERSION(), @@innodb_autoinc_lock_mode")
+        .await
+        .map_err(|e| format!("cannot read the server's settings: {e}"))?;
+    row.ok_or_else(|| "the server returned no settings".to_string())
+}
+
+fn run_quietly(mut command: Command, name: &str) -> Result<(), String> {
+    let out = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {name}: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&out.stderr);
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("no message");
+    Err(format!("{name} failed ({}): {last}", out.status))
+}
+
+fn last_error_line(log: &Path) -> String {
+    std::fs::read_to_string(log)
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .rev()
+                .find(|l| l.contains("[ERROR]"))
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| format!("see {}", log.display()))
+}
+
+/// A per-process counter, so that two servers started in the same ms differ.
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Kills the server whose pid file is in `dir` (if that process is a
+/// `mariadbd` of this directory) and removes the directory.
+fn kill_and_remove(dir: &Path) {
+    let pid = std::fs::read_to_string(dir.join("mariadbd.pid"))
+        .ok()
+        .and_then(|t| t.trim().parse::<i32>().ok());
+    if let Some(pid) = pid {
+        // Only a mariadbd whose command line names this directory's unique
+        // part (the name after the owner's pid): a pid reused by something
+        // else is left alone.
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let unique_part = name
+            .strip_prefix(PREFIX)
+            .and_then(|rest| rest.split_once('-'))
+            .map_or("", |(_, u)| u);
+        let ours = cmdline.contains("mariadbd")
+            && !unique_part.is_empty()
+            && cmdline.contains(unique_part);
+        if ours {
+            // SAFETY: kill(2) with a pid and a signal number has no memory effects.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+            wait_gone(pid);
+        }
+    }
+    if let Err(e) = std::fs::remove_dir_all(dir) {
+        tracing::warn!(dir = %dir.display(), "removing the MariaDB server directory: {e}");
+    }
+}
+
+/// Waits (bounded) until a killed process that is not our child is gone.
+fn wait_gone(pid: i32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    while Instant::now() < deadline {
+        let zombie_or_gone = std::fs::read_to_string(proc_dir.join("stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        if zombie_or_gone {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Removes the servers of processes that no longer exist (runs killed with SIGKILL).
+pub fn sweep_stale() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let Some(rest) = name.strip_prefix(PREFIX) else {
+            continue;
+        };
+        // The owner's pid is in the name, written in the same step as the
+        // directory itself, so no sweep can see a server without its owner.
+        // Only directories this module made: a pid in the name and a data
+        // directory inside (a test's scratch directory may share the prefix).
+        let Some(owner) = rest
+            .split('-')
+            .next()
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let ours = entry.path().join("data").is_dir();
+        let alive = Path::new(&format!("/proc/{owner}")).exists();
+        if ours && !alive {
+            tracing::info!(dir = %entry.path().display(), "removing a MariaDB server left by a killed run");
+            kill_and_remove(&entry.path());
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Killed: a throwaway server needs no clean shutdown on the way out.
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            tracing::warn!(dir = %self.dir.display(), "removing the MariaDB server directory: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_modes_parse() {
+        for m in ["0", "1", "2"] {
+            assert_eq!(m.parse::<LockMode>().unwrap().to_string(), m);
+        }
+        let err = "3".parse::<LockMode>().unwrap_err();
+        assert!(err.starts_with("bad innodb_autoinc_lock_mode '3'"), "{err}");
+    }
+}

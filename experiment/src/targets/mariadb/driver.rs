@@ -1,0 +1,641 @@
+//! `--target mariadb`: a throwaway server, the schema and its retention job,
+//! the writers loading it, the pollers reading it over SQL, the truth pumped
+//! into run.db. Wiring only.
+
+use super::MariaOpts;
+use super::id_pollers::IdReport;
+use super::id_pollers::{IdMachine, IdTarget};
+use super::schema::{Partition, Partitions, Schema};
+use super::source::MariaTarget;
+use super::writers::{self, Output, Workload, Written};
+use crate::drive::{self, StopReason, Tally};
+use crate::record::{RecordSender, Recorder, TruthRow};
+use crate::servers::mariadb::{self as server, Server};
+use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
+use mysql_async::prelude::Queryable;
+use since_id::gaps::IdPoller;
+use since_id::id::{Id, Layout};
+use since_id::poller::Poller;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The database the run makes on its server.
+pub const DB: &str = "snowleak";
+
+/// Runs the experiment against a throwaway MariaDB server.
+pub fn run(common: Common, opts: MariaOpts) -> Result<RunSummary, String> {
+    let server = Server::start(opts.lock_mode)?;
+    let runtime = session::runtime()?;
+    let result = runtime.block_on(drive(&common, &opts, &server));
+    drop(runtime);
+    drop(server);
+    result
+}
+
+/// Everything stored about the run, as JSON in `runs.config`.
+#[derive(serde::Serialize)]
+struct MariaConfig<'a> {
+    #[serde(flatten)]
+    common: StoredConfig<'a>,
+    table: &'static str,
+    workload: &'a Workload,
+    /// As the server reports them (`VERSION()`, `@@innodb_autoinc_lock_mode`).
+    server_version: &'a str,
+    autoinc_lock_mode: u8,
+    partition_every_ms: u64,
+    retain: u32,
+    /// Said aloud: skewed writer clocks are our assumption, not MariaDB's behaviour.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    assumption: Option<String>,
+}
+
+/// Creates the run's database and schema; returns the server's version and lock mode.
+pub async fn prepare(
+    server: &Server,
+    schema: Schema,
+    partitions: &Partitions,
+) -> Result<(String, u8), String> {
+    let e = |what: &str, e: mysql_async::Error| format!("{what}: {}", super::db_error(&e));
+    let mut conn = mysql_async::Conn::new(server.opts(None))
+        .await
+        .map_err(|err| e("cannot connect to MariaDB", err))?;
+    let settings = server::settings(&mut conn).await?;
+    conn.query_drop(format!("CREATE DATABASE {DB}"))
+        .await
+        .map_err(|err| e("cannot create the database", err))?;
+    conn.query_drop(format!("USE {DB}"))
+        .await
+        .map_err(|err| e("cannot use the database", err))?;
+    for sql in schema.ddl(partitions) {
+        conn.query_drop(sql)
+            .await
+            .map_err(|err| e(&format!("cannot create the {schema} schema"), err))?;
+    }
+    let _ = conn.disconnect().await;
+    Ok(settings)
+}
+
+/// The first two partitions: each holds one `--partition-every` of events
+/// (by ID time for Snowflake IDs, by the expected count for AUTO_INCREMENT).
+pub fn first_partitions(opts: &MariaOpts, start_ms: i64) -> Partitions {
+    let every = opts.partition_every_ms as i64;
+    match opts.schema {
+        Schema::Snowflake => {
+            let at = |ms: i64| Layout::twitter().min_id_at(ms).0 as i64;
+            Partitions::new(at(start_ms + every), at(start_ms + 2 * every), opts.retain)
+        }
+        Schema::Autoinc => {
+            let width = per_partition(opts);
+            Partitions::new(width + 1, 2 * width + 1, opts.retain)
+        }
+    }
+}
+
+/// AUTO_INCREMENT IDs a partition is made for: the writers' rate times the period.
+fn per_partition(opts: &MariaOpts) -> i64 {
+    ((opts.write_rate * opts.partition_every_ms as f64 / 1000.0).ceil() as i64).max(1)
+}
+
+/// The bound of the partition the job adds now, one period ahead of the
+/// writers: by ID time for Snowflake IDs; for AUTO_INCREMENT, one period's
+/// count past the last bound, or past the highest ID (`max_id`) if the
+/// writers have gone beyond it.
+fn next_bound(opts: &MariaOpts, now_ms: i64, last_hi: i64, max_id: i64) -> i64 {
+    match opts.schema {
+        Schema::Snowflake => {
+            Layout::twitter()
+                .min_id_at(now_ms + 2 * opts.partition_every_ms as i64)
+                .0 as i64
+        }
+        Schema::Autoinc => last_hi.max(max_id + 1) + per_partition(opts),
+    }
+}
+
+/// One partition the job dropped.
+#[derive(Clone, Debug)]
+pub struct Dropped {
+    pub partition: Partition,
+    pub sent_at_ms: i64,
+    pub returned_at_ms: i64,
+    pub rows: i64,
+}
+
+/// What the retention job did and what went wrong.
+#[derive(Default)]
+pub struct Retention {
+    pub dropped: Vec<Dropped>,
+    pub added: u64,
+    pub failed: u64,
+    pub last_error: Option<String>,
+}
+
+/// One round of the retention job: add the next partition, drop the oldest
+/// beyond `retain`, each drop recorded in `out`.
+pub async fn retention_round(
+    conn: &mut mysql_async::Conn,
+    opts: &MariaOpts,
+    plan: &mut Partitions,
+    out: &Arc<Mutex<Retention>>,
+) -> Result<(), String> {
+    let e = |e: mysql_async::Error| super::db_error(&e);
+    let max_id: Option<i64> = conn
+        .query_first("SELECT COALESCE(MAX(id), 0) FROM events")
+        .await
+        .map_err(e)?;
+    let bound = next_bound(
+        opts,
+        crate::clock::now_ms(),
+        plan.last_hi(),
+        max_id.unwrap_or(0),
+    );
+    let (part, sql) = plan.add_sql(bound);
+    conn.query_drop(sql).await.map_err(e)?;
+    plan.added(part);
+    out.lock().unwrap_or_else(|e| e.into_inner()).added += 1;
+    while let Some((part, sql)) = plan.next_drop() {
+        let rows: Option<i64> = conn
+            .query_first(format!(
+                "SELECT COUNT(*) FROM events PARTITION ({})",
+                part.name
+            ))
+            .await
+            .map_err(e)?;
+        let sent_at_ms = crate::clock::now_ms();
+        conn.query_drop(sql).await.map_err(e)?;
+        let returned_at_ms = crate::clock::now_ms();
+        plan.dropped();
+        tracing::info!(partition = %part.name, lo = part.lo, hi = part.hi, "partition dropped");
+        out.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .dropped
+            .push(Dropped {
+                partition: part,
+                sent_at_ms,
+                returned_at_ms,
+                rows: rows.unwrap_or(0),
+            });
+    }
+    Ok(())
+}
+
+/// The retention job: a round every `--partition-every` from the start
+/// until `stop` turns true.
+async fn retention_job(
+    server_opts: mysql_async::Opts,
+    opts: MariaOpts,
+    mut plan: Partitions,
+    start_ms: i64,
+    out: Arc<Mutex<Retention>>,
+    oldest_kept: Arc<AtomicI64>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut conn = match mysql_async::Conn::new(server_opts).await {
+        Ok(conn) => conn,
+        Err(e) => {
+            let mut r = out.lock().unwrap_or_else(|e| e.into_inner());
+            r.failed += 1;
+            r.last_error = Some(super::db_error(&e));
+            return;
+        }
+    };
+    let mut round = 1i64;
+    loop {
+        let due = start_ms + round * opts.partition_every_ms as i64;
+        let wait = Duration::from_millis((due - crate::clock::now_ms()).max(0) as u64);
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.wait_for(|s| *s) => break,
+        }
+        round += 1;
+        let result = retention_round(&mut conn, &opts, &mut plan, &out).await;
+        oldest_kept.store(plan.oldest_lo(), Ordering::Relaxed);
+        if let Err(e) = result {
+            tracing::warn!("retention job: {e}");
+            let mut r = out.lock().unwrap_or_else(|e| e.into_inner());
+            r.failed += 1;
+            r.last_error = Some(e);
+        }
+    }
+    let _ = conn.disconnect().await;
+}
+
+async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSummary, String> {
+    let schema = opts.schema;
+    let layout = schema.layout();
+    let start_ms = crate::clock::now_ms();
+    let partitions = first_partitions(opts, start_ms);
+    let (version, lock_mode) = prepare(server, schema, &partitions).await?;
+    let db_opts = server.opts(Some(DB));
+    let workload = Workload {
+        schema,
+        writers: opts.writers,
+        rate_per_s: opts.write_rate,
+        clock_offsets_ms: writers::clock_offsets(opts.writers, opts.clock_skew_ms, args.seed),
+        seed: args.seed,
+    };
+    let limit = args.limit as usize;
+    let names = session::poller_names(&args.pollers);
+    let pollers: Vec<Poller> = names
+        .iter()
+        .zip(&args.pollers)
+        .map(|(name, p)| Poller::new(name.clone(), *p, layout.clone(), limit, args.max_back_pages))
+        .collect();
+    let mut infos = session::poller_infos(&pollers);
+    let id_names = id_poller_names(opts, &names);
+    for (name, policy) in id_names.iter().zip(&opts.id_pollers) {
+        infos.push(crate::record::PollerRow {
+            name: name.clone(),
+            policy: policy.to_string(),
+            ..Default::default()
+        });
+    }
+    let all_names: Vec<String> = names.iter().chain(&id_names).cloned().collect();
+    let final_wait_ms = args
+        .pollers
+        .iter()
+        .filter_map(|p| p.k_ms())
+        .max()
+        .unwrap_or(0);
+    let stored = MariaConfig {
+        common: StoredConfig::common(args, limit, all_names.clone(), &layout),
+        table: super::schema::TABLE,
+        workload: &workload,
+        server_version: &version,
+        autoinc_lock_mode: lock_mode,
+        partition_every_ms: opts.partition_every_ms,
+        retain: opts.retain,
+        assumption: (opts.clock_skew_ms > 0).then(|| {
+            format!(
+                "writer clocks skewed: offsets {:?} ms (--clock-skew {} ms)",
+                workload.clock_offsets_ms, opts.clock_skew_ms
+            )
+        }),
+    };
+    let run_info = session::run_row(
+        args,
+        RunRowParts {
+            started_at_ms: start_ms,
+            layout: &layout,
+            page_limit: limit,
+            profile: Some(schema.to_string()),
+            seed: Some(args.seed),
+            config: &stored,
+        },
+    )?;
+    let recorder = Recorder::create(&args.db, &run_info, &infos)?;
+    let run_id = recorder.run_id;
+    let pool = mysql_async::Pool::new(db_opts.clone());
+    let target = MariaTarget::new(pool.clone(), layout.clone());
+    let mut tally = Tally::new(&pollers);
+    for name in &id_names {
+        tally.progress.late_arrivals.push((name.clone(), 0));
+    }
+    let progress = Arc::new(Mutex::new(tally));
+    let gap_stats = Arc::new(Mutex::new(vec![IdReport::default(); id_names.len()]));
+    let oldest_kept = Arc::new(AtomicI64::new(partitions.oldest_lo()));
+    let id_plan = drive::Plan {
+        layout: layout.clone(),
+        pollers: id_names
+            .iter()
+            .zip(&opts.id_pollers)
+            .enumerate()
+            .map(|(slot, (name, spec))| IdMachine {
+                // AUTO_INCREMENT starts at 1, and the table is empty at the
+                // start: a row missing below the first one read is a gap too.
+                poller: IdPoller::new(name.clone(), spec.policy, limit, args.max_back_pages)
+                    .starting_after(0),
+                spec: *spec,
+                start_ms,
+                stats: gap_stats.clone(),
+                slot,
+                oldest_kept: oldest_kept.clone(),
+            })
+            .collect(),
+        first_index: names.len(),
+        interval_ms: args.interval_ms,
+        duration_ms: args.duration_ms,
+        final_wait_ms,
+    };
+
+    let shutdown = Shutdown::install("the writers stop, the pollers make their last cycle");
+    let stop_rx = shutdown.requested.clone();
+    tracing::info!(run = run_id, db = %args.db.display(), version = %version, lock_mode, "run started");
+    let end_ms = start_ms + args.duration_ms as i64;
+    // The writers and the retention job stop at the end of the duration or at a signal.
+    let (writers_stop_tx, writers_stop) = watch::channel(false);
+    {
+        let mut stop = stop_rx.clone();
+        tokio::spawn(async move {
+            let until_end = Duration::from_millis((end_ms - crate::clock::now_ms()).max(0) as u64);
+            tokio::select! {
+                _ = tokio::time::sleep(until_end) => {}
+                _ = stop.wait_for(|s| *s) => {}
+            }
+            let _ = writers_stop_tx.send(true);
+        });
+    }
+    let output = Arc::new(Mutex::new(Output::default()));
+    let writers_task = {
+        let (db_opts, workload, output) = (db_opts.clone(), workload.clone(), output.clone());
+        let stop = writers_stop.clone();
+        tokio::spawn(async move { writers::run_writers(db_opts, workload, output, stop).await })
+    };
+    let retention = Arc::new(Mutex::new(Retention::default()));
+    let retention_task = tokio::spawn(retention_job(
+        db_opts.clone(),
+        opts.clone(),
+        partitions,
+        start_ms,
+        retention.clone(),
+        oldest_kept.clone(),
+        writers_stop.clone(),
+    ));
+    let plan = session::plan_of(args, &layout, pollers, final_wait_ms);
+    let since_task = drive::run_real(
+        plan,
+        target,
+        None,
+        recorder.sender(),
+        progress.clone(),
+        stop_rx.clone(),
+    );
+    let id_task = drive::run_real(
+        id_plan,
+        IdTarget::new(pool.clone()),
+        None,
+        recorder.sender(),
+        progress.clone(),
+        stop_rx.clone(),
+    );
+    let mut pollers_task = Box::pin(async move {
+        let (a, b) = tokio::join!(since_task, id_task);
+        if a == StopReason::Interrupted || b == StopReason::Interrupted {
+            StopReason::Interrupted
+        } else {
+            StopReason::Duration
+        }
+    });
+    let sender = recorder.sender();
+    let take = || std::mem::take(&mut output.lock().unwrap_or_else(|e| e.into_inner()).written);
+    let mut brackets: Vec<Written> = Vec::new();
+    let reason = loop {
+        tokio::select! {
+            reason = &mut pollers_task => break reason,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                brackets.extend(pump_truth(schema, take(), &sender));
+            }
+        }
+    };
+    let writers_result = writers_task.await.map_err(|e| e.to_string())?;
+    // How long the writers wrote: the duration, or less after Ctrl-C.
+    let writing_ms = (crate::clock::now_ms() - start_ms).clamp(1, args.duration_ms.max(1) as i64);
+    let _ = retention_task.await;
+    brackets.extend(pump_truth(schema, take(), &sender));
+    pool.disconnect().await.ok();
+    let stopped = shutdown.was_requested();
+    drop(shutdown);
+    let reason = match (reason, stopped) {
+        (_, true) => session::end_reason(StopReason::Interrupted),
+        (reason, false) => session::end_reason(reason),
+    };
+    let progress = progress
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .progress
+        .clone();
+    recorder.finish(crate::clock::now_ms(), true, reason)?;
+    let retention = std::mem::take(&mut *retention.lock().unwrap_or_else(|e| e.into_inner()));
+    write_after(&args.db, run_id, &brackets, &retention.dropped)?;
+    writers_result?;
+    let out = std::mem::take(&mut *output.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut notes = format!(
+        "MariaDB {version}, innodb_autoinc_lock_mode {lock_mode}, schema {schema}\n\
+         writers: {} commits ({:.0}/s), {} failed transactions{}\n\
+         retention: {} partitions added, {} dropped ({} rows){}\n",
+        out.commits,
+        out.commits as f64 * 1000.0 / writing_ms.max(1) as f64,
+        out.failed,
+        out.last_error
+            .as_ref()
+            .map(|e| format!(" (last: {e})"))
+            .unwrap_or_default(),
+        retention.added,
+        retention.dropped.len(),
+        retention.dropped.iter().map(|d| d.rows).sum::<i64>(),
+        retention
+            .last_error
+            .as_ref()
+            .map(|e| format!(", {} failed (last: {e})", retention.failed))
+            .unwrap_or_default(),
+    );
+    for (name, report) in id_names
+        .iter()
+        .zip(gap_stats.lock().unwrap_or_else(|e| e.into_inner()).iter())
+    {
+        if let Some(at) = report.first_expired_at_ms {
+            notes.push_str(&format!(
+                "{name}: cursor below the oldest ID kept at {} requests (the first sent at {}): \
+                 rows between were dropped unread\n",
+                report.expired_cursor,
+                since_id::time::rfc3339_ms(at)
+            ));
+        }
+        let s = report.gaps;
+        if s.opened > 0 || s.rereads > 0 {
+            notes.push_str(&format!(
+                "{name}: {} gaps opened, {} filled, {} given up after the timeout, {} untracked, {} re-reads\n",
+                s.opened, s.filled, s.expired, s.untracked, s.rereads
+            ));
+        }
+    }
+    if let Some(ms) = opts.bare_inserts_ms {
+        let writers_rate = out.commits as f64 * 1000.0 / writing_ms as f64;
+        let inserts = writers::bare_inserts(db_opts.clone(), opts.writers, ms).await?;
+        let bare_rate = inserts as f64 * 1000.0 / ms.max(1) as f64;
+        notes.push_str(&format!(
+            "bare single-row autocommit inserts, {} connections, {} ms: {inserts} ({bare_rate:.0}/s); \
+             the writers' events reached {:.3} of that\n",
+            opts.writers,
+            ms,
+            writers_rate / bare_rate.max(f64::MIN_POSITIVE)
+        ));
+    }
+    if opts.clock_skew_ms > 0 {
+        notes.push_str(&format!(
+            "assumption: writer clocks skewed by {:?} ms\n",
+            workload.clock_offsets_ms
+        ));
+    }
+    tracing::info!(run = run_id, reason, "run finished");
+    Ok(RunSummary {
+        run_id,
+        db: args.db.clone(),
+        complete: true,
+        progress,
+        notes,
+    })
+}
+
+/// The ID pollers' names: their policies, numbered when one repeats or
+/// clashes with a since_id poller's name.
+fn id_poller_names(opts: &MariaOpts, taken: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for policy in &opts.id_pollers {
+        let base = policy.to_string();
+        let mut name = base.clone();
+        let mut n = 2;
+        while taken.contains(&name) || names.contains(&name) {
+            name = format!("{base}#{n}");
+            n += 1;
+        }
+        names.push(name);
+    }
+    names
+}
+
+/// Turns what the writers committed into truth rows (sent to the recorder);
+/// returns them for `pg_truth`.
+fn pump_truth(schema: Schema, pending: Vec<Written>, sender: &RecordSender) -> Vec<Written> {
+    if pending.is_empty() {
+        return pending;
+    }
+    let truth = pending
+        .iter()
+        .map(|w| TruthRow {
+            id: w.id.to_string(),
+            id_key: Id(w.id as u128).sort_key(),
+            id_time_ms: writers::id_time_ms(schema, w),
+            posted_at_ms: w.xact_start_ms,
+            // The conservative end of the bracket: owed only to requests sent
+            // after COMMIT returned; the clocks read whole ms, so the next ms
+            // (as targets/postgres/driver.rs does, for the same reason).
+            visible_at_ms: w.commit_returned_ms + 1,
+            deleted_at_ms: None,
+            origin: "local".into(),
+        })
+        .collect();
+    sender.truth(truth);
+    pending
+}
+
+/// After the recorder finished: each event's bracket in `pg_truth`, and the
+/// dropped partitions in `partition_drops` (their truth rows marked deleted).
+fn write_after(
+    db: &std::path::Path,
+    run_id: i64,
+    brackets: &[Written],
+    dropped: &[Dropped],
+) -> Result<(), String> {
+    let e = |e: rusqlite::Error| format!("cannot write {}: {e}", db.display());
+    let r = |err: rundb::Error| format!("cannot write {}: {err}", db.display());
+    let mut conn = rusqlite::Connection::open(db).map_err(e)?;
+    conn.busy_timeout(Duration::from_secs(10)).map_err(e)?;
+    let rows: Vec<rundb::PgTruthRow> = brackets
+        .iter()
+        .map(|w| rundb::PgTruthRow {
+            id: w.id.to_string(),
+            xid: format!("writer {}", w.writer),
+            xact_start_ms: w.xact_start_ms,
+            commit_ts_ms: None,
+            commit_returned_ms: w.commit_returned_ms,
+            injected_sleep_ms: 0,
+        })
+        .collect();
+    let drops: Vec<rundb::PartitionDropRow> = dropped
+        .iter()
+        .map(|d| rundb::PartitionDropRow {
+            partition: d.partition.name.clone(),
+            lo_id: d.partition.lo,
+            hi_id: d.partition.hi,
+            sent_at_ms: d.sent_at_ms,
+            returned_at_ms: d.returned_at_ms,
+            rows: d.rows,
+        })
+        .collect();
+    let tx = conn.transaction().map_err(e)?;
+    rundb::write::insert_pg_truth(&tx, run_id, &rows).map_err(r)?;
+    if !drops.is_empty() {
+        rundb::write::insert_partition_drops(&tx, run_id, &drops, |id| {
+            Id(id.max(0) as u128).sort_key()
+        })
+        .map_err(r)?;
+    }
+    tx.commit().map_err(e)
+}
+
+#[cfg(test)]
+mod database_tests {
+    use super::*;
+    use crate::servers::mariadb::LockMode;
+    use crate::targets::mariadb::writers::{Event, SnowflakeGen, write_event};
+
+    /// The retention job on a real server: a round adds the next partition and
+    /// drops exactly the oldest beyond --retain, with the rows it says.
+    #[test]
+    fn the_retention_job_drops_exactly_the_partitions_it_says() {
+        let server = Server::start(LockMode::DEFAULT)
+            .expect("MariaDB must start for this test (Debian: mariadb-server)");
+        let rt = session::runtime().unwrap();
+        let opts = MariaOpts {
+            schema: Schema::Autoinc,
+            lock_mode: LockMode::DEFAULT,
+            writers: 1,
+            // Ten rows a partition.
+            write_rate: 10.0,
+            clock_skew_ms: 0,
+            partition_every_ms: 1000,
+            retain: 2,
+            id_pollers: Vec::new(),
+            bare_inserts_ms: None,
+        };
+        rt.block_on(async {
+            let mut plan = super::first_partitions(&opts, 0);
+            super::prepare(&server, Schema::Autoinc, &plan).await.unwrap();
+            let mut conn = mysql_async::Conn::new(server.opts(Some(super::DB)))
+                .await
+                .unwrap();
+            let mut ids = SnowflakeGen::new(0);
+            for n in 0..25 {
+                let event = Event {
+                    stream: 1,
+                    subscriber: 2,
+                    payload: format!("{n}"),
+                };
+                let w = write_event(&mut conn, Schema::Autoinc, &mut ids, 0, 0, event)
+                    .await
+                    .unwrap();
+                assert_eq!(w.id, n + 1, "AUTO_INCREMENT counts from 1");
+            }
+            let out = Arc::new(Mutex::new(Retention::default()));
+            super::retention_round(&mut conn, &opts, &mut plan, &out)
+                .await
+                .unwrap();
+            let r = std::mem::take(&mut *out.lock().unwrap());
+            assert_eq!(r.added, 1);
+            assert_eq!(r.dropped.len(), 1, "three partitions, two kept");
+            let d = &r.dropped[0];
+            assert_eq!((d.partition.name.as_str(), d.partition.lo, d.partition.hi), ("p0", 0, 11));
+            assert_eq!(d.rows, 10);
+            let left: Vec<i64> = conn.query("SELECT id FROM events ORDER BY id").await.unwrap();
+            assert_eq!(left, (11..=25).collect::<Vec<i64>>(), "exactly the dropped range is gone");
+            let parts: Vec<(String, Option<String>)> = conn
+                .query(
+                    "SELECT PARTITION_NAME, PARTITION_DESCRIPTION FROM information_schema.PARTITIONS \
+                     WHERE TABLE_SCHEMA = 'snowleak' AND TABLE_NAME = 'events' ORDER BY PARTITION_ORDINAL_POSITION",
+                )
+                .await
+                .unwrap();
+            let plan_says: Vec<(String, Option<String>)> = plan
+                .bounded()
+                .map(|p| (p.name.clone(), Some(p.hi.to_string())))
+                .chain([("pmax".to_string(), Some("MAXVALUE".to_string()))])
+                .collect();
+            assert_eq!(parts, plan_says, "the server has the partitions the plan says");
+            assert_eq!(plan.oldest_lo(), 11);
+            // The new partition starts after the highest ID: one period (10 IDs) ahead.
+            assert_eq!(plan.last_hi(), 36);
+        });
+    }
+}

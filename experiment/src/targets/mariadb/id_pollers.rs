@@ -1,0 +1,288 @@
+//! The ID pollers (`--id-poller incrementing|behind:n=N|gaps:timeout=D`) on
+//! MariaDB: the core's [`IdPoller`] (`since_id::gaps`) as a
+//! [`Machine`] of the one real-time poll loop, and its query as a
+//! [`PollTarget`]. The query is the relay's own, `WHERE id > ? ORDER BY id
+//! ASC LIMIT ?` (Kafka Connect JDBC's `incrementing` mode), with the gaps
+//! re-read as Axon's JDBC event store re-reads them, `OR id IN (...)`, on a
+//! cycle's first page.
+//!
+//! Each request is recorded as every other: its cursor as `since_id`, the
+//! rows it returned (descending), the late arrivals it caught.
+
+use crate::drive::{Exchange, Fetched, Machine, PollTarget, Records, Tally};
+use crate::record::{RequestRecord, StatusRecord};
+use mysql_async::prelude::Queryable;
+use since_id::gaps::IdPolicy;
+use since_id::gaps::{GapStats, IdPoller, IdRequest};
+use since_id::id::{Id, Layout};
+use since_id::time::{format_duration_ms, parse_duration_ms};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// An ID poller as `--id-poller` gives it: a policy, and perhaps a pause
+/// (`,pause=DURATION@AT`: from AT after the run's start it sends nothing for
+/// DURATION, as a relay that is down or stuck does; its final cycle is
+/// never paused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdPollerSpec {
+    pub policy: IdPolicy,
+    /// `(at_ms, for_ms)` after the run's start.
+    pub pause: Option<(u64, u64)>,
+}
+
+impl std::str::FromStr for IdPollerSpec {
+    type Err = String;
+
+    /// ```text
+    /// incrementing,pause=5m@10m   gaps:timeout=30s   behind:n=100,pause=30s@1m
+    /// ```
+    fn from_str(s: &str) -> Result<IdPollerSpec, String> {
+        let (head, pause) = match s.split_once(",pause=") {
+            Some((head, pause)) => (head, Some(pause)),
+            None => (s, None),
+        };
+        let policy: IdPolicy = head.parse()?;
+        let pause = pause
+            .map(|p| {
+                let bad = |why: String| {
+                    format!("bad pause '{p}' in '{s}': {why}; expected DURATION@AT such as 5m@10m")
+                };
+                let (d, at) = p.split_once('@').ok_or_else(|| bad("no '@'".into()))?;
+                let d = parse_duration_ms(d).map_err(|e| bad(e.to_string()))?;
+                let at = parse_duration_ms(at).map_err(|e| bad(e.to_string()))?;
+                Ok::<_, String>((at, d))
+            })
+            .transpose()?;
+        Ok(IdPollerSpec { policy, pause })
+    }
+}
+
+impl std::fmt::Display for IdPollerSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.policy)?;
+        if let Some((at, d)) = self.pause {
+            write!(
+                f,
+                ",pause={}@{}",
+                format_duration_ms(d),
+                format_duration_ms(at)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl IdPollerSpec {
+    /// Whether a tick at `elapsed_ms` after the start falls in the pause.
+    pub fn paused_at(&self, elapsed_ms: i64) -> bool {
+        self.pause
+            .is_some_and(|(at, d)| elapsed_ms >= at as i64 && elapsed_ms < (at + d) as i64)
+    }
+}
+
+/// The event table read forward, over a pool of connections.
+#[derive(Clone)]
+pub struct IdTarget {
+    pool: mysql_async::Pool,
+}
+
+impl IdTarget {
+    pub fn new(pool: mysql_async::Pool) -> IdTarget {
+        IdTarget { pool }
+    }
+
+    /// Runs the query for `req`: IDs ascending.
+    pub async fn page(&self, req: &IdRequest) -> Result<Vec<i64>, String> {
+        let e = |e: mysql_async::Error| super::db_error(&e);
+        let mut conn = self.pool.get_conn().await.map_err(e)?;
+        let after = req.after.unwrap_or(i64::MIN);
+        let limit = req.limit as u64;
+        if req.gaps.is_empty() {
+            return conn
+                .exec(
+                    "SELECT id FROM events WHERE id > ? ORDER BY id ASC LIMIT ?",
+                    (after, limit),
+                )
+                .await
+                .map_err(e);
+        }
+        // The gaps are integers the poller made, never text from outside.
+        let gaps: Vec<String> = req.gaps.iter().map(i64::to_string).collect();
+        let sql = format!(
+            "SELECT id FROM events WHERE id > ? OR id IN ({}) ORDER BY id ASC LIMIT ?",
+            gaps.join(",")
+        );
+        conn.exec(sql, (after, limit)).await.map_err(e)
+    }
+}
+
+impl PollTarget<IdRequest, i64> for IdTarget {
+    async fn pace(&self) -> u64 {
+        0
+    }
+
+    async fn fetch(&self, req: &IdRequest) -> Fetched<i64> {
+        Fetched {
+            http_status: None,
+            bytes: None,
+            result: self.page(req).await,
+            retry_after_ms: None,
+        }
+    }
+}
+
+/// What an ID poller's run came to, for the summary.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IdReport {
+    pub gaps: GapStats,
+    /// Requests whose cursor lay below the oldest ID the retention job kept:
+    /// IDs between the cursor and that one were dropped before this poller
+    /// read them, and `id > cursor` silently returned the next partition's rows.
+    pub expired_cursor: u64,
+    /// When the first such request was sent.
+    pub first_expired_at_ms: Option<i64>,
+}
+
+/// An [`IdPoller`] as the poll loop drives it; its report is published to
+/// `stats` after every response, for the run's summary.
+pub struct IdMachine {
+    pub poller: IdPoller,
+    pub spec: IdPollerSpec,
+    /// The run's start, for the pause.
+    pub start_ms: i64,
+    /// Where its report goes (slot `slot`).
+    pub stats: Arc<Mutex<Vec<IdReport>>>,
+    pub slot: usize,
+    /// The lowest ID the retention job keeps (the oldest partition's lower bound).
+    pub oldest_kept: Arc<AtomicI64>,
+}
+
+impl Machine for IdMachine {
+    type Request = IdRequest;
+    type Row = i64;
+
+    fn tick(&mut self, now_ms: i64, last: bool) -> Option<IdRequest> {
+        if !last && self.spec.paused_at(now_ms - self.start_ms) {
+            return None;
+        }
+        Some(self.poller.tick(now_ms, last))
+    }
+
+    fn on_failure(&mut self) {
+        self.poller.on_failure();
+    }
+
+    fn settle(
+        &mut self,
+        index: usize,
+        layout: &Layout,
+        exchange: Exchange<'_, IdRequest, i64>,
+        recorder: &dyn Records,
+        tally: &mut Tally,
+    ) -> Option<IdRequest> {
+        let (cycle, page) = self.poller.position();
+        let Exchange {
+            req,
+            fetched,
+            sent_at_ms,
+            received_at_ms,
+            wait_ms,
+        } = exchange;
+        let since = req.after.map(|a| Id(a.max(0) as u128));
+        // Below the oldest partition kept: the IDs in between were dropped
+        // unread (only this check can tell; the query answers as ever).
+        let expired = req
+            .after
+            .is_some_and(|a| a + 1 < self.oldest_kept.load(Ordering::Relaxed));
+        let mut row = RequestRecord {
+            poller: index,
+            request: rundb::RequestRow {
+                cycle: cycle as i64,
+                page: page as i64,
+                sent_at_ms,
+                received_at_ms,
+                since_id: since.map(|s| s.0.to_string()),
+                since_key: since.map(|s| s.sort_key()),
+                page_limit: req.limit as i64,
+                wait_ms: wait_ms as i64,
+                ..Default::default()
+            },
+            items: Vec::new(),
+        };
+        tally.progress.requests += 1;
+        let next = match fetched.result {
+            Err(error) => {
+                tally.progress.failed += 1;
+                row.request.error = Some(error);
+                self.poller.on_failure();
+                None
+            }
+            Ok(ids) => {
+                let outcome = self.poller.on_page(&ids);
+                // Stored descending, as every response is.
+                row.request.reordered = ids.len() > 1;
+                row.request.new_items = outcome.ids.len() as i64;
+                if let Some(late) = tally.progress.late_arrivals.get_mut(index) {
+                    late.1 += outcome.late_arrivals as u64;
+                }
+                row.items = outcome
+                    .ids
+                    .iter()
+                    .map(|&id| {
+                        let id = Id(id.max(0) as u128);
+                        StatusRecord {
+                            first_sighting: tally.sighted(id),
+                            status: rundb::StatusRow {
+                                id: id.0.to_string(),
+                                id_key: id.sort_key(),
+                                id_time_ms: layout.ts_ms(id),
+                                created_at: None,
+                                author: None,
+                            },
+                        }
+                    })
+                    .collect();
+                outcome.next
+            }
+        };
+        recorder.request(row);
+        if let Some(slot) = self
+            .stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(self.slot)
+        {
+            slot.gaps = self.poller.stats();
+            if expired {
+                slot.expired_cursor += 1;
+                slot.first_expired_at_ms.get_or_insert(sent_at_ms);
+            }
+        }
+        next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_with_a_pause_parse_print_and_pause() {
+        let s: IdPollerSpec = "incrementing,pause=5m@10m".parse().unwrap();
+        assert_eq!(s.pause, Some((600_000, 300_000)));
+        assert_eq!(s.to_string(), "incrementing,pause=5m@10m");
+        assert!(!s.paused_at(599_999));
+        assert!(s.paused_at(600_000));
+        assert!(!s.paused_at(900_000));
+        let g: IdPollerSpec = "gaps:timeout=30s".parse().unwrap();
+        assert_eq!(g.pause, None);
+        assert!(!g.paused_at(0));
+        for bad in [
+            "incrementing,pause=5m",
+            "incrementing,pause=x@1m",
+            "naive,pause=1s@1s",
+        ] {
+            assert!(bad.parse::<IdPollerSpec>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! `--target mariadb`: MariaDB event tables as a real leak source. A
+//! throwaway server (`crate::servers::mariadb`), an event table keyed by
+//! AUTO_INCREMENT or by Snowflake IDs its writers make, range-partitioned by
+//! the key with a retention job that adds and drops partitions
+//! (`schema.rs`), writers shaped like an application's (`writers.rs`), and
+//! pollers over SQL (`source.rs`), run by the one real-time poll loop.
+//! The mechanism and the figures: docs/mariadb.md.
+
+pub mod driver;
+pub mod id_pollers;
+pub mod schema;
+pub mod source;
+pub mod writers;
+
+pub use driver::run;
+
+use crate::servers::mariadb::LockMode;
+use schema::Schema;
+
+/// The throwaway server's options, resolved (`cmd::run` refuses the rest).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct MariaOpts {
+    pub schema: Schema,
+    pub lock_mode: LockMode,
+    pub writers: u32,
+    pub write_rate: f64,
+    /// The spread of the Snowflake writers' clocks, ms (an assumption; 0: one clock).
+    pub clock_skew_ms: u64,
+    /// How often the retention job adds a partition and drops the oldest.
+    pub partition_every_ms: u64,
+    /// How many bounded partitions the job keeps (the newest; at least 2).
+    pub retain: u32,
+    /// After the run, bare single-row autocommit inserts for this long on the
+    /// same server (`--bare-inserts`): the reference of the writers' rate.
+    pub bare_inserts_ms: Option<u64>,
+    /// The ID pollers (`--id-poller`), beside the since_id ones (`--poller`).
+    #[serde(skip)]
+    pub id_pollers: Vec<id_pollers::IdPollerSpec>,
+}
+
+/// A MariaDB error in one line.
+pub fn db_error(e: &mysql_async::Error) -> String {
+    match e {
+        mysql_async::Error::Server(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,357 @@
+//! The writers: `--writers N` connections writing events at a target total
+//! rate (each paced on its own, offset from the others), one transaction per
+//! event with durable commits: the event, a delivery row, and an update of a
+//! counter row that other events update too (the shape of an outbox write in
+//! an application's transaction). Nothing sleeps inside a transaction: the
+//! lateness is what MariaDB produces under that load.
+//!
+//! Truth per event: its ID, when its writer sent `START TRANSACTION`, and
+//! when `COMMIT` returned. Visibility to another session lies somewhere in
+//! that bracket, and not in the order COMMITs return.
+//!
+//! Snowflake IDs are made by each writer, as a Snowflake library in each
+//! application process does: worker ID = writer, time from the writer's own
+//! clock, which `--clock-skew` offsets by a seeded amount per writer.
+
+use super::schema::{COUNTER_ROWS, Schema};
+use mysql_async::prelude::Queryable;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use since_id::id::Layout;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+/// One event as its writer saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Written {
+    pub id: i64,
+    pub writer: u32,
+    /// When the writer sent `START TRANSACTION` (client clock).
+    pub xact_start_ms: i64,
+    /// When `COMMIT` returned to the writer (client clock).
+    pub commit_returned_ms: i64,
+}
+
+/// What the writers of a run produce, shared with the truth pump.
+#[derive(Default)]
+pub struct Output {
+    pub written: Vec<Written>,
+    pub commits: u64,
+    pub failed: u64,
+    pub last_error: Option<String>,
+}
+
+/// The workload of a run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Workload {
+    pub schema: Schema,
+    pub writers: u32,
+    pub rate_per_s: f64,
+    /// Each writer's clock offset, ms (Snowflake only; all 0 without `--clock-skew`).
+    pub clock_offsets_ms: Vec<i64>,
+    pub seed: u64,
+}
+
+/// The writers' clock offsets: seeded, uniform within `spread_ms` around 0.
+pub fn clock_offsets(writers: u32, spread_ms: u64, seed: u64) -> Vec<i64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x534b_4557);
+    let half = spread_ms as i64 / 2;
+    (0..writers)
+        .map(|_| {
+            if spread_ms == 0 {
+                0
+            } else {
+                rng.random_range(-half..=spread_ms as i64 - half)
+            }
+        })
+        .collect()
+}
+
+/// Snowflake IDs in the twitter layout (`since_id::id`): the ms of the
+/// writer's clock since the Twitter epoch above 22 bits, 10 bits of worker,
+/// 12 of sequence. Within one ms the sequence counts up; past 4096 the time
+/// borrows from the next ms, and a clock that goes back does not make a
+/// smaller ID, so one writer's IDs always increase. Pure: the clock is passed in.
+#[derive(Clone, Debug)]
+pub struct SnowflakeGen {
+    worker: i64,
+    last_ms: i64,
+    sequence: i64,
+}
+
+impl SnowflakeGen {
+    pub fn new(worker: u32) -> SnowflakeGen {
+        SnowflakeGen {
+            worker: (worker & 1023) as i64,
+            last_ms: i64::MIN,
+            sequence: 0,
+        }
+    }
+
+    pub fn next(&mut self, clock_ms: i64) -> i64 {
+        if clock_ms > self.last_ms {
+            self.last_ms = clock_ms;
+            self.sequence = 0;
+        } else {
+            self.sequence += 1;
+            if self.sequence == 4096 {
+                self.last_ms += 1;
+                self.sequence = 0;
+            }
+        }
+        let base = Layout::twitter().min_id_at(self.last_ms).0 as i64;
+        base | (self.worker << 12) | self.sequence
+    }
+}
+
+/// Runs the writers until `stop` turns true (or its sender drops); returns
+/// when every writer's last transaction has ended.
+pub async fn run_writers(
+    opts: mysql_async::Opts,
+    workload: Workload,
+    output: Arc<Mutex<Output>>,
+    stop: watch::Receiver<bool>,
+) -> Result<(), String> {
+    let mut tasks = Vec::new();
+    for index in 0..workload.writers {
+        // A server that dies as the run starts: the writer is one failed
+        // transaction, and the run goes on to a clean end like any other
+        // failure of the server (its pollers' requests fail too).
+        let conn = match mysql_async::Conn::new(opts.clone()).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
+                out.failed += 1;
+                out.last_error = Some(format!(
+                    "writer {index} cannot connect: {}",
+                    super::db_error(&e)
+                ));
+                continue;
+            }
+        };
+        let (workload, output, stop) = (workload.clone(), output.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            writer(index, conn, workload, output, stop).await
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    Ok(())
+}
+
+async fn writer(
+    index: u32,
+    mut conn: mysql_async::Conn,
+    w: Workload,
+    output: Arc<Mutex<Output>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut rng = ChaCha8Rng::seed_from_u64(w.seed ^ (0x4d41_5249_4144u64 << 8) ^ index as u64);
+    let mut ids = SnowflakeGen::new(index);
+    let offset_ms = w.clock_offsets_ms.get(index as usize).copied().unwrap_or(0);
+    let period_ms = w.writers as f64 * 1000.0 / w.rate_per_s.max(0.001);
+    let mut base = crate::clock::now_ms() as f64 + period_ms * index as f64 / w.writers as f64;
+    let mut n = 0u64;
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        // Pace to the target rate; after a stall, start afresh instead of bursting.
+        let due = base + n as f64 * period_ms;
+        let now = crate::clock::now_ms() as f64;
+        if now > due + 1000.0 {
+            base = now;
+            n = 0;
+        } else if due > now {
+            let wait = std::time::Duration::from_millis((due - now) as u64);
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.changed() => continue,
+            }
+        }
+        n += 1;
+        let event = Event {
+            stream: rng.random_range(1..=COUNTER_ROWS),
+            subscriber: rng.random_range(1..=COUNTER_ROWS),
+            payload: format!("event {n} by writer {index}"),
+        };
+        let result = write_event(&mut conn, w.schema, &mut ids, offset_ms, index, event).await;
+        let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
+        match result {
+            Ok(written) => {
+                out.commits += 1;
+                out.written.push(written);
+            }
+            Err((e, gone)) => {
+                out.failed += 1;
+                out.last_error = Some(e);
+                if gone {
+                    // The server went away: this writer is done.
+                    return;
+                }
+            }
+        }
+    }
+    let _ = conn.disconnect().await;
+}
+
+/// What one event writes.
+pub struct Event {
+    pub stream: i32,
+    pub subscriber: i32,
+    pub payload: String,
+}
+
+/// One event: one transaction. An error says whether the connection is gone.
+pub async fn write_event(
+    conn: &mut mysql_async::Conn,
+    schema: Schema,
+    ids: &mut SnowflakeGen,
+    clock_offset_ms: i64,
+    writer: u32,
+    event: Event,
+) -> Result<Written, (String, bool)> {
+    let fail = |e: mysql_async::Error| {
+        let gone = matches!(e, mysql_async::Error::Io(_) | mysql_async::Error::Driver(_));
+        (super::db_error(&e), gone)
+    };
+    let xact_start_ms = crate::clock::now_ms();
+    conn.query_drop("START TRANSACTION").await.map_err(fail)?;
+    let outcome = async {
+        let id = match schema {
+            Schema::Autoinc => {
+                conn.exec_drop(
+                    "INSERT INTO events (stream, payload) VALUES (?, ?)",
+                    (event.stream, &event.payload),
+                )
+                .await?;
+                conn.last_insert_id().unwrap_or(0) as i64
+            }
+            Schema::Snowflake => {
+                // The writer's ID, from its own clock, inside the transaction.
+                let id = ids.next(crate::clock::now_ms() + clock_offset_ms);
+                conn.exec_drop(
+                    "INSERT INTO events (id, stream, payload) VALUES (?, ?, ?)",
+                    (id, event.stream, &event.payload),
+                )
+                .await?;
+                id
+            }
+        };
+        conn.exec_drop(
+            "INSERT INTO deliveries (event_id, subscriber) VALUES (?, ?)",
+            (id, event.subscriber),
+        )
+        .await?;
+        conn.exec_drop(
+            "UPDATE streams SET events_count = events_count + 1 WHERE id = ?",
+            (event.stream,),
+        )
+        .await?;
+        conn.query_drop("COMMIT").await?;
+        Ok::<_, mysql_async::Error>(id)
+    }
+    .await;
+    match outcome {
+        Ok(id) => Ok(Written {
+            id,
+            writer,
+            xact_start_ms,
+            commit_returned_ms: crate::clock::now_ms(),
+        }),
+        Err(e) => {
+            let failure = fail(e);
+            if !failure.1 {
+                let _ = conn.query_drop("ROLLBACK").await;
+            }
+            Err(failure)
+        }
+    }
+}
+
+/// The ID's time of an event: decoded from a Snowflake ID; for
+/// AUTO_INCREMENT, whose IDs carry no time, the transaction's start.
+pub fn id_time_ms(schema: Schema, w: &Written) -> i64 {
+    match schema {
+        Schema::Autoinc => w.xact_start_ms,
+        Schema::Snowflake => Layout::twitter().ts_ms(since_id::id::Id(w.id as u128)),
+    }
+}
+
+/// Bare single-row autocommit inserts into a table of their own, from
+/// `connections` connections for `duration_ms`: the server's ceiling for the
+/// smallest durable write, the benchmark's reference. Returns the inserts.
+pub async fn bare_inserts(
+    opts: mysql_async::Opts,
+    connections: u32,
+    duration_ms: u64,
+) -> Result<u64, String> {
+    let mut admin = mysql_async::Conn::new(opts.clone())
+        .await
+        .map_err(|e| super::db_error(&e))?;
+    admin
+        .query_drop(
+            "CREATE TABLE IF NOT EXISTS bare (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, \
+             payload VARCHAR(200) NOT NULL) ENGINE=InnoDB",
+        )
+        .await
+        .map_err(|e| super::db_error(&e))?;
+    let end = crate::clock::now_ms() + duration_ms as i64;
+    let mut tasks = Vec::new();
+    for _ in 0..connections {
+        let mut conn = mysql_async::Conn::new(opts.clone())
+            .await
+            .map_err(|e| super::db_error(&e))?;
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while crate::clock::now_ms() < end {
+                if conn
+                    .exec_drop("INSERT INTO bare (payload) VALUES (?)", ("bare",))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+                n += 1;
+            }
+            n
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap_or(0);
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snowflake_ids_carry_the_writer_clock_and_increase() {
+        let l = Layout::twitter();
+        let mut g = SnowflakeGen::new(3);
+        let t = 1_767_225_600_000;
+        let a = g.next(t);
+        let b = g.next(t);
+        assert_eq!(l.ts_ms(since_id::id::Id(a as u128)), t);
+        assert_eq!((a >> 12) & 1023, 3, "the worker bits");
+        assert_eq!(b, a + 1);
+        assert!(g.next(t - 5) > b, "a clock going back makes no smaller ID");
+        let mut g = SnowflakeGen::new(0);
+        let ids: Vec<i64> = (0..4097).map(|_| g.next(t)).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(l.ts_ms(since_id::id::Id(ids[4096] as u128)), t + 1);
+    }
+
+    #[test]
+    fn clock_offsets_are_seeded_and_within_the_spread() {
+        assert_eq!(clock_offsets(4, 0, 1), vec![0; 4]);
+        let a = clock_offsets(8, 2000, 7);
+        assert_eq!(a, clock_offsets(8, 2000, 7));
+        assert!(a.iter().all(|o| (-1000..=1000).contains(o)), "{a:?}");
+        assert!(a.iter().any(|&o| o != a[0]), "writers differ: {a:?}");
+    }
+}

@@ -1,0 +1,469 @@
+//! The MariaDB target against a real server started from the system's
+//! binaries (Debian: mariadb-server). A test that cannot start it fails,
+//! naming the package; none skips. The retention job's own test is in
+//! `src/targets/mariadb/driver.rs` (it drives the job's round directly).
+
+use mysql_async::prelude::Queryable;
+use rusqlite::Connection;
+use snowleak::servers::mariadb::{LockMode, Server, settings, sweep_stale};
+use std::path::Path;
+
+mod common;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn start(mode: &str) -> Server {
+    Server::start(mode.parse().unwrap()).unwrap_or_else(|e| {
+        panic!("MariaDB must start for this test (Debian: mariadb-server): {e}")
+    })
+}
+
+#[test]
+fn the_server_reports_the_lock_mode_it_was_given_and_is_removed() {
+    let rt = runtime();
+    for mode in ["0", "2"] {
+        let server = start(mode);
+        let dir = server.dir().to_path_buf();
+        let (version, reported, flush, networking) = rt.block_on(async {
+            let mut conn = mysql_async::Conn::new(server.opts(None)).await.unwrap();
+            let (version, lock) = settings(&mut conn).await.unwrap();
+            let (flush, skip): (u8, u8) = conn
+                .query_first("SELECT @@innodb_flush_log_at_trx_commit, @@skip_networking")
+                .await
+                .unwrap()
+                .unwrap();
+            conn.disconnect().await.unwrap();
+            (version, lock, flush, skip)
+        });
+        assert!(version.contains("MariaDB"), "{version}");
+        assert_eq!(reported, mode.parse::<LockMode>().unwrap().value());
+        assert_eq!(flush, 1, "durable commits");
+        assert_eq!(networking, 1, "a Unix socket only");
+        drop(server);
+        assert!(!dir.exists(), "the server directory is removed");
+    }
+}
+
+#[test]
+fn a_server_left_by_a_dead_process_is_swept() {
+    let server = start("1");
+    let name = server
+        .dir()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    // Pretend its owner died: a pid that cannot exist (above pid_max).
+    let rest = name.strip_prefix("snowleak-mariadbd-").unwrap();
+    let dir = std::env::temp_dir().join(format!("snowleak-mariadbd-4294967295-{rest}"));
+    std::fs::rename(server.dir(), &dir).unwrap();
+    let pid: i32 = std::fs::read_to_string(dir.join("mariadbd.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // The handle's child is reaped by nobody now; the sweep must kill it.
+    std::mem::forget(server);
+    sweep_stale();
+    assert!(!dir.exists(), "the stale server's directory is removed");
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = state.rsplit(')').next().unwrap_or("").trim_start();
+    assert!(
+        state.is_empty() || state.starts_with('Z'),
+        "the stale server is killed: {state}"
+    );
+}
+
+fn count(db: &Path, sql: &str) -> i64 {
+    Connection::open(db)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
+}
+
+/// Rows `poller` never returned though they were visible before its last
+/// request was sent: `(id, visible_at_ms)`, from the truth, by our own SQL.
+fn never_returned(conn: &Connection, poller: &str) -> Vec<(i64, i64)> {
+    let mut st = conn
+        .prepare(
+            "WITH mine AS (SELECT r.* FROM requests r JOIN pollers p ON p.id = r.poller_id \
+                           WHERE r.run_id = 1 AND p.name = ?1) \
+             SELECT CAST(t.id AS INTEGER), t.visible_at_ms FROM truth t WHERE t.run_id = 1 \
+             AND NOT EXISTS (SELECT 1 FROM observations o JOIN mine ON mine.id = o.request_id \
+                             WHERE o.status_id = t.id) \
+             AND t.visible_at_ms <= (SELECT MAX(sent_at_ms) FROM mine)",
+        )
+        .unwrap();
+    st.query_map([poller], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// Every row `poller` lost was passed over: a request of its own sent before
+/// the row was visible returned a higher ID, and no request it sent after
+/// the row was visible had it in its window (above the cursor, below a
+/// back page's upper bound).
+fn assert_lost_only_behind_its_cursor(conn: &Connection, poller: &str) -> usize {
+    let lost = never_returned(conn, poller);
+    for (id, visible_at) in &lost {
+        let passed: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM requests r JOIN pollers p ON p.id = r.poller_id \
+                 JOIN observations o ON o.request_id = r.id \
+                 WHERE r.run_id = 1 AND p.name = ?3 AND r.sent_at_ms < ?1 \
+                 AND CAST(o.status_id AS INTEGER) > ?2",
+                rusqlite::params![visible_at, id, poller],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(
+            passed > 0,
+            "{poller}: row {id} lost without its cursor passing it"
+        );
+        let asked_below: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM requests r JOIN pollers p ON p.id = r.poller_id \
+                 WHERE r.run_id = 1 AND p.name = ?3 AND r.sent_at_ms >= ?1 AND r.error IS NULL \
+                 AND (r.since_id IS NULL OR CAST(r.since_id AS INTEGER) < ?2) \
+                 AND (r.before_id IS NULL OR CAST(r.before_id AS INTEGER) > ?2)",
+                rusqlite::params![visible_at, id, poller],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(
+            asked_below, 0,
+            "{poller}: row {id} was in a window yet never returned"
+        );
+    }
+    lost.len()
+}
+
+/// Pollers at 20 Hz read the autoinc table (interleaved lock mode) while 8
+/// writers write, and the rows they never returned are checked one by one
+/// against the truth with our own SQL: the naive since_id poller and
+/// Kafka Connect's incrementing query lose only rows their cursor passed
+/// before the rows were visible; gap tracking (a timeout longer than the
+/// run) loses nothing. Nothing returned is unknown to the writers, and the
+/// run records the lock mode the server reports.
+#[test]
+fn on_autoinc_naive_pollers_lose_only_rows_passed_and_gap_tracking_loses_nothing() {
+    let dir = common::temp_dir("mariadb-naive");
+    let db = dir.join("run.db");
+    let out = common::experiment_ok(&[
+        "--target",
+        "mariadb",
+        "--duration",
+        "12s",
+        "--interval",
+        "50ms",
+        "--poller",
+        "naive",
+        "--id-poller",
+        "incrementing",
+        "--id-poller",
+        "gaps:timeout=1m",
+        "--writers",
+        "8",
+        "--write-rate",
+        "400",
+        "--autoinc-lock-mode",
+        "2",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("innodb_autoinc_lock_mode 2"), "{stdout}");
+    let conn = Connection::open(&db).unwrap();
+    let config: String = conn
+        .query_row("SELECT config FROM runs WHERE id = 1", [], |r| r.get(0))
+        .unwrap();
+    let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    assert_eq!(config["autoinc_lock_mode"], 2, "the lock mode read back");
+    assert!(
+        config["server_version"]
+            .as_str()
+            .unwrap()
+            .contains("MariaDB")
+    );
+    let written = count(&db, "SELECT COUNT(*) FROM truth WHERE run_id = 1");
+    assert!(written > 1000, "the writers wrote ({written} rows)");
+    assert_eq!(
+        written,
+        count(&db, "SELECT COUNT(*) FROM pg_truth WHERE run_id = 1"),
+        "every row has its bracket"
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM observations o WHERE NOT EXISTS \
+             (SELECT 1 FROM truth t WHERE t.run_id = 1 AND t.id = o.status_id)"
+        ),
+        0,
+        "nothing returned that no writer committed"
+    );
+    let naive = assert_lost_only_behind_its_cursor(&conn, "naive");
+    let incrementing = assert_lost_only_behind_its_cursor(&conn, "incrementing");
+    let gaps = never_returned(&conn, "gaps:timeout=1m,max=10000");
+    assert_eq!(gaps, vec![], "gap tracking lost rows");
+    // The gap poller did read: every row but those after its last request.
+    assert!(
+        count(
+            &db,
+            "SELECT COUNT(DISTINCT o.status_id) FROM observations o JOIN requests r ON r.id = o.request_id \
+             JOIN pollers p ON p.id = r.poller_id WHERE p.name = 'gaps:timeout=1m,max=10000'"
+        ) > 1000
+    );
+    eprintln!("{written} rows written; lost: naive {naive}, incrementing {incrementing}, gaps 0");
+}
+
+/// The retention job meets a lagging poller: one incrementing poller pauses
+/// for 6 s while the job drops a partition every 2 s (keeping 3: the one
+/// ahead, the one written to, the one before), another reads on. One
+/// writer, so commits come in ID order and nothing leaks by commit order:
+/// every row a poller never returned must have been dropped (truth
+/// `deleted_at_ms`, from `partition_drops`) before any request of that poller
+/// that could have returned it; the paused poller's lost rows are exactly the
+/// dropped rows it never read, all dropped during its pause; its cursor is
+/// flagged below the oldest ID kept.
+#[test]
+fn a_paused_poller_loses_exactly_the_rows_dropped_before_it_read_them() {
+    let dir = common::temp_dir("mariadb-retention");
+    let db = dir.join("run.db");
+    let out = common::experiment_ok(&[
+        "--target",
+        "mariadb",
+        "--duration",
+        "12s",
+        "--interval",
+        "200ms",
+        "--id-poller",
+        "incrementing,pause=6s@2s",
+        "--id-poller",
+        "incrementing",
+        "--writers",
+        "1",
+        "--write-rate",
+        "100",
+        "--partition-every",
+        "2s",
+        "--retain",
+        "3",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("incrementing,pause=6s@2s: cursor below the oldest ID kept"),
+        "{stdout}"
+    );
+    let conn = Connection::open(&db).unwrap();
+    let drops = count(&db, "SELECT COUNT(*) FROM partition_drops WHERE run_id = 1");
+    assert!(drops >= 3, "the job dropped partitions ({drops})");
+    // Every truth row in a dropped range is marked deleted at that drop, and no other.
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM truth t WHERE t.run_id = 1 AND t.deleted_at_ms IS NOT \
+             (SELECT d.sent_at_ms FROM partition_drops d WHERE d.run_id = 1 \
+              AND CAST(t.id AS INTEGER) >= d.lo_id AND CAST(t.id AS INTEGER) < d.hi_id)"
+        ),
+        0
+    );
+    let started: i64 = conn
+        .query_row("SELECT started_at_ms FROM runs WHERE id = 1", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    for poller in ["incrementing,pause=6s@2s", "incrementing"] {
+        for (id, visible_at) in never_returned(&conn, poller) {
+            let deleted_at: Option<i64> = conn
+                .query_row(
+                    "SELECT deleted_at_ms FROM truth WHERE run_id = 1 AND CAST(id AS INTEGER) = ?1",
+                    [id],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            let deleted_at =
+                deleted_at.unwrap_or_else(|| panic!("{poller}: row {id} lost but never dropped"));
+            // No request of the poller, sent after the row was visible and
+            // answered before the drop, had it in its window on a short page.
+            let could_have: i64 = conn
+                .query_row(
+                    "SELECT COUNT(*) FROM requests r JOIN pollers p ON p.id = r.poller_id \
+                     WHERE r.run_id = 1 AND p.name = ?1 AND r.error IS NULL \
+                     AND r.sent_at_ms >= ?2 AND r.received_at_ms < ?3 AND r.items < r.page_limit \
+                     AND (r.since_id IS NULL OR CAST(r.since_id AS INTEGER) < ?4)",
+                    rusqlite::params![poller, visible_at, deleted_at, id],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(
+                could_have, 0,
+                "{poller}: row {id} was readable before its drop"
+            );
+        }
+    }
+    assert_eq!(
+        never_returned(&conn, "incrementing"),
+        vec![],
+        "a poller that keeps up loses nothing to a job that keeps the last period"
+    );
+    // The paused poller's lost rows: exactly the dropped rows it never read,
+    // each dropped while it was paused.
+    let lost: Vec<(i64, i64)> = never_returned(&conn, "incrementing,pause=6s@2s");
+    let dropped_unread: Vec<(i64, i64)> = {
+        let mut st = conn
+            .prepare(
+                "SELECT CAST(t.id AS INTEGER), t.deleted_at_ms FROM truth t WHERE t.run_id = 1 \
+                 AND t.deleted_at_ms IS NOT NULL AND NOT EXISTS (SELECT 1 FROM observations o \
+                 JOIN requests r ON r.id = o.request_id JOIN pollers p ON p.id = r.poller_id \
+                 WHERE p.name = 'incrementing,pause=6s@2s' AND o.status_id = t.id) \
+                 ORDER BY 1",
+            )
+            .unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let mut lost_ids: Vec<i64> = lost.iter().map(|(id, _)| *id).collect();
+    lost_ids.sort_unstable();
+    let dropped_ids: Vec<i64> = dropped_unread.iter().map(|(id, _)| *id).collect();
+    assert!(!lost_ids.is_empty(), "the pause met a drop");
+    assert_eq!(lost_ids, dropped_ids);
+    // Each was dropped while the poller did not read: after its last request
+    // before the pause was sent, before its first one after the pause returned.
+    let (last_before, first_after): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT MAX(r.sent_at_ms) FROM requests r JOIN pollers p ON p.id = r.poller_id \
+                     WHERE p.name = ?1 AND r.sent_at_ms < ?2), \
+                    (SELECT MIN(r.received_at_ms) FROM requests r JOIN pollers p ON p.id = r.poller_id \
+                     WHERE p.name = ?1 AND r.sent_at_ms >= ?2)",
+            rusqlite::params!["incrementing,pause=6s@2s", started + 2000],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    for (id, deleted_at) in dropped_unread {
+        assert!(
+            last_before < deleted_at && deleted_at < first_after,
+            "row {id} dropped at {deleted_at}, outside the pause ({last_before}..{first_after})"
+        );
+    }
+}
+
+/// Bad input is one line and exit status 2.
+#[test]
+fn mariadb_flags_are_refused_where_they_do_not_apply() {
+    for (args, expected) in [
+        (
+            vec!["--target", "mariadb", "--poller", "compensated:k=1s"],
+            "AUTO_INCREMENT IDs carry no time",
+        ),
+        (
+            vec!["--target", "mariadb", "--autoinc-lock-mode", "3"],
+            "bad innodb_autoinc_lock_mode '3'",
+        ),
+        (
+            vec!["--target", "mariadb", "--clock-skew", "1s"],
+            "--clock-skew skews the Snowflake writers' clocks",
+        ),
+        (
+            vec!["--retain", "3"],
+            "--retain applies to --target mariadb only",
+        ),
+        (
+            vec!["--target", "postgres", "--partition-every", "1m"],
+            "--partition-every applies to --target mariadb only",
+        ),
+        (
+            vec!["--target", "mariadb", "--pg-tail", "2%:3s"],
+            "--pg-tail does not apply to --target mariadb",
+        ),
+        (
+            vec!["--target", "mariadb", "--schema", "outbox"],
+            "unknown MariaDB schema 'outbox'",
+        ),
+        (vec!["--target", "mariadb", "--poller", "xmin"], "xmin"),
+    ] {
+        let out = common::experiment(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+}
+
+/// A server that dies mid-run: failed requests and transactions, a clean
+/// end with a readable run.db, and the server's directory removed.
+#[test]
+fn a_server_that_dies_mid_run_gives_failed_requests_and_a_clean_end() {
+    let dir = common::temp_dir("mariadb-dies");
+    let db = dir.join("run.db");
+    let mut child = common::command(&[
+        "--target",
+        "mariadb",
+        "--duration",
+        "20s",
+        "--interval",
+        "200ms",
+        "--id-poller",
+        "incrementing",
+        "--db",
+        db.to_str().unwrap(),
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    // The child's server directory, once its server runs and the run records
+    // (its database's write-ahead log exists; the test does not open the
+    // database while the run creates it).
+    let prefix = format!("snowleak-mariadbd-{}-", child.id());
+    let server_dir = loop {
+        let found = std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .filter_map(Result::ok)
+            .find(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|e| e.path());
+        if let Some(d) = found
+            && d.join("mariadbd.pid").exists()
+            && dir.join("run.db-wal").exists()
+        {
+            break d;
+        }
+        if child.try_wait().unwrap().is_some() {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the run ended early: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        // A poll of the condition above, not a synchronisation by time.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let pid = std::fs::read_to_string(server_dir.join("mariadbd.pid")).unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!server_dir.exists(), "the server directory is removed");
+    assert_eq!(count(&db, "SELECT complete FROM runs WHERE id = 1"), 1);
+    assert!(
+        count(&db, "SELECT COUNT(*) FROM requests WHERE error IS NOT NULL") > 0,
+        "requests after the death failed"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("failed transactions (last:"), "{stdout}");
+}

@@ -61,6 +61,67 @@ async fn poll(http: &reqwest::Client, url: &str, token: &str, wanted: usize) -> 
     served
 }
 
+/// Reads one response's head from `reader`; returns its status line.
+fn status_line(reader: &mut impl std::io::BufRead) -> String {
+    let mut status = String::new();
+    reader.read_line(&mut status).unwrap();
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    status.trim_end().to_string()
+}
+
+/// `POST path` on one keep-alive connection whose body the client sends
+/// only when the server asks for it (`Expect: 100-continue`, which hyper
+/// answers once the handler reads the body): a handler that answered
+/// without reading it made the server close the connection under the
+/// client's next request (Misskey.py's `RemoteDisconnected` after `/api/i`).
+/// Deterministic: no timing, the server's own answers order the exchange.
+fn a_late_body_keeps_the_connection(addr: &str, path: &str) {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+    let body = br#"{"i":"late-token"}"#;
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nExpect: 100-continue\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    assert_eq!(
+        status_line(&mut reader),
+        "HTTP/1.1 100 Continue",
+        "{path} reads its body before it answers"
+    );
+    stream.write_all(body).unwrap();
+    assert!(
+        status_line(&mut reader).starts_with("HTTP/1.1 200"),
+        "{path}"
+    );
+    write!(
+        stream,
+        "POST /api/meta HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 2\r\n\r\n{{}}"
+    )
+    .unwrap();
+    assert!(
+        status_line(&mut reader).starts_with("HTTP/1.1 200"),
+        "the connection still serves after {path}"
+    );
+}
+
 #[test]
 fn serve_on_misskey_ftt_records_a_client_per_timeline_and_removes_its_servers() {
     let dir = temp_dir("serve-ftt");
@@ -107,6 +168,9 @@ fn serve_on_misskey_ftt_records_a_client_per_timeline_and_removes_its_servers() 
         endpoint("hybrid-timeline"),
     );
     let base = home.trim_end_matches("/api/notes/timeline").to_string();
+    for path in ["/api/meta", "/api/i"] {
+        a_late_body_keeps_the_connection(base.trim_start_matches("http://"), path);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -69,7 +69,11 @@ async fn hybrid(State(app): State<App>, body: Bytes) -> Response {
     timeline(app, Source::Hybrid { me: ME }, body).await
 }
 
-async fn meta() -> Response {
+// `meta` and `i` take their body and drop it: a handler that leaves the
+// body unread makes hyper close the connection after the response when the
+// body has not arrived yet, and a keep-alive client (Misskey.py's session)
+// then sends its next request into a closed connection.
+async fn meta(_body: Bytes) -> Response {
     json_ok(json!({
         "name": "snowleak misskey-ftt",
         "version": "2025.4.0",
@@ -85,7 +89,7 @@ async fn meta() -> Response {
 
 /// `POST /api/i`: the account every request reads as, user 0, in the
 /// shape of Misskey's `MeDetailed` (the fields clients look at).
-async fn i() -> Response {
+async fn i(_body: Bytes) -> Response {
     json_ok(json!({
         "id": ME.to_string(),
         "name": "snowleak",

@@ -12,12 +12,14 @@
 //! - [`sweep`]: `experiment sweep`'s judging: one row per seed and poller, the summary;
 //!   [`sweep_plot`]: its frontier and lateness survival plots.
 //! - [`delivered`]: `--delivered`: a consumer judged from the IDs it delivered.
+//! - [`ftt`]: a misskey-ftt run's lost notes by their fate in Redis (leak, trimmed, never pushed).
 //! - [`cli`]: the binaries' one-line usage errors.
 //! - [`synth`]: writes synthetic run databases (for tests and the benchmark).
 
 pub mod cli;
 pub mod delivered;
 pub mod diff;
+pub mod ftt;
 pub mod history;
 pub mod history_builder;
 pub mod html;

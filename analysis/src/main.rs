@@ -6,7 +6,7 @@
 //! history (pure), `report` and `json` print, `plot` draws. Bad input
 //! ends with one line on stderr and exit status 2; never a panic.
 
-use analysis::{delivered, diff, html, json, load, plot, report};
+use analysis::{delivered, diff, ftt, html, json, load, plot, report};
 
 use clap::Parser;
 use std::path::PathBuf;
@@ -133,6 +133,7 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
         ));
     }
     let mut loaded = load::load(&conn, run_id).map_err(|e| e.to_string())?;
+    let ftt_truth = ftt::load(&conn, run_id)?;
     drop(conn);
     let mut delivered_notes = Vec::new();
     for (name, path) in &args.delivered {
@@ -206,6 +207,12 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
         }
     } else {
         print!("{}", report::render(&loaded, &analysis, &plots, &notes));
+        if let Some(truth) = &ftt_truth {
+            print!(
+                "{}",
+                ftt::render(&loaded, &ftt::fates(&loaded, &analysis, truth))
+            );
+        }
     }
     Ok(())
 }

@@ -303,3 +303,103 @@ fn redis_dying_mid_run_ends_it_cleanly_and_marks_it_incomplete() {
     assert_eq!(complete, 0);
     assert!(reason.starts_with("a server failed"), "{reason}");
 }
+
+/// The fate of each lost note (`analysis::ftt`), checked row by row against
+/// our own SQL over `ftt_pushes` and `ftt_trims`, on a real run with the
+/// fallback off (every sinceId page is empty, so notes are lost while in the
+/// lists, and at 50 notes a second into a home list capped at 300, LTRIM
+/// cuts some); and the report's line for it.
+#[test]
+fn the_fate_of_each_lost_note_agrees_with_our_sql_over_the_ftt_tables() {
+    let dir = temp_dir("ftt-fates");
+    let db = dir.join("run.db");
+    let db_arg = db.to_str().unwrap();
+    common::experiment_ok(&[
+        "--target",
+        "misskey-ftt",
+        "--timeline",
+        "home",
+        "--no-db-fallback",
+        "--users",
+        "5,5,9",
+        "--note-rate",
+        "40",
+        "--remote-rate",
+        "10",
+        "--late-share",
+        "0.1",
+        "--duration",
+        "10s",
+        "--interval",
+        "1s",
+        "--poller",
+        "naive",
+        "--seed",
+        "4",
+        "--db",
+        db_arg,
+    ]);
+    let conn = analysis::load::open(&db).unwrap();
+    let loaded = analysis::load::load(&conn, 1).unwrap();
+    let judged = analysis::diff::analyze(&loaded.history);
+    let truth = analysis::ftt::load(&conn, 1)
+        .unwrap()
+        .expect("a misskey-ftt run has its FTT truth");
+    let lost = analysis::ftt::fates(&loaded, &judged, &truth);
+    drop(conn);
+    let conn = Connection::open(&db).unwrap();
+    let leaks = lost_by_sql(&conn, "naive");
+    let mut counts = std::collections::BTreeMap::new();
+    for l in &lost {
+        let (trimmed, pushed): (bool, bool) = conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM ftt_trims WHERE run_id = 1 AND id = ?1),
+                        EXISTS (SELECT 1 FROM ftt_pushes WHERE run_id = 1 AND id = ?1
+                                  AND pushed_at_ms IS NOT NULL)",
+                [&l.id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        let expected = if leaks.contains(&l.id) {
+            "leak"
+        } else if trimmed {
+            "trimmed"
+        } else if !pushed {
+            "never-pushed"
+        } else {
+            "in-lists"
+        };
+        assert_eq!(l.fate.as_str(), expected, "{}", l.id);
+        *counts.entry(expected).or_insert(0) += 1;
+    }
+    // Every leak our SQL finds has its row.
+    let leak_rows: BTreeSet<&str> = lost
+        .iter()
+        .filter(|l| l.fate.as_str() == "leak")
+        .map(|l| l.id.as_str())
+        .collect();
+    assert_eq!(
+        leak_rows,
+        leaks.iter().map(String::as_str).collect(),
+        "leaks"
+    );
+    assert!(
+        counts.get("trimmed").is_some_and(|&n| n > 0)
+            && counts.get("in-lists").is_some_and(|&n| n > 0),
+        "the fallback off loses notes in the lists and LTRIM cuts some: {counts:?}"
+    );
+    let analyze = std::path::Path::new(env!("CARGO_BIN_EXE_experiment")).with_file_name("analyze");
+    let out = std::process::Command::new(&analyze)
+        .args([db_arg, "--out", dir.join("plots").to_str().unwrap()])
+        .output()
+        .expect("analyze runs (cargo builds it for the workspace's tests)");
+    let report = String::from_utf8_lossy(&out.stdout);
+    let line = format!(
+        "leak {}, trimmed {}, never-pushed {}, in-lists {}",
+        counts.get("leak").unwrap_or(&0),
+        counts["trimmed"],
+        counts.get("never-pushed").unwrap_or(&0),
+        counts["in-lists"]
+    );
+    assert!(report.contains(&line), "{line} in:\n{report}");
+}

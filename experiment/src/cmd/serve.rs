@@ -6,6 +6,7 @@
 //! Shell only: the model is `crate::sim::model`, the HTTP side `crate::sim::server`;
 //! `--backend postgres` is the PostgreSQL target's server (`targets::postgres::http`).
 
+mod misskey_ftt;
 mod postgres;
 mod recording;
 
@@ -66,8 +67,10 @@ pub struct ServeArgs {
     /// Faults to inject, e.g. 5xx=2%,429=1%,timeout=1%,reset=0.5%,truncate=0.5%,reorder=1%,duplicate=1%,slow=2%:3s
     #[arg(long, value_name = "SPEC", value_parser = |s: &str| s.parse::<FaultSpec>())]
     pub faults: Option<FaultSpec>,
-    /// What serves the timeline: `simulator`, or `postgres` (a throwaway
-    /// PostgreSQL cluster loaded by writers, served in the Mastodon dialect).
+    /// What serves the timeline: `simulator`, `postgres` (a throwaway
+    /// PostgreSQL cluster loaded by writers, served in the Mastodon dialect),
+    /// or `misskey-ftt` (Misskey's Fanout Timeline on a throwaway Redis and
+    /// PostgreSQL, served in the Misskey dialect).
     #[arg(long, default_value = "simulator", value_parser = |s: &str| s.parse::<Backend>())]
     pub backend: Backend,
     /// Print nothing on standard output (`experiment judge`, whose output is
@@ -90,6 +93,9 @@ pub enum Backend {
     Simulator,
     /// A throwaway PostgreSQL cluster loaded by writers, served in the Mastodon dialect.
     Postgres,
+    /// Misskey's Fanout Timeline: a throwaway Redis and PostgreSQL loaded by
+    /// note creators, served in the Misskey dialect (docs/misskey-ftt.md).
+    MisskeyFtt,
 }
 
 impl std::str::FromStr for Backend {
@@ -99,8 +105,9 @@ impl std::str::FromStr for Backend {
         match s {
             "simulator" => Ok(Backend::Simulator),
             "postgres" => Ok(Backend::Postgres),
+            "misskey-ftt" => Ok(Backend::MisskeyFtt),
             _ => Err(format!(
-                "unknown backend '{s}': expected simulator or postgres"
+                "unknown backend '{s}': expected simulator, postgres or misskey-ftt"
             )),
         }
     }
@@ -110,6 +117,9 @@ impl std::str::FromStr for Backend {
 pub async fn serve_command(args: ServeArgs) -> Result<(), String> {
     if args.backend == Backend::Postgres {
         return postgres::serve(args, HashMap::new(), crate::session::wait_for_signal()).await;
+    }
+    if args.backend == Backend::MisskeyFtt {
+        return misskey_ftt::serve(args, HashMap::new(), crate::session::wait_for_signal()).await;
     }
     serve_until(args, crate::session::wait_for_signal(), None).await
 }

@@ -47,10 +47,14 @@ pub(super) fn not_found() -> Response {
     )
 }
 
+/// Every POST handler takes its body, even unread: a body arriving after the
+/// answer makes hyper close the keep-alive connection, and the client's next
+/// request fails (Misskey.py met it).
+///
 /// `POST /api/meta`, which clients post first (Misskey.py's constructor
 /// does): the instance's name, version and features, in the shape of
 /// Misskey's `MetaDetailed` (misskey-hub.net, for-developers/api, `meta`).
-async fn misskey_meta(headers: HeaderMap) -> Response {
+async fn misskey_meta(headers: HeaderMap, _body: Bytes) -> Response {
     let host = host(&headers);
     let body = json!({
         "maintainerName": null,
@@ -125,7 +129,7 @@ async fn misskey_home(State(app): State<AppState>, body: Bytes) -> Response {
 
 /// `POST /api/i`, which clients post to learn who they are (Misskey's
 /// MeDetailed; misskey-hub.net, for-developers/api, `i`): every token is the reader.
-async fn misskey_i(State(app): State<AppState>) -> Response {
+async fn misskey_i(State(app): State<AppState>, _body: Bytes) -> Response {
     let layout = app.layout();
     let id = layout.format(Id(u128::from(READER_ID)));
     let body = json!({

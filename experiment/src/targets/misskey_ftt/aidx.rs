@@ -74,7 +74,9 @@ pub fn parse_ms(id: &str) -> Option<i64> {
     if id.len() != TIME_LENGTH + NODE_LENGTH + NOISE_LENGTH {
         return None;
     }
-    let time = u64::from_str_radix(&id[..TIME_LENGTH], 36).ok()?;
+    // `get`, not indexing: a client's multi-byte text of 16 bytes must not
+    // cut a character (a panic that closed the connection).
+    let time = u64::from_str_radix(id.get(..TIME_LENGTH)?, 36).ok()?;
     Some(MISSKEY_EPOCH_MS + time as i64)
 }
 
@@ -83,6 +85,14 @@ mod tests {
     use super::*;
     use rand::SeedableRng;
     use since_id::id::Layout;
+
+    #[test]
+    fn text_that_is_not_an_aidx_is_none_even_with_multibyte_characters() {
+        // 16 bytes, with a two-byte character across the 8th byte.
+        assert_eq!(parse_ms("aaaaaaa\u{e9}xxxxxxx"), None);
+        assert_eq!(parse_ms("short"), None);
+        assert_eq!(parse_ms("00000001read0001"), Some(MISSKEY_EPOCH_MS + 1));
+    }
 
     #[test]
     fn an_id_carries_its_time_node_and_counter() {

@@ -1,7 +1,8 @@
 //! The read side over loopback HTTP in Misskey's dialect, so that the
 //! harness's Misskey pollers (`experiment/src/api/misskey.rs`) and Misskey.py
 //! read it: `POST /api/notes/timeline` (home), `/api/notes/local-timeline`,
-//! `/api/notes/hybrid-timeline`, parameters in a JSON body (`sinceId`,
+//! `/api/notes/hybrid-timeline`, with `/api/meta` and `/api/i` that clients
+//! post first, parameters in a JSON body (`sinceId`,
 //! `untilId`, `sinceDate`, `untilDate`, `limit` 1..100, default 10), errors
 //! as the simulator's Misskey dialect writes them
 //! (`experiment/sim/src/server/misskey.rs`). `sinceDate`/`untilDate` become
@@ -52,6 +53,7 @@ pub fn router(reader: Reader, counts: PathCounts) -> Router {
         .route("/api/notes/local-timeline", post(local))
         .route("/api/notes/hybrid-timeline", post(hybrid))
         .route("/api/meta", post(meta))
+        .route("/api/i", post(i))
         .with_state(app)
 }
 
@@ -67,7 +69,11 @@ async fn hybrid(State(app): State<App>, body: Bytes) -> Response {
     timeline(app, Source::Hybrid { me: ME }, body).await
 }
 
-async fn meta() -> Response {
+// `meta` and `i` take their body and drop it: a handler that leaves the
+// body unread makes hyper close the connection after the response when the
+// body has not arrived yet, and a keep-alive client (Misskey.py's session)
+// then sends its next request into a closed connection.
+async fn meta(_body: Bytes) -> Response {
     json_ok(json!({
         "name": "snowleak misskey-ftt",
         "version": "2025.4.0",
@@ -78,6 +84,25 @@ async fn meta() -> Response {
         "maxNoteTextLength": 3000,
         "policies": {"ltlAvailable": true, "gtlAvailable": false},
         "features": {"localTimeline": true, "globalTimeline": false, "miauth": true},
+    }))
+}
+
+/// `POST /api/i`: the account every request reads as, user 0, in the
+/// shape of Misskey's `MeDetailed` (the fields clients look at).
+async fn i(_body: Bytes) -> Response {
+    json_ok(json!({
+        "id": ME.to_string(),
+        "name": "snowleak",
+        "username": "snowleak",
+        "host": null,
+        "avatarUrl": null,
+        "isBot": true,
+        "isCat": false,
+        "emojis": {},
+        "onlineStatus": "unknown",
+        "createdAt": "2000-01-01T00:00:00.000Z",
+        "followersCount": 0,
+        "notesCount": 0,
     }))
 }
 

@@ -10,6 +10,7 @@ pub mod driver;
 pub mod http;
 pub mod push;
 pub mod read;
+pub mod serve;
 pub mod store;
 pub mod timeline;
 

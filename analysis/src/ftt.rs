@@ -1,0 +1,167 @@
+//! What became of each note a poller lost, in a `--target misskey-ftt` run,
+//! by the FTT truth the run recorded (`ftt_pushes`, `ftt_trims`:
+//! docs/rundb.md, docs/misskey-ftt.md). Per poller and lost note, one fate:
+//!
+//! - `leak`: the checker's leak: the poller's cursor passed the note's ID
+//!   before the note was readable; PostgreSQL, which answers every request
+//!   with a sinceId, could not give it to that poller any more.
+//! - `trimmed`: not a leak, and an LTRIM cut it from the polled lists.
+//! - `never-pushed`: not a leak, and no LPUSH of it into a polled list
+//!   returned (the 3-minute rule refused it, or FTT was off).
+//! - `in-lists`: not a leak, pushed and never cut: the lists held it, and the
+//!   loss came from elsewhere (the fallback switched off answers a sinceId
+//!   with an empty page; a page read before the push returned).
+//!
+//! [`load`] reads the tables (none for other runs); [`fates`] is pure.
+
+use crate::diff::Analysis;
+use crate::load::Loaded;
+use rusqlite::Connection;
+use std::collections::{BTreeMap, HashMap};
+
+/// A lost note's fate; see the module's text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fate {
+    Leak,
+    Trimmed,
+    NeverPushed,
+    InLists,
+}
+
+impl Fate {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fate::Leak => "leak",
+            Fate::Trimmed => "trimmed",
+            Fate::NeverPushed => "never-pushed",
+            Fate::InLists => "in-lists",
+        }
+    }
+}
+
+/// Per note: whether some LPUSH into a polled list returned, and whether
+/// an LTRIM cut it from one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NoteLists {
+    pub pushed: bool,
+    pub trimmed: bool,
+}
+
+/// The FTT truth of one run, by note ID.
+#[derive(Debug, Default)]
+pub struct FttTruth {
+    pub notes: HashMap<String, NoteLists>,
+}
+
+/// The run's FTT truth; `None` when the run has none (not a misskey-ftt
+/// run, or a file written before the tables existed).
+pub fn load(conn: &Connection, run_id: i64) -> Result<Option<FttTruth>, String> {
+    let tables: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table'
+               AND name IN ('ftt_pushes', 'ftt_trims')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(|e| format!("cannot read the FTT tables: {e}"))?;
+    if tables < 2 {
+        return Ok(None);
+    }
+    let mut truth = FttTruth::default();
+    let e = |e: rusqlite::Error| format!("cannot read the FTT tables: {e}");
+    let mut pushes = conn
+        .prepare("SELECT id, pushed_at_ms IS NOT NULL FROM ftt_pushes WHERE run_id = ?1")
+        .map_err(e)?;
+    let rows = pushes
+        .query_map([run_id], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?))
+        })
+        .map_err(e)?;
+    for row in rows {
+        let (id, pushed) = row.map_err(e)?;
+        truth.notes.entry(id).or_default().pushed |= pushed;
+    }
+    let mut trims = conn
+        .prepare("SELECT DISTINCT id FROM ftt_trims WHERE run_id = ?1")
+        .map_err(e)?;
+    let rows = trims
+        .query_map([run_id], |r| r.get::<_, String>(0))
+        .map_err(e)?;
+    for row in rows {
+        truth.notes.entry(row.map_err(e)?).or_default().trimmed = true;
+    }
+    Ok((!truth.notes.is_empty()).then_some(truth))
+}
+
+/// One lost note of one poller, and its fate.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Lost {
+    pub poller: usize,
+    pub id: String,
+    pub fate: Fate,
+}
+
+/// The fate of every note each poller lost (the checker's leaks, and its
+/// misses of every kind), in poller then ID order.
+pub fn fates(loaded: &Loaded, analysis: &Analysis, truth: &FttTruth) -> Vec<Lost> {
+    let fate_of = |id: &str| {
+        let lists = truth.notes.get(id).copied().unwrap_or_default();
+        if lists.trimmed {
+            Fate::Trimmed
+        } else if !lists.pushed {
+            Fate::NeverPushed
+        } else {
+            Fate::InLists
+        }
+    };
+    let mut out = Vec::new();
+    for finding in analysis.leaks() {
+        let id = loaded.status_id(finding.status).into_owned();
+        for poller in 0..crate::diff::MAX_POLLERS {
+            if finding.leaked_by >> poller & 1 == 1 {
+                out.push(Lost {
+                    poller,
+                    id: id.clone(),
+                    fate: Fate::Leak,
+                });
+            }
+        }
+    }
+    for miss in &analysis.other_misses {
+        let id = loaded.status_id(miss.status).into_owned();
+        out.push(Lost {
+            poller: usize::from(miss.poller),
+            fate: fate_of(&id),
+            id,
+        });
+    }
+    out.sort();
+    out
+}
+
+/// The report's section: per poller, how many lost notes had each fate.
+pub fn render(loaded: &Loaded, lost: &[Lost]) -> String {
+    let mut counts: BTreeMap<usize, BTreeMap<Fate, usize>> = BTreeMap::new();
+    for l in lost {
+        *counts
+            .entry(l.poller)
+            .or_default()
+            .entry(l.fate)
+            .or_default() += 1;
+    }
+    let mut out = String::from(
+        "\nFTT: what became of the notes each poller lost (ftt_pushes, ftt_trims; docs/misskey-ftt.md)\n",
+    );
+    if counts.is_empty() {
+        out.push_str("  no poller lost a note.\n");
+    }
+    for (poller, by_fate) in counts {
+        let name = loaded.pollers.get(poller).map_or("?", |p| p.name.as_str());
+        let parts: Vec<String> = [Fate::Leak, Fate::Trimmed, Fate::NeverPushed, Fate::InLists]
+            .iter()
+            .map(|f| format!("{} {}", f.as_str(), by_fate.get(f).copied().unwrap_or(0)))
+            .collect();
+        out.push_str(&format!("  {name:<28} {}\n", parts.join(", ")));
+    }
+    out
+}

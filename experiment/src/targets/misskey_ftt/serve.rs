@@ -1,0 +1,265 @@
+//! The FTT target's server alone, for `experiment serve --backend
+//! misskey-ftt`: a throwaway Redis and PostgreSQL, the creators loading
+//! them, and the read side ([`super::http`]) for any client. Optionally keeps
+//! the truth of every note (each timeline's share is told apart by
+//! [`Served::scope`]), for `--record`. Dropping it stops both servers.
+
+use super::creators::{self, Event, Load};
+use super::http::{self, ME, PathCounts};
+use super::push::RECENT_MS;
+use super::read::Switches;
+use super::store;
+use super::timeline::{LiveSwitches, Reader};
+use crate::servers::postgres::Cluster;
+use crate::servers::redis::Redis;
+use rundb::TruthRow;
+use rundb::scope::Scope;
+use std::collections::BTreeSet;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, watch};
+
+/// The load of `serve --backend misskey-ftt`: the run's defaults
+/// (docs/misskey-ftt.md), with local notes at 10 a second so that a client
+/// meets full pages within seconds.
+pub fn serve_load(seed: u64) -> Load {
+    Load {
+        creators: 4,
+        local_users: 50,
+        remote_users: 50,
+        follows_per_user: 20,
+        local_rate_per_s: 10.0,
+        remote_rate_per_s: 2.0,
+        federation_delay_ms: 2_000,
+        late_share: 0.02,
+        caps: Default::default(),
+        seed,
+    }
+}
+
+/// What the creators made since the last [`Served::take_truth`].
+#[derive(Default)]
+struct Taken {
+    rows: Vec<TruthRow>,
+    /// (ID, author), for the home and hybrid timelines' scopes.
+    authors: Vec<(String, i64)>,
+    notes: u64,
+    failures: u64,
+    last_failure: Option<String>,
+}
+
+/// The running server.
+pub struct Served {
+    pub load: Load,
+    reader: Reader,
+    counts: PathCounts,
+    follows_of_me: BTreeSet<i64>,
+    taken: Arc<Mutex<Taken>>,
+    stop_creators: watch::Sender<bool>,
+    creators: Vec<tokio::task::JoinHandle<()>>,
+    truth_task: tokio::task::JoinHandle<()>,
+    pub redis_version: String,
+    pub postgres_version: String,
+    /// Last: fields drop in order, and the connections go before the servers.
+    cluster: Cluster,
+    redis: Redis,
+}
+
+async fn connect(config: &tokio_postgres::Config) -> Result<tokio_postgres::Client, String> {
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| format!("cannot connect to PostgreSQL: {e}"))?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+impl Served {
+    /// Starts both servers, the tables and the creators. With `keep_truth`,
+    /// every note committed is kept until taken; without, only counted.
+    pub async fn start(load: Load, keep_truth: bool) -> Result<Served, String> {
+        let redis = Redis::start()?;
+        let cluster = Cluster::start()?;
+        let config = cluster.config();
+        let admin = connect(&config).await?;
+        let postgres_version: String = admin
+            .query_one("SHOW server_version", &[])
+            .await
+            .map_err(|e| format!("cannot read PostgreSQL's version: {e}"))?
+            .get(0);
+        let follows = load.follows();
+        store::create(&admin, &follows).await?;
+        let follows_of_me = follows
+            .iter()
+            .filter(|(_, follower)| *follower == ME)
+            .map(|(followee, _)| i64::from(*followee))
+            .chain([i64::from(ME)])
+            .collect();
+        let client = redis.client()?;
+        let redis_conn = || async {
+            client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|e| format!("cannot connect to Redis: {e}"))
+        };
+        let reader = Reader {
+            redis: redis_conn().await?,
+            pg: Arc::new(connect(&config).await?),
+            switches: Arc::new(LiveSwitches::new(Switches::default())),
+        };
+        let (stop_creators, stop) = watch::channel(false);
+        // Bounded: creators wait when the truth falls behind.
+        let (events_tx, events) = mpsc::channel::<Event>(4096);
+        let shared = Arc::new(load.clone());
+        let ftt_on = Arc::new(AtomicBool::new(true));
+        let mut creators = Vec::new();
+        for i in 0..load.creators {
+            creators.push(tokio::spawn(creators::run_creator(
+                i,
+                shared.clone(),
+                Arc::new(connect(&config).await?),
+                redis_conn().await?,
+                events_tx.clone(),
+                stop.clone(),
+                ftt_on.clone(),
+                crate::clock::now_ms,
+            )));
+        }
+        drop(events_tx);
+        let taken = Arc::new(Mutex::new(Taken::default()));
+        let truth_task = tokio::spawn(take_events(events, taken.clone(), keep_truth));
+        Ok(Served {
+            load,
+            reader,
+            counts: PathCounts::default(),
+            follows_of_me,
+            taken,
+            stop_creators,
+            creators,
+            truth_task,
+            redis_version: redis.version().to_string(),
+            postgres_version,
+            cluster,
+            redis,
+        })
+    }
+
+    /// The Misskey API over the lists and the table.
+    pub fn router(&self) -> axum::Router {
+        http::router(self.reader.clone(), self.counts.clone())
+    }
+
+    /// The notes a timeline endpoint (`timeline`, `local-timeline`,
+    /// `hybrid-timeline`) serves, for `--record`: a client is owed only
+    /// those. The hybrid timeline's local notes are the local users'.
+    pub fn scope(&self, endpoint: &str) -> Option<Scope> {
+        let locals = || (0..i64::from(self.load.local_users)).collect::<BTreeSet<i64>>();
+        match endpoint {
+            "timeline" => Some(Scope::Authors(self.follows_of_me.clone())),
+            "local-timeline" => Some(Scope::Local),
+            "hybrid-timeline" => {
+                let mut both = locals();
+                both.extend(self.follows_of_me.iter().copied());
+                Some(Scope::Authors(both))
+            }
+            _ => None,
+        }
+    }
+
+    /// The truth of every note committed since the last call, and the
+    /// authors of those notes (nothing without `keep_truth`).
+    pub fn take_truth(&self) -> (Vec<TruthRow>, Vec<(String, i64)>) {
+        let mut taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
+        (
+            std::mem::take(&mut taken.rows),
+            std::mem::take(&mut taken.authors),
+        )
+    }
+
+    /// Notes made, creator failures, the last failure, and the reads per path.
+    pub fn summary(&self) -> String {
+        let taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
+        format!(
+            "{} notes, {} creator failures{}; {}",
+            taken.notes,
+            taken.failures,
+            taken
+                .last_failure
+                .as_ref()
+                .map(|e| format!(" (last: {e})"))
+                .unwrap_or_default(),
+            http::counts_line(&self.counts).trim_end()
+        )
+    }
+
+    /// The Redis socket, for redis-cli and load tools.
+    pub fn redis_socket(&self) -> std::path::PathBuf {
+        self.redis.socket()
+    }
+
+    /// The PostgreSQL cluster's socket directory.
+    pub fn postgres_dir(&self) -> &std::path::Path {
+        self.cluster.dir()
+    }
+
+    /// Stops the creators and waits for their last notes' truth; the servers
+    /// go when `self` is dropped.
+    pub async fn stop_creators(&mut self) {
+        let _ = self.stop_creators.send(true);
+        for task in self.creators.drain(..) {
+            let _ = task.await;
+        }
+        // Pushes still running hold the channel open; they end on their own.
+        let _ = (&mut self.truth_task).await;
+    }
+}
+
+/// Drains the creators' events: truth rows (if kept) and counts.
+async fn take_events(mut events: mpsc::Receiver<Event>, taken: Arc<Mutex<Taken>>, keep: bool) {
+    let layout: since_id::id::Layout = match "misskey-aidx".parse() {
+        Ok(l) => l,
+        Err(_) => return,
+    };
+    while let Some(event) = events.recv().await {
+        let mut taken = taken.lock().unwrap_or_else(|e| e.into_inner());
+        match event {
+            Event::Created(c) => {
+                taken.notes += 1;
+                if !keep {
+                    continue;
+                }
+                let Ok(key) = layout.parse(&c.note.id).map(|id| id.sort_key()) else {
+                    taken.failures += 1;
+                    taken.last_failure = Some(format!("not an aidx: {}", c.note.id));
+                    continue;
+                };
+                let origin = if c.note.is_local {
+                    "local"
+                } else if c.started_ms - c.id_ms > RECENT_MS {
+                    "remote-late"
+                } else {
+                    "remote"
+                };
+                taken
+                    .authors
+                    .push((c.note.id.clone(), i64::from(c.note.user_id)));
+                taken.rows.push(TruthRow {
+                    id: c.note.id,
+                    id_key: key,
+                    id_time_ms: c.id_ms,
+                    posted_at_ms: c.started_ms,
+                    // Owed from the ms after the INSERT returned: a request
+                    // with a sinceId reads PostgreSQL (docs/misskey-ftt.md).
+                    visible_at_ms: c.committed_ms + 1,
+                    deleted_at_ms: None,
+                    origin: origin.into(),
+                });
+            }
+            Event::Pushed { .. } => {}
+            Event::Failed(e) => {
+                taken.failures += 1;
+                taken.last_failure = Some(e);
+            }
+        }
+    }
+}

@@ -440,6 +440,20 @@ fn refuse_given(flags: &[(&str, bool)], why: impl Fn(&str) -> String) -> Result<
     }
 }
 
+/// The simulator's and the real APIs' flags, which a target that starts its
+/// own servers (PostgreSQL, MariaDB, misskey-ftt) has no use for: each such
+/// target refuses these and the few others it names.
+fn foreign_flags(args: &RunArgs) -> [(&'static str, bool); 6] {
+    [
+        ("--config", args.config.is_some()),
+        ("--set", !args.sets.is_empty()),
+        ("--faults", args.faults.is_some()),
+        ("--backlog", args.backlog.is_some()),
+        ("--list-id", args.list_id.is_some()),
+        ("--base-url", args.base_url.is_some()),
+    ]
+}
+
 /// The command line, resolved: the options every run has and one target's.
 /// Every refusal of a flag where it does nothing is here.
 pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
@@ -480,16 +494,14 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
         }
         refuse_given(
             &[
-                ("--config", args.config.is_some()),
-                ("--set", !args.sets.is_empty()),
-                ("--faults", args.faults.is_some()),
-                ("--backlog", args.backlog.is_some()),
-                ("--timeline", args.timeline.is_some()),
-                ("--list-id", args.list_id.is_some()),
-                ("--base-url", args.base_url.is_some()),
-                ("--layout", args.layout.is_some()),
-                ("--token-file", args.token_file.is_some()),
-            ],
+                foreign_flags(&args).as_slice(),
+                &[
+                    ("--timeline", args.timeline.is_some()),
+                    ("--layout", args.layout.is_some()),
+                    ("--token-file", args.token_file.is_some()),
+                ],
+            ]
+            .concat(),
             |flag| format!("{flag} does not apply to --target mariadb"),
         )?;
         pg.refuse(
@@ -504,14 +516,10 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
         }
         refuse_given(
             &[
-                ("--config", args.config.is_some()),
-                ("--set", !args.sets.is_empty()),
-                ("--faults", args.faults.is_some()),
-                ("--backlog", args.backlog.is_some()),
-                ("--timeline", args.timeline.is_some()),
-                ("--list-id", args.list_id.is_some()),
-                ("--base-url", args.base_url.is_some()),
-            ],
+                foreign_flags(&args).as_slice(),
+                &[("--timeline", args.timeline.is_some())],
+            ]
+            .concat(),
             |flag| format!("{flag} does not apply to a PostgreSQL target"),
         )?;
     } else {
@@ -543,15 +551,13 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
             }
             refuse_given(
                 &[
-                    ("--config", args.config.is_some()),
-                    ("--set", !args.sets.is_empty()),
-                    ("--faults", args.faults.is_some()),
-                    ("--backlog", args.backlog.is_some()),
-                    ("--list-id", args.list_id.is_some()),
-                    ("--base-url", args.base_url.is_some()),
-                    ("--layout", args.layout.is_some()),
-                    ("--token-file", args.token_file.is_some()),
-                ],
+                    foreign_flags(&args).as_slice(),
+                    &[
+                        ("--layout", args.layout.is_some()),
+                        ("--token-file", args.token_file.is_some()),
+                    ],
+                ]
+                .concat(),
                 |flag| format!("{flag} does not apply to --target misskey-ftt"),
             )?;
             let f = &args.ftt;

@@ -84,6 +84,33 @@ impl ServeArgs {
     pub fn profile(&self) -> &str {
         self.profile.as_deref().unwrap_or("twitter")
     }
+
+    /// Refuses the flags that configure the simulator, on a backend
+    /// (`postgres`, `misskey-ftt`) that does not have one.
+    fn refuse_simulator_flags(&self, backend: &str) -> Result<(), String> {
+        let given = [
+            (self.profile.is_some(), "--profile"),
+            (self.config.is_some(), "--config"),
+            (!self.sets.is_empty(), "--set"),
+            (self.rate_limit.is_some(), "--rate-limit"),
+            (self.backlog.is_some(), "--backlog"),
+            (self.faults.is_some(), "--faults"),
+        ];
+        if let Some((_, flag)) = given.iter().find(|(on, _)| *on) {
+            return Err(format!(
+                "{flag} configures the simulator and does not apply to --backend {backend}"
+            ));
+        }
+        if self.truth.is_some() {
+            return Err(format!(
+                "--truth is the simulator's: with --backend {backend}, --record FILE.db writes the truth"
+            ));
+        }
+        if self.record.is_none() && !self.clients.is_empty() {
+            return Err("--client names a client of --record: add --record FILE.db".into());
+        }
+        Ok(())
+    }
 }
 
 /// What serves the timeline of `experiment serve`.

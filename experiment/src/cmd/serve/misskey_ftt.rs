@@ -20,33 +20,6 @@ use std::time::Duration;
 /// The timeline endpoints, under `/api/notes/`.
 const ENDPOINTS: [&str; 3] = ["timeline", "local-timeline", "hybrid-timeline"];
 
-/// The flags that configure the simulator, which this backend does not have.
-fn refuse_simulator_flags(args: &ServeArgs) -> Result<(), String> {
-    let given = [
-        (args.profile.is_some(), "--profile"),
-        (args.config.is_some(), "--config"),
-        (!args.sets.is_empty(), "--set"),
-        (args.rate_limit.is_some(), "--rate-limit"),
-        (args.backlog.is_some(), "--backlog"),
-        (args.faults.is_some(), "--faults"),
-    ];
-    if let Some((_, flag)) = given.iter().find(|(on, _)| *on) {
-        return Err(format!(
-            "{flag} configures the simulator and does not apply to --backend misskey-ftt"
-        ));
-    }
-    if args.truth.is_some() {
-        return Err(
-            "--truth is the simulator's: with --backend misskey-ftt, --record FILE.db writes the truth"
-                .into(),
-        );
-    }
-    if args.record.is_none() && !args.clients.is_empty() {
-        return Err("--client names a client of --record: add --record FILE.db".into());
-    }
-    Ok(())
-}
-
 /// The notes each timeline endpoint shows.
 type Scopes = Arc<HashMap<&'static str, rundb::scope::Scope>>;
 
@@ -72,7 +45,7 @@ pub async fn serve(
     names: HashMap<String, String>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
-    refuse_simulator_flags(&args)?;
+    args.refuse_simulator_flags("misskey-ftt")?;
     let mut client_names = client_names(&args.clients)?;
     client_names.extend(names);
     let addr: std::net::SocketAddr = args.addr.parse().map_err(|_| {

@@ -13,33 +13,6 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
-/// The flags that configure the simulator, which this backend does not have.
-fn refuse_simulator_flags(args: &ServeArgs) -> Result<(), String> {
-    let given = [
-        (args.profile.is_some(), "--profile"),
-        (args.config.is_some(), "--config"),
-        (!args.sets.is_empty(), "--set"),
-        (args.rate_limit.is_some(), "--rate-limit"),
-        (args.backlog.is_some(), "--backlog"),
-        (args.faults.is_some(), "--faults"),
-    ];
-    if let Some((_, flag)) = given.iter().find(|(on, _)| *on) {
-        return Err(format!(
-            "{flag} configures the simulator and does not apply to --backend postgres"
-        ));
-    }
-    if args.truth.is_some() {
-        return Err(
-            "--truth is the simulator's: with --backend postgres, --record FILE.db writes the truth"
-                .into(),
-        );
-    }
-    if args.record.is_none() && !args.clients.is_empty() {
-        return Err("--client names a client of --record: add --record FILE.db".into());
-    }
-    Ok(())
-}
-
 /// Serves until `shutdown` resolves, then stops the writers, writes the last
 /// truth and removes the cluster.
 pub async fn serve(
@@ -47,7 +20,7 @@ pub async fn serve(
     names: HashMap<String, String>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
-    refuse_simulator_flags(&args)?;
+    args.refuse_simulator_flags("postgres")?;
     let mut client_names = client_names(&args.clients)?;
     client_names.extend(names);
     let addr: std::net::SocketAddr = args.addr.parse().map_err(|_| {

@@ -340,31 +340,11 @@ fn wait_gone(pid: i32) {
 
 /// Removes the servers of processes that no longer exist (runs killed with SIGKILL).
 pub fn sweep_stale() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
-    };
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        let Some(rest) = name.strip_prefix(PREFIX) else {
-            continue;
-        };
-        // The owner's pid is in the name, written in the same step as the
-        // directory itself, so no sweep can see a server without its owner.
-        // Only directories this module made: a pid in the name and a data
-        // directory inside (a test's scratch directory may share the prefix).
-        let Some(owner) = rest
-            .split('-')
-            .next()
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let ours = entry.path().join("data").is_dir();
-        let alive = Path::new(&format!("/proc/{owner}")).exists();
-        if ours && !alive {
-            tracing::info!(dir = %entry.path().display(), "removing a MariaDB server left by a killed run");
-            kill_and_remove(&entry.path());
+    // Only directories this module made: a data directory inside.
+    for dir in super::stale_dirs(PREFIX) {
+        if dir.join("data").is_dir() {
+            tracing::info!(dir = %dir.display(), "removing a MariaDB server left by a killed run");
+            kill_and_remove(&dir);
         }
     }
 }

@@ -243,30 +243,10 @@ fn stop_and_remove(bin: &Path, run_as: Option<&str>, dir: &Path) {
 
 /// Removes the clusters of processes that no longer exist (runs killed with SIGKILL).
 fn sweep_stale(bin: &Path) {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
-    };
     let run_as = running_as_root().then_some("postgres");
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name();
-        if !name.to_string_lossy().starts_with(PREFIX) {
-            continue;
-        }
-        let dir = entry.path();
-        // The owner's pid is in the name, written in the same step as the
-        // directory itself, so no sweep can see a cluster without its owner.
-        let owner = name.to_string_lossy()[PREFIX.len()..]
-            .split('-')
-            .next()
-            .and_then(|pid| pid.parse::<u32>().ok());
-        // A name without a pid is not a cluster's: someone else's directory.
-        let Some(pid) = owner else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            tracing::info!(dir = %dir.display(), "removing a PostgreSQL cluster left by a killed run");
-            stop_and_remove(bin, run_as, &dir);
-        }
+    for dir in super::stale_dirs(PREFIX) {
+        tracing::info!(dir = %dir.display(), "removing a PostgreSQL cluster left by a killed run");
+        stop_and_remove(bin, run_as, &dir);
     }
 }
 

@@ -224,23 +224,9 @@ fn stop_pid_and_remove(dir: &Path) {
 
 /// Removes the servers of processes that no longer exist (runs killed with SIGKILL).
 fn sweep_stale() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
-    };
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        let Some(rest) = name.strip_prefix(PREFIX) else {
-            continue;
-        };
-        // The owner's pid is in the name, written in the same step as the
-        // directory itself, so no sweep can see a server without its owner.
-        let owner = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
-        let alive = owner.is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
-        if !alive {
-            tracing::info!(dir = %entry.path().display(), "removing a Redis server left by a killed run");
-            stop_pid_and_remove(&entry.path());
-        }
+    for dir in super::stale_dirs(PREFIX) {
+        tracing::info!(dir = %dir.display(), "removing a Redis server left by a killed run");
+        stop_pid_and_remove(&dir);
     }
 }
 

@@ -29,6 +29,33 @@ pub struct Fetched<R = Item> {
     pub retry_after_ms: Option<u64>,
 }
 
+impl Fetched {
+    /// A page of integer IDs read over SQL (no HTTP status, no body size):
+    /// each read with `layout`, its text the decimal the database gave.
+    pub fn from_sql_ids(layout: &Layout, ids: Result<Vec<i64>, String>) -> Fetched {
+        let result = ids.and_then(|ids| {
+            ids.into_iter()
+                .map(|id| {
+                    let text = id.to_string();
+                    let parsed = layout.parse(&text).map_err(|e| format!("item {id}: {e}"))?;
+                    Ok(Item {
+                        id: parsed,
+                        id_text: text,
+                        created_at: None,
+                        author: None,
+                    })
+                })
+                .collect()
+        });
+        Fetched {
+            http_status: None,
+            bytes: None,
+            result,
+            retry_after_ms: None,
+        }
+    }
+}
+
 /// Everything a driver needs to know about the run: its pollers (since_id
 /// [`Poller`]s, or keyset pollers), and its cadence.
 #[derive(Clone, Debug)]

@@ -12,7 +12,7 @@
 use crate::drive::{Fetched, PollTarget};
 use mysql_async::prelude::Queryable;
 use since_id::id::{Id, Layout};
-use since_id::poller::{Item, PageRequest};
+use since_id::poller::PageRequest;
 
 /// The event table, polled over a pool of connections (one per request in flight).
 #[derive(Clone)]
@@ -63,28 +63,6 @@ impl PollTarget for MariaTarget {
     }
 
     async fn fetch(&self, req: &PageRequest) -> Fetched {
-        let result = self.page(req).await.and_then(|ids| {
-            ids.into_iter()
-                .map(|id| {
-                    let text = id.to_string();
-                    let parsed = self
-                        .layout
-                        .parse(&text)
-                        .map_err(|e| format!("item {id}: {e}"))?;
-                    Ok(Item {
-                        id: parsed,
-                        id_text: text,
-                        created_at: None,
-                        author: None,
-                    })
-                })
-                .collect()
-        });
-        Fetched {
-            http_status: None,
-            bytes: None,
-            result,
-            retry_after_ms: None,
-        }
+        Fetched::from_sql_ids(&self.layout, self.page(req).await)
     }
 }

@@ -6,7 +6,7 @@
 use crate::drive::Fetched;
 use crate::drive::PollTarget;
 use since_id::id::{Id, Layout};
-use since_id::poller::{Item, PageRequest};
+use since_id::poller::PageRequest;
 use std::sync::Arc;
 
 /// A table polled over one shared connection (tokio-postgres pipelines
@@ -82,28 +82,6 @@ impl PollTarget for SqlTarget {
     }
 
     async fn fetch(&self, req: &PageRequest) -> Fetched {
-        let result = self.page(req).await.and_then(|ids| {
-            ids.into_iter()
-                .map(|id| {
-                    let text = id.to_string();
-                    let parsed = self
-                        .layout
-                        .parse(&text)
-                        .map_err(|e| format!("item {id}: {e}"))?;
-                    Ok(Item {
-                        id: parsed,
-                        id_text: text,
-                        created_at: None,
-                        author: None,
-                    })
-                })
-                .collect()
-        });
-        Fetched {
-            http_status: None,
-            bytes: None,
-            result,
-            retry_after_ms: None,
-        }
+        Fetched::from_sql_ids(&self.layout, self.page(req).await)
     }
 }

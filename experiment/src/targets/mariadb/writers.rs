@@ -14,6 +14,7 @@
 //! clock, which `--clock-skew` offsets by a seeded amount per writer.
 
 use super::schema::{COUNTER_ROWS, Schema};
+use crate::session::WriterPace;
 use mysql_async::prelude::Queryable;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -151,25 +152,21 @@ async fn writer(
     let mut ids = SnowflakeGen::new(index);
     let offset_ms = w.clock_offsets_ms.get(index as usize).copied().unwrap_or(0);
     let period_ms = w.writers as f64 * 1000.0 / w.rate_per_s.max(0.001);
-    let mut base = crate::clock::now_ms() as f64 + period_ms * index as f64 / w.writers as f64;
+    let phase = period_ms * index as f64 / w.writers as f64;
+    let mut pace = WriterPace::new(crate::clock::now_ms() as f64 + phase, period_ms);
     let mut n = 0u64;
     loop {
         if *stop.borrow() {
             break;
         }
-        // Pace to the target rate; after a stall, start afresh instead of bursting.
-        let due = base + n as f64 * period_ms;
-        let now = crate::clock::now_ms() as f64;
-        if now > due + 1000.0 {
-            base = now;
-            n = 0;
-        } else if due > now {
-            let wait = std::time::Duration::from_millis((due - now) as u64);
+        let wait = pace.wait_ms(crate::clock::now_ms() as f64);
+        if wait > 0 {
             tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
+                _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => {}
                 _ = stop.changed() => continue,
             }
         }
+        pace.wrote();
         n += 1;
         let event = Event {
             stream: rng.random_range(1..=COUNTER_ROWS),

@@ -11,6 +11,7 @@
 //! (from [`commit_timestamps`]) the commit timestamp of its transaction.
 
 use super::schema::{COUNTER_ROWS, Schema};
+use crate::session::WriterPace;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use since_id::id::{Layout, TWITTER_EPOCH_MS};
@@ -159,7 +160,8 @@ async fn writer(
     let mut rng = ChaCha8Rng::seed_from_u64(w.seed ^ (0x5752_4954_4552u64 << 8) ^ index as u64);
     let mut ids = SnowflakeGen::new(index as u64);
     let period_ms = w.writers as f64 * 1000.0 / w.rate_per_s.max(0.001);
-    let mut base = crate::clock::now_ms() as f64 + period_ms * index as f64 / w.writers as f64;
+    let phase = period_ms * index as f64 / w.writers as f64;
+    let mut pace = WriterPace::new(crate::clock::now_ms() as f64 + phase, period_ms);
     let mut n = 0u64;
     let statements = match prepare(&client, w.schema).await {
         Ok(statements) => statements,
@@ -172,19 +174,14 @@ async fn writer(
         if *stop.borrow() {
             return;
         }
-        // Pace to the target rate; after a stall, start afresh instead of bursting.
-        let due = base + n as f64 * period_ms;
-        let now = crate::clock::now_ms() as f64;
-        if now > due + 1000.0 {
-            base = now;
-            n = 0;
-        } else if due > now {
-            let wait = std::time::Duration::from_millis((due - now) as u64);
+        let wait = pace.wait_ms(crate::clock::now_ms() as f64);
+        if wait > 0 {
             tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
+                _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => {}
                 _ = stop.changed() => continue,
             }
         }
+        pace.wrote();
         n += 1;
         let account = rng.random_range(1..=COUNTER_ROWS);
         let mentioned = rng.random_range(1..=COUNTER_ROWS);

@@ -85,6 +85,27 @@ impl ServeArgs {
         self.profile.as_deref().unwrap_or("twitter")
     }
 
+    /// Listens on `--addr` (a warning when others can reach it); returns the
+    /// listener and the address bound (`--addr 127.0.0.1:0` picks a port).
+    async fn listen(&self) -> Result<(tokio::net::TcpListener, SocketAddr), String> {
+        let addr: SocketAddr = self.addr.parse().map_err(|_| {
+            format!(
+                "bad --addr '{}': expected IP:PORT such as 127.0.0.1:8080",
+                self.addr
+            )
+        })?;
+        if !addr.ip().is_loopback() {
+            eprintln!(
+                "warning: listening on {addr}, which is not a loopback address: other machines can reach the server"
+            );
+        }
+        let listener = server::bind(addr).await?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| format!("no local address: {e}"))?;
+        Ok((listener, bound))
+    }
+
     /// Refuses the flags that configure the simulator, on a backend
     /// (`postgres`, `misskey-ftt`) that does not have one.
     fn refuse_simulator_flags(&self, backend: &str) -> Result<(), String> {
@@ -198,21 +219,7 @@ pub async fn serve_naming(
         Some(text) => text.parse::<RateLimits>()?,
         None => RateLimits::default(),
     };
-    let addr: SocketAddr = args.addr.parse().map_err(|_| {
-        format!(
-            "bad --addr '{}': expected IP:PORT such as 127.0.0.1:8080",
-            args.addr
-        )
-    })?;
-    if !addr.ip().is_loopback() {
-        eprintln!(
-            "warning: listening on {addr}, which is not a loopback address: other machines can reach the simulator"
-        );
-    }
-    let listener = server::bind(addr).await?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| format!("no local address: {e}"))?;
+    let (listener, bound) = args.listen().await?;
 
     let started = crate::clock::now_ms();
     let layout = config.layout();

@@ -48,14 +48,7 @@ pub async fn serve(
     args.refuse_simulator_flags("misskey-ftt")?;
     let mut client_names = client_names(&args.clients)?;
     client_names.extend(names);
-    let addr: std::net::SocketAddr = args.addr.parse().map_err(|_| {
-        format!(
-            "bad --addr '{}': expected IP:PORT such as 127.0.0.1:8080",
-            args.addr
-        )
-    })?;
-    let listener = crate::sim::server::bind(addr).await?;
-    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let (listener, bound) = args.listen().await?;
     let layout: since_id::id::Layout = "misskey-aidx".parse().map_err(|e| format!("{e}"))?;
     let load = serve_load(args.seed);
     let mut served = Served::start(load.clone(), args.record.is_some()).await?;

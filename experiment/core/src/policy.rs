@@ -55,6 +55,14 @@ pub enum CursorPolicy {
     /// PostgreSQL targets only: a keyset cursor on (xid, id) below the oldest
     /// running transaction (`crate::pg::xmin`); it has no since_id.
     Xmin,
+    /// No cursor: every cycle is one request for the newest page (no
+    /// since_id, no upper bound), never paged down; the poller keeps what it
+    /// has not returned before. The first approach of tesaguri's "Your
+    /// Timelines Are Leaky" (github.com/tesaguri/leaky-snowflake), and what a
+    /// client that refreshes its timeline does. It loses whatever a full page
+    /// pushes below its end between two ticks; on Misskey every such request
+    /// is served from Redis (docs/misskey-ftt.md).
+    Newest,
 }
 
 impl CursorPolicy {
@@ -91,7 +99,7 @@ impl CursorPolicy {
     /// ```
     pub fn k_ms(&self) -> Option<u64> {
         match self {
-            CursorPolicy::Naive | CursorPolicy::Xmin => None,
+            CursorPolicy::Naive | CursorPolicy::Xmin | CursorPolicy::Newest => None,
             CursorPolicy::Compensated { k_ms } | CursorPolicy::Audit { k_ms, .. } => Some(*k_ms),
             // Its k changes during the run; its final cycle is an audit instead.
             CursorPolicy::Adaptive { .. } => None,
@@ -194,6 +202,7 @@ impl fmt::Display for CursorPolicy {
         match *self {
             CursorPolicy::Naive => f.write_str("naive"),
             CursorPolicy::Xmin => f.write_str("xmin"),
+            CursorPolicy::Newest => f.write_str("newest"),
             CursorPolicy::Compensated { k_ms } => {
                 write!(f, "compensated:k={}", spec_duration(k_ms))
             }
@@ -312,7 +321,7 @@ impl fmt::Display for PolicyError {
         match &self.kind {
             PolicyErrorKind::Unrecognised => f.write_str(
                 "expected 'naive', 'compensated:k=DURATION' (for example compensated:k=1s), \
-                 'audit:k=1s,depth=2m,every=1m', 'adaptive' or 'xmin' (PostgreSQL targets)",
+                 'audit:k=1s,depth=2m,every=1m', 'adaptive', 'newest' or 'xmin' (PostgreSQL targets)",
             ),
             PolicyErrorKind::NotKeyValue { part } => {
                 write!(f, "expected KEY=DURATION, not '{part}'")
@@ -385,7 +394,7 @@ impl FromStr for CursorPolicy {
 
     /// Parses `naive`, `compensated:k=DURATION`,
     /// `audit:k=DURATION,depth=DURATION,every=DURATION`, `adaptive`,
-    /// `adaptive:floor=DURATION` or `xmin`; every duration at most [`MAX_K_MS`].
+    /// `adaptive:floor=DURATION`, `newest` or `xmin`; every duration at most [`MAX_K_MS`].
     fn from_str(s: &str) -> Result<CursorPolicy, PolicyError> {
         let zero = |key: &str| {
             PolicyError::new(
@@ -398,6 +407,7 @@ impl FromStr for CursorPolicy {
         match s.trim() {
             "naive" => Ok(CursorPolicy::Naive),
             "xmin" => Ok(CursorPolicy::Xmin),
+            "newest" => Ok(CursorPolicy::Newest),
             "adaptive" => Ok(CursorPolicy::Adaptive {
                 floor_ms: ADAPTIVE_FLOOR_MS,
             }),
@@ -472,8 +482,12 @@ mod tests {
                 .to_string(),
             "compensated:k=1s500ms"
         );
+        let newest: CursorPolicy = "newest".parse().unwrap();
+        assert_eq!((newest, newest.to_string()), (CursorPolicy::Newest, "newest".into()));
+        assert_eq!((newest.k_ms(), newest.is_keyset()), (None, false));
         for bad in [
             "",
+            "newest:k=1s",
             "compensated",
             "compensated:k=",
             "compensated:k=fast",

@@ -114,6 +114,8 @@ struct Cycle {
     page: u32,
     sent_at_ms: i64,
     highest: Option<Id>,
+    /// The lowest ID this cycle returned (what a `newest` poller remembers down to).
+    lowest: Option<Id>,
     /// The lower bound of this cycle's window (the cursor, or an audit's floor).
     since: Option<Id>,
     phase: Phase,
@@ -342,6 +344,8 @@ impl Poller {
         }
         let (since, phase) = match plan {
             TickPlan::Skip => return None,
+            // `newest` has no cursor: every cycle asks for the newest page.
+            TickPlan::Tick if self.policy == CursorPolicy::Newest => (None, Phase::Tick),
             TickPlan::Tick => (self.since, Phase::Tick),
             TickPlan::Audit { floor_ms } => {
                 let floor = self.layout.min_id_at(floor_ms).pred();
@@ -353,6 +357,7 @@ impl Poller {
             page: 0,
             sent_at_ms: now_ms,
             highest: None,
+            lowest: None,
             since,
             phase,
         });
@@ -460,6 +465,9 @@ impl Poller {
         if let Some(top) = present.first() {
             cycle.highest = cycle.highest.max(Some(top.id));
         }
+        if let Some(bottom) = present.last() {
+            cycle.lowest = Some(cycle.lowest.map_or(bottom.id, |l| l.min(bottom.id)));
+        }
         let lowest = items.last().map(|item| item.id);
         // A full page above a cursor means the window was cut: page back to the
         // cursor. Without a cursor the page is the baseline (module docs).
@@ -510,6 +518,18 @@ impl Poller {
     /// The whole cycle succeeded: move the cursor.
     fn finish_cycle(&mut self, cycle: &Cycle) {
         self.latest = self.latest.max(cycle.highest);
+        if self.policy == CursorPolicy::Newest {
+            // No cursor to move. The next newest page reaches down about as
+            // far as this one did: what lies below it cannot come back (but
+            // for deletions), so it is forgotten, and the memory stays a page.
+            self.retrieved_at_ms = Some(cycle.sent_at_ms);
+            self.state
+                .on_cycle_end(cycle.phase, cycle.page + 1, true, cycle.sent_at_ms);
+            if let Some(lowest) = cycle.lowest {
+                self.seen.retain(|id| *id >= lowest);
+            }
+            return;
+        }
         if let Some(latest) = self.latest {
             let since = self.state.since_id(&self.layout, latest, cycle.sent_at_ms);
             self.since = Some(since);
@@ -756,6 +776,68 @@ mod tests {
                     req = next;
                 }
                 None => return Some((reqs, ids, out.overflow)),
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// `newest`: every cycle is one request with no since_id and no upper
+        /// bound, never paged down; a status counts new exactly when the
+        /// poller never returned it; and each status it never returns lay
+        /// below a full page at every tick it was visible at (what the
+        /// checker calls its leak).
+        #[test]
+        fn newest_reads_one_unbounded_page_and_keeps_what_it_had_not_seen(
+            limit in 1usize..8,
+            arrivals in proptest::collection::vec((0i64..20_000, 0i64..6_000), 1..60),
+        ) {
+            let l = Layout::twitter();
+            // (item, visible from): IDs from their time, visible after a delay.
+            let statuses: Vec<(Item, i64)> = arrivals
+                .iter()
+                .enumerate()
+                .map(|(i, (t, d))| (item(&l, T0 + t, i as u128), T0 + t + d))
+                .collect();
+            let mut p = Poller::new("n", CursorPolicy::Newest, l.clone(), limit, 3);
+            let mut returned: HashSet<Id> = HashSet::new();
+            // Per status: whether some tick it was visible at had it in window.
+            let mut in_window: HashSet<Id> = HashSet::new();
+            for tick in (0..30_000).step_by(700) {
+                let now = T0 + tick;
+                let visible: Vec<Item> = statuses
+                    .iter()
+                    .filter(|(_, v)| *v <= now)
+                    .map(|(i, _)| i.clone())
+                    .collect();
+                let req = p.tick(now, false).unwrap();
+                proptest::prop_assert_eq!(
+                    &req,
+                    &PageRequest { since: None, before: None, limit }
+                );
+                let page = serve(&visible, &req);
+                let full = page.len() >= limit;
+                let low = page.last().map(|i| i.id);
+                let fresh = page.iter().filter(|i| !returned.contains(&i.id)).count();
+                let out = p.on_page(page.clone(), now);
+                proptest::prop_assert!(out.next.is_none() && !out.overflow);
+                proptest::prop_assert_eq!(out.new_items, fresh);
+                proptest::prop_assert_eq!(p.since(), None);
+                returned.extend(page.iter().map(|i| i.id));
+                for i in &visible {
+                    if !full || low.is_some_and(|low| i.id >= low) {
+                        in_window.insert(i.id);
+                    }
+                }
+            }
+            for (i, visible_from) in &statuses {
+                if *visible_from <= T0 + 29_400 {
+                    proptest::prop_assert_eq!(
+                        returned.contains(&i.id),
+                        in_window.contains(&i.id),
+                        "{:?}", i.id
+                    );
+                }
             }
         }
     }

@@ -319,6 +319,13 @@ pub struct FttArgs {
     /// misskey-ftt: Misskey's enableFanoutTimeline switched off (every read from PostgreSQL).
     #[arg(long)]
     pub no_fanout_timeline: bool,
+    /// misskey-ftt: enableFanoutTimeline off from FROM until TO into the run, then on again,
+    /// e.g. 2m..4m (repeatable, in order; misskey-dev/misskey#17547).
+    #[arg(long = "ftt-off", value_name = "FROM..TO", value_parser = parse_window)]
+    pub ftt_off: Vec<(u64, u64)>,
+    /// misskey-ftt: stop Redis this long into the run and start it again empty (repeatable).
+    #[arg(long = "redis-restart-at", value_name = "DURATION", value_parser = parse_duration_ms)]
+    pub redis_restart_at: Vec<u64>,
 }
 
 impl FttArgs {
@@ -333,11 +340,79 @@ impl FttArgs {
             ("--users", self.users.is_some()),
             ("--no-db-fallback", self.no_db_fallback),
             ("--no-fanout-timeline", self.no_fanout_timeline),
+            ("--ftt-off", !self.ftt_off.is_empty()),
+            ("--redis-restart-at", !self.redis_restart_at.is_empty()),
         ]
         .into_iter()
         .find(|(_, given)| *given)
         .map(|(flag, _)| flag)
     }
+}
+
+/// `FROM..TO`, two durations from the run's start, FROM before TO.
+fn parse_window(s: &str) -> Result<(u64, u64), String> {
+    let bad = |why: &str| format!("bad --ftt-off '{s}': {why}");
+    let (from, to) = s
+        .split_once("..")
+        .ok_or_else(|| bad("expected FROM..TO such as 2m..4m"))?;
+    let from = parse_duration_ms(from.trim()).map_err(|e| bad(&e.to_string()))?;
+    let to = parse_duration_ms(to.trim()).map_err(|e| bad(&e.to_string()))?;
+    if from >= to {
+        return Err(bad("FROM must come before TO"));
+    }
+    Ok((from, to))
+}
+
+/// The `--ftt-off` windows, each inside a run of `duration_ms`, given in
+/// order and not overlapping.
+fn ftt_off_windows(
+    given: &[(u64, u64)],
+    duration_ms: u64,
+) -> Result<Vec<misskey_ftt::read::Window>, String> {
+    let show = |ms| since_id::time::format_duration_ms(ms).replace(' ', "");
+    let mut previous_to = 0;
+    given
+        .iter()
+        .map(|&(from_ms, to_ms)| {
+            let text = format!("{}..{}", show(from_ms), show(to_ms));
+            if to_ms > duration_ms {
+                return Err(format!(
+                    "--ftt-off {text} ends after the run (--duration {})",
+                    show(duration_ms)
+                ));
+            }
+            if from_ms < previous_to {
+                return Err(format!(
+                    "--ftt-off {text} starts before the previous window ends: give them in order, not overlapping"
+                ));
+            }
+            previous_to = to_ms;
+            Ok(misskey_ftt::read::Window { from_ms, to_ms })
+        })
+        .collect()
+}
+
+/// The `--redis-restart-at` times, each inside the run, ascending.
+fn redis_restarts(given: &[u64], duration_ms: u64) -> Result<Vec<u64>, String> {
+    let show = |ms| since_id::time::format_duration_ms(ms).replace(' ', "");
+    let mut previous = None;
+    for &at in given {
+        if at == 0 || at >= duration_ms {
+            return Err(format!(
+                "--redis-restart-at {} is not inside the run (after 0s, before --duration {})",
+                show(at),
+                show(duration_ms)
+            ));
+        }
+        if previous.is_some_and(|p| at <= p) {
+            return Err(format!(
+                "--redis-restart-at {} comes after a later one: give them in ascending order",
+                show(at)
+            ));
+        }
+        previous = Some(at);
+    }
+    Ok(given.to_vec())
 }
 
 fn parse_nonnegative_rate(s: &str) -> Result<f64, String> {
@@ -561,6 +636,11 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                 |flag| format!("{flag} does not apply to --target misskey-ftt"),
             )?;
             let f = &args.ftt;
+            if f.no_fanout_timeline && !f.ftt_off.is_empty() {
+                return Err(
+                    "--ftt-off switches FTT off for a while; with --no-fanout-timeline it is off for the whole run".into(),
+                );
+            }
             let (local_users, remote_users, follows_per_user) = f.users.unwrap_or((50, 50, 20));
             let timeline = match &args.timeline {
                 Some(t) => t.parse()?,
@@ -588,6 +668,8 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                     fanout_timeline: !f.no_fanout_timeline,
                     db_fallback: !f.no_db_fallback,
                 },
+                ftt_off: ftt_off_windows(&f.ftt_off, args.duration)?,
+                redis_restarts_ms: redis_restarts(&f.redis_restart_at, args.duration)?,
             })
         }
         Kind::Simulator => {

@@ -74,17 +74,42 @@ impl Redis {
         let conf = redis.dir.join("redis.conf");
         std::fs::write(&conf, config_text(&redis.dir))
             .map_err(|e| format!("cannot write {}: {e}", conf.display()))?;
-        let child = Command::new(&exe)
-            .arg(&conf)
+        redis.spawn(&exe)?;
+        redis.version = redis.server_version()?;
+        Ok(redis)
+    }
+
+    /// Runs `redis-server` on the directory's configuration and waits until it answers.
+    fn spawn(&mut self, exe: &Path) -> Result<(), String> {
+        let child = Command::new(exe)
+            .arg(self.dir.join("redis.conf"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
-        redis.child = Some(child);
-        redis.wait_ready()?;
-        redis.version = redis.server_version()?;
-        Ok(redis)
+        self.child = Some(child);
+        self.wait_ready()
+    }
+
+    /// Stops the server and starts it again on the same socket and
+    /// configuration (`--redis-restart-at`). With no persistence every key is
+    /// gone: the lists start empty. Connections to the old server fail from
+    /// the stop on; clients connect again. Returns when the server was
+    /// stopped and when the new one answered PING (ms since the epoch).
+    pub fn restart(&mut self) -> Result<(i64, i64), String> {
+        let exe = find_binary()?;
+        if let Some(mut child) = self.child.take() {
+            // As a crash or `SHUTDOWN NOSAVE` leaves it: nothing saved.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let stopped_ms = crate::clock::now_ms();
+        // redis-server replaces a stale socket file itself; removing it here
+        // keeps `wait_ready` from connecting to the dead one's path early.
+        let _ = std::fs::remove_file(self.socket());
+        self.spawn(&exe)?;
+        Ok((stopped_ms, crate::clock::now_ms()))
     }
 
     /// The directory holding the socket, the pid file and the log.
@@ -308,6 +333,30 @@ mod tests {
         let status = child.wait().unwrap();
         assert!(!status.success(), "killed, not exited: {status}");
         assert!(!Path::new(&format!("/proc/{pid}")).exists());
+    }
+
+    #[test]
+    fn a_restart_keeps_the_socket_and_loses_every_list() {
+        let mut redis = Redis::start().expect("redis-server must start for this test");
+        let client = redis.client().unwrap();
+        let mut conn = client.get_connection().unwrap();
+        let _: i64 = redis::cmd("LPUSH")
+            .arg("list:x")
+            .arg("a")
+            .query(&mut conn)
+            .unwrap();
+        let pid_before = std::fs::read_to_string(redis.dir().join("redis.pid")).unwrap();
+        let (stopped, ready) = redis.restart().expect("the server starts again");
+        assert!(stopped <= ready);
+        assert!(
+            redis::cmd("PING").query::<String>(&mut conn).is_err(),
+            "a connection to the stopped server fails"
+        );
+        let mut conn = client.get_connection().unwrap();
+        let len: i64 = redis::cmd("LLEN").arg("list:x").query(&mut conn).unwrap();
+        assert_eq!(len, 0, "no persistence: the list is gone");
+        let pid_after = std::fs::read_to_string(redis.dir().join("redis.pid")).unwrap();
+        assert_ne!(pid_before, pid_after, "a new process");
     }
 
     #[test]

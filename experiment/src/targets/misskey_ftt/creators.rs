@@ -11,6 +11,7 @@
 use super::aidx::Aidx;
 use super::push::{self, Caps, Note, Report};
 use super::store;
+use super::timeline::{PushGate, RedisSource};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp};
@@ -96,16 +97,18 @@ pub enum Event {
     Failed(String),
 }
 
-/// Runs one creator until `stop`; `now` reads the clock.
+/// Runs one creator until `stop`; `now` reads the clock. `ftt_enabled`
+/// says whether a note committed at a given ms is pushed (FTT on then);
+/// `redis` gives the connection each push is sent on.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_creator(
     index: u32,
     load: Arc<Load>,
     pg: Arc<tokio_postgres::Client>,
-    redis: redis::aio::MultiplexedConnection,
+    redis: impl RedisSource,
     events: mpsc::Sender<Event>,
     mut stop: watch::Receiver<bool>,
-    ftt_enabled: Arc<std::sync::atomic::AtomicBool>,
+    ftt_enabled: impl PushGate,
     now: fn() -> i64,
 ) {
     let mut rng = ChaCha8Rng::seed_from_u64(load.seed.wrapping_add(1 + index as u64));
@@ -158,11 +161,13 @@ pub async fn run_creator(
             }))
             .await;
         // `pushToTl` is not awaited: the next note may start before it ends.
-        if !ftt_enabled.load(std::sync::atomic::Ordering::Relaxed) {
+        // Its first line returns when `enableFanoutTimeline` is off; the
+        // switch is read as of the commit (`--ftt-off`).
+        if !ftt_enabled.pushes_at(committed_ms) {
             continue;
         }
         let push_seed = rng.random::<u64>();
-        let (pg, mut redis, events, caps) = (pg.clone(), redis.clone(), events.clone(), load.caps);
+        let (pg, redis, events, caps) = (pg.clone(), redis.clone(), events.clone(), load.caps);
         tokio::spawn(async move {
             let result = async {
                 let followers = store::followers(&pg, note.user_id).await?;
@@ -173,7 +178,10 @@ pub async fn run_creator(
                     now(),
                     &mut ChaCha8Rng::seed_from_u64(push_seed),
                 );
-                push::execute(&mut redis, &note.id, &ops, now).await
+                let (generation, mut conn) = redis.conn();
+                push::execute(&mut conn, &note.id, &ops, now)
+                    .await
+                    .inspect_err(|_| redis.failed(generation))
             }
             .await;
             let event = match result {

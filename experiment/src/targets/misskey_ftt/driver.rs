@@ -5,9 +5,9 @@
 
 use super::creators::{self, Event, Load};
 use super::http::{self, ME};
-use super::read::Switches;
+use super::read::{Switches, Window};
 use super::store::{self, Source};
-use super::timeline::{LiveSwitches, Reader, redis_keys};
+use super::timeline::{LiveSwitches, Reader, RedisSlot, RedisSource, redis_keys};
 use crate::api::{Dialect, HttpTarget};
 use crate::drive::{self, StopReason, Tally};
 use crate::record::{Recorder, TruthRow};
@@ -17,7 +17,6 @@ use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConf
 use since_id::id::Layout;
 use since_id::poller::Poller;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -71,6 +70,21 @@ pub struct FttOpts {
     pub load: Load,
     pub timeline: Timeline,
     pub switches: Switches,
+    /// `--ftt-off`: spans of the run, from its start, with FTT switched off
+    /// (ordered, not overlapping, inside the run).
+    pub ftt_off: Vec<Window>,
+    /// `--redis-restart-at`: when, from the run's start, Redis is stopped and
+    /// started again empty (ascending, inside the run).
+    pub redis_restarts_ms: Vec<u64>,
+}
+
+/// A planned Redis restart as it happened (ms since the epoch).
+#[derive(Clone, Debug, serde::Serialize)]
+struct RestartDone {
+    /// Planned, ms from the run's start.
+    at_ms: u64,
+    stopped_at_ms: i64,
+    ready_at_ms: i64,
 }
 
 #[derive(serde::Serialize)]
@@ -80,6 +94,13 @@ struct FttConfig<'a> {
     load: &'a Load,
     enable_fanout_timeline: bool,
     enable_fanout_timeline_db_fallback: bool,
+    /// `--ftt-off`, ms from the run's start (`started_at_ms`).
+    ftt_off: &'a [Window],
+    /// `--redis-restart-at`, ms from the run's start.
+    redis_restart_at_ms: &'a [u64],
+    /// The restarts as they happened; written when the run ends.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    redis_restarts: Vec<RestartDone>,
     redis_version: &'a str,
     postgres_version: &'a str,
 }
@@ -95,10 +116,10 @@ async fn connect(config: &tokio_postgres::Config) -> Result<tokio_postgres::Clie
 
 /// Runs the experiment against Misskey's Fanout Timeline.
 pub fn run(common: Common, opts: FttOpts) -> Result<RunSummary, String> {
-    let redis = Redis::start()?;
+    let redis = Arc::new(Mutex::new(Redis::start()?));
     let cluster = Cluster::start()?;
     let runtime = session::runtime()?;
-    let result = runtime.block_on(drive_run(&common, &opts, &redis, &cluster));
+    let result = runtime.block_on(drive_run(&common, &opts, redis.clone(), &cluster));
     drop(runtime);
     drop(cluster);
     drop(redis);
@@ -133,9 +154,13 @@ struct Counts {
 async fn drive_run(
     args: &Common,
     opts: &FttOpts,
-    redis: &Redis,
+    redis_server: Arc<Mutex<Redis>>,
     cluster: &Cluster,
 ) -> Result<RunSummary, String> {
+    let (redis_client, redis_version) = {
+        let redis = redis_server.lock().unwrap_or_else(|e| e.into_inner());
+        (redis.client()?, redis.version().to_string())
+    };
     let layout: Layout = "misskey-aidx".parse().map_err(|e| format!("{e}"))?;
     let config = cluster.config();
     let admin = connect(&config).await?;
@@ -155,16 +180,22 @@ async fn drive_run(
             .chain([ME])
             .collect(),
     };
-    let redis_client = redis.client()?;
     let redis_conn = || async {
         redis_client
             .get_multiplexed_async_connection()
             .await
             .map_err(|e| format!("cannot connect to Redis: {e}"))
     };
-    let switches = Arc::new(LiveSwitches::new(opts.switches));
+    // The windows count from the run's start, taken before anything runs.
+    let start_ms = crate::clock::now_ms();
+    let switches = Arc::new(LiveSwitches::scheduled(
+        opts.switches,
+        opts.ftt_off.clone(),
+        start_ms,
+    ));
+    let slot = RedisSlot::new(redis_conn().await?);
     let reader = Reader {
-        redis: redis_conn().await?,
+        redis: slot.conn().1,
         pg: Arc::new(connect(&config).await?),
         switches: switches.clone(),
     };
@@ -188,15 +219,17 @@ async fn drive_run(
         .unwrap_or(0);
     let mut stored_common = StoredConfig::common(args, limit, names.clone(), &layout);
     stored_common.timeline = Some(opts.timeline.endpoint().to_string());
-    let stored = FttConfig {
+    let mut stored = FttConfig {
         common: stored_common,
         load: &opts.load,
         enable_fanout_timeline: opts.switches.fanout_timeline,
         enable_fanout_timeline_db_fallback: opts.switches.db_fallback,
-        redis_version: redis.version(),
+        ftt_off: &opts.ftt_off,
+        redis_restart_at_ms: &opts.redis_restarts_ms,
+        redis_restarts: Vec::new(),
+        redis_version: &redis_version,
         postgres_version: &pg_version,
     };
-    let start_ms = crate::clock::now_ms();
     let run_info = session::run_row(
         args,
         RunRowParts {
@@ -219,7 +252,7 @@ async fn drive_run(
     // Other clients (Misskey.py, a load tool) may read the same API.
     tracing::info!(%addr, "Misskey API served at http://{addr}/api/notes/");
     let path_counts: http::PathCounts = Default::default();
-    let router = http::router(reader, path_counts.clone());
+    let router = http::router_on(reader, path_counts.clone(), Some(slot.clone()));
     tokio::spawn(async move {
         let _ = axum::serve(listener, router).await;
     });
@@ -235,7 +268,7 @@ async fn drive_run(
 
     let shutdown = Shutdown::install("the creators stop, the pollers make their last cycle");
     let stop_rx = shutdown.requested.clone();
-    tracing::info!(run = run_id, db = %args.db.display(), redis = redis.version(), postgres = %pg_version, "run started");
+    tracing::info!(run = run_id, db = %args.db.display(), redis = %redis_version, postgres = %pg_version, "run started");
     let end_ms = start_ms + args.duration_ms as i64;
     let (creators_stop_tx, creators_stop) = watch::channel(false);
     {
@@ -252,7 +285,6 @@ async fn drive_run(
     // Bounded: creators wait when the truth falls behind.
     let (events_tx, mut events_rx) = mpsc::channel::<Event>(4096);
     let load = Arc::new(opts.load.clone());
-    let ftt_on = Arc::new(AtomicBool::new(opts.switches.fanout_timeline));
     let mut creator_tasks = Vec::new();
     for i in 0..opts.load.creators {
         let pg = Arc::new(connect(&config).await?);
@@ -260,14 +292,22 @@ async fn drive_run(
             i,
             load.clone(),
             pg,
-            redis_conn().await?,
+            slot.clone(),
             events_tx.clone(),
             creators_stop.clone(),
-            ftt_on.clone(),
+            switches.clone(),
             crate::clock::now_ms,
         )));
     }
     drop(events_tx);
+    let restarts = tokio::spawn(restart_redis(
+        redis_server,
+        redis_client.clone(),
+        slot.clone(),
+        start_ms,
+        opts.redis_restarts_ms.clone(),
+        creators_stop.clone(),
+    ));
 
     let plan = session::plan_of(args, &layout, pollers, final_wait_ms);
     let pollers_task = drive::run_real(
@@ -300,6 +340,9 @@ async fn drive_run(
     for task in creator_tasks {
         let _ = task.await;
     }
+    let (restarts_done, restart_error) = restarts
+        .await
+        .unwrap_or_else(|e| (Vec::new(), Some(format!("the Redis restarts failed: {e}"))));
     while let Some(e) = events_rx.recv().await {
         truth.take(e, &mut counts);
     }
@@ -319,8 +362,15 @@ async fn drive_run(
         .get(http::FAILED)
         .copied()
         .unwrap_or(0);
-    let complete = counts.failures == 0 && failed_reads == 0;
-    let reason = if complete {
+    // A planned restart's failures (`--redis-restart-at`) are counted but
+    // leave the run complete; any other failure, or a restart that did not
+    // bring Redis back, does not.
+    let planned = slot.planned_failures();
+    let unplanned = (counts.failures + failed_reads).saturating_sub(planned);
+    let complete = unplanned == 0 && restart_error.is_none();
+    let reason = if let Some(e) = &restart_error {
+        format!("a server failed: {e}")
+    } else if complete {
         reason.to_string()
     } else {
         format!(
@@ -339,7 +389,9 @@ async fn drive_run(
         .progress
         .clone();
     recorder.finish(crate::clock::now_ms(), complete, &reason)?;
-    truth.write()?;
+    stored.redis_restarts = restarts_done.clone();
+    let config_text = serde_json::to_string(&stored).map_err(|e| e.to_string())?;
+    truth.write(&config_text)?;
     let seconds = args.duration_ms.max(1) as f64 / 1000.0;
     let mut notes = format!(
         "creators: {} notes ({:.1}/s), {} Redis commands ({:.0}/s), {} failures{}\n\
@@ -354,9 +406,28 @@ async fn drive_run(
             .as_ref()
             .map(|e| format!(" (last: {e})"))
             .unwrap_or_default(),
-        redis.version(),
+        redis_version,
         pg_version,
     );
+    for w in &opts.ftt_off {
+        notes.push_str(&format!(
+            "FTT off from {} to {} into the run\n",
+            since_id::time::format_duration_ms(w.from_ms),
+            since_id::time::format_duration_ms(w.to_ms)
+        ));
+    }
+    for r in &restarts_done {
+        notes.push_str(&format!(
+            "Redis restarted at {} into the run: down {} ms\n",
+            since_id::time::format_duration_ms(r.at_ms),
+            r.ready_at_ms - r.stopped_at_ms
+        ));
+    }
+    if planned > 0 {
+        notes.push_str(&format!(
+            "{planned} Redis commands failed during the planned restarts (pushes and reads)\n"
+        ));
+    }
     notes.push_str(&http::counts_line(&path_counts));
     tracing::info!(run = run_id, reason = %reason, "run finished");
     Ok(RunSummary {
@@ -481,12 +552,68 @@ impl TruthSink {
     }
 
     /// Writes `ftt_pushes` and `ftt_trims` once the recorder has closed the
-    /// run (the recorder's writer holds the file while the run goes).
-    fn write(mut self) -> Result<(), String> {
+    /// run (the recorder's writer holds the file while the run goes), and the
+    /// run's configuration again with what only its end knows (the restarts).
+    fn write(mut self, config: &str) -> Result<(), String> {
         let e = |e: rusqlite::Error| format!("cannot write ftt_pushes: {e}");
         let tx = self.conn.transaction().map_err(e)?;
         rundb::write::insert_ftt(&tx, self.run_id, &self.pushes, &self.trims)
             .map_err(|err| format!("cannot write ftt_pushes: {err}"))?;
+        tx.execute(
+            "UPDATE runs SET config = ?1 WHERE id = ?2",
+            rusqlite::params![config, self.run_id],
+        )
+        .map_err(e)?;
         tx.commit().map_err(e)
     }
+}
+
+/// `--redis-restart-at`: at each planned time from the run's start (unless the
+/// run ends first) stops Redis and starts it again empty, then gives the
+/// creators and the read side a connection to the new server. Returns the
+/// restarts done and, if one failed, why (the run is then incomplete).
+async fn restart_redis(
+    server: Arc<Mutex<Redis>>,
+    client: redis::Client,
+    slot: RedisSlot,
+    start_ms: i64,
+    at_ms: Vec<u64>,
+    mut stop: watch::Receiver<bool>,
+) -> (Vec<RestartDone>, Option<String>) {
+    let mut done = Vec::new();
+    for at in at_ms {
+        let wait = (start_ms + at as i64 - crate::clock::now_ms()).max(0) as u64;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
+            _ = stop.wait_for(|s| *s) => break,
+        }
+        slot.restart_begins();
+        let server = server.clone();
+        let restarted = tokio::task::spawn_blocking(move || {
+            server.lock().unwrap_or_else(|e| e.into_inner()).restart()
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
+        let (stopped_at_ms, ready_at_ms) = match restarted {
+            Ok(times) => times,
+            Err(e) => return (done, Some(format!("Redis did not restart: {e}"))),
+        };
+        match client.get_multiplexed_async_connection().await {
+            Ok(conn) => slot.restarted(conn),
+            Err(e) => {
+                return (
+                    done,
+                    Some(format!("cannot connect to the restarted Redis: {e}")),
+                );
+            }
+        }
+        tracing::info!(at_ms = at, down_ms = ready_at_ms - stopped_at_ms, "Redis restarted");
+        done.push(RestartDone {
+            at_ms: at,
+            stopped_at_ms,
+            ready_at_ms,
+        });
+    }
+    (done, None)
 }

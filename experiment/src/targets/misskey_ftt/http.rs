@@ -13,7 +13,7 @@
 use super::aidx::{self, Aidx};
 use super::read::{Path, Request};
 use super::store::Source;
-use super::timeline::Reader;
+use super::timeline::{Reader, RedisSlot, RedisSource};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -39,14 +39,23 @@ struct App {
     /// The reader process's own aidx generator, for `sinceDate`/`untilDate`.
     ids: Arc<Mutex<Aidx>>,
     counts: PathCounts,
+    /// The Redis connection to read on, when the run restarts Redis
+    /// (`--redis-restart-at`); else the reader's own.
+    slot: Option<RedisSlot>,
 }
 
 /// The router; `counts` is filled as requests are answered.
 pub fn router(reader: Reader, counts: PathCounts) -> Router {
+    router_on(reader, counts, None)
+}
+
+/// The router, reading Redis on `slot`'s current connection when given.
+pub fn router_on(reader: Reader, counts: PathCounts, slot: Option<RedisSlot>) -> Router {
     let app = App {
         reader,
         ids: Arc::new(Mutex::new(Aidx::with_node("read"))),
         counts,
+        slot,
     };
     Router::new()
         .route("/api/notes/timeline", post(home))
@@ -201,9 +210,21 @@ async fn timeline(app: App, source: Source, body: Bytes) -> Response {
         Ok(r) => r,
         Err(message) => return invalid(&message),
     };
-    let served = match app.reader.read(source, &req).await {
+    let mut reader = app.reader.clone();
+    let generation = app.slot.as_ref().map(|slot| {
+        let (generation, conn) = slot.conn();
+        reader.redis = conn;
+        generation
+    });
+    let served = match reader.read(source, &req).await {
         Ok(s) => s,
         Err(e) => {
+            // Redis's errors are prefixed so (`timeline.rs`); PostgreSQL's are not.
+            if let (Some(slot), Some(generation)) = (&app.slot, generation)
+                && e.starts_with("Redis:")
+            {
+                slot.failed(generation);
+            }
             *app.counts
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

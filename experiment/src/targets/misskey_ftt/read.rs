@@ -215,8 +215,44 @@ pub fn decide(
     }
 }
 
+/// A span of a run in ms from its start, `from_ms` included, `to_ms` not:
+/// `--ftt-off FROM..TO` (FTT switched off, then on again).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Window {
+    pub from_ms: u64,
+    pub to_ms: u64,
+}
+
+/// Whether `enableFanoutTimeline` is on at `since_start_ms` into the run:
+/// `base` (the run's switch) unless one of `off` covers that ms. Misskey
+/// reads the switch from its meta at each `pushToTl` (`if
+/// (!this.meta.enableFanoutTimeline) return;`, misskey-dev/misskey
+/// `packages/backend/src/core/NoteCreateService.ts` at f4bec81f) and at each
+/// timeline request (`FanoutTimelineEndpointService.getMiNotes`), so both
+/// sides ask this at the moment they act.
+pub fn fanout_on_at(base: bool, off: &[Window], since_start_ms: i64) -> bool {
+    base && !off.iter().any(|w| {
+        since_start_ms >= w.from_ms as i64 && since_start_ms < w.to_ms as i64
+    })
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn fanout_is_off_inside_a_window_from_its_start_until_its_end() {
+        let off = [
+            Window { from_ms: 1_000, to_ms: 2_000 },
+            Window { from_ms: 5_000, to_ms: 5_001 },
+        ];
+        let on = |ms| fanout_on_at(true, &off, ms);
+        assert!(on(-1) && on(0) && on(999));
+        assert!(!on(1_000) && !on(1_999));
+        assert!(on(2_000) && on(4_999));
+        assert!(!on(5_000));
+        assert!(on(5_001));
+        assert!(!fanout_on_at(false, &[], 0), "switched off for the whole run");
+    }
     use super::*;
 
     fn list(ids: &[&str]) -> Vec<String> {

@@ -483,7 +483,10 @@ mod tests {
             "compensated:k=1s500ms"
         );
         let newest: CursorPolicy = "newest".parse().unwrap();
-        assert_eq!((newest, newest.to_string()), (CursorPolicy::Newest, "newest".into()));
+        assert_eq!(
+            (newest, newest.to_string()),
+            (CursorPolicy::Newest, "newest".into())
+        );
         assert_eq!((newest.k_ms(), newest.is_keyset()), (None, false));
         for bad in [
             "",

@@ -182,7 +182,7 @@ async fn drive_run(
     };
     let redis_conn = || async {
         redis_client
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&redis_config())
             .await
             .map_err(|e| format!("cannot connect to Redis: {e}"))
     };
@@ -568,6 +568,14 @@ impl TruthSink {
     }
 }
 
+/// The connections' settings: no response timeout. redis-rs gives up on an
+/// answer after 500 ms by default (`DEFAULT_RESPONSE_TIMEOUT` in its
+/// `client.rs`); ioredis, Misskey's client, sets no command timeout unless
+/// asked to, and on a loaded machine 500 ms passes without Redis failing.
+fn redis_config() -> redis::AsyncConnectionConfig {
+    redis::AsyncConnectionConfig::new().set_response_timeout(None)
+}
+
 /// `--redis-restart-at`: at each planned time from the run's start (unless the
 /// run ends first) stops Redis and starts it again empty, then gives the
 /// creators and the read side a connection to the new server. Returns the
@@ -599,7 +607,10 @@ async fn restart_redis(
             Ok(times) => times,
             Err(e) => return (done, Some(format!("Redis did not restart: {e}"))),
         };
-        match client.get_multiplexed_async_connection().await {
+        match client
+            .get_multiplexed_async_connection_with_config(&redis_config())
+            .await
+        {
             Ok(conn) => slot.restarted(conn),
             Err(e) => {
                 return (
@@ -608,7 +619,11 @@ async fn restart_redis(
                 );
             }
         }
-        tracing::info!(at_ms = at, down_ms = ready_at_ms - stopped_at_ms, "Redis restarted");
+        tracing::info!(
+            at_ms = at,
+            down_ms = ready_at_ms - stopped_at_ms,
+            "Redis restarted"
+        );
         done.push(RestartDone {
             at_ms: at,
             stopped_at_ms,

@@ -231,9 +231,9 @@ pub struct Window {
 /// timeline request (`FanoutTimelineEndpointService.getMiNotes`), so both
 /// sides ask this at the moment they act.
 pub fn fanout_on_at(base: bool, off: &[Window], since_start_ms: i64) -> bool {
-    base && !off.iter().any(|w| {
-        since_start_ms >= w.from_ms as i64 && since_start_ms < w.to_ms as i64
-    })
+    base && !off
+        .iter()
+        .any(|w| since_start_ms >= w.from_ms as i64 && since_start_ms < w.to_ms as i64)
 }
 
 #[cfg(test)]
@@ -242,8 +242,14 @@ mod tests {
     #[test]
     fn fanout_is_off_inside_a_window_from_its_start_until_its_end() {
         let off = [
-            Window { from_ms: 1_000, to_ms: 2_000 },
-            Window { from_ms: 5_000, to_ms: 5_001 },
+            Window {
+                from_ms: 1_000,
+                to_ms: 2_000,
+            },
+            Window {
+                from_ms: 5_000,
+                to_ms: 5_001,
+            },
         ];
         let on = |ms| fanout_on_at(true, &off, ms);
         assert!(on(-1) && on(0) && on(999));
@@ -251,7 +257,10 @@ mod tests {
         assert!(on(2_000) && on(4_999));
         assert!(!on(5_000));
         assert!(on(5_001));
-        assert!(!fanout_on_at(false, &[], 0), "switched off for the whole run");
+        assert!(
+            !fanout_on_at(false, &[], 0),
+            "switched off for the whole run"
+        );
     }
     use super::*;
 

@@ -160,7 +160,12 @@ impl RedisSource for RedisSlot {
     }
 
     fn failed(&self, generation: u64) {
-        let current = self.inner.current.lock().unwrap_or_else(|e| e.into_inner()).0;
+        let current = self
+            .inner
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
         if generation < current || self.inner.restarting.load(Ordering::SeqCst) {
             self.inner.planned_failures.fetch_add(1, Ordering::SeqCst);
         }

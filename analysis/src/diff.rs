@@ -21,9 +21,15 @@
 //!   `first_sent < q.sent <= visible_until`; and never if P's endpoints do
 //!   not serve X (a recorded client on a local timeline is not owed remote
 //!   statuses: [`History::unserved`]).
-//! - X is **in window** at q if `since_key < key < before_key` (NULL bounds open).
+//! - X is **in window** at q if `since_key < key < before_key` (NULL bounds open);
+//!   a request without a since_id whose page was full covers only what it
+//!   reached: X is in its window if `key >= ` the lowest key it returned
+//!   (a `newest` poller's every request, a cursor poller's baseline page).
 //! - P's **baseline** is every successful cycle whose page 0 had no
-//!   since_id (P had no cursor, so it did not page back). X is **before the
+//!   since_id (P had no cursor, so it did not page back), up to and
+//!   including the first that returned anything (a cursor poller has a
+//!   cursor from then on; a `newest` poller never has one, and what its
+//!   later pages leave below them is its policy's loss). X is **before the
 //!   baseline** (not owed) if it was visible at such a cycle, that cycle's
 //!   last page was full and X lies below the lowest key the cycle returned,
 //!   and no earlier clean cycle had X in its window: the backlog a poller
@@ -340,9 +346,12 @@ impl Cycles {
 /// Per poller: its requests in time order and what its baseline was.
 struct PollerView {
     order: Vec<u32>,
-    /// Suffix minimum of since_key over `order` (None = no lower bound), for
-    /// the early exit in [`classify`]: once every later request's since is at
-    /// or above X, X can never again be in this poller's window.
+    /// Per position in `order`, the request's lower bound ([`lower_bound`]:
+    /// X is below the window when `key <= bound`; None = no lower bound).
+    lower: Vec<Option<u128>>,
+    /// Suffix minimum of `lower` over `order`, for the early exit in
+    /// [`classify`]: once every later request's bound is at or above X, X
+    /// can never again be in this poller's window.
     suffix_min_since: Vec<Option<u128>>,
     /// Per position in `order`, the next position (itself included) whose
     /// cycle was clean, and the next whose cycle failed or was clean
@@ -501,7 +510,12 @@ fn sightings_in_time_order(h: &History, global: &[u32], views: &[PollerView]) ->
         let st = &mut seen.stats[p];
         st.requests += 1;
         st.errors += r.failed as u64;
-        let has_cursor = r.since_key.is_some() || (h.pollers[p].keyset && r.cycle > 0);
+        let view = &views[p];
+        let after_baseline = view.baseline_sent.is_some_and(|b| r.sent_at_ms > b);
+        // A request without a since_id after the baseline (a `newest`
+        // poller's) tests the policy as one with a since_id does.
+        let has_cursor =
+            r.since_key.is_some() || (h.pollers[p].keyset && r.cycle > 0) || after_baseline;
         st.cursor_requests_ok += (!r.failed && has_cursor) as u64;
         st.back_pages += (r.page > 0) as u64;
         let c = &mut high[p];
@@ -510,8 +524,6 @@ fn sightings_in_time_order(h: &History, global: &[u32], views: &[PollerView]) ->
             c.cycle = r.cycle;
             c.this_cycle = None;
         }
-        let view = &views[p];
-        let after_baseline = view.baseline_sent.is_some_and(|b| r.sent_at_ms > b);
         let mut dups_here = 0u64;
         let obs = &h.observations[r.obs_start as usize..r.obs_end as usize];
         for &s in obs {
@@ -874,6 +886,7 @@ fn poller_views(h: &History, global: &[u32], cycles: &Cycles) -> Vec<PollerView>
     let mut views: Vec<PollerView> = (0..h.pollers.len())
         .map(|_| PollerView {
             order: Vec::new(),
+            lower: Vec::new(),
             suffix_min_since: Vec::new(),
             next_clean: Vec::new(),
             next_failed_or_clean: Vec::new(),
@@ -886,13 +899,17 @@ fn poller_views(h: &History, global: &[u32], cycles: &Cycles) -> Vec<PollerView>
         views[h.requests[i as usize].poller].order.push(i);
     }
     for (p, v) in views.iter_mut().enumerate() {
-        let mut m: Option<Option<u128>> = None;
-        v.suffix_min_since = v
+        v.lower = v
             .order
             .iter()
+            .map(|&i| lower_bound(h, &h.requests[i as usize]))
+            .collect();
+        let mut m: Option<Option<u128>> = None;
+        v.suffix_min_since = v
+            .lower
+            .iter()
             .rev()
-            .map(|&i| {
-                let s = h.requests[i as usize].since_key;
+            .map(|&s| {
                 let next = m.map_or(s, |m| m.min(s));
                 m = Some(next);
                 next
@@ -928,7 +945,10 @@ fn poller_views(h: &History, global: &[u32], cycles: &Cycles) -> Vec<PollerView>
         for &i in cursorless {
             let r = &h.requests[i as usize];
             if r.page == 0 {
-                if r.since_key.is_some() {
+                let had_one = found
+                    .last()
+                    .is_some_and(|c| c.succeeded && c.lowest_key.is_some());
+                if r.since_key.is_some() || had_one {
                     break;
                 }
                 found.push(CursorlessCycle {
@@ -969,6 +989,21 @@ fn poller_views(h: &History, global: &[u32], cycles: &Cycles) -> Vec<PollerView>
         }
     }
     views
+}
+
+/// A request's lower bound: X lies below its window when `key <= bound`.
+/// The since_id when it has one; without one (not a keyset poller's), a
+/// full page reached down to its lowest key and no further, so the bound is
+/// just below that key; else none.
+fn lower_bound(h: &History, r: &Request) -> Option<u128> {
+    if r.since_key.is_some() || h.pollers[r.poller].keyset || !r.full || r.failed {
+        return r.since_key;
+    }
+    h.observations[r.obs_start as usize..r.obs_end as usize]
+        .iter()
+        .map(|&s| h.statuses[s as usize].key)
+        .min()
+        .map(|low| low.saturating_sub(1))
 }
 
 /// Whether status `su` lies below a baseline page of the poller, sent at or
@@ -1070,7 +1105,7 @@ fn classify(
             j = next(j, causes);
             continue;
         }
-        let below = r.since_key.is_some_and(|s| key <= s);
+        let below = view.lower[j].is_some_and(|s| key <= s);
         let above = r.before_key.is_some_and(|b| key >= b);
         if above && !below {
             // Above a back page's window: the cycle's page 0 was responsible

@@ -737,3 +737,36 @@ fn a_keyset_poller_is_judged_from_its_first_request() {
     assert_eq!(an.pollers[0].misses_unexplained, 1);
     assert_eq!(an.verdicts, vec![Verdict::Invalid]);
 }
+
+/// A `newest` poller (pages of 2, never a since_id): a request without a
+/// lower bound covers its page from the lowest key returned up when the
+/// page is full. `y`, visible before tick 3000 but pushed below that full
+/// page by `c` and `d`, is a leak (the policy's loss), not baseline backlog
+/// and not an unexplained miss; `z`, inside a page's reach and left out, is
+/// unexplained (as a newest page served from Redis before its push would
+/// be); `old`, below the first full page, is the backlog.
+#[test]
+fn a_newest_pollers_full_page_covers_down_to_its_lowest_key() {
+    let mut b = B::new(&[("newest", None)], true);
+    let old = b.status(1000, 1000, None);
+    let a = b.status(1500, 1500, None);
+    let a2 = b.status(1600, 1600, None);
+    let y = b.status(2100, 2200, None);
+    let c = b.status(2600, 2600, None);
+    let d = b.status(2700, 2700, None);
+    let z = b.status(3500, 3500, None);
+    b.req(0, (0, 0), 2000, None, None, &[a2, a]).full = true;
+    b.req(0, (1, 0), 3000, None, None, &[d, c]).full = true;
+    // z is visible from 3500; the page at 4000 reaches below it and leaves it out.
+    b.req(0, (2, 0), 4000, None, None, &[d, c]).full = true;
+    let r = analyze(&b.h);
+    let s = &r.pollers[0];
+    assert_eq!(s.cursor_requests_ok, 2, "the requests after its baseline test it");
+    assert_eq!((s.leaks, s.before_baseline), (1, 1));
+    assert_eq!(s.misses_unexplained, 1);
+    assert_eq!(r.verdicts, vec![Verdict::Invalid]);
+    assert_eq!(r.leaks().map(|l| l.status).collect::<Vec<_>>(), vec![y]);
+    assert!(r.other_misses.iter().any(|m| m.status == z));
+    let _ = (old, a, a2);
+    assert_eq!(analyze_exhaustive(&b.h), r);
+}

@@ -761,7 +761,10 @@ fn a_newest_pollers_full_page_covers_down_to_its_lowest_key() {
     b.req(0, (2, 0), 4000, None, None, &[d, c]).full = true;
     let r = analyze(&b.h);
     let s = &r.pollers[0];
-    assert_eq!(s.cursor_requests_ok, 2, "the requests after its baseline test it");
+    assert_eq!(
+        s.cursor_requests_ok, 2,
+        "the requests after its baseline test it"
+    );
     assert_eq!((s.leaks, s.before_baseline), (1, 1));
     assert_eq!(s.misses_unexplained, 1);
     assert_eq!(r.verdicts, vec![Verdict::Invalid]);

@@ -666,21 +666,28 @@ fn checker_verdicts(
     (leaks, other)
 }
 
-/// The `newest` poller's requests and, per note it never returned, how the
-/// checker's rules place it, by our own SQL: `req` its requests (full: as
-/// many items as asked; low: the lowest key returned), the baseline the
-/// cycles up to its first non-empty one; a note is owed at a request sent
-/// from its commit on, in reach of it when the page was not full or the
-/// note's key is at least the page's lowest.
+/// A newest-page poller's requests (`?1`, its name) and, per note it never
+/// returned, how the checker's rules place it, by our own SQL: `req` its
+/// requests (full: as many items as asked; low: the lowest key returned),
+/// `cyc` its cycles (the lowest key of all pages, whether the last was
+/// full), the baseline the cycles up to its first non-empty one. A note is
+/// owed at a request sent from its commit on, unless above a lower page's
+/// `untilId` (page 0 answered for it); in reach of it when the page was
+/// not full or the note's key is at least the page's lowest.
 const NEWEST_SQL: &str = "
 WITH req AS (
-  SELECT r.id, r.cycle, r.sent_at_ms, r.received_at_ms,
+  SELECT r.id, r.cycle, r.page, r.sent_at_ms, r.before_key,
          (r.error IS NULL AND r.items >= r.page_limit) AS full,
          (SELECT min(s.id_key) FROM observations o
             JOIN statuses s ON s.run_id = r.run_id AND s.id = o.status_id
            WHERE o.request_id = r.id) AS low
   FROM requests r JOIN pollers p ON p.id = r.poller_id
-  WHERE r.run_id = 1 AND p.name = 'newest'),
+  WHERE r.run_id = 1 AND p.name = ?1),
+cyc AS (
+  SELECT cycle, min(sent_at_ms) AS sent, min(low) AS low,
+         (SELECT q.full FROM req q WHERE q.cycle = req.cycle ORDER BY q.page DESC LIMIT 1)
+           AS last_full
+  FROM req GROUP BY cycle),
 base AS (SELECT min(cycle) AS cycle FROM req WHERE low IS NOT NULL),
 lost AS (
   SELECT t.id, t.id_key, t.visible_at_ms FROM truth t
@@ -688,16 +695,77 @@ lost AS (
     SELECT 1 FROM observations o JOIN req ON req.id = o.request_id WHERE o.status_id = t.id)),
 placed AS (
   SELECT l.id,
-    EXISTS (SELECT 1 FROM req WHERE req.sent_at_ms >= l.visible_at_ms) AS owed,
-    EXISTS (SELECT 1 FROM req, base WHERE req.cycle <= base.cycle
-              AND req.sent_at_ms >= l.visible_at_ms AND req.full AND l.id_key < req.low)
+    EXISTS (SELECT 1 FROM req WHERE req.sent_at_ms >= l.visible_at_ms
+              AND (req.before_key IS NULL OR l.id_key < req.before_key)) AS owed,
+    EXISTS (SELECT 1 FROM cyc, base WHERE cyc.cycle <= base.cycle
+              AND cyc.sent >= l.visible_at_ms AND cyc.last_full AND l.id_key < cyc.low)
       AS backlog,
     EXISTS (SELECT 1 FROM req WHERE req.sent_at_ms >= l.visible_at_ms
+              AND (req.before_key IS NULL OR l.id_key < req.before_key)
               AND NOT (req.full AND l.id_key < req.low)) AS in_reach
   FROM lost l)
 SELECT id, CASE WHEN NOT owed THEN 'not-owed' WHEN backlog THEN 'backlog'
                 WHEN in_reach THEN 'in-reach' ELSE 'leak' END
 FROM placed";
+
+/// Our SQL's placement of each note `poller` never returned ([`NEWEST_SQL`]).
+fn placed_by_sql(
+    conn: &Connection,
+    poller: &str,
+) -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    let mut st = conn.prepare(NEWEST_SQL).unwrap();
+    let mut by_sql = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
+    for row in st
+        .query_map([poller], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+        .unwrap()
+    {
+        let (id, place) = row.unwrap();
+        by_sql.entry(place).or_default().insert(id);
+    }
+    by_sql
+}
+
+/// Every request of `poller` that had note `id` in reach (sent from its
+/// commit on, below the page's `untilId`, not below a full page's lowest
+/// key) found it in none of the lists the endpoint reads, by `ftt_pushes`
+/// and `ftt_trims`: in a list means its LPUSH there had returned before the
+/// request was sent and no LTRIM had cut it there by the answer. There is
+/// at least one such request.
+fn assert_in_no_list_when_read(conn: &Connection, id: &str, poller: &str) {
+    let mut st = conn
+        .prepare(
+            "SELECT r.id, r.sent_at_ms,
+               EXISTS (SELECT 1 FROM ftt_pushes f WHERE f.run_id = 1 AND f.id = ?1
+                         AND f.pushed_at_ms IS NOT NULL AND f.pushed_at_ms <= r.sent_at_ms
+                         AND NOT EXISTS (SELECT 1 FROM ftt_trims x WHERE x.run_id = 1
+                               AND x.id = ?1 AND x.list = f.list
+                               AND x.trimmed_at_ms <= r.received_at_ms))
+             FROM requests r JOIN pollers p ON p.id = r.poller_id
+             WHERE r.run_id = 1 AND p.name = ?2 AND r.error IS NULL
+               AND r.sent_at_ms >= (SELECT visible_at_ms FROM truth WHERE run_id = 1 AND id = ?1)
+               AND (r.before_key IS NULL
+                    OR (SELECT id_key FROM truth WHERE run_id = 1 AND id = ?1) < r.before_key)
+               AND (r.items < r.page_limit OR (SELECT id_key FROM truth WHERE run_id = 1 AND id = ?1)
+                    >= (SELECT min(s.id_key) FROM observations o
+                          JOIN statuses s ON s.run_id = 1 AND s.id = o.status_id
+                         WHERE o.request_id = r.id))",
+        )
+        .unwrap();
+    let rows: Vec<(i64, i64, bool)> = st
+        .query_map([id, poller], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(!rows.is_empty(), "{id}: no request had it in reach");
+    for (request, sent, in_list) in rows {
+        assert!(
+            !in_list,
+            "{id} was in a list before request {request} (sent {sent}) and not served"
+        );
+    }
+}
 
 /// A client that re-reads the newest page without sinceId (`--poller
 /// newest`, the seed article's first approach) on the home timeline with
@@ -758,15 +826,7 @@ fn a_newest_page_reader_is_served_by_redis_and_loses_what_the_lists_and_its_page
         )
         .unwrap();
     assert_eq!(since, 0, "no request carried a sinceId");
-    let mut st = conn.prepare(NEWEST_SQL).unwrap();
-    let mut by_sql = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
-    for row in st
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-        .unwrap()
-    {
-        let (id, place) = row.unwrap();
-        by_sql.entry(place).or_default().insert(id);
-    }
+    let by_sql = placed_by_sql(&conn, "newest");
     let (leaks, other) = checker_verdicts(&dir, db_arg, "newest");
     let sql = |place: &str| by_sql.get(place).cloned().unwrap_or_default();
     assert_eq!(leaks, sql("leak"), "leaks: the checker and our SQL");
@@ -784,34 +844,81 @@ fn a_newest_page_reader_is_served_by_redis_and_loses_what_the_lists_and_its_page
         "no failed request: {other:?}"
     );
     // Each note in reach of a page and left off it was not in the list then.
-    let mut st = conn
-        .prepare(
-            "SELECT r.id, r.sent_at_ms,
-               EXISTS (SELECT 1 FROM ftt_pushes f WHERE f.run_id = 1 AND f.id = ?1
-                         AND f.pushed_at_ms IS NOT NULL AND f.pushed_at_ms <= r.sent_at_ms)
-               AND NOT EXISTS (SELECT 1 FROM ftt_trims x WHERE x.run_id = 1 AND x.id = ?1
-                         AND x.trimmed_at_ms <= r.received_at_ms)
-             FROM requests r JOIN pollers p ON p.id = r.poller_id
-             WHERE r.run_id = 1 AND p.name = 'newest' AND r.error IS NULL
-               AND r.sent_at_ms >= (SELECT visible_at_ms FROM truth WHERE run_id = 1 AND id = ?1)
-               AND (r.items < r.page_limit OR (SELECT id_key FROM truth WHERE run_id = 1 AND id = ?1)
-                    >= (SELECT min(s.id_key) FROM observations o
-                          JOIN statuses s ON s.run_id = 1 AND s.id = o.status_id
-                         WHERE o.request_id = r.id))",
-        )
-        .unwrap();
     for id in sql("in-reach") {
-        let rows: Vec<(i64, i64, bool)> = st
-            .query_map([&id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        assert!(!rows.is_empty(), "{id}");
-        for (request, sent, in_list) in rows {
-            assert!(
-                !in_list,
-                "{id} was in the list before request {request} (sent {sent}) and not served"
-            );
-        }
+        assert_in_no_list_when_read(&conn, &id, "newest");
     }
+}
+
+/// misskey-dev/misskey#13488 (PR #13495) in a run: the hybrid timeline reads
+/// the home list (300) and the local list (1000). A reader of the newest
+/// page that pages down with `untilId` (`newest:pages=10`, pages of 100,
+/// every 4 s at about 150 notes a second) reaches below the home list's
+/// tail, where Redis still holds the local list's notes: those pages are
+/// answered by Redis alone and lack the remote notes LTRIM cut from the
+/// home list, while PostgreSQL holds them. The checker's misses agree row
+/// by row with our SQL, and each note missed within a page's reach was cut
+/// from the lists or not yet pushed when the page was read; some are remote
+/// notes cut from the home list (the depth case itself: no local list holds
+/// them).
+#[test]
+fn a_hybrid_reader_paging_below_the_home_lists_tail_misses_its_trimmed_notes() {
+    let dir = temp_dir("ftt-hybrid-depth");
+    let db = dir.join("run.db");
+    let db_arg = db.to_str().unwrap();
+    let out = common::experiment_ok(&[
+        "--target",
+        "misskey-ftt",
+        "--timeline",
+        "hybrid",
+        "--users",
+        "5,5,9",
+        "--note-rate",
+        "100",
+        "--remote-rate",
+        "50",
+        "--duration",
+        "10s",
+        "--interval",
+        "4s",
+        "--limit",
+        "100",
+        "--poller",
+        "newest:pages=10",
+        "--seed",
+        "8",
+        "--db",
+        db_arg,
+    ]);
+    let summary = String::from_utf8_lossy(&out.stdout);
+    let paths = summary
+        .lines()
+        .find(|l| l.starts_with("read paths:"))
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(paths.contains("redis "), "pages from Redis alone: {paths}");
+    assert!(!paths.contains("db-fallback"), "{paths}");
+    let conn = Connection::open(&db).unwrap();
+    let by_sql = placed_by_sql(&conn, "newest:pages=10");
+    let sql = |place: &str| by_sql.get(place).cloned().unwrap_or_default();
+    let (leaks, other) = checker_verdicts(&dir, db_arg, "newest:pages=10");
+    assert_eq!(leaks, sql("leak"), "leaks: the checker and our SQL");
+    let missed = other.get("unexplained").cloned().unwrap_or_default();
+    assert_eq!(missed, sql("in-reach"), "in reach of a page, not on it");
+    let mut cut_remote = 0;
+    for id in &missed {
+        assert_in_no_list_when_read(&conn, id, "newest:pages=10");
+        let (origin, trimmed): (String, bool) = conn
+            .query_row(
+                "SELECT t.origin, EXISTS (SELECT 1 FROM ftt_trims x WHERE x.run_id = 1
+                   AND x.id = t.id AND x.list = 'list:homeTimeline:0')
+                 FROM truth t WHERE t.run_id = 1 AND t.id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        cut_remote += (trimmed && origin.starts_with("remote")) as u32;
+    }
+    assert!(
+        cut_remote > 0,
+        "remote notes cut from the home list were missed: {missed:?}"
+    );
 }

@@ -14,6 +14,10 @@ use std::str::FromStr;
 /// seconds (README); a day is far beyond any useful k.
 pub const MAX_K_MS: u64 = 24 * 3600 * 1000;
 
+/// The most pages of one `newest:pages=N` cycle: a hundred pages of a
+/// hundred reach deeper than any of Misskey's lists (1000 at most).
+pub const MAX_NEWEST_PAGES: u32 = 100;
+
 /// How a poller picks its since_id. Parsed from a spec and printed back the same way.
 ///
 /// ```
@@ -61,8 +65,13 @@ pub enum CursorPolicy {
     /// Timelines Are Leaky" (github.com/tesaguri/leaky-snowflake), and what a
     /// client that refreshes its timeline does. It loses whatever a full page
     /// pushes below its end between two ticks; on Misskey every such request
-    /// is served from Redis (docs/misskey-ftt.md).
-    Newest,
+    /// is served from Redis (docs/misskey-ftt.md). `newest:pages=N` also
+    /// pages down with an upper bound (`untilId`) below each full page, N
+    /// pages a cycle in all, still without a lower bound ("load more").
+    Newest {
+        /// Pages a cycle, the first included (1: `newest`).
+        pages: u32,
+    },
 }
 
 impl CursorPolicy {
@@ -99,7 +108,7 @@ impl CursorPolicy {
     /// ```
     pub fn k_ms(&self) -> Option<u64> {
         match self {
-            CursorPolicy::Naive | CursorPolicy::Xmin | CursorPolicy::Newest => None,
+            CursorPolicy::Naive | CursorPolicy::Xmin | CursorPolicy::Newest { .. } => None,
             CursorPolicy::Compensated { k_ms } | CursorPolicy::Audit { k_ms, .. } => Some(*k_ms),
             // Its k changes during the run; its final cycle is an audit instead.
             CursorPolicy::Adaptive { .. } => None,
@@ -202,7 +211,8 @@ impl fmt::Display for CursorPolicy {
         match *self {
             CursorPolicy::Naive => f.write_str("naive"),
             CursorPolicy::Xmin => f.write_str("xmin"),
-            CursorPolicy::Newest => f.write_str("newest"),
+            CursorPolicy::Newest { pages: 1 } => f.write_str("newest"),
+            CursorPolicy::Newest { pages } => write!(f, "newest:pages={pages}"),
             CursorPolicy::Compensated { k_ms } => {
                 write!(f, "compensated:k={}", spec_duration(k_ms))
             }
@@ -289,6 +299,11 @@ pub enum PolicyErrorKind {
         /// The missing key.
         key: String,
     },
+    /// `newest:pages=` is not a whole number from 1 to [`MAX_NEWEST_PAGES`].
+    BadPages {
+        /// The value as written.
+        value: String,
+    },
     /// A parameter that must be above zero is zero.
     Zero {
         /// The key.
@@ -321,7 +336,7 @@ impl fmt::Display for PolicyError {
         match &self.kind {
             PolicyErrorKind::Unrecognised => f.write_str(
                 "expected 'naive', 'compensated:k=DURATION' (for example compensated:k=1s), \
-                 'audit:k=1s,depth=2m,every=1m', 'adaptive', 'newest' or 'xmin' (PostgreSQL targets)",
+                 'audit:k=1s,depth=2m,every=1m', 'adaptive', 'newest', 'newest:pages=N' or 'xmin' (PostgreSQL targets)",
             ),
             PolicyErrorKind::NotKeyValue { part } => {
                 write!(f, "expected KEY=DURATION, not '{part}'")
@@ -333,6 +348,10 @@ impl fmt::Display for PolicyError {
             }
             PolicyErrorKind::Missing { key } => write!(f, "{key}= is missing"),
             PolicyErrorKind::Zero { key } => write!(f, "{key} must be above 0"),
+            PolicyErrorKind::BadPages { value } => write!(
+                f,
+                "pages must be a whole number from 1 to {MAX_NEWEST_PAGES}, not '{value}'"
+            ),
         }
     }
 }
@@ -394,7 +413,8 @@ impl FromStr for CursorPolicy {
 
     /// Parses `naive`, `compensated:k=DURATION`,
     /// `audit:k=DURATION,depth=DURATION,every=DURATION`, `adaptive`,
-    /// `adaptive:floor=DURATION`, `newest` or `xmin`; every duration at most [`MAX_K_MS`].
+    /// `adaptive:floor=DURATION`, `newest`, `newest:pages=N` or `xmin`; every
+    /// duration at most [`MAX_K_MS`].
     fn from_str(s: &str) -> Result<CursorPolicy, PolicyError> {
         let zero = |key: &str| {
             PolicyError::new(
@@ -407,7 +427,28 @@ impl FromStr for CursorPolicy {
         match s.trim() {
             "naive" => Ok(CursorPolicy::Naive),
             "xmin" => Ok(CursorPolicy::Xmin),
-            "newest" => Ok(CursorPolicy::Newest),
+            "newest" => Ok(CursorPolicy::Newest { pages: 1 }),
+            other if other.starts_with("newest:") => {
+                let body = &other["newest:".len()..];
+                let pages = body.strip_prefix("pages=").ok_or_else(|| {
+                    PolicyError::new(
+                        s,
+                        PolicyErrorKind::UnknownKey {
+                            key: body.split('=').next().unwrap_or("").trim().to_string(),
+                        },
+                    )
+                })?;
+                match pages.trim().parse::<u32>() {
+                    Ok(0) => Err(zero("pages")),
+                    Ok(n) if n <= MAX_NEWEST_PAGES => Ok(CursorPolicy::Newest { pages: n }),
+                    _ => Err(PolicyError::new(
+                        s,
+                        PolicyErrorKind::BadPages {
+                            value: pages.to_string(),
+                        },
+                    )),
+                }
+            }
             "adaptive" => Ok(CursorPolicy::Adaptive {
                 floor_ms: ADAPTIVE_FLOOR_MS,
             }),
@@ -485,12 +526,21 @@ mod tests {
         let newest: CursorPolicy = "newest".parse().unwrap();
         assert_eq!(
             (newest, newest.to_string()),
-            (CursorPolicy::Newest, "newest".into())
+            (CursorPolicy::Newest { pages: 1 }, "newest".into())
         );
+        let deep: CursorPolicy = "newest:pages=5".parse().unwrap();
+        assert_eq!(
+            (deep, deep.to_string()),
+            (CursorPolicy::Newest { pages: 5 }, "newest:pages=5".into())
+        );
+        assert_eq!("newest:pages=1".parse(), Ok(newest));
         assert_eq!((newest.k_ms(), newest.is_keyset()), (None, false));
         for bad in [
             "",
             "newest:k=1s",
+            "newest:pages=0",
+            "newest:pages=x",
+            "newest:pages=101",
             "compensated",
             "compensated:k=",
             "compensated:k=fast",

@@ -345,7 +345,9 @@ impl Poller {
         let (since, phase) = match plan {
             TickPlan::Skip => return None,
             // `newest` has no cursor: every cycle asks for the newest page.
-            TickPlan::Tick if self.policy == CursorPolicy::Newest => (None, Phase::Tick),
+            TickPlan::Tick if matches!(self.policy, CursorPolicy::Newest { .. }) => {
+                (None, Phase::Tick)
+            }
             TickPlan::Tick => (self.since, Phase::Tick),
             TickPlan::Audit { floor_ms } => {
                 let floor = self.layout.min_id_at(floor_ms).pred();
@@ -477,6 +479,28 @@ impl Poller {
             Phase::Tick => self.max_back_pages,
             Phase::Audit => self.max_back_pages.max(AUDIT_MAX_BACK_PAGES),
         };
+        // `newest:pages=N`: below a full page, the next page down, up to N in
+        // all; reaching N is the policy's reach, not an overflow.
+        if let CursorPolicy::Newest { pages } = self.policy
+            && full
+            && cycle.page + 1 < pages
+            && let Some(low) = lowest
+        {
+            self.cycle = Some(cycle);
+            return Outcome {
+                items,
+                reordered,
+                new_items,
+                late_arrivals,
+                future,
+                overflow: false,
+                next: Some(PageRequest {
+                    since: None,
+                    before: Some(low),
+                    limit: self.limit,
+                }),
+            };
+        }
         let mut outcome = Outcome {
             items,
             reordered,
@@ -518,7 +542,7 @@ impl Poller {
     /// The whole cycle succeeded: move the cursor.
     fn finish_cycle(&mut self, cycle: &Cycle) {
         self.latest = self.latest.max(cycle.highest);
-        if self.policy == CursorPolicy::Newest {
+        if matches!(self.policy, CursorPolicy::Newest { .. }) {
             // No cursor to move. The next newest page reaches down about as
             // far as this one did: what lies below it cannot come back (but
             // for deletions), so it is forgotten, and the memory stays a page.
@@ -569,6 +593,23 @@ mod tests {
 
     fn poller(policy: &str, limit: usize) -> Poller {
         Poller::new(policy, policy.parse().unwrap(), Layout::twitter(), limit, 5)
+    }
+
+    #[test]
+    fn newest_with_pages_pages_down_without_a_lower_bound_and_stops_at_its_reach() {
+        let l = Layout::twitter();
+        let timeline: Vec<Item> = (0..10).map(|i| item(&l, T0 + i * 100, 0)).collect();
+        let mut p = Poller::new("n", "newest:pages=3".parse().unwrap(), l.clone(), 2, 0);
+        let (reqs, ids, overflow) = whole_cycle(&mut p, &timeline, T0 + 2000).unwrap();
+        assert_eq!(reqs.len(), 3, "{reqs:?}");
+        assert!(reqs.iter().all(|r| r.since.is_none()));
+        assert_eq!(reqs[1].before, Some(timeline[8].id));
+        assert_eq!(reqs[2].before, Some(timeline[6].id));
+        assert_eq!(ids.len(), 6);
+        assert!(!overflow, "its reach is the policy's, not a cut window");
+        // A page that is not full ends the cycle early.
+        let (reqs, _, _) = whole_cycle(&mut p, &timeline[..3], T0 + 3000).unwrap();
+        assert_eq!(reqs.len(), 2);
     }
 
     #[test]
@@ -799,7 +840,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, (t, d))| (item(&l, T0 + t, i as u128), T0 + t + d))
                 .collect();
-            let mut p = Poller::new("n", CursorPolicy::Newest, l.clone(), limit, 3);
+            let mut p = Poller::new("n", CursorPolicy::Newest { pages: 1 }, l.clone(), limit, 3);
             let mut returned: HashSet<Id> = HashSet::new();
             // Per status: whether some tick it was visible at had it in window.
             let mut in_window: HashSet<Id> = HashSet::new();

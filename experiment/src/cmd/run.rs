@@ -58,7 +58,8 @@ pub struct RunArgs {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
     /// A poller's cursor policy (repeatable; default naive and compensated:k=1s): naive,
-    /// compensated:k=1s, audit:k=1s,depth=2m,every=1m, adaptive, newest, or xmin (PostgreSQL only).
+    /// compensated:k=1s, audit:k=1s,depth=2m,every=1m, adaptive, newest, newest:pages=3, or xmin
+    /// (PostgreSQL only).
     #[arg(long = "poller", value_name = "SPEC", value_parser = parse_policy)]
     pub pollers: Vec<CursorPolicy>,
     /// Time between the pollers' ticks, aligned to multiples of it (1s: the start of each second).

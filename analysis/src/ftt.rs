@@ -29,6 +29,9 @@ pub enum Fate {
 }
 
 impl Fate {
+    /// Every fate, in the order the report, `--json` and `--html` give them.
+    pub const ALL: [Fate; 4] = [Fate::Leak, Fate::Trimmed, Fate::NeverPushed, Fate::InLists];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Fate::Leak => "leak",
@@ -139,8 +142,9 @@ pub fn fates(loaded: &Loaded, analysis: &Analysis, truth: &FttTruth) -> Vec<Lost
     out
 }
 
-/// The report's section: per poller, how many lost notes had each fate.
-pub fn render(loaded: &Loaded, lost: &[Lost]) -> String {
+/// Per poller (those that lost a note), how many lost notes had each fate:
+/// what the text report prints, and `--json` (so `--html`) carries.
+pub fn counts(lost: &[Lost]) -> BTreeMap<usize, BTreeMap<Fate, usize>> {
     let mut counts: BTreeMap<usize, BTreeMap<Fate, usize>> = BTreeMap::new();
     for l in lost {
         *counts
@@ -149,6 +153,12 @@ pub fn render(loaded: &Loaded, lost: &[Lost]) -> String {
             .entry(l.fate)
             .or_default() += 1;
     }
+    counts
+}
+
+/// The report's section: per poller, how many lost notes had each fate.
+pub fn render(loaded: &Loaded, lost: &[Lost]) -> String {
+    let counts = counts(lost);
     let mut out = String::from(
         "\nFTT: what became of the notes each poller lost (ftt_pushes, ftt_trims; docs/misskey-ftt.md)\n",
     );
@@ -157,7 +167,7 @@ pub fn render(loaded: &Loaded, lost: &[Lost]) -> String {
     }
     for (poller, by_fate) in counts {
         let name = loaded.pollers.get(poller).map_or("?", |p| p.name.as_str());
-        let parts: Vec<String> = [Fate::Leak, Fate::Trimmed, Fate::NeverPushed, Fate::InLists]
+        let parts: Vec<String> = Fate::ALL
             .iter()
             .map(|f| format!("{} {}", f.as_str(), by_fate.get(f).copied().unwrap_or(0)))
             .collect();

@@ -27,8 +27,64 @@ pub struct Output<'a> {
     pub required_k: Option<RequiredK>,
     /// With truth: the oracle's cost (`oracle.rs`).
     pub oracle: Option<Oracle>,
+    /// A misskey-ftt run (or a recorded `serve --backend misskey-ftt`):
+    /// what became of each note a poller lost (`ftt.rs`); `null` otherwise.
+    pub ftt: Option<Ftt>,
     /// Plot files written (empty when plotting was skipped or failed).
     pub plots: Vec<String>,
+}
+
+/// The fates of the notes each poller lost, from [`crate::ftt::fates`].
+#[derive(Serialize)]
+pub struct Ftt {
+    /// Every poller, in the pollers' order, those that lost nothing included.
+    pub pollers: Vec<FttPoller>,
+}
+
+#[derive(Serialize)]
+pub struct FttPoller {
+    pub name: String,
+    /// Lost notes per fate (`leak`, `trimmed`, `never-pushed`, `in-lists`),
+    /// every fate present.
+    pub counts: BTreeMap<&'static str, usize>,
+    /// Each lost note, in ID order.
+    pub lost: Vec<FttLost>,
+}
+
+#[derive(Serialize)]
+pub struct FttLost {
+    pub id: String,
+    pub fate: &'static str,
+}
+
+/// The `ftt` object: per poller, the counts of [`crate::ftt::counts`] and
+/// each lost note with its fate.
+pub fn ftt(loaded: &Loaded, lost: &[crate::ftt::Lost]) -> Ftt {
+    let counts = crate::ftt::counts(lost);
+    let pollers = loaded
+        .pollers
+        .iter()
+        .enumerate()
+        .map(|(i, p)| FttPoller {
+            name: p.name.clone(),
+            counts: crate::ftt::Fate::ALL
+                .iter()
+                .map(|f| {
+                    let n = counts.get(&i).and_then(|c| c.get(f)).copied();
+                    (f.as_str(), n.unwrap_or(0))
+                })
+                .collect(),
+            lost: lost
+                .iter()
+                .filter(|l| l.poller == i)
+                .map(|l| FttLost {
+                    id: l.id.clone(),
+                    fate: l.fate.as_str(),
+                })
+                .collect(),
+        })
+        .collect();
+    Ftt { pollers }
 }
 
 /// The `run` object: the `runs` row ([`rundb::RunRow`]) as JSON.md documents
@@ -185,7 +241,14 @@ pub fn names(loaded: &Loaded, mask: u64) -> Vec<String> {
         .collect()
 }
 
-pub fn build<'a>(loaded: &'a Loaded, a: &'a Analysis, plots: &[String]) -> Output<'a> {
+/// `ftt`: the lost notes' fates ([`crate::ftt::fates`]) when the run has
+/// an FTT truth.
+pub fn build<'a>(
+    loaded: &'a Loaded,
+    a: &'a Analysis,
+    plots: &[String],
+    ftt: Option<&[crate::ftt::Lost]>,
+) -> Output<'a> {
     let run = &loaded.run;
     let h = &loaded.history;
     let has_ref = a.reference != Reference::None;
@@ -277,6 +340,7 @@ pub fn build<'a>(loaded: &'a Loaded, a: &'a Analysis, plots: &[String]) -> Outpu
             duplicates: o.duplicates,
             duplicates_per_new: (o.duplicates_per_new() * 1000.0).round() / 1000.0,
         }),
+        ftt: ftt.map(|lost| self::ftt(loaded, lost)),
         plots: plots.to_vec(),
     }
 }

@@ -29,7 +29,18 @@
 //!   and no earlier clean cycle had X in its window: the backlog a poller
 //!   starts from is not something its cursor policy lost. Without truth,
 //!   "visible at the baseline" is read as "ID time at or before it".
-//! - The **verdict**: `invalid` with a leak or an unexplained miss; else
+//! - X is **expired** for P (a cause of its own, neither a leak nor a miss
+//!   nor "deleted before it could see them") if P never returned X, the
+//!   retention job dropped X ([`History::expired`]: a partition drop), and
+//!   the drop, not P's cursor, lost it: X was owed at no request of P before
+//!   the drop, or only at requests that failed or were cut by overflow.
+//!   Owed and below P's cursor at every such request is still a leak (the
+//!   cursor had passed it; the drop came after), inside a clean request's
+//!   window still unexplained, below a cursor from the future still
+//!   `future-id`.
+//! - The **verdict**: `invalid` with a leak or an unexplained miss, or an
+//!   expired row (a loss, though not the cursor policy's: the reason names
+//!   it, `N expired`); else
 //!   `unknown` when the check cannot decide (no reference; no successful
 //!   request with a since_id; or nothing returned and every owed status
 //!   missed from errors or overflow); else `valid` (`judge` below).
@@ -152,8 +163,12 @@ pub struct PollerStats {
     pub misses_unexplained: u64,
     /// Below a cursor that had followed an ID from the future.
     pub misses_future_id: u64,
-    /// Deleted before any request of this poller could see them (not owed).
+    /// Deleted before any request of this poller could see them (not owed),
+    /// other than by the retention job.
     pub gone_before_seen: u64,
+    /// Dropped by the retention job before this poller read them: lost,
+    /// though neither leaks nor misses (not in [`PollerStats::missed`]).
+    pub expired: u64,
     /// Below the poller's baseline page (not owed).
     pub before_baseline: u64,
 }
@@ -202,6 +217,13 @@ pub struct OtherMiss {
     pub cause: Cause,
 }
 
+/// A status the retention job dropped before a poller read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expired {
+    pub status: u32,
+    pub poller: u8,
+}
+
 /// Nearest-rank percentiles of a sample.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Distribution {
@@ -240,6 +262,8 @@ pub struct Analysis {
     /// Leaks and late arrivals, one per status, in order of ID time.
     pub items: Vec<Finding>,
     pub other_misses: Vec<OtherMiss>,
+    /// The rows each poller lost to the retention job, by poller then key.
+    pub expired: Vec<Expired>,
     /// The largest required_k over all leaks (of any poller).
     pub k_to_catch_all_ms: Option<i64>,
     /// required_k over leaks and late arrivals (one value per status).
@@ -431,6 +455,8 @@ fn check(h: &History, exhaustive: bool) -> Analysis {
     let future_ids = from_the_future(h, &seen.sightings);
     let mut other_misses = misses.other;
     other_misses.sort_by_key(|m| (m.poller, h.statuses[m.status as usize].key));
+    let mut expired = misses.expired;
+    expired.sort_by_key(|m| (m.poller, h.statuses[m.status as usize].key));
     Analysis {
         reference,
         pollers: seen.stats,
@@ -438,6 +464,7 @@ fn check(h: &History, exhaustive: bool) -> Analysis {
         verdict_reasons,
         items,
         other_misses,
+        expired,
         k_to_catch_all_ms,
         required_k,
         future_ids,
@@ -561,6 +588,7 @@ struct Misses {
     /// (status, pollers that leaked it), in status order.
     leaked_by: Vec<(u32, u64)>,
     other: Vec<OtherMiss>,
+    expired: Vec<Expired>,
 }
 
 /// Every (status, poller) where the poller never returned the status: O(S·P)
@@ -594,7 +622,21 @@ fn misses_by_cause(
                 continue;
             }
             let stats = &mut seen.stats[p];
-            match classify(h, view, &cycles.of_request, su, vis, exhaustive) {
+            let outcome = classify(h, view, &cycles.of_request, su, vis, exhaustive);
+            // The drop, not the poller, lost it (the module's definition).
+            let by_the_drop = matches!(
+                outcome,
+                Unowed::NotOwed { deleted: true } | Unowed::Miss(Cause::Error | Cause::Overflow)
+            );
+            if by_the_drop && h.is_expired(su) {
+                stats.expired += 1;
+                misses.expired.push(Expired {
+                    status: su as u32,
+                    poller: p as u8,
+                });
+                continue;
+            }
+            match outcome {
                 Unowed::NotOwed { deleted } => {
                     if deleted {
                         stats.gone_before_seen += 1;
@@ -786,7 +828,10 @@ impl Ticks {
 /// put to the test (no request with a since_id succeeded) or everything the
 /// poller owed was lost to errors or overflow, so that "nothing leaked" would
 /// rest on no evidence. A leak or an unexplained miss is evidence enough for
-/// `invalid` whatever else happened.
+/// `invalid` whatever else happened; so is an expired row: the consumer lost
+/// it, and a verdict of `valid` would say it delivered everything. The
+/// reason names it apart, since the cursor policy is not to blame (a relay
+/// that keeps up with the retention job loses none: docs/analysis.md).
 fn judge(reference: Reference, s: &PollerStats) -> (Verdict, String) {
     let lost = s.misses_error + s.misses_overflow + s.misses_future_id;
     if reference == Reference::None {
@@ -795,12 +840,21 @@ fn judge(reference: Reference, s: &PollerStats) -> (Verdict, String) {
             "no truth and no other poller to compare with".into(),
         );
     }
-    if s.leaks > 0 || s.misses_unexplained > 0 {
-        let mut why = format!("{} leaks", s.leaks);
-        if s.misses_unexplained > 0 {
-            why += &format!(", {} unexplained misses", s.misses_unexplained);
+    if s.leaks > 0 || s.misses_unexplained > 0 || s.expired > 0 {
+        let mut parts = Vec::new();
+        if s.leaks > 0 || s.misses_unexplained > 0 {
+            parts.push(format!("{} leaks", s.leaks));
         }
-        return (Verdict::Invalid, why);
+        if s.misses_unexplained > 0 {
+            parts.push(format!("{} unexplained misses", s.misses_unexplained));
+        }
+        if s.expired > 0 {
+            parts.push(format!(
+                "{} expired (dropped by the retention job before it read them: lost, though not by its cursor)",
+                s.expired
+            ));
+        }
+        return (Verdict::Invalid, parts.join(", "));
     }
     if s.cursor_requests_ok == 0 {
         let why = if s.requests == s.errors {

@@ -148,6 +148,7 @@ pub fn render(report: &Value, plots: &[(String, String)]) -> String {
             ("misses_overflow", "cut off"),
             ("misses_error", "errors"),
             ("misses_unexplained", "unexplained"),
+            ("expired", "expired"),
             ("verdict", "verdict"),
         ],
     );
@@ -186,6 +187,15 @@ pub fn render(report: &Value, plots: &[(String, String)]) -> String {
         &[("id", "status"), ("poller", "poller"), ("cause", "cause")],
     );
 
+    let expired = report["expired"].as_array().unwrap_or(&empty);
+    if !expired.is_empty() {
+        let _ = writeln!(
+            out,
+            "<h2>Expired ({}): dropped by the retention job before the poller read them</h2>",
+            expired.len()
+        );
+        table(&mut out, expired, &[("id", "status"), ("poller", "poller")]);
+    }
     ftt_section(&mut out, &report["ftt"]);
 
     if !plots.is_empty() {

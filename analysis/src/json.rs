@@ -21,6 +21,8 @@ pub struct Output<'a> {
     pub pollers: Vec<PollerReport>,
     pub leaks: Leaks<'a>,
     pub other_misses: OtherMisses<'a>,
+    /// The rows each poller lost to the retention job, one by one.
+    pub expired: Vec<ExpiredReport<'a>>,
     pub future_ids: Vec<String>,
     pub truth: Option<Truth>,
     pub k_to_catch_all_ms: Option<i64>,
@@ -132,6 +134,8 @@ pub struct PollerReport {
     pub misses_unexplained: u64,
     pub misses_future_id: u64,
     pub gone_before_seen: u64,
+    /// Dropped by the retention job before it read them (not in `missed`).
+    pub expired: u64,
     pub before_baseline: u64,
     pub verdict: &'static str,
     pub verdict_reason: String,
@@ -216,6 +220,12 @@ impl Serialize for OtherMisses<'_> {
 }
 
 #[derive(Serialize)]
+pub struct ExpiredReport<'a> {
+    pub id: std::borrow::Cow<'a, str>,
+    pub poller: &'a str,
+}
+
+#[derive(Serialize)]
 pub struct Truth {
     pub statuses: usize,
     pub missed: BTreeMap<String, u64>,
@@ -279,6 +289,7 @@ pub fn build<'a>(
             misses_unexplained: s.misses_unexplained,
             misses_future_id: s.misses_future_id,
             gone_before_seen: s.gone_before_seen,
+            expired: s.expired,
             before_baseline: s.before_baseline,
             verdict: v.as_str(),
             verdict_reason: why.clone(),
@@ -324,6 +335,14 @@ pub fn build<'a>(
         pollers,
         leaks,
         other_misses,
+        expired: a
+            .expired
+            .iter()
+            .map(|e| ExpiredReport {
+                id: loaded.status_id(e.status),
+                poller: &loaded.pollers[e.poller as usize].name,
+            })
+            .collect(),
         future_ids,
         truth,
         k_to_catch_all_ms: a.k_to_catch_all_ms,

@@ -341,22 +341,16 @@ fn serve_on_misskey_ftt_records_a_client_per_timeline_and_removes_its_servers() 
         unrecorded.is_empty(),
         "home notes without a row: {unrecorded:?}"
     );
-    // A page without sinceId is Redis's: each note it served had been
-    // pushed to a list of that timeline before the page came back.
-    let served_unpushed = missing(
-        "SELECT o.status_id FROM observations o JOIN requests r ON r.id = o.request_id
-           JOIN client_requests c ON c.request_id = r.id
-          WHERE r.since_id IS NULL AND r.before_id IS NULL AND NOT EXISTS
-           (SELECT 1 FROM ftt_pushes f WHERE f.run_id = r.run_id AND f.id = o.status_id
-              AND f.pushed_at_ms <= r.received_at_ms
-              AND f.list IN (CASE c.endpoint
-                WHEN '/api/notes/timeline' THEN 'list:homeTimeline:0'
-                WHEN '/api/notes/local-timeline' THEN 'list:localTimeline'
-                ELSE f.list END))",
+    // Each row is a truth note's, with its commit (the truth owes it from
+    // the ms after), and an LPUSH that returned after that commit.
+    let inconsistent = missing(
+        "SELECT f.id FROM ftt_pushes f LEFT JOIN truth t ON t.run_id = f.run_id AND t.id = f.id
+          WHERE t.id IS NULL OR f.committed_at_ms != t.visible_at_ms - 1
+             OR f.pushed_at_ms < f.committed_at_ms",
     );
     assert!(
-        served_unpushed.is_empty(),
-        "served by Redis without a push before: {served_unpushed:?}"
+        inconsistent.is_empty(),
+        "rows against the truth: {inconsistent:?}"
     );
     let rows: i64 = conn
         .query_row("SELECT count(*) FROM ftt_pushes", [], |r| r.get(0))

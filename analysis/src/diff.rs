@@ -921,6 +921,66 @@ fn visibility(h: &History, sighting: Sighting, su: usize) -> Option<Vis> {
     })
 }
 
+/// For each lost `(poller, status)`, the first of that poller's requests
+/// that owed the status (visible at it, by the same test as the check, and
+/// not above a back page's window): the request that should have returned
+/// it, its cursor below the status (a miss) or past it (a leak). An index
+/// into [`History::requests`]; `None` when none owed it (or the status has
+/// neither truth nor sightings). Pure; O(R log R) for the time order, then
+/// per pair a binary search and a walk to that request.
+pub fn first_owing(h: &History, lost: &[(usize, u32)]) -> Vec<Option<u32>> {
+    let global = time_order(h);
+    let mut order: Vec<Vec<u32>> = vec![Vec::new(); h.pollers.len()];
+    for &i in &global {
+        order[h.requests[i as usize].poller].push(i);
+    }
+    let mut sightings = vec![Sighting::NONE; h.statuses.len()];
+    for &ri in &global {
+        let r = &h.requests[ri as usize];
+        for &s in &h.observations[r.obs_start as usize..r.obs_end as usize] {
+            let sight = &mut sightings[s as usize];
+            if sight.get().is_none() {
+                *sight = Sighting {
+                    first: ri,
+                    last: ri,
+                };
+            } else if r.received_at_ms > sight.last_received(h) {
+                sight.last = ri;
+            }
+        }
+    }
+    lost.iter()
+        .map(|&(p, s)| {
+            let su = s as usize;
+            let vis = visibility(h, sightings[su], su)?;
+            let key = h.statuses[su].key;
+            let start_after = match vis {
+                Vis::Truth(v) => v.visible_at_ms - 1,
+                Vis::PassState { from, .. } => from,
+            };
+            let mine = order.get(p)?;
+            let j = mine.partition_point(|&i| h.requests[i as usize].sent_at_ms <= start_after);
+            for &ri in &mine[j..] {
+                let r = &h.requests[ri as usize];
+                let past_end = match vis {
+                    Vis::Truth(v) => v.deleted_at_ms.is_some_and(|d| r.sent_at_ms >= d),
+                    Vis::PassState { until, .. } => r.sent_at_ms > until,
+                };
+                if past_end {
+                    return None;
+                }
+                let below = r.since_key.is_some_and(|s| key <= s);
+                let above = r.before_key.is_some_and(|b| key >= b);
+                // Above a back page's window only: page 0 owed it (as in `classify`).
+                if vis.visible_at(r) && (below || !above) {
+                    return Some(ri);
+                }
+            }
+            None
+        })
+        .collect()
+}
+
 /// Per poller, its requests in time order, the suffix minimum of their
 /// since_id, the jump tables of [`classify`] and its baseline: O(R) after
 /// the time order.

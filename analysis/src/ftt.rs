@@ -102,6 +102,9 @@ pub struct Lost {
     pub poller: usize,
     pub id: String,
     pub fate: Fate,
+    /// The poller's first request that owed it ([`crate::diff::first_owing`]),
+    /// an index into the history's requests.
+    pub request: Option<u32>,
 }
 
 /// The fate of every note each poller lost (the checker's leaks, and its
@@ -118,25 +121,36 @@ pub fn fates(loaded: &Loaded, analysis: &Analysis, truth: &FttTruth) -> Vec<Lost
         }
     };
     let mut out = Vec::new();
+    let mut pairs = Vec::new();
     for finding in analysis.leaks() {
         let id = loaded.status_id(finding.status).into_owned();
         for poller in 0..crate::diff::MAX_POLLERS {
             if finding.leaked_by >> poller & 1 == 1 {
+                pairs.push((poller, finding.status));
                 out.push(Lost {
                     poller,
                     id: id.clone(),
                     fate: Fate::Leak,
+                    request: None,
                 });
             }
         }
     }
     for miss in &analysis.other_misses {
         let id = loaded.status_id(miss.status).into_owned();
+        pairs.push((usize::from(miss.poller), miss.status));
         out.push(Lost {
             poller: usize::from(miss.poller),
             fate: fate_of(&id),
             id,
+            request: None,
         });
+    }
+    for (lost, request) in out
+        .iter_mut()
+        .zip(crate::diff::first_owing(&loaded.history, &pairs))
+    {
+        lost.request = request;
     }
     out.sort();
     out

@@ -239,7 +239,33 @@ fn ftt_section(out: &mut String, ftt: &Value) {
         );
         let lost = p["lost"].as_array().map(Vec::as_slice).unwrap_or(&[]);
         if !lost.is_empty() {
-            table(out, lost, &[("id", "note"), ("fate", "fate")]);
+            // The request as one cell: "cycle C page P, sent T".
+            let rows: Vec<Value> = lost
+                .iter()
+                .map(|l| {
+                    let r = &l["first_owed_by"];
+                    let request = if r.is_null() {
+                        Value::Null
+                    } else {
+                        Value::String(format!(
+                            "cycle {} page {}, sent {}",
+                            r["cycle"],
+                            r["page"],
+                            r["sent_at"].as_str().unwrap_or("?")
+                        ))
+                    };
+                    serde_json::json!({"id": l["id"], "fate": l["fate"], "request": request})
+                })
+                .collect();
+            table(
+                out,
+                &rows,
+                &[
+                    ("id", "note"),
+                    ("fate", "fate"),
+                    ("request", "first request that owed it"),
+                ],
+            );
         }
     }
 }

@@ -57,6 +57,18 @@ pub struct FttPoller {
 pub struct FttLost {
     pub id: String,
     pub fate: &'static str,
+    /// The poller's first request that owed it (`diff::first_owing`): the
+    /// one that should have returned it; null if none did.
+    pub first_owed_by: Option<RequestRef>,
+}
+
+/// A request of the run, as a person finds it in run.db: its poller's
+/// cycle and page, and when it was sent.
+#[derive(Serialize)]
+pub struct RequestRef {
+    pub cycle: i64,
+    pub page: i64,
+    pub sent_at: String,
 }
 
 /// The `ftt` object: per poller, the counts of [`crate::ftt::counts`] and
@@ -82,6 +94,14 @@ pub fn ftt(loaded: &Loaded, lost: &[crate::ftt::Lost]) -> Ftt {
                 .map(|l| FttLost {
                     id: l.id.clone(),
                     fate: l.fate.as_str(),
+                    first_owed_by: l.request.map(|ri| {
+                        let r = &loaded.history.requests[ri as usize];
+                        RequestRef {
+                            cycle: r.cycle,
+                            page: r.page,
+                            sent_at: rfc3339_ms(r.sent_at_ms),
+                        }
+                    }),
                 })
                 .collect(),
         })

@@ -36,6 +36,44 @@ fn fate_by_sql(conn: &Connection, id: &str) -> &'static str {
     }
 }
 
+/// `first_owed_by` of a lost note: the poller's request with that cycle and
+/// page, sent when the note was visible (at or after `visible_at_ms`,
+/// answered before any deletion), not above a back page's window, and no
+/// such request of the poller sent earlier.
+fn first_owed_by_agrees_with_our_sql(conn: &Connection, poller: &str, lost: &Value) {
+    let id = lost["id"].as_str().unwrap();
+    let owing = |extra: &str| -> Vec<(i64, i64, i64)> {
+        conn.prepare(&format!(
+            "SELECT r.cycle, r.page, r.sent_at_ms FROM requests r
+               JOIN pollers p ON p.id = r.poller_id JOIN truth t ON t.run_id = r.run_id
+              WHERE r.run_id = 1 AND p.name = ?1 AND t.id = ?2
+                AND r.sent_at_ms >= t.visible_at_ms
+                AND (t.deleted_at_ms IS NULL OR r.received_at_ms < t.deleted_at_ms)
+                AND (r.before_key IS NULL OR r.before_key > t.id_key
+                     OR (r.since_key IS NOT NULL AND r.since_key >= t.id_key)) {extra}
+              ORDER BY r.sent_at_ms, r.id LIMIT 1"
+        ))
+        .unwrap()
+        .query_map([poller, id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+    };
+    let first = owing("");
+    let named = &lost["first_owed_by"];
+    assert!(!named.is_null(), "{poller} {id}: a lost note was owed");
+    let (cycle, page, sent) = first[0];
+    assert_eq!(
+        (named["cycle"].as_i64(), named["page"].as_i64()),
+        (Some(cycle), Some(page)),
+        "{poller} {id}: the first request that owed it"
+    );
+    assert_eq!(
+        named["sent_at"].as_str().unwrap(),
+        since_id::time::rfc3339_ms(sent)
+    );
+}
+
 #[test]
 fn the_fates_in_the_text_json_and_html_are_the_same_and_agree_with_our_sql() {
     let dir = temp_dir("ftt-outputs");
@@ -151,6 +189,9 @@ fn the_fates_in_the_text_json_and_html_are_the_same_and_agree_with_our_sql() {
             expected.remove(name).unwrap_or_default(),
             "{name}: the JSON's fates against our SQL"
         );
+        for l in p["lost"].as_array().unwrap() {
+            first_owed_by_agrees_with_our_sql(&conn, name, l);
+        }
         // The counts are the list's, and the text and the page say them.
         let counts: Vec<String> = ["leak", "trimmed", "never-pushed", "in-lists"]
             .iter()
@@ -174,7 +215,7 @@ fn the_fates_in_the_text_json_and_html_are_the_same_and_agree_with_our_sql() {
         );
         for (id, fate) in &lost {
             assert!(
-                html.contains(&format!("<tr><td>{id}</td><td>{fate}</td></tr>")),
+                html.contains(&format!("<tr><td>{id}</td><td>{fate}</td><td>")),
                 "{name}: {id} {fate} in the page"
             );
         }

@@ -87,7 +87,7 @@ fn main() {
     let a = diff::analyze(&loaded.history);
     let t_diff = t1.elapsed();
     let t2 = Instant::now();
-    let out = serde_json::to_string(&json::build(&loaded, &a, &[])).unwrap();
+    let out = serde_json::to_string(&json::build(&loaded, &a, &[], None)).unwrap();
     let t_json = t2.elapsed();
     println!(
         "{} observations, {} requests, {} statuses; leaks {}, late arrivals and leaks {}",

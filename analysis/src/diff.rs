@@ -35,7 +35,18 @@
 //!   and no earlier clean cycle had X in its window: the backlog a poller
 //!   starts from is not something its cursor policy lost. Without truth,
 //!   "visible at the baseline" is read as "ID time at or before it".
-//! - The **verdict**: `invalid` with a leak or an unexplained miss; else
+//! - X is **expired** for P (a cause of its own, neither a leak nor a miss
+//!   nor "deleted before it could see them") if P never returned X, the
+//!   retention job dropped X ([`History::expired`]: a partition drop), and
+//!   the drop, not P's cursor, lost it: X was owed at no request of P before
+//!   the drop, or only at requests that failed or were cut by overflow.
+//!   Owed and below P's cursor at every such request is still a leak (the
+//!   cursor had passed it; the drop came after), inside a clean request's
+//!   window still unexplained, below a cursor from the future still
+//!   `future-id`.
+//! - The **verdict**: `invalid` with a leak or an unexplained miss, or an
+//!   expired row (a loss, though not the cursor policy's: the reason names
+//!   it, `N expired`); else
 //!   `unknown` when the check cannot decide (no reference; no successful
 //!   request with a since_id; or nothing returned and every owed status
 //!   missed from errors or overflow); else `valid` (`judge` below).
@@ -158,8 +169,12 @@ pub struct PollerStats {
     pub misses_unexplained: u64,
     /// Below a cursor that had followed an ID from the future.
     pub misses_future_id: u64,
-    /// Deleted before any request of this poller could see them (not owed).
+    /// Deleted before any request of this poller could see them (not owed),
+    /// other than by the retention job.
     pub gone_before_seen: u64,
+    /// Dropped by the retention job before this poller read them: lost,
+    /// though neither leaks nor misses (not in [`PollerStats::missed`]).
+    pub expired: u64,
     /// Below the poller's baseline page (not owed).
     pub before_baseline: u64,
 }
@@ -208,6 +223,13 @@ pub struct OtherMiss {
     pub cause: Cause,
 }
 
+/// A status the retention job dropped before a poller read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expired {
+    pub status: u32,
+    pub poller: u8,
+}
+
 /// Nearest-rank percentiles of a sample.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Distribution {
@@ -246,6 +268,8 @@ pub struct Analysis {
     /// Leaks and late arrivals, one per status, in order of ID time.
     pub items: Vec<Finding>,
     pub other_misses: Vec<OtherMiss>,
+    /// The rows each poller lost to the retention job, by poller then key.
+    pub expired: Vec<Expired>,
     /// The largest required_k over all leaks (of any poller).
     pub k_to_catch_all_ms: Option<i64>,
     /// required_k over leaks and late arrivals (one value per status).
@@ -440,6 +464,8 @@ fn check(h: &History, exhaustive: bool) -> Analysis {
     let future_ids = from_the_future(h, &seen.sightings);
     let mut other_misses = misses.other;
     other_misses.sort_by_key(|m| (m.poller, h.statuses[m.status as usize].key));
+    let mut expired = misses.expired;
+    expired.sort_by_key(|m| (m.poller, h.statuses[m.status as usize].key));
     Analysis {
         reference,
         pollers: seen.stats,
@@ -447,6 +473,7 @@ fn check(h: &History, exhaustive: bool) -> Analysis {
         verdict_reasons,
         items,
         other_misses,
+        expired,
         k_to_catch_all_ms,
         required_k,
         future_ids,
@@ -573,6 +600,7 @@ struct Misses {
     /// (status, pollers that leaked it), in status order.
     leaked_by: Vec<(u32, u64)>,
     other: Vec<OtherMiss>,
+    expired: Vec<Expired>,
 }
 
 /// Every (status, poller) where the poller never returned the status: O(S·P)
@@ -606,7 +634,21 @@ fn misses_by_cause(
                 continue;
             }
             let stats = &mut seen.stats[p];
-            match classify(h, view, &cycles.of_request, su, vis, exhaustive) {
+            let outcome = classify(h, view, &cycles.of_request, su, vis, exhaustive);
+            // The drop, not the poller, lost it (the module's definition).
+            let by_the_drop = matches!(
+                outcome,
+                Unowed::NotOwed { deleted: true } | Unowed::Miss(Cause::Error | Cause::Overflow)
+            );
+            if by_the_drop && h.is_expired(su) {
+                stats.expired += 1;
+                misses.expired.push(Expired {
+                    status: su as u32,
+                    poller: p as u8,
+                });
+                continue;
+            }
+            match outcome {
                 Unowed::NotOwed { deleted } => {
                     if deleted {
                         stats.gone_before_seen += 1;
@@ -798,7 +840,10 @@ impl Ticks {
 /// put to the test (no request with a since_id succeeded) or everything the
 /// poller owed was lost to errors or overflow, so that "nothing leaked" would
 /// rest on no evidence. A leak or an unexplained miss is evidence enough for
-/// `invalid` whatever else happened.
+/// `invalid` whatever else happened; so is an expired row: the consumer lost
+/// it, and a verdict of `valid` would say it delivered everything. The
+/// reason names it apart, since the cursor policy is not to blame (a relay
+/// that keeps up with the retention job loses none: docs/analysis.md).
 fn judge(reference: Reference, s: &PollerStats) -> (Verdict, String) {
     let lost = s.misses_error + s.misses_overflow + s.misses_future_id;
     if reference == Reference::None {
@@ -807,12 +852,21 @@ fn judge(reference: Reference, s: &PollerStats) -> (Verdict, String) {
             "no truth and no other poller to compare with".into(),
         );
     }
-    if s.leaks > 0 || s.misses_unexplained > 0 {
-        let mut why = format!("{} leaks", s.leaks);
-        if s.misses_unexplained > 0 {
-            why += &format!(", {} unexplained misses", s.misses_unexplained);
+    if s.leaks > 0 || s.misses_unexplained > 0 || s.expired > 0 {
+        let mut parts = Vec::new();
+        if s.leaks > 0 || s.misses_unexplained > 0 {
+            parts.push(format!("{} leaks", s.leaks));
         }
-        return (Verdict::Invalid, why);
+        if s.misses_unexplained > 0 {
+            parts.push(format!("{} unexplained misses", s.misses_unexplained));
+        }
+        if s.expired > 0 {
+            parts.push(format!(
+                "{} expired (dropped by the retention job before it read them: lost, though not by its cursor)",
+                s.expired
+            ));
+        }
+        return (Verdict::Invalid, parts.join(", "));
     }
     if s.cursor_requests_ok == 0 {
         let why = if s.requests == s.errors {
@@ -877,6 +931,66 @@ fn visibility(h: &History, sighting: Sighting, su: usize) -> Option<Vis> {
             until: s.last_received(h).max(from + h.interval_ms * 3 / 2),
         }
     })
+}
+
+/// For each lost `(poller, status)`, the first of that poller's requests
+/// that owed the status (visible at it, by the same test as the check, and
+/// not above a back page's window): the request that should have returned
+/// it, its cursor below the status (a miss) or past it (a leak). An index
+/// into [`History::requests`]; `None` when none owed it (or the status has
+/// neither truth nor sightings). Pure; O(R log R) for the time order, then
+/// per pair a binary search and a walk to that request.
+pub fn first_owing(h: &History, lost: &[(usize, u32)]) -> Vec<Option<u32>> {
+    let global = time_order(h);
+    let mut order: Vec<Vec<u32>> = vec![Vec::new(); h.pollers.len()];
+    for &i in &global {
+        order[h.requests[i as usize].poller].push(i);
+    }
+    let mut sightings = vec![Sighting::NONE; h.statuses.len()];
+    for &ri in &global {
+        let r = &h.requests[ri as usize];
+        for &s in &h.observations[r.obs_start as usize..r.obs_end as usize] {
+            let sight = &mut sightings[s as usize];
+            if sight.get().is_none() {
+                *sight = Sighting {
+                    first: ri,
+                    last: ri,
+                };
+            } else if r.received_at_ms > sight.last_received(h) {
+                sight.last = ri;
+            }
+        }
+    }
+    lost.iter()
+        .map(|&(p, s)| {
+            let su = s as usize;
+            let vis = visibility(h, sightings[su], su)?;
+            let key = h.statuses[su].key;
+            let start_after = match vis {
+                Vis::Truth(v) => v.visible_at_ms - 1,
+                Vis::PassState { from, .. } => from,
+            };
+            let mine = order.get(p)?;
+            let j = mine.partition_point(|&i| h.requests[i as usize].sent_at_ms <= start_after);
+            for &ri in &mine[j..] {
+                let r = &h.requests[ri as usize];
+                let past_end = match vis {
+                    Vis::Truth(v) => v.deleted_at_ms.is_some_and(|d| r.sent_at_ms >= d),
+                    Vis::PassState { until, .. } => r.sent_at_ms > until,
+                };
+                if past_end {
+                    return None;
+                }
+                let below = r.since_key.is_some_and(|s| key <= s);
+                let above = r.before_key.is_some_and(|b| key >= b);
+                // Above a back page's window only: page 0 owed it (as in `classify`).
+                if vis.visible_at(r) && (below || !above) {
+                    return Some(ri);
+                }
+            }
+            None
+        })
+        .collect()
 }
 
 /// Per poller, its requests in time order, the suffix minimum of their

@@ -29,6 +29,9 @@ pub enum Fate {
 }
 
 impl Fate {
+    /// Every fate, in the order the report, `--json` and `--html` give them.
+    pub const ALL: [Fate; 4] = [Fate::Leak, Fate::Trimmed, Fate::NeverPushed, Fate::InLists];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Fate::Leak => "leak",
@@ -99,6 +102,9 @@ pub struct Lost {
     pub poller: usize,
     pub id: String,
     pub fate: Fate,
+    /// The poller's first request that owed it ([`crate::diff::first_owing`]),
+    /// an index into the history's requests.
+    pub request: Option<u32>,
 }
 
 /// The fate of every note each poller lost (the checker's leaks, and its
@@ -115,32 +121,44 @@ pub fn fates(loaded: &Loaded, analysis: &Analysis, truth: &FttTruth) -> Vec<Lost
         }
     };
     let mut out = Vec::new();
+    let mut pairs = Vec::new();
     for finding in analysis.leaks() {
         let id = loaded.status_id(finding.status).into_owned();
         for poller in 0..crate::diff::MAX_POLLERS {
             if finding.leaked_by >> poller & 1 == 1 {
+                pairs.push((poller, finding.status));
                 out.push(Lost {
                     poller,
                     id: id.clone(),
                     fate: Fate::Leak,
+                    request: None,
                 });
             }
         }
     }
     for miss in &analysis.other_misses {
         let id = loaded.status_id(miss.status).into_owned();
+        pairs.push((usize::from(miss.poller), miss.status));
         out.push(Lost {
             poller: usize::from(miss.poller),
             fate: fate_of(&id),
             id,
+            request: None,
         });
+    }
+    for (lost, request) in out
+        .iter_mut()
+        .zip(crate::diff::first_owing(&loaded.history, &pairs))
+    {
+        lost.request = request;
     }
     out.sort();
     out
 }
 
-/// The report's section: per poller, how many lost notes had each fate.
-pub fn render(loaded: &Loaded, lost: &[Lost]) -> String {
+/// Per poller (those that lost a note), how many lost notes had each fate:
+/// what the text report prints, and `--json` (so `--html`) carries.
+pub fn counts(lost: &[Lost]) -> BTreeMap<usize, BTreeMap<Fate, usize>> {
     let mut counts: BTreeMap<usize, BTreeMap<Fate, usize>> = BTreeMap::new();
     for l in lost {
         *counts
@@ -149,6 +167,12 @@ pub fn render(loaded: &Loaded, lost: &[Lost]) -> String {
             .entry(l.fate)
             .or_default() += 1;
     }
+    counts
+}
+
+/// The report's section: per poller, how many lost notes had each fate.
+pub fn render(loaded: &Loaded, lost: &[Lost]) -> String {
+    let counts = counts(lost);
     let mut out = String::from(
         "\nFTT: what became of the notes each poller lost (ftt_pushes, ftt_trims; docs/misskey-ftt.md)\n",
     );
@@ -157,7 +181,7 @@ pub fn render(loaded: &Loaded, lost: &[Lost]) -> String {
     }
     for (poller, by_fate) in counts {
         let name = loaded.pollers.get(poller).map_or("?", |p| p.name.as_str());
-        let parts: Vec<String> = [Fate::Leak, Fate::Trimmed, Fate::NeverPushed, Fate::InLists]
+        let parts: Vec<String> = Fate::ALL
             .iter()
             .map(|f| format!("{} {}", f.as_str(), by_fate.get(f).copied().unwrap_or(0)))
             .collect();

@@ -197,12 +197,21 @@ pub struct History {
     /// posts, a home timeline (`client_requests.scope`, [`rundb::scope`]).
     /// It is owed to none of them. Empty when every poller is owed everything.
     pub unserved: Vec<u64>,
+    /// The statuses a retention job dropped (their truth deletion is a
+    /// partition drop: `partition_drops`), in index order; empty for runs
+    /// without one. A poller loses them as **expired** ([`crate::diff`]).
+    pub expired: Vec<u32>,
 }
 
 impl History {
     /// The pollers whose endpoints never serve status `su` (bits).
     pub fn unserved_to(&self, su: usize) -> u64 {
         self.unserved.get(su).copied().unwrap_or(0)
+    }
+
+    /// Whether the retention job dropped status `su` ([`History::expired`]).
+    pub fn is_expired(&self, su: usize) -> bool {
+        self.expired.binary_search(&(su as u32)).is_ok()
     }
 
     /// The time in status `su`'s ID, as recorded.
@@ -298,6 +307,7 @@ mod tests {
             observations: Vec::new(),
             interval_ms: 1000,
             unserved: Vec::new(),
+            expired: Vec::new(),
         };
         assert_eq!(h.id_time_ms(1), 1_500_000_000_007);
         assert_eq!(h.id_time_ms(2), 42);

@@ -193,6 +193,7 @@ impl HistoryBuilder {
             observations,
             interval_ms: self.interval_ms,
             unserved: Vec::new(),
+            expired: Vec::new(),
         })
     }
 }

@@ -148,6 +148,7 @@ pub fn render(report: &Value, plots: &[(String, String)]) -> String {
             ("misses_overflow", "cut off"),
             ("misses_error", "errors"),
             ("misses_unexplained", "unexplained"),
+            ("expired", "expired"),
             ("verdict", "verdict"),
         ],
     );
@@ -186,6 +187,17 @@ pub fn render(report: &Value, plots: &[(String, String)]) -> String {
         &[("id", "status"), ("poller", "poller"), ("cause", "cause")],
     );
 
+    let expired = report["expired"].as_array().unwrap_or(&empty);
+    if !expired.is_empty() {
+        let _ = writeln!(
+            out,
+            "<h2>Expired ({}): dropped by the retention job before the poller read them</h2>",
+            expired.len()
+        );
+        table(&mut out, expired, &[("id", "status"), ("poller", "poller")]);
+    }
+    ftt_section(&mut out, &report["ftt"]);
+
     if !plots.is_empty() {
         out.push_str("<h2>Plots</h2>\n");
     }
@@ -199,6 +211,63 @@ pub fn render(report: &Value, plots: &[(String, String)]) -> String {
     }
     out.push_str("</body>\n</html>\n");
     out
+}
+
+/// A misskey-ftt run's lost notes by fate (the JSON's `ftt`): per poller,
+/// its counts and each lost note; nothing for other runs.
+fn ftt_section(out: &mut String, ftt: &Value) {
+    let Some(pollers) = ftt["pollers"].as_array() else {
+        return;
+    };
+    out.push_str(
+        "<h2>FTT: what became of the notes each poller lost</h2>\n<p>By the run's \
+         ftt_pushes and ftt_trims (docs/misskey-ftt.md): leak (the cursor passed it), \
+         trimmed (an LTRIM cut it from a polled list), never-pushed (no LPUSH into a \
+         polled list returned), in-lists (pushed and never cut).</p>\n",
+    );
+    for p in pollers {
+        // In the text report's order, not the JSON object's.
+        let line: Vec<String> = crate::ftt::Fate::ALL
+            .iter()
+            .map(|f| format!("{} {}", f.as_str(), cell(&p["counts"][f.as_str()])))
+            .collect();
+        let _ = writeln!(
+            out,
+            "<h3>{}</h3>\n<p>{}</p>",
+            cell(&p["name"]),
+            line.join(", ")
+        );
+        let lost = p["lost"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        if !lost.is_empty() {
+            // The request as one cell: "cycle C page P, sent T".
+            let rows: Vec<Value> = lost
+                .iter()
+                .map(|l| {
+                    let r = &l["first_owed_by"];
+                    let request = if r.is_null() {
+                        Value::Null
+                    } else {
+                        Value::String(format!(
+                            "cycle {} page {}, sent {}",
+                            r["cycle"],
+                            r["page"],
+                            r["sent_at"].as_str().unwrap_or("?")
+                        ))
+                    };
+                    serde_json::json!({"id": l["id"], "fate": l["fate"], "request": request})
+                })
+                .collect();
+            table(
+                out,
+                &rows,
+                &[
+                    ("id", "note"),
+                    ("fate", "fate"),
+                    ("request", "first request that owed it"),
+                ],
+            );
+        }
+    }
 }
 
 #[cfg(test)]

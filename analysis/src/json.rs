@@ -21,14 +21,92 @@ pub struct Output<'a> {
     pub pollers: Vec<PollerReport>,
     pub leaks: Leaks<'a>,
     pub other_misses: OtherMisses<'a>,
+    /// The rows each poller lost to the retention job, one by one.
+    pub expired: Vec<ExpiredReport<'a>>,
     pub future_ids: Vec<String>,
     pub truth: Option<Truth>,
     pub k_to_catch_all_ms: Option<i64>,
     pub required_k: Option<RequiredK>,
     /// With truth: the oracle's cost (`oracle.rs`).
     pub oracle: Option<Oracle>,
+    /// A misskey-ftt run (or a recorded `serve --backend misskey-ftt`):
+    /// what became of each note a poller lost (`ftt.rs`); `null` otherwise.
+    pub ftt: Option<Ftt>,
     /// Plot files written (empty when plotting was skipped or failed).
     pub plots: Vec<String>,
+}
+
+/// The fates of the notes each poller lost, from [`crate::ftt::fates`].
+#[derive(Serialize)]
+pub struct Ftt {
+    /// Every poller, in the pollers' order, those that lost nothing included.
+    pub pollers: Vec<FttPoller>,
+}
+
+#[derive(Serialize)]
+pub struct FttPoller {
+    pub name: String,
+    /// Lost notes per fate (`leak`, `trimmed`, `never-pushed`, `in-lists`),
+    /// every fate present.
+    pub counts: BTreeMap<&'static str, usize>,
+    /// Each lost note, in ID order.
+    pub lost: Vec<FttLost>,
+}
+
+#[derive(Serialize)]
+pub struct FttLost {
+    pub id: String,
+    pub fate: &'static str,
+    /// The poller's first request that owed it (`diff::first_owing`): the
+    /// one that should have returned it; null if none did.
+    pub first_owed_by: Option<RequestRef>,
+}
+
+/// A request of the run, as a person finds it in run.db: its poller's
+/// cycle and page, and when it was sent.
+#[derive(Serialize)]
+pub struct RequestRef {
+    pub cycle: i64,
+    pub page: i64,
+    pub sent_at: String,
+}
+
+/// The `ftt` object: per poller, the counts of [`crate::ftt::counts`] and
+/// each lost note with its fate.
+pub fn ftt(loaded: &Loaded, lost: &[crate::ftt::Lost]) -> Ftt {
+    let counts = crate::ftt::counts(lost);
+    let pollers = loaded
+        .pollers
+        .iter()
+        .enumerate()
+        .map(|(i, p)| FttPoller {
+            name: p.name.clone(),
+            counts: crate::ftt::Fate::ALL
+                .iter()
+                .map(|f| {
+                    let n = counts.get(&i).and_then(|c| c.get(f)).copied();
+                    (f.as_str(), n.unwrap_or(0))
+                })
+                .collect(),
+            lost: lost
+                .iter()
+                .filter(|l| l.poller == i)
+                .map(|l| FttLost {
+                    id: l.id.clone(),
+                    fate: l.fate.as_str(),
+                    first_owed_by: l.request.map(|ri| {
+                        let r = &loaded.history.requests[ri as usize];
+                        RequestRef {
+                            cycle: r.cycle,
+                            page: r.page,
+                            sent_at: rfc3339_ms(r.sent_at_ms),
+                        }
+                    }),
+                })
+                .collect(),
+        })
+        .collect();
+    Ftt { pollers }
 }
 
 /// The `run` object: the `runs` row ([`rundb::RunRow`]) as JSON.md documents
@@ -76,6 +154,8 @@ pub struct PollerReport {
     pub misses_unexplained: u64,
     pub misses_future_id: u64,
     pub gone_before_seen: u64,
+    /// Dropped by the retention job before it read them (not in `missed`).
+    pub expired: u64,
     pub before_baseline: u64,
     pub verdict: &'static str,
     pub verdict_reason: String,
@@ -160,6 +240,12 @@ impl Serialize for OtherMisses<'_> {
 }
 
 #[derive(Serialize)]
+pub struct ExpiredReport<'a> {
+    pub id: std::borrow::Cow<'a, str>,
+    pub poller: &'a str,
+}
+
+#[derive(Serialize)]
 pub struct Truth {
     pub statuses: usize,
     pub missed: BTreeMap<String, u64>,
@@ -185,7 +271,14 @@ pub fn names(loaded: &Loaded, mask: u64) -> Vec<String> {
         .collect()
 }
 
-pub fn build<'a>(loaded: &'a Loaded, a: &'a Analysis, plots: &[String]) -> Output<'a> {
+/// `ftt`: the lost notes' fates ([`crate::ftt::fates`]) when the run has
+/// an FTT truth.
+pub fn build<'a>(
+    loaded: &'a Loaded,
+    a: &'a Analysis,
+    plots: &[String],
+    ftt: Option<&[crate::ftt::Lost]>,
+) -> Output<'a> {
     let run = &loaded.run;
     let h = &loaded.history;
     let has_ref = a.reference != Reference::None;
@@ -216,6 +309,7 @@ pub fn build<'a>(loaded: &'a Loaded, a: &'a Analysis, plots: &[String]) -> Outpu
             misses_unexplained: s.misses_unexplained,
             misses_future_id: s.misses_future_id,
             gone_before_seen: s.gone_before_seen,
+            expired: s.expired,
             before_baseline: s.before_baseline,
             verdict: v.as_str(),
             verdict_reason: why.clone(),
@@ -261,6 +355,14 @@ pub fn build<'a>(loaded: &'a Loaded, a: &'a Analysis, plots: &[String]) -> Outpu
         pollers,
         leaks,
         other_misses,
+        expired: a
+            .expired
+            .iter()
+            .map(|e| ExpiredReport {
+                id: loaded.status_id(e.status),
+                poller: &loaded.pollers[e.poller as usize].name,
+            })
+            .collect(),
         future_ids,
         truth,
         k_to_catch_all_ms: a.k_to_catch_all_ms,
@@ -277,6 +379,7 @@ pub fn build<'a>(loaded: &'a Loaded, a: &'a Analysis, plots: &[String]) -> Outpu
             duplicates: o.duplicates,
             duplicates_per_new: (o.duplicates_per_new() * 1000.0).round() / 1000.0,
         }),
+        ftt: ftt.map(|lost| self::ftt(loaded, lost)),
         plots: plots.to_vec(),
     }
 }

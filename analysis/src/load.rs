@@ -458,10 +458,13 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
     if observations.len() > u32::MAX as usize {
         return err("more than 4 billion observations in one run");
     }
-    let unserved = if has_truth {
-        unserved(conn, run_id, &poller_ids, &ids, &statuses)?
+    let (unserved, expired) = if has_truth {
+        (
+            unserved(conn, run_id, &poller_ids, &ids, &statuses)?,
+            expired(conn, run_id, &ids, &statuses)?,
+        )
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     let (status_ids, id_times) = ids.finish();
     let truth = if has_truth {
@@ -487,6 +490,7 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
         observations,
         interval_ms: run.interval_ms,
         unserved,
+        expired,
     };
     Ok(Loaded {
         run,
@@ -495,6 +499,38 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
         status_ids,
         last_activity_ms,
     })
+}
+
+/// [`History::expired`]: the truth rows a retention job dropped, that is
+/// whose deletion is the drop of a partition that held them (the experiment
+/// marks a dropped range's rows deleted at the drop's send: rundb's
+/// `insert_partition_drops`), in index order. Empty without `partition_drops`.
+fn expired(
+    conn: &Connection,
+    run_id: i64,
+    ids: &StatusIndex,
+    statuses: &[Status],
+) -> Result<Vec<u32>, LoadError> {
+    if !rundb::read::has_table(conn, "partition_drops")? {
+        return Ok(Vec::new());
+    }
+    let mut st = conn
+        .prepare(
+            "SELECT t.id FROM partition_drops d JOIN truth t
+                ON t.run_id = d.run_id AND t.deleted_at_ms = d.sent_at_ms
+              WHERE d.run_id = ?1
+                AND CAST(t.id AS INTEGER) >= d.lo_id AND CAST(t.id AS INTEGER) < d.hi_id",
+        )
+        .map_err(sql)?;
+    let mut rows = st.query([run_id]).map_err(sql)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(sql)? {
+        let id = r.get_ref(0).and_then(|v| Ok(v.as_str()?)).map_err(sql)?;
+        out.extend(ids.get(statuses, id.as_bytes()));
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
 }
 
 /// [`History::unserved`]: per status, the pollers whose endpoints never serve

@@ -175,8 +175,12 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
         ),
     };
     notes.extend(delivered_notes);
+    // One computation of the fates, for the text, --json and --html alike.
+    let lost = ftt_truth
+        .as_ref()
+        .map(|truth| ftt::fates(&loaded, &analysis, truth));
     if let Some(path) = &args.html {
-        let report = serde_json::to_value(json::build(&loaded, &analysis, &plots))
+        let report = serde_json::to_value(json::build(&loaded, &analysis, &plots, lost.as_deref()))
             .map_err(|e| e.to_string())?;
         let svgs: Vec<(String, String)> = plots
             .iter()
@@ -193,7 +197,7 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     if args.json {
-        let out = json::build(&loaded, &analysis, &plots);
+        let out = json::build(&loaded, &analysis, &plots, lost.as_deref());
         // Streamed, not built as one string: a run with millions of misses
         // prints hundreds of MB of JSON.
         use std::io::Write;
@@ -207,11 +211,8 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
         }
     } else {
         print!("{}", report::render(&loaded, &analysis, &plots, &notes));
-        if let Some(truth) = &ftt_truth {
-            print!(
-                "{}",
-                ftt::render(&loaded, &ftt::fates(&loaded, &analysis, truth))
-            );
+        if let Some(lost) = &lost {
+            print!("{}", ftt::render(&loaded, lost));
         }
     }
     Ok(())

@@ -347,6 +347,7 @@ mod tests {
             observations,
             interval_ms: 1000,
             unserved: Vec::new(),
+            expired: Vec::new(),
         };
         let o = oracle(&h).unwrap();
         // Tick 1000: X and A (A again); tick 2000: Y and A (A again).
@@ -521,6 +522,7 @@ mod tests {
             observations,
             interval_ms: 1000,
             unserved: Vec::new(),
+            expired: Vec::new(),
         }
     }
 

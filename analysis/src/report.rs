@@ -82,10 +82,11 @@ pub fn render(loaded: &Loaded, a: &Analysis, plots: &[String], plot_notes: &[Str
         (Reference::Truth, Some(t)) => format!(
             "truth: {} {}",
             t.iter().filter(|v| v.is_some()).count(),
-            if loaded.run.target.starts_with("postgres") {
-                "rows committed in PostgreSQL"
-            } else {
-                "statuses the simulator created"
+            match loaded.run.target.as_str() {
+                t if t.starts_with("postgres") => "rows committed in PostgreSQL",
+                t if t.starts_with("mariadb") => "rows committed in MariaDB",
+                t if t.starts_with("misskey-ftt") => "notes committed in PostgreSQL",
+                _ => "statuses the simulator created",
             }
         ),
         (Reference::Union, _) => {
@@ -210,14 +211,30 @@ required_k_ms = the smallest k sure to have caught it, README \"Definitions\"):"
         for (p, s) in loaded.pollers.iter().zip(&a.pollers) {
             let _ = writeln!(
                 o,
-                "  {:width$}  {} from errors, {} from overflow, {} from a cursor on an ID from the future, {} unexplained; not owed: {} deleted before it could see them, {} below its baseline page",
+                "  {:width$}  {} from errors, {} from overflow, {} from a cursor on an ID from the future, {} unexplained; {} expired (dropped by the retention job before it read them); not owed: {} deleted before it could see them, {} below its baseline page",
                 p.name,
                 s.misses_error,
                 s.misses_overflow,
                 s.misses_future_id,
                 s.misses_unexplained,
+                s.expired,
                 s.gone_before_seen,
                 s.before_baseline
+            );
+        }
+        for e in a.expired.iter().take(LIST_CAP) {
+            let _ = writeln!(
+                o,
+                "  {} expired for {} (dropped by the retention job before it read it)",
+                loaded.status_id(e.status),
+                loaded.pollers[e.poller as usize].name
+            );
+        }
+        if a.expired.len() > LIST_CAP {
+            let _ = writeln!(
+                o,
+                "  ... and {} more expired (see --json)",
+                a.expired.len() - LIST_CAP
             );
         }
         let explained: Vec<_> = a

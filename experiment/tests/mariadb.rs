@@ -467,3 +467,123 @@ fn a_server_that_dies_mid_run_gives_failed_requests_and_a_clean_end() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("failed transactions (last:"), "{stdout}");
 }
+
+/// `analyze` on the retention case of
+/// `a_paused_poller_loses_exactly_the_rows_dropped_before_it_read_them`:
+/// its JSON names as `expired`, one by one and per poller, exactly the rows
+/// our own SQL finds dropped (a `partition_drops` range, at that drop) before
+/// the poller read them (never among its observations, and no request of it
+/// that could have returned them answered before the drop), and nothing
+/// else; the paused poller's verdict is invalid, naming them.
+#[test]
+fn analyze_names_each_row_dropped_before_a_poller_read_it_expired() {
+    let dir = common::temp_dir("mariadb-expired");
+    let db = dir.join("run.db");
+    common::experiment_ok(&[
+        "--target",
+        "mariadb",
+        "--duration",
+        "12s",
+        "--interval",
+        "200ms",
+        "--id-poller",
+        "incrementing,pause=6s@2s",
+        "--id-poller",
+        "incrementing",
+        "--writers",
+        "1",
+        "--write-rate",
+        "100",
+        "--partition-every",
+        "2s",
+        "--retain",
+        "3",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let analyze = Path::new(env!("CARGO_BIN_EXE_experiment")).with_file_name("analyze");
+    let page = dir.join("report.html");
+    let out = std::process::Command::new(&analyze)
+        .arg(&db)
+        .args(["--json", "--html"])
+        .arg(&page)
+        .arg("--out")
+        .arg(dir.join("plots"))
+        .output()
+        .expect("analyze runs (cargo builds it for the workspace's tests)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let conn = Connection::open(&db).unwrap();
+    let mut total = 0;
+    for poller in ["incrementing,pause=6s@2s", "incrementing"] {
+        let mut st = conn
+            .prepare(
+                "WITH mine AS (SELECT r.* FROM requests r JOIN pollers p ON p.id = r.poller_id \
+                               WHERE r.run_id = 1 AND p.name = ?1) \
+                 SELECT t.id FROM truth t JOIN partition_drops d ON d.run_id = t.run_id \
+                   AND CAST(t.id AS INTEGER) >= d.lo_id AND CAST(t.id AS INTEGER) < d.hi_id \
+                   AND t.deleted_at_ms = d.sent_at_ms \
+                 WHERE t.run_id = 1 \
+                   AND NOT EXISTS (SELECT 1 FROM observations o JOIN mine ON mine.id = o.request_id \
+                                   WHERE o.status_id = t.id) \
+                   AND NOT EXISTS (SELECT 1 FROM mine WHERE mine.error IS NULL \
+                                   AND mine.sent_at_ms >= t.visible_at_ms \
+                                   AND mine.received_at_ms < t.deleted_at_ms \
+                                   AND mine.items < mine.page_limit \
+                                   AND (mine.since_id IS NULL \
+                                        OR CAST(mine.since_id AS INTEGER) < CAST(t.id AS INTEGER))) \
+                 ORDER BY CAST(t.id AS INTEGER)",
+            )
+            .unwrap();
+        let dropped_unread: Vec<String> = st
+            .query_map([poller], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let mut named: Vec<String> = json["expired"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["poller"] == poller)
+            .map(|e| e["id"].as_str().unwrap().to_string())
+            .collect();
+        named.sort_by_key(|id| id.parse::<i64>().unwrap());
+        assert_eq!(named, dropped_unread, "{poller}: expired, one by one");
+        let report = json["pollers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == poller)
+            .unwrap();
+        assert_eq!(report["expired"], named.len(), "{poller}");
+        if !named.is_empty() {
+            assert_eq!(report["verdict"], "invalid", "{poller}");
+            let why = report["verdict_reason"].as_str().unwrap();
+            assert!(
+                why.contains(&format!("{} expired", named.len())),
+                "{poller}: {why}"
+            );
+        }
+        total += named.len();
+    }
+    assert!(total > 0, "the pause met a drop");
+    // The text and the page say it too.
+    let text = std::process::Command::new(&analyze)
+        .arg(&db)
+        .arg("--out")
+        .arg(dir.join("plots"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    let line = format!("{total} expired (dropped by the retention job before it read them)");
+    assert!(text.contains(&line), "{line} in:\n{text}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains(&format!("<h2>Expired ({total}):")),
+        "{total} in the page"
+    );
+}

@@ -446,6 +446,39 @@ fn the_fate_of_each_lost_note_agrees_with_our_sql_over_the_ftt_tables() {
         counts["in-lists"]
     );
     assert!(report.contains(&line), "{line} in:\n{report}");
+    // --json and --html carry the same fates, note by note.
+    let page = dir.join("report.html");
+    let out = std::process::Command::new(&analyze)
+        .args([db_arg, "--json", "--html", page.to_str().unwrap()])
+        .args(["--out", dir.join("plots").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let html = std::fs::read_to_string(&page).unwrap();
+    let naive = &json["ftt"]["pollers"][0];
+    let in_json: Vec<(String, String)> = naive["lost"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["id"].as_str().unwrap().into(),
+                l["fate"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let in_text: Vec<(String, String)> = lost
+        .iter()
+        .map(|l| (l.id.clone(), l.fate.as_str().into()))
+        .collect();
+    assert_eq!(in_json, in_text);
+    assert!(
+        html.contains(&format!("<h3>naive</h3>\n<p>{line}</p>")),
+        "{line}"
+    );
+    for (id, fate) in &in_json {
+        assert!(html.contains(&format!("<tr><td>{id}</td><td>{fate}</td><td>")));
+    }
 }
 
 /// The run's start and its stored configuration.

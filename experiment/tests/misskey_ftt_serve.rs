@@ -300,6 +300,92 @@ fn serve_on_misskey_ftt_records_a_client_per_timeline_and_removes_its_servers() 
     let loaded = analysis::load::load(&conn, run).unwrap();
     let judged = analysis::diff::analyze(&loaded.history);
     assert_eq!(judged.verdicts.len(), 3, "a verdict for each client");
+    drop(conn);
+
+    // The pushes were recorded as a run records them (`ftt_pushes`), for
+    // the lists the three timelines read: checked with our own SQL.
+    let conn = Connection::open(&db).unwrap();
+    let missing = |sql: &str| -> Vec<String> {
+        conn.prepare(sql)
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    // Every local note was pushed to the local timeline's list (a local
+    // note is recent, so by the pipeline, and the LPUSH returned).
+    let unpushed = missing(
+        "SELECT t.id FROM truth t WHERE t.origin = 'local' AND NOT EXISTS
+           (SELECT 1 FROM ftt_pushes f WHERE f.run_id = t.run_id AND f.id = t.id
+              AND f.list = 'list:localTimeline' AND f.pushed_at_ms IS NOT NULL)",
+    );
+    assert!(
+        unpushed.is_empty(),
+        "local notes without a push: {unpushed:?}"
+    );
+    // Every note of user 0's home timeline has its row in user 0's home
+    // list: pushed, or refused by the 3-minute rule (NULL).
+    let home_authors = follows_of_me
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let unrecorded = missing(&format!(
+        "SELECT t.id FROM truth t JOIN truth_authors a ON a.run_id = t.run_id AND a.id = t.id
+          WHERE a.author IN ({home_authors}) AND NOT EXISTS
+           (SELECT 1 FROM ftt_pushes f WHERE f.run_id = t.run_id AND f.id = t.id
+              AND f.list = 'list:homeTimeline:0')"
+    ));
+    assert!(
+        unrecorded.is_empty(),
+        "home notes without a row: {unrecorded:?}"
+    );
+    // Each row is a truth note's, with its commit (the truth owes it from
+    // the ms after), and an LPUSH that returned after that commit.
+    let inconsistent = missing(
+        "SELECT f.id FROM ftt_pushes f LEFT JOIN truth t ON t.run_id = f.run_id AND t.id = f.id
+          WHERE t.id IS NULL OR f.committed_at_ms != t.visible_at_ms - 1
+             OR f.pushed_at_ms < f.committed_at_ms",
+    );
+    assert!(
+        inconsistent.is_empty(),
+        "rows against the truth: {inconsistent:?}"
+    );
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM ftt_pushes", [], |r| r.get(0))
+        .unwrap();
+    assert!(rows > 0);
+    drop(conn);
+    // And analyze gives each client's lost notes a fate, in --json.
+    let analyze = std::path::Path::new(env!("CARGO_BIN_EXE_experiment")).with_file_name("analyze");
+    let out = Command::new(&analyze)
+        .arg(&db)
+        .arg("--json")
+        .arg("--out")
+        .arg(dir.join("plots"))
+        .output()
+        .expect("analyze runs (cargo builds it for the workspace's tests)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fates = json["ftt"]["pollers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no ftt section: {}", json["ftt"]));
+    assert_eq!(fates.len(), 3, "a section per client");
+    for p in fates {
+        let lost = p["lost"].as_array().unwrap().len() as u64;
+        let counted: u64 = p["counts"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|n| n.as_u64().unwrap())
+            .sum();
+        assert_eq!(lost, counted, "{p}");
+    }
 }
 
 #[test]

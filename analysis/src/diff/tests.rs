@@ -32,6 +32,7 @@ impl B {
                 truth: truth.then(TruthTable::default),
                 interval_ms: 1000,
                 unserved: Vec::new(),
+                expired: Vec::new(),
                 layout: "custom:epoch=0,shift=4".parse().unwrap(),
                 statuses: Vec::new(),
                 id_times: IdTimes::FromKeys,
@@ -199,6 +200,67 @@ fn deleted_before_any_request_saw_it_is_not_owed() {
     assert_eq!(a.pollers[0].missed(), 0);
     assert_eq!(a.verdicts, vec![Verdict::Valid]);
     let _ = x;
+}
+
+/// A row the retention job dropped before the poller read it: expired, not
+/// "deleted before it could see it", and the verdict is invalid, naming it.
+/// One it had passed with its cursor before the drop stays a leak; one a
+/// failed request had in its window, dropped before the next, is expired.
+#[test]
+fn a_row_dropped_by_retention_before_it_was_read_is_expired() {
+    let mut b = B::new(&[("naive", None)], true);
+    let a0 = b.status(900, 900, None);
+    // Dropped while no request was sent: owed at none.
+    let dropped = b.status(1100, 1100, Some(1500));
+    // Visible at 1200, below the cursor when owed at 2000, dropped at 2500.
+    let passed = b.status(950, 1200, Some(2500));
+    // Visible before 2000, whose request failed, dropped before 3000.
+    let failed = b.status(1900, 1900, Some(2900));
+    // Deleted by its author, not by the job.
+    let deleted = b.status(1150, 1150, Some(1400));
+    b.req(0, (0, 0), 1000, None, None, &[a0]);
+    b.req(0, (1, 0), 2000, Some(key(1000)), None, &[]).failed = true;
+    b.req(0, (2, 0), 3000, Some(key(1000)), None, &[]);
+    b.h.expired = vec![dropped, passed, failed];
+    let a = analyze(&b.h);
+    let p = &a.pollers[0];
+    assert_eq!((p.expired, p.leaks, p.gone_before_seen), (2, 1, 1));
+    assert_eq!(p.missed(), 1, "expired rows are not misses");
+    assert_eq!(
+        a.expired,
+        vec![
+            Expired {
+                status: dropped,
+                poller: 0
+            },
+            Expired {
+                status: failed,
+                poller: 0
+            }
+        ]
+    );
+    assert_eq!(a.verdicts, vec![Verdict::Invalid]);
+    assert!(
+        a.verdict_reasons[0].contains("2 expired"),
+        "{}",
+        a.verdict_reasons[0]
+    );
+    assert_eq!(a, analyze_exhaustive(&b.h));
+    let _ = deleted;
+
+    // Expired only: invalid, the reason saying so.
+    let mut b = B::new(&[("naive", None)], true);
+    let a0 = b.status(900, 900, None);
+    let dropped = b.status(1100, 1100, Some(1500));
+    b.req(0, (0, 0), 1000, None, None, &[a0]);
+    b.req(0, (1, 0), 2000, Some(key(900)), None, &[]);
+    b.h.expired = vec![dropped];
+    let a = analyze(&b.h);
+    assert_eq!(a.verdicts, vec![Verdict::Invalid]);
+    assert_eq!(
+        a.verdict_reasons[0],
+        "1 expired (dropped by the retention job before it read them: lost, though not by its cursor)"
+    );
 }
 
 #[test]
@@ -534,6 +596,7 @@ fn history_of(spec: &SimSpec, requests: &[SynthRequest], truth: &[SynthTruth]) -
         observations,
         interval_ms: spec.interval_ms,
         unserved: Vec::new(),
+        expired: Vec::new(),
     }
 }
 

@@ -3,7 +3,8 @@
 //! creators loading them, and Misskey's timelines over HTTP for any client.
 //! With `--record`, every client of the timelines is recorded as with the
 //! simulator, each owed the notes its endpoint shows, from the ms after the
-//! note's INSERT returned (docs/misskey-ftt.md).
+//! note's INSERT returned (docs/misskey-ftt.md), and each note's pushes to
+//! and trims of the timelines' Redis lists (`ftt_pushes`, `ftt_trims`).
 
 use super::{ServeArgs, client_names, recording};
 use crate::clients::ClientBook;
@@ -134,8 +135,11 @@ pub async fn serve(
     served.stop_creators().await;
     send_truth(&served);
     let summary = served.summary();
-    if let Some(recorder) = recorder {
+    if let (Some(recorder), Some(path)) = (recorder, &args.record) {
+        let run_id = recorder.run_id;
         recorder.finish(crate::clock::now_ms(), true, "stopped")?;
+        // After the recorder closed the file, as a run writes them.
+        served.write_ftt(path, run_id)?;
     }
     drop(served);
     result?;

@@ -510,31 +510,14 @@ impl TruthSink {
             Event::Pushed { id, report } => {
                 counts.redis_commands += report.commands;
                 let committed = self.committed.remove(&id).unwrap_or_default();
-                for p in report
-                    .pushed
-                    .into_iter()
-                    .filter(|p| self.keys.contains(&p.list))
-                {
-                    self.pushes.push(rundb::FttPushRow {
-                        id: id.clone(),
-                        list: p.list,
-                        committed_at_ms: committed,
-                        pushed_at_ms: p.pushed_at_ms,
-                        path: p.path.into(),
-                    });
-                }
-                for t in report
-                    .trimmed
-                    .into_iter()
-                    .filter(|t| self.keys.contains(&t.list))
-                {
-                    self.trims
-                        .extend(t.ids.into_iter().map(|cut| rundb::FttTrimRow {
-                            id: cut,
-                            list: t.list.clone(),
-                            trimmed_at_ms: t.at_ms,
-                        }));
-                }
+                ftt_rows(
+                    &id,
+                    committed,
+                    report,
+                    &self.keys,
+                    &mut self.pushes,
+                    &mut self.trims,
+                );
             }
             Event::Failed(e) => {
                 counts.failures += 1;
@@ -555,17 +538,71 @@ impl TruthSink {
     /// run (the recorder's writer holds the file while the run goes), and the
     /// run's configuration again with what only its end knows (the restarts).
     fn write(mut self, config: &str) -> Result<(), String> {
-        let e = |e: rusqlite::Error| format!("cannot write ftt_pushes: {e}");
-        let tx = self.conn.transaction().map_err(e)?;
-        rundb::write::insert_ftt(&tx, self.run_id, &self.pushes, &self.trims)
-            .map_err(|err| format!("cannot write ftt_pushes: {err}"))?;
+        write_ftt(
+            &mut self.conn,
+            self.run_id,
+            &self.pushes,
+            &self.trims,
+            Some(config),
+        )
+    }
+}
+
+/// The `ftt_pushes` and `ftt_trims` rows of one `pushToTl` report, for the
+/// lists in `keys` (those the polled endpoints read): a run's and
+/// `serve --record`'s (`serve.rs`).
+pub(super) fn ftt_rows(
+    id: &str,
+    committed_ms: i64,
+    report: super::push::Report,
+    keys: &HashSet<String>,
+    pushes: &mut Vec<rundb::FttPushRow>,
+    trims: &mut Vec<rundb::FttTrimRow>,
+) {
+    for p in report.pushed.into_iter().filter(|p| keys.contains(&p.list)) {
+        pushes.push(rundb::FttPushRow {
+            id: id.to_string(),
+            list: p.list,
+            committed_at_ms: committed_ms,
+            pushed_at_ms: p.pushed_at_ms,
+            path: p.path.into(),
+        });
+    }
+    for t in report
+        .trimmed
+        .into_iter()
+        .filter(|t| keys.contains(&t.list))
+    {
+        trims.extend(t.ids.into_iter().map(|cut| rundb::FttTrimRow {
+            id: cut,
+            list: t.list.clone(),
+            trimmed_at_ms: t.at_ms,
+        }));
+    }
+}
+
+/// Writes `ftt_pushes` and `ftt_trims` in one transaction, once the
+/// recorder has closed the run (its writer holds the file while it goes),
+/// with the run's final `config` if given: a run's and `serve --record`'s.
+pub(super) fn write_ftt(
+    conn: &mut rusqlite::Connection,
+    run_id: i64,
+    pushes: &[rundb::FttPushRow],
+    trims: &[rundb::FttTrimRow],
+    config: Option<&str>,
+) -> Result<(), String> {
+    let e = |e: rusqlite::Error| format!("cannot write ftt_pushes: {e}");
+    let tx = conn.transaction().map_err(e)?;
+    rundb::write::insert_ftt(&tx, run_id, pushes, trims)
+        .map_err(|err| format!("cannot write ftt_pushes: {err}"))?;
+    if let Some(config) = config {
         tx.execute(
             "UPDATE runs SET config = ?1 WHERE id = ?2",
-            rusqlite::params![config, self.run_id],
+            rusqlite::params![config, run_id],
         )
         .map_err(e)?;
-        tx.commit().map_err(e)
     }
+    tx.commit().map_err(e)
 }
 
 /// The connections' settings: no response timeout. redis-rs gives up on an

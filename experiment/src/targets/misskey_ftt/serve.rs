@@ -2,19 +2,20 @@
 //! misskey-ftt`: a throwaway Redis and PostgreSQL, the creators loading
 //! them, and the read side ([`super::http`]) for any client. Optionally keeps
 //! the truth of every note (each timeline's share is told apart by
-//! [`Served::scope`]), for `--record`. Dropping it stops both servers.
+//! [`Served::scope`]) and its pushes to and trims of the three timelines'
+//! lists, for `--record`. Dropping it stops both servers.
 
 use super::creators::{self, Event, Load};
 use super::http::{self, ME, PathCounts};
 use super::push::RECENT_MS;
 use super::read::Switches;
-use super::store;
-use super::timeline::{LiveSwitches, Reader};
+use super::store::{self, Source};
+use super::timeline::{LiveSwitches, Reader, redis_keys};
 use crate::servers::postgres::Cluster;
 use crate::servers::redis::Redis;
 use rundb::TruthRow;
 use rundb::scope::Scope;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, watch};
@@ -43,6 +44,12 @@ struct Taken {
     rows: Vec<TruthRow>,
     /// (ID, author), for the home and hybrid timelines' scopes.
     authors: Vec<(String, i64)>,
+    /// Commit times of notes whose push has not been reported yet.
+    committed: HashMap<String, i64>,
+    /// `ftt_pushes` and `ftt_trims` rows, for the lists of the three
+    /// timelines, kept to the end (the recorder's writer holds the file).
+    pushes: Vec<rundb::FttPushRow>,
+    trims: Vec<rundb::FttTrimRow>,
     notes: u64,
     failures: u64,
     last_failure: Option<String>,
@@ -176,6 +183,16 @@ impl Served {
         )
     }
 
+    /// Writes the pushes and trims of the whole serve into `ftt_pushes` and
+    /// `ftt_trims` of run `run_id` in `db`, by the run's own writer
+    /// (`driver::write_ftt`); call after the recorder has finished.
+    pub fn write_ftt(&self, db: &std::path::Path, run_id: i64) -> Result<(), String> {
+        let taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
+        let mut conn = rusqlite::Connection::open(db)
+            .map_err(|e| format!("cannot open {}: {e}", db.display()))?;
+        super::driver::write_ftt(&mut conn, run_id, &taken.pushes, &taken.trims, None)
+    }
+
     /// Notes made, creator failures, the last failure, and the reads per path.
     pub fn summary(&self) -> String {
         let taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
@@ -214,12 +231,21 @@ impl Served {
     }
 }
 
-/// Drains the creators' events: truth rows (if kept) and counts.
+/// Drains the creators' events: truth rows, pushes and trims (if kept) and counts.
 async fn take_events(mut events: mpsc::Receiver<Event>, taken: Arc<Mutex<Taken>>, keep: bool) {
     let layout: since_id::id::Layout = match "misskey-aidx".parse() {
         Ok(l) => l,
         Err(_) => return,
     };
+    // The lists any of the three endpoints reads, as user 0.
+    let keys: HashSet<String> = [
+        Source::Home { me: ME },
+        Source::Local,
+        Source::Hybrid { me: ME },
+    ]
+    .into_iter()
+    .flat_map(redis_keys)
+    .collect();
     while let Some(event) = events.recv().await {
         let mut taken = taken.lock().unwrap_or_else(|e| e.into_inner());
         match event {
@@ -243,6 +269,7 @@ async fn take_events(mut events: mpsc::Receiver<Event>, taken: Arc<Mutex<Taken>>
                 taken
                     .authors
                     .push((c.note.id.clone(), i64::from(c.note.user_id)));
+                taken.committed.insert(c.note.id.clone(), c.committed_ms);
                 taken.rows.push(TruthRow {
                     id: c.note.id,
                     id_key: key,
@@ -255,7 +282,14 @@ async fn take_events(mut events: mpsc::Receiver<Event>, taken: Arc<Mutex<Taken>>
                     origin: origin.into(),
                 });
             }
-            Event::Pushed { .. } => {}
+            Event::Pushed { id, report } => {
+                if !keep {
+                    continue;
+                }
+                let committed = taken.committed.remove(&id).unwrap_or_default();
+                let Taken { pushes, trims, .. } = &mut *taken;
+                super::driver::ftt_rows(&id, committed, report, &keys, pushes, trims);
+            }
             Event::Failed(e) => {
                 taken.failures += 1;
                 taken.last_failure = Some(e);

@@ -356,6 +356,49 @@ fn a_paused_poller_loses_exactly_the_rows_dropped_before_it_read_them() {
             "row {id} dropped at {deleted_at}, outside the pause ({last_before}..{first_after})"
         );
     }
+    // The flagged requests in run.db (`cursor_flags`) are exactly those whose
+    // cursor lay below the oldest ID kept when they were sent: the upper
+    // bound of the last range whose DROP was sent in an earlier ms, by our
+    // own SQL over partition_drops and requests.
+    let rows = |sql: &str| -> Vec<(i64, String, i64, i64)> {
+        let mut st = conn.prepare(sql).unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let expected = rows(
+        "SELECT id, name, cursor, oldest FROM (SELECT r.id, p.name, \
+         CAST(r.since_id AS INTEGER) AS cursor, \
+         COALESCE((SELECT MAX(d.hi_id) FROM partition_drops d WHERE d.run_id = 1 \
+                   AND d.sent_at_ms < r.sent_at_ms), 0) AS oldest \
+         FROM requests r JOIN pollers p ON p.id = r.poller_id \
+         WHERE r.run_id = 1 AND r.since_id IS NOT NULL) WHERE cursor + 1 < oldest ORDER BY id",
+    );
+    let stored = rows(
+        "SELECT f.request_id, p.name, f.cursor, f.oldest_kept FROM cursor_flags f \
+         JOIN pollers p ON p.id = f.poller_id WHERE f.run_id = 1 ORDER BY f.request_id",
+    );
+    assert_eq!(stored, expected, "cursor_flags against our own SQL");
+    assert!(
+        stored
+            .iter()
+            .all(|(_, name, _, _)| name == "incrementing,pause=6s@2s"),
+        "only the paused poller is flagged: {stored:?}"
+    );
+    let first_after_pause: i64 = conn
+        .query_row(
+            "SELECT r.id FROM requests r JOIN pollers p ON p.id = r.poller_id \
+             WHERE p.name = ?1 AND r.sent_at_ms >= ?2 ORDER BY r.sent_at_ms, r.id LIMIT 1",
+            rusqlite::params!["incrementing,pause=6s@2s", started + 8000],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        stored.first().map(|f| f.0),
+        Some(first_after_pause),
+        "the first flag is the paused poller's first request after the pause"
+    );
 }
 
 /// Bad input is one line and exit status 2.

@@ -610,7 +610,7 @@ fn mariadb_flags_are_refused_where_they_do_not_apply() {
         ),
         (
             vec!["--target", "postgres", "--partition-every", "1m"],
-            "--partition-every applies to --target mariadb only",
+            "--partition-every applies to --target mariadb and --target postgres --schema partitioned only",
         ),
         (
             vec!["--target", "mariadb", "--pg-tail", "2%:3s"],
@@ -621,6 +621,23 @@ fn mariadb_flags_are_refused_where_they_do_not_apply() {
             "unknown MariaDB schema 'outbox'",
         ),
         (vec!["--target", "mariadb", "--poller", "xmin"], "xmin"),
+        (
+            vec![
+                "--target",
+                "postgres",
+                "--schema",
+                "partitioned",
+                "--poller",
+                "compensated:k=1s",
+            ],
+            "the partitioned schema's BIGSERIAL IDs carry no time",
+        ),
+        (
+            vec![
+                "--target", "postgres", "--schema", "outbox", "--retain", "3",
+            ],
+            "--retain applies to --target mariadb and --target postgres --schema partitioned only",
+        ),
         (
             vec!["--target", "postgres", "--writer-lock", "get-lock"],
             "--writer-lock applies to --target mariadb only",

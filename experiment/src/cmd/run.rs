@@ -161,7 +161,7 @@ fn parse_interval(text: &str) -> Result<u64, String> {
 /// than silently ignored; the defaults are the methods' own.
 #[derive(Args, Debug, Clone, Default)]
 pub struct PgArgs {
-    /// The schema the writers load: PostgreSQL mastodon, outbox, snowflake (default mastodon);
+    /// The schema the writers load: PostgreSQL mastodon, outbox, snowflake, partitioned (default mastodon);
     /// MariaDB autoinc, snowflake (default autoinc).
     #[arg(long)]
     pub schema: Option<String>,
@@ -246,10 +246,12 @@ pub struct MariaArgs {
     /// MariaDB target: the server's innodb_autoinc_lock_mode, 0, 1 or 2 (default 1, MariaDB's).
     #[arg(long, value_parser = |s: &str| s.parse::<crate::servers::mariadb::LockMode>())]
     pub autoinc_lock_mode: Option<crate::servers::mariadb::LockMode>,
-    /// MariaDB target: how often the retention job adds a partition and drops the oldest (default 10m).
+    /// MariaDB target and PostgreSQL's partitioned schema: how often the retention job adds a
+    /// partition and drops the oldest (default 10m).
     #[arg(long, value_parser = parse_interval)]
     pub partition_every: Option<u64>,
-    /// MariaDB target: how many partitions the retention job keeps, at least 2 (default 6).
+    /// MariaDB target and PostgreSQL's partitioned schema: how many partitions the retention job
+    /// keeps, at least 2 (default 6).
     #[arg(long, value_parser = clap::value_parser!(u32).range(2..=100_000))]
     pub retain: Option<u32>,
     /// MariaDB target, snowflake schema: the spread of the writers' clocks (default 0s), an assumption.
@@ -498,6 +500,17 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                 )
             },
         )?;
+    } else if matches!(kind, Kind::Postgres) {
+        // The retention job's flags serve the partitioned schema too (checked below).
+        refuse_given(
+            &args
+                .maria
+                .given()
+                .into_iter()
+                .filter(|(flag, _)| !matches!(*flag, "--partition-every" | "--retain"))
+                .collect::<Vec<_>>(),
+            |flag| format!("{flag} applies to --target mariadb only, not 'postgres'"),
+        )?;
     } else if !matches!(kind, Kind::Mariadb) {
         refuse_given(&args.maria.given(), |flag| {
             format!(
@@ -725,12 +738,26 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                 "is for your own database (--target postgres:URL)",
             )?;
             let schema = pg.schema()?;
-            if schema == Schema::Outbox && args.pollers.iter().any(|p| p.k_ms().is_some()) {
-                return Err(
-                    "the outbox schema's BIGSERIAL IDs carry no time, so compensated pollers mean nothing \
+            if schema.sequence_ids() && args.pollers.iter().any(|p| p.k_ms().is_some()) {
+                return Err(format!(
+                    "the {schema} schema's BIGSERIAL IDs carry no time, so compensated pollers mean nothing \
                      there; use naive and xmin"
-                        .into(),
-                );
+                ));
+            }
+            let m = &args.maria;
+            if schema != Schema::Partitioned {
+                refuse_given(
+                    &[
+                        ("--partition-every", m.partition_every.is_some()),
+                        ("--retain", m.retain.is_some()),
+                    ],
+                    |flag| {
+                        format!(
+                            "{flag} applies to --target mariadb and --target postgres --schema partitioned only, \
+                             not --schema {schema}"
+                        )
+                    },
+                )?;
             }
             if pg.via() == Via::Http && schema != Schema::Mastodon {
                 return Err(
@@ -743,6 +770,8 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                 write_rate: pg.write_rate(),
                 tail: pg.pg_tail,
                 via: pg.via(),
+                partition_every_ms: m.partition_every.unwrap_or(10 * 60 * 1000),
+                retain: m.retain.unwrap_or(6),
             })
         }
         Kind::Mariadb => {

@@ -181,14 +181,25 @@ impl Partitions {
     /// bound if needed): the SQL to send. Call [`Partitions::added`] once it
     /// succeeded.
     pub fn add_sql(&self, hi: i64) -> (Partition, String) {
+        let Partition { name, hi, .. } = self.next_partition(hi);
         let lo = self.last_hi();
-        let hi = hi.max(lo + 1);
-        let name = format!("p{}", self.next_number);
         let sql = format!(
             "ALTER TABLE {TABLE} REORGANIZE PARTITION pmax INTO \
              (PARTITION {name} VALUES LESS THAN ({hi}), PARTITION pmax VALUES LESS THAN MAXVALUE)"
         );
         (Partition { name, lo, hi }, sql)
+    }
+
+    /// The next partition, up to `hi` (raised past the last bound if
+    /// needed), whatever the SQL that makes it (MariaDB's [`Partitions::add_sql`],
+    /// PostgreSQL's `targets/postgres/schema.rs`).
+    pub fn next_partition(&self, hi: i64) -> Partition {
+        let lo = self.last_hi();
+        Partition {
+            name: format!("p{}", self.next_number),
+            lo,
+            hi: hi.max(lo + 1),
+        }
     }
 
     /// The partition of [`Partitions::add_sql`] exists now.

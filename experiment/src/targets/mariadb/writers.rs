@@ -47,7 +47,7 @@ pub struct Output {
 /// The cure of the Python eventsourcing library: its PostgreSQL application
 /// recorder runs `SET LOCAL lock_timeout = ...` and `LOCK TABLE <events> IN
 /// EXCLUSIVE MODE` before each insert (pyeventsourcing/eventsourcing
-/// `eventsourcing/postgres.py`, `PostgresApplicationRecorder._lock_table`,
+/// module `eventsourcing.postgres`, `PostgresApplicationRecorder._lock_table`,
 /// whose comment says it wants "the insert order to be the same as the
 /// commit order" so that readers tailing the log do not pass over gaps
 /// filled later). PostgreSQL's EXCLUSIVE mode still admits SELECTs and is
@@ -59,10 +59,13 @@ pub struct Output {
 ///   transaction implicitly, must name every table the transaction touches,
 ///   and blocks readers too (the pollers would stall behind every writer)
 ///   (MariaDB KB "LOCK TABLES").
-/// - `SELECT ... FOR UPDATE` on one lock row orders the *in-memory* commits
-///   (InnoDB releases row locks when it commits, before the durable log
-///   flush returns the COMMIT to the client), so the next writer's COMMIT
-///   can return first; it orders visibility, not what the writers see.
+/// - `SELECT ... FOR UPDATE` on one lock row orders the *in-memory* commits:
+///   InnoDB releases a transaction's row locks when it commits in memory,
+///   before it flushes the log for a durable commit (InnoDB's
+///   `trx_commit_in_memory` calls `lock_trx_release_locks`, then
+///   `trx_flush_log_if_needed`: mysql/mysql-server
+///   storage/innobase/trx/trx0trx.cc), so the next writer can take its ID
+///   and its COMMIT can return first; it orders visibility, not the returns.
 /// - A named lock is the session's, not the transaction's: held from before
 ///   the ID is taken until after COMMIT returned, it admits one transaction
 ///   at a time, so AUTO_INCREMENT values are taken, made visible and

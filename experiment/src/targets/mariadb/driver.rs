@@ -5,7 +5,7 @@
 use super::MariaOpts;
 use super::id_pollers::IdReport;
 use super::id_pollers::{DropLog, IdMachine, IdTarget};
-use super::schema::{Partition, Partitions, Schema};
+use super::schema::{MariaSql, Partition, Partitions, Schema};
 use super::source::MariaTarget;
 use super::writers::{self, Output, Workload, Written};
 use crate::drive::{self, StopReason, Tally};

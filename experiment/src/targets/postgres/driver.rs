@@ -10,10 +10,10 @@ use crate::drive::{self, Plan, StopReason, Tally};
 use crate::record::{PollerRow, RecordSender, Recorder};
 use crate::servers::postgres::Cluster;
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
-use crate::targets::mariadb::schema::Partitions;
 use rand::{Rng, SeedableRng};
 use since_id::id::Layout;
 use since_id::keyset::KeysetPoller;
+use since_id::partitions::Partitions;
 use since_id::policy::CursorPolicy;
 use since_id::poller::Poller;
 use std::sync::{Arc, Mutex};
@@ -150,7 +150,7 @@ async fn retention_round(
         .map_err(e)?;
     job.plan.added(part);
     out.lock().unwrap_or_else(|e| e.into_inner()).added += 1;
-    while let Some((part, _)) = job.plan.next_drop() {
+    while let Some(part) = job.plan.beyond_retain() {
         let rows: i64 = client
             .query_one(&partition_sql::count(&part), &[])
             .await

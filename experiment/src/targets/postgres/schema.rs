@@ -19,7 +19,7 @@ pub enum Schema {
     Snowflake,
     /// The outbox's event table `PARTITION BY RANGE (id)`, with a retention
     /// job that adds the next partition and detaches and drops the oldest
-    /// (the MariaDB target's plan, `targets/mariadb/schema.rs`).
+    /// (the MariaDB target's plan, `since_id::partitions`).
     Partitioned,
 }
 
@@ -201,10 +201,10 @@ impl Schema {
 }
 
 /// The partitioned schema's SQL for the retention plan's partitions
-/// (`targets/mariadb/schema.rs`, `Partitions`, pure and shared): each
+/// (`since_id::partitions`, pure and shared with MariaDB): each
 /// bounded partition is a table `events_<name>`.
 pub mod partition_sql {
-    use crate::targets::mariadb::schema::Partition;
+    use since_id::partitions::Partition;
 
     /// Creates a partition (`lo <= id < hi`).
     pub fn create(p: &Partition) -> String {
@@ -235,14 +235,14 @@ mod tests {
 
     #[test]
     fn the_partition_sql_names_the_plans_partitions() {
-        let mut plan = crate::targets::mariadb::schema::Partitions::new(100, 200, 2);
+        let mut plan = since_id::partitions::Partitions::new(100, 200, 2);
         let p = plan.next_partition(300);
         assert_eq!(
             partition_sql::create(&p),
             "CREATE TABLE events_p2 PARTITION OF events FOR VALUES FROM (200) TO (300)"
         );
         plan.added(p);
-        let (gone, _) = plan.next_drop().unwrap();
+        let gone = plan.beyond_retain().unwrap();
         assert_eq!(
             partition_sql::drop(&gone),
             "ALTER TABLE events DETACH PARTITION events_p0; DROP TABLE events_p0"

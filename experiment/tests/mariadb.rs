@@ -356,6 +356,236 @@ fn a_paused_poller_loses_exactly_the_rows_dropped_before_it_read_them() {
             "row {id} dropped at {deleted_at}, outside the pause ({last_before}..{first_after})"
         );
     }
+    // The flagged requests in run.db (`cursor_flags`) are exactly those whose
+    // cursor lay below the oldest ID kept when they were sent: the upper
+    // bound of the last range whose DROP was sent in an earlier ms, by our
+    // own SQL over partition_drops and requests.
+    let rows = |sql: &str| -> Vec<(i64, String, i64, i64)> {
+        let mut st = conn.prepare(sql).unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let expected = rows(
+        "SELECT id, name, cursor, oldest FROM (SELECT r.id, p.name, \
+         CAST(r.since_id AS INTEGER) AS cursor, \
+         COALESCE((SELECT MAX(d.hi_id) FROM partition_drops d WHERE d.run_id = 1 \
+                   AND d.sent_at_ms < r.sent_at_ms), 0) AS oldest \
+         FROM requests r JOIN pollers p ON p.id = r.poller_id \
+         WHERE r.run_id = 1 AND r.since_id IS NOT NULL) WHERE cursor + 1 < oldest ORDER BY id",
+    );
+    let stored = rows(
+        "SELECT f.request_id, p.name, f.cursor, f.oldest_kept FROM cursor_flags f \
+         JOIN pollers p ON p.id = f.poller_id WHERE f.run_id = 1 ORDER BY f.request_id",
+    );
+    assert_eq!(stored, expected, "cursor_flags against our own SQL");
+    assert!(
+        stored
+            .iter()
+            .all(|(_, name, _, _)| name == "incrementing,pause=6s@2s"),
+        "only the paused poller is flagged: {stored:?}"
+    );
+    let first_after_pause: i64 = conn
+        .query_row(
+            "SELECT r.id FROM requests r JOIN pollers p ON p.id = r.poller_id \
+             WHERE p.name = ?1 AND r.sent_at_ms >= ?2 ORDER BY r.sent_at_ms, r.id LIMIT 1",
+            rusqlite::params!["incrementing,pause=6s@2s", started + 8000],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        stored.first().map(|f| f.0),
+        Some(first_after_pause),
+        "the first flag is the paused poller's first request after the pause"
+    );
+}
+
+/// Writer serialisation (`--writer-lock get-lock`, the eventsourcing
+/// library's cure): on autoinc with 8 writers, no COMMIT returns after the
+/// COMMIT of a higher ID returned (our own SQL over the truth's brackets),
+/// and the naive and incrementing pollers at 20 Hz lose nothing.
+#[test]
+fn with_the_writer_lock_commits_return_in_id_order_and_naive_loses_nothing() {
+    let dir = common::temp_dir("mariadb-writer-lock");
+    let db = dir.join("run.db");
+    let out = common::experiment_ok(&[
+        "--target",
+        "mariadb",
+        "--duration",
+        "8s",
+        "--interval",
+        "50ms",
+        "--poller",
+        "naive",
+        "--id-poller",
+        "incrementing",
+        "--writers",
+        "8",
+        "--write-rate",
+        "200",
+        "--autoinc-lock-mode",
+        "2",
+        "--writer-lock",
+        "get-lock",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("writers (lock: get-lock)"), "{stdout}");
+    let conn = Connection::open(&db).unwrap();
+    let written = count(&db, "SELECT COUNT(*) FROM pg_truth WHERE run_id = 1");
+    assert!(written > 200, "the writers wrote ({written} rows)");
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(DISTINCT xid) FROM pg_truth WHERE run_id = 1"
+        ),
+        8,
+        "every writer wrote"
+    );
+    // A row whose COMMIT returned after the COMMIT of a higher ID had returned.
+    let out_of_order = count(
+        &db,
+        "SELECT COUNT(*) FROM (SELECT commit_returned_ms AS mine, MIN(commit_returned_ms) \
+         OVER (ORDER BY CAST(id AS INTEGER) DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) \
+         AS higher FROM pg_truth WHERE run_id = 1) WHERE higher < mine",
+    );
+    assert_eq!(out_of_order, 0, "a COMMIT returned out of ID order");
+    // Each transaction began after the previous one's COMMIT returned.
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM (SELECT xact_start_ms AS start, LAG(commit_returned_ms) \
+             OVER (ORDER BY CAST(id AS INTEGER)) AS prev FROM pg_truth WHERE run_id = 1) \
+             WHERE start < prev",
+        ),
+        0,
+        "two transactions overlapped"
+    );
+    assert_eq!(never_returned(&conn, "naive"), vec![], "naive lost rows");
+    assert_eq!(
+        never_returned(&conn, "incrementing"),
+        vec![],
+        "incrementing lost rows"
+    );
+}
+
+/// `--target mariadb:URL --table T`: a table of the user's own, on the
+/// throwaway server with a user and a table made by our own SQL, is polled
+/// read-only with the password from `MYSQL_PWD`; wrong credentials, a missing
+/// table and a password in the URL are one line and exit 2, and the
+/// password is never shown or stored.
+#[test]
+fn your_own_table_is_polled_read_only_and_bad_input_is_one_line() {
+    let server = start("1");
+    let rt = runtime();
+    rt.block_on(async {
+        let mut conn = mysql_async::Conn::new(server.opts(None)).await.unwrap();
+        for sql in [
+            "CREATE DATABASE shop",
+            "CREATE TABLE shop.orders (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, body TEXT)",
+            "INSERT INTO shop.orders (body) VALUES ('a'), ('b'), ('c')",
+            "CREATE USER 'reader'@'localhost' IDENTIFIED BY 'right-one'",
+            "GRANT SELECT ON shop.* TO 'reader'@'localhost'",
+        ] {
+            conn.query_drop(sql).await.unwrap();
+        }
+        conn.disconnect().await.unwrap();
+    });
+    let dir = common::temp_dir("mariadb-own");
+    let socket = server.socket();
+    let target = format!(
+        "mariadb:mysql://reader@localhost/shop?socket={}",
+        socket.display()
+    );
+    let run = |target: &str, table: &str, password: &str, db: &Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_experiment"))
+            .args(["--target", target, "--table", table, "--poller", "naive"])
+            .args(["--id-poller", "incrementing", "--interval", "200ms"])
+            .args(["--duration", "1s", "--db"])
+            .arg(db)
+            .env("MYSQL_PWD", password)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let bad = dir.join("bad.db");
+    for (target, table, password, expected) in [
+        (target.as_str(), "orders", "wrong-one", "Access denied"),
+        (target.as_str(), "nope", "right-one", "doesn't exist"),
+        (
+            &*target.replace("reader@", "reader:right-one@"),
+            "orders",
+            "",
+            "not in the URL",
+        ),
+    ] {
+        let (code, err, _) = run(target, table, password, &bad);
+        assert_eq!(code, Some(2), "{table}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{table}: {err}");
+        assert!(err.contains(expected), "{table}: {err}");
+        assert!(
+            !err.contains("right-one") && !err.contains("wrong-one"),
+            "{err}"
+        );
+    }
+    let db = dir.join("run.db");
+    let (code, err, stdout) = run(&target, "orders", "right-one", &db);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(stdout.contains("your table orders"), "{stdout}");
+    let conn = Connection::open(&db).unwrap();
+    let config: String = conn
+        .query_row("SELECT config FROM runs WHERE id = 1", [], |r| r.get(0))
+        .unwrap();
+    assert!(
+        config.contains("\"password\":\"<redacted>\"") && !config.contains("right-one"),
+        "{config}"
+    );
+    assert!(config.contains("\"table\":\"orders\""), "{config}");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM truth"), 0, "no truth");
+    for poller in ["naive", "incrementing"] {
+        let mut st = conn
+            .prepare(
+                "SELECT DISTINCT CAST(o.status_id AS INTEGER) FROM observations o \
+                 JOIN requests r ON r.id = o.request_id JOIN pollers p ON p.id = r.poller_id \
+                 WHERE p.name = ?1 ORDER BY 1",
+            )
+            .unwrap();
+        let seen: Vec<i64> = st
+            .query_map([poller], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(seen, vec![1, 2, 3], "{poller}");
+        assert!(
+            count(
+                &db,
+                &format!(
+                    "SELECT COUNT(*) FROM requests r JOIN pollers p ON p.id = r.poller_id \
+                     WHERE p.name = '{poller}' AND r.error IS NULL"
+                )
+            ) >= 2,
+            "{poller} polled"
+        );
+    }
+    // Nothing was written to the user's database.
+    let rows: i64 = rt.block_on(async {
+        let mut conn = mysql_async::Conn::new(server.opts(Some("shop")))
+            .await
+            .unwrap();
+        let n: Option<i64> = conn
+            .query_first("SELECT COUNT(*) FROM orders")
+            .await
+            .unwrap();
+        conn.disconnect().await.unwrap();
+        n.unwrap()
+    });
+    assert_eq!(rows, 3);
 }
 
 /// Bad input is one line and exit status 2.
@@ -380,7 +610,7 @@ fn mariadb_flags_are_refused_where_they_do_not_apply() {
         ),
         (
             vec!["--target", "postgres", "--partition-every", "1m"],
-            "--partition-every applies to --target mariadb only",
+            "--partition-every applies to --target mariadb and --target postgres --schema partitioned only",
         ),
         (
             vec!["--target", "mariadb", "--pg-tail", "2%:3s"],
@@ -391,6 +621,79 @@ fn mariadb_flags_are_refused_where_they_do_not_apply() {
             "unknown MariaDB schema 'outbox'",
         ),
         (vec!["--target", "mariadb", "--poller", "xmin"], "xmin"),
+        (
+            vec![
+                "--target",
+                "postgres",
+                "--schema",
+                "partitioned",
+                "--poller",
+                "compensated:k=1s",
+            ],
+            "the partitioned schema's BIGSERIAL IDs carry no time",
+        ),
+        (
+            vec![
+                "--target", "postgres", "--schema", "outbox", "--retain", "3",
+            ],
+            "--retain applies to --target mariadb and --target postgres --schema partitioned only",
+        ),
+        (
+            vec!["--target", "postgres", "--writer-lock", "get-lock"],
+            "--writer-lock applies to --target mariadb only",
+        ),
+        (
+            vec!["--target", "mariadb", "--writer-lock", "table"],
+            "unknown --writer-lock 'table'",
+        ),
+        (
+            vec![
+                "--target",
+                "mariadb:mysql://u@localhost/db",
+                "--table",
+                "t",
+                "--retain",
+                "3",
+            ],
+            "--retain shapes the throwaway server",
+        ),
+        (
+            vec![
+                "--target",
+                "mariadb:mysql://u@localhost/db",
+                "--table",
+                "t",
+                "--writer-lock",
+                "get-lock",
+            ],
+            "--writer-lock shapes the throwaway server",
+        ),
+        (
+            vec![
+                "--target",
+                "mariadb:mysql://u@localhost/db",
+                "--table",
+                "t",
+                "--writers",
+                "2",
+            ],
+            "--writers shapes the throwaway server's writers",
+        ),
+        (
+            vec!["--target", "mariadb:mysql://u@localhost/db"],
+            "--target mariadb:URL needs --table",
+        ),
+        (
+            vec![
+                "--target",
+                "mariadb:mysql://u@localhost/db",
+                "--table",
+                "t",
+                "--poller",
+                "compensated:k=1s",
+            ],
+            "compensated pollers need the IDs' --layout",
+        ),
     ] {
         let out = common::experiment(&args);
         let err = String::from_utf8_lossy(&out.stderr);

@@ -607,3 +607,111 @@ fn simulator_flags_on_the_postgres_backend_are_refused_in_one_line() {
         assert!(err.contains(expected), "{args:?}: {err}");
     }
 }
+
+/// `--schema partitioned`: the events table `PARTITION BY RANGE (id)`, a
+/// retention job that detaches and drops the oldest partition every 500 ms
+/// keeping 3, one writer (commits in ID order) and a poller that lags (every
+/// 2 s). Every truth row of a dropped range is marked deleted when its drop
+/// was sent (`partition_drops`), and the rows the poller never returned are
+/// exactly the dropped rows it never read, none of which any of its requests
+/// could have returned before its drop (our own SQL).
+#[test]
+fn the_partitioned_schema_drops_partitions_and_a_lagging_poller_loses_exactly_those() {
+    let dir = temp_dir("pg-partitioned");
+    let db = dir.join("run.db");
+    let out = common::experiment_ok(&[
+        "--target",
+        "postgres",
+        "--schema",
+        "partitioned",
+        "--duration",
+        "8s",
+        "--interval",
+        "2s",
+        "--poller",
+        "naive",
+        "--writers",
+        "1",
+        "--write-rate",
+        "100",
+        "--partition-every",
+        "500ms",
+        "--retain",
+        "3",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("retention: "), "{stdout}");
+    assert!(!stdout.contains("failed (last:"), "{stdout}");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let one = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    let drops = one("SELECT COUNT(*) FROM partition_drops WHERE run_id = 1");
+    assert!(drops >= 5, "the job dropped partitions ({drops})");
+    assert_eq!(
+        one(
+            "SELECT COUNT(*) FROM partition_drops WHERE run_id = 1 AND partition = 'p0' AND lo_id = 0"
+        ),
+        1,
+        "the first partition went first"
+    );
+    // Every truth row in a dropped range is marked deleted at that drop, and no other.
+    assert_eq!(
+        one(
+            "SELECT COUNT(*) FROM truth t WHERE t.run_id = 1 AND t.deleted_at_ms IS NOT \
+             (SELECT d.sent_at_ms FROM partition_drops d WHERE d.run_id = 1 \
+              AND CAST(t.id AS INTEGER) >= d.lo_id AND CAST(t.id AS INTEGER) < d.hi_id)"
+        ),
+        0
+    );
+    // Rows visible before the poller's last request that it never returned.
+    let lost: Vec<(i64, i64, Option<i64>)> = {
+        let mut st = conn
+            .prepare(
+                "SELECT CAST(t.id AS INTEGER), t.visible_at_ms, t.deleted_at_ms FROM truth t \
+                 WHERE t.run_id = 1 AND NOT EXISTS (SELECT 1 FROM observations o \
+                 JOIN requests r ON r.id = o.request_id WHERE r.run_id = 1 AND o.status_id = t.id) \
+                 AND t.visible_at_ms <= (SELECT MAX(sent_at_ms) FROM requests WHERE run_id = 1) \
+                 ORDER BY 1",
+            )
+            .unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    assert!(!lost.is_empty(), "the lagging poller met a drop");
+    for (id, visible_at, deleted_at) in &lost {
+        let deleted_at = deleted_at.unwrap_or_else(|| panic!("row {id} lost but never dropped"));
+        // No request sent after the row was visible and answered before its
+        // drop had it in its window on a short page.
+        let could_have = conn
+            .query_row(
+                "SELECT COUNT(*) FROM requests r WHERE r.run_id = 1 AND r.error IS NULL \
+                 AND r.sent_at_ms >= ?1 AND r.received_at_ms < ?2 AND r.items < r.page_limit \
+                 AND (r.since_id IS NULL OR CAST(r.since_id AS INTEGER) < ?3) \
+                 AND (r.before_id IS NULL OR CAST(r.before_id AS INTEGER) > ?3)",
+                rusqlite::params![visible_at, deleted_at, id],
+                |r| r.get::<_, i64>(0),
+            )
+            .unwrap();
+        assert_eq!(could_have, 0, "row {id} was readable before its drop");
+    }
+    // The lost rows are exactly the dropped rows the poller never read.
+    let dropped_unread: Vec<i64> = {
+        let mut st = conn
+            .prepare(
+                "SELECT CAST(t.id AS INTEGER) FROM truth t WHERE t.run_id = 1 \
+                 AND t.deleted_at_ms IS NOT NULL AND NOT EXISTS (SELECT 1 FROM observations o \
+                 JOIN requests r ON r.id = o.request_id WHERE r.run_id = 1 AND o.status_id = t.id) \
+                 ORDER BY 1",
+            )
+            .unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let lost_ids: Vec<i64> = lost.iter().map(|l| l.0).collect();
+    assert_eq!(lost_ids, dropped_unread);
+}

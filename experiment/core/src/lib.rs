@@ -49,6 +49,7 @@ pub mod foreign;
 pub mod gaps;
 pub mod id;
 pub mod keyset;
+pub mod partitions;
 pub mod policy;
 pub mod poller;
 pub mod schedule;

@@ -165,6 +165,22 @@ pub struct PartitionDropRow {
     pub rows: i64,
 }
 
+/// A row of `cursor_flags` ([`crate::schema::CURSOR_FLAGS`]): a request
+/// whose cursor lay below the oldest ID kept, named by its poller and its
+/// place (`cycle`, `page`, `sent_at_ms`) in `requests`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CursorFlagRow {
+    /// The poller's name in the run.
+    pub poller: String,
+    pub cycle: i64,
+    pub page: i64,
+    pub sent_at_ms: i64,
+    /// The request's exclusive lower bound (`id > cursor`).
+    pub cursor: i64,
+    /// The lowest ID kept when it was sent.
+    pub oldest_kept: i64,
+}
+
 /// A row of `client_requests` ([`crate::schema::CLIENT_REQUESTS`]): what a
 /// foreign client asked for, beside its `requests` row.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -151,6 +151,23 @@ pub const PARTITION_DROPS: &str = "CREATE TABLE IF NOT EXISTS partition_drops (
     PRIMARY KEY (run_id, partition)
 ) WITHOUT ROWID;";
 
+/// The requests of an ID poller whose cursor lay below the oldest ID the
+/// retention job kept when they were sent (MariaDB targets): the IDs between
+/// were dropped before that poller read them, and its `id > cursor` query
+/// answered with the next partition's rows as if nothing were missing. The
+/// oldest ID kept is the upper bound of the last range whose `DROP
+/// PARTITION` was sent before the request (`partition_drops`). Created by the
+/// first run that flags one, so that other runs' files keep the tables of
+/// [`CREATE`].
+pub const CURSOR_FLAGS: &str = "CREATE TABLE IF NOT EXISTS cursor_flags (
+    request_id         INTEGER PRIMARY KEY REFERENCES requests(id),
+    run_id             INTEGER NOT NULL REFERENCES runs(id),
+    poller_id          INTEGER NOT NULL REFERENCES pollers(id),
+    sent_at_ms         INTEGER NOT NULL,
+    cursor             INTEGER NOT NULL,
+    oldest_kept        INTEGER NOT NULL
+);";
+
 /// What a client the harness did not write asked for, beside its request
 /// row (`experiment serve --record`): which client (a name, or a short hash
 /// of its credential, never the credential), the method and endpoint, and its

@@ -10,12 +10,12 @@
 
 use crate::Error;
 use crate::rows::{
-    ClientRequestRow, FttPushRow, FttTrimRow, PartitionDropRow, PgTruthRow, PollerRow, RequestRow,
-    RunRow, StatusRow, TruthRow,
+    ClientRequestRow, CursorFlagRow, FttPushRow, FttTrimRow, PartitionDropRow, PgTruthRow,
+    PollerRow, RequestRow, RunRow, StatusRow, TruthRow,
 };
 use crate::schema::{
-    APPLICATION_ID, CLIENT_REQUESTS, CREATE, FTT_PUSHES, PARTITION_DROPS, PG_TRUTH, SCHEMA_VERSION,
-    TABLES, TRUTH_AUTHORS,
+    APPLICATION_ID, CLIENT_REQUESTS, CREATE, CURSOR_FLAGS, FTT_PUSHES, PARTITION_DROPS, PG_TRUTH,
+    SCHEMA_VERSION, TABLES, TRUTH_AUTHORS,
 };
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 use std::path::Path;
@@ -563,6 +563,45 @@ pub fn insert_partition_drops(
         expire
             .execute(params![run_id, key(d.lo_id), key(d.hi_id), d.sent_at_ms])
             .map_err(write_error)?;
+    }
+    Ok(())
+}
+
+/// Inserts the flagged requests of a run, creating `cursor_flags` if
+/// needed; each is found in `requests` by its poller's name and its place.
+/// A flag whose request is not there is an error (the recorder lost it).
+pub fn insert_cursor_flags(
+    conn: &Connection,
+    run_id: i64,
+    rows: &[CursorFlagRow],
+) -> Result<(), Error> {
+    conn.execute_batch(CURSOR_FLAGS).map_err(write_error)?;
+    let mut st = conn
+        .prepare_cached(
+            "INSERT OR REPLACE INTO cursor_flags (request_id, run_id, poller_id, sent_at_ms, \
+             cursor, oldest_kept) SELECT r.id, r.run_id, r.poller_id, r.sent_at_ms, ?6, ?7 \
+             FROM requests r JOIN pollers p ON p.id = r.poller_id WHERE r.run_id = ?1 \
+             AND p.name = ?2 AND r.cycle = ?3 AND r.page = ?4 AND r.sent_at_ms = ?5 LIMIT 1",
+        )
+        .map_err(write_error)?;
+    for f in rows {
+        let n = st
+            .execute(params![
+                run_id,
+                f.poller,
+                f.cycle,
+                f.page,
+                f.sent_at_ms,
+                f.cursor,
+                f.oldest_kept
+            ])
+            .map_err(write_error)?;
+        if n != 1 {
+            return Err(Error(format!(
+                "cannot write cursor_flags: no request of {} at cycle {} page {} sent at {}",
+                f.poller, f.cycle, f.page, f.sent_at_ms
+            )));
+        }
     }
     Ok(())
 }

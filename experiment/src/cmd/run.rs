@@ -12,7 +12,7 @@ use crate::record::PollerRow;
 use crate::session::{ClockMode, Common, RunSummary, default_pollers, poller_names};
 use crate::sim::faults::FaultSpec;
 use crate::targets::api::{self as api_target, ApiOpts};
-use crate::targets::mariadb::{self, MariaOpts};
+use crate::targets::mariadb::{self, MariaOpts, OwnMariaOpts};
 use crate::targets::misskey_ftt;
 use crate::targets::postgres::schema::Schema;
 use crate::targets::postgres::writers::Tail;
@@ -162,7 +162,7 @@ fn parse_interval(text: &str) -> Result<u64, String> {
 /// than silently ignored; the defaults are the methods' own.
 #[derive(Args, Debug, Clone, Default)]
 pub struct PgArgs {
-    /// The schema the writers load: PostgreSQL mastodon, outbox, snowflake (default mastodon);
+    /// The schema the writers load: PostgreSQL mastodon, outbox, snowflake, partitioned (default mastodon);
     /// MariaDB autoinc, snowflake (default autoinc).
     #[arg(long)]
     pub schema: Option<String>,
@@ -247,10 +247,12 @@ pub struct MariaArgs {
     /// MariaDB target: the server's innodb_autoinc_lock_mode, 0, 1 or 2 (default 1, MariaDB's).
     #[arg(long, value_parser = |s: &str| s.parse::<crate::servers::mariadb::LockMode>())]
     pub autoinc_lock_mode: Option<crate::servers::mariadb::LockMode>,
-    /// MariaDB target: how often the retention job adds a partition and drops the oldest (default 10m).
+    /// MariaDB target and PostgreSQL's partitioned schema: how often the retention job adds a
+    /// partition and drops the oldest (default 10m).
     #[arg(long, value_parser = parse_interval)]
     pub partition_every: Option<u64>,
-    /// MariaDB target: how many partitions the retention job keeps, at least 2 (default 6).
+    /// MariaDB target and PostgreSQL's partitioned schema: how many partitions the retention job
+    /// keeps, at least 2 (default 6).
     #[arg(long, value_parser = clap::value_parser!(u32).range(2..=100_000))]
     pub retain: Option<u32>,
     /// MariaDB target, snowflake schema: the spread of the writers' clocks (default 0s), an assumption.
@@ -265,12 +267,17 @@ pub struct MariaArgs {
     /// `,pause=DURATION@AT` makes it lag (sends nothing for DURATION from AT after the start).
     #[arg(long = "id-poller", value_name = "SPEC", value_parser = |s: &str| s.parse::<mariadb::id_pollers::IdPollerSpec>())]
     pub id_pollers: Vec<mariadb::id_pollers::IdPollerSpec>,
+    /// MariaDB target: serialise the writers' transactions, none (default) or get-lock (a named
+    /// lock from before the insert until COMMIT returned: the eventsourcing library's cure).
+    #[arg(long, value_parser = |s: &str| s.parse::<mariadb::writers::WriterLock>())]
+    pub writer_lock: Option<mariadb::writers::WriterLock>,
 }
 
 impl MariaArgs {
     /// Every MariaDB flag with whether it was given.
-    fn given(&self) -> [(&'static str, bool); 6] {
+    fn given(&self) -> [(&'static str, bool); 7] {
         [
+            ("--writer-lock", self.writer_lock.is_some()),
             ("--bare-inserts", self.bare_inserts.is_some()),
             ("--id-poller", !self.id_pollers.is_empty()),
             ("--autoinc-lock-mode", self.autoinc_lock_mode.is_some()),
@@ -453,9 +460,10 @@ fn parse_users(s: &str) -> Result<(u32, u32, u32), String> {
 /// `--help` of `--token-file`: every API's token variable, and PostgreSQL's password.
 fn token_file_help() -> String {
     format!(
-        "Read the API token from this file instead of the environment ({}; for --target postgres:URL, the password instead of {})",
+        "Read the API token from this file instead of the environment ({}; for --target postgres:URL, the password instead of {}; for --target mariadb:URL, instead of {})",
         spec::token_vars().join(", "),
-        postgres::own::PASSWORD_ENV
+        postgres::own::PASSWORD_ENV,
+        mariadb::own::PASSWORD_ENV
     )
 }
 
@@ -473,6 +481,8 @@ pub enum Target {
     Mariadb(MariaOpts),
     /// Your own PostgreSQL table, read-only.
     OwnDb(OwnDbOpts),
+    /// Your own MariaDB table, read-only.
+    OwnMaria(OwnMariaOpts),
     /// Misskey's Fanout Timeline on a throwaway Redis and PostgreSQL.
     MisskeyFtt(misskey_ftt::FttOpts),
 }
@@ -485,6 +495,7 @@ enum Kind {
     OwnDb(String),
     MisskeyFtt,
     Mariadb,
+    OwnMaria(String),
 }
 
 impl Kind {
@@ -500,6 +511,9 @@ impl Kind {
         }
         if let Some(url) = target.strip_prefix("postgres:") {
             return Ok(Kind::OwnDb(url.to_string()));
+        }
+        if let Some(url) = target.strip_prefix("mariadb:") {
+            return Ok(Kind::OwnMaria(url.to_string()));
         }
         match target.parse::<TargetSpec>()? {
             TargetSpec::Simulator => Ok(Kind::Simulator),
@@ -547,7 +561,33 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
     }
     let kind = Kind::of(&args.target)?;
     let pg = &args.pg;
-    if !matches!(kind, Kind::Mariadb) {
+    if matches!(kind, Kind::OwnMaria(_)) {
+        // Your own table: only the pollers; the rest shapes the throwaway server.
+        refuse_given(
+            &args
+                .maria
+                .given()
+                .into_iter()
+                .filter(|(flag, _)| *flag != "--id-poller")
+                .collect::<Vec<_>>(),
+            |flag| {
+                format!(
+                    "{flag} shapes the throwaway server (--target mariadb); nothing writes to your own database"
+                )
+            },
+        )?;
+    } else if matches!(kind, Kind::Postgres) {
+        // The retention job's flags serve the partitioned schema too (checked below).
+        refuse_given(
+            &args
+                .maria
+                .given()
+                .into_iter()
+                .filter(|(flag, _)| !matches!(*flag, "--partition-every" | "--retain"))
+                .collect::<Vec<_>>(),
+            |flag| format!("{flag} applies to --target mariadb only, not 'postgres'"),
+        )?;
+    } else if !matches!(kind, Kind::Mariadb) {
         refuse_given(&args.maria.given(), |flag| {
             format!(
                 "{flag} applies to --target mariadb only, not '{}'",
@@ -556,7 +596,32 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
         })?;
     }
     let postgres_kind = matches!(kind, Kind::Postgres | Kind::OwnDb(_));
-    if matches!(kind, Kind::Mariadb) {
+    if let Kind::OwnMaria(_) = kind {
+        if args.clock == ClockMode::Virtual {
+            return Err(
+                "--clock virtual runs the simulator only; MariaDB runs in real time".into(),
+            );
+        }
+        if args.pollers.contains(&CursorPolicy::Xmin) {
+            return Err(
+                "the xmin policy reads PostgreSQL's transaction horizon; it applies to --target postgres only, not a MariaDB table"
+                    .into(),
+            );
+        }
+        refuse_given(
+            &[
+                foreign_flags(&args).as_slice(),
+                &[("--timeline", args.timeline.is_some())],
+            ]
+            .concat(),
+            |flag| format!("{flag} does not apply to a MariaDB target"),
+        )?;
+        pg.refuse(
+            &["--schema", "--writers", "--write-rate", "--pg-tail"],
+            "shapes the throwaway server's writers; nothing writes to your own database",
+        )?;
+        pg.refuse(&["--via"], "does not apply to a MariaDB target")?;
+    } else if matches!(kind, Kind::Mariadb) {
         if args.clock == ClockMode::Virtual {
             return Err(
                 "--clock virtual runs the simulator only; MariaDB runs in real time".into(),
@@ -756,12 +821,26 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                 "is for your own database (--target postgres:URL)",
             )?;
             let schema = pg.schema()?;
-            if schema == Schema::Outbox && args.pollers.iter().any(|p| p.k_ms().is_some()) {
-                return Err(
-                    "the outbox schema's BIGSERIAL IDs carry no time, so compensated pollers mean nothing \
+            if schema.sequence_ids() && args.pollers.iter().any(|p| p.k_ms().is_some()) {
+                return Err(format!(
+                    "the {schema} schema's BIGSERIAL IDs carry no time, so compensated pollers mean nothing \
                      there; use naive and xmin"
-                        .into(),
-                );
+                ));
+            }
+            let m = &args.maria;
+            if schema != Schema::Partitioned {
+                refuse_given(
+                    &[
+                        ("--partition-every", m.partition_every.is_some()),
+                        ("--retain", m.retain.is_some()),
+                    ],
+                    |flag| {
+                        format!(
+                            "{flag} applies to --target mariadb and --target postgres --schema partitioned only, \
+                             not --schema {schema}"
+                        )
+                    },
+                )?;
             }
             if pg.via() == Via::Http && schema != Schema::Mastodon {
                 return Err(
@@ -774,6 +853,8 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                 write_rate: pg.write_rate(),
                 tail: pg.pg_tail,
                 via: pg.via(),
+                partition_every_ms: m.partition_every.unwrap_or(10 * 60 * 1000),
+                retain: m.retain.unwrap_or(6),
             })
         }
         Kind::Mariadb => {
@@ -820,6 +901,32 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                 retain: m.retain.unwrap_or(6),
                 id_pollers: m.id_pollers.clone(),
                 bare_inserts_ms: m.bare_inserts,
+                writer_lock: m.writer_lock.unwrap_or_default(),
+            })
+        }
+        Kind::OwnMaria(url) => {
+            let table = pg
+                .table
+                .clone()
+                .ok_or("--target mariadb:URL needs --table NAME (the table to poll)")?;
+            let layout: Layout = match &args.layout {
+                Some(name) => name
+                    .parse()
+                    .map_err(|e: since_id::id::IdError| e.to_string())?,
+                None if args.pollers.iter().any(|p| p.k_ms().is_some()) => {
+                    return Err(
+                        "compensated pollers need the IDs' --layout (for example twitter)".into(),
+                    );
+                }
+                None => postgres::own::sequence_layout(),
+            };
+            Target::OwnMaria(OwnMariaOpts {
+                url,
+                table,
+                id_column: pg.id_column().to_string(),
+                layout,
+                token_file: args.token_file.clone(),
+                id_pollers: args.maria.id_pollers.clone(),
             })
         }
         Kind::OwnDb(url) => {
@@ -864,7 +971,11 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
             })
         }
     };
-    let mariadb_id_only = matches!(&target, Target::Mariadb(o) if !o.id_pollers.is_empty());
+    let mariadb_id_only = match &target {
+        Target::Mariadb(o) => !o.id_pollers.is_empty(),
+        Target::OwnMaria(o) => !o.id_pollers.is_empty(),
+        _ => false,
+    };
     let pollers = if args.pollers.is_empty() && mariadb_id_only {
         // Only the ID pollers asked for: no since_id poller beside them.
         Vec::new()
@@ -904,6 +1015,7 @@ pub fn run_experiment(args: RunArgs) -> Result<RunSummary, String> {
         Target::OwnDb(opts) => postgres::run_own(common, opts),
         Target::MisskeyFtt(opts) => misskey_ftt::run(common, opts),
         Target::Mariadb(opts) => mariadb::run(common, opts),
+        Target::OwnMaria(opts) => mariadb::run_own(common, opts),
     }
 }
 
@@ -950,9 +1062,9 @@ pub fn dry_run(args: RunArgs) -> Result<String, String> {
                     .into(),
             );
         }
-        Target::Mariadb(_) => {
+        Target::Mariadb(_) | Target::OwnMaria(_) => {
             return Err(
-                "--dry-run shows HTTP requests; --target mariadb sends only the SELECTs documented \
+                "--dry-run shows HTTP requests; a MariaDB target sends only the SELECTs documented \
                  in docs/mariadb.md"
                     .into(),
             );

@@ -4,8 +4,8 @@
 
 use super::MariaOpts;
 use super::id_pollers::IdReport;
-use super::id_pollers::{IdMachine, IdTarget};
-use super::schema::{Partition, Partitions, Schema};
+use super::id_pollers::{DropLog, IdMachine, IdTarget};
+use super::schema::{MariaSql, Partition, Partitions, Schema};
 use super::source::MariaTarget;
 use super::writers::{self, Output, Workload, Written};
 use crate::drive::{self, StopReason, Tally};
@@ -16,7 +16,6 @@ use mysql_async::prelude::Queryable;
 use since_id::gaps::IdPoller;
 use since_id::id::{Id, Layout};
 use since_id::poller::Poller;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -132,12 +131,13 @@ pub struct Retention {
 }
 
 /// One round of the retention job: add the next partition, drop the oldest
-/// beyond `retain`, each drop recorded in `out`.
+/// beyond `retain`, each drop recorded in `out`, and in `log` as it is sent.
 pub async fn retention_round(
     conn: &mut mysql_async::Conn,
     opts: &MariaOpts,
     plan: &mut Partitions,
     out: &Arc<Mutex<Retention>>,
+    log: &Arc<Mutex<DropLog>>,
 ) -> Result<(), String> {
     let e = |e: mysql_async::Error| super::db_error(&e);
     let max_id: Option<i64> = conn
@@ -162,8 +162,21 @@ pub async fn retention_round(
             ))
             .await
             .map_err(e)?;
-        let sent_at_ms = crate::clock::now_ms();
-        conn.query_drop(sql).await.map_err(e)?;
+        // The clock is read under the log's lock, and the drop logged before
+        // it is sent: a poller that settles a request sent in a later ms
+        // finds it there (id_pollers::DropLog).
+        let sent_at_ms = {
+            let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+            let at = crate::clock::now_ms();
+            log.dropping(part.hi, at);
+            at
+        };
+        if let Err(err) = conn.query_drop(sql).await {
+            log.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .failed(part.hi, sent_at_ms);
+            return Err(e(err));
+        }
         let returned_at_ms = crate::clock::now_ms();
         plan.dropped();
         tracing::info!(partition = %part.name, lo = part.lo, hi = part.hi, "partition dropped");
@@ -188,7 +201,7 @@ async fn retention_job(
     mut plan: Partitions,
     start_ms: i64,
     out: Arc<Mutex<Retention>>,
-    oldest_kept: Arc<AtomicI64>,
+    log: Arc<Mutex<DropLog>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut conn = match mysql_async::Conn::new(server_opts).await {
@@ -209,8 +222,7 @@ async fn retention_job(
             _ = stop.wait_for(|s| *s) => break,
         }
         round += 1;
-        let result = retention_round(&mut conn, &opts, &mut plan, &out).await;
-        oldest_kept.store(plan.oldest_lo(), Ordering::Relaxed);
+        let result = retention_round(&mut conn, &opts, &mut plan, &out, &log).await;
         if let Err(e) = result {
             tracing::warn!("retention job: {e}");
             let mut r = out.lock().unwrap_or_else(|e| e.into_inner());
@@ -230,6 +242,7 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
     let db_opts = server.opts(Some(DB));
     let workload = Workload {
         schema,
+        writer_lock: opts.writer_lock,
         writers: opts.writers,
         rate_per_s: opts.write_rate,
         clock_offsets_ms: writers::clock_offsets(opts.writers, opts.clock_skew_ms, args.seed),
@@ -243,7 +256,7 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         .map(|(name, p)| Poller::new(name.clone(), *p, layout.clone(), limit, args.max_back_pages))
         .collect();
     let mut infos = session::poller_infos(&pollers);
-    let id_names = id_poller_names(opts, &names);
+    let id_names = id_poller_names(&opts.id_pollers, &names);
     for (name, policy) in id_names.iter().zip(&opts.id_pollers) {
         infos.push(crate::record::PollerRow {
             name: name.clone(),
@@ -294,7 +307,8 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
     }
     let progress = Arc::new(Mutex::new(tally));
     let gap_stats = Arc::new(Mutex::new(vec![IdReport::default(); id_names.len()]));
-    let oldest_kept = Arc::new(AtomicI64::new(partitions.oldest_lo()));
+    let drop_log = Arc::new(Mutex::new(DropLog::new(partitions.oldest_lo())));
+    let flags: Arc<Mutex<Vec<rundb::CursorFlagRow>>> = Arc::default();
     let id_plan = drive::Plan {
         layout: layout.clone(),
         pollers: id_names
@@ -310,7 +324,8 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
                 start_ms,
                 stats: gap_stats.clone(),
                 slot,
-                oldest_kept: oldest_kept.clone(),
+                drops: drop_log.clone(),
+                flags: flags.clone(),
             })
             .collect(),
         first_index: names.len(),
@@ -349,7 +364,7 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         partitions,
         start_ms,
         retention.clone(),
-        oldest_kept.clone(),
+        drop_log.clone(),
         writers_stop.clone(),
     ));
     let plan = session::plan_of(args, &layout, pollers, final_wait_ms);
@@ -407,13 +422,15 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         .clone();
     recorder.finish(crate::clock::now_ms(), true, reason)?;
     let retention = std::mem::take(&mut *retention.lock().unwrap_or_else(|e| e.into_inner()));
-    write_after(&args.db, run_id, &brackets, &retention.dropped)?;
+    let flags = std::mem::take(&mut *flags.lock().unwrap_or_else(|e| e.into_inner()));
+    write_after(&args.db, run_id, &brackets, &retention.dropped, &flags)?;
     writers_result?;
     let out = std::mem::take(&mut *output.lock().unwrap_or_else(|e| e.into_inner()));
     let mut notes = format!(
         "MariaDB {version}, innodb_autoinc_lock_mode {lock_mode}, schema {schema}\n\
-         writers: {} commits ({:.0}/s), {} failed transactions{}\n\
+         writers (lock: {}): {} commits ({:.0}/s), {} failed transactions{}\n\
          retention: {} partitions added, {} dropped ({} rows){}\n",
+        opts.writer_lock,
         out.commits,
         out.commits as f64 * 1000.0 / writing_ms.max(1) as f64,
         out.failed,
@@ -480,9 +497,9 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
 
 /// The ID pollers' names: their policies, numbered when one repeats or
 /// clashes with a since_id poller's name.
-fn id_poller_names(opts: &MariaOpts, taken: &[String]) -> Vec<String> {
+pub fn id_poller_names(specs: &[super::id_pollers::IdPollerSpec], taken: &[String]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    for policy in &opts.id_pollers {
+    for policy in specs {
         let base = policy.to_string();
         let mut name = base.clone();
         let mut n = 2;
@@ -520,13 +537,15 @@ fn pump_truth(schema: Schema, pending: Vec<Written>, sender: &RecordSender) -> V
     pending
 }
 
-/// After the recorder finished: each event's bracket in `pg_truth`, and the
-/// dropped partitions in `partition_drops` (their truth rows marked deleted).
+/// After the recorder finished: each event's bracket in `pg_truth`, the
+/// dropped partitions in `partition_drops` (their truth rows marked deleted),
+/// and the requests whose cursor lay below the oldest ID kept in `cursor_flags`.
 fn write_after(
     db: &std::path::Path,
     run_id: i64,
     brackets: &[Written],
     dropped: &[Dropped],
+    flags: &[rundb::CursorFlagRow],
 ) -> Result<(), String> {
     let e = |e: rusqlite::Error| format!("cannot write {}: {e}", db.display());
     let r = |err: rundb::Error| format!("cannot write {}: {err}", db.display());
@@ -562,6 +581,9 @@ fn write_after(
         })
         .map_err(r)?;
     }
+    if !flags.is_empty() {
+        rundb::write::insert_cursor_flags(&tx, run_id, flags).map_err(r)?;
+    }
     tx.commit().map_err(e)
 }
 
@@ -569,7 +591,11 @@ fn write_after(
 mod database_tests {
     use super::*;
     use crate::servers::mariadb::LockMode;
-    use crate::targets::mariadb::writers::{Event, SnowflakeGen, write_event};
+    use crate::targets::mariadb::writers::{Event, SnowflakeGen, WriterLock, write_event};
+
+    fn r_sent(out: &Arc<Mutex<Retention>>) -> i64 {
+        out.lock().unwrap().dropped[0].sent_at_ms
+    }
 
     /// The retention job on a real server: a round adds the next partition and
     /// drops exactly the oldest beyond --retain, with the rows it says.
@@ -589,6 +615,7 @@ mod database_tests {
             retain: 2,
             id_pollers: Vec::new(),
             bare_inserts_ms: None,
+            writer_lock: WriterLock::None,
         };
         rt.block_on(async {
             let mut plan = super::first_partitions(&opts, 0);
@@ -603,15 +630,30 @@ mod database_tests {
                     subscriber: 2,
                     payload: format!("{n}"),
                 };
-                let w = write_event(&mut conn, Schema::Autoinc, &mut ids, 0, 0, event)
+                let w = write_event(
+                    &mut conn,
+                    Schema::Autoinc,
+                    WriterLock::None,
+                    &mut ids,
+                    0,
+                    0,
+                    event,
+                )
                     .await
                     .unwrap();
                 assert_eq!(w.id, n + 1, "AUTO_INCREMENT counts from 1");
             }
             let out = Arc::new(Mutex::new(Retention::default()));
-            super::retention_round(&mut conn, &opts, &mut plan, &out)
+            let log = Arc::new(Mutex::new(DropLog::new(plan.oldest_lo())));
+            super::retention_round(&mut conn, &opts, &mut plan, &out, &log)
                 .await
                 .unwrap();
+            let sent = r_sent(&out);
+            assert_eq!(
+                log.lock().unwrap().oldest_kept_before(sent + 1),
+                11,
+                "the drop is in the pollers' log as sent"
+            );
             let r = std::mem::take(&mut *out.lock().unwrap());
             assert_eq!(r.added, 1);
             assert_eq!(r.dropped.len(), 1, "three partitions, two kept");

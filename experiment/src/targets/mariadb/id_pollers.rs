@@ -16,7 +16,6 @@ use since_id::gaps::IdPolicy;
 use since_id::gaps::{GapStats, IdPoller, IdRequest};
 use since_id::id::{Id, Layout};
 use since_id::time::{format_duration_ms, parse_duration_ms};
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// An ID poller as `--id-poller` gives it: a policy, and perhaps a pause
@@ -84,11 +83,24 @@ impl IdPollerSpec {
 #[derive(Clone)]
 pub struct IdTarget {
     pool: mysql_async::Pool,
+    /// The quoted table and ID column.
+    table: String,
+    column: String,
 }
 
 impl IdTarget {
+    /// The run's own event table, `events (id)`.
     pub fn new(pool: mysql_async::Pool) -> IdTarget {
-        IdTarget { pool }
+        IdTarget::on(pool, super::schema::TABLE, "id")
+    }
+
+    /// Any table and ID column (your own: `--target mariadb:URL --table T`).
+    pub fn on(pool: mysql_async::Pool, table: &str, column: &str) -> IdTarget {
+        IdTarget {
+            pool,
+            table: super::quote_ident(table),
+            column: super::quote_ident(column),
+        }
     }
 
     /// Runs the query for `req`: IDs ascending.
@@ -97,10 +109,11 @@ impl IdTarget {
         let mut conn = self.pool.get_conn().await.map_err(e)?;
         let after = req.after.unwrap_or(i64::MIN);
         let limit = req.limit as u64;
+        let (t, c) = (&self.table, &self.column);
         if req.gaps.is_empty() {
             return conn
                 .exec(
-                    "SELECT id FROM events WHERE id > ? ORDER BY id ASC LIMIT ?",
+                    format!("SELECT {c} FROM {t} WHERE {c} > ? ORDER BY {c} ASC LIMIT ?"),
                     (after, limit),
                 )
                 .await
@@ -109,7 +122,7 @@ impl IdTarget {
         // The gaps are integers the poller made, never text from outside.
         let gaps: Vec<String> = req.gaps.iter().map(i64::to_string).collect();
         let sql = format!(
-            "SELECT id FROM events WHERE id > ? OR id IN ({}) ORDER BY id ASC LIMIT ?",
+            "SELECT {c} FROM {t} WHERE {c} > ? OR {c} IN ({}) ORDER BY {c} ASC LIMIT ?",
             gaps.join(",")
         );
         conn.exec(sql, (after, limit)).await.map_err(e)
@@ -143,6 +156,57 @@ pub struct IdReport {
     pub first_expired_at_ms: Option<i64>,
 }
 
+/// The retention job's drops as the pollers judge their cursors by them:
+/// the upper bound of each dropped range and when its `DROP PARTITION` was
+/// sent. Pure: the driver records each drop here, under one lock, at the
+/// moment it reads the clock for the drop's `sent_at_ms`, before it sends
+/// the SQL; a poller settles a request after it was sent, so every drop sent
+/// in an earlier ms is already here, and the flag follows from the stored
+/// times alone (`partition_drops.sent_at_ms < requests.sent_at_ms`), as our
+/// own SQL recomputes it (experiment/tests/mariadb.rs).
+#[derive(Clone, Debug, Default)]
+pub struct DropLog {
+    /// The lowest ID of the table before any drop.
+    first_lo: i64,
+    /// `(hi, sent_at_ms)` of each drop, in the order they were sent.
+    drops: Vec<(i64, i64)>,
+}
+
+impl DropLog {
+    pub fn new(first_lo: i64) -> DropLog {
+        DropLog {
+            first_lo,
+            drops: Vec::new(),
+        }
+    }
+
+    /// A drop of the IDs below `hi`, sent at `sent_at_ms`.
+    pub fn dropping(&mut self, hi: i64, sent_at_ms: i64) {
+        self.drops.push((hi, sent_at_ms));
+    }
+
+    /// The drop sent at `sent_at_ms` failed: it is forgotten.
+    pub fn failed(&mut self, hi: i64, sent_at_ms: i64) {
+        self.drops.retain(|&d| d != (hi, sent_at_ms));
+    }
+
+    /// The lowest ID kept for a request sent at `at_ms`: the bound of the
+    /// last drop sent in an earlier ms.
+    pub fn oldest_kept_before(&self, at_ms: i64) -> i64 {
+        self.drops
+            .iter()
+            .filter(|&&(_, sent)| sent < at_ms)
+            .map(|&(hi, _)| hi)
+            .fold(self.first_lo, i64::max)
+    }
+}
+
+/// Whether a request reading `id > after` lies below the oldest ID kept:
+/// the IDs from `after + 1` up to `oldest_kept` are gone.
+pub fn cursor_below(after: Option<i64>, oldest_kept: i64) -> bool {
+    after.is_some_and(|a| a.saturating_add(1) < oldest_kept)
+}
+
 /// An [`IdPoller`] as the poll loop drives it; its report is published to
 /// `stats` after every response, for the run's summary.
 pub struct IdMachine {
@@ -153,8 +217,10 @@ pub struct IdMachine {
     /// Where its report goes (slot `slot`).
     pub stats: Arc<Mutex<Vec<IdReport>>>,
     pub slot: usize,
-    /// The lowest ID the retention job keeps (the oldest partition's lower bound).
-    pub oldest_kept: Arc<AtomicI64>,
+    /// The retention job's drops, to judge each request's cursor by.
+    pub drops: Arc<Mutex<DropLog>>,
+    /// Where the flagged requests go (`cursor_flags` at the end of the run).
+    pub flags: Arc<Mutex<Vec<rundb::CursorFlagRow>>>,
 }
 
 impl Machine for IdMachine {
@@ -189,11 +255,28 @@ impl Machine for IdMachine {
             wait_ms,
         } = exchange;
         let since = req.after.map(|a| Id(a.max(0) as u128));
-        // Below the oldest partition kept: the IDs in between were dropped
-        // unread (only this check can tell; the query answers as ever).
-        let expired = req
-            .after
-            .is_some_and(|a| a + 1 < self.oldest_kept.load(Ordering::Relaxed));
+        // Below the oldest partition kept when it was sent: the IDs in
+        // between were dropped unread (only this check can tell; the query
+        // answers as ever).
+        let oldest_kept = self
+            .drops
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .oldest_kept_before(sent_at_ms);
+        let expired = cursor_below(req.after, oldest_kept);
+        if expired {
+            self.flags
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(rundb::CursorFlagRow {
+                    poller: self.poller.name().to_string(),
+                    cycle: cycle as i64,
+                    page: page as i64,
+                    sent_at_ms,
+                    cursor: req.after.unwrap_or(0),
+                    oldest_kept,
+                });
+        }
         let mut row = RequestRecord {
             poller: index,
             request: rundb::RequestRow {
@@ -265,6 +348,35 @@ impl Machine for IdMachine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_oldest_kept_is_the_last_drop_sent_in_an_earlier_ms() {
+        let mut log = DropLog::new(0);
+        assert_eq!(log.oldest_kept_before(100), 0);
+        log.dropping(50, 100);
+        assert_eq!(
+            log.oldest_kept_before(100),
+            0,
+            "a drop of the same ms is not yet counted"
+        );
+        assert_eq!(log.oldest_kept_before(101), 50);
+        log.dropping(80, 200);
+        log.failed(80, 200);
+        assert_eq!(
+            log.oldest_kept_before(500),
+            50,
+            "a failed drop is forgotten"
+        );
+        log.dropping(90, 300);
+        assert_eq!(log.oldest_kept_before(301), 90);
+        assert!(cursor_below(Some(10), 50));
+        assert!(
+            !cursor_below(Some(49), 50),
+            "the next ID read is the oldest kept"
+        );
+        assert!(!cursor_below(None, 50));
+        assert!(!cursor_below(Some(i64::MAX), 50));
+    }
 
     #[test]
     fn specs_with_a_pause_parse_print_and_pause() {

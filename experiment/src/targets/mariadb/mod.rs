@@ -8,11 +8,13 @@
 
 pub mod driver;
 pub mod id_pollers;
+pub mod own;
 pub mod schema;
 pub mod source;
 pub mod writers;
 
 pub use driver::run;
+pub use own::run as run_own;
 
 use crate::servers::mariadb::LockMode;
 use schema::Schema;
@@ -33,9 +35,32 @@ pub struct MariaOpts {
     /// After the run, bare single-row autocommit inserts for this long on the
     /// same server (`--bare-inserts`): the reference of the writers' rate.
     pub bare_inserts_ms: Option<u64>,
+    /// How the writers serialise their transactions (`--writer-lock`).
+    pub writer_lock: writers::WriterLock,
     /// The ID pollers (`--id-poller`), beside the since_id ones (`--poller`).
     #[serde(skip)]
     pub id_pollers: Vec<id_pollers::IdPollerSpec>,
+}
+
+/// Your own table's options (`--target mariadb:URL --table T`), resolved.
+#[derive(Clone, Debug)]
+pub struct OwnMariaOpts {
+    /// The connection URL (`mysql://USER@HOST/DB`), without a password.
+    pub url: String,
+    pub table: String,
+    pub id_column: String,
+    /// `--layout`, or the plain-integer layout of a sequence.
+    pub layout: since_id::id::Layout,
+    /// The password's file (`--token-file`); else `MYSQL_PWD`.
+    pub token_file: Option<std::path::PathBuf>,
+    /// The ID pollers (`--id-poller`), beside the since_id ones (`--poller`).
+    pub id_pollers: Vec<id_pollers::IdPollerSpec>,
+}
+
+/// An SQL identifier, quoted (MariaDB KB "Identifier Names": backticks,
+/// doubled inside).
+pub fn quote_ident(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
 }
 
 /// A MariaDB error in one line.

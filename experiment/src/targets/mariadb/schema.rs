@@ -14,11 +14,10 @@
 //! a catch-all `pmax` (`VALUES LESS THAN MAXVALUE`): every `--partition-every`
 //! it splits the next partition off the catch-all (`REORGANIZE PARTITION pmax
 //! INTO (...)`) and drops the oldest beyond `--retain` (`DROP PARTITION`).
-//! [`Partitions`] is that plan, pure: which SQL to send and which ID ranges
-//! each drop removes.
+//! The plan is pure and shared with PostgreSQL's partitioned schema
+//! (`since_id::partitions`); [`MariaSql`] is its MariaDB SQL.
 
 use since_id::id::Layout;
-use std::collections::VecDeque;
 
 /// Which schema a run loads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -110,106 +109,44 @@ impl Schema {
     }
 }
 
-/// One bounded partition: the IDs `lo <= id < hi`.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Partition {
-    pub name: String,
-    pub lo: i64,
-    pub hi: i64,
-}
+pub use since_id::partitions::{Partition, Partitions};
 
-/// The retention job's plan: the bounded partitions, oldest first, then the
-/// catch-all `pmax`. Pure: the driver sends the SQL and reports back.
-#[derive(Clone, Debug)]
-pub struct Partitions {
-    bounded: VecDeque<Partition>,
-    next_number: u32,
-    retain: usize,
-}
-
-impl Partitions {
-    /// The first two partitions: IDs below `first_hi`, then below `second_hi`.
-    /// `retain` (at least 2) bounded partitions are kept.
-    pub fn new(first_hi: i64, second_hi: i64, retain: u32) -> Partitions {
-        assert!(second_hi > first_hi, "partition bounds increase");
-        let bounded = VecDeque::from([
-            Partition {
-                name: "p0".into(),
-                lo: 0,
-                hi: first_hi,
-            },
-            Partition {
-                name: "p1".into(),
-                lo: first_hi,
-                hi: second_hi,
-            },
-        ]);
-        Partitions {
-            bounded,
-            next_number: 2,
-            retain: retain.max(2) as usize,
-        }
-    }
-
+/// The plan's MariaDB SQL: the catch-all `pmax` beyond the bounded partitions.
+pub trait MariaSql {
     /// The `PARTITION BY RANGE (id) (...)` list of the table's creation.
+    fn create_clause(&self) -> String;
+    /// Splits the next partition, up to `hi`, off the catch-all: the SQL to
+    /// send. Call [`Partitions::added`] once it succeeded.
+    fn add_sql(&self, hi: i64) -> (Partition, String);
+    /// The oldest partition beyond the retained ones, and the SQL that drops it.
+    fn next_drop(&self) -> Option<(Partition, String)>;
+}
+
+impl MariaSql for Partitions {
     fn create_clause(&self) -> String {
         let mut parts: Vec<String> = self
-            .bounded
-            .iter()
+            .bounded()
             .map(|p| format!("PARTITION {} VALUES LESS THAN ({})", p.name, p.hi))
             .collect();
         parts.push("PARTITION pmax VALUES LESS THAN MAXVALUE".into());
         parts.join(", ")
     }
 
-    /// The upper bound of the newest bounded partition.
-    pub fn last_hi(&self) -> i64 {
-        self.bounded.back().map_or(0, |p| p.hi)
-    }
-
-    /// The bounded partitions, oldest first.
-    pub fn bounded(&self) -> impl Iterator<Item = &Partition> {
-        self.bounded.iter()
-    }
-
-    /// The lowest ID still kept (the oldest partition's lower bound).
-    pub fn oldest_lo(&self) -> i64 {
-        self.bounded.front().map_or(0, |p| p.lo)
-    }
-
-    /// Splits a partition up to `hi` off the catch-all (raised past the last
-    /// bound if needed): the SQL to send. Call [`Partitions::added`] once it
-    /// succeeded.
-    pub fn add_sql(&self, hi: i64) -> (Partition, String) {
-        let lo = self.last_hi();
-        let hi = hi.max(lo + 1);
-        let name = format!("p{}", self.next_number);
+    fn add_sql(&self, hi: i64) -> (Partition, String) {
+        let part = self.next_partition(hi);
         let sql = format!(
             "ALTER TABLE {TABLE} REORGANIZE PARTITION pmax INTO \
-             (PARTITION {name} VALUES LESS THAN ({hi}), PARTITION pmax VALUES LESS THAN MAXVALUE)"
+             (PARTITION {} VALUES LESS THAN ({}), PARTITION pmax VALUES LESS THAN MAXVALUE)",
+            part.name, part.hi
         );
-        (Partition { name, lo, hi }, sql)
+        (part, sql)
     }
 
-    /// The partition of [`Partitions::add_sql`] exists now.
-    pub fn added(&mut self, p: Partition) {
-        debug_assert_eq!(p.lo, self.last_hi());
-        self.next_number += 1;
-        self.bounded.push_back(p);
-    }
-
-    /// The oldest partition beyond the retained ones, and the SQL that drops it.
-    pub fn next_drop(&self) -> Option<(Partition, String)> {
-        (self.bounded.len() > self.retain).then(|| {
-            let p = self.bounded.front().expect("more than retain").clone();
+    fn next_drop(&self) -> Option<(Partition, String)> {
+        self.beyond_retain().map(|p| {
             let sql = format!("ALTER TABLE {TABLE} DROP PARTITION {}", p.name);
             (p, sql)
         })
-    }
-
-    /// The oldest partition is gone.
-    pub fn dropped(&mut self) {
-        self.bounded.pop_front();
     }
 }
 

@@ -19,6 +19,8 @@ use since_id::poller::PageRequest;
 pub struct MariaTarget {
     pool: mysql_async::Pool,
     layout: Layout,
+    /// The page query, and the back-page query.
+    sql: (String, String),
 }
 
 /// The largest ID a BIGINT column holds.
@@ -27,8 +29,19 @@ fn to_bigint(id: Id) -> i64 {
 }
 
 impl MariaTarget {
+    /// The run's own event table, `events (id)`.
     pub fn new(pool: mysql_async::Pool, layout: Layout) -> MariaTarget {
-        MariaTarget { pool, layout }
+        MariaTarget::on(pool, layout, super::schema::TABLE, "id")
+    }
+
+    /// Any table and ID column (your own: `--target mariadb:URL --table T`).
+    pub fn on(pool: mysql_async::Pool, layout: Layout, table: &str, column: &str) -> MariaTarget {
+        let (t, c) = (super::quote_ident(table), super::quote_ident(column));
+        let sql = (
+            format!("SELECT {c} FROM {t} WHERE {c} > ? ORDER BY {c} DESC LIMIT ?"),
+            format!("SELECT {c} FROM {t} WHERE {c} > ? AND {c} < ? ORDER BY {c} DESC LIMIT ?"),
+        );
+        MariaTarget { pool, layout, sql }
     }
 
     /// Runs the page query for `req`: IDs newest first.
@@ -40,17 +53,11 @@ impl MariaTarget {
         let limit = req.limit as u64;
         match req.before {
             None => conn
-                .exec(
-                    "SELECT id FROM events WHERE id > ? ORDER BY id DESC LIMIT ?",
-                    (since, limit),
-                )
+                .exec(self.sql.0.as_str(), (since, limit))
                 .await
                 .map_err(e),
             Some(before) => conn
-                .exec(
-                    "SELECT id FROM events WHERE id > ? AND id < ? ORDER BY id DESC LIMIT ?",
-                    (since, to_bigint(before), limit),
-                )
+                .exec(self.sql.1.as_str(), (since, to_bigint(before), limit))
                 .await
                 .map_err(e),
         }

@@ -42,10 +42,79 @@ pub struct Output {
     pub last_error: Option<String>,
 }
 
+/// How the writers serialise their transactions (`--writer-lock`).
+///
+/// The cure of the Python eventsourcing library: its PostgreSQL application
+/// recorder runs `SET LOCAL lock_timeout = ...` and `LOCK TABLE <events> IN
+/// EXCLUSIVE MODE` before each insert (pyeventsourcing/eventsourcing
+/// module `eventsourcing.postgres`, `PostgresApplicationRecorder._lock_table`,
+/// whose comment says it wants "the insert order to be the same as the
+/// commit order" so that readers tailing the log do not pass over gaps
+/// filled later). PostgreSQL's EXCLUSIVE mode still admits SELECTs and is
+/// held until the transaction ends, after its commit is flushed.
+///
+/// On InnoDB the same effect takes a named lock, `GET_LOCK` before `START
+/// TRANSACTION` and `RELEASE_LOCK` after `COMMIT` has returned:
+/// - `LOCK TABLES events WRITE` is no equivalent: it commits the open
+///   transaction implicitly, must name every table the transaction touches,
+///   and blocks readers too (the pollers would stall behind every writer)
+///   (MariaDB KB "LOCK TABLES").
+/// - `SELECT ... FOR UPDATE` on one lock row orders the *in-memory* commits:
+///   InnoDB releases a transaction's row locks when it commits in memory,
+///   before it flushes the log for a durable commit (InnoDB's
+///   `trx_commit_in_memory` calls `lock_trx_release_locks`, then
+///   `trx_flush_log_if_needed`: mysql/mysql-server
+///   storage/innobase/trx/trx0trx.cc), so the next writer can take its ID
+///   and its COMMIT can return first; it orders visibility, not the returns.
+/// - A named lock is the session's, not the transaction's: held from before
+///   the ID is taken until after COMMIT returned, it admits one transaction
+///   at a time, so AUTO_INCREMENT values are taken, made visible and
+///   returned in one order, and plain SELECTs are never blocked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WriterLock {
+    /// No serialisation (how applications write by default).
+    #[default]
+    None,
+    /// `GET_LOCK('snowleak_writers', ...)` around each transaction.
+    GetLock,
+}
+
+/// The name of the writers' lock (one per server: the throwaway one).
+const LOCK_NAME: &str = "snowleak_writers";
+
+/// How long a writer waits for the lock before the transaction fails, s.
+const LOCK_WAIT_S: u32 = 60;
+
+impl std::str::FromStr for WriterLock {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<WriterLock, String> {
+        match s {
+            "none" => Ok(WriterLock::None),
+            "get-lock" => Ok(WriterLock::GetLock),
+            _ => Err(format!(
+                "unknown --writer-lock '{s}': expected none or get-lock (a named lock held from \
+                 before the insert until COMMIT returned)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for WriterLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WriterLock::None => "none",
+            WriterLock::GetLock => "get-lock",
+        })
+    }
+}
+
 /// The workload of a run.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Workload {
     pub schema: Schema,
+    pub writer_lock: WriterLock,
     pub writers: u32,
     pub rate_per_s: f64,
     /// Each writer's clock offset, ms (Snowflake only; all 0 without `--clock-skew`).
@@ -173,7 +242,16 @@ async fn writer(
             subscriber: rng.random_range(1..=COUNTER_ROWS),
             payload: format!("event {n} by writer {index}"),
         };
-        let result = write_event(&mut conn, w.schema, &mut ids, offset_ms, index, event).await;
+        let result = write_event(
+            &mut conn,
+            w.schema,
+            w.writer_lock,
+            &mut ids,
+            offset_ms,
+            index,
+            event,
+        )
+        .await;
         let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
         match result {
             Ok(written) => {
@@ -200,8 +278,48 @@ pub struct Event {
     pub payload: String,
 }
 
-/// One event: one transaction. An error says whether the connection is gone.
+/// One event: one transaction (under the writers' lock if `lock` says so).
+/// An error says whether the connection is gone.
 pub async fn write_event(
+    conn: &mut mysql_async::Conn,
+    schema: Schema,
+    lock: WriterLock,
+    ids: &mut SnowflakeGen,
+    clock_offset_ms: i64,
+    writer: u32,
+    event: Event,
+) -> Result<Written, (String, bool)> {
+    if lock == WriterLock::GetLock {
+        let got: Option<Option<i64>> = conn
+            .exec_first("SELECT GET_LOCK(?, ?)", (LOCK_NAME, LOCK_WAIT_S))
+            .await
+            .map_err(fail)?;
+        if got.flatten() != Some(1) {
+            return Err((
+                format!("the writers' lock was not granted within {LOCK_WAIT_S} s"),
+                false,
+            ));
+        }
+    }
+    let result = transaction(conn, schema, ids, clock_offset_ms, writer, event).await;
+    if lock == WriterLock::GetLock && !result.as_ref().is_err_and(|e| e.1) {
+        // After COMMIT returned (and its time was read): the next writer's
+        // transaction starts only now.
+        conn.exec_drop("SELECT RELEASE_LOCK(?)", (LOCK_NAME,))
+            .await
+            .map_err(fail)?;
+    }
+    result
+}
+
+/// A failed statement in one line, and whether the connection is gone.
+fn fail(e: mysql_async::Error) -> (String, bool) {
+    let gone = matches!(e, mysql_async::Error::Io(_) | mysql_async::Error::Driver(_));
+    (super::db_error(&e), gone)
+}
+
+/// The transaction of [`write_event`]: the event, its delivery row, the counter.
+async fn transaction(
     conn: &mut mysql_async::Conn,
     schema: Schema,
     ids: &mut SnowflakeGen,
@@ -209,10 +327,8 @@ pub async fn write_event(
     writer: u32,
     event: Event,
 ) -> Result<Written, (String, bool)> {
-    let fail = |e: mysql_async::Error| {
-        let gone = matches!(e, mysql_async::Error::Io(_) | mysql_async::Error::Driver(_));
-        (super::db_error(&e), gone)
-    };
+    // After the writers' lock, if any: the bracket starts when this
+    // transaction can start taking IDs.
     let xact_start_ms = crate::clock::now_ms();
     conn.query_drop("START TRANSACTION").await.map_err(fail)?;
     let outcome = async {

@@ -1,6 +1,7 @@
 //! `--target postgres`: a throwaway cluster, the writers loading it, the
 //! pollers reading it over SQL, the truth pumped into run.db. Wiring only.
 
+use super::schema::{Schema, partition_sql};
 use super::source::SqlTarget;
 use super::writers::{self, Output, Workload, Written};
 use super::{PgOpts, Via};
@@ -12,6 +13,7 @@ use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConf
 use rand::{Rng, SeedableRng};
 use since_id::id::Layout;
 use since_id::keyset::KeysetPoller;
+use since_id::partitions::Partitions;
 use since_id::policy::CursorPolicy;
 use since_id::poller::Poller;
 use std::sync::{Arc, Mutex};
@@ -32,6 +34,7 @@ pub fn run(common: Common, opts: PgOpts) -> Result<RunSummary, String> {
         seed: common.seed,
     };
     let config = cluster.config();
+    let retention = (schema == Schema::Partitioned).then(|| RetentionJob::new(&opts));
     let admin = runtime.block_on(async {
         let client = connect(&config).await?;
         // The per-installation secret of timestamp_id, from the seed.
@@ -43,6 +46,20 @@ pub fn run(common: Common, opts: PgOpts) -> Result<RunSummary, String> {
             .batch_execute(&schema.ddl(&secret))
             .await
             .map_err(|e| format!("cannot create the {schema} schema: {}", super::db_error(&e)))?;
+        if let Some(job) = &retention {
+            for p in job.plan.bounded() {
+                client
+                    .batch_execute(&partition_sql::create(p))
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "cannot create partition {}: {}",
+                            p.name,
+                            super::db_error(&e)
+                        )
+                    })?;
+            }
+        }
         Ok::<_, String>(Arc::new(client))
     })?;
     let setup = Setup {
@@ -54,6 +71,7 @@ pub fn run(common: Common, opts: PgOpts) -> Result<RunSummary, String> {
         id_column: "id".to_string(),
         commit_ts_truth: false,
         via: opts.via,
+        retention,
     };
     let result = runtime.block_on(drive(&common, setup));
     drop(runtime);
@@ -74,6 +92,124 @@ pub(super) struct Setup {
     pub commit_ts_truth: bool,
     /// How the pollers read: SQL, or the Mastodon API served from the table.
     pub via: Via,
+    /// The partitioned schema's retention job.
+    pub retention: Option<RetentionJob>,
+}
+
+/// The partitioned schema's retention job: the pure plan shared with the
+/// MariaDB target (`targets/mariadb/schema.rs`), run with PostgreSQL's SQL
+/// (`partition_sql`). Partitions hold one `--partition-every` of BIGSERIAL
+/// IDs at `--write-rate`; each round adds one a period ahead of the writers
+/// and detaches and drops the oldest beyond `--retain`.
+pub(super) struct RetentionJob {
+    pub plan: Partitions,
+    pub every_ms: u64,
+    /// IDs a partition is made for.
+    pub width: i64,
+}
+
+impl RetentionJob {
+    fn new(opts: &PgOpts) -> RetentionJob {
+        let width =
+            ((opts.write_rate * opts.partition_every_ms as f64 / 1000.0).ceil() as i64).max(1);
+        RetentionJob {
+            plan: Partitions::new(width + 1, 2 * width + 1, opts.retain),
+            every_ms: opts.partition_every_ms,
+            width,
+        }
+    }
+}
+
+/// What the retention job did and what went wrong.
+#[derive(Default)]
+struct Retention {
+    dropped: Vec<rundb::PartitionDropRow>,
+    added: u64,
+    failed: u64,
+    last_error: Option<String>,
+}
+
+/// One round: add the next partition, detach and drop the oldest beyond `--retain`.
+async fn retention_round(
+    client: &tokio_postgres::Client,
+    job: &mut RetentionJob,
+    out: &Arc<Mutex<Retention>>,
+) -> Result<(), String> {
+    let e = |e: tokio_postgres::Error| super::db_error(&e);
+    let max_id: i64 = client
+        .query_one("SELECT COALESCE(MAX(id), 0) FROM events", &[])
+        .await
+        .map_err(e)?
+        .get(0);
+    // One period past the last bound, or past the highest ID if the writers went beyond it.
+    let bound = job.plan.last_hi().max(max_id + 1) + job.width;
+    let part = job.plan.next_partition(bound);
+    client
+        .batch_execute(&partition_sql::create(&part))
+        .await
+        .map_err(e)?;
+    job.plan.added(part);
+    out.lock().unwrap_or_else(|e| e.into_inner()).added += 1;
+    while let Some(part) = job.plan.beyond_retain() {
+        let rows: i64 = client
+            .query_one(&partition_sql::count(&part), &[])
+            .await
+            .map_err(e)?
+            .get(0);
+        let sent_at_ms = crate::clock::now_ms();
+        client
+            .batch_execute(&partition_sql::drop(&part))
+            .await
+            .map_err(e)?;
+        let returned_at_ms = crate::clock::now_ms();
+        job.plan.dropped();
+        tracing::info!(partition = %part.name, lo = part.lo, hi = part.hi, "partition dropped");
+        out.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .dropped
+            .push(rundb::PartitionDropRow {
+                partition: part.name.clone(),
+                lo_id: part.lo,
+                hi_id: part.hi,
+                sent_at_ms,
+                returned_at_ms,
+                rows,
+            });
+    }
+    Ok(())
+}
+
+/// The retention job: a round every period from the start until `stop`.
+async fn retention_loop(
+    config: tokio_postgres::Config,
+    mut job: RetentionJob,
+    start_ms: i64,
+    out: Arc<Mutex<Retention>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let fail = |e: String| {
+        let mut r = out.lock().unwrap_or_else(|e| e.into_inner());
+        r.failed += 1;
+        r.last_error = Some(e);
+    };
+    let client = match connect(&config).await {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let mut round = 1i64;
+    loop {
+        let due = start_ms + round * job.every_ms as i64;
+        let wait = Duration::from_millis((due - crate::clock::now_ms()).max(0) as u64);
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.wait_for(|s| *s) => break,
+        }
+        round += 1;
+        if let Err(e) = retention_round(&client, &mut job, &out).await {
+            tracing::warn!("retention job: {e}");
+            fail(e);
+        }
+    }
 }
 
 pub(super) async fn connect(
@@ -122,6 +258,7 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
         id_column,
         commit_ts_truth,
         via,
+        retention,
     } = setup;
     let via_http = via == Via::Http;
     let config = &config;
@@ -221,6 +358,16 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
             let _ = writers_stop_tx.send(true);
         });
     }
+    let retention_out = Arc::new(Mutex::new(Retention::default()));
+    let retention_task = retention.map(|job| {
+        tokio::spawn(retention_loop(
+            config.clone(),
+            job,
+            start_ms,
+            retention_out.clone(),
+            writers_stop.clone(),
+        ))
+    });
     let output = Arc::new(Mutex::new(Output::default()));
     let (done_tx, done_rx) = watch::channel(false);
     let writers_task = {
@@ -311,6 +458,10 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
         let _ = task.await;
     }
     let writers_result = writers_task.await.map_err(|e| e.to_string())?;
+    let retention_ran = retention_task.is_some();
+    if let Some(task) = retention_task {
+        let _ = task.await;
+    }
     brackets.extend(pump_truth(&admin, &table, &layout, take(), &sender).await);
     if commit_ts_truth {
         let rows = super::own::commit_ts_truth(&admin, &table, &id_column, &layout, start_ms).await;
@@ -331,7 +482,8 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
         .progress
         .clone();
     recorder.finish(crate::clock::now_ms(), true, reason)?;
-    write_brackets(&args.db, run_id, &brackets)?;
+    let retention = std::mem::take(&mut *retention_out.lock().unwrap_or_else(|e| e.into_inner()));
+    write_brackets(&args.db, run_id, &brackets, &retention.dropped)?;
     writers_result?;
     let out = output.lock().unwrap_or_else(|e| e.into_inner());
     let mut notes = if workload.is_none() {
@@ -348,6 +500,19 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
                 .unwrap_or_default()
         )
     };
+    if retention_ran {
+        notes.push_str(&format!(
+            "retention: {} partitions added, {} detached and dropped ({} rows){}\n",
+            retention.added,
+            retention.dropped.len(),
+            retention.dropped.iter().map(|d| d.rows).sum::<i64>(),
+            retention
+                .last_error
+                .as_ref()
+                .map(|e| format!(", {} failed (last: {e})", retention.failed))
+                .unwrap_or_default(),
+        ));
+    }
     if let Some(t) = workload.as_ref().and_then(|w| w.tail) {
         notes.push_str(&format!(
             "assumption: an injected tail, {t} of transactions sleep inside the transaction\n"
@@ -406,8 +571,14 @@ async fn pump_truth(
 }
 
 /// Writes `pg_truth` beside `truth`: each post's transaction, start, commit
-/// timestamp and the moment COMMIT returned.
-fn write_brackets(db: &std::path::Path, run_id: i64, rows: &[Bracket]) -> Result<(), String> {
+/// timestamp and the moment COMMIT returned; and the partitions the retention
+/// job dropped in `partition_drops` (their truth rows marked deleted).
+fn write_brackets(
+    db: &std::path::Path,
+    run_id: i64,
+    rows: &[Bracket],
+    dropped: &[rundb::PartitionDropRow],
+) -> Result<(), String> {
     let e = |e: rusqlite::Error| format!("cannot write pg_truth in {}: {e}", db.display());
     let mut conn = rusqlite::Connection::open(db).map_err(e)?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(e)?;
@@ -425,6 +596,12 @@ fn write_brackets(db: &std::path::Path, run_id: i64, rows: &[Bracket]) -> Result
     let tx = conn.transaction().map_err(e)?;
     rundb::write::insert_pg_truth(&tx, run_id, &rows)
         .map_err(|err| format!("cannot write pg_truth in {}: {err}", db.display()))?;
+    if !dropped.is_empty() {
+        rundb::write::insert_partition_drops(&tx, run_id, dropped, |id| {
+            since_id::id::Id(id.max(0) as u128).sort_key()
+        })
+        .map_err(|err| format!("cannot write partition_drops in {}: {err}", db.display()))?;
+    }
     tx.commit().map_err(e)
 }
 

@@ -59,6 +59,11 @@ pub struct PgOpts {
     pub write_rate: f64,
     pub tail: Option<Tail>,
     pub via: Via,
+    /// The partitioned schema's retention job: how often it adds a
+    /// partition and drops the oldest (`--partition-every`), and how many
+    /// bounded partitions it keeps (`--retain`).
+    pub partition_every_ms: u64,
+    pub retain: u32,
 }
 
 /// Your own database's options, resolved.

@@ -107,6 +107,7 @@ pub fn run(args: Common, opts: OwnDbOpts) -> Result<RunSummary, String> {
         id_column,
         commit_ts_truth,
         via: super::Via::Sql,
+        retention: None,
     };
     runtime.block_on(drive(&args, setup))
 }

@@ -1,4 +1,4 @@
-//! The three schemas the writers load (`--schema mastodon|outbox|snowflake`).
+//! The schemas the writers load (`--schema mastodon|outbox|snowflake|partitioned`).
 //! Each has a main table whose IDs are fixed before the row commits, a
 //! second row per post (a mention, an outbox delivery) and counter rows that
 //! posts contend for, and each row records its writing transaction
@@ -17,6 +17,10 @@ pub enum Schema {
     Outbox,
     /// An event table whose IDs each writer makes at transaction start, twitter layout.
     Snowflake,
+    /// The outbox's event table `PARTITION BY RANGE (id)`, with a retention
+    /// job that adds the next partition and detaches and drops the oldest
+    /// (the MariaDB target's plan, `since_id::partitions`).
+    Partitioned,
 }
 
 /// How many counter rows posts pick from (the accounts of a busy instance's hot posters).
@@ -30,8 +34,9 @@ impl std::str::FromStr for Schema {
             "mastodon" => Ok(Schema::Mastodon),
             "outbox" => Ok(Schema::Outbox),
             "snowflake" => Ok(Schema::Snowflake),
+            "partitioned" => Ok(Schema::Partitioned),
             _ => Err(format!(
-                "unknown schema '{s}': expected one of mastodon, outbox, snowflake"
+                "unknown schema '{s}': expected one of mastodon, outbox, snowflake, partitioned"
             )),
         }
     }
@@ -43,6 +48,7 @@ impl std::fmt::Display for Schema {
             Schema::Mastodon => "mastodon",
             Schema::Outbox => "outbox",
             Schema::Snowflake => "snowflake",
+            Schema::Partitioned => "partitioned",
         })
     }
 }
@@ -52,8 +58,13 @@ impl Schema {
     pub fn table(&self) -> &'static str {
         match self {
             Schema::Mastodon => "statuses",
-            Schema::Outbox | Schema::Snowflake => "events",
+            Schema::Outbox | Schema::Snowflake | Schema::Partitioned => "events",
         }
+    }
+
+    /// Whether its IDs carry no time (BIGSERIAL).
+    pub fn sequence_ids(&self) -> bool {
+        matches!(self, Schema::Outbox | Schema::Partitioned)
     }
 
     /// The ID layout of the main table. BIGSERIAL carries no time: its
@@ -62,7 +73,9 @@ impl Schema {
     pub fn layout(&self) -> Layout {
         match self {
             Schema::Mastodon => "mastodon".parse().expect("built-in layout"),
-            Schema::Outbox => "custom:epoch=0,shift=0".parse().expect("custom layout"),
+            Schema::Outbox | Schema::Partitioned => {
+                "custom:epoch=0,shift=0".parse().expect("custom layout")
+            }
             Schema::Snowflake => Layout::twitter(),
         }
     }
@@ -110,6 +123,28 @@ impl Schema {
                  CREATE INDEX statuses_by_xid ON statuses (xid, id);
                  {counters}"
             ),
+            // Its bounded partitions are the retention job's (`partition_sql`);
+            // the DEFAULT one takes what lies beyond them, as MariaDB's
+            // `pmax` does. A partitioned table's primary key must hold the
+            // partition key (PostgreSQL manual 5.11.2.3): it is the key.
+            Schema::Partitioned => format!(
+                "CREATE TABLE events (
+                     id bigserial,
+                     stream integer NOT NULL,
+                     payload text NOT NULL,
+                     created_at timestamptz NOT NULL DEFAULT now(),
+                     xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+                     PRIMARY KEY (id)
+                 ) PARTITION BY RANGE (id);
+                 CREATE TABLE events_pmax PARTITION OF events DEFAULT;
+                 CREATE TABLE deliveries (
+                     id bigserial PRIMARY KEY,
+                     event_id bigint NOT NULL,
+                     subscriber integer NOT NULL
+                 );
+                 CREATE INDEX events_by_xid ON events (xid, id);
+                 {counters}"
+            ),
             Schema::Outbox | Schema::Snowflake => format!(
                 "CREATE TABLE events (
                      id {} PRIMARY KEY,
@@ -143,7 +178,7 @@ impl Schema {
                 "INSERT INTO statuses (account_id, text) VALUES ($1, $2)
                  RETURNING id, xid::text, floor(extract(epoch FROM now()) * 1000)::bigint"
             }
-            Schema::Outbox => {
+            Schema::Outbox | Schema::Partitioned => {
                 "INSERT INTO events (stream, payload) VALUES ($1, $2)
                  RETURNING id, xid::text, floor(extract(epoch FROM now()) * 1000)::bigint"
             }
@@ -158,10 +193,39 @@ impl Schema {
     pub fn side_sql(&self) -> &'static str {
         match self {
             Schema::Mastodon => "INSERT INTO mentions (status_id, account_id) VALUES ($1, $2)",
-            Schema::Outbox | Schema::Snowflake => {
+            Schema::Outbox | Schema::Snowflake | Schema::Partitioned => {
                 "INSERT INTO deliveries (event_id, subscriber) VALUES ($1, $2)"
             }
         }
+    }
+}
+
+/// The partitioned schema's SQL for the retention plan's partitions
+/// (`since_id::partitions`, pure and shared with MariaDB): each
+/// bounded partition is a table `events_<name>`.
+pub mod partition_sql {
+    use since_id::partitions::Partition;
+
+    /// Creates a partition (`lo <= id < hi`).
+    pub fn create(p: &Partition) -> String {
+        format!(
+            "CREATE TABLE events_{} PARTITION OF events FOR VALUES FROM ({}) TO ({})",
+            p.name, p.lo, p.hi
+        )
+    }
+
+    /// Counts its rows.
+    pub fn count(p: &Partition) -> String {
+        format!("SELECT count(*) FROM events_{}", p.name)
+    }
+
+    /// Drops it: detached from the table, then dropped (PostgreSQL manual
+    /// 5.11.2.2, "Partition Maintenance").
+    pub fn drop(p: &Partition) -> String {
+        format!(
+            "ALTER TABLE events DETACH PARTITION events_{name}; DROP TABLE events_{name}",
+            name = p.name
+        )
     }
 }
 
@@ -170,8 +234,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_partition_sql_names_the_plans_partitions() {
+        let mut plan = since_id::partitions::Partitions::new(100, 200, 2);
+        let p = plan.next_partition(300);
+        assert_eq!(
+            partition_sql::create(&p),
+            "CREATE TABLE events_p2 PARTITION OF events FOR VALUES FROM (200) TO (300)"
+        );
+        plan.added(p);
+        let gone = plan.beyond_retain().unwrap();
+        assert_eq!(
+            partition_sql::drop(&gone),
+            "ALTER TABLE events DETACH PARTITION events_p0; DROP TABLE events_p0"
+        );
+    }
+
+    #[test]
     fn names_parse_and_print() {
-        for name in ["mastodon", "outbox", "snowflake"] {
+        for name in ["mastodon", "outbox", "snowflake", "partitioned"] {
             assert_eq!(name.parse::<Schema>().unwrap().to_string(), name);
         }
         let err = "oracle".parse::<Schema>().unwrap_err();

@@ -410,7 +410,12 @@ mod database_tests {
     #[test]
     fn each_schema_ids_its_posts_at_transaction_start() {
         let (cluster, rt) = crate::targets::postgres::testing::start();
-        for schema in [Schema::Mastodon, Schema::Outbox, Schema::Snowflake] {
+        for schema in [
+            Schema::Mastodon,
+            Schema::Outbox,
+            Schema::Snowflake,
+            Schema::Partitioned,
+        ] {
             rt.block_on(async {
                 let db = format!("s_{schema}");
                 crate::targets::postgres::testing::connect(&cluster, None)
@@ -441,7 +446,7 @@ mod database_tests {
                         Schema::Mastodon => {
                             assert_eq!(layout.ts_ms(Id(w.id as u128)), w.xact_start_ms)
                         }
-                        Schema::Outbox => {
+                        Schema::Outbox | Schema::Partitioned => {
                             assert_eq!(w.id, n + 1, "BIGSERIAL counts from 1");
                             assert_eq!(id_time, w.xact_start_ms);
                         }

@@ -1,0 +1,250 @@
+//! `--target 'mariadb:mysql://USER@HOST/DB' --table NAME`: the user's own
+//! MariaDB (or MySQL) table, polled read-only, as `--target postgres:URL`
+//! polls a PostgreSQL one (`targets/postgres/own.rs`). Every connection is
+//! set to read-only transactions (`SET SESSION TRANSACTION READ ONLY`,
+//! MariaDB KB "SET TRANSACTION") and only SELECTs are sent. The password
+//! comes from `MYSQL_PWD` (the variable MariaDB's own clients read) or
+//! `--token-file`, never from the command line, and is never stored.
+//!
+//! No truth: nothing says when a row of your table became visible, so the run
+//! records the requests and what they returned, and the pollers are
+//! compared with each other (`analyze`).
+
+use super::OwnMariaOpts;
+use super::id_pollers::{DropLog, IdMachine, IdReport, IdTarget};
+use super::source::MariaTarget;
+use crate::api::Token;
+use crate::drive::{self, StopReason, Tally};
+use crate::record::Recorder;
+use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
+use mysql_async::prelude::Queryable;
+use since_id::gaps::IdPoller;
+use since_id::poller::Poller;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Where the password comes from when `--token-file` is not given.
+pub const PASSWORD_ENV: &str = "MYSQL_PWD";
+
+/// The connection options of `url`, with the password from the environment
+/// or the file, every connection read-only.
+pub fn opts(url: &str, token_file: Option<&std::path::Path>) -> Result<mysql_async::Opts, String> {
+    let parsed = mysql_async::Opts::from_url(url)
+        .map_err(|e| format!("bad --target 'mariadb:{url}': {e}"))?;
+    if parsed.pass().is_some() {
+        return Err(format!(
+            "bad --target: put the password in {PASSWORD_ENV} or a --token-file, not in the URL \
+             (the command line is visible to every user of the machine)"
+        ));
+    }
+    let mut builder = mysql_async::OptsBuilder::from_opts(parsed)
+        .init(vec!["SET SESSION TRANSACTION READ ONLY"])
+        .pool_opts(
+            mysql_async::PoolOpts::default()
+                .with_constraints(mysql_async::PoolConstraints::new(0, 16).expect("0 <= 16")),
+        );
+    if let Some(token) = Token::load(PASSWORD_ENV, token_file)? {
+        builder = builder.pass(Some(token.secret().to_string()));
+    }
+    Ok(builder.into())
+}
+
+/// Everything stored about the run, as JSON in `runs.config`.
+#[derive(serde::Serialize)]
+struct OwnConfig<'a> {
+    #[serde(flatten)]
+    common: StoredConfig<'a>,
+    table: &'a str,
+    id_column: &'a str,
+    /// As the server reports it (`VERSION()`).
+    server_version: &'a str,
+    /// `"<redacted>"` when a password was used; the password itself never.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    password: Option<&'static str>,
+}
+
+/// Runs the experiment against your own table, read-only.
+pub fn run(args: Common, opts: OwnMariaOpts) -> Result<RunSummary, String> {
+    let server = self::opts(&opts.url, opts.token_file.as_deref())?;
+    let runtime = session::runtime()?;
+    let result = runtime.block_on(drive(&args, &opts, server));
+    drop(runtime);
+    result
+}
+
+/// Connects, checks the table and the column, and reads the server's version.
+async fn check(
+    server: &mysql_async::Opts,
+    opts: &OwnMariaOpts,
+    timeout_ms: u64,
+) -> Result<String, String> {
+    let e = |e: mysql_async::Error| super::db_error(&e);
+    let conn = tokio::time::timeout(
+        Duration::from_millis(timeout_ms.max(1)),
+        mysql_async::Conn::new(server.clone()),
+    )
+    .await
+    .map_err(|_| format!("cannot connect to MariaDB: no answer within {timeout_ms} ms"))?;
+    let mut conn = conn.map_err(|err| format!("cannot connect to MariaDB: {}", e(err)))?;
+    // The table, the column and the permission, checked before the run starts.
+    let probe = format!(
+        "SELECT {} FROM {} LIMIT 0",
+        super::quote_ident(&opts.id_column),
+        super::quote_ident(&opts.table)
+    );
+    conn.query_drop(probe).await.map_err(|err| {
+        format!(
+            "table {}, column {}: {}",
+            opts.table,
+            opts.id_column,
+            e(err)
+        )
+    })?;
+    let version: Option<String> = conn.query_first("SELECT VERSION()").await.map_err(e)?;
+    let _ = conn.disconnect().await;
+    Ok(version.unwrap_or_default())
+}
+
+async fn drive(
+    args: &Common,
+    opts: &OwnMariaOpts,
+    server: mysql_async::Opts,
+) -> Result<RunSummary, String> {
+    let version = check(&server, opts, args.timeout_ms).await?;
+    let layout = opts.layout.clone();
+    let start_ms = crate::clock::now_ms();
+    let limit = args.limit as usize;
+    let names = session::poller_names(&args.pollers);
+    let pollers: Vec<Poller> = names
+        .iter()
+        .zip(&args.pollers)
+        .map(|(name, p)| Poller::new(name.clone(), *p, layout.clone(), limit, args.max_back_pages))
+        .collect();
+    let mut infos = session::poller_infos(&pollers);
+    let id_names = super::driver::id_poller_names(&opts.id_pollers, &names);
+    for (name, policy) in id_names.iter().zip(&opts.id_pollers) {
+        infos.push(crate::record::PollerRow {
+            name: name.clone(),
+            policy: policy.to_string(),
+            ..Default::default()
+        });
+    }
+    let all_names: Vec<String> = names.iter().chain(&id_names).cloned().collect();
+    let final_wait_ms = args
+        .pollers
+        .iter()
+        .filter_map(|p| p.k_ms())
+        .max()
+        .unwrap_or(0);
+    let stored = OwnConfig {
+        common: StoredConfig::common(args, limit, all_names, &layout),
+        table: &opts.table,
+        id_column: &opts.id_column,
+        server_version: &version,
+        password: server.pass().map(|_| "<redacted>"),
+    };
+    let run_info = session::run_row(
+        args,
+        RunRowParts {
+            started_at_ms: start_ms,
+            layout: &layout,
+            page_limit: limit,
+            profile: None,
+            seed: None,
+            config: &stored,
+        },
+    )?;
+    let recorder = Recorder::create(&args.db, &run_info, &infos)?;
+    let run_id = recorder.run_id;
+    let pool = mysql_async::Pool::new(server.clone());
+    let target = MariaTarget::on(pool.clone(), layout.clone(), &opts.table, &opts.id_column);
+    let mut tally = Tally::new(&pollers);
+    for name in &id_names {
+        tally.progress.late_arrivals.push((name.clone(), 0));
+    }
+    let progress = Arc::new(Mutex::new(tally));
+    let gap_stats = Arc::new(Mutex::new(vec![IdReport::default(); id_names.len()]));
+    // No retention job here: no cursor is ever below the oldest ID kept.
+    let drops = Arc::new(Mutex::new(DropLog::new(i64::MIN)));
+    let id_plan = drive::Plan {
+        layout: layout.clone(),
+        pollers: id_names
+            .iter()
+            .zip(&opts.id_pollers)
+            .enumerate()
+            .map(|(slot, (name, spec))| IdMachine {
+                poller: IdPoller::new(name.clone(), spec.policy, limit, args.max_back_pages),
+                spec: *spec,
+                start_ms,
+                stats: gap_stats.clone(),
+                slot,
+                drops: drops.clone(),
+                flags: Arc::default(),
+            })
+            .collect(),
+        first_index: names.len(),
+        interval_ms: args.interval_ms,
+        duration_ms: args.duration_ms,
+        final_wait_ms,
+    };
+    let shutdown = Shutdown::install("the pollers make their last cycle");
+    let stop_rx = shutdown.requested.clone();
+    tracing::info!(run = run_id, db = %args.db.display(), version = %version, table = %opts.table, "run started");
+    let plan = session::plan_of(args, &layout, pollers, final_wait_ms);
+    let since_task = drive::run_real(
+        plan,
+        target,
+        None,
+        recorder.sender(),
+        progress.clone(),
+        stop_rx.clone(),
+    );
+    let id_task = drive::run_real(
+        id_plan,
+        IdTarget::on(pool.clone(), &opts.table, &opts.id_column),
+        None,
+        recorder.sender(),
+        progress.clone(),
+        stop_rx.clone(),
+    );
+    let (a, b) = tokio::join!(since_task, id_task);
+    pool.disconnect().await.ok();
+    let stopped = shutdown.was_requested();
+    drop(shutdown);
+    let reason = if stopped || a == StopReason::Interrupted || b == StopReason::Interrupted {
+        session::end_reason(StopReason::Interrupted)
+    } else {
+        session::end_reason(StopReason::Duration)
+    };
+    let progress = progress
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .progress
+        .clone();
+    recorder.finish(crate::clock::now_ms(), true, reason)?;
+    let mut notes = format!(
+        "MariaDB {version}, your table {} (column {}), read-only; no truth: the pollers are \
+         compared with each other\n",
+        opts.table, opts.id_column
+    );
+    for (name, report) in id_names
+        .iter()
+        .zip(gap_stats.lock().unwrap_or_else(|e| e.into_inner()).iter())
+    {
+        let s = report.gaps;
+        if s.opened > 0 || s.rereads > 0 {
+            notes.push_str(&format!(
+                "{name}: {} gaps opened, {} filled, {} given up after the timeout, {} untracked, {} re-reads\n",
+                s.opened, s.filled, s.expired, s.untracked, s.rereads
+            ));
+        }
+    }
+    tracing::info!(run = run_id, reason, "run finished");
+    Ok(RunSummary {
+        run_id,
+        db: args.db.clone(),
+        complete: true,
+        progress,
+        notes,
+    })
+}

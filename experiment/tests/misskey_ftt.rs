@@ -928,7 +928,9 @@ fn a_hybrid_reader_paging_below_the_home_lists_tail_misses_its_trimmed_notes() {
         .find(|l| l.starts_with("read paths:"))
         .unwrap_or_else(|| panic!("{summary}"));
     assert!(paths.contains("redis "), "pages from Redis alone: {paths}");
-    assert!(!paths.contains("db-fallback"), "{paths}");
+    // A page below every list's tail gets nothing from Redis and falls back
+    // (`getMiNotes`: `noteIds.length === 0`); how many do depends on how many
+    // notes the creators reached on this machine, so it is not asserted.
     let conn = Connection::open(&db).unwrap();
     let by_sql = placed_by_sql(&conn, "newest:pages=10");
     let sql = |place: &str| by_sql.get(place).cloned().unwrap_or_default();

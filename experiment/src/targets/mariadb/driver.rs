@@ -307,7 +307,7 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
     }
     let progress = Arc::new(Mutex::new(tally));
     let gap_stats = Arc::new(Mutex::new(vec![IdReport::default(); id_names.len()]));
-    let drop_log = Arc::new(Mutex::new(DropLog::new(partitions.oldest_lo())));
+    let drop_log = Arc::new(Mutex::new(DropLog::default()));
     let flags: Arc<Mutex<Vec<rundb::CursorFlagRow>>> = Arc::default();
     let id_plan = drive::Plan {
         layout: layout.clone(),
@@ -575,15 +575,12 @@ fn write_after(
         .collect();
     let tx = conn.transaction().map_err(e)?;
     rundb::write::insert_pg_truth(&tx, run_id, &rows).map_err(r)?;
-    if !drops.is_empty() {
-        rundb::write::insert_partition_drops(&tx, run_id, &drops, |id| {
-            Id(id.max(0) as u128).sort_key()
-        })
-        .map_err(r)?;
-    }
-    if !flags.is_empty() {
-        rundb::write::insert_cursor_flags(&tx, run_id, flags).map_err(r)?;
-    }
+    // Both tables always, empty or not: a run without them was not checked.
+    rundb::write::insert_partition_drops(&tx, run_id, &drops, |id| {
+        Id(id.max(0) as u128).sort_key()
+    })
+    .map_err(r)?;
+    rundb::write::insert_cursor_flags(&tx, run_id, flags).map_err(r)?;
     tx.commit().map_err(e)
 }
 
@@ -644,14 +641,14 @@ mod database_tests {
                 assert_eq!(w.id, n + 1, "AUTO_INCREMENT counts from 1");
             }
             let out = Arc::new(Mutex::new(Retention::default()));
-            let log = Arc::new(Mutex::new(DropLog::new(plan.oldest_lo())));
+            let log = Arc::new(Mutex::new(DropLog::default()));
             super::retention_round(&mut conn, &opts, &mut plan, &out, &log)
                 .await
                 .unwrap();
             let sent = r_sent(&out);
             assert_eq!(
                 log.lock().unwrap().oldest_kept_before(sent + 1),
-                11,
+                Some(11),
                 "the drop is in the pollers' log as sent"
             );
             let r = std::mem::take(&mut *out.lock().unwrap());

@@ -166,20 +166,11 @@ pub struct IdReport {
 /// own SQL recomputes it (experiment/tests/mariadb.rs).
 #[derive(Clone, Debug, Default)]
 pub struct DropLog {
-    /// The lowest ID of the table before any drop.
-    first_lo: i64,
     /// `(hi, sent_at_ms)` of each drop, in the order they were sent.
     drops: Vec<(i64, i64)>,
 }
 
 impl DropLog {
-    pub fn new(first_lo: i64) -> DropLog {
-        DropLog {
-            first_lo,
-            drops: Vec::new(),
-        }
-    }
-
     /// A drop of the IDs below `hi`, sent at `sent_at_ms`.
     pub fn dropping(&mut self, hi: i64, sent_at_ms: i64) {
         self.drops.push((hi, sent_at_ms));
@@ -191,13 +182,15 @@ impl DropLog {
     }
 
     /// The lowest ID kept for a request sent at `at_ms`: the bound of the
-    /// last drop sent in an earlier ms.
-    pub fn oldest_kept_before(&self, at_ms: i64) -> i64 {
+    /// last drop sent in an earlier ms; `None` before any drop, when nothing
+    /// is gone (a cursor below the table's first ID, as `behind:n=N` holds at
+    /// the start, lost nothing).
+    pub fn oldest_kept_before(&self, at_ms: i64) -> Option<i64> {
         self.drops
             .iter()
             .filter(|&&(_, sent)| sent < at_ms)
             .map(|&(hi, _)| hi)
-            .fold(self.first_lo, i64::max)
+            .max()
     }
 }
 
@@ -263,8 +256,8 @@ impl Machine for IdMachine {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .oldest_kept_before(sent_at_ms);
-        let expired = cursor_below(req.after, oldest_kept);
-        if expired {
+        let expired = oldest_kept.filter(|&kept| cursor_below(req.after, kept));
+        if let Some(oldest_kept) = expired {
             self.flags
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -336,7 +329,7 @@ impl Machine for IdMachine {
             .get_mut(self.slot)
         {
             slot.gaps = self.poller.stats();
-            if expired {
+            if expired.is_some() {
                 slot.expired_cursor += 1;
                 slot.first_expired_at_ms.get_or_insert(sent_at_ms);
             }
@@ -351,24 +344,28 @@ mod tests {
 
     #[test]
     fn the_oldest_kept_is_the_last_drop_sent_in_an_earlier_ms() {
-        let mut log = DropLog::new(0);
-        assert_eq!(log.oldest_kept_before(100), 0);
+        let mut log = DropLog::default();
+        assert_eq!(
+            log.oldest_kept_before(100),
+            None,
+            "nothing dropped, nothing gone"
+        );
         log.dropping(50, 100);
         assert_eq!(
             log.oldest_kept_before(100),
-            0,
+            None,
             "a drop of the same ms is not yet counted"
         );
-        assert_eq!(log.oldest_kept_before(101), 50);
+        assert_eq!(log.oldest_kept_before(101), Some(50));
         log.dropping(80, 200);
         log.failed(80, 200);
         assert_eq!(
             log.oldest_kept_before(500),
-            50,
+            Some(50),
             "a failed drop is forgotten"
         );
         log.dropping(90, 300);
-        assert_eq!(log.oldest_kept_before(301), 90);
+        assert_eq!(log.oldest_kept_before(301), Some(90));
         assert!(cursor_below(Some(10), 50));
         assert!(
             !cursor_below(Some(49), 50),

@@ -165,7 +165,7 @@ async fn drive(
     let progress = Arc::new(Mutex::new(tally));
     let gap_stats = Arc::new(Mutex::new(vec![IdReport::default(); id_names.len()]));
     // No retention job here: no cursor is ever below the oldest ID kept.
-    let drops = Arc::new(Mutex::new(DropLog::new(i64::MIN)));
+    let drops = Arc::new(Mutex::new(DropLog::default()));
     let id_plan = drive::Plan {
         layout: layout.clone(),
         pollers: id_names

@@ -417,6 +417,7 @@ fn a_paused_poller_loses_exactly_the_rows_dropped_before_it_read_them() {
         Some(first_after_pause),
         "the first flag is the paused poller's first request after the pause"
     );
+    analyze_names_each_row_dropped_before_a_poller_read_it_expired(&dir, &db);
 }
 
 /// Writer serialisation (`--writer-lock get-lock`, the eventsourcing
@@ -789,43 +790,19 @@ fn a_server_that_dies_mid_run_gives_failed_requests_and_a_clean_end() {
     assert!(stdout.contains("failed transactions (last:"), "{stdout}");
 }
 
-/// `analyze` on the retention case of
+/// `analyze` on the run of
 /// `a_paused_poller_loses_exactly_the_rows_dropped_before_it_read_them`:
 /// its JSON names as `expired`, one by one and per poller, exactly the rows
 /// our own SQL finds dropped (a `partition_drops` range, at that drop) before
 /// the poller read them (never among its observations, and no request of it
 /// that could have returned them answered before the drop), and nothing
-/// else; the paused poller's verdict is invalid, naming them.
-#[test]
-fn analyze_names_each_row_dropped_before_a_poller_read_it_expired() {
-    let dir = common::temp_dir("mariadb-expired");
-    let db = dir.join("run.db");
-    common::experiment_ok(&[
-        "--target",
-        "mariadb",
-        "--duration",
-        "12s",
-        "--interval",
-        "200ms",
-        "--id-poller",
-        "incrementing,pause=6s@2s",
-        "--id-poller",
-        "incrementing",
-        "--writers",
-        "1",
-        "--write-rate",
-        "100",
-        "--partition-every",
-        "2s",
-        "--retain",
-        "3",
-        "--db",
-        db.to_str().unwrap(),
-    ]);
+/// else; the paused poller's verdict is invalid, naming them; the text and
+/// the page say it too.
+fn analyze_names_each_row_dropped_before_a_poller_read_it_expired(dir: &Path, db: &Path) {
     let analyze = Path::new(env!("CARGO_BIN_EXE_experiment")).with_file_name("analyze");
     let page = dir.join("report.html");
     let out = std::process::Command::new(&analyze)
-        .arg(&db)
+        .arg(db)
         .args(["--json", "--html"])
         .arg(&page)
         .arg("--out")
@@ -838,7 +815,7 @@ fn analyze_names_each_row_dropped_before_a_poller_read_it_expired() {
         String::from_utf8_lossy(&out.stderr)
     );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let conn = Connection::open(&db).unwrap();
+    let conn = Connection::open(db).unwrap();
     let mut total = 0;
     for poller in ["incrementing,pause=6s@2s", "incrementing"] {
         let mut st = conn
@@ -894,7 +871,7 @@ fn analyze_names_each_row_dropped_before_a_poller_read_it_expired() {
     assert!(total > 0, "the pause met a drop");
     // The text and the page say it too.
     let text = std::process::Command::new(&analyze)
-        .arg(&db)
+        .arg(db)
         .arg("--out")
         .arg(dir.join("plots"))
         .output()

@@ -3,19 +3,17 @@
 //! into run.db. Wiring only.
 
 use super::MariaOpts;
-use super::id_pollers::IdReport;
-use super::id_pollers::{DropLog, IdMachine, IdTarget};
+use super::id_pollers::{DropLog, IdTarget};
+use super::roster::Roster;
 use super::schema::{MariaSql, Partition, Partitions, Schema};
 use super::source::MariaTarget;
 use super::writers::{self, Output, Workload, Written};
-use crate::drive::{self, StopReason, Tally};
+use crate::drive::StopReason;
 use crate::record::{RecordSender, Recorder, TruthRow};
 use crate::servers::mariadb::{self as server, Server};
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
 use mysql_async::prelude::Queryable;
-use since_id::gaps::IdPoller;
 use since_id::id::{Id, Layout};
-use since_id::poller::Poller;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -249,30 +247,9 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         seed: args.seed,
     };
     let limit = args.limit as usize;
-    let names = session::poller_names(&args.pollers);
-    let pollers: Vec<Poller> = names
-        .iter()
-        .zip(&args.pollers)
-        .map(|(name, p)| Poller::new(name.clone(), *p, layout.clone(), limit, args.max_back_pages))
-        .collect();
-    let mut infos = session::poller_infos(&pollers);
-    let id_names = id_poller_names(&opts.id_pollers, &names);
-    for (name, policy) in id_names.iter().zip(&opts.id_pollers) {
-        infos.push(crate::record::PollerRow {
-            name: name.clone(),
-            policy: policy.to_string(),
-            ..Default::default()
-        });
-    }
-    let all_names: Vec<String> = names.iter().chain(&id_names).cloned().collect();
-    let final_wait_ms = args
-        .pollers
-        .iter()
-        .filter_map(|p| p.k_ms())
-        .max()
-        .unwrap_or(0);
+    let mut roster = Roster::new(args, &opts.id_pollers, &layout);
     let stored = MariaConfig {
-        common: StoredConfig::common(args, limit, all_names.clone(), &layout),
+        common: StoredConfig::common(args, limit, roster.all_names.clone(), &layout),
         table: super::schema::TABLE,
         workload: &workload,
         server_version: &version,
@@ -297,42 +274,15 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
             config: &stored,
         },
     )?;
-    let recorder = Recorder::create(&args.db, &run_info, &infos)?;
+    let recorder = Recorder::create(&args.db, &run_info, &roster.infos)?;
     let run_id = recorder.run_id;
     let pool = mysql_async::Pool::new(db_opts.clone());
     let target = MariaTarget::new(pool.clone(), layout.clone());
-    let mut tally = Tally::new(&pollers);
-    for name in &id_names {
-        tally.progress.late_arrivals.push((name.clone(), 0));
-    }
-    let progress = Arc::new(Mutex::new(tally));
-    let gap_stats = Arc::new(Mutex::new(vec![IdReport::default(); id_names.len()]));
     let drop_log = Arc::new(Mutex::new(DropLog::default()));
     let flags: Arc<Mutex<Vec<rundb::CursorFlagRow>>> = Arc::default();
-    let id_plan = drive::Plan {
-        layout: layout.clone(),
-        pollers: id_names
-            .iter()
-            .zip(&opts.id_pollers)
-            .enumerate()
-            .map(|(slot, (name, spec))| IdMachine {
-                // AUTO_INCREMENT starts at 1, and the table is empty at the
-                // start: a row missing below the first one read is a gap too.
-                poller: IdPoller::new(name.clone(), spec.policy, limit, args.max_back_pages)
-                    .starting_after(0),
-                spec: *spec,
-                start_ms,
-                stats: gap_stats.clone(),
-                slot,
-                drops: drop_log.clone(),
-                flags: flags.clone(),
-            })
-            .collect(),
-        first_index: names.len(),
-        interval_ms: args.interval_ms,
-        duration_ms: args.duration_ms,
-        final_wait_ms,
-    };
+    // AUTO_INCREMENT starts at 1, and the table is empty at the start: a row
+    // missing below the first one read is a gap too.
+    let id_plan = roster.id_plan(args, start_ms, Some(0), &drop_log, &flags);
 
     let shutdown = Shutdown::install("the writers stop, the pollers make their last cycle");
     let stop_rx = shutdown.requested.clone();
@@ -367,31 +317,14 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         drop_log.clone(),
         writers_stop.clone(),
     ));
-    let plan = session::plan_of(args, &layout, pollers, final_wait_ms);
-    let since_task = drive::run_real(
-        plan,
+    let mut pollers_task = Box::pin(roster.poll(
+        args,
         target,
-        None,
-        recorder.sender(),
-        progress.clone(),
-        stop_rx.clone(),
-    );
-    let id_task = drive::run_real(
         id_plan,
         IdTarget::new(pool.clone()),
-        None,
         recorder.sender(),
-        progress.clone(),
         stop_rx.clone(),
-    );
-    let mut pollers_task = Box::pin(async move {
-        let (a, b) = tokio::join!(since_task, id_task);
-        if a == StopReason::Interrupted || b == StopReason::Interrupted {
-            StopReason::Interrupted
-        } else {
-            StopReason::Duration
-        }
-    });
+    ));
     let sender = recorder.sender();
     let take = || std::mem::take(&mut output.lock().unwrap_or_else(|e| e.into_inner()).written);
     let mut brackets: Vec<Written> = Vec::new();
@@ -415,7 +348,8 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         (_, true) => session::end_reason(StopReason::Interrupted),
         (reason, false) => session::end_reason(reason),
     };
-    let progress = progress
+    let progress = roster
+        .progress
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .progress
@@ -447,26 +381,7 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
             .map(|e| format!(", {} failed (last: {e})", retention.failed))
             .unwrap_or_default(),
     );
-    for (name, report) in id_names
-        .iter()
-        .zip(gap_stats.lock().unwrap_or_else(|e| e.into_inner()).iter())
-    {
-        if let Some(at) = report.first_expired_at_ms {
-            notes.push_str(&format!(
-                "{name}: cursor below the oldest ID kept at {} requests (the first sent at {}): \
-                 rows between were dropped unread\n",
-                report.expired_cursor,
-                since_id::time::rfc3339_ms(at)
-            ));
-        }
-        let s = report.gaps;
-        if s.opened > 0 || s.rereads > 0 {
-            notes.push_str(&format!(
-                "{name}: {} gaps opened, {} filled, {} given up after the timeout, {} untracked, {} re-reads\n",
-                s.opened, s.filled, s.expired, s.untracked, s.rereads
-            ));
-        }
-    }
+    notes.push_str(&roster.id_notes());
     if let Some(ms) = opts.bare_inserts_ms {
         let writers_rate = out.commits as f64 * 1000.0 / writing_ms as f64;
         let inserts = writers::bare_inserts(db_opts.clone(), opts.writers, ms).await?;

@@ -11,15 +11,14 @@
 //! compared with each other (`analyze`).
 
 use super::OwnMariaOpts;
-use super::id_pollers::{DropLog, IdMachine, IdReport, IdTarget};
+use super::id_pollers::{DropLog, IdTarget};
+use super::roster::Roster;
 use super::source::MariaTarget;
 use crate::api::Token;
-use crate::drive::{self, StopReason, Tally};
+use crate::drive::StopReason;
 use crate::record::Recorder;
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
 use mysql_async::prelude::Queryable;
-use since_id::gaps::IdPoller;
-use since_id::poller::Poller;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -114,30 +113,9 @@ async fn drive(
     let layout = opts.layout.clone();
     let start_ms = crate::clock::now_ms();
     let limit = args.limit as usize;
-    let names = session::poller_names(&args.pollers);
-    let pollers: Vec<Poller> = names
-        .iter()
-        .zip(&args.pollers)
-        .map(|(name, p)| Poller::new(name.clone(), *p, layout.clone(), limit, args.max_back_pages))
-        .collect();
-    let mut infos = session::poller_infos(&pollers);
-    let id_names = super::driver::id_poller_names(&opts.id_pollers, &names);
-    for (name, policy) in id_names.iter().zip(&opts.id_pollers) {
-        infos.push(crate::record::PollerRow {
-            name: name.clone(),
-            policy: policy.to_string(),
-            ..Default::default()
-        });
-    }
-    let all_names: Vec<String> = names.iter().chain(&id_names).cloned().collect();
-    let final_wait_ms = args
-        .pollers
-        .iter()
-        .filter_map(|p| p.k_ms())
-        .max()
-        .unwrap_or(0);
+    let mut roster = Roster::new(args, &opts.id_pollers, &layout);
     let stored = OwnConfig {
-        common: StoredConfig::common(args, limit, all_names, &layout),
+        common: StoredConfig::common(args, limit, roster.all_names.clone(), &layout),
         table: &opts.table,
         id_column: &opts.id_column,
         server_version: &version,
@@ -154,69 +132,34 @@ async fn drive(
             config: &stored,
         },
     )?;
-    let recorder = Recorder::create(&args.db, &run_info, &infos)?;
+    let recorder = Recorder::create(&args.db, &run_info, &roster.infos)?;
     let run_id = recorder.run_id;
     let pool = mysql_async::Pool::new(server.clone());
     let target = MariaTarget::on(pool.clone(), layout.clone(), &opts.table, &opts.id_column);
-    let mut tally = Tally::new(&pollers);
-    for name in &id_names {
-        tally.progress.late_arrivals.push((name.clone(), 0));
-    }
-    let progress = Arc::new(Mutex::new(tally));
-    let gap_stats = Arc::new(Mutex::new(vec![IdReport::default(); id_names.len()]));
-    // No retention job here: no cursor is ever below the oldest ID kept.
     let drops = Arc::new(Mutex::new(DropLog::default()));
-    let id_plan = drive::Plan {
-        layout: layout.clone(),
-        pollers: id_names
-            .iter()
-            .zip(&opts.id_pollers)
-            .enumerate()
-            .map(|(slot, (name, spec))| IdMachine {
-                poller: IdPoller::new(name.clone(), spec.policy, limit, args.max_back_pages),
-                spec: *spec,
-                start_ms,
-                stats: gap_stats.clone(),
-                slot,
-                drops: drops.clone(),
-                flags: Arc::default(),
-            })
-            .collect(),
-        first_index: names.len(),
-        interval_ms: args.interval_ms,
-        duration_ms: args.duration_ms,
-        final_wait_ms,
-    };
+    let id_plan = roster.id_plan(args, start_ms, None, &drops, &Arc::default());
     let shutdown = Shutdown::install("the pollers make their last cycle");
     let stop_rx = shutdown.requested.clone();
     tracing::info!(run = run_id, db = %args.db.display(), version = %version, table = %opts.table, "run started");
-    let plan = session::plan_of(args, &layout, pollers, final_wait_ms);
-    let since_task = drive::run_real(
-        plan,
-        target,
-        None,
-        recorder.sender(),
-        progress.clone(),
-        stop_rx.clone(),
-    );
-    let id_task = drive::run_real(
-        id_plan,
-        IdTarget::on(pool.clone(), &opts.table, &opts.id_column),
-        None,
-        recorder.sender(),
-        progress.clone(),
-        stop_rx.clone(),
-    );
-    let (a, b) = tokio::join!(since_task, id_task);
+    let reason = roster
+        .poll(
+            args,
+            target,
+            id_plan,
+            IdTarget::on(pool.clone(), &opts.table, &opts.id_column),
+            recorder.sender(),
+            stop_rx.clone(),
+        )
+        .await;
     pool.disconnect().await.ok();
     let stopped = shutdown.was_requested();
     drop(shutdown);
-    let reason = if stopped || a == StopReason::Interrupted || b == StopReason::Interrupted {
-        session::end_reason(StopReason::Interrupted)
-    } else {
-        session::end_reason(StopReason::Duration)
+    let reason = match (reason, stopped) {
+        (_, true) => session::end_reason(StopReason::Interrupted),
+        (reason, false) => session::end_reason(reason),
     };
-    let progress = progress
+    let progress = roster
+        .progress
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .progress
@@ -227,18 +170,7 @@ async fn drive(
          compared with each other\n",
         opts.table, opts.id_column
     );
-    for (name, report) in id_names
-        .iter()
-        .zip(gap_stats.lock().unwrap_or_else(|e| e.into_inner()).iter())
-    {
-        let s = report.gaps;
-        if s.opened > 0 || s.rereads > 0 {
-            notes.push_str(&format!(
-                "{name}: {} gaps opened, {} filled, {} given up after the timeout, {} untracked, {} re-reads\n",
-                s.opened, s.filled, s.expired, s.untracked, s.rereads
-            ));
-        }
-    }
+    notes.push_str(&roster.id_notes());
     tracing::info!(run = run_id, reason, "run finished");
     Ok(RunSummary {
         run_id,

@@ -596,18 +596,23 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
         })?;
     }
     let postgres_kind = matches!(kind, Kind::Postgres | Kind::OwnDb(_));
-    if let Kind::OwnMaria(_) = kind {
+    if matches!(kind, Kind::Mariadb | Kind::OwnMaria(_)) {
         if args.clock == ClockMode::Virtual {
             return Err(
                 "--clock virtual runs the simulator only; MariaDB runs in real time".into(),
             );
         }
         if args.pollers.contains(&CursorPolicy::Xmin) {
-            return Err(
-                "the xmin policy reads PostgreSQL's transaction horizon; it applies to --target postgres only, not a MariaDB table"
-                    .into(),
-            );
+            let which = match kind {
+                Kind::OwnMaria(_) => "a MariaDB table",
+                _ => "'mariadb'",
+            };
+            return Err(format!(
+                "the xmin policy reads PostgreSQL's transaction horizon; it applies to --target postgres only, not {which}"
+            ));
         }
+    }
+    if let Kind::OwnMaria(_) = kind {
         refuse_given(
             &[
                 foreign_flags(&args).as_slice(),
@@ -622,17 +627,6 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
         )?;
         pg.refuse(&["--via"], "does not apply to a MariaDB target")?;
     } else if matches!(kind, Kind::Mariadb) {
-        if args.clock == ClockMode::Virtual {
-            return Err(
-                "--clock virtual runs the simulator only; MariaDB runs in real time".into(),
-            );
-        }
-        if args.pollers.contains(&CursorPolicy::Xmin) {
-            return Err(
-                "the xmin policy reads PostgreSQL's transaction horizon; it applies to --target postgres only, not 'mariadb'"
-                    .into(),
-            );
-        }
         refuse_given(
             &[
                 foreign_flags(&args).as_slice(),

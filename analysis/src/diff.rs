@@ -223,9 +223,11 @@ pub struct OtherMiss {
     pub cause: Cause,
 }
 
-/// A status the retention job dropped before a poller read it.
+/// A status a poller never returned that is not counted against its
+/// cursor: expired (the retention job dropped it first) or gone (deleted
+/// before the poller could see it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Expired {
+pub struct Unread {
     pub status: u32,
     pub poller: u8,
 }
@@ -269,7 +271,10 @@ pub struct Analysis {
     pub items: Vec<Finding>,
     pub other_misses: Vec<OtherMiss>,
     /// The rows each poller lost to the retention job, by poller then key.
-    pub expired: Vec<Expired>,
+    pub expired: Vec<Unread>,
+    /// The statuses deleted before each poller could see them (not owed),
+    /// by poller then key.
+    pub gone: Vec<Unread>,
     /// The largest required_k over all leaks (of any poller).
     pub k_to_catch_all_ms: Option<i64>,
     /// required_k over leaks and late arrivals (one value per status).
@@ -464,8 +469,12 @@ fn check(h: &History, exhaustive: bool) -> Analysis {
     let future_ids = from_the_future(h, &seen.sightings);
     let mut other_misses = misses.other;
     other_misses.sort_by_key(|m| (m.poller, h.statuses[m.status as usize].key));
-    let mut expired = misses.expired;
-    expired.sort_by_key(|m| (m.poller, h.statuses[m.status as usize].key));
+    let by_poller_then_key = |mut v: Vec<Unread>| {
+        v.sort_by_key(|m| (m.poller, h.statuses[m.status as usize].key));
+        v
+    };
+    let expired = by_poller_then_key(misses.expired);
+    let gone = by_poller_then_key(misses.gone);
     Analysis {
         reference,
         pollers: seen.stats,
@@ -474,6 +483,7 @@ fn check(h: &History, exhaustive: bool) -> Analysis {
         items,
         other_misses,
         expired,
+        gone,
         k_to_catch_all_ms,
         required_k,
         future_ids,
@@ -600,7 +610,8 @@ struct Misses {
     /// (status, pollers that leaked it), in status order.
     leaked_by: Vec<(u32, u64)>,
     other: Vec<OtherMiss>,
-    expired: Vec<Expired>,
+    expired: Vec<Unread>,
+    gone: Vec<Unread>,
 }
 
 /// Every (status, poller) where the poller never returned the status: O(S·P)
@@ -642,7 +653,7 @@ fn misses_by_cause(
             );
             if by_the_drop && h.is_expired(su) {
                 stats.expired += 1;
-                misses.expired.push(Expired {
+                misses.expired.push(Unread {
                     status: su as u32,
                     poller: p as u8,
                 });
@@ -652,6 +663,10 @@ fn misses_by_cause(
                 Unowed::NotOwed { deleted } => {
                     if deleted {
                         stats.gone_before_seen += 1;
+                        misses.gone.push(Unread {
+                            status: su as u32,
+                            poller: p as u8,
+                        });
                     }
                 }
                 Unowed::BeforeBaseline => stats.before_baseline += 1,

@@ -11,6 +11,11 @@
 //! - `in-lists`: not a leak, pushed and never cut: the lists held it, and the
 //!   loss came from elsewhere (the fallback switched off answers a sinceId
 //!   with an empty page; a page read before the push returned).
+//! - `gone`: deleted (`ftt_deletes`) before the poller could see it: no
+//!   request of the poller was sent once it was readable and answered
+//!   before its `DELETE` was sent. The checker does not owe it (never a
+//!   leak); the lists keep its ID and every read drops it at the
+//!   PostgreSQL lookup.
 //!
 //! [`load`] reads the tables (none for other runs); [`fates`] is pure.
 
@@ -26,11 +31,18 @@ pub enum Fate {
     Trimmed,
     NeverPushed,
     InLists,
+    Gone,
 }
 
 impl Fate {
     /// Every fate, in the order the report, `--json` and `--html` give them.
-    pub const ALL: [Fate; 4] = [Fate::Leak, Fate::Trimmed, Fate::NeverPushed, Fate::InLists];
+    pub const ALL: [Fate; 5] = [
+        Fate::Leak,
+        Fate::Trimmed,
+        Fate::NeverPushed,
+        Fate::InLists,
+        Fate::Gone,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -38,6 +50,7 @@ impl Fate {
             Fate::Trimmed => "trimmed",
             Fate::NeverPushed => "never-pushed",
             Fate::InLists => "in-lists",
+            Fate::Gone => "gone",
         }
     }
 }
@@ -107,8 +120,9 @@ pub struct Lost {
     pub request: Option<u32>,
 }
 
-/// The fate of every note each poller lost (the checker's leaks, and its
-/// misses of every kind), in poller then ID order.
+/// The fate of every note each poller lost (the checker's leaks, its
+/// misses of every kind, and the notes deleted before it could see them),
+/// in poller then ID order.
 pub fn fates(loaded: &Loaded, analysis: &Analysis, truth: &FttTruth) -> Vec<Lost> {
     let fate_of = |id: &str| {
         let lists = truth.notes.get(id).copied().unwrap_or_default();
@@ -152,6 +166,13 @@ pub fn fates(loaded: &Loaded, analysis: &Analysis, truth: &FttTruth) -> Vec<Lost
     {
         lost.request = request;
     }
+    // Not owed, so no request owed them.
+    out.extend(analysis.gone.iter().map(|g| Lost {
+        poller: usize::from(g.poller),
+        id: loaded.status_id(g.status).into_owned(),
+        fate: Fate::Gone,
+        request: None,
+    }));
     out.sort();
     out
 }
@@ -174,7 +195,7 @@ pub fn counts(lost: &[Lost]) -> BTreeMap<usize, BTreeMap<Fate, usize>> {
 pub fn render(loaded: &Loaded, lost: &[Lost]) -> String {
     let counts = counts(lost);
     let mut out = String::from(
-        "\nFTT: what became of the notes each poller lost (ftt_pushes, ftt_trims; docs/misskey-ftt.md)\n",
+        "\nFTT: what became of the notes each poller lost (ftt_pushes, ftt_trims, ftt_deletes; docs/misskey-ftt.md)\n",
     );
     if counts.is_empty() {
         out.push_str("  no poller lost a note.\n");

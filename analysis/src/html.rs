@@ -221,9 +221,10 @@ fn ftt_section(out: &mut String, ftt: &Value) {
     };
     out.push_str(
         "<h2>FTT: what became of the notes each poller lost</h2>\n<p>By the run's \
-         ftt_pushes and ftt_trims (docs/misskey-ftt.md): leak (the cursor passed it), \
-         trimmed (an LTRIM cut it from a polled list), never-pushed (no LPUSH into a \
-         polled list returned), in-lists (pushed and never cut).</p>\n",
+         ftt_pushes, ftt_trims and ftt_deletes (docs/misskey-ftt.md): leak (the cursor \
+         passed it), trimmed (an LTRIM cut it from a polled list), never-pushed (no LPUSH \
+         into a polled list returned), in-lists (pushed and never cut), gone (deleted \
+         before the poller could see it; not owed).</p>\n",
     );
     for p in pollers {
         // In the text report's order, not the JSON object's.

@@ -46,8 +46,8 @@ pub struct Ftt {
 #[derive(Serialize)]
 pub struct FttPoller {
     pub name: String,
-    /// Lost notes per fate (`leak`, `trimmed`, `never-pushed`, `in-lists`),
-    /// every fate present.
+    /// Lost notes per fate (`leak`, `trimmed`, `never-pushed`, `in-lists`,
+    /// `gone`), every fate present.
     pub counts: BTreeMap<&'static str, usize>,
     /// Each lost note, in ID order.
     pub lost: Vec<FttLost>,

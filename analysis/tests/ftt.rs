@@ -1,7 +1,8 @@
 //! The fates of a misskey-ftt run's lost notes (`analysis::ftt`) in the
 //! three outputs: the text report's line per poller, `--json`'s `ftt`
 //! object and `--html`'s section carry the same fates, note by note, and
-//! each agrees with our own SQL over `ftt_pushes` and `ftt_trims`. The run
+//! each agrees with our own SQL over `ftt_pushes`, `ftt_trims` and the
+//! truth's deletions. The run
 //! is synthetic (no Redis here: experiment/tests/misskey_ftt.rs checks a real
 //! one); its FTT tables are written through the experiment's own writer.
 
@@ -13,6 +14,9 @@ use std::process::Command;
 
 mod common;
 use common::temp_dir;
+
+/// Every fate, in the report's order.
+const FATES: [&str; 5] = ["leak", "trimmed", "never-pushed", "in-lists", "gone"];
 
 /// Our own reading of a fate: a leak is the checker's; otherwise trimmed if
 /// an `ftt_trims` row cut it, never-pushed if no LPUSH of it returned, else
@@ -34,6 +38,27 @@ fn fate_by_sql(conn: &Connection, id: &str) -> &'static str {
     } else {
         "in-lists"
     }
+}
+
+/// The notes deleted before `poller` could see them (fate `gone`): deleted,
+/// never returned to it, and no request of it sent once the note was
+/// readable, answered before the deletion and with the note in its window.
+fn gone_by_sql(conn: &Connection, poller: &str) -> BTreeSet<String> {
+    conn.prepare(
+        "SELECT t.id FROM truth t WHERE t.run_id = 1 AND t.deleted_at_ms IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM observations o JOIN requests r ON r.id = o.request_id
+                 JOIN pollers p ON p.id = r.poller_id WHERE p.name = ?1 AND o.status_id = t.id)
+           AND NOT EXISTS (SELECT 1 FROM requests r JOIN pollers p ON p.id = r.poller_id
+                 WHERE p.name = ?1 AND r.sent_at_ms >= t.visible_at_ms
+                   AND r.received_at_ms < t.deleted_at_ms
+                   AND (r.before_key IS NULL OR r.before_key > t.id_key
+                        OR (r.since_key IS NOT NULL AND r.since_key >= t.id_key)))",
+    )
+    .unwrap()
+    .query_map([poller], |r| r.get(0))
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
 }
 
 /// `first_owed_by` of a lost note: the poller's request with that cycle and
@@ -84,6 +109,7 @@ fn the_fates_in_the_text_json_and_html_are_the_same_and_agree_with_our_sql() {
         ticks: 60,
         late_fraction: 0.1,
         error_rate: 0.1,
+        delete_fraction: 0.05,
         max_pages: 1,
         ..SimSpec::default()
     };
@@ -121,7 +147,12 @@ fn the_fates_in_the_text_json_and_html_are_the_same_and_agree_with_our_sql() {
             _ => {}
         }
     }
-    rundb::write::insert_ftt(&conn, 1, &pushes, &trims).unwrap();
+    let rows = rundb::FttRows {
+        pushes,
+        trims,
+        deletes: Vec::new(),
+    };
+    rundb::write::insert_ftt(&conn, 1, &rows).unwrap();
 
     let page = dir.join("report.html");
     let analyze = |args: &[&str]| {
@@ -162,6 +193,15 @@ fn the_fates_in_the_text_json_and_html_are_the_same_and_agree_with_our_sql() {
             .or_default()
             .insert((id.into(), fate_by_sql(&conn, id)));
     }
+    for p in json["pollers"].as_array().unwrap() {
+        let name = p["name"].as_str().unwrap();
+        for id in gone_by_sql(&conn, name) {
+            expected
+                .entry(name.into())
+                .or_default()
+                .insert((id, "gone"));
+        }
+    }
     let pollers = json["ftt"]["pollers"].as_array().expect("an ftt section");
     assert_eq!(pollers.len(), json["pollers"].as_array().unwrap().len());
     let mut seen_fates = BTreeSet::new();
@@ -177,7 +217,7 @@ fn the_fates_in_the_text_json_and_html_are_the_same_and_agree_with_our_sql() {
                 (l["id"].as_str().unwrap().to_string(), fate)
             })
             .map(|(id, fate)| {
-                let fate: &str = ["leak", "trimmed", "never-pushed", "in-lists"]
+                let fate: &str = FATES
                     .into_iter()
                     .find(|f| *f == fate)
                     .unwrap_or_else(|| panic!("an unknown fate {fate}"));
@@ -190,10 +230,17 @@ fn the_fates_in_the_text_json_and_html_are_the_same_and_agree_with_our_sql() {
             "{name}: the JSON's fates against our SQL"
         );
         for l in p["lost"].as_array().unwrap() {
-            first_owed_by_agrees_with_our_sql(&conn, name, l);
+            if l["fate"] == "gone" {
+                assert!(
+                    l["first_owed_by"].is_null(),
+                    "{name}: a gone note is not owed"
+                );
+            } else {
+                first_owed_by_agrees_with_our_sql(&conn, name, l);
+            }
         }
         // The counts are the list's, and the text and the page say them.
-        let counts: Vec<String> = ["leak", "trimmed", "never-pushed", "in-lists"]
+        let counts: Vec<String> = FATES
             .iter()
             .map(|f| {
                 let n = lost.iter().filter(|(_, fate)| fate == f).count();
@@ -226,9 +273,7 @@ fn the_fates_in_the_text_json_and_html_are_the_same_and_agree_with_our_sql() {
     );
     assert_eq!(
         seen_fates,
-        ["in-lists", "leak", "never-pushed", "trimmed"]
-            .map(String::from)
-            .into(),
+        FATES.map(String::from).into(),
         "the run has notes of every fate"
     );
     // A run without FTT tables has no section.

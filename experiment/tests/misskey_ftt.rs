@@ -66,6 +66,10 @@ fn flags_where_they_do_nothing_are_refused_in_one_line() {
         "bad --users",
     );
     one_line_error(
+        &["--target", "postgres", "--delete-share", "0.1", "--db", db],
+        "--delete-share applies to --target misskey-ftt only",
+    );
+    one_line_error(
         &["--ftt-off", "1s..2s", "--db", db],
         "--ftt-off applies to --target misskey-ftt only, not 'simulator'",
     );
@@ -103,6 +107,8 @@ fn flags_where_they_do_nothing_are_refused_in_one_line() {
         &["--ftt-off", "1s..2s", "--no-fanout-timeline"],
         "off for the whole run",
     );
+    ftt(&["--delete-after", "5s"], "give --delete-share above 0 too");
+    ftt(&["--delete-share", "1.5"], "expected a number from 0 to 1");
     ftt(&["--redis-restart-at", "10s"], "is not inside the run");
     ftt(&["--redis-restart-at", "0s"], "is not inside the run");
     ftt(
@@ -478,6 +484,148 @@ fn the_fate_of_each_lost_note_agrees_with_our_sql_over_the_ftt_tables() {
     );
     for (id, fate) in &in_json {
         assert!(html.contains(&format!("<tr><td>{id}</td><td>{fate}</td><td>")));
+    }
+}
+
+/// The notes deleted before `poller` could see them: deleted, never
+/// returned to it, and no request of it sent once the note was readable and
+/// answered before its `DELETE` was sent (docs/analysis.md, "visible").
+fn gone_by_sql(conn: &Connection, poller: &str) -> BTreeSet<String> {
+    conn.prepare(
+        "SELECT t.id FROM truth t WHERE t.run_id = 1 AND t.deleted_at_ms IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM observations o JOIN requests r ON r.id = o.request_id
+                 JOIN pollers p ON p.id = r.poller_id WHERE p.name = ?1 AND o.status_id = t.id)
+           AND NOT EXISTS (SELECT 1 FROM requests r JOIN pollers p ON p.id = r.poller_id
+                 WHERE p.name = ?1 AND r.sent_at_ms >= t.visible_at_ms
+                   AND r.received_at_ms < t.deleted_at_ms)",
+    )
+    .unwrap()
+    .query_map([poller], |r| r.get(0))
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+/// `--delete-share 0.5 --delete-after 300ms`: the authors delete half their
+/// notes (`NoteDeleteService.delete`: the row only, the lists keep the ID).
+/// Each `DELETE` is bracketed in `ftt_deletes` and marks the truth at its
+/// sending; no read sent after a `DELETE` returned serves the note, not even
+/// a Redis page whose range spans it (dropped at the PostgreSQL lookup); and
+/// the notes each poller lost to a deletion, fate `gone`, are exactly those
+/// our SQL finds, none of them a leak.
+#[test]
+fn deleted_notes_are_never_served_after_their_delete_and_are_gone_not_leaked() {
+    let dir = temp_dir("ftt-deletes");
+    let db = dir.join("run.db");
+    let db_arg = db.to_str().unwrap();
+    let out = common::experiment_ok(&[
+        "--target",
+        "misskey-ftt",
+        "--timeline",
+        "home",
+        "--users",
+        "5,5,9",
+        "--note-rate",
+        "30",
+        "--remote-rate",
+        "5",
+        "--delete-share",
+        "0.5",
+        "--delete-after",
+        "300ms",
+        "--duration",
+        "8s",
+        "--interval",
+        "1s",
+        "--poller",
+        "naive",
+        "--poller",
+        "newest",
+        "--seed",
+        "6",
+        "--db",
+        db_arg,
+    ]);
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains("notes deleted by their authors"),
+        "{summary}"
+    );
+    let conn = Connection::open(&db).unwrap();
+    let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert!(count("SELECT count(*) FROM ftt_deletes") > 0);
+    assert_eq!(
+        count("SELECT count(*) FROM ftt_deletes WHERE sent_at_ms > returned_at_ms"),
+        0
+    );
+    // The truth is marked deleted when the DELETE was sent, and only then.
+    assert_eq!(
+        count(
+            "SELECT count(*) FROM truth t LEFT JOIN ftt_deletes d ON d.id = t.id
+              WHERE t.deleted_at_ms IS NOT d.sent_at_ms"
+        ),
+        0
+    );
+    assert!(count("SELECT count(*) FROM truth WHERE deleted_at_ms IS NOT NULL") > 0);
+    // Never served once the DELETE returned.
+    assert_eq!(
+        count(
+            "SELECT count(*) FROM observations o JOIN requests r ON r.id = o.request_id
+               JOIN ftt_deletes d ON d.id = o.status_id WHERE r.sent_at_ms > d.returned_at_ms"
+        ),
+        0
+    );
+    // ... though Redis pages read after it spanned deleted notes whose LPUSH
+    // had returned before the DELETE was sent (the lists keep them).
+    let spanned = count(
+        "SELECT count(*) FROM ftt_deletes d JOIN truth t ON t.id = d.id
+           JOIN requests r ON r.sent_at_ms > d.returned_at_ms
+           JOIN pollers p ON p.id = r.poller_id AND p.name = 'newest'
+          WHERE EXISTS (SELECT 1 FROM ftt_pushes f WHERE f.id = d.id
+                          AND f.pushed_at_ms < d.sent_at_ms)
+            AND (SELECT min(t2.id_key) FROM observations o JOIN truth t2 ON t2.id = o.status_id
+                  WHERE o.request_id = r.id) < t.id_key
+            AND (SELECT max(t2.id_key) FROM observations o JOIN truth t2 ON t2.id = o.status_id
+                  WHERE o.request_id = r.id) > t.id_key",
+    );
+    assert!(spanned > 0, "a Redis page spanned a deleted note");
+    let analyze = std::path::Path::new(env!("CARGO_BIN_EXE_experiment")).with_file_name("analyze");
+    let out = std::process::Command::new(&analyze)
+        .args([
+            db_arg,
+            "--json",
+            "--out",
+            dir.join("plots").to_str().unwrap(),
+        ])
+        .output()
+        .expect("analyze runs (cargo builds it for the workspace's tests)");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let leaks: BTreeSet<String> = json["leaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["id"].as_str().unwrap().to_string())
+        .collect();
+    for (i, p) in json["pollers"].as_array().unwrap().iter().enumerate() {
+        let name = p["name"].as_str().unwrap();
+        let gone = gone_by_sql(&conn, name);
+        assert!(!gone.is_empty(), "{name} lost notes to deletions");
+        assert_eq!(
+            p["gone_before_seen"].as_u64(),
+            Some(gone.len() as u64),
+            "{name}"
+        );
+        let ftt = &json["ftt"]["pollers"][i];
+        assert_eq!(ftt["name"], p["name"]);
+        let by_fate: BTreeSet<String> = ftt["lost"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["fate"] == "gone")
+            .map(|l| l["id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(by_fate, gone, "{name}: fate gone against our SQL");
+        assert!(gone.is_disjoint(&leaks), "{name}: a gone note is no leak");
     }
 }
 

@@ -229,11 +229,11 @@ fn a_row_dropped_by_retention_before_it_was_read_is_expired() {
     assert_eq!(
         a.expired,
         vec![
-            Expired {
+            Unread {
                 status: dropped,
                 poller: 0
             },
-            Expired {
+            Unread {
                 status: failed,
                 poller: 0
             }

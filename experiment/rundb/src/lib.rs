@@ -19,8 +19,8 @@ pub mod scope;
 pub mod write;
 
 pub use rows::{
-    ClientRequestRow, CursorFlagRow, FttPushRow, FttTrimRow, ObservationRow, PartitionDropRow,
-    PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow,
+    ClientRequestRow, CursorFlagRow, FttDeleteRow, FttPushRow, FttRows, FttTrimRow, ObservationRow,
+    PartitionDropRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow,
 };
 
 use std::fmt;

@@ -213,3 +213,20 @@ pub struct FttTrimRow {
     pub list: String,
     pub trimmed_at_ms: i64,
 }
+
+/// A row of `ftt_deletes`: a note the creators deleted, when the `DELETE`
+/// was sent and when it returned.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FttDeleteRow {
+    pub id: String,
+    pub sent_at_ms: i64,
+    pub returned_at_ms: i64,
+}
+
+/// The FTT truth of one run, written when it ends ([`crate::write::insert_ftt`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FttRows {
+    pub pushes: Vec<FttPushRow>,
+    pub trims: Vec<FttTrimRow>,
+    pub deletes: Vec<FttDeleteRow>,
+}

@@ -117,8 +117,9 @@ pub const PG_TRUTH: &str = "CREATE TABLE IF NOT EXISTS pg_truth (
 /// Misskey's Fanout Timeline (`--target misskey-ftt`): for each note and each
 /// Redis list the polled endpoint reads, when the note was committed and when
 /// its LPUSH returned (NULL: the 3-minute rule refused it), and by which path
-/// (`pipeline` or `lindex`). Created by the first such run, so that the other
-/// runs' files keep the tables of [`CREATE`].
+/// (`pipeline` or `lindex`); the entries LTRIM cut; the notes the creators
+/// deleted (`--delete-share`). Created by the first such run, so that the
+/// other runs' files keep the tables of [`CREATE`].
 pub const FTT_PUSHES: &str = "CREATE TABLE IF NOT EXISTS ftt_pushes (
     run_id          INTEGER NOT NULL REFERENCES runs(id),
     id              TEXT NOT NULL,
@@ -134,6 +135,13 @@ CREATE TABLE IF NOT EXISTS ftt_trims (
     list            TEXT NOT NULL,
     trimmed_at_ms   INTEGER NOT NULL,
     PRIMARY KEY (run_id, id, list)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ftt_deletes (
+    run_id          INTEGER NOT NULL REFERENCES runs(id),
+    id              TEXT NOT NULL,
+    sent_at_ms      INTEGER NOT NULL,
+    returned_at_ms  INTEGER NOT NULL,
+    PRIMARY KEY (run_id, id)
 ) WITHOUT ROWID;";
 
 /// The partitions a retention job dropped during a run (MariaDB targets):

@@ -10,8 +10,8 @@
 
 use crate::Error;
 use crate::rows::{
-    ClientRequestRow, CursorFlagRow, FttPushRow, FttTrimRow, PartitionDropRow, PgTruthRow,
-    PollerRow, RequestRow, RunRow, StatusRow, TruthRow,
+    ClientRequestRow, CursorFlagRow, FttRows, PartitionDropRow, PgTruthRow, PollerRow, RequestRow,
+    RunRow, StatusRow, TruthRow,
 };
 use crate::schema::{
     APPLICATION_ID, CLIENT_REQUESTS, CREATE, CURSOR_FLAGS, FTT_PUSHES, PARTITION_DROPS, PG_TRUTH,
@@ -487,14 +487,12 @@ pub fn insert_pg_truth(conn: &Connection, run_id: i64, rows: &[PgTruthRow]) -> R
     Ok(())
 }
 
-/// Inserts Fanout Timeline pushes and trims, creating `ftt_pushes` and
-/// `ftt_trims` if this is the file's first such run; a row already there is replaced.
-pub fn insert_ftt(
-    conn: &Connection,
-    run_id: i64,
-    pushes: &[FttPushRow],
-    trims: &[FttTrimRow],
-) -> Result<(), Error> {
+/// Inserts Fanout Timeline pushes, trims and deletions, creating
+/// `ftt_pushes`, `ftt_trims` and `ftt_deletes` if this is the file's first
+/// such run (a row already there is replaced), and marks each deleted
+/// note's truth row deleted when its `DELETE` was sent: the earliest moment
+/// it can have gone, so that no request that overlaps the `DELETE` is owed it.
+pub fn insert_ftt(conn: &Connection, run_id: i64, rows: &FttRows) -> Result<(), Error> {
     conn.execute_batch(FTT_PUSHES).map_err(write_error)?;
     let mut st = conn
         .prepare_cached(
@@ -502,7 +500,7 @@ pub fn insert_ftt(
              path) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )
         .map_err(write_error)?;
-    for p in pushes {
+    for p in &rows.pushes {
         st.execute(params![
             run_id,
             p.id,
@@ -519,8 +517,23 @@ pub fn insert_ftt(
              VALUES (?1, ?2, ?3, ?4)",
         )
         .map_err(write_error)?;
-    for t in trims {
+    for t in &rows.trims {
         st.execute(params![run_id, t.id, t.list, t.trimmed_at_ms])
+            .map_err(write_error)?;
+    }
+    let mut st = conn
+        .prepare_cached(
+            "INSERT OR REPLACE INTO ftt_deletes (run_id, id, sent_at_ms, returned_at_ms) \
+             VALUES (?1, ?2, ?3, ?4)",
+        )
+        .map_err(write_error)?;
+    let mut mark = conn
+        .prepare_cached("UPDATE truth SET deleted_at_ms = ?1 WHERE run_id = ?2 AND id = ?3")
+        .map_err(write_error)?;
+    for d in &rows.deletes {
+        st.execute(params![run_id, d.id, d.sent_at_ms, d.returned_at_ms])
+            .map_err(write_error)?;
+        mark.execute(params![d.sent_at_ms, run_id, d.id])
             .map_err(write_error)?;
     }
     Ok(())

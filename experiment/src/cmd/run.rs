@@ -318,6 +318,12 @@ pub struct FttArgs {
     /// misskey-ftt: share of remote notes arriving over 3 minutes late, 0 to 1 (default 0.02).
     #[arg(long, value_parser = parse_share)]
     pub late_share: Option<f64>,
+    /// misskey-ftt: share of notes their authors delete, 0 to 1 (default 0: none).
+    #[arg(long, value_parser = parse_share)]
+    pub delete_share: Option<f64>,
+    /// misskey-ftt: mean time from a note's commit to its deletion, exponential (default 1m).
+    #[arg(long, value_parser = parse_duration_ms)]
+    pub delete_after: Option<u64>,
     /// misskey-ftt: local users, remote users and how many each local user follows (default 50,50,20).
     #[arg(long, value_parser = parse_users)]
     pub users: Option<(u32, u32, u32)>,
@@ -345,6 +351,8 @@ impl FttArgs {
             ("--remote-rate", self.remote_rate.is_some()),
             ("--federation-delay", self.federation_delay.is_some()),
             ("--late-share", self.late_share.is_some()),
+            ("--delete-share", self.delete_share.is_some()),
+            ("--delete-after", self.delete_after.is_some()),
             ("--users", self.users.is_some()),
             ("--no-db-fallback", self.no_db_fallback),
             ("--no-fanout-timeline", self.no_fanout_timeline),
@@ -701,6 +709,12 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                     "--ftt-off switches FTT off for a while; with --no-fanout-timeline it is off for the whole run".into(),
                 );
             }
+            if f.delete_after.is_some() && f.delete_share.unwrap_or(0.0) == 0.0 {
+                return Err(
+                    "--delete-after says when deleted notes go; give --delete-share above 0 too"
+                        .into(),
+                );
+            }
             let (local_users, remote_users, follows_per_user) = f.users.unwrap_or((50, 50, 20));
             let timeline = match &args.timeline {
                 Some(t) => t.parse()?,
@@ -720,6 +734,10 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Target), String> {
                     },
                     federation_delay_ms: f.federation_delay.unwrap_or(2_000),
                     late_share: f.late_share.unwrap_or(0.02),
+                    deletes: misskey_ftt::creators::Deletes {
+                        share: f.delete_share.unwrap_or(0.0),
+                        after_ms: f.delete_after.unwrap_or(60_000),
+                    },
                     caps: Default::default(),
                     seed: args.seed,
                 },

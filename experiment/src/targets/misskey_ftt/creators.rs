@@ -37,8 +37,22 @@ pub struct Load {
     pub federation_delay_ms: u64,
     /// Share of remote notes that arrive more than 3 minutes late (the LINDEX path).
     pub late_share: f64,
+    /// Which notes their authors delete, and when (`--delete-share`).
+    pub deletes: Deletes,
     pub caps: Caps,
     pub seed: u64,
+}
+
+/// `--delete-share` and `--delete-after`: the share of notes their authors
+/// delete, each after an exponential time from its commit. Misskey's
+/// `NoteDeleteService.delete` deletes the row and leaves the Redis lists as
+/// they are (docs/misskey-ftt.md); none is deleted by default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Deletes {
+    /// Share of notes deleted, 0 to 1.
+    pub share: f64,
+    /// Mean time from the commit to the `DELETE`.
+    pub after_ms: u64,
 }
 
 impl Load {
@@ -89,11 +103,35 @@ pub struct Created {
     pub committed_ms: i64,
 }
 
+impl Created {
+    /// The truth's `origin`: `local`, `remote`, or `remote-late` for a
+    /// remote note that arrived over 3 minutes after its ID's time (the
+    /// `LINDEX` path of `push`).
+    pub fn origin(&self) -> &'static str {
+        if self.note.is_local {
+            "local"
+        } else if self.started_ms - self.id_ms > push::RECENT_MS {
+            "remote-late"
+        } else {
+            "remote"
+        }
+    }
+}
+
 /// What the creators send to the truth.
 #[derive(Debug)]
 pub enum Event {
     Created(Created),
-    Pushed { id: String, report: Report },
+    Pushed {
+        id: String,
+        report: Report,
+    },
+    /// The note's `DELETE` was sent at `sent_ms` and returned at `returned_ms`.
+    Deleted {
+        id: String,
+        sent_ms: i64,
+        returned_ms: i64,
+    },
     Failed(String),
 }
 
@@ -113,6 +151,10 @@ pub async fn run_creator(
 ) {
     let mut rng = ChaCha8Rng::seed_from_u64(load.seed.wrapping_add(1 + index as u64));
     let mut aidx = Aidx::new(&mut rng);
+    // A stream of its own, so that deleting leaves every other draw as it was.
+    let mut delete_rng = ChaCha8Rng::seed_from_u64(load.seed ^ 0xde1e_7e00 ^ u64::from(index));
+    let delete_after =
+        Exp::new(1.0 / load.deletes.after_ms.max(1) as f64).expect("a positive mean");
     let per_creator = (load.local_rate_per_s + load.remote_rate_per_s) / load.creators as f64;
     let gap = Exp::new(per_creator.max(1e-9) / 1000.0).expect("a positive rate");
     let remote_share = load.remote_rate_per_s / (load.local_rate_per_s + load.remote_rate_per_s);
@@ -160,6 +202,17 @@ pub async fn run_creator(
                 committed_ms,
             }))
             .await;
+        if load.deletes.share > 0.0 && delete_rng.random_bool(load.deletes.share.min(1.0)) {
+            let due_ms = committed_ms + delete_after.sample(&mut delete_rng) as i64;
+            tokio::spawn(delete_at(
+                due_ms,
+                note.id.clone(),
+                pg.clone(),
+                events.clone(),
+                stop.clone(),
+                now,
+            ));
+        }
         // `pushToTl` is not awaited: the next note may start before it ends.
         // Its first line returns when `enableFanoutTimeline` is off; the
         // switch is read as of the commit (`--ftt-off`).
@@ -194,4 +247,33 @@ pub async fn run_creator(
             let _ = events.send(event).await;
         });
     }
+}
+
+/// `NoteDeleteService.delete` at `due_ms` (unless the run stops first): the
+/// row's `DELETE`, bracketed by when it was sent and when it returned. The
+/// lists keep the ID; a page read from Redis drops it at the PostgreSQL
+/// lookup (`read`).
+async fn delete_at(
+    due_ms: i64,
+    id: String,
+    pg: Arc<tokio_postgres::Client>,
+    events: mpsc::Sender<Event>,
+    mut stop: watch::Receiver<bool>,
+    now: fn() -> i64,
+) {
+    let wait = (due_ms - now()).max(0) as u64;
+    tokio::select! {
+        _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => {}
+        _ = stop.wait_for(|s| *s) => return,
+    }
+    let sent_ms = now();
+    let event = match store::delete_note(&pg, &id).await {
+        Ok(()) => Event::Deleted {
+            id,
+            sent_ms,
+            returned_ms: now(),
+        },
+        Err(e) => Event::Failed(e),
+    };
+    let _ = events.send(event).await;
 }

@@ -146,6 +146,7 @@ impl Membership {
 #[derive(Default)]
 struct Counts {
     notes: u64,
+    deletes: u64,
     redis_commands: u64,
     failures: u64,
     last_failure: Option<String>,
@@ -409,6 +410,12 @@ async fn drive_run(
         redis_version,
         pg_version,
     );
+    if counts.deletes > 0 {
+        notes.push_str(&format!(
+            "{} notes deleted by their authors (ftt_deletes)\n",
+            counts.deletes
+        ));
+    }
     for w in &opts.ftt_off {
         notes.push_str(&format!(
             "FTT off from {} to {} into the run\n",
@@ -440,7 +447,8 @@ async fn drive_run(
 }
 
 /// The truth as it arrives: notes of the polled timeline into `truth`,
-/// pushes to and trims of its lists into `ftt_pushes` and `ftt_trims`.
+/// pushes to and trims of its lists and the deletions into `ftt_pushes`,
+/// `ftt_trims` and `ftt_deletes`.
 struct TruthSink {
     conn: rusqlite::Connection,
     run_id: i64,
@@ -450,8 +458,7 @@ struct TruthSink {
     /// Commit times of notes whose push has not been reported yet.
     committed: HashMap<String, i64>,
     rows: Vec<TruthRow>,
-    pushes: Vec<rundb::FttPushRow>,
-    trims: Vec<rundb::FttTrimRow>,
+    ftt: rundb::FttRows,
 }
 
 impl TruthSink {
@@ -472,8 +479,7 @@ impl TruthSink {
             keys,
             committed: HashMap::new(),
             rows: Vec::new(),
-            pushes: Vec::new(),
-            trims: Vec::new(),
+            ftt: Default::default(),
         })
     }
 
@@ -496,13 +502,7 @@ impl TruthSink {
                         // request with a sinceId reads PostgreSQL (`read`).
                         visible_at_ms: c.committed_ms + 1,
                         deleted_at_ms: None,
-                        origin: if c.note.is_local {
-                            "local".into()
-                        } else if c.started_ms - c.id_ms > super::push::RECENT_MS {
-                            "remote-late".into()
-                        } else {
-                            "remote".into()
-                        },
+                        origin: c.origin().into(),
                     });
                 }
                 self.committed.insert(c.note.id, c.committed_ms);
@@ -510,14 +510,19 @@ impl TruthSink {
             Event::Pushed { id, report } => {
                 counts.redis_commands += report.commands;
                 let committed = self.committed.remove(&id).unwrap_or_default();
-                ftt_rows(
-                    &id,
-                    committed,
-                    report,
-                    &self.keys,
-                    &mut self.pushes,
-                    &mut self.trims,
-                );
+                ftt_rows(&id, committed, report, &self.keys, &mut self.ftt);
+            }
+            Event::Deleted {
+                id,
+                sent_ms,
+                returned_ms,
+            } => {
+                counts.deletes += 1;
+                self.ftt.deletes.push(rundb::FttDeleteRow {
+                    id,
+                    sent_at_ms: sent_ms,
+                    returned_at_ms: returned_ms,
+                });
             }
             Event::Failed(e) => {
                 counts.failures += 1;
@@ -526,25 +531,20 @@ impl TruthSink {
         }
     }
 
-    /// Sends the truth rows to the recorder; the pushes and trims stay (one
-    /// row per note and polled list: a few MB for an hour) until [`Self::write`].
+    /// Sends the truth rows to the recorder; the pushes, trims and deletions
+    /// stay (one row per note and polled list: a few MB for an hour) until
+    /// [`Self::write`], which also marks the deleted notes' truth rows.
     fn flush(&mut self, sender: &crate::record::RecordSender) {
         if !self.rows.is_empty() {
             sender.truth(std::mem::take(&mut self.rows));
         }
     }
 
-    /// Writes `ftt_pushes` and `ftt_trims` once the recorder has closed the
+    /// Writes the FTT tables ([`write_ftt`]) once the recorder has closed the
     /// run (the recorder's writer holds the file while the run goes), and the
     /// run's configuration again with what only its end knows (the restarts).
     fn write(mut self, config: &str) -> Result<(), String> {
-        write_ftt(
-            &mut self.conn,
-            self.run_id,
-            &self.pushes,
-            &self.trims,
-            Some(config),
-        )
+        write_ftt(&mut self.conn, self.run_id, &self.ftt, Some(config))
     }
 }
 
@@ -556,11 +556,10 @@ pub(super) fn ftt_rows(
     committed_ms: i64,
     report: super::push::Report,
     keys: &HashSet<String>,
-    pushes: &mut Vec<rundb::FttPushRow>,
-    trims: &mut Vec<rundb::FttTrimRow>,
+    ftt: &mut rundb::FttRows,
 ) {
     for p in report.pushed.into_iter().filter(|p| keys.contains(&p.list)) {
-        pushes.push(rundb::FttPushRow {
+        ftt.pushes.push(rundb::FttPushRow {
             id: id.to_string(),
             list: p.list,
             committed_at_ms: committed_ms,
@@ -573,27 +572,28 @@ pub(super) fn ftt_rows(
         .into_iter()
         .filter(|t| keys.contains(&t.list))
     {
-        trims.extend(t.ids.into_iter().map(|cut| rundb::FttTrimRow {
-            id: cut,
-            list: t.list.clone(),
-            trimmed_at_ms: t.at_ms,
-        }));
+        ftt.trims
+            .extend(t.ids.into_iter().map(|cut| rundb::FttTrimRow {
+                id: cut,
+                list: t.list.clone(),
+                trimmed_at_ms: t.at_ms,
+            }));
     }
 }
 
-/// Writes `ftt_pushes` and `ftt_trims` in one transaction, once the
-/// recorder has closed the run (its writer holds the file while it goes),
-/// with the run's final `config` if given: a run's and `serve --record`'s.
+/// Writes `ftt_pushes`, `ftt_trims` and `ftt_deletes` (marking the deleted
+/// notes' truth) in one transaction, once the recorder has closed the run
+/// (its writer holds the file while it goes), with the run's final `config`
+/// if given: a run's and `serve --record`'s.
 pub(super) fn write_ftt(
     conn: &mut rusqlite::Connection,
     run_id: i64,
-    pushes: &[rundb::FttPushRow],
-    trims: &[rundb::FttTrimRow],
+    ftt: &rundb::FttRows,
     config: Option<&str>,
 ) -> Result<(), String> {
     let e = |e: rusqlite::Error| format!("cannot write ftt_pushes: {e}");
     let tx = conn.transaction().map_err(e)?;
-    rundb::write::insert_ftt(&tx, run_id, pushes, trims)
+    rundb::write::insert_ftt(&tx, run_id, ftt)
         .map_err(|err| format!("cannot write ftt_pushes: {err}"))?;
     if let Some(config) = config {
         tx.execute(

@@ -7,7 +7,6 @@
 
 use super::creators::{self, Event, Load};
 use super::http::{self, ME, PathCounts};
-use super::push::RECENT_MS;
 use super::read::Switches;
 use super::store::{self, Source};
 use super::timeline::{LiveSwitches, Reader, redis_keys};
@@ -33,6 +32,7 @@ pub fn serve_load(seed: u64) -> Load {
         remote_rate_per_s: 2.0,
         federation_delay_ms: 2_000,
         late_share: 0.02,
+        deletes: Default::default(),
         caps: Default::default(),
         seed,
     }
@@ -47,9 +47,9 @@ struct Taken {
     /// Commit times of notes whose push has not been reported yet.
     committed: HashMap<String, i64>,
     /// `ftt_pushes` and `ftt_trims` rows, for the lists of the three
-    /// timelines, kept to the end (the recorder's writer holds the file).
-    pushes: Vec<rundb::FttPushRow>,
-    trims: Vec<rundb::FttTrimRow>,
+    /// timelines, and `ftt_deletes`, kept to the end (the recorder's writer
+    /// holds the file).
+    ftt: rundb::FttRows,
     notes: u64,
     failures: u64,
     last_failure: Option<String>,
@@ -183,14 +183,14 @@ impl Served {
         )
     }
 
-    /// Writes the pushes and trims of the whole serve into `ftt_pushes` and
-    /// `ftt_trims` of run `run_id` in `db`, by the run's own writer
+    /// Writes the pushes, trims and deletions of the whole serve into the FTT
+    /// tables of run `run_id` in `db`, by the run's own writer
     /// (`driver::write_ftt`); call after the recorder has finished.
     pub fn write_ftt(&self, db: &std::path::Path, run_id: i64) -> Result<(), String> {
         let taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
         let mut conn = rusqlite::Connection::open(db)
             .map_err(|e| format!("cannot open {}: {e}", db.display()))?;
-        super::driver::write_ftt(&mut conn, run_id, &taken.pushes, &taken.trims, None)
+        super::driver::write_ftt(&mut conn, run_id, &taken.ftt, None)
     }
 
     /// Notes made, creator failures, the last failure, and the reads per path.
@@ -231,7 +231,7 @@ impl Served {
     }
 }
 
-/// Drains the creators' events: truth rows, pushes and trims (if kept) and counts.
+/// Drains the creators' events: truth rows, pushes, trims and deletions (if kept) and counts.
 async fn take_events(mut events: mpsc::Receiver<Event>, taken: Arc<Mutex<Taken>>, keep: bool) {
     let layout: since_id::id::Layout = match "misskey-aidx".parse() {
         Ok(l) => l,
@@ -259,13 +259,7 @@ async fn take_events(mut events: mpsc::Receiver<Event>, taken: Arc<Mutex<Taken>>
                     taken.last_failure = Some(format!("not an aidx: {}", c.note.id));
                     continue;
                 };
-                let origin = if c.note.is_local {
-                    "local"
-                } else if c.started_ms - c.id_ms > RECENT_MS {
-                    "remote-late"
-                } else {
-                    "remote"
-                };
+                let origin = c.origin();
                 taken
                     .authors
                     .push((c.note.id.clone(), i64::from(c.note.user_id)));
@@ -287,8 +281,20 @@ async fn take_events(mut events: mpsc::Receiver<Event>, taken: Arc<Mutex<Taken>>
                     continue;
                 }
                 let committed = taken.committed.remove(&id).unwrap_or_default();
-                let Taken { pushes, trims, .. } = &mut *taken;
-                super::driver::ftt_rows(&id, committed, report, &keys, pushes, trims);
+                super::driver::ftt_rows(&id, committed, report, &keys, &mut taken.ftt);
+            }
+            Event::Deleted {
+                id,
+                sent_ms,
+                returned_ms,
+            } => {
+                if keep {
+                    taken.ftt.deletes.push(rundb::FttDeleteRow {
+                        id,
+                        sent_at_ms: sent_ms,
+                        returned_at_ms: returned_ms,
+                    });
+                }
             }
             Event::Failed(e) => {
                 taken.failures += 1;

@@ -71,6 +71,17 @@ pub async fn insert_note(
         .map_err(|e| format!("cannot insert a note: {}", db_error(&e)))
 }
 
+/// `notesRepository.delete({ id: note.id, userId: user.id })`, the last step
+/// of `NoteDeleteService.delete` (misskey-dev/misskey, at 01035434): one
+/// autocommitted DELETE.
+pub async fn delete_note(client: &Client, id: &str) -> Result<(), String> {
+    client
+        .execute("DELETE FROM note WHERE id = $1", &[&id])
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("cannot delete a note: {}", db_error(&e)))
+}
+
 /// `followingsRepository.find({ followeeId: user.id, followerHost: IsNull() })`:
 /// the author's followers (all local in this model).
 pub async fn followers(client: &Client, user_id: i32) -> Result<Vec<i32>, String> {

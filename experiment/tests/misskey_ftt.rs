@@ -445,7 +445,7 @@ fn the_fate_of_each_lost_note_agrees_with_our_sql_over_the_ftt_tables() {
         .expect("analyze runs (cargo builds it for the workspace's tests)");
     let report = String::from_utf8_lossy(&out.stdout);
     let line = format!(
-        "leak {}, trimmed {}, never-pushed {}, in-lists {}",
+        "leak {}, trimmed {}, never-pushed {}, in-lists {}, gone 0",
         counts.get("leak").unwrap_or(&0),
         counts["trimmed"],
         counts.get("never-pushed").unwrap_or(&0),

@@ -609,7 +609,7 @@ pub(super) fn write_ftt(
 /// answer after 500 ms by default (`DEFAULT_RESPONSE_TIMEOUT` in its
 /// `client.rs`); ioredis, Misskey's client, sets no command timeout unless
 /// asked to, and on a loaded machine 500 ms passes without Redis failing.
-fn redis_config() -> redis::AsyncConnectionConfig {
+pub(super) fn redis_config() -> redis::AsyncConnectionConfig {
     redis::AsyncConnectionConfig::new().set_response_timeout(None)
 }
 

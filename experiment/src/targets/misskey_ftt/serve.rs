@@ -105,7 +105,7 @@ impl Served {
         let client = redis.client()?;
         let redis_conn = || async {
             client
-                .get_multiplexed_async_connection()
+                .get_multiplexed_async_connection_with_config(&super::driver::redis_config())
                 .await
                 .map_err(|e| format!("cannot connect to Redis: {e}"))
         };

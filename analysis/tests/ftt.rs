@@ -44,21 +44,9 @@ fn fate_by_sql(conn: &Connection, id: &str) -> &'static str {
 /// never returned to it, and no request of it sent once the note was
 /// readable, answered before the deletion and with the note in its window.
 fn gone_by_sql(conn: &Connection, poller: &str) -> BTreeSet<String> {
-    conn.prepare(
-        "SELECT t.id FROM truth t WHERE t.run_id = 1 AND t.deleted_at_ms IS NOT NULL
-           AND NOT EXISTS (SELECT 1 FROM observations o JOIN requests r ON r.id = o.request_id
-                 JOIN pollers p ON p.id = r.poller_id WHERE p.name = ?1 AND o.status_id = t.id)
-           AND NOT EXISTS (SELECT 1 FROM requests r JOIN pollers p ON p.id = r.poller_id
-                 WHERE p.name = ?1 AND r.sent_at_ms >= t.visible_at_ms
-                   AND r.received_at_ms < t.deleted_at_ms
-                   AND (r.before_key IS NULL OR r.before_key > t.id_key
-                        OR (r.since_key IS NOT NULL AND r.since_key >= t.id_key)))",
-    )
-    .unwrap()
-    .query_map([poller], |r| r.get(0))
-    .unwrap()
-    .map(Result::unwrap)
-    .collect()
+    let mut st = conn.prepare(testkit::GONE_BY_SQL).unwrap();
+    let ids = st.query_map([poller], |r| r.get(0)).unwrap();
+    ids.map(Result::unwrap).collect()
 }
 
 /// `first_owed_by` of a lost note: the poller's request with that cycle and

@@ -491,19 +491,9 @@ fn the_fate_of_each_lost_note_agrees_with_our_sql_over_the_ftt_tables() {
 /// returned to it, and no request of it sent once the note was readable and
 /// answered before its `DELETE` was sent (docs/analysis.md, "visible").
 fn gone_by_sql(conn: &Connection, poller: &str) -> BTreeSet<String> {
-    conn.prepare(
-        "SELECT t.id FROM truth t WHERE t.run_id = 1 AND t.deleted_at_ms IS NOT NULL
-           AND NOT EXISTS (SELECT 1 FROM observations o JOIN requests r ON r.id = o.request_id
-                 JOIN pollers p ON p.id = r.poller_id WHERE p.name = ?1 AND o.status_id = t.id)
-           AND NOT EXISTS (SELECT 1 FROM requests r JOIN pollers p ON p.id = r.poller_id
-                 WHERE p.name = ?1 AND r.sent_at_ms >= t.visible_at_ms
-                   AND r.received_at_ms < t.deleted_at_ms)",
-    )
-    .unwrap()
-    .query_map([poller], |r| r.get(0))
-    .unwrap()
-    .map(Result::unwrap)
-    .collect()
+    let mut st = conn.prepare(testkit::GONE_BY_SQL).unwrap();
+    let ids = st.query_map([poller], |r| r.get(0)).unwrap();
+    ids.map(Result::unwrap).collect()
 }
 
 /// `--delete-share 0.5 --delete-after 300ms`: the authors delete half their

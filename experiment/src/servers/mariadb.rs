@@ -113,16 +113,7 @@ impl Server {
     pub fn start(lock_mode: LockMode) -> Result<Server, String> {
         let bin = find_binaries()?;
         sweep_stale();
-        let dir = std::env::temp_dir().join(format!(
-            "{PREFIX}{}-{}",
-            std::process::id(),
-            crate::clock::now_ms()
-                .unsigned_abs()
-                .wrapping_mul(1_000_003)
-                .wrapping_add(unique())
-        ));
-        std::fs::create_dir(&dir)
-            .map_err(|e| format!("cannot make the server directory {}: {e}", dir.display()))?;
+        let dir = super::make_dir(PREFIX, "server")?;
         // From here on, dropping `server` cleans up whatever was made.
         let mut server = Server {
             dir,
@@ -201,9 +192,7 @@ impl Server {
     fn wait_ready(&mut self, log: &Path) -> Result<(), String> {
         let deadline = Instant::now() + READY_WITHIN;
         loop {
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
+            if let Some(status) = super::exited(&mut self.child) {
                 return Err(format!(
                     "mariadbd exited at start ({status}): {}",
                     last_error_line(log)
@@ -276,13 +265,6 @@ fn last_error_line(log: &Path) -> String {
         .unwrap_or_else(|| format!("see {}", log.display()))
 }
 
-/// A per-process counter, so that two servers started in the same ms differ.
-fn unique() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
 /// Kills the server whose pid file is in `dir` (if that process is a
 /// `mariadbd` of this directory) and removes the directory.
 fn kill_and_remove(dir: &Path) {
@@ -314,9 +296,7 @@ fn kill_and_remove(dir: &Path) {
             wait_gone(pid);
         }
     }
-    if let Err(e) = std::fs::remove_dir_all(dir) {
-        tracing::warn!(dir = %dir.display(), "removing the MariaDB server directory: {e}");
-    }
+    super::remove_dir(dir, "MariaDB server");
 }
 
 /// Waits (bounded) until a killed process that is not our child is gone.
@@ -351,14 +331,8 @@ pub fn sweep_stale() {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        // Killed: a throwaway server needs no clean shutdown on the way out.
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
-            tracing::warn!(dir = %self.dir.display(), "removing the MariaDB server directory: {e}");
-        }
+        super::kill(&mut self.child);
+        super::remove_dir(&self.dir, "MariaDB server");
     }
 }
 

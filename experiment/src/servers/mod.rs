@@ -7,6 +7,52 @@ pub mod postgres;
 pub mod redis;
 
 use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus};
+
+/// Makes a fresh directory `PREFIX<pid>-<unique>` in the temporary
+/// directory for one server (`what` names it in the error): the owner's pid
+/// first, written in the same step as the directory, for [`stale_dirs`].
+pub fn make_dir(prefix: &str, what: &str) -> Result<PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!(
+        "{prefix}{}-{}",
+        std::process::id(),
+        crate::clock::now_ms()
+            .unsigned_abs()
+            .wrapping_mul(1_000_003)
+            .wrapping_add(unique())
+    ));
+    std::fs::create_dir(&dir)
+        .map_err(|e| format!("cannot make the {what} directory {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// A per-process counter, so that two servers started in the same ms differ.
+pub fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Kills and reaps a server process this run started, if it runs: a
+/// throwaway server needs no clean shutdown on the way out.
+pub fn kill(child: &mut Option<Child>) {
+    if let Some(mut child) = child.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// How a server process this run started ended, if it has.
+pub fn exited(child: &mut Option<Child>) -> Option<ExitStatus> {
+    child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+}
+
+/// Removes a server's directory, with a warning when it cannot.
+pub fn remove_dir(dir: &Path, what: &str) {
+    if let Err(e) = std::fs::remove_dir_all(dir) {
+        tracing::warn!(dir = %dir.display(), "removing the {what} directory: {e}");
+    }
+}
 
 /// The directories a killed run left: those in the temporary directory named
 /// `PREFIX<pid>-...` whose owner, the pid, is gone. The owner's pid is in the

@@ -92,16 +92,7 @@ impl Cluster {
         let bin = find_bin_dir()?;
         sweep_stale(&bin);
         let run_as = running_as_root().then(|| "postgres".to_string());
-        let dir = std::env::temp_dir().join(format!(
-            "{PREFIX}{}-{}",
-            std::process::id(),
-            crate::clock::now_ms()
-                .unsigned_abs()
-                .wrapping_mul(1_000_003)
-                .wrapping_add(unique())
-        ));
-        std::fs::create_dir(&dir)
-            .map_err(|e| format!("cannot make the cluster directory {}: {e}", dir.display()))?;
+        let dir = super::make_dir(PREFIX, "cluster")?;
         // From here on, dropping `cluster` cleans up whatever was made.
         let cluster = Cluster { dir, bin, run_as };
         if let Some(user) = &cluster.run_as {
@@ -208,13 +199,6 @@ fn run_pg(
     Err(format!("{program} failed ({}): {last}", out.status))
 }
 
-/// A per-process counter, so that two clusters started in the same ms differ.
-fn unique() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
 fn stop_and_remove(bin: &Path, run_as: Option<&str>, dir: &Path) {
     let data = dir.join("data");
     if data.join("postmaster.pid").exists() {
@@ -236,9 +220,7 @@ fn stop_and_remove(bin: &Path, run_as: Option<&str>, dir: &Path) {
             tracing::warn!(dir = %dir.display(), "stopping the PostgreSQL cluster: {e}");
         }
     }
-    if let Err(e) = std::fs::remove_dir_all(dir) {
-        tracing::warn!(dir = %dir.display(), "removing the PostgreSQL cluster: {e}");
-    }
+    super::remove_dir(dir, "PostgreSQL cluster");
 }
 
 /// Removes the clusters of processes that no longer exist (runs killed with SIGKILL).
@@ -284,7 +266,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!(
             "{PREFIX}4294967295-{}-{}",
             std::process::id(),
-            unique()
+            crate::servers::unique()
         ));
         std::fs::rename(cluster.dir(), &dir).unwrap();
         let bin = cluster.bin.clone();

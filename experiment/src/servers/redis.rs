@@ -55,16 +55,7 @@ impl Redis {
     pub fn start() -> Result<Redis, String> {
         let exe = find_binary()?;
         sweep_stale();
-        let dir = std::env::temp_dir().join(format!(
-            "{PREFIX}{}-{}",
-            std::process::id(),
-            crate::clock::now_ms()
-                .unsigned_abs()
-                .wrapping_mul(1_000_003)
-                .wrapping_add(unique())
-        ));
-        std::fs::create_dir(&dir)
-            .map_err(|e| format!("cannot make the Redis directory {}: {e}", dir.display()))?;
+        let dir = super::make_dir(PREFIX, "Redis")?;
         // From here on, dropping `redis` cleans up whatever was made.
         let mut redis = Redis {
             dir,
@@ -99,11 +90,8 @@ impl Redis {
     /// stopped and when the new one answered PING (ms since the epoch).
     pub fn restart(&mut self) -> Result<(i64, i64), String> {
         let exe = find_binary()?;
-        if let Some(mut child) = self.child.take() {
-            // As a crash or `SHUTDOWN NOSAVE` leaves it: nothing saved.
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        // As a crash or `SHUTDOWN NOSAVE` leaves it: nothing saved.
+        super::kill(&mut self.child);
         let stopped_ms = crate::clock::now_ms();
         // redis-server replaces a stale socket file itself; removing it here
         // keeps `wait_ready` from connecting to the dead one's path early.
@@ -148,9 +136,7 @@ impl Redis {
                     Err(e) => last = e.to_string(),
                 }
             }
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
+            if let Some(status) = super::exited(&mut self.child) {
                 return Err(format!(
                     "redis-server exited at start ({status}): {}",
                     self.last_log_line()
@@ -220,13 +206,6 @@ fn config_text(dir: &Path) -> String {
     )
 }
 
-/// A per-process counter, so that two servers started in the same ms differ.
-fn unique() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
 /// Stops the server whose pid is in `dir/redis.pid` if it still runs, then removes `dir`.
 fn stop_pid_and_remove(dir: &Path) {
     let pid = std::fs::read_to_string(dir.join("redis.pid"))
@@ -242,9 +221,7 @@ fn stop_pid_and_remove(dir: &Path) {
             }
         }
     }
-    if let Err(e) = std::fs::remove_dir_all(dir) {
-        tracing::warn!(dir = %dir.display(), "removing the Redis directory: {e}");
-    }
+    super::remove_dir(dir, "Redis");
 }
 
 /// Removes the servers of processes that no longer exist (runs killed with SIGKILL).
@@ -257,14 +234,9 @@ fn sweep_stale() {
 
 impl Drop for Redis {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // No persistence to flush: SIGKILL is as good as SHUTDOWN NOSAVE here.
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
-            tracing::warn!(dir = %self.dir.display(), "removing the Redis directory: {e}");
-        }
+        // No persistence to flush: SIGKILL is as good as SHUTDOWN NOSAVE here.
+        super::kill(&mut self.child);
+        super::remove_dir(&self.dir, "Redis");
     }
 }
 
@@ -321,7 +293,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!(
             "{PREFIX}4294967295-{}-{}",
             std::process::id(),
-            unique()
+            crate::servers::unique()
         ));
         std::fs::rename(redis.dir(), &dir).unwrap();
         let child = redis.child.take().unwrap();

@@ -305,6 +305,17 @@ impl Shutdown {
     pub fn was_requested(&self) -> bool {
         *self.requested.borrow()
     }
+
+    /// Ends the handling (a second signal kills again) and gives the run's
+    /// `end_reason`: `interrupted` if a signal asked for the end, whatever
+    /// the poll loop says, else the loop's.
+    pub fn end(self, reason: StopReason) -> &'static str {
+        end_reason(if self.was_requested() {
+            StopReason::Interrupted
+        } else {
+            reason
+        })
+    }
 }
 
 impl Drop for Shutdown {

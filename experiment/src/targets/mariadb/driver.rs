@@ -8,7 +8,6 @@ use super::roster::Roster;
 use super::schema::{MariaSql, Partition, Partitions, Schema};
 use super::source::MariaTarget;
 use super::writers::{self, Output, Workload, Written};
-use crate::drive::StopReason;
 use crate::record::{RecordSender, Recorder, TruthRow};
 use crate::servers::mariadb::{self as server, Server};
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
@@ -342,12 +341,7 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
     let _ = retention_task.await;
     brackets.extend(pump_truth(schema, take(), &sender));
     pool.disconnect().await.ok();
-    let stopped = shutdown.was_requested();
-    drop(shutdown);
-    let reason = match (reason, stopped) {
-        (_, true) => session::end_reason(StopReason::Interrupted),
-        (reason, false) => session::end_reason(reason),
-    };
+    let reason = shutdown.end(reason);
     let progress = roster
         .progress
         .lock()

@@ -15,7 +15,6 @@ use super::id_pollers::{DropLog, IdTarget};
 use super::roster::Roster;
 use super::source::MariaTarget;
 use crate::api::Token;
-use crate::drive::StopReason;
 use crate::record::Recorder;
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
 use mysql_async::prelude::Queryable;
@@ -152,12 +151,7 @@ async fn drive(
         )
         .await;
     pool.disconnect().await.ok();
-    let stopped = shutdown.was_requested();
-    drop(shutdown);
-    let reason = match (reason, stopped) {
-        (_, true) => session::end_reason(StopReason::Interrupted),
-        (reason, false) => session::end_reason(reason),
-    };
+    let reason = shutdown.end(reason);
     let progress = roster
         .progress
         .lock()

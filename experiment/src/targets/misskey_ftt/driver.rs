@@ -9,7 +9,7 @@ use super::read::{Switches, Window};
 use super::store::{self, Source};
 use super::timeline::{LiveSwitches, Reader, RedisSlot, RedisSource, redis_keys};
 use crate::api::{Dialect, HttpTarget};
-use crate::drive::{self, StopReason, Tally};
+use crate::drive::{self, Tally};
 use crate::record::{Recorder, TruthRow};
 use crate::servers::postgres::Cluster;
 use crate::servers::redis::Redis;
@@ -348,13 +348,7 @@ async fn drive_run(
         truth.take(e, &mut counts);
     }
     truth.flush(&sender);
-    let stopped = shutdown.was_requested();
-    drop(shutdown);
-    let reason = session::end_reason(if stopped {
-        StopReason::Interrupted
-    } else {
-        reason
-    });
+    let reason = shutdown.end(reason);
     // A server that failed under the run (Redis or PostgreSQL gone) leaves
     // it incomplete: its truth and its reads stop where the failure began.
     let failed_reads = path_counts

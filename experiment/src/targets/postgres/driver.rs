@@ -470,12 +470,7 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
             Err(e) => tracing::warn!("no truth: {e}"),
         }
     }
-    let stopped = shutdown.was_requested();
-    drop(shutdown);
-    let reason = match (reason, stopped) {
-        (_, true) => session::end_reason(StopReason::Interrupted),
-        (reason, false) => session::end_reason(reason),
-    };
+    let reason = shutdown.end(reason);
     let progress = progress
         .lock()
         .unwrap_or_else(|e| e.into_inner())

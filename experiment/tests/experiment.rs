@@ -214,7 +214,10 @@ fn real_http_run_naive_leaks_what_compensation_catches() {
               WHERE http_status = 200 GROUP BY poller_id)"
         ) >= 2
     );
-    assert_eq!(count(&conn, "SELECT count(DISTINCT poller_id) FROM requests"), 2);
+    assert_eq!(
+        count(&conn, "SELECT count(DISTINCT poller_id) FROM requests"),
+        2
+    );
     assert!(naive_missed_compensated_caught(&db, 1) > 0);
 }
 

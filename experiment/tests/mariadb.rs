@@ -30,21 +30,26 @@ fn the_server_reports_the_lock_mode_it_was_given_and_is_removed() {
     for mode in ["0", "2"] {
         let server = start(mode);
         let dir = server.dir().to_path_buf();
-        let (version, reported, flush, networking) = rt.block_on(async {
+        let (version, reported, flush, networking, tmpdir) = rt.block_on(async {
             let mut conn = mysql_async::Conn::new(server.opts(None)).await.unwrap();
             let (version, lock) = settings(&mut conn).await.unwrap();
-            let (flush, skip): (u8, u8) = conn
-                .query_first("SELECT @@innodb_flush_log_at_trx_commit, @@skip_networking")
+            let (flush, skip, tmpdir): (u8, u8, String) = conn
+                .query_first("SELECT @@innodb_flush_log_at_trx_commit, @@skip_networking, @@tmpdir")
                 .await
                 .unwrap()
                 .unwrap();
             conn.disconnect().await.unwrap();
-            (version, lock, flush, skip)
+            (version, lock, flush, skip, tmpdir)
         });
         assert!(version.contains("MariaDB"), "{version}");
         assert_eq!(reported, mode.parse::<LockMode>().unwrap().value());
         assert_eq!(flush, 1, "durable commits");
         assert_eq!(networking, 1, "a Unix socket only");
+        // Servers started at once must not share /tmp (see Server::start).
+        assert!(
+            Path::new(&tmpdir).starts_with(&dir),
+            "a temporary directory of its own, not {tmpdir}"
+        );
         drop(server);
         assert!(!dir.exists(), "the server directory is removed");
     }

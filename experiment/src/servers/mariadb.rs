@@ -122,10 +122,17 @@ impl Server {
         };
         let root = running_as_root();
         let data = server.dir.join("data");
+        // A temporary directory of its own: bootstraps started at once that
+        // share /tmp fail now and then ("Unknown table 'mysql.tmp_user_sys'"
+        // after "Could not remove temporary table '/tmp/#sql-temptable-...'"),
+        // as thirteen runs started side by side showed.
+        let tmp = server.dir.join("tmp");
+        std::fs::create_dir(&tmp).map_err(|e| format!("cannot make {}: {e}", tmp.display()))?;
         let mut install = Command::new(&bin.install_db);
         install
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .arg("--auth-root-authentication-method=normal")
             .arg("--skip-test-db");
         if root {
@@ -137,6 +144,7 @@ impl Server {
         command
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .arg(format!("--socket={}", server.socket().display()))
             .arg(format!(
                 "--pid-file={}",
@@ -244,13 +252,19 @@ fn run_quietly(mut command: Command, name: &str) -> Result<(), String> {
     if out.status.success() {
         return Ok(());
     }
-    let text = String::from_utf8_lossy(&out.stderr);
-    let last = text
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("no message");
-    Err(format!("{name} failed ({}): {last}", out.status))
+    let text = String::from_utf8_lossy(&out.stderr) + String::from_utf8_lossy(&out.stdout);
+    Err(format!("{name} failed ({}): {}", out.status, cause(&text)))
+}
+
+/// The line of a failed tool's output that says why: the first error that is
+/// not the closing "[ERROR] Aborting", else the last line written.
+fn cause(text: &str) -> &str {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines
+        .clone()
+        .find(|l| l.contains("ERROR") && !l.ends_with("Aborting"))
+        .or_else(|| lines.next_back())
+        .unwrap_or("no message")
 }
 
 fn last_error_line(log: &Path) -> String {
@@ -347,5 +361,20 @@ mod tests {
         }
         let err = "3".parse::<LockMode>().unwrap_err();
         assert!(err.starts_with("bad innodb_autoinc_lock_mode '3'"), "{err}");
+    }
+
+    #[test]
+    fn a_failed_bootstrap_names_its_error_not_the_abort() {
+        // mariadb-install-db's own words when it failed (10.11.19, stderr then stdout).
+        let text = "2026-11-26  2:06:00 1 [Warning] Could not remove temporary table\n\
+                    ERROR: 1051  Unknown table 'mysql.tmp_user_sys'\n\
+                    2026-11-26  2:06:00 0 [ERROR] Aborting\n\
+                    Installation of system tables failed!  Examine the logs\n";
+        assert_eq!(
+            cause(text),
+            "ERROR: 1051  Unknown table 'mysql.tmp_user_sys'"
+        );
+        assert_eq!(cause("first\n\nlast\n"), "last");
+        assert_eq!(cause(""), "no message");
     }
 }

@@ -246,6 +246,126 @@ fn on_autoinc_naive_pollers_lose_only_rows_passed_and_gap_tracking_loses_nothing
     eprintln!("{written} rows written; lost: naive {naive}, incrementing {incrementing}, gaps 0");
 }
 
+/// The snowflake schema with skewed writer clocks, on a real server: four
+/// writers make their own Snowflake IDs from clocks up to 400 ms apart (an
+/// assumption the run stores). Every row's ID carries its writer's worker
+/// bits and its writer's clock inside the transaction's bracket, by our own
+/// SQL; the naive and incrementing pollers lose rows, and each one only
+/// because their cursor passed it before it was visible; a compensated
+/// poller whose k covers the skew loses nothing.
+#[test]
+fn on_snowflake_ids_carry_each_writers_clock_and_only_passed_rows_are_lost() {
+    let dir = common::temp_dir("mariadb-snowflake");
+    let db = dir.join("run.db");
+    let out = common::experiment_ok(&[
+        "--target",
+        "mariadb",
+        "--schema",
+        "snowflake",
+        "--clock-skew",
+        "400ms",
+        "--duration",
+        "8s",
+        "--interval",
+        "50ms",
+        "--poller",
+        "naive",
+        "--poller",
+        "compensated:k=5s",
+        "--id-poller",
+        "incrementing",
+        "--writers",
+        "4",
+        "--write-rate",
+        "200",
+        "--seed",
+        "1",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("schema snowflake"), "{stdout}");
+    let conn = Connection::open(&db).unwrap();
+    let config: String = conn
+        .query_row("SELECT config FROM runs WHERE id = 1", [], |r| r.get(0))
+        .unwrap();
+    let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    let offsets: Vec<i64> = config["workload"]["clock_offsets_ms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_i64().unwrap())
+        .collect();
+    assert_eq!(offsets.len(), 4);
+    assert!(
+        offsets.iter().all(|o| (-200..=200).contains(o)),
+        "{offsets:?}"
+    );
+    let spread = offsets.iter().max().unwrap() - offsets.iter().min().unwrap();
+    assert!(spread >= 100, "seed 1 skews the clocks: {offsets:?}");
+    assert!(
+        config["assumption"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{offsets:?}")),
+        "the skew is stored as an assumption: {config}"
+    );
+    // Each row: its worker bits name its writer, and its ID's time is that
+    // writer's clock at a moment inside the transaction's bracket.
+    let mut st = conn
+        .prepare(
+            "SELECT CAST(p.id AS INTEGER), p.xid, p.xact_start_ms, p.commit_returned_ms, t.id_time_ms \
+             FROM pg_truth p JOIN truth t ON t.run_id = p.run_id AND t.id = p.id WHERE p.run_id = 1",
+        )
+        .unwrap();
+    let rows: Vec<(i64, String, i64, i64, i64)> = st
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(rows.len() > 500, "the writers wrote ({} rows)", rows.len());
+    assert_eq!(
+        rows.len() as i64,
+        count(&db, "SELECT COUNT(*) FROM truth WHERE run_id = 1"),
+        "every row has its bracket"
+    );
+    for (id, xid, start, returned, id_time) in &rows {
+        let worker = (id >> 12) & 1023;
+        assert_eq!(xid, &format!("writer {worker}"), "row {id}");
+        let offset = offsets[worker as usize];
+        assert!(
+            start + offset <= *id_time && *id_time <= returned + offset,
+            "row {id}: ID time {id_time} outside writer {worker}'s clock ({offset} ms) over [{start}, {returned}]"
+        );
+    }
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM observations o WHERE NOT EXISTS \
+             (SELECT 1 FROM truth t WHERE t.run_id = 1 AND t.id = o.status_id)"
+        ),
+        0,
+        "nothing returned that no writer committed"
+    );
+    let naive = assert_lost_only_behind_its_cursor(&conn, "naive");
+    let incrementing = assert_lost_only_behind_its_cursor(&conn, "incrementing");
+    assert!(
+        naive > 0 && incrementing > 0,
+        "clocks {spread} ms apart at 20 Hz must cost rows: naive {naive}, incrementing {incrementing}"
+    );
+    assert_eq!(
+        never_returned(&conn, "compensated:k=5s"),
+        vec![],
+        "k = 5 s covers a 400 ms skew"
+    );
+    eprintln!(
+        "{} rows; lost: naive {naive}, incrementing {incrementing}",
+        rows.len()
+    );
+}
+
 /// The retention job meets a lagging poller: one incrementing poller pauses
 /// for 6 s while the job drops a partition every 2 s (keeping 3: the one
 /// ahead, the one written to, the one before), another reads on. One

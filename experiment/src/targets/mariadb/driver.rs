@@ -497,7 +497,7 @@ fn write_after(
 mod database_tests {
     use super::*;
     use crate::servers::mariadb::LockMode;
-    use crate::targets::mariadb::writers::{Event, SnowflakeGen, WriterLock, write_event};
+    use crate::targets::mariadb::writers::{Event, WriterLock, write_event};
 
     fn r_sent(out: &Arc<Mutex<Retention>>) -> i64 {
         out.lock().unwrap().dropped[0].sent_at_ms
@@ -529,7 +529,7 @@ mod database_tests {
             let mut conn = mysql_async::Conn::new(server.opts(Some(super::DB)))
                 .await
                 .unwrap();
-            let mut ids = SnowflakeGen::new(0);
+            let mut ids = since_id::snowflake::Generator::new(0);
             for n in 0..25 {
                 let event = Event {
                     stream: 1,

@@ -19,6 +19,7 @@ use mysql_async::prelude::Queryable;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use since_id::id::Layout;
+use since_id::snowflake;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
@@ -137,43 +138,6 @@ pub fn clock_offsets(writers: u32, spread_ms: u64, seed: u64) -> Vec<i64> {
         .collect()
 }
 
-/// Snowflake IDs in the twitter layout (`since_id::id`): the ms of the
-/// writer's clock since the Twitter epoch above 22 bits, 10 bits of worker,
-/// 12 of sequence. Within one ms the sequence counts up; past 4096 the time
-/// borrows from the next ms, and a clock that goes back does not make a
-/// smaller ID, so one writer's IDs always increase. Pure: the clock is passed in.
-#[derive(Clone, Debug)]
-pub struct SnowflakeGen {
-    worker: i64,
-    last_ms: i64,
-    sequence: i64,
-}
-
-impl SnowflakeGen {
-    pub fn new(worker: u32) -> SnowflakeGen {
-        SnowflakeGen {
-            worker: (worker & 1023) as i64,
-            last_ms: i64::MIN,
-            sequence: 0,
-        }
-    }
-
-    pub fn next(&mut self, clock_ms: i64) -> i64 {
-        if clock_ms > self.last_ms {
-            self.last_ms = clock_ms;
-            self.sequence = 0;
-        } else {
-            self.sequence += 1;
-            if self.sequence == 4096 {
-                self.last_ms += 1;
-                self.sequence = 0;
-            }
-        }
-        let base = Layout::twitter().min_id_at(self.last_ms).0 as i64;
-        base | (self.worker << 12) | self.sequence
-    }
-}
-
 /// Runs the writers until `stop` turns true (or its sender drops); returns
 /// when every writer's last transaction has ended.
 pub async fn run_writers(
@@ -218,7 +182,7 @@ async fn writer(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut rng = ChaCha8Rng::seed_from_u64(w.seed ^ (0x4d41_5249_4144u64 << 8) ^ index as u64);
-    let mut ids = SnowflakeGen::new(index);
+    let mut ids = snowflake::Generator::new(index);
     let offset_ms = w.clock_offsets_ms.get(index as usize).copied().unwrap_or(0);
     let period_ms = w.writers as f64 * 1000.0 / w.rate_per_s.max(0.001);
     let phase = period_ms * index as f64 / w.writers as f64;
@@ -284,7 +248,7 @@ pub async fn write_event(
     conn: &mut mysql_async::Conn,
     schema: Schema,
     lock: WriterLock,
-    ids: &mut SnowflakeGen,
+    ids: &mut snowflake::Generator,
     clock_offset_ms: i64,
     writer: u32,
     event: Event,
@@ -322,7 +286,7 @@ fn fail(e: mysql_async::Error) -> (String, bool) {
 async fn transaction(
     conn: &mut mysql_async::Conn,
     schema: Schema,
-    ids: &mut SnowflakeGen,
+    ids: &mut snowflake::Generator,
     clock_offset_ms: i64,
     writer: u32,
     event: Event,
@@ -441,23 +405,6 @@ pub async fn bare_inserts(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn snowflake_ids_carry_the_writer_clock_and_increase() {
-        let l = Layout::twitter();
-        let mut g = SnowflakeGen::new(3);
-        let t = 1_767_225_600_000;
-        let a = g.next(t);
-        let b = g.next(t);
-        assert_eq!(l.ts_ms(since_id::id::Id(a as u128)), t);
-        assert_eq!((a >> 12) & 1023, 3, "the worker bits");
-        assert_eq!(b, a + 1);
-        assert!(g.next(t - 5) > b, "a clock going back makes no smaller ID");
-        let mut g = SnowflakeGen::new(0);
-        let ids: Vec<i64> = (0..4097).map(|_| g.next(t)).collect();
-        assert!(ids.windows(2).all(|w| w[0] < w[1]));
-        assert_eq!(l.ts_ms(since_id::id::Id(ids[4096] as u128)), t + 1);
-    }
 
     #[test]
     fn clock_offsets_are_seeded_and_within_the_spread() {

@@ -14,7 +14,8 @@ use super::schema::{COUNTER_ROWS, Schema};
 use crate::session::WriterPace;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use since_id::id::{Layout, TWITTER_EPOCH_MS};
+use since_id::id::Layout;
+use since_id::snowflake;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
@@ -76,42 +77,6 @@ pub struct Output {
     pub last_error: Option<String>,
 }
 
-/// Snowflake IDs in the twitter layout, made by one writer from its own
-/// clock: 41 bits of ms since the Twitter epoch, 10 of worker, 12 of sequence.
-/// Within one ms the sequence counts up; past 4096 the time borrows from the
-/// next ms, so IDs of one writer always increase. Pure: the clock is passed in.
-#[derive(Clone, Debug)]
-pub struct SnowflakeGen {
-    worker: u64,
-    last_ms: i64,
-    sequence: u64,
-}
-
-impl SnowflakeGen {
-    pub fn new(worker: u64) -> SnowflakeGen {
-        SnowflakeGen {
-            worker: worker & 1023,
-            last_ms: i64::MIN,
-            sequence: 0,
-        }
-    }
-
-    pub fn next(&mut self, now_ms: i64) -> i64 {
-        if now_ms > self.last_ms {
-            self.last_ms = now_ms;
-            self.sequence = 0;
-        } else {
-            self.sequence += 1;
-            if self.sequence == 4096 {
-                self.last_ms += 1;
-                self.sequence = 0;
-            }
-        }
-        let t = (self.last_ms - TWITTER_EPOCH_MS).max(0) as u64;
-        ((t << 22) | (self.worker << 12) | self.sequence) as i64
-    }
-}
-
 /// The workload of a run.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Workload {
@@ -158,7 +123,7 @@ async fn writer(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut rng = ChaCha8Rng::seed_from_u64(w.seed ^ (0x5752_4954_4552u64 << 8) ^ index as u64);
-    let mut ids = SnowflakeGen::new(index as u64);
+    let mut ids = snowflake::Generator::new(index);
     let period_ms = w.writers as f64 * 1000.0 / w.rate_per_s.max(0.001);
     let phase = period_ms * index as f64 / w.writers as f64;
     let mut pace = WriterPace::new(crate::clock::now_ms() as f64 + phase, period_ms);
@@ -258,7 +223,7 @@ async fn post(
     client: &tokio_postgres::Client,
     statements: &Statements,
     schema: Schema,
-    ids: &mut SnowflakeGen,
+    ids: &mut snowflake::Generator,
     post: Post<'_>,
 ) -> Result<Written, String> {
     let Statements {
@@ -379,25 +344,6 @@ mod tests {
             assert!(err.starts_with(&format!("bad tail '{bad}'")), "{err}");
         }
     }
-
-    #[test]
-    fn snowflake_ids_carry_the_writer_clock_and_increase() {
-        let l = Layout::twitter();
-        let mut g = SnowflakeGen::new(3);
-        let t = 1_767_225_600_000;
-        let a = g.next(t);
-        let b = g.next(t);
-        assert_eq!(l.ts_ms(since_id::id::Id(a as u128)), t);
-        assert_eq!((a >> 12) & 1023, 3, "the worker bits");
-        assert_eq!(b, a + 1);
-        // The clock going back does not make a smaller ID.
-        assert!(g.next(t - 5) > b);
-        // 4096 IDs in one ms borrow from the next ms.
-        let mut g = SnowflakeGen::new(0);
-        let ids: Vec<i64> = (0..4097).map(|_| g.next(t)).collect();
-        assert!(ids.windows(2).all(|w| w[0] < w[1]));
-        assert_eq!(l.ts_ms(since_id::id::Id(ids[4096] as u128)), t + 1);
-    }
 }
 
 #[cfg(test)]
@@ -426,7 +372,7 @@ mod database_tests {
                 let client = crate::targets::postgres::testing::connect(&cluster, Some(&db)).await;
                 client.batch_execute(&schema.ddl("00ff")).await.unwrap();
                 let statements = prepare(&client, schema).await.unwrap();
-                let mut ids = SnowflakeGen::new(7);
+                let mut ids = snowflake::Generator::new(7);
                 let layout = schema.layout();
                 let mut previous: Option<Written> = None;
                 for n in 0..3 {

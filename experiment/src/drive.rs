@@ -151,6 +151,20 @@ impl Tally {
         self.progress.statuses += first as u64;
         first
     }
+
+    /// A poller driven by another loop than [`Poller`]'s (the integer-ID
+    /// pollers of a MariaDB run): its counters, and a cursor of its own for
+    /// the sightings, which are pruned only below every poller's.
+    pub fn add_poller(&mut self, name: &str) {
+        self.progress.late_arrivals.push((name.to_string(), 0));
+        self.sightings.cursors.push(None);
+    }
+
+    /// Poller `index` will return no ID at or below `floor` again (its
+    /// since_id, or below it for a poller that re-reads older IDs).
+    pub fn passed(&mut self, index: usize, floor: Option<Id>) {
+        self.sightings.prune(index, floor);
+    }
 }
 
 /// Where a driver's records go: the run database's writer
@@ -415,7 +429,7 @@ pub fn settle(
             if outcome.next.is_some() {
                 poller.next_page_sent();
             }
-            tally.sightings.prune(index, poller.since());
+            tally.passed(index, poller.since());
             outcome.next
         }
     };
@@ -819,6 +833,35 @@ mod tests {
     use super::*;
     use crate::record::PollerRow;
     use since_id::schedule::following_tick;
+
+    /// The sightings forget IDs only below every poller's floor, those of
+    /// pollers added by another loop too: a poller that still reads older
+    /// IDs (gap tracking) never makes a status count twice.
+    #[test]
+    fn sightings_wait_for_every_pollers_floor() {
+        let mut t = Tally::new(&[] as &[Poller]);
+        t.add_poller("a");
+        t.add_poller("b");
+        t.passed(0, Some(Id(0)));
+        t.passed(1, Some(Id(0)));
+        for i in 1..=10_000 {
+            assert!(t.sighted(Id(i)));
+        }
+        t.passed(0, Some(Id(10_000)));
+        t.passed(1, Some(Id(5_000)));
+        for i in 10_001..=20_000 {
+            assert!(t.sighted(Id(i)));
+        }
+        t.passed(0, Some(Id(20_000)));
+        assert!(!t.sighted(Id(5_001)), "b may return 5,001 again: not new");
+        assert_eq!(t.progress.statuses, 20_000);
+        assert_eq!(t.progress.late_arrivals.len(), 2);
+        assert_eq!(
+            t.sightings.seen.len(),
+            15_000,
+            "pruned at b's floor: what stays is bounded by the pollers' windows"
+        );
+    }
 
     /// Pollers of these policies, and their rows for the recorder.
     fn pollers_of(

@@ -205,6 +205,9 @@ pub struct IdPoller {
     /// The time of the cycle in flight.
     now_ms: i64,
     position: Option<(u64, u32)>,
+    /// The `after` of the page to send next in this cycle, if any: it may
+    /// lie below the cursor (after a page of gaps) and read older IDs again.
+    next_after: Option<i64>,
     last: bool,
     stats: GapStats,
 }
@@ -228,6 +231,7 @@ impl IdPoller {
             gaps: BTreeMap::new(),
             now_ms: 0,
             position: None,
+            next_after: None,
             last: false,
             stats: GapStats::default(),
         }
@@ -270,6 +274,16 @@ impl IdPoller {
     /// What its gap tracking cost and gave up so far.
     pub fn stats(&self) -> GapStats {
         self.stats
+    }
+
+    /// Every ID this poller may still return lies above it: its cursor, or
+    /// below the lowest gap it still re-reads. `None` before its first row.
+    pub fn floor(&self) -> Option<i64> {
+        let below_gaps = self.gaps.keys().next().map(|g| g.saturating_sub(1));
+        [self.cursor(), below_gaps, self.next_after]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The cursor a cycle starts from.
@@ -351,6 +365,7 @@ impl IdPoller {
                 limit: self.limit,
             }
         });
+        self.next_after = next.as_ref().and_then(|n| n.after);
         sorted.reverse();
         IdOutcome {
             ids: sorted,
@@ -496,6 +511,9 @@ mod tests {
         cycles: u32,
     ) -> std::collections::BTreeSet<i64> {
         let mut read = std::collections::BTreeSet::new();
+        // The highest floor said so far: no later page may return an ID at
+        // or below it (the claim of `IdPoller::floor`).
+        let mut floor: Option<i64> = None;
         for cycle in 0..cycles {
             let mut req = p.tick(cycle as i64 * 1000, cycle + 1 == cycles);
             loop {
@@ -508,7 +526,16 @@ mod tests {
                     .collect();
                 rows.truncate(req.limit);
                 read.extend(rows.iter().copied());
-                match p.on_page(&rows).next {
+                if let (Some(f), Some(low)) = (floor, rows.iter().min()) {
+                    assert!(
+                        *low > f,
+                        "{} returned {low} at or below its floor {f}",
+                        p.name()
+                    );
+                }
+                let outcome = p.on_page(&rows);
+                floor = floor.max(p.floor());
+                match outcome.next {
                     Some(next) => req = next,
                     None => break,
                 }
@@ -517,7 +544,44 @@ mod tests {
         read
     }
 
+    #[test]
+    fn the_floor_lies_below_every_gap_still_re_read() {
+        let policy = IdPolicy::Gaps {
+            timeout_ms: 10_000,
+            max_gaps: 10,
+        };
+        let mut p = IdPoller::new("g", policy, 10, 5);
+        assert_eq!(p.floor(), None);
+        p.tick(0, false);
+        p.on_page(&[1, 4, 7]);
+        assert_eq!(p.floor(), Some(1), "gaps 2, 3, 5, 6: below 2");
+        p.tick(1000, false);
+        p.on_page(&[2, 3]);
+        assert_eq!(p.floor(), Some(4), "gaps 5, 6 left");
+        let mut b = IdPoller::new("b", IdPolicy::Behind { n: 3 }, 10, 5);
+        b.tick(0, false);
+        b.on_page(&[1, 2, 10]);
+        assert_eq!(b.floor(), Some(7), "behind: its cursor");
+    }
+
     proptest! {
+        /// No poller returns an ID at or below a floor it said before.
+        #[test]
+        fn no_id_comes_back_at_or_below_a_floor_said_before(
+            visible_at in proptest::collection::vec(0u32..8, 1..300),
+            limit in 1usize..50,
+            max_gaps in 1usize..20,
+        ) {
+            for policy in [
+                IdPolicy::Incrementing,
+                IdPolicy::Behind { n: 5 },
+                IdPolicy::Gaps { timeout_ms: 3_000, max_gaps },
+            ] {
+                let mut p = IdPoller::new("p", policy, limit, 1000).starting_after(0);
+                replay(&mut p, &visible_at, 12);
+            }
+        }
+
         /// Gap tracking with a timeout longer than any row's lateness reads
         /// every row, whatever the commit order; its gaps stay bounded.
         #[test]

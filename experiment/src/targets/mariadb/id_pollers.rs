@@ -318,6 +318,8 @@ impl Machine for IdMachine {
                         }
                     })
                     .collect();
+                let floor = self.poller.floor().map(|f| Id(f.max(0) as u128));
+                tally.passed(index, floor);
                 outcome.next
             }
         };

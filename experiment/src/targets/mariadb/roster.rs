@@ -57,7 +57,7 @@ impl Roster {
         }
         let mut tally = Tally::new(&pollers);
         for name in &id_names {
-            tally.progress.late_arrivals.push((name.clone(), 0));
+            tally.add_poller(name);
         }
         Roster {
             final_wait_ms: args

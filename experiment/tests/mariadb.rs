@@ -92,6 +92,27 @@ fn count(db: &Path, sql: &str) -> i64 {
         .unwrap()
 }
 
+/// The run's stored configuration (`runs.config`).
+fn run_config(conn: &Connection) -> serde_json::Value {
+    let text: String = conn
+        .query_row("SELECT config FROM runs WHERE id = 1", [], |r| r.get(0))
+        .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// No poller returned a row that no writer committed.
+fn assert_only_committed_rows_returned(db: &Path) {
+    assert_eq!(
+        count(
+            db,
+            "SELECT COUNT(*) FROM observations o WHERE NOT EXISTS \
+             (SELECT 1 FROM truth t WHERE t.run_id = 1 AND t.id = o.status_id)"
+        ),
+        0,
+        "nothing returned that no writer committed"
+    );
+}
+
 /// Rows `poller` never returned though they were visible before its last
 /// request was sent: `(id, visible_at_ms)`, from the truth, by our own SQL.
 fn never_returned(conn: &Connection, poller: &str) -> Vec<(i64, i64)> {
@@ -188,10 +209,7 @@ fn on_autoinc_naive_pollers_lose_only_rows_passed_and_gap_tracking_loses_nothing
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("innodb_autoinc_lock_mode 2"), "{stdout}");
     let conn = Connection::open(&db).unwrap();
-    let config: String = conn
-        .query_row("SELECT config FROM runs WHERE id = 1", [], |r| r.get(0))
-        .unwrap();
-    let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    let config = run_config(&conn);
     assert_eq!(config["autoinc_lock_mode"], 2, "the lock mode read back");
     assert!(
         config["server_version"]
@@ -206,15 +224,7 @@ fn on_autoinc_naive_pollers_lose_only_rows_passed_and_gap_tracking_loses_nothing
         count(&db, "SELECT COUNT(*) FROM pg_truth WHERE run_id = 1"),
         "every row has its bracket"
     );
-    assert_eq!(
-        count(
-            &db,
-            "SELECT COUNT(*) FROM observations o WHERE NOT EXISTS \
-             (SELECT 1 FROM truth t WHERE t.run_id = 1 AND t.id = o.status_id)"
-        ),
-        0,
-        "nothing returned that no writer committed"
-    );
+    assert_only_committed_rows_returned(&db);
     let naive = assert_lost_only_behind_its_cursor(&conn, "naive");
     let incrementing = assert_lost_only_behind_its_cursor(&conn, "incrementing");
     let gaps = never_returned(&conn, "gaps:timeout=1m,max=10000");
@@ -286,10 +296,7 @@ fn on_snowflake_ids_carry_each_writers_clock_and_only_passed_rows_are_lost() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("schema snowflake"), "{stdout}");
     let conn = Connection::open(&db).unwrap();
-    let config: String = conn
-        .query_row("SELECT config FROM runs WHERE id = 1", [], |r| r.get(0))
-        .unwrap();
-    let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    let config = run_config(&conn);
     let offsets: Vec<i64> = config["workload"]["clock_offsets_ms"]
         .as_array()
         .unwrap()
@@ -340,15 +347,7 @@ fn on_snowflake_ids_carry_each_writers_clock_and_only_passed_rows_are_lost() {
             "row {id}: ID time {id_time} outside writer {worker}'s clock ({offset} ms) over [{start}, {returned}]"
         );
     }
-    assert_eq!(
-        count(
-            &db,
-            "SELECT COUNT(*) FROM observations o WHERE NOT EXISTS \
-             (SELECT 1 FROM truth t WHERE t.run_id = 1 AND t.id = o.status_id)"
-        ),
-        0,
-        "nothing returned that no writer committed"
-    );
+    assert_only_committed_rows_returned(&db);
     let naive = assert_lost_only_behind_its_cursor(&conn, "naive");
     let incrementing = assert_lost_only_behind_its_cursor(&conn, "incrementing");
     assert!(

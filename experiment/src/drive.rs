@@ -99,7 +99,11 @@ pub struct Sightings {
 
 impl Sightings {
     /// True the first time any poller returns `id` (or, rarely, the first
-    /// time since it was pruned: see [`Sightings::prune`]).
+    /// time since it was pruned: see [`Sightings::prune`]). A keyset (xmin)
+    /// poller reads in transaction order and has no ID floor, so it takes no
+    /// part in pruning, which keeps memory bounded: an ID it returns after
+    /// the others' cursors passed it may count twice in the run's summary
+    /// (the recorder's `statuses` rows stay exact).
     fn first(&mut self, id: Id) -> bool {
         self.seen.insert(id)
     }

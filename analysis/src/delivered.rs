@@ -143,6 +143,7 @@ pub fn add(loaded: &mut Loaded, name: &str, deliveries: &[Delivery]) -> Result<N
         name: name.to_string(),
         k_ms: None,
         keyset: false,
+        forward: false,
     });
     loaded.pollers.push(rundb::PollerRow {
         id: -1 - poller as i64,

@@ -24,7 +24,9 @@
 //! - X is **in window** at q if `since_key < key < before_key` (NULL bounds open);
 //!   a request without a since_id whose page was full covers only what it
 //!   reached: X is in its window if `key >= ` the lowest key it returned
-//!   (a `newest` poller's every request, a cursor poller's baseline page).
+//!   (a `newest` poller's every request, a cursor poller's baseline page);
+//!   a full page of a forward poller (the integer-ID pollers, which page
+//!   upward) likewise only up to the highest key it returned.
 //! - P's **baseline** is every successful cycle whose page 0 had no
 //!   since_id (P had no cursor, so it did not page back), up to and
 //!   including the first that returned anything (a cursor poller has a
@@ -378,6 +380,9 @@ struct PollerView {
     /// Per position in `order`, the request's lower bound ([`lower_bound`]:
     /// X is below the window when `key <= bound`; None = no lower bound).
     lower: Vec<Option<u128>>,
+    /// Per position in `order`, the request's upper bound ([`upper_bound`]:
+    /// X is above the window when `key >= bound`; None = no upper bound).
+    upper: Vec<Option<u128>>,
     /// Suffix minimum of `lower` over `order`, for the early exit in
     /// [`classify`]: once every later request's bound is at or above X, X
     /// can never again be in this poller's window.
@@ -1016,6 +1021,7 @@ fn poller_views(h: &History, global: &[u32], cycles: &Cycles) -> Vec<PollerView>
         .map(|_| PollerView {
             order: Vec::new(),
             lower: Vec::new(),
+            upper: Vec::new(),
             suffix_min_since: Vec::new(),
             next_clean: Vec::new(),
             next_failed_or_clean: Vec::new(),
@@ -1032,6 +1038,11 @@ fn poller_views(h: &History, global: &[u32], cycles: &Cycles) -> Vec<PollerView>
             .order
             .iter()
             .map(|&i| lower_bound(h, &h.requests[i as usize]))
+            .collect();
+        v.upper = v
+            .order
+            .iter()
+            .map(|&i| upper_bound(h, &h.requests[i as usize]))
             .collect();
         let mut m: Option<Option<u128>> = None;
         v.suffix_min_since = v
@@ -1135,6 +1146,21 @@ fn lower_bound(h: &History, r: &Request) -> Option<u128> {
         .map(|low| low.saturating_sub(1))
 }
 
+/// A request's upper bound: X lies above its window when `key >= bound`.
+/// A back page's before_id; a forward poller's full page reached up to its
+/// highest key and no further (its next page, or the next cycle, reads on);
+/// else none.
+fn upper_bound(h: &History, r: &Request) -> Option<u128> {
+    if r.before_key.is_some() || !h.pollers[r.poller].forward || !r.full || r.failed {
+        return r.before_key;
+    }
+    h.observations[r.obs_start as usize..r.obs_end as usize]
+        .iter()
+        .map(|&s| h.statuses[s as usize].key)
+        .max()
+        .map(|high| high.saturating_add(1))
+}
+
 /// Whether status `su` lies below a baseline page of the poller, sent at or
 /// before `by_ms`, that it was visible at (without truth: whose send time its
 /// ID time is not after).
@@ -1235,9 +1261,10 @@ fn classify(
             continue;
         }
         let below = view.lower[j].is_some_and(|s| key <= s);
-        let above = r.before_key.is_some_and(|b| key >= b);
+        let above = view.upper[j].is_some_and(|b| key >= b);
         if above && !below {
             // Above a back page's window: the cycle's page 0 was responsible
+            // (above a forward poller's full page: its next page was)
             // for it, and if it surfaced after that page, the next cycle is.
             j = next(j, causes);
             continue;

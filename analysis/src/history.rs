@@ -152,6 +152,10 @@ pub struct PollerSpec {
     /// (PostgreSQL's `xmin`), not by ID window: it has no since_id, so every
     /// request after its first tests its cursor, and it has no baseline.
     pub keyset: bool,
+    /// The policy pages upward from its cursor (the integer-ID pollers of
+    /// `since_id::gaps`: `WHERE id > ? ORDER BY id ASC LIMIT n`): a full page
+    /// covers only up to its highest row, what lies above is its next page's.
+    pub forward: bool,
 }
 
 /// One HTTP request of one poller, with the items it returned as a range of

@@ -484,6 +484,7 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
                 name: p.name.clone(),
                 k_ms: p.k_ms,
                 keyset: since_id::CursorPolicy::text_is_keyset(&p.policy),
+                forward: since_id::gaps::IdPolicy::text_reads_forward(&p.policy),
             })
             .collect(),
         requests,

@@ -337,6 +337,7 @@ mod tests {
                 name: "deferring".into(),
                 k_ms: None,
                 keyset: false,
+                forward: false,
             }],
             requests: vec![
                 request(0, 0, 0, None, (0, 1)),
@@ -503,6 +504,7 @@ mod tests {
                 name: kind.to_string(),
                 k_ms: None,
                 keyset: false,
+                forward: false,
             });
         }
         let layout: since_id::id::Layout = "mastodon".parse().unwrap();

@@ -51,6 +51,23 @@ pub enum IdPolicy {
     },
 }
 
+impl IdPolicy {
+    /// Whether a poller's stored policy text (`pollers.policy`) names an
+    /// integer-ID poller, which pages upward from its cursor; the text may
+    /// carry the harness's `,pause=DURATION@AT` after the policy.
+    ///
+    /// ```
+    /// use since_id::gaps::IdPolicy;
+    /// assert!(IdPolicy::text_reads_forward("incrementing"));
+    /// assert!(IdPolicy::text_reads_forward("gaps:timeout=1m,max=10000,pause=20m@15m"));
+    /// assert!(!IdPolicy::text_reads_forward("naive"));
+    /// ```
+    pub fn text_reads_forward(text: &str) -> bool {
+        let head = text.split_once(",pause=").map_or(text, |(head, _)| head);
+        head.parse::<IdPolicy>().is_ok()
+    }
+}
+
 impl std::str::FromStr for IdPolicy {
     type Err = String;
 
@@ -158,6 +175,10 @@ pub struct IdOutcome {
     pub late_arrivals: usize,
     /// The request to send next within this cycle, if any.
     pub next: Option<IdRequest>,
+    /// The page was full and the page bound ends the cycle: rows above it
+    /// were left for the next cycle (an overflow, recorded as such, so that
+    /// the checker does not owe them to this request).
+    pub overflow: bool,
 }
 
 /// What a poller's gap tracking cost and gave up, over the run.
@@ -366,6 +387,7 @@ impl IdPoller {
             }
         });
         self.next_after = next.as_ref().and_then(|n| n.after);
+        let overflow = full && next.is_none();
         sorted.reverse();
         IdOutcome {
             ids: sorted,
@@ -373,6 +395,7 @@ impl IdPoller {
             opened,
             late_arrivals,
             next,
+            overflow,
         }
     }
 
@@ -542,6 +565,33 @@ mod tests {
             }
         }
         read
+    }
+
+    #[test]
+    fn a_full_page_at_the_page_bound_is_an_overflow() {
+        let mut p = IdPoller::new("i", IdPolicy::Incrementing, 2, 1);
+        p.tick(0, false);
+        let first = p.on_page(&[1, 2]);
+        assert!(
+            first.next.is_some() && !first.overflow,
+            "page 1 of 2: read on"
+        );
+        let second = p.on_page(&[3, 4]);
+        assert!(
+            second.next.is_none() && second.overflow,
+            "full at the bound: cut"
+        );
+        p.tick(1000, false);
+        assert!(
+            !p.on_page(&[5]).overflow,
+            "a short page ends the cycle cleanly"
+        );
+        p.tick(2000, true);
+        p.on_page(&[6, 7]);
+        assert!(
+            !p.on_page(&[8, 9]).overflow,
+            "the final cycle reads on past the bound"
+        );
     }
 
     #[test]

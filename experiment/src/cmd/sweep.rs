@@ -33,6 +33,7 @@ impl InMemory {
                 name: p.name.clone(),
                 k_ms: p.k_ms,
                 keyset: since_id::CursorPolicy::text_is_keyset(&p.policy),
+                forward: since_id::gaps::IdPolicy::text_reads_forward(&p.policy),
             })
             .collect();
         InMemory {

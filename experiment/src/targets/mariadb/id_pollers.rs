@@ -297,6 +297,7 @@ impl Machine for IdMachine {
                 let outcome = self.poller.on_page(&ids);
                 // Stored descending, as every response is.
                 row.request.reordered = ids.len() > 1;
+                row.request.overflow = outcome.overflow;
                 row.request.new_items = outcome.ids.len() as i64;
                 if let Some(late) = tally.progress.late_arrivals.get_mut(index) {
                     late.1 += outcome.late_arrivals as u64;

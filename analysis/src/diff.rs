@@ -1139,11 +1139,7 @@ fn lower_bound(h: &History, r: &Request) -> Option<u128> {
     if r.since_key.is_some() || h.pollers[r.poller].keyset || !r.full || r.failed {
         return r.since_key;
     }
-    h.observations[r.obs_start as usize..r.obs_end as usize]
-        .iter()
-        .map(|&s| h.statuses[s as usize].key)
-        .min()
-        .map(|low| low.saturating_sub(1))
+    returned_keys(h, r).min().map(|low| low.saturating_sub(1))
 }
 
 /// A request's upper bound: X lies above its window when `key >= bound`.
@@ -1154,11 +1150,14 @@ fn upper_bound(h: &History, r: &Request) -> Option<u128> {
     if r.before_key.is_some() || !h.pollers[r.poller].forward || !r.full || r.failed {
         return r.before_key;
     }
+    returned_keys(h, r).max().map(|high| high.saturating_add(1))
+}
+
+/// The keys of the statuses request `r` returned.
+fn returned_keys<'h>(h: &'h History, r: &Request) -> impl Iterator<Item = u128> + 'h {
     h.observations[r.obs_start as usize..r.obs_end as usize]
         .iter()
         .map(|&s| h.statuses[s as usize].key)
-        .max()
-        .map(|high| high.saturating_add(1))
 }
 
 /// Whether status `su` lies below a baseline page of the poller, sent at or

@@ -332,7 +332,7 @@ fn on_snowflake_ids_carry_each_writers_clock_and_only_passed_rows_are_lost() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert!(rows.len() > 500, "the writers wrote ({} rows)", rows.len());
+    assert!(rows.len() > 100, "the writers wrote ({} rows)", rows.len());
     assert_eq!(
         rows.len() as i64,
         count(&db, "SELECT COUNT(*) FROM truth WHERE run_id = 1"),
@@ -366,8 +366,10 @@ fn on_snowflake_ids_carry_each_writers_clock_and_only_passed_rows_are_lost() {
 }
 
 /// The retention job meets a lagging poller: one incrementing poller pauses
-/// for 6 s while the job drops a partition every 2 s (keeping 3: the one
-/// ahead, the one written to, the one before), another reads on. One
+/// for 6 s while the job drops a partition every second once the writer
+/// passed it (keeping 3: the one ahead, the one written to, the one
+/// before; the writer is asked for a rate it reaches on a loaded machine, as
+/// partitions follow what it writes), another reads on. One
 /// writer, so commits come in ID order and nothing leaks by commit order:
 /// every row a poller never returned must have been dropped (truth
 /// `deleted_at_ms`, from `partition_drops`) before any request of that poller
@@ -392,9 +394,9 @@ fn a_paused_poller_loses_exactly_the_rows_dropped_before_it_read_them() {
         "--writers",
         "1",
         "--write-rate",
-        "100",
+        "10",
         "--partition-every",
-        "2s",
+        "1s",
         "--retain",
         "3",
         "--db",

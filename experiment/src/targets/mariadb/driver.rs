@@ -13,6 +13,7 @@ use crate::servers::mariadb::{self as server, Server};
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
 use mysql_async::prelude::Queryable;
 use since_id::id::{Id, Layout};
+use since_id::partitions::Counter;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -73,39 +74,52 @@ pub async fn prepare(
     Ok(settings)
 }
 
-/// The first two partitions: each holds one `--partition-every` of events
-/// (by ID time for Snowflake IDs, by the expected count for AUTO_INCREMENT).
-pub fn first_partitions(opts: &MariaOpts, start_ms: i64) -> Partitions {
-    let every = opts.partition_every_ms as i64;
-    match opts.schema {
-        Schema::Snowflake => {
-            let at = |ms: i64| Layout::twitter().min_id_at(ms).0 as i64;
-            Partitions::new(at(start_ms + every), at(start_ms + 2 * every), opts.retain)
-        }
-        Schema::Autoinc => {
-            let width = per_partition(opts);
-            Partitions::new(width + 1, 2 * width + 1, opts.retain)
+/// What the retention job keeps between rounds: its plan and, for
+/// AUTO_INCREMENT, where the writers were (`since_id::partitions::Counter`).
+pub struct Job {
+    pub plan: Partitions,
+    counter: Option<Counter>,
+}
+
+impl Job {
+    /// The first two partitions: each holds one `--partition-every` of events
+    /// (by ID time for Snowflake IDs, by the rate asked for AUTO_INCREMENT:
+    /// from the first round on, by the rate reached).
+    pub fn new(opts: &MariaOpts, start_ms: i64) -> Job {
+        let every = opts.partition_every_ms as i64;
+        match opts.schema {
+            Schema::Snowflake => {
+                let at = |ms: i64| Layout::twitter().min_id_at(ms).0 as i64;
+                Job {
+                    plan: Partitions::new(
+                        at(start_ms + every),
+                        at(start_ms + 2 * every),
+                        opts.retain,
+                    ),
+                    counter: None,
+                }
+            }
+            Schema::Autoinc => Job {
+                plan: Counter::first_plan(opts.write_rate, opts.partition_every_ms, opts.retain),
+                counter: Some(Counter::new(opts.retain)),
+            },
         }
     }
-}
 
-/// AUTO_INCREMENT IDs a partition is made for: the writers' rate times the period.
-fn per_partition(opts: &MariaOpts) -> i64 {
-    ((opts.write_rate * opts.partition_every_ms as f64 / 1000.0).ceil() as i64).max(1)
-}
-
-/// The bound of the partition the job adds now, one period ahead of the
-/// writers: by ID time for Snowflake IDs; for AUTO_INCREMENT, one period's
-/// count past the last bound, or past the highest ID (`max_id`) if the
-/// writers have gone beyond it.
-fn next_bound(opts: &MariaOpts, now_ms: i64, last_hi: i64, max_id: i64) -> i64 {
-    match opts.schema {
-        Schema::Snowflake => {
-            Layout::twitter()
-                .min_id_at(now_ms + 2 * opts.partition_every_ms as i64)
-                .0 as i64
+    /// The bound of the partition to add at a round where the writers' highest
+    /// ID is `max_id`, if one is needed: a Snowflake one ends two periods
+    /// ahead by ID time; an AUTO_INCREMENT one as `Counter::round` says.
+    fn next_bound(&mut self, every_ms: u64, now_ms: i64, max_id: i64) -> Option<i64> {
+        match &mut self.counter {
+            None => Some(Layout::twitter().min_id_at(now_ms + 2 * every_ms as i64).0 as i64),
+            Some(counter) => counter.round(&self.plan, max_id),
         }
-        Schema::Autoinc => last_hi.max(max_id + 1) + per_partition(opts),
+    }
+
+    /// Below it, a partition beyond `--retain` is old enough to drop: a
+    /// Snowflake partition's bound is a time, so the count alone ages it.
+    fn aged_below(&self) -> i64 {
+        self.counter.as_ref().map_or(i64::MAX, Counter::aged_below)
     }
 }
 
@@ -127,12 +141,13 @@ pub struct Retention {
     pub last_error: Option<String>,
 }
 
-/// One round of the retention job: add the next partition, drop the oldest
-/// beyond `retain`, each drop recorded in `out`, and in `log` as it is sent.
+/// One round of the retention job: add the next partition if one is needed,
+/// drop the oldest beyond `retain` once aged, each drop recorded in `out`,
+/// and in `log` as it is sent.
 pub async fn retention_round(
     conn: &mut mysql_async::Conn,
-    opts: &MariaOpts,
-    plan: &mut Partitions,
+    every_ms: u64,
+    job: &mut Job,
     out: &Arc<Mutex<Retention>>,
     log: &Arc<Mutex<DropLog>>,
 ) -> Result<(), String> {
@@ -141,17 +156,13 @@ pub async fn retention_round(
         .query_first("SELECT COALESCE(MAX(id), 0) FROM events")
         .await
         .map_err(e)?;
-    let bound = next_bound(
-        opts,
-        crate::clock::now_ms(),
-        plan.last_hi(),
-        max_id.unwrap_or(0),
-    );
-    let (part, sql) = plan.add_sql(bound);
-    conn.query_drop(sql).await.map_err(e)?;
-    plan.added(part);
-    out.lock().unwrap_or_else(|e| e.into_inner()).added += 1;
-    while let Some((part, sql)) = plan.next_drop() {
+    if let Some(bound) = job.next_bound(every_ms, crate::clock::now_ms(), max_id.unwrap_or(0)) {
+        let (part, sql) = job.plan.add_sql(bound);
+        conn.query_drop(sql).await.map_err(e)?;
+        job.plan.added(part);
+        out.lock().unwrap_or_else(|e| e.into_inner()).added += 1;
+    }
+    while let Some((part, sql)) = job.plan.next_drop(job.aged_below()) {
         let rows: Option<i64> = conn
             .query_first(format!(
                 "SELECT COUNT(*) FROM events PARTITION ({})",
@@ -175,7 +186,7 @@ pub async fn retention_round(
             return Err(e(err));
         }
         let returned_at_ms = crate::clock::now_ms();
-        plan.dropped();
+        job.plan.dropped();
         tracing::info!(partition = %part.name, lo = part.lo, hi = part.hi, "partition dropped");
         out.lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -194,8 +205,8 @@ pub async fn retention_round(
 /// until `stop` turns true.
 async fn retention_job(
     server_opts: mysql_async::Opts,
-    opts: MariaOpts,
-    mut plan: Partitions,
+    every_ms: u64,
+    mut job: Job,
     start_ms: i64,
     out: Arc<Mutex<Retention>>,
     log: Arc<Mutex<DropLog>>,
@@ -212,14 +223,14 @@ async fn retention_job(
     };
     let mut round = 1i64;
     loop {
-        let due = start_ms + round * opts.partition_every_ms as i64;
+        let due = start_ms + round * every_ms as i64;
         let wait = Duration::from_millis((due - crate::clock::now_ms()).max(0) as u64);
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = stop.wait_for(|s| *s) => break,
         }
         round += 1;
-        let result = retention_round(&mut conn, &opts, &mut plan, &out, &log).await;
+        let result = retention_round(&mut conn, every_ms, &mut job, &out, &log).await;
         if let Err(e) = result {
             tracing::warn!("retention job: {e}");
             let mut r = out.lock().unwrap_or_else(|e| e.into_inner());
@@ -234,8 +245,8 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
     let schema = opts.schema;
     let layout = schema.layout();
     let start_ms = crate::clock::now_ms();
-    let partitions = first_partitions(opts, start_ms);
-    let (version, lock_mode) = prepare(server, schema, &partitions).await?;
+    let job = Job::new(opts, start_ms);
+    let (version, lock_mode) = prepare(server, schema, &job.plan).await?;
     let db_opts = server.opts(Some(DB));
     let workload = Workload {
         schema,
@@ -309,8 +320,8 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
     let retention = Arc::new(Mutex::new(Retention::default()));
     let retention_task = tokio::spawn(retention_job(
         db_opts.clone(),
-        opts.clone(),
-        partitions,
+        opts.partition_every_ms,
+        job,
         start_ms,
         retention.clone(),
         drop_log.clone(),
@@ -503,6 +514,47 @@ mod database_tests {
         out.lock().unwrap().dropped[0].sent_at_ms
     }
 
+    /// Writes `n` events as a writer does; returns their IDs.
+    async fn write_events(conn: &mut mysql_async::Conn, n: usize) -> Vec<i64> {
+        let mut ids = since_id::snowflake::Generator::new(0);
+        let mut out = Vec::new();
+        for k in 0..n {
+            let event = Event {
+                stream: 1,
+                subscriber: 2,
+                payload: format!("{k}"),
+            };
+            let w = write_event(
+                conn,
+                Schema::Autoinc,
+                WriterLock::None,
+                &mut ids,
+                0,
+                0,
+                event,
+            )
+            .await
+            .unwrap();
+            out.push(w.id);
+        }
+        out
+    }
+
+    fn autoinc_opts(write_rate: f64, retain: u32) -> MariaOpts {
+        MariaOpts {
+            schema: Schema::Autoinc,
+            lock_mode: LockMode::DEFAULT,
+            writers: 1,
+            write_rate,
+            clock_skew_ms: 0,
+            partition_every_ms: 1000,
+            retain,
+            id_pollers: Vec::new(),
+            bare_inserts_ms: None,
+            writer_lock: WriterLock::None,
+        }
+    }
+
     /// The retention job on a real server: a round adds the next partition and
     /// drops exactly the oldest beyond --retain, with the rows it says.
     #[test]
@@ -510,48 +562,19 @@ mod database_tests {
         let server = Server::start(LockMode::DEFAULT)
             .expect("MariaDB must start for this test (Debian: mariadb-server)");
         let rt = session::runtime().unwrap();
-        let opts = MariaOpts {
-            schema: Schema::Autoinc,
-            lock_mode: LockMode::DEFAULT,
-            writers: 1,
-            // Ten rows a partition.
-            write_rate: 10.0,
-            clock_skew_ms: 0,
-            partition_every_ms: 1000,
-            retain: 2,
-            id_pollers: Vec::new(),
-            bare_inserts_ms: None,
-            writer_lock: WriterLock::None,
-        };
+        // Ten rows a partition, two kept.
+        let opts = autoinc_opts(10.0, 2);
         rt.block_on(async {
-            let mut plan = super::first_partitions(&opts, 0);
-            super::prepare(&server, Schema::Autoinc, &plan).await.unwrap();
+            let mut job = super::Job::new(&opts, 0);
+            super::prepare(&server, Schema::Autoinc, &job.plan).await.unwrap();
             let mut conn = mysql_async::Conn::new(server.opts(Some(super::DB)))
                 .await
                 .unwrap();
-            let mut ids = since_id::snowflake::Generator::new(0);
-            for n in 0..25 {
-                let event = Event {
-                    stream: 1,
-                    subscriber: 2,
-                    payload: format!("{n}"),
-                };
-                let w = write_event(
-                    &mut conn,
-                    Schema::Autoinc,
-                    WriterLock::None,
-                    &mut ids,
-                    0,
-                    0,
-                    event,
-                )
-                    .await
-                    .unwrap();
-                assert_eq!(w.id, n + 1, "AUTO_INCREMENT counts from 1");
-            }
+            let ids = write_events(&mut conn, 25).await;
+            assert_eq!(ids, (1..=25).collect::<Vec<i64>>(), "AUTO_INCREMENT counts from 1");
             let out = Arc::new(Mutex::new(Retention::default()));
             let log = Arc::new(Mutex::new(DropLog::default()));
-            super::retention_round(&mut conn, &opts, &mut plan, &out, &log)
+            super::retention_round(&mut conn, opts.partition_every_ms, &mut job, &out, &log)
                 .await
                 .unwrap();
             let sent = r_sent(&out);
@@ -575,6 +598,7 @@ mod database_tests {
                 )
                 .await
                 .unwrap();
+            let plan = &job.plan;
             let plan_says: Vec<(String, Option<String>)> = plan
                 .bounded()
                 .map(|p| (p.name.clone(), Some(p.hi.to_string())))
@@ -582,8 +606,72 @@ mod database_tests {
                 .collect();
             assert_eq!(parts, plan_says, "the server has the partitions the plan says");
             assert_eq!(plan.oldest_lo(), 11);
-            // The new partition starts after the highest ID: one period (10 IDs) ahead.
-            assert_eq!(plan.last_hi(), 36);
+            // The new partition ends a period and a half of the IDs written
+            // (25) past the highest: 25 + 1 + 25 + 13.
+            assert_eq!(plan.last_hi(), 64);
+        });
+    }
+
+    /// Writers slower than the rate asked: the job sizes partitions by the
+    /// IDs they took, and drops a row only a round (`--retain 3` - 2) after
+    /// it was written, on a real server. (The rule it replaces dropped the
+    /// partition being written once the writers lagged the rate asked.)
+    #[test]
+    fn writers_slower_than_asked_keep_their_rows_as_long_as_retain_promises() {
+        let server = Server::start(LockMode::DEFAULT)
+            .expect("MariaDB must start for this test (Debian: mariadb-server)");
+        let rt = session::runtime().unwrap();
+        // Partitions made for 10 rows a round; the writers write 4.
+        let opts = autoinc_opts(10.0, 3);
+        rt.block_on(async {
+            let mut job = super::Job::new(&opts, 0);
+            super::prepare(&server, Schema::Autoinc, &job.plan)
+                .await
+                .unwrap();
+            let mut conn = mysql_async::Conn::new(server.opts(Some(super::DB)))
+                .await
+                .unwrap();
+            let out = Arc::new(Mutex::new(Retention::default()));
+            let log = Arc::new(Mutex::new(DropLog::default()));
+            // The round each ID was written in.
+            let mut written_in: Vec<usize> = vec![0];
+            let mut dropped_rows = 0;
+            for round in 1..=20 {
+                for id in write_events(&mut conn, 4).await {
+                    assert_eq!(id as usize, written_in.len());
+                    written_in.push(round);
+                }
+                super::retention_round(&mut conn, opts.partition_every_ms, &mut job, &out, &log)
+                    .await
+                    .unwrap();
+                for d in std::mem::take(&mut out.lock().unwrap().dropped) {
+                    let newest = (d.partition.hi - 1).min(written_in.len() as i64 - 1);
+                    assert!(
+                        written_in[newest as usize] < round,
+                        "round {round} dropped {:?}, written in round {}",
+                        d.partition,
+                        written_in[newest as usize]
+                    );
+                    dropped_rows += d.rows;
+                }
+                let kept: i64 = conn
+                    .query_first("SELECT COUNT(*) FROM events")
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(kept + dropped_rows, 4 * round as i64, "round {round}");
+                assert!(job.plan.len() <= 5, "round {round}: {:?}", job.plan);
+            }
+            assert!(dropped_rows >= 40, "{dropped_rows} of 80 rows dropped");
+            let oldest: i64 = conn
+                .query_first("SELECT MIN(id) FROM events")
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(
+                oldest >= job.plan.oldest_lo(),
+                "nothing kept below the plan"
+            );
         });
     }
 }

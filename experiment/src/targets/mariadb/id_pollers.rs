@@ -4,7 +4,7 @@
 //! [`PollTarget`]. The query is the relay's own, `WHERE id > ? ORDER BY id
 //! ASC LIMIT ?` (Kafka Connect JDBC's `incrementing` mode), with the gaps
 //! re-read as Axon's JDBC event store re-reads them, `OR id IN (...)`, on a
-//! cycle's first page.
+//! cycle's first page (and the rest on the next if a page ends among them).
 //!
 //! Each request is recorded as every other: its cursor as `since_id`, the
 //! rows it returned (descending), the late arrivals it caught.

@@ -118,8 +118,9 @@ pub trait MariaSql {
     /// Splits the next partition, up to `hi`, off the catch-all: the SQL to
     /// send. Call [`Partitions::added`] once it succeeded.
     fn add_sql(&self, hi: i64) -> (Partition, String);
-    /// The oldest partition beyond the retained ones, and the SQL that drops it.
-    fn next_drop(&self) -> Option<(Partition, String)>;
+    /// The oldest partition beyond the retained ones if aged
+    /// ([`Partitions::beyond_retain`]), and the SQL that drops it.
+    fn next_drop(&self, aged_below: i64) -> Option<(Partition, String)>;
 }
 
 impl MariaSql for Partitions {
@@ -142,8 +143,8 @@ impl MariaSql for Partitions {
         (part, sql)
     }
 
-    fn next_drop(&self) -> Option<(Partition, String)> {
-        self.beyond_retain().map(|p| {
+    fn next_drop(&self, aged_below: i64) -> Option<(Partition, String)> {
+        self.beyond_retain(aged_below).map(|p| {
             let sql = format!("ALTER TABLE {TABLE} DROP PARTITION {}", p.name);
             (p, sql)
         })
@@ -166,23 +167,23 @@ mod tests {
     #[test]
     fn the_plan_adds_ahead_and_drops_the_oldest_beyond_retain() {
         let mut p = Partitions::new(100, 200, 3);
-        assert!(p.next_drop().is_none());
+        assert!(p.next_drop(i64::MAX).is_none());
         let (part, sql) = p.add_sql(300);
         assert_eq!((part.lo, part.hi, part.name.as_str()), (200, 300, "p2"));
         assert!(
             sql.contains("REORGANIZE PARTITION pmax INTO (PARTITION p2 VALUES LESS THAN (300)")
         );
         p.added(part);
-        assert!(p.next_drop().is_none(), "three kept");
+        assert!(p.next_drop(i64::MAX).is_none(), "three kept");
         // A bound below the last one is raised: partitions never overlap.
         let (part, _) = p.add_sql(250);
         assert_eq!((part.lo, part.hi), (300, 301));
         p.added(part);
-        let (gone, sql) = p.next_drop().unwrap();
+        let (gone, sql) = p.next_drop(i64::MAX).unwrap();
         assert_eq!((gone.lo, gone.hi, gone.name.as_str()), (0, 100, "p0"));
         assert_eq!(sql, "ALTER TABLE events DROP PARTITION p0");
         p.dropped();
-        assert!(p.next_drop().is_none());
+        assert!(p.next_drop(i64::MAX).is_none());
         assert_eq!(p.oldest_lo(), 100);
         let names: Vec<&str> = p.bounded().map(|b| b.name.as_str()).collect();
         assert_eq!(names, ["p1", "p2", "p3"]);

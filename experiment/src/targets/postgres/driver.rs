@@ -13,7 +13,7 @@ use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConf
 use rand::{Rng, SeedableRng};
 use since_id::id::Layout;
 use since_id::keyset::KeysetPoller;
-use since_id::partitions::Partitions;
+use since_id::partitions::{Counter, Partitions};
 use since_id::policy::CursorPolicy;
 use since_id::poller::Poller;
 use std::sync::{Arc, Mutex};
@@ -98,24 +98,21 @@ pub(super) struct Setup {
 
 /// The partitioned schema's retention job: the pure plan shared with the
 /// MariaDB target (`targets/mariadb/schema.rs`), run with PostgreSQL's SQL
-/// (`partition_sql`). Partitions hold one `--partition-every` of BIGSERIAL
-/// IDs at `--write-rate`; each round adds one a period ahead of the writers
-/// and detaches and drops the oldest beyond `--retain`.
+/// (`partition_sql`). BIGSERIAL is a counter key: each round adds a
+/// partition ahead of the writers sized by the IDs they took, and detaches
+/// and drops the oldest beyond `--retain` once aged (`Counter`).
 pub(super) struct RetentionJob {
     pub plan: Partitions,
     pub every_ms: u64,
-    /// IDs a partition is made for.
-    pub width: i64,
+    counter: Counter,
 }
 
 impl RetentionJob {
     fn new(opts: &PgOpts) -> RetentionJob {
-        let width =
-            ((opts.write_rate * opts.partition_every_ms as f64 / 1000.0).ceil() as i64).max(1);
         RetentionJob {
-            plan: Partitions::new(width + 1, 2 * width + 1, opts.retain),
+            plan: Counter::first_plan(opts.write_rate, opts.partition_every_ms, opts.retain),
             every_ms: opts.partition_every_ms,
-            width,
+            counter: Counter::new(opts.retain),
         }
     }
 }
@@ -129,7 +126,8 @@ struct Retention {
     last_error: Option<String>,
 }
 
-/// One round: add the next partition, detach and drop the oldest beyond `--retain`.
+/// One round: add the next partition if one is needed, detach and drop the
+/// oldest beyond `--retain` once aged.
 async fn retention_round(
     client: &tokio_postgres::Client,
     job: &mut RetentionJob,
@@ -141,16 +139,16 @@ async fn retention_round(
         .await
         .map_err(e)?
         .get(0);
-    // One period past the last bound, or past the highest ID if the writers went beyond it.
-    let bound = job.plan.last_hi().max(max_id + 1) + job.width;
-    let part = job.plan.next_partition(bound);
-    client
-        .batch_execute(&partition_sql::create(&part))
-        .await
-        .map_err(e)?;
-    job.plan.added(part);
-    out.lock().unwrap_or_else(|e| e.into_inner()).added += 1;
-    while let Some(part) = job.plan.beyond_retain() {
+    if let Some(bound) = job.counter.round(&job.plan, max_id) {
+        let part = job.plan.next_partition(bound);
+        client
+            .batch_execute(&partition_sql::create(&part))
+            .await
+            .map_err(e)?;
+        job.plan.added(part);
+        out.lock().unwrap_or_else(|e| e.into_inner()).added += 1;
+    }
+    while let Some(part) = job.plan.beyond_retain(job.counter.aged_below()) {
         let rows: i64 = client
             .query_one(&partition_sql::count(&part), &[])
             .await

@@ -242,7 +242,7 @@ mod tests {
             "CREATE TABLE events_p2 PARTITION OF events FOR VALUES FROM (200) TO (300)"
         );
         plan.added(p);
-        let gone = plan.beyond_retain().unwrap();
+        let gone = plan.beyond_retain(i64::MAX).unwrap();
         assert_eq!(
             partition_sql::drop(&gone),
             "ALTER TABLE events DETACH PARTITION events_p0; DROP TABLE events_p0"

@@ -542,7 +542,10 @@ pub fn insert_ftt(conn: &Connection, run_id: i64, rows: &FttRows) -> Result<(), 
 /// Inserts the partitions a retention job dropped, creating
 /// `partition_drops` if needed, and marks the truth rows of each dropped
 /// range deleted when its `DROP PARTITION` was sent (the earliest moment
-/// they can have gone). `key` turns an ID into its `id_key`.
+/// they can have gone), except rows posted after it returned: their insert
+/// came after the drop and went to the partition that took over the range
+/// (a writer whose clock or counter was behind). `key` turns an ID into its
+/// `id_key`.
 pub fn insert_partition_drops(
     conn: &Connection,
     run_id: i64,
@@ -559,7 +562,7 @@ pub fn insert_partition_drops(
     let mut expire = conn
         .prepare_cached(
             "UPDATE truth SET deleted_at_ms = ?4 WHERE run_id = ?1 AND id_key >= ?2 \
-             AND id_key < ?3 AND deleted_at_ms IS NULL",
+             AND id_key < ?3 AND deleted_at_ms IS NULL AND posted_at_ms <= ?5",
         )
         .map_err(write_error)?;
     for d in rows {
@@ -574,7 +577,13 @@ pub fn insert_partition_drops(
         ])
         .map_err(write_error)?;
         expire
-            .execute(params![run_id, key(d.lo_id), key(d.hi_id), d.sent_at_ms])
+            .execute(params![
+                run_id,
+                key(d.lo_id),
+                key(d.hi_id),
+                d.sent_at_ms,
+                d.returned_at_ms
+            ])
             .map_err(write_error)?;
     }
     Ok(())

@@ -230,6 +230,65 @@ fn every_row_reads_back_as_written() {
     assert_eq!(read::pg_truth(&conn, run_id).unwrap(), vec![bracket]);
 }
 
+/// A drop marks the truth rows of its range deleted when it was sent, but
+/// not a row posted after it returned: that insert went to the partition
+/// that took the range over.
+#[test]
+fn a_partition_drop_deletes_the_rows_of_its_range_posted_before_it_returned() {
+    let dir = testkit::temp_dir("drops");
+    let conn = write::open(&dir.join("run.db"), "--db").unwrap();
+    let run = RunRow {
+        target: "mariadb".into(),
+        clock: "real".into(),
+        layout: "integer".into(),
+        config: "{}".into(),
+        version: rundb::VERSION.into(),
+        ..RunRow::default()
+    };
+    let (run_id, _) = write::add_run(&conn, &run, &[]).unwrap();
+    let key = |n: i64| format!("{n:032x}");
+    // IDs 1..=5 posted at 100, 200, ... 500.
+    let truth: Vec<TruthRow> = (1..=5)
+        .map(|n| TruthRow {
+            id: n.to_string(),
+            id_key: key(n),
+            id_time_ms: n,
+            posted_at_ms: 100 * n,
+            visible_at_ms: 100 * n + 10,
+            deleted_at_ms: None,
+            origin: "local".into(),
+        })
+        .collect();
+    write::insert_truth(&conn, run_id, &truth, OnConflict::Ignore).unwrap();
+    let drop = rundb::PartitionDropRow {
+        partition: "p0".into(),
+        lo_id: 0,
+        hi_id: 5,
+        sent_at_ms: 250,
+        returned_at_ms: 300,
+        rows: 3,
+    };
+    write::insert_partition_drops(&conn, run_id, &[drop], key).unwrap();
+    let deleted: Vec<(i64, Option<i64>)> = conn
+        .prepare("SELECT CAST(id AS INTEGER), deleted_at_ms FROM truth ORDER BY 1")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        deleted,
+        vec![
+            (1, Some(250)),
+            (2, Some(250)),
+            (3, Some(250)),
+            (4, None),
+            (5, None)
+        ],
+        "1-3 posted before the drop returned; 4 after it; 5 beyond the range"
+    );
+}
+
 #[test]
 fn a_callback_error_stops_the_read() {
     let dir = testkit::temp_dir("stop");

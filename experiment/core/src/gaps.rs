@@ -474,13 +474,18 @@ mod tests {
         assert_eq!(out.late_arrivals, 2);
     }
 
+    /// A gap tracker named `g` with pages of `limit`, 5 more pages a cycle.
+    fn gap_poller(timeout_ms: u64, max_gaps: usize, limit: usize) -> IdPoller {
+        let policy = IdPolicy::Gaps {
+            timeout_ms,
+            max_gaps,
+        };
+        IdPoller::new("g", policy, limit, 5)
+    }
+
     #[test]
     fn a_gap_is_re_read_until_the_timeout_then_given_up() {
-        let policy = IdPolicy::Gaps {
-            timeout_ms: 2000,
-            max_gaps: 100,
-        };
-        let mut p = IdPoller::new("g", policy, 10, 5);
+        let mut p = gap_poller(2000, 100, 10);
         p.tick(0, false);
         p.on_page(&[1, 3]);
         assert_eq!(p.tick(1000, false).gaps, vec![2]);
@@ -501,11 +506,7 @@ mod tests {
 
     #[test]
     fn gaps_are_bounded_and_the_lowest_given_up_first() {
-        let policy = IdPolicy::Gaps {
-            timeout_ms: 10_000,
-            max_gaps: 3,
-        };
-        let mut p = IdPoller::new("g", policy, 10, 5);
+        let mut p = gap_poller(10_000, 3, 10);
         p.tick(0, false);
         p.on_page(&[1, 100]);
         assert_eq!(p.gaps().collect::<Vec<_>>(), vec![97, 98, 99]);
@@ -518,11 +519,7 @@ mod tests {
 
     #[test]
     fn a_full_page_reads_on_past_its_last_row_without_the_gaps() {
-        let policy = IdPolicy::Gaps {
-            timeout_ms: 10_000,
-            max_gaps: 100,
-        };
-        let mut p = IdPoller::new("g", policy, 3, 5);
+        let mut p = gap_poller(10_000, 100, 3);
         p.tick(0, false);
         p.on_page(&[1, 3]);
         let first = p.tick(1, false);
@@ -577,11 +574,7 @@ mod tests {
 
     #[test]
     fn a_page_full_of_filled_gaps_reads_on_from_the_cursor_not_below_it() {
-        let policy = IdPolicy::Gaps {
-            timeout_ms: 10_000,
-            max_gaps: 100,
-        };
-        let mut p = IdPoller::new("g", policy, 2, 5);
+        let mut p = gap_poller(10_000, 100, 2);
         p.tick(0, false);
         assert_eq!(p.on_page(&[1, 5]).opened, 3);
         let req = p.tick(1000, false);
@@ -626,11 +619,7 @@ mod tests {
 
     #[test]
     fn the_floor_lies_below_every_gap_still_re_read() {
-        let policy = IdPolicy::Gaps {
-            timeout_ms: 10_000,
-            max_gaps: 10,
-        };
-        let mut p = IdPoller::new("g", policy, 10, 5);
+        let mut p = gap_poller(10_000, 10, 10);
         assert_eq!(p.floor(), None);
         p.tick(0, false);
         p.on_page(&[1, 4, 7]);

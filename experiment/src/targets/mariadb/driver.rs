@@ -514,6 +514,18 @@ mod database_tests {
         out.lock().unwrap().dropped[0].sent_at_ms
     }
 
+    /// The job of `opts` and its table on `server`, and a connection to it.
+    async fn prepared(server: &Server, opts: &MariaOpts) -> (super::Job, mysql_async::Conn) {
+        let job = super::Job::new(opts, 0);
+        super::prepare(server, opts.schema, &job.plan)
+            .await
+            .unwrap();
+        let conn = mysql_async::Conn::new(server.opts(Some(super::DB)))
+            .await
+            .unwrap();
+        (job, conn)
+    }
+
     /// Writes `n` events as a writer does; returns their IDs.
     async fn write_events(conn: &mut mysql_async::Conn, n: usize) -> Vec<i64> {
         let mut ids = since_id::snowflake::Generator::new(0);
@@ -565,11 +577,7 @@ mod database_tests {
         // Ten rows a partition, two kept.
         let opts = autoinc_opts(10.0, 2);
         rt.block_on(async {
-            let mut job = super::Job::new(&opts, 0);
-            super::prepare(&server, Schema::Autoinc, &job.plan).await.unwrap();
-            let mut conn = mysql_async::Conn::new(server.opts(Some(super::DB)))
-                .await
-                .unwrap();
+            let (mut job, mut conn) = prepared(&server, &opts).await;
             let ids = write_events(&mut conn, 25).await;
             assert_eq!(ids, (1..=25).collect::<Vec<i64>>(), "AUTO_INCREMENT counts from 1");
             let out = Arc::new(Mutex::new(Retention::default()));
@@ -624,13 +632,7 @@ mod database_tests {
         // Partitions made for 10 rows a round; the writers write 4.
         let opts = autoinc_opts(10.0, 3);
         rt.block_on(async {
-            let mut job = super::Job::new(&opts, 0);
-            super::prepare(&server, Schema::Autoinc, &job.plan)
-                .await
-                .unwrap();
-            let mut conn = mysql_async::Conn::new(server.opts(Some(super::DB)))
-                .await
-                .unwrap();
+            let (mut job, mut conn) = prepared(&server, &opts).await;
             let out = Arc::new(Mutex::new(Retention::default()));
             let log = Arc::new(Mutex::new(DropLog::default()));
             // The round each ID was written in.

@@ -6,7 +6,7 @@
 use mysql_async::prelude::Queryable;
 use rusqlite::Connection;
 use snowleak::servers::mariadb::{LockMode, Server, settings, sweep_stale};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 mod common;
 
@@ -83,6 +83,17 @@ fn a_server_left_by_a_dead_process_is_swept() {
         state.is_empty() || state.starts_with('Z'),
         "the stale server is killed: {state}"
     );
+}
+
+/// A run of `--target mariadb` with `flags` into a fresh directory's
+/// run.db: the database and what the run printed.
+fn mariadb_run(name: &str, flags: &str) -> (PathBuf, String) {
+    let db = common::temp_dir(name).join("run.db");
+    let mut args = vec!["--target", "mariadb"];
+    args.extend(flags.split_whitespace());
+    args.extend(["--db", db.to_str().unwrap()]);
+    let out = common::experiment_ok(&args);
+    (db, String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn count(db: &Path, sql: &str) -> i64 {
@@ -180,33 +191,14 @@ fn assert_lost_only_behind_its_cursor(conn: &Connection, poller: &str) -> usize 
 /// run records the lock mode the server reports.
 #[test]
 fn on_autoinc_naive_pollers_lose_only_rows_passed_and_gap_tracking_loses_nothing() {
-    let dir = common::temp_dir("mariadb-naive");
-    let db = dir.join("run.db");
-    let out = common::experiment_ok(&[
-        "--target",
-        "mariadb",
-        "--duration",
-        "12s",
-        "--interval",
-        "50ms",
-        "--poller",
-        "naive",
-        "--id-poller",
-        "incrementing",
-        "--id-poller",
-        "gaps:timeout=1m",
-        "--id-poller",
-        "behind:n=20",
-        "--writers",
-        "8",
-        "--write-rate",
-        "400",
-        "--autoinc-lock-mode",
-        "2",
-        "--db",
-        db.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (db, stdout) = mariadb_run(
+        "mariadb-naive",
+        concat!(
+            "--duration 12s --interval 50ms --poller naive --id-poller incrementing ",
+            "--id-poller gaps:timeout=1m --id-poller behind:n=20 --writers 8 ",
+            "--write-rate 400 --autoinc-lock-mode 2",
+        ),
+    );
     assert!(stdout.contains("innodb_autoinc_lock_mode 2"), "{stdout}");
     let conn = Connection::open(&db).unwrap();
     let config = run_config(&conn);
@@ -265,35 +257,14 @@ fn on_autoinc_naive_pollers_lose_only_rows_passed_and_gap_tracking_loses_nothing
 /// poller whose k covers the skew loses nothing.
 #[test]
 fn on_snowflake_ids_carry_each_writers_clock_and_only_passed_rows_are_lost() {
-    let dir = common::temp_dir("mariadb-snowflake");
-    let db = dir.join("run.db");
-    let out = common::experiment_ok(&[
-        "--target",
-        "mariadb",
-        "--schema",
-        "snowflake",
-        "--clock-skew",
-        "400ms",
-        "--duration",
-        "8s",
-        "--interval",
-        "50ms",
-        "--poller",
-        "naive",
-        "--poller",
-        "compensated:k=5s",
-        "--id-poller",
-        "incrementing",
-        "--writers",
-        "4",
-        "--write-rate",
-        "200",
-        "--seed",
-        "1",
-        "--db",
-        db.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (db, stdout) = mariadb_run(
+        "mariadb-snowflake",
+        concat!(
+            "--schema snowflake --clock-skew 400ms --duration 8s --interval 50ms ",
+            "--poller naive --poller compensated:k=5s --id-poller incrementing --writers 4 ",
+            "--write-rate 200 --seed 1",
+        ),
+    );
     assert!(stdout.contains("schema snowflake"), "{stdout}");
     let conn = Connection::open(&db).unwrap();
     let config = run_config(&conn);
@@ -378,31 +349,14 @@ fn on_snowflake_ids_carry_each_writers_clock_and_only_passed_rows_are_lost() {
 /// flagged below the oldest ID kept.
 #[test]
 fn a_paused_poller_loses_exactly_the_rows_dropped_before_it_read_them() {
-    let dir = common::temp_dir("mariadb-retention");
-    let db = dir.join("run.db");
-    let out = common::experiment_ok(&[
-        "--target",
-        "mariadb",
-        "--duration",
-        "12s",
-        "--interval",
-        "200ms",
-        "--id-poller",
-        "incrementing,pause=6s@2s",
-        "--id-poller",
-        "incrementing",
-        "--writers",
-        "1",
-        "--write-rate",
-        "10",
-        "--partition-every",
-        "1s",
-        "--retain",
-        "3",
-        "--db",
-        db.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (db, stdout) = mariadb_run(
+        "mariadb-retention",
+        concat!(
+            "--duration 12s --interval 200ms --id-poller incrementing,pause=6s@2s ",
+            "--id-poller incrementing --writers 1 --write-rate 10 --partition-every 1s ",
+            "--retain 3",
+        ),
+    );
     assert!(
         stdout.contains("incrementing,pause=6s@2s: cursor below the oldest ID kept"),
         "{stdout}"
@@ -543,7 +497,7 @@ fn a_paused_poller_loses_exactly_the_rows_dropped_before_it_read_them() {
         Some(first_after_pause),
         "the first flag is the paused poller's first request after the pause"
     );
-    analyze_names_each_row_dropped_before_a_poller_read_it_expired(&dir, &db);
+    analyze_names_each_row_dropped_before_a_poller_read_it_expired(db.parent().unwrap(), &db);
 }
 
 /// Writer serialisation (`--writer-lock get-lock`, the eventsourcing
@@ -552,31 +506,13 @@ fn a_paused_poller_loses_exactly_the_rows_dropped_before_it_read_them() {
 /// and the naive and incrementing pollers at 20 Hz lose nothing.
 #[test]
 fn with_the_writer_lock_commits_return_in_id_order_and_naive_loses_nothing() {
-    let dir = common::temp_dir("mariadb-writer-lock");
-    let db = dir.join("run.db");
-    let out = common::experiment_ok(&[
-        "--target",
-        "mariadb",
-        "--duration",
-        "8s",
-        "--interval",
-        "50ms",
-        "--poller",
-        "naive",
-        "--id-poller",
-        "incrementing",
-        "--writers",
-        "8",
-        "--write-rate",
-        "200",
-        "--autoinc-lock-mode",
-        "2",
-        "--writer-lock",
-        "get-lock",
-        "--db",
-        db.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (db, stdout) = mariadb_run(
+        "mariadb-writer-lock",
+        concat!(
+            "--duration 8s --interval 50ms --poller naive --id-poller incrementing ",
+            "--writers 8 --write-rate 200 --autoinc-lock-mode 2 --writer-lock get-lock",
+        ),
+    );
     assert!(stdout.contains("writers (lock: get-lock)"), "{stdout}");
     let conn = Connection::open(&db).unwrap();
     let written = count(&db, "SELECT COUNT(*) FROM pg_truth WHERE run_id = 1");

@@ -220,8 +220,8 @@ mod tests {
     #[test]
     fn writers_slower_than_asked_lose_nothing_younger_than_retain_promises() {
         // Partitions made for 100 IDs a period; the writers take 60.
-        let (retain, asked, rate) = (3, 100, 60);
-        let mut plan = Partitions::new(asked + 1, 2 * asked + 1, retain);
+        let (retain, asked, rate) = (3, 100.0, 60);
+        let mut plan = Counter::first_plan(asked, 1000, retain);
         let mut counter = Counter::new(retain);
         let mut at = vec![0];
         let mut drops = 0;
@@ -249,10 +249,10 @@ mod tests {
         #[test]
         fn a_counter_keys_drops_are_aged_and_its_partitions_bounded(
             retain in 2u32..7,
-            asked in 1i64..10_000,
+            asked in 1u32..10_000,
             periods in proptest::collection::vec(0i64..20_000, 1..60),
         ) {
-            let mut plan = Partitions::new(asked + 1, 2 * asked + 1, retain);
+            let mut plan = Counter::first_plan(asked as f64, 1000, retain);
             let mut counter = Counter::new(retain);
             let age = retain as usize - 2;
             let mut at = vec![0i64];

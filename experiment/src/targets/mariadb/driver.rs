@@ -78,6 +78,8 @@ pub async fn prepare(
 /// AUTO_INCREMENT, where the writers were (`since_id::partitions::Counter`).
 pub struct Job {
     pub plan: Partitions,
+    /// `--partition-every`: a round's period.
+    every_ms: u64,
     counter: Option<Counter>,
 }
 
@@ -96,11 +98,13 @@ impl Job {
                         at(start_ms + 2 * every),
                         opts.retain,
                     ),
+                    every_ms: opts.partition_every_ms,
                     counter: None,
                 }
             }
             Schema::Autoinc => Job {
                 plan: Counter::first_plan(opts.write_rate, opts.partition_every_ms, opts.retain),
+                every_ms: opts.partition_every_ms,
                 counter: Some(Counter::new(opts.retain)),
             },
         }
@@ -109,9 +113,13 @@ impl Job {
     /// The bound of the partition to add at a round where the writers' highest
     /// ID is `max_id`, if one is needed: a Snowflake one ends two periods
     /// ahead by ID time; an AUTO_INCREMENT one as `Counter::round` says.
-    fn next_bound(&mut self, every_ms: u64, now_ms: i64, max_id: i64) -> Option<i64> {
+    fn next_bound(&mut self, now_ms: i64, max_id: i64) -> Option<i64> {
         match &mut self.counter {
-            None => Some(Layout::twitter().min_id_at(now_ms + 2 * every_ms as i64).0 as i64),
+            None => Some(
+                Layout::twitter()
+                    .min_id_at(now_ms + 2 * self.every_ms as i64)
+                    .0 as i64,
+            ),
             Some(counter) => counter.round(&self.plan, max_id),
         }
     }
@@ -146,7 +154,6 @@ pub struct Retention {
 /// and in `log` as it is sent.
 pub async fn retention_round(
     conn: &mut mysql_async::Conn,
-    every_ms: u64,
     job: &mut Job,
     out: &Arc<Mutex<Retention>>,
     log: &Arc<Mutex<DropLog>>,
@@ -156,7 +163,7 @@ pub async fn retention_round(
         .query_first("SELECT COALESCE(MAX(id), 0) FROM events")
         .await
         .map_err(e)?;
-    if let Some(bound) = job.next_bound(every_ms, crate::clock::now_ms(), max_id.unwrap_or(0)) {
+    if let Some(bound) = job.next_bound(crate::clock::now_ms(), max_id.unwrap_or(0)) {
         let (part, sql) = job.plan.add_sql(bound);
         conn.query_drop(sql).await.map_err(e)?;
         job.plan.added(part);
@@ -205,7 +212,6 @@ pub async fn retention_round(
 /// until `stop` turns true.
 async fn retention_job(
     server_opts: mysql_async::Opts,
-    every_ms: u64,
     mut job: Job,
     start_ms: i64,
     out: Arc<Mutex<Retention>>,
@@ -223,14 +229,14 @@ async fn retention_job(
     };
     let mut round = 1i64;
     loop {
-        let due = start_ms + round * every_ms as i64;
+        let due = start_ms + round * job.every_ms as i64;
         let wait = Duration::from_millis((due - crate::clock::now_ms()).max(0) as u64);
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = stop.wait_for(|s| *s) => break,
         }
         round += 1;
-        let result = retention_round(&mut conn, every_ms, &mut job, &out, &log).await;
+        let result = retention_round(&mut conn, &mut job, &out, &log).await;
         if let Err(e) = result {
             tracing::warn!("retention job: {e}");
             let mut r = out.lock().unwrap_or_else(|e| e.into_inner());
@@ -320,7 +326,6 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
     let retention = Arc::new(Mutex::new(Retention::default()));
     let retention_task = tokio::spawn(retention_job(
         db_opts.clone(),
-        opts.partition_every_ms,
         job,
         start_ms,
         retention.clone(),
@@ -582,7 +587,7 @@ mod database_tests {
             assert_eq!(ids, (1..=25).collect::<Vec<i64>>(), "AUTO_INCREMENT counts from 1");
             let out = Arc::new(Mutex::new(Retention::default()));
             let log = Arc::new(Mutex::new(DropLog::default()));
-            super::retention_round(&mut conn, opts.partition_every_ms, &mut job, &out, &log)
+            super::retention_round(&mut conn, &mut job, &out, &log)
                 .await
                 .unwrap();
             let sent = r_sent(&out);
@@ -643,7 +648,7 @@ mod database_tests {
                     assert_eq!(id as usize, written_in.len());
                     written_in.push(round);
                 }
-                super::retention_round(&mut conn, opts.partition_every_ms, &mut job, &out, &log)
+                super::retention_round(&mut conn, &mut job, &out, &log)
                     .await
                     .unwrap();
                 for d in std::mem::take(&mut out.lock().unwrap().dropped) {

@@ -473,3 +473,45 @@ fn analyze_leaves_no_files_beside_a_finished_run() {
     assert!(o.status.success(), "{}", stderr(&o));
     drop(conn);
 }
+
+/// A run.db begun before the writers' brackets table was named
+/// `writer_brackets` holds it as `pg_truth`: `analyze` reports on it exactly
+/// as on the same file without it, and rundb still reads its brackets.
+#[test]
+fn a_file_with_the_old_pg_truth_table_reads_as_before() {
+    let dir = tempdir("pg-truth");
+    let db = dir.join("run.db");
+    synth::simulate_to_db(&db, &small_spec(), true).unwrap();
+    let without = analyze(&[db.to_str().unwrap()]);
+    assert!(without.status.success(), "{}", stderr(&without));
+
+    let conn = Connection::open(&db).unwrap();
+    let old = rundb::schema::WRITER_BRACKETS.replace(
+        "writer_brackets",
+        rundb::schema::OLD_WRITER_BRACKETS,
+    );
+    conn.execute_batch(&old).unwrap();
+    conn.execute(
+        "INSERT INTO pg_truth VALUES (1, '1', '740', 1, 2, 3, 0)",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+
+    let with = analyze(&[db.to_str().unwrap()]);
+    assert!(with.status.success(), "{}", stderr(&with));
+    assert_eq!(stdout(&with), stdout(&without));
+    let conn = rundb::read::open(&db).unwrap();
+    let brackets = rundb::read::writer_brackets(&conn, 1).unwrap();
+    assert_eq!(
+        brackets,
+        vec![rundb::WriterBracketRow {
+            id: "1".into(),
+            xid: "740".into(),
+            xact_start_ms: 1,
+            commit_ts_ms: Some(2),
+            commit_returned_ms: 3,
+            injected_sleep_ms: 0,
+        }]
+    );
+}

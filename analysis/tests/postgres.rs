@@ -48,7 +48,7 @@ fn naive_leaks_compensated_leaks_only_beyond_k_xmin_misses_nothing() {
     assert!(truth > 100, "the writers committed ({truth} rows)");
     let brackets: i64 = conn
         .query_row(
-            "SELECT count(*) FROM pg_truth g JOIN truth t ON t.id = g.id
+            "SELECT count(*) FROM writer_brackets g JOIN truth t ON t.id = g.id
              WHERE g.commit_ts_ms IS NOT NULL AND g.commit_ts_ms <= g.commit_returned_ms
                AND t.visible_at_ms = g.commit_returned_ms + 1 AND g.xact_start_ms <= g.commit_ts_ms",
             [],

@@ -213,7 +213,7 @@ fn on_autoinc_naive_pollers_lose_only_rows_passed_and_gap_tracking_loses_nothing
     assert!(written > 1000, "the writers wrote ({written} rows)");
     assert_eq!(
         written,
-        count(&db, "SELECT COUNT(*) FROM pg_truth WHERE run_id = 1"),
+        count(&db, "SELECT COUNT(*) FROM writer_brackets WHERE run_id = 1"),
         "every row has its bracket"
     );
     assert_only_committed_rows_returned(&db);
@@ -293,7 +293,7 @@ fn on_snowflake_ids_carry_each_writers_clock_and_only_passed_rows_are_lost() {
     let mut st = conn
         .prepare(
             "SELECT CAST(p.id AS INTEGER), p.xid, p.xact_start_ms, p.commit_returned_ms, t.id_time_ms \
-             FROM pg_truth p JOIN truth t ON t.run_id = p.run_id AND t.id = p.id WHERE p.run_id = 1",
+             FROM writer_brackets p JOIN truth t ON t.run_id = p.run_id AND t.id = p.id WHERE p.run_id = 1",
         )
         .unwrap();
     let rows: Vec<(i64, String, i64, i64, i64)> = st
@@ -515,12 +515,12 @@ fn with_the_writer_lock_commits_return_in_id_order_and_naive_loses_nothing() {
     );
     assert!(stdout.contains("writers (lock: get-lock)"), "{stdout}");
     let conn = Connection::open(&db).unwrap();
-    let written = count(&db, "SELECT COUNT(*) FROM pg_truth WHERE run_id = 1");
+    let written = count(&db, "SELECT COUNT(*) FROM writer_brackets WHERE run_id = 1");
     assert!(written > 200, "the writers wrote ({written} rows)");
     assert_eq!(
         count(
             &db,
-            "SELECT COUNT(DISTINCT xid) FROM pg_truth WHERE run_id = 1"
+            "SELECT COUNT(DISTINCT xid) FROM writer_brackets WHERE run_id = 1"
         ),
         8,
         "every writer wrote"
@@ -530,7 +530,7 @@ fn with_the_writer_lock_commits_return_in_id_order_and_naive_loses_nothing() {
         &db,
         "SELECT COUNT(*) FROM (SELECT commit_returned_ms AS mine, MIN(commit_returned_ms) \
          OVER (ORDER BY CAST(id AS INTEGER) DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) \
-         AS higher FROM pg_truth WHERE run_id = 1) WHERE higher < mine",
+         AS higher FROM writer_brackets WHERE run_id = 1) WHERE higher < mine",
     );
     assert_eq!(out_of_order, 0, "a COMMIT returned out of ID order");
     // Each transaction began after the previous one's COMMIT returned.
@@ -538,7 +538,7 @@ fn with_the_writer_lock_commits_return_in_id_order_and_naive_loses_nothing() {
         count(
             &db,
             "SELECT COUNT(*) FROM (SELECT xact_start_ms AS start, LAG(commit_returned_ms) \
-             OVER (ORDER BY CAST(id AS INTEGER)) AS prev FROM pg_truth WHERE run_id = 1) \
+             OVER (ORDER BY CAST(id AS INTEGER)) AS prev FROM writer_brackets WHERE run_id = 1) \
              WHERE start < prev",
         ),
         0,

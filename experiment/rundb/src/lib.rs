@@ -20,8 +20,11 @@ pub mod write;
 
 pub use rows::{
     ClientRequestRow, CursorFlagRow, FttDeleteRow, FttPushRow, FttRows, FttTrimRow, ObservationRow,
-    PartitionDropRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow,
+    PartitionDropRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow, WriterBracketRow,
 };
+
+/// TODO(merge): remove once the targets name [`WriterBracketRow`].
+pub use rows::WriterBracketRow as PgTruthRow;
 
 use std::fmt;
 

@@ -9,8 +9,8 @@
 //! with its own one-line message.
 
 use crate::Error;
-use crate::rows::{ObservationRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow};
-use crate::schema::{APPLICATION_ID, SCHEMA_VERSION};
+use crate::rows::{ObservationRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow, WriterBracketRow};
+use crate::schema::{APPLICATION_ID, OLD_WRITER_BRACKETS, SCHEMA_VERSION};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row};
 use std::ops::RangeInclusive;
@@ -352,28 +352,35 @@ pub fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool, 
     .map_err(read_error)
 }
 
-/// The visibility brackets of PostgreSQL run `run_id` (none for other runs,
-/// and for files that have no `pg_truth` table).
-pub fn pg_truth(conn: &Connection, run_id: i64) -> Result<Vec<PgTruthRow>, Error> {
-    if !has_table(conn, "pg_truth")? {
-        return Ok(Vec::new());
-    }
-    conn.prepare(
-        "SELECT id, xid, xact_start_ms, commit_ts_ms, commit_returned_ms, injected_sleep_ms
-         FROM pg_truth WHERE run_id = ?1",
-    )
-    .and_then(|mut st| {
-        st.query_map([run_id], |r| {
-            Ok(PgTruthRow {
-                id: r.get(0)?,
-                xid: r.get(1)?,
-                xact_start_ms: r.get(2)?,
-                commit_ts_ms: r.get(3)?,
-                commit_returned_ms: r.get(4)?,
-                injected_sleep_ms: r.get(5)?,
+/// The writers' transaction brackets of database run `run_id`: from
+/// `writer_brackets` and, in a file begun before the table was renamed, from
+/// its old name `pg_truth` (a run is in one of the two); none for other runs.
+pub fn writer_brackets(conn: &Connection, run_id: i64) -> Result<Vec<WriterBracketRow>, Error> {
+    let mut out = Vec::new();
+    for table in ["writer_brackets", OLD_WRITER_BRACKETS] {
+        if !has_table(conn, table)? {
+            continue;
+        }
+        let rows: Vec<WriterBracketRow> = conn
+            .prepare(&format!(
+                "SELECT id, xid, xact_start_ms, commit_ts_ms, commit_returned_ms, injected_sleep_ms
+                 FROM {table} WHERE run_id = ?1"
+            ))
+            .and_then(|mut st| {
+                st.query_map([run_id], |r| {
+                    Ok(WriterBracketRow {
+                        id: r.get(0)?,
+                        xid: r.get(1)?,
+                        xact_start_ms: r.get(2)?,
+                        commit_ts_ms: r.get(3)?,
+                        commit_returned_ms: r.get(4)?,
+                        injected_sleep_ms: r.get(5)?,
+                    })
+                })?
+                .collect()
             })
-        })?
-        .collect()
-    })
-    .map_err(read_error)
+            .map_err(read_error)?;
+        out.extend(rows);
+    }
+    Ok(out)
 }

@@ -137,12 +137,13 @@ pub struct TruthRow<S = String> {
     pub origin: S,
 }
 
-/// A row of `pg_truth`: the bracket of one PostgreSQL post's visibility
-/// (PostgreSQL runs only; [`crate::schema::PG_TRUTH`]).
+/// A row of `writer_brackets`: the bracket of one written row's visibility,
+/// from its writer's transaction start to its COMMIT's return (PostgreSQL's
+/// and MariaDB's writers; [`crate::schema::WRITER_BRACKETS`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PgTruthRow {
+pub struct WriterBracketRow {
     pub id: String,
-    /// The writing transaction's ID.
+    /// The writing transaction's ID (PostgreSQL), or `writer N` (MariaDB).
     pub xid: String,
     pub xact_start_ms: i64,
     /// `pg_xact_commit_timestamp`, when `track_commit_timestamp` is on.

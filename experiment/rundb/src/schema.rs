@@ -100,10 +100,12 @@ pub const TABLES: [&str; 6] = [
     "truth",
 ];
 
-/// The table of visibility brackets of PostgreSQL runs (see the README's run
-/// database), created by the first PostgreSQL run that writes to a file, so
-/// that the other runs' files keep exactly the tables of [`CREATE`].
-pub const PG_TRUTH: &str = "CREATE TABLE IF NOT EXISTS pg_truth (
+/// The table of the writers' transaction brackets of the database targets
+/// (PostgreSQL's and MariaDB's; docs/rundb.md), created by the first such run
+/// that writes to a file, so that the other runs' files keep exactly the
+/// tables of [`CREATE`]. Files written before the rename hold the same
+/// columns in a table named [`OLD_WRITER_BRACKETS`].
+pub const WRITER_BRACKETS: &str = "CREATE TABLE IF NOT EXISTS writer_brackets (
     run_id             INTEGER NOT NULL REFERENCES runs(id),
     id                 TEXT NOT NULL,
     xid                TEXT NOT NULL,
@@ -113,6 +115,10 @@ pub const PG_TRUTH: &str = "CREATE TABLE IF NOT EXISTS pg_truth (
     injected_sleep_ms  INTEGER NOT NULL,
     PRIMARY KEY (run_id, id)
 ) WITHOUT ROWID;";
+
+/// The name [`WRITER_BRACKETS`]'s table had before it was named for what it
+/// holds; [`crate::read::writer_brackets`] still reads it.
+pub const OLD_WRITER_BRACKETS: &str = "pg_truth";
 
 /// Misskey's Fanout Timeline (`--target misskey-ftt`): for each note and each
 /// Redis list the polled endpoint reads, when the note was committed and when

@@ -10,12 +10,12 @@
 
 use crate::Error;
 use crate::rows::{
-    ClientRequestRow, CursorFlagRow, FttRows, PartitionDropRow, PgTruthRow, PollerRow, RequestRow,
-    RunRow, StatusRow, TruthRow,
+    ClientRequestRow, CursorFlagRow, FttRows, PartitionDropRow, PollerRow, RequestRow,
+    RunRow, StatusRow, TruthRow, WriterBracketRow,
 };
 use crate::schema::{
-    APPLICATION_ID, CLIENT_REQUESTS, CREATE, CURSOR_FLAGS, FTT_PUSHES, PARTITION_DROPS, PG_TRUTH,
-    SCHEMA_VERSION, TABLES, TRUTH_AUTHORS,
+    APPLICATION_ID, CLIENT_REQUESTS, CREATE, CURSOR_FLAGS, FTT_PUSHES, PARTITION_DROPS,
+    SCHEMA_VERSION, TABLES, TRUTH_AUTHORS, WRITER_BRACKETS,
 };
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 use std::path::Path;
@@ -462,13 +462,18 @@ fn insert_creating(
     Ok(())
 }
 
-/// Inserts the visibility brackets of a PostgreSQL run, creating `pg_truth`
-/// if this is the file's first PostgreSQL run; a row already there is replaced.
-pub fn insert_pg_truth(conn: &Connection, run_id: i64, rows: &[PgTruthRow]) -> Result<(), Error> {
-    conn.execute_batch(PG_TRUTH).map_err(write_error)?;
+/// Inserts the writers' transaction brackets of a database run, creating
+/// `writer_brackets` if this is the file's first such run; a row already
+/// there is replaced.
+pub fn insert_writer_brackets(
+    conn: &Connection,
+    run_id: i64,
+    rows: &[WriterBracketRow],
+) -> Result<(), Error> {
+    conn.execute_batch(WRITER_BRACKETS).map_err(write_error)?;
     let mut st = conn
         .prepare_cached(
-            "INSERT OR REPLACE INTO pg_truth (run_id, id, xid, xact_start_ms, commit_ts_ms, \
+            "INSERT OR REPLACE INTO writer_brackets (run_id, id, xid, xact_start_ms, commit_ts_ms, \
              commit_returned_ms, injected_sleep_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )
         .map_err(write_error)?;
@@ -486,6 +491,9 @@ pub fn insert_pg_truth(conn: &Connection, run_id: i64, rows: &[PgTruthRow]) -> R
     }
     Ok(())
 }
+
+/// TODO(merge): remove once the targets call [`insert_writer_brackets`].
+pub use insert_writer_brackets as insert_pg_truth;
 
 /// Inserts Fanout Timeline pushes, trims and deletions, creating
 /// `ftt_pushes`, `ftt_trims` and `ftt_deletes` if this is the file's first

@@ -3,7 +3,7 @@
 
 use rundb::write::{self, OnConflict};
 use rundb::{
-    ObservationRow, PgTruthRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow, read, schema,
+    ObservationRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow, WriterBracketRow, read, schema,
 };
 
 fn status(n: u64) -> StatusRow {
@@ -93,7 +93,7 @@ fn every_row_reads_back_as_written() {
     let mut later = truth[0].clone();
     later.deleted_at_ms = Some(50);
     write::insert_truth(&conn, run_id, &[later.clone()], OnConflict::Ignore).unwrap();
-    let bracket = PgTruthRow {
+    let bracket = WriterBracketRow {
         id: "1".into(),
         xid: "740".into(),
         xact_start_ms: 1,
@@ -101,7 +101,7 @@ fn every_row_reads_back_as_written() {
         commit_returned_ms: 3,
         injected_sleep_ms: 0,
     };
-    write::insert_pg_truth(&conn, run_id, std::slice::from_ref(&bracket)).unwrap();
+    write::insert_writer_brackets(&conn, run_id, std::slice::from_ref(&bracket)).unwrap();
     write::end_run(&conn, run_id, 20, true, "duration").unwrap();
     write::close(conn).unwrap();
 
@@ -227,7 +227,7 @@ fn every_row_reads_back_as_written() {
         })
         .unwrap();
     assert_eq!(deleted, Some(50));
-    assert_eq!(read::pg_truth(&conn, run_id).unwrap(), vec![bracket]);
+    assert_eq!(read::writer_brackets(&conn, run_id).unwrap(), vec![bracket]);
 }
 
 /// A drop marks the truth rows of its range deleted when it was sent, but
@@ -328,7 +328,7 @@ fn a_failed_add_run_leaves_nothing() {
 }
 
 /// The file holds the tables of `schema::CREATE` and no other until a
-/// PostgreSQL run adds `pg_truth`.
+/// database run adds `writer_brackets`.
 #[test]
 fn a_new_file_holds_exactly_the_schema() {
     let dir = testkit::temp_dir("schema");
@@ -353,5 +353,44 @@ fn a_new_file_holds_exactly_the_schema() {
         )
         .unwrap();
     assert_eq!(marker, (schema::APPLICATION_ID, schema::SCHEMA_VERSION));
-    assert_eq!(read::pg_truth(&conn, 1).unwrap(), vec![]);
+    assert_eq!(read::writer_brackets(&conn, 1).unwrap(), vec![]);
+}
+
+/// A file begun before the table was renamed holds its first runs' brackets
+/// in `pg_truth`; a later run adds `writer_brackets`, and each run reads back
+/// its own.
+#[test]
+fn brackets_read_back_from_the_old_table_and_the_new() {
+    let dir = testkit::temp_dir("old-brackets");
+    let path = dir.join("run.db");
+    let conn = write::open(&path, "--db").unwrap();
+    let bracket = |id: &str, xid: &str| WriterBracketRow {
+        id: id.into(),
+        xid: xid.into(),
+        xact_start_ms: 1,
+        commit_ts_ms: Some(2),
+        commit_returned_ms: 3,
+        injected_sleep_ms: 0,
+    };
+    let (old_run, _) = write::add_run(&conn, &RunRow::default(), &[]).unwrap();
+    conn.execute_batch(
+        &schema::WRITER_BRACKETS.replace("writer_brackets", schema::OLD_WRITER_BRACKETS),
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO pg_truth VALUES (?1, '1', '740', 1, 2, 3, 0)",
+        [old_run],
+    )
+    .unwrap();
+    let (new_run, _) = write::add_run(&conn, &RunRow::default(), &[]).unwrap();
+    write::insert_writer_brackets(&conn, new_run, &[bracket("2", "writer 1")]).unwrap();
+
+    assert_eq!(
+        read::writer_brackets(&conn, old_run).unwrap(),
+        vec![bracket("1", "740")]
+    );
+    assert_eq!(
+        read::writer_brackets(&conn, new_run).unwrap(),
+        vec![bracket("2", "writer 1")]
+    );
 }

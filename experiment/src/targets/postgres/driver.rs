@@ -606,7 +606,7 @@ pub fn xmin_delay_line(db: &std::path::Path, run_id: i64, poller: &str) -> Resul
     let mut st = conn
         .prepare(
             "SELECT MIN(r.received_at_ms) - g.commit_ts_ms AS delay
-             FROM pg_truth g
+             FROM writer_brackets g
              JOIN observations o ON o.status_id = g.id
              JOIN requests r ON r.id = o.request_id AND r.run_id = g.run_id
              JOIN pollers p ON p.id = r.poller_id AND p.name = ?2

@@ -486,10 +486,8 @@ fn a_file_with_the_old_pg_truth_table_reads_as_before() {
     assert!(without.status.success(), "{}", stderr(&without));
 
     let conn = Connection::open(&db).unwrap();
-    let old = rundb::schema::WRITER_BRACKETS.replace(
-        "writer_brackets",
-        rundb::schema::OLD_WRITER_BRACKETS,
-    );
+    let old = rundb::schema::WRITER_BRACKETS
+        .replace("writer_brackets", rundb::schema::OLD_WRITER_BRACKETS);
     conn.execute_batch(&old).unwrap();
     conn.execute(
         "INSERT INTO pg_truth VALUES (1, '1', '740', 1, 2, 3, 0)",

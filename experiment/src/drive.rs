@@ -8,6 +8,7 @@
 //! poller's next step and a recorded row.
 
 use crate::record::{RecordSender, RequestRecord, StatusRecord, TruthRow};
+use crate::sim::sync::lock;
 use since_id::id::{Id, Layout};
 use since_id::keyset::{KeysetPoller, KeysetRequest, KeysetRow};
 use since_id::poller::{Item, PageRequest, Poller};
@@ -808,7 +809,7 @@ async fn poll_loop<M: Machine, T: PollTarget<M::Request, M::Row>>(
             cycle_failed |= fetched.result.is_err();
             schedule.on_response(received, fetched.retry_after_ms);
             let next = {
-                let mut tally = progress.lock().unwrap_or_else(|e| e.into_inner());
+                let mut tally = lock(&progress);
                 let exchange = Exchange {
                     req: &req,
                     fetched,

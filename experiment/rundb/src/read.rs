@@ -9,7 +9,9 @@
 //! with its own one-line message.
 
 use crate::Error;
-use crate::rows::{ObservationRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow, WriterBracketRow};
+use crate::rows::{
+    ObservationRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow, WriterBracketRow,
+};
 use crate::schema::{APPLICATION_ID, OLD_WRITER_BRACKETS, SCHEMA_VERSION};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row};

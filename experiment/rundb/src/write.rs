@@ -10,8 +10,8 @@
 
 use crate::Error;
 use crate::rows::{
-    ClientRequestRow, CursorFlagRow, FttRows, PartitionDropRow, PollerRow, RequestRow,
-    RunRow, StatusRow, TruthRow, WriterBracketRow,
+    ClientRequestRow, CursorFlagRow, FttRows, PartitionDropRow, PollerRow, RequestRow, RunRow,
+    StatusRow, TruthRow, WriterBracketRow,
 };
 use crate::schema::{
     APPLICATION_ID, CLIENT_REQUESTS, CREATE, CURSOR_FLAGS, FTT_PUSHES, PARTITION_DROPS,

@@ -3,7 +3,8 @@
 
 use rundb::write::{self, OnConflict};
 use rundb::{
-    ObservationRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow, WriterBracketRow, read, schema,
+    ObservationRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow, WriterBracketRow, read,
+    schema,
 };
 
 fn status(n: u64) -> StatusRow {

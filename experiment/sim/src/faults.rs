@@ -8,6 +8,7 @@
 //! a page are pure; [`layer`] applies them to the HTTP server, and the
 //! in-process target applies them in virtual time.
 
+use crate::sync::lock;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -262,7 +263,7 @@ pub fn layer(router: axum::Router, plan: FaultPlan) -> axum::Router {
 
 async fn inject(State(plan): State<SharedPlan>, request: Request, next: Next) -> Response {
     let (fault, salt, spec) = {
-        let mut plan = plan.lock().unwrap_or_else(|e| e.into_inner());
+        let mut plan = lock(&plan);
         let (fault, salt) = plan.draw();
         (fault, salt, plan.spec().clone())
     };

@@ -31,6 +31,7 @@ pub mod faults;
 pub mod model;
 pub mod profile;
 pub mod server;
+pub mod sync;
 
 pub use model::{Query, SimStatus, Simulator};
 pub use profile::SimConfig;

@@ -32,6 +32,7 @@
 //!   `max_items` cap evicts (the cap is applied at each `advance`).
 
 pub use super::profile::SimConfig;
+use super::profile::{is_snowflake22, max_generators};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp1, StandardNormal};
@@ -675,23 +676,6 @@ pub fn home_follows(seed: u64, authors: u32) -> BTreeSet<u32> {
 fn normal(rng: &mut ChaCha8Rng, sd: f64) -> f64 {
     let z: f64 = StandardNormal.sample(rng);
     if sd.is_finite() { z * sd.max(0.0) } else { 0.0 }
-}
-
-/// How many live generators a layout can tell apart (one slot is kept for backdated IDs).
-pub fn max_generators(layout: &Layout) -> u32 {
-    if is_snowflake22(layout) {
-        1023
-    } else if layout.name() == "misskey-aidx" {
-        1000
-    } else {
-        // Split the non-time part; keep at least 256 sequence values per slice.
-        ((layout.multiplier() / 256).saturating_sub(1)).min(1023) as u32
-    }
-    .max(1)
-}
-
-fn is_snowflake22(layout: &Layout) -> bool {
-    layout.is_numeric() && layout.multiplier() == 1 << 22
 }
 
 /// `(part, seq_space)` for `generators` live generators plus one backdated one.

@@ -265,7 +265,7 @@ impl SimConfig {
                 self.layout
             ));
         }
-        let max = super::model::max_generators(&layout);
+        let max = max_generators(&layout);
         if self.generators < 1 || self.generators > max {
             return Err(format!(
                 "bad simulator value generators={}: the {} layout allows 1 to {max}",
@@ -500,6 +500,26 @@ pub fn misskey() -> SimConfig {
         max_items: DEFAULT_MAX_ITEMS,
         search_end_lag_ms: 0,
     }
+}
+
+/// How many live generators a layout can tell apart (one slot is kept for
+/// backdated IDs): a bound of the configuration, and how the model slices
+/// the non-time bits among them.
+pub fn max_generators(layout: &Layout) -> u32 {
+    if is_snowflake22(layout) {
+        1023
+    } else if layout.name() == "misskey-aidx" {
+        1000
+    } else {
+        // Split the non-time part; keep at least 256 sequence values per slice.
+        ((layout.multiplier() / 256).saturating_sub(1)).min(1023) as u32
+    }
+    .max(1)
+}
+
+/// Twitter's layout: 22 bits below the time.
+pub(crate) fn is_snowflake22(layout: &Layout) -> bool {
+    layout.is_numeric() && layout.multiplier() == 1 << 22
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 use super::common::{Auth, Dialect, excerpt};
 use super::pace::{Pacer, rate_info};
 use crate::drive::Fetched;
+use crate::sim::sync::lock;
 use serde_json::Value;
 use since_id::id::Layout;
 use since_id::poller::PageRequest;
@@ -289,10 +290,6 @@ pub(super) async fn read_capped(
         body.extend_from_slice(&chunk);
     }
     Ok(body)
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 pub(super) fn describe_reqwest_error(e: &reqwest::Error) -> String {

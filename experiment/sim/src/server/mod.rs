@@ -21,6 +21,7 @@ mod twitter;
 mod x;
 
 use super::model::{Query, SimStatus, Simulator};
+use crate::sync::lock;
 use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -32,7 +33,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// A source of "now" in ms since the Unix epoch.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -199,12 +200,6 @@ impl RenderCache {
         body.push(b']');
         body
     }
-}
-
-/// A poisoned lock still holds a usable value (the model never panics midway
-/// on valid input); serving on beats failing every later request.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl AppState {

@@ -38,6 +38,8 @@ class Program:
     profile = ""
     # Serve options the program needs beside the run's own (see each program).
     serve = []
+    # Statuses a second on the busy timeline: one it keeps up with.
+    rate = 20
     # Whether it is redirected by sitecustomize.py (no base-URL option).
     redirected = False
     # "loop": the program runs once per call and a user runs it every second
@@ -94,6 +96,13 @@ class MastoMailoInator(Program):
     toot as a mail into a Maildir."""
 
     name, profile = "masto-mailo-inator", "mastodon"
+    # For every toot it stores it makes a new Mastodon.py client, which asks
+    # for the instance, and asks verify_credentials (get.py:317,
+    # masto_instance().me()): a few toots a second at most, so a home
+    # timeline of 2 a second, which it keeps up with.
+    rate = 8
+
+    tags = []
 
     def configure(self, base_url, token):
         home = os.path.join(self.out, "home")
@@ -105,7 +114,8 @@ class MastoMailoInator(Program):
         with open(os.path.join(state, "oauth"), "w") as f:
             f.write(f"{token}\n{base_url}\n")
         with open(os.path.join(config, "config.toml"), "w") as f:
-            f.write(f'instance = "{base_url}"\ndir = "{self.out}/Mail"\nfollowed_tags = []\n')
+            f.write(f'instance = "{base_url}"\ndir = "{self.out}/Mail"\n'
+                    f'followed_tags = {json.dumps(self.tags)}\n')
         return {"HOME": home}
 
     def command(self):
@@ -113,9 +123,17 @@ class MastoMailoInator(Program):
 
     def own_ids(self):
         # Each mail is named toot.READER.AUTHOR.STATUS_ID (get.py, mail_filename).
-        mails = glob.glob(os.path.join(self.out, "Mail", "*", "new", "toot.*"))
-        mails += glob.glob(os.path.join(self.out, "Mail", "*", "cur", "toot.*"))
+        # One Maildir a timeline: Mail/home, Mail/tag/NAME.
+        mails = glob.glob(os.path.join(self.out, "Mail", "**", "new", "toot.*"), recursive=True)
+        mails += glob.glob(os.path.join(self.out, "Mail", "**", "cur", "toot.*"), recursive=True)
         return {os.path.basename(m).split(".")[3].split(":")[0] for m in mails}
+
+
+class MastoMailoInatorTag(MastoMailoInator):
+    """masto-mailo-inator following the tag #snowleak as well: two timelines
+    (home and the tag), each with its own `min_id`, one token."""
+
+    tags = ["snowleak"]
 
 
 class Toot(Program):
@@ -247,6 +265,7 @@ class TwitterToSqlite(Program):
 PROGRAMS = {
     "kabi-discord-cli": KabiDiscordCli,
     "masto-mailo-inator": MastoMailoInator,
+    "masto-mailo-inator-tag": MastoMailoInatorTag,
     "toot": Toot,
     "twarc2": Twarc2Search,
     "twarc-v1": TwarcV1Home,

@@ -18,8 +18,9 @@ is the profile as it is (the ten-minute runs of docs/clients.md).
 
 A status the program's endpoint serves (the scope the server recorded for its
 requests), visible well before the program's last request (GRACE_MS, so that
-its last poll, cut by the stop, does not count), not deleted, and not among
-the IDs the program stored, is lost to it. The judge must say the same: its
+its last poll, cut by the stop, does not count), not deleted, below the newest
+ID the program stored (it had got past it), and not among the IDs it stored,
+is lost to it. The judge must say the same: its
 leaks and other misses of the program, over the same statuses, are exactly
 these, and it judges the program `invalid` when there are some. Exits 1 on
 any difference, and when no program lost anything on the busy timeline (the
@@ -48,8 +49,8 @@ GRACE_MS = 10_000
 MARGIN_MS = 300
 
 
-def busy(profile):
-    return ["--profile", profile, "--backlog", "0s", "--set", "rate_per_s=20",
+def busy(profile, rate):
+    return ["--profile", profile, "--backlog", "0s", "--set", f"rate_per_s={rate}",
             "--set", "remote_fraction=0", "--set", "fetched_fraction=0",
             "--set", "delete_probability=0"]
 
@@ -74,11 +75,12 @@ def install(name, prog, venvs):
     return venv
 
 
-def owed(db, client):
+def owed(db, client, newest):
     """The statuses the client's endpoints serve (the scopes the server
     recorded for its requests), settled before its last request, not deleted,
-    and not the backlog it started from (below a full first page, visible
-    when it was sent), from the truth alone."""
+    below NEWEST (the newest ID it stored: above it, it had not got there,
+    which no output can tell from losing), and not the backlog it started
+    from (below a full first page, visible when it was sent)."""
     con = sqlite3.connect(db)
     mine = "(c.client = ? OR c.client LIKE ?)"
     who = (client, client + " %")
@@ -111,7 +113,7 @@ def owed(db, client):
         "LEFT JOIN truth_authors a ON a.run_id = t.run_id AND a.id = t.id")
     settled = set()
     for sid, visible, deleted, origin, author in rows:
-        if deleted is not None or visible > last - GRACE_MS - MARGIN_MS:
+        if deleted is not None or visible > last - GRACE_MS - MARGIN_MS or int(sid) >= newest:
             continue
         if backlog_below is not None and int(sid) < backlog_below and visible <= first_sent:
             continue
@@ -141,7 +143,7 @@ def judge_one(name, args, venvs, tmp):
     out = os.path.join(tmp, name)
     os.makedirs(out, exist_ok=True)
     db = os.path.join(out, "judge.db")
-    timeline = busy(prog.profile) if args.timeline == "busy" else ["--profile", prog.profile]
+    timeline = busy(prog.profile, prog.rate) if args.timeline == "busy" else ["--profile", prog.profile]
     command = [sys.executable, os.path.join(HERE, "launch.py"), name, venv, out, str(args.seconds)]
     serve = [*timeline, *prog.serve, "--addr", "127.0.0.1:0", "--db", db,
              "--duration", f"{args.seconds + 60}s"]
@@ -157,7 +159,7 @@ def judge_one(name, args, venvs, tmp):
     own = programs.program(name, venv, out).own_ids()
     if not own:
         fail(f"{name}: the program stored nothing")
-    settled = owed(db, "command")
+    settled = owed(db, "command", max(int(i) for i in own))
     mine = settled - own
     theirs, verdicts, k = judged(report, "command")
     if (theirs & settled) != mine:

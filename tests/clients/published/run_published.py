@@ -13,7 +13,8 @@ folder, or DIR with --venvs, reused when there), pointed at the judge's server
 by its own configuration or sitecustomize.py, and run as a user runs it
 (launch.py) for --seconds. `--timeline busy` (the default) is a busy timeline
 with nothing remote, fetched or deleted, so that a loss can only be the
-cursor's doing and a naive cursor loses within a minute; `--timeline profile`
+cursor's doing, where statuses become visible slowly (median 300 ms), so
+that a naive cursor loses some within a minute; `--timeline profile`
 is the profile as it is (the ten-minute runs of docs/clients.md).
 
 A status the program's endpoint serves (the scope the server recorded for its
@@ -50,9 +51,12 @@ MARGIN_MS = 300
 
 
 def busy(profile, rate):
+    # Statuses take longer to become visible after their ID is taken than in
+    # the profiles (median 300 ms, against 20 to 40 ms): a cursor at the
+    # newest ID seen then skips some within a minute.
     return ["--profile", profile, "--backlog", "0s", "--set", f"rate_per_s={rate}",
-            "--set", "remote_fraction=0", "--set", "fetched_fraction=0",
-            "--set", "delete_probability=0"]
+            "--set", "delay_median_ms=300", "--set", "remote_fraction=0",
+            "--set", "fetched_fraction=0", "--set", "delete_probability=0"]
 
 
 def fail(message):

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Judges published polling programs, installed from PyPI at pinned versions,
+each under `experiment judge`, and checks each verdict against what the
+program itself stored and the truth, without the checker:
+
+    python3 tests/clients/published/run_published.py EXPERIMENT ANALYZE
+        [--seconds 45] [--timeline busy|profile] [--venvs DIR] [--keep DIR]
+        [PROGRAM ...]
+
+Each program (programs.py; by default those that install quickly and run
+unmodified) is installed into its own virtual environment (under a temporary
+folder, or DIR with --venvs, reused when there), pointed at the judge's server
+by its own configuration or sitecustomize.py, and run as a user runs it
+(launch.py) for --seconds. `--timeline busy` (the default) is a busy timeline
+with nothing remote, fetched or deleted, so that a loss can only be the
+cursor's doing, where statuses become visible slowly (median 300 ms), so
+that a naive cursor loses some within a minute; `--timeline profile`
+is the profile as it is (the ten-minute runs of docs/clients.md).
+
+A status the program's endpoint serves (the scope the server recorded for its
+requests), visible well before the program's last request (GRACE_MS, so that
+its last poll, cut by the stop, does not count), not deleted, below the newest
+ID the program stored (it had got past it), and not among the IDs it stored,
+is lost to it. The judge must say the same: its
+leaks and other misses of the program, over the same statuses, are exactly
+these, and it judges the program `invalid` when there are some. Exits 1 on
+any difference, and when no program lost anything on the busy timeline (the
+check would prove nothing).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import programs  # noqa: E402
+
+# The programs CI runs: each installs in under a minute and runs unmodified.
+QUICK = ["kabi-discord-cli", "masto-mailo-inator", "toot", "twarc2"]
+# Statuses visible this long before the last request are settled: a program
+# polls at least every few seconds, so each was served by an earlier poll
+# whose output the program stored before the stop.
+GRACE_MS = 10_000
+MARGIN_MS = 300
+
+
+def busy(profile, rate):
+    # Statuses take longer to become visible after their ID is taken than in
+    # the profiles (median 300 ms, against 20 to 40 ms): a cursor at the
+    # newest ID seen then skips some within a minute.
+    return ["--profile", profile, "--backlog", "0s", "--set", f"rate_per_s={rate}",
+            "--set", "delay_median_ms=300", "--set", "remote_fraction=0",
+            "--set", "fetched_fraction=0", "--set", "delete_probability=0"]
+
+
+def fail(message):
+    print(f"FAIL: {message}")
+    sys.exit(1)
+
+
+def install(name, prog, venvs):
+    venv = os.path.join(venvs, name)
+    python = os.path.join(venv, "bin", "python")
+    if not os.path.exists(python):
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        pins = os.path.join(HERE, "pins", f"{prog.name}.txt")
+        extra = getattr(prog, "extra", [])
+        run = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                              "-r", pins, *extra], capture_output=True, text=True)
+        if run.returncode != 0:
+            shutil.rmtree(venv, ignore_errors=True)
+            fail(f"{name}: pip install failed: {run.stderr.strip()[-2000:]}")
+    return venv
+
+
+def owed(db, client, newest):
+    """The statuses the client's endpoints serve (the scopes the server
+    recorded for its requests), settled before its last request, not deleted,
+    below NEWEST (the newest ID it stored: above it, it had not got there,
+    which no output can tell from losing), and not the backlog it started
+    from (below a full first page, visible when it was sent)."""
+    con = sqlite3.connect(db)
+    mine = "(c.client = ? OR c.client LIKE ?)"
+    who = (client, client + " %")
+    scopes = {s for (s,) in con.execute(
+        f"SELECT DISTINCT scope FROM client_requests c WHERE {mine}", who)}
+    requests = con.execute(
+        "SELECT r.id, r.sent_at_ms, r.items, r.page_limit FROM requests r "
+        f"JOIN client_requests c ON c.request_id = r.id WHERE {mine} ORDER BY r.sent_at_ms", who
+    ).fetchall()
+    if not requests:
+        fail(f"{client}: the server recorded no timeline request")
+    first, first_sent, items, limit = requests[0]
+    last = requests[-1][1]
+    backlog_below = None
+    if items >= limit:
+        backlog_below = min(int(i) for (i,) in con.execute(
+            "SELECT status_id FROM observations WHERE request_id = ?", (first,)))
+    authors, everything, local = set(), False, False
+    for scope in scopes:
+        if scope == "all":
+            everything = True
+        elif scope == "local":
+            local = True
+        elif scope.startswith("authors:"):
+            authors |= {int(a) for a in scope[len("authors:"):].split(",") if a}
+        elif scope != "none":
+            fail(f"{client}: scope {scope!r} is not one this check knows")
+    rows = con.execute(
+        "SELECT t.id, t.visible_at_ms, t.deleted_at_ms, t.origin, a.author FROM truth t "
+        "LEFT JOIN truth_authors a ON a.run_id = t.run_id AND a.id = t.id")
+    settled = set()
+    for sid, visible, deleted, origin, author in rows:
+        if deleted is not None or visible > last - GRACE_MS - MARGIN_MS or int(sid) >= newest:
+            continue
+        if backlog_below is not None and int(sid) < backlog_below and visible <= first_sent:
+            continue
+        if everything or (local and origin == "local") or author in authors:
+            settled.add(sid)
+    return settled
+
+
+def judged(report, client):
+    """The judge's losses and verdicts for the client's pollers (one, or one
+    per timeline, each named after the client)."""
+    names = {p["name"] for p in report["pollers"]
+             if p["name"] == client or p["name"].startswith(client + " ")}
+    if not names:
+        fail(f"the judge has no poller of {client!r}: {[p['name'] for p in report['pollers']]}")
+    lost = {leak["id"] for leak in report["leaks"] if names & set(leak["missed_by"])}
+    lost |= {m["id"] for m in report["other_misses"] if m["poller"] in names}
+    verdicts = {p["verdict"] for p in report["pollers"] if p["name"] in names}
+    ks = [leak.get("required_k_ms") for leak in report["leaks"] if names & set(leak["missed_by"])]
+    k = max((k for k in ks if k is not None), default=None)
+    return lost, verdicts, k
+
+
+def judge_one(name, args, venvs, tmp):
+    prog = programs.program(name, "", "")
+    venv = install(name, prog, venvs)
+    out = os.path.join(tmp, name)
+    os.makedirs(out, exist_ok=True)
+    db = os.path.join(out, "judge.db")
+    timeline = busy(prog.profile, prog.rate) if args.timeline == "busy" else ["--profile", prog.profile]
+    command = [sys.executable, os.path.join(HERE, "launch.py"), name, venv, out, str(args.seconds)]
+    serve = [*timeline, *prog.serve, "--addr", "127.0.0.1:0", "--db", db,
+             "--duration", f"{args.seconds + 60}s"]
+    print(f"== {name}: experiment judge {' '.join(serve)} -- {' '.join(command[1:])}", flush=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run([args.experiment, "judge", *serve, "--", *command],
+                         capture_output=True, text=True, env=env)
+    print("\n".join(run.stdout.strip().splitlines()[-6:]))
+    if run.returncode not in (0, 1):
+        fail(f"{name}: experiment judge exited {run.returncode}: {run.stderr.strip()[-3000:]}")
+    report = json.loads(subprocess.run([args.analyze, db, "--json", "--out", out],
+                                       capture_output=True, text=True, check=True).stdout)
+    own = programs.program(name, venv, out).own_ids()
+    if not own:
+        fail(f"{name}: the program stored nothing")
+    settled = owed(db, "command", max(int(i) for i in own))
+    mine = settled - own
+    theirs, verdicts, k = judged(report, "command")
+    if (theirs & settled) != mine:
+        fail(f"{name}: the judge's losses {sorted(theirs & settled)} are not those its own output "
+             f"gives {sorted(mine)}")
+    if mine and "invalid" not in verdicts:
+        fail(f"{name}: lost {len(mine)} statuses but was judged {sorted(verdicts)}")
+    if "invalid" in verdicts and not theirs:
+        fail(f"{name}: judged invalid with no status lost")
+    if (run.returncode == 1) != ("invalid" in verdicts):
+        fail(f"{name}: exit {run.returncode} does not follow the verdicts {sorted(verdicts)}")
+    later = len(theirs - settled)
+    print(f"ok: {name}: judged {'/'.join(sorted(verdicts))}, {len(mine)} of {len(settled)} settled "
+          f"statuses lost, as its own output ({len(own)} stored) says"
+          + (f"; {later} more lost in the last {GRACE_MS // 1000} s" if later else "")
+          + (f"; k to catch its leaks: {k} ms" if k is not None else ""), flush=True)
+    return len(mine)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("experiment")
+    parser.add_argument("analyze")
+    parser.add_argument("programs", nargs="*", default=QUICK,
+                        help=f"of {sorted(programs.PROGRAMS)} (default: {' '.join(QUICK)})")
+    parser.add_argument("--seconds", type=int, default=45)
+    parser.add_argument("--timeline", choices=["busy", "profile"], default="busy")
+    parser.add_argument("--venvs", help="install into (and reuse) virtual environments here")
+    parser.add_argument("--keep", help="leave each run's folder here")
+    args = parser.parse_intermixed_args()
+    for name in args.programs:
+        if name not in programs.PROGRAMS:
+            parser.error(f"unknown program {name!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        venvs = args.venvs or os.path.join(tmp, "venvs")
+        runs = args.keep or os.path.join(tmp, "runs")
+        lost = sum(judge_one(name, args, venvs, runs) for name in args.programs)
+    if args.timeline == "busy" and lost == 0:
+        fail("no program lost a status on the busy timeline: the check proves nothing")
+    print("all published programs confirmed")
+
+
+if __name__ == "__main__":
+    main()

@@ -155,16 +155,12 @@ fn hostile_clients_leave_the_recording_bounded_whole_and_free_of_credentials() {
             }
             served
         };
-        // A megabyte of query: refused by the server before any handler.
+        // A megabyte of query: refused by the server before any handler,
+        // with 431, or a connection closed before the client read it.
         let huge = async {
             let url = format!("{base}/api/v1/timelines/public?since_id={}", "9".repeat(1 << 20));
-            http.get(url)
-                .bearer_auth("hostile-huge-token")
-                .send()
-                .await
-                .unwrap()
-                .status()
-                .as_u16()
+            let sent = http.get(url).bearer_auth("hostile-huge-token").send().await;
+            sent.map(|r| r.status().as_u16()).ok()
         };
         // Under the server's limit: served, and bounded by the recorder.
         let near = async {
@@ -185,8 +181,8 @@ fn hostile_clients_leave_the_recording_bounded_whole_and_free_of_credentials() {
 
     assert_eq!((tokens_ok, tags_ok), (10_000, 10_000), "every flood request served");
     assert!(
-        [414, 431].contains(&megabyte),
-        "a megabyte of query is refused: {megabyte}"
+        megabyte.is_none() || megabyte.is_some_and(|s| [414, 431].contains(&s)),
+        "a megabyte of query is refused: {megabyte:?}"
     );
     assert_eq!(near_limit, 200);
     assert!(!good.is_empty());

@@ -283,7 +283,7 @@ fn lost_by_own_output(
     let margin_ms = 300;
     let settled: BTreeSet<String> = truth
         .iter()
-        .filter(|(id, visible)| *visible <= last_sent - margin_ms && owed(id))
+        .filter(|(id, visible)| *visible <= last_sent - margin_ms && owed(id.as_str()))
         .map(|(id, _)| id.clone())
         .collect();
     let visible: std::collections::HashMap<&str, i64> =

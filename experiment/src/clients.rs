@@ -131,7 +131,8 @@ struct Poller {
     last_oldest: Option<Id>,
 }
 
-/// How much the book holds: what bounds its memory.
+/// How much the book holds: what bounds its memory (asserted by the tests).
+#[cfg(test)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Footprint {
     pub clients: usize,
@@ -171,6 +172,7 @@ impl ClientBook {
     }
 
     /// How much the book holds now.
+    #[cfg(test)]
     pub fn footprint(&self) -> Footprint {
         Footprint {
             clients: self.clients.len(),
@@ -455,7 +457,10 @@ impl Asked {
         let mut params = serde_json::Map::new();
         let mut keep = |name: &str, value: &Option<String>| {
             if let Some(v) = value {
-                params.insert(name.to_string(), Value::String(v.chars().take(MAX_PARAM).collect()));
+                params.insert(
+                    name.to_string(),
+                    Value::String(v.chars().take(MAX_PARAM).collect()),
+                );
             }
         };
         let number = |text: Option<String>, default: usize| {
@@ -969,7 +974,11 @@ mod tests {
         assert_eq!(placed(&h1), (0, 1, 0, "bot".into()));
         assert_eq!(placed(&t1), (1, 1, 0, "bot".into()));
         let (row, _) = requests(&t1)[0];
-        assert_eq!(row.request.since_id.as_deref(), Some("200"), "its own cursor");
+        assert_eq!(
+            row.request.since_id.as_deref(),
+            Some("200"),
+            "its own cursor"
+        );
         assert_eq!(
             book.footprint(),
             Footprint {
@@ -994,7 +1003,11 @@ mod tests {
         let plain = of(public, &[]);
         assert_eq!(plain.1, "public");
         assert_eq!(of(public, &[("since_id", "5"), ("limit", "40")]), plain);
-        assert_eq!(of(public, &[("local", "false")]), plain, "Rails reads it false");
+        assert_eq!(
+            of(public, &[("local", "false")]),
+            plain,
+            "Rails reads it false"
+        );
         assert_eq!(of(public, &[("local", "true")]).1, "public+local");
         assert_eq!(of(public, &[("remote", "1")]).1, "public+remote");
         assert_eq!(of(public, &[("only_media", "true")]).1, "public+only_media");
@@ -1052,14 +1065,32 @@ mod tests {
         let mut names = Vec::new();
         for n in 0..(MAX_TIMELINES + 5) {
             let path = format!("/api/v1/timelines/tag/t{n}");
-            names.extend(new_pollers(&book.observe(&get(&path, &[], Some("Bearer one"), &[]))));
+            names.extend(new_pollers(&book.observe(&get(
+                &path,
+                &[],
+                Some("Bearer one"),
+                &[],
+            ))));
         }
         assert_eq!(names.len(), MAX_TIMELINES + 1, "{names:?}");
-        assert!(names[MAX_TIMELINES].ends_with(" other timelines"), "{names:?}");
+        assert!(
+            names[MAX_TIMELINES].ends_with(" other timelines"),
+            "{names:?}"
+        );
         // A timeline told apart keeps its own poller after the bound.
-        let again = book.observe(&get("/api/v1/timelines/tag/t0", &[], Some("Bearer one"), &[]));
+        let again = book.observe(&get(
+            "/api/v1/timelines/tag/t0",
+            &[],
+            Some("Bearer one"),
+            &[],
+        ));
         assert_eq!(placed(&again).0, 0);
-        let later = book.observe(&get("/api/v1/timelines/tag/t99", &[], Some("Bearer one"), &[]));
+        let later = book.observe(&get(
+            "/api/v1/timelines/tag/t99",
+            &[],
+            Some("Bearer one"),
+            &[],
+        ));
         assert_eq!(placed(&later).0, MAX_TIMELINES, "the shared one");
     }
 
@@ -1088,7 +1119,11 @@ mod tests {
                 nonce,
             ))));
         }
-        assert_eq!(pollers, ["archiver home"], "named by its percent-decoded token");
+        assert_eq!(
+            pollers,
+            ["archiver home"],
+            "named by its percent-decoded token"
+        );
         // Another user of the same application: another client, hashed.
         let other_user = book.observe(&signed("xvz1evFS4wEEPTGEFPHBog", "99-other", 1));
         let hashed = &new_pollers(&other_user)[0];
@@ -1111,7 +1146,12 @@ mod tests {
         let everything = format!("{other_user:?}{other_app:?}{out:?}");
         assert!(!everything.contains("370773112") && !everything.contains("99-other"));
         // A bearer token is not OAuth 1.0a.
-        let bearer = get("/1.1/statuses/home_timeline.json", &[], Some("Bearer x"), &[]);
+        let bearer = get(
+            "/1.1/statuses/home_timeline.json",
+            &[],
+            Some("Bearer x"),
+            &[],
+        );
         assert_eq!(oauth1(&bearer), None);
         assert_eq!(
             oauth1(&signed("k", "t", 3)),
@@ -1157,7 +1197,11 @@ mod tests {
             }
         }
         assert_eq!(recorded, 10_000, "every request recorded");
-        assert_eq!(pollers.len(), MAX_POLLERS, "unique names, 63 and the shared one");
+        assert_eq!(
+            pollers.len(),
+            MAX_POLLERS,
+            "unique names, 63 and the shared one"
+        );
         assert!(pollers.contains(OTHER_CLIENTS));
         let f = book.footprint();
         assert_eq!((f.clients, f.timelines, f.pollers), (63, 63, 64));
@@ -1238,7 +1282,11 @@ mod tests {
             first_sightings += row.items.iter().filter(|i| i.first_sighting).count() as u64;
             assert!(book.footprint().remembered <= MAX_REMEMBERED);
         }
-        assert_eq!(first_sightings, pages * per_page, "each status written once");
+        assert_eq!(
+            first_sightings,
+            pages * per_page,
+            "each status written once"
+        );
     }
 
     #[test]
@@ -1255,7 +1303,12 @@ mod tests {
         assert_eq!(new_pollers(&out), ["good public"]);
         assert_eq!(placed(&out).3, "good");
         // Its next timeline finds no room: shared with the other clients.
-        let tag = book.observe(&get("/api/v1/timelines/home", &[], Some("Bearer good-token"), &[]));
+        let tag = book.observe(&get(
+            "/api/v1/timelines/home",
+            &[],
+            Some("Bearer good-token"),
+            &[],
+        ));
         assert_eq!(placed(&tag).3, OTHER_CLIENTS);
         assert_eq!(book.footprint().pollers, MAX_POLLERS);
     }

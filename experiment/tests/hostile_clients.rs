@@ -192,15 +192,26 @@ fn hostile_clients_leave_the_recording_bounded_whole_and_free_of_credentials() {
         tokio::join!(tokens, tags, good, huge, near)
     });
     common::signal(&server.0, "-INT");
-    assert!(server.0.wait().unwrap().success(), "the server stops cleanly");
+    assert!(
+        server.0.wait().unwrap().success(),
+        "the server stops cleanly"
+    );
     drop(stdout);
 
-    assert_eq!((tokens_ok, tags_ok), (10_000, 10_000), "every flood request served");
+    assert_eq!(
+        (tokens_ok, tags_ok),
+        (10_000, 10_000),
+        "every flood request served"
+    );
     assert!(
         megabyte.is_none() || megabyte.is_some_and(|s| [414, 431].contains(&s)),
         "a megabyte of query is refused: {megabyte:?}"
     );
-    assert_eq!(near_limit, Some(200), "a long path under the limit is served");
+    assert_eq!(
+        near_limit,
+        Some(200),
+        "a long path under the limit is served"
+    );
     assert!(!good.is_empty());
 
     let conn = Connection::open(&db).unwrap();
@@ -250,7 +261,9 @@ fn hostile_clients_leave_the_recording_bounded_whole_and_free_of_credentials() {
         .unwrap();
     assert_eq!(good_requests, 50);
     for column in ["params", "endpoint", "client"] {
-        let longest = count(&format!("SELECT max(length({column})) FROM client_requests"));
+        let longest = count(&format!(
+            "SELECT max(length({column})) FROM client_requests"
+        ));
         assert!(longest < 1_000, "{column} is bounded: {longest}");
     }
     drop(conn);

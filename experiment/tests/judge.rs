@@ -304,7 +304,12 @@ fn lost_by_own_output(
 fn judged_lost(report: &Value, poller: &str) -> BTreeSet<String> {
     let mut lost = BTreeSet::new();
     for leak in report["leaks"].as_array().unwrap() {
-        if leak["missed_by"].as_array().unwrap().iter().any(|p| p == poller) {
+        if leak["missed_by"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == poller)
+        {
             lost.insert(leak["id"].as_str().unwrap().to_string());
         }
     }
@@ -462,5 +467,9 @@ fn one_token_on_two_timelines_is_judged_as_two_pollers() {
     }
     let tag_leaks = pollers[1].1["leaks"].as_u64().unwrap();
     assert!(tag_leaks > 0, "the naive timeline's leaks are reported");
-    assert_eq!(out.status.code(), Some(1), "a timeline lost statuses: exit 1");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a timeline lost statuses: exit 1"
+    );
 }

@@ -637,7 +637,11 @@ struct OAuth1 {
 fn oauth1(ex: &Exchange) -> Option<OAuth1> {
     let mut pairs: Vec<(String, String)> = Vec::new();
     match ex.authorization.as_deref().map(str::trim) {
-        Some(auth) if auth.len() > 6 && auth[..6].eq_ignore_ascii_case("oauth ") => {
+        Some(auth)
+            if auth
+                .get(..6)
+                .is_some_and(|s| s.eq_ignore_ascii_case("oauth ")) =>
+        {
             for part in auth[6..].split(',') {
                 let Some((k, v)) = part.split_once('=') else {
                     continue;
@@ -1153,6 +1157,14 @@ mod tests {
             &[],
         );
         assert_eq!(oauth1(&bearer), None);
+        // Nor is a header whose first bytes are not characters' boundaries.
+        let odd = get(
+            "/1.1/statuses/home_timeline.json",
+            &[],
+            Some("aaaaaé OAuth"),
+            &[],
+        );
+        assert_eq!(oauth1(&odd), None);
         assert_eq!(
             oauth1(&signed("k", "t", 3)),
             Some(OAuth1 {

@@ -137,6 +137,10 @@ impl Serialize for Run {
 #[derive(Serialize)]
 pub struct PollerReport {
     pub name: String,
+    /// The client this poller is one timeline of (`experiment serve
+    /// --record`: `CLIENT home`, `CLIENT tag:snowleak` are of `CLIENT`);
+    /// `null` for the harness's own pollers.
+    pub client: Option<String>,
     pub policy: String,
     pub k_ms: Option<i64>,
     pub requests: u64,
@@ -292,6 +296,7 @@ pub fn build<'a>(
         .enumerate()
         .map(|(i, (((p, s), v), why))| PollerReport {
             name: p.name.clone(),
+            client: loaded.client_of(i).map(str::to_string),
             policy: p.policy.clone(),
             k_ms: p.k_ms,
             requests: s.requests,

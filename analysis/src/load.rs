@@ -60,9 +60,18 @@ pub struct Loaded {
     status_ids: StatusTexts,
     /// The latest client time recorded (for the duration of an incomplete run).
     pub last_activity_ms: Option<i64>,
+    /// The client each poller was recorded for (`client_requests.client`),
+    /// in the pollers' order: see [`Loaded::client_of`].
+    clients: Vec<Option<String>>,
 }
 
 impl Loaded {
+    /// The client poller `i` is one timeline of (`experiment serve
+    /// --record`, docs/judging.md); `None` for the harness's own pollers.
+    pub fn client_of(&self, i: usize) -> Option<&str> {
+        self.clients.get(i).and_then(|c| c.as_deref())
+    }
+
     /// Status `i`'s ID as the API wrote it: the layout's formatting of its
     /// key, unless the text recorded was another (then it was kept).
     pub fn status_id(&self, i: u32) -> Cow<'_, str> {
@@ -494,12 +503,40 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
         expired,
     };
     Ok(Loaded {
+        clients: clients(conn, run_id, &poller_ids)?,
         run,
         pollers,
         history,
         status_ids,
         last_activity_ms,
     })
+}
+
+/// [`Loaded::clients`]: per poller, the client its recorded requests name
+/// (`client_requests.client`); all `None` without recorded clients.
+fn clients(
+    conn: &Connection,
+    run_id: i64,
+    poller_ids: &HashMap<i64, usize>,
+) -> Result<Vec<Option<String>>, LoadError> {
+    let mut clients = vec![None; poller_ids.len()];
+    if !rundb::read::has_table(conn, "client_requests")? {
+        return Ok(clients);
+    }
+    let mut st = conn
+        .prepare(
+            "SELECT DISTINCT r.poller_id, c.client FROM client_requests c
+             JOIN requests r ON r.id = c.request_id WHERE r.run_id = ?1",
+        )
+        .map_err(sql)?;
+    let mut rows = st.query([run_id]).map_err(sql)?;
+    while let Some(r) = rows.next().map_err(sql)? {
+        let poller_id: i64 = r.get(0).map_err(sql)?;
+        if let Some(&p) = poller_ids.get(&poller_id) {
+            clients[p].get_or_insert(r.get(1).map_err(sql)?);
+        }
+    }
+    Ok(clients)
 }
 
 /// [`History::expired`]: the truth rows a retention job dropped, that is

@@ -113,7 +113,8 @@ pub fn render(loaded: &Loaded, a: &Analysis, plots: &[String], plot_notes: &[Str
         "missed",
         "leaks"
     );
-    for ((p, s), v) in loaded.pollers.iter().zip(&a.pollers).zip(&a.verdicts) {
+    for i in by_client(loaded) {
+        let (p, s, v) = (&loaded.pollers[i], &a.pollers[i], &a.verdicts[i]);
         let missed = if a.reference == Reference::None {
             "-".to_string()
         } else {
@@ -343,17 +344,13 @@ This is a bug in the target, the poller or the recorder:",
 
     // Verdicts.
     let _ = writeln!(o, "verdict:");
-    for ((p, v), why) in loaded
-        .pollers
-        .iter()
-        .zip(&a.verdicts)
-        .zip(&a.verdict_reasons)
-    {
+    for i in by_client(loaded) {
         let _ = writeln!(
             o,
-            "  {:width$}  {} ({why})",
-            p.name,
-            v.as_str().to_uppercase()
+            "  {:width$}  {} ({})",
+            loaded.pollers[i].name,
+            a.verdicts[i].as_str().to_uppercase(),
+            a.verdict_reasons[i]
         );
     }
     if !run.complete {
@@ -432,6 +429,22 @@ fn render_costs(o: &mut String, loaded: &Loaded, a: &Analysis) {
         );
     }
     o.push('\n');
+}
+
+/// The pollers in the order the tables list them: the run's, except that a
+/// recorded client's pollers (one a timeline, docs/judging.md) come
+/// together, where its first one was.
+fn by_client(loaded: &Loaded) -> Vec<usize> {
+    let n = loaded.pollers.len();
+    let first_of_its_client = |i: usize| {
+        loaded
+            .client_of(i)
+            .and_then(|c| (0..n).find(|&j| loaded.client_of(j) == Some(c)))
+            .unwrap_or(i)
+    };
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| (first_of_its_client(i), i));
+    order
 }
 
 /// The width of the poller column: the longest name, at least 6.

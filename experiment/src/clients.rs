@@ -1,16 +1,30 @@
 //! Clients the harness did not write, as `experiment serve --record` sees
 //! them: each timeline request a client sent and the page it was served
-//! becomes a request of that client's poller in the run database, placed in
-//! a cycle and a page by [`since_id::foreign`], so that `analyze` judges the
-//! client by the same definitions as the harness's own pollers.
+//! becomes a request of a poller in the run database, placed in a cycle and
+//! a page by [`since_id::foreign`], so that `analyze` judges the client by
+//! the same definitions as the harness's own pollers.
+//!
+//! A poller is one client on one timeline: a token that polls its home
+//! timeline and a tag, each with its own cursor, is two pollers (`CLIENT
+//! home`, `CLIENT tag:snowleak`), whose cycles, cursors and verdicts never
+//! mix. The timeline is the endpoint and the parameters that pick what it
+//! serves ([`which_timeline`]).
 //!
 //! Who is a client: the credential it sends (the `Authorization` header,
-//! whatever its scheme, or Misskey's `i` in the body), named by `--client
-//! NAME=TOKEN_ENV_VAR` or else by a short hash of it: the credential itself is
-//! never stored. Without a credential, its `User-Agent`.
+//! whatever its scheme, or Misskey's `i` in the body; for OAuth 1.0a, whose
+//! header is signed anew for each request, its `oauth_consumer_key` and
+//! `oauth_token`), named by `--client NAME=TOKEN_ENV_VAR` or else by a short
+//! hash of it. Without a credential, its `User-Agent`. The book keeps only a
+//! hash of each: no credential is stored or held.
 //!
-//! Pure: the server's middleware (`cmd/serve.rs`) hands each exchange in and
-//! sends what comes out to the recorder.
+//! Bounded whatever the clients send: at most [`MAX_TIMELINES`] timelines a
+//! client (the rest share `CLIENT other timelines`), at most [`MAX_POLLERS`]
+//! pollers in all (the last, `other clients`, shared by every client and
+//! timeline beyond), labels of at most [`MAX_LABEL`] characters, and
+//! [`MAX_REMEMBERED`] served IDs.
+//!
+//! Pure: the server's middleware (`cmd/serve/recording.rs`) hands each
+//! exchange in and sends what comes out to the recorder.
 
 use crate::api::{Dialect, XEndpoint};
 use crate::record::{PollerRow, RequestRecord, StatusRecord};
@@ -23,10 +37,25 @@ use std::collections::{HashMap, HashSet};
 /// The `pollers.policy` of a recorded client: not one of the harness's policies.
 pub const CLIENT_POLICY: &str = "client";
 
-/// The most clients one recording tells apart; later ones share the last
-/// poller (`other clients`), so a server hammered by many credentials keeps
-/// bounded state. `analyze` reads at most 64 pollers.
-pub const MAX_CLIENTS: usize = 63;
+/// The most pollers one recording holds, the shared `other clients` among
+/// them: `analyze` reads at most 64 pollers.
+pub const MAX_POLLERS: usize = 64;
+
+/// The most timelines of one client told apart; its later ones share one
+/// poller, `CLIENT other timelines`, so a client that varies its parameters
+/// cannot take every poller.
+pub const MAX_TIMELINES: usize = 8;
+
+/// The longest timeline label in a poller's name, in characters; a longer
+/// one is cut and told apart by a hash of the whole.
+pub const MAX_LABEL: usize = 60;
+
+/// The longest value of a parameter kept in `client_requests.params`, in
+/// characters (IDs and page tokens are far shorter).
+pub const MAX_PARAM: usize = 200;
+
+/// The name of the poller shared by every client and timeline beyond the bounds.
+pub const OTHER_CLIENTS: &str = "other clients";
 
 /// One exchange as the server saw it.
 #[derive(Clone, Debug, Default)]
@@ -50,19 +79,28 @@ pub struct Exchange {
 /// What to send to the recorder for one exchange.
 #[derive(Debug)]
 pub enum Recorded {
-    /// A client seen for the first time: its poller row (its index is the
-    /// number of clients before it).
+    /// A poller seen for the first time (a client on a timeline): its row
+    /// (its index is the number of pollers before it).
     NewClient(PollerRow),
-    /// One request of a client, with what it asked for.
+    /// One request of a poller, with what its client asked for.
     Request(Box<RequestRecord>, rundb::ClientRequestRow),
 }
 
-/// The clients of one recording.
+/// The clients of one recording, and their pollers.
 pub struct ClientBook {
     layout: Layout,
     /// Credential -> name, from `--client NAME=TOKEN_ENV_VAR`.
     names: HashMap<String, String>,
-    clients: HashMap<String, Client>,
+    /// A hash of who the client is -> the client; at most
+    /// [`MAX_POLLERS`] - 1 (each has a poller).
+    clients: HashMap<u64, Client>,
+    /// Every poller, in the order of their indexes; at most [`MAX_POLLERS`].
+    pollers: Vec<Poller>,
+    /// The index of [`OTHER_CLIENTS`], once some client or timeline overflowed.
+    other_clients: Option<usize>,
+    /// The clients named by `--client` not seen yet: a poller is kept for
+    /// each, so that a flood of other clients cannot take them all.
+    named_unseen: usize,
     /// Statuses already served to some client: their `statuses` row is
     /// written. Cleared when it reaches [`MAX_REMEMBERED`]: a status served
     /// again after that is written again and ignored by the database
@@ -73,33 +111,79 @@ pub struct ClientBook {
 /// The most served IDs the book remembers (a few MiB).
 pub const MAX_REMEMBERED: usize = 1 << 18;
 
+/// A client: its name, and its pollers by timeline.
 struct Client {
-    index: usize,
+    name: String,
+    /// A hash of the timeline -> the poller's index; at most [`MAX_TIMELINES`].
+    timelines: HashMap<u64, usize>,
+    /// The poller of its timelines beyond [`MAX_TIMELINES`], once it has one.
+    other_timelines: Option<usize>,
+}
+
+/// One client on one timeline, as the checker will read it.
+struct Poller {
+    /// The client's name (`client_requests.client`).
+    client: String,
+    /// Its `pollers.name`: unique in the run.
     name: String,
     cycles: Cycles,
     /// The oldest ID of the last page: where an opaque page token continues.
     last_oldest: Option<Id>,
 }
 
+/// How much the book holds: what bounds its memory (asserted by the tests).
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Footprint {
+    pub clients: usize,
+    /// Timelines told apart, over all clients.
+    pub timelines: usize,
+    pub pollers: usize,
+    pub remembered: usize,
+}
+
+/// Who sent a request: a hash that tells clients apart, and the name a new
+/// client gets.
+struct Who {
+    key: u64,
+    name: String,
+    /// Named by `--client`.
+    named: bool,
+}
+
 impl ClientBook {
     /// A book for a timeline of `layout`, naming the clients whose credential
-    /// is a key of `names`.
+    /// (for OAuth 1.0a, its `oauth_token`) is a key of `names`.
+    pub fn new(layout: Layout, names: HashMap<String, String>) -> ClientBook {
+        ClientBook {
+            layout,
+            clients: HashMap::new(),
+            pollers: Vec::new(),
+            other_clients: None,
+            named_unseen: names.len(),
+            names,
+            served: HashSet::new(),
+        }
+    }
+
     /// The layout the book reads IDs in.
     pub fn layout(&self) -> &Layout {
         &self.layout
     }
 
-    pub fn new(layout: Layout, names: HashMap<String, String>) -> ClientBook {
-        ClientBook {
-            layout,
-            names,
-            clients: HashMap::new(),
-            served: HashSet::new(),
+    /// How much the book holds now.
+    #[cfg(test)]
+    pub fn footprint(&self) -> Footprint {
+        Footprint {
+            clients: self.clients.len(),
+            timelines: self.clients.values().map(|c| c.timelines.len()).sum(),
+            pollers: self.pollers.len(),
+            remembered: self.served.len(),
         }
     }
 
     /// What to record of one exchange: nothing for a request that is not a
-    /// timeline page; else the client's poller if new, and the request.
+    /// timeline page; else the poller if new, and the request.
     #[cfg(test)]
     pub fn observe(&mut self, ex: &Exchange) -> Vec<Recorded> {
         let served = served(&self.layout, ex);
@@ -114,49 +198,16 @@ impl ClientBook {
             return Vec::new();
         };
         let mut out = Vec::new();
-        let credential = credential(ex);
-        let key = match (&credential, &ex.user_agent) {
-            (Some(c), _) => format!("credential:{c}"),
-            (None, Some(ua)) => format!("user-agent:{ua}"),
-            (None, None) => "anonymous".to_string(),
-        };
-        let full = self.clients.len() >= MAX_CLIENTS && !self.clients.contains_key(&key);
-        let key = if full { "other".to_string() } else { key };
-        if !self.clients.contains_key(&key) {
-            let name = match (&credential, &ex.user_agent) {
-                _ if key == "other" => "other clients".to_string(),
-                (Some(c), _) => self
-                    .names
-                    .get(c)
-                    .cloned()
-                    .unwrap_or_else(|| format!("client {}", short_hash(c))),
-                (None, Some(ua)) => format!("user-agent {}", printable(ua, 60)),
-                (None, None) => "anonymous".to_string(),
-            };
-            let index = self.clients.len();
-            out.push(Recorded::NewClient(PollerRow {
-                name: name.clone(),
-                policy: CLIENT_POLICY.into(),
-                ..PollerRow::default()
-            }));
-            self.clients.insert(
-                key.clone(),
-                Client {
-                    index,
-                    name,
-                    cycles: Cycles::new(),
-                    last_oldest: None,
-                },
-            );
-        }
-        let client = self.clients.get_mut(&key).expect("inserted above");
+        let (timeline_key, label) = which_timeline(&dialect, ex);
+        let index = self.poller_of(ex, timeline_key, &label, &mut out);
+        let poller = &mut self.pollers[index];
         let asked = Asked::read(&dialect, ex);
         let parse_id =
             |text: &Option<String>| text.as_deref().and_then(|t| self.layout.parse(t).ok());
         let mut upper = parse_id(&asked.upper);
         if asked.page_token && upper.is_none() {
             // An opaque token continues below the last page.
-            upper = client.last_oldest;
+            upper = poller.last_oldest;
         }
         let foreign = ForeignRequest {
             lower: parse_id(&asked.lower),
@@ -165,8 +216,8 @@ impl ClientBook {
             limit: asked.limit,
             served: served.iter().map(|i| i.id).collect(),
         };
-        let placed = client.cycles.place(&foreign);
-        client.last_oldest = foreign.served.iter().copied().min();
+        let placed = poller.cycles.place(&foreign);
+        poller.last_oldest = foreign.served.iter().copied().min();
         let error = (ex.status != 200).then(|| format!("HTTP {}", ex.status));
         let request = rundb::RequestRow {
             cycle: placed.cycle as i64,
@@ -202,14 +253,15 @@ impl ClientBook {
             })
             .collect();
         let row = RequestRecord {
-            poller: client.index,
+            poller: index,
             request,
             items,
         };
         let asked_row = rundb::ClientRequestRow {
-            client: client.name.clone(),
+            client: poller.client.clone(),
             method: ex.method.clone(),
-            endpoint: ex.path.clone(),
+            // As sent, unless a hostile client made it long.
+            endpoint: ex.path.chars().take(MAX_PARAM).collect(),
             params: asked.params.to_string(),
             // A failed request served nothing; an unmarked success, everything.
             scope: match (&ex.scope, ex.status) {
@@ -221,6 +273,99 @@ impl ClientBook {
         };
         out.push(Recorded::Request(Box::new(row), asked_row));
         out
+    }
+
+    /// The index of the poller of this client on this timeline: its own,
+    /// its client's `other timelines`, or [`OTHER_CLIENTS`], as the bounds
+    /// allow; a new poller's row goes to `out`.
+    fn poller_of(
+        &mut self,
+        ex: &Exchange,
+        timeline_key: u64,
+        label: &str,
+        out: &mut Vec<Recorded>,
+    ) -> usize {
+        let who = who(ex, &self.names);
+        // One poller is kept for OTHER_CLIENTS until it exists, and one for
+        // each named client not seen yet (its first is its own).
+        let known = self.clients.contains_key(&who.key);
+        let first_of_named = who.named && !known && self.named_unseen > 0;
+        let kept = usize::from(self.other_clients.is_none()) + self.named_unseen
+            - usize::from(first_of_named);
+        let room = self.pollers.len() + kept < MAX_POLLERS;
+        if !known && room {
+            if who.named {
+                self.named_unseen = self.named_unseen.saturating_sub(1);
+            }
+            self.clients.insert(
+                who.key,
+                Client {
+                    name: who.name,
+                    timelines: HashMap::new(),
+                    other_timelines: None,
+                },
+            );
+        }
+        let Some(client) = self.clients.get(&who.key) else {
+            return self.other_clients(out);
+        };
+        if let Some(&index) = client.timelines.get(&timeline_key) {
+            return index;
+        }
+        let own = client.timelines.len() < MAX_TIMELINES;
+        let (name, other) = (client.name.clone(), client.other_timelines);
+        match (own, other) {
+            _ if !room && (own || other.is_none()) => self.other_clients(out),
+            (true, _) => {
+                let index = self.new_poller(&name, &format!("{name} {label}"), out);
+                let client = self.clients.get_mut(&who.key).expect("inserted above");
+                client.timelines.insert(timeline_key, index);
+                index
+            }
+            (false, Some(index)) => index,
+            (false, None) => {
+                let index = self.new_poller(&name, &format!("{name} other timelines"), out);
+                let client = self.clients.get_mut(&who.key).expect("inserted above");
+                client.other_timelines = Some(index);
+                index
+            }
+        }
+    }
+
+    /// The poller shared by every client and timeline beyond the bounds.
+    fn other_clients(&mut self, out: &mut Vec<Recorded>) -> usize {
+        match self.other_clients {
+            Some(index) => index,
+            None => {
+                let index = self.new_poller(OTHER_CLIENTS, OTHER_CLIENTS, out);
+                self.other_clients = Some(index);
+                index
+            }
+        }
+    }
+
+    /// A new poller of `client`, named `wanted` unless another has that name
+    /// (run.db's poller names are unique in a run): then with a number.
+    fn new_poller(&mut self, client: &str, wanted: &str, out: &mut Vec<Recorded>) -> usize {
+        let taken = |name: &str| self.pollers.iter().any(|p| p.name == name);
+        let mut name = wanted.to_string();
+        let mut n = 2;
+        while taken(&name) {
+            name = format!("{wanted} #{n}");
+            n += 1;
+        }
+        out.push(Recorded::NewClient(PollerRow {
+            name: name.clone(),
+            policy: CLIENT_POLICY.into(),
+            ..PollerRow::default()
+        }));
+        self.pollers.push(Poller {
+            client: client.to_string(),
+            name,
+            cycles: Cycles::new(),
+            last_oldest: None,
+        });
+        self.pollers.len() - 1
     }
 }
 
@@ -312,7 +457,10 @@ impl Asked {
         let mut params = serde_json::Map::new();
         let mut keep = |name: &str, value: &Option<String>| {
             if let Some(v) = value {
-                params.insert(name.to_string(), Value::String(v.clone()));
+                params.insert(
+                    name.to_string(),
+                    Value::String(v.chars().take(MAX_PARAM).collect()),
+                );
             }
         };
         let number = |text: Option<String>, default: usize| {
@@ -420,6 +568,41 @@ impl Asked {
     }
 }
 
+/// Who sent `ex`: a hash of its credential (for OAuth 1.0a, of its
+/// `oauth_consumer_key` and `oauth_token`), else of its `User-Agent`; and
+/// the name such a client gets: `--client`'s, or a short hash.
+fn who(ex: &Exchange, names: &HashMap<String, String>) -> Who {
+    let credentialed = |key: String, token: &str, hashed: &str| match names.get(token) {
+        Some(name) => Who {
+            key: hash64(&key),
+            name: name.clone(),
+            named: true,
+        },
+        None => Who {
+            key: hash64(&key),
+            name: format!("client {}", short_hash(hashed)),
+            named: false,
+        },
+    };
+    if let Some(oauth) = oauth1(ex) {
+        let both = format!("{}&{}", oauth.consumer_key, oauth.token);
+        return credentialed(format!("oauth1:{both}"), &oauth.token, &both);
+    }
+    match (credential(ex), &ex.user_agent) {
+        (Some(c), _) => credentialed(format!("credential:{c}"), &c, &c),
+        (None, Some(ua)) => Who {
+            key: hash64(&format!("user-agent:{ua}")),
+            name: format!("user-agent {}", printable(ua, MAX_LABEL)),
+            named: false,
+        },
+        (None, None) => Who {
+            key: hash64("anonymous"),
+            name: "anonymous".into(),
+            named: false,
+        },
+    }
+}
+
 /// The credential a request carries: the `Authorization` header's token
 /// (after its scheme, if it has one), or Misskey's `i`.
 fn credential(ex: &Exchange) -> Option<String> {
@@ -437,15 +620,180 @@ fn credential(ex: &Exchange) -> Option<String> {
         .map(str::to_string)
 }
 
-/// 8 hex digits of FNV-1a: tells credentials apart, and a short hash of a
-/// token is all the database ever holds of it.
-fn short_hash(text: &str) -> String {
+/// What identifies an OAuth 1.0a client: its application and its user's
+/// access token. The rest of the protocol's parameters (nonce, timestamp,
+/// signature) change with every request.
+#[derive(Debug, PartialEq, Eq)]
+struct OAuth1 {
+    consumer_key: String,
+    /// Empty for a request signed by the application alone.
+    token: String,
+}
+
+/// The OAuth 1.0a parameters of a signed request: from the `Authorization:
+/// OAuth k="v", ...` header, or else from the query string, the two places
+/// a client may send them (RFC 5849, sections 3.5.1 and 3.5.3); values are
+/// percent-encoded (section 3.6). `None` when it is not signed so.
+fn oauth1(ex: &Exchange) -> Option<OAuth1> {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    match ex.authorization.as_deref().map(str::trim) {
+        Some(auth)
+            if auth
+                .get(..6)
+                .is_some_and(|s| s.eq_ignore_ascii_case("oauth ")) =>
+        {
+            for part in auth[6..].split(',') {
+                let Some((k, v)) = part.split_once('=') else {
+                    continue;
+                };
+                let v = v.trim().trim_matches('"');
+                pairs.push((k.trim().to_string(), percent_decode(v)));
+            }
+        }
+        Some(_) => return None,
+        None => pairs.extend(
+            ex.query
+                .iter()
+                .filter(|(k, _)| k.starts_with("oauth_"))
+                .cloned(),
+        ),
+    }
+    let get = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    Some(OAuth1 {
+        consumer_key: get("oauth_consumer_key")?,
+        token: get("oauth_token").unwrap_or_default(),
+    })
+}
+
+/// `text` with its `%XX` escapes decoded (RFC 3986, section 2.1); an
+/// escape that is not one stays as it is.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                out.push((hex(h).unwrap() * 16 + hex(l).unwrap()) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The timeline a request reads, as a hash that tells timelines apart and a
+/// label for its poller's name: the endpoint and the parameters that pick
+/// what it serves (Mastodon's tag, list, `local`, `remote`, `only_media`;
+/// Misskey's `withFiles`, `withRenotes`, `withReplies`; X's user and query;
+/// Twitter v1.1's list; Discord's channel). Cursor and page parameters are
+/// not the timeline's. The label is at most [`MAX_LABEL`] characters.
+pub fn which_timeline(dialect: &Dialect, ex: &Exchange) -> (u64, String) {
+    let segments: Vec<&str> = ex.path.trim_end_matches('/').split('/').collect();
+    let mut label = match dialect {
+        Dialect::Mastodon { .. } => {
+            // After /api/v1/timelines/: home, public, local, tag/NAME, list/ID.
+            let mut label = segments.get(4..).unwrap_or_default().join(":");
+            for flag in ["local", "remote", "only_media"] {
+                if mastodon_truthy(param(&ex.query, flag)) {
+                    label.push('+');
+                    label.push_str(flag);
+                }
+            }
+            // A tag timeline's other tags (any[], all[], none[]).
+            for (k, v) in &ex.query {
+                if ["any[]", "all[]", "none[]"].contains(&k.as_str()) {
+                    label.push_str(&format!("+{}={v}", k.trim_end_matches("[]")));
+                }
+            }
+            label
+        }
+        Dialect::Misskey { endpoint } => {
+            let mut label = endpoint.clone();
+            let body = ex.body.as_ref();
+            for name in [
+                "withFiles",
+                "withRenotes",
+                "withReplies",
+                "listId",
+                "channelId",
+                "antennaId",
+            ] {
+                if let Some(v) = body.and_then(|b| b.get(name)) {
+                    let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                    label.push_str(&format!("+{name}={v}"));
+                }
+            }
+            label
+        }
+        Dialect::TwitterV1 { .. } if ex.path.ends_with("home_timeline.json") => "home".into(),
+        Dialect::TwitterV1 { .. } => {
+            match (
+                param(&ex.query, "list_id"),
+                param(&ex.query, "slug"),
+                param(&ex.query, "owner_screen_name").or(param(&ex.query, "owner_id")),
+            ) {
+                (Some(id), _, _) => format!("list:{id}"),
+                (None, Some(slug), Some(owner)) => format!("list:{owner}/{slug}"),
+                _ => "list".into(),
+            }
+        }
+        Dialect::X {
+            endpoint: XEndpoint::SearchRecent { query },
+        } => format!("search:{query}"),
+        Dialect::X {
+            endpoint: XEndpoint::UserTweets { user_id },
+        } if segments.last() == Some(&"reverse_chronological") => format!("home:{user_id}"),
+        Dialect::X {
+            endpoint: XEndpoint::UserTweets { user_id },
+        } => format!("user:{user_id}"),
+        Dialect::Discord { channel_id } => format!("channel:{channel_id}"),
+    };
+    let key = hash64(&format!("{} {label}", ex.method));
+    if label.chars().count() > MAX_LABEL || label.chars().any(char::is_control) {
+        // Cut, and told apart from another cut the same by the whole's hash.
+        label = format!(
+            "{}...#{}",
+            printable(&label, MAX_LABEL - 12),
+            short_hash(&label)
+        );
+    }
+    (key, label)
+}
+
+/// Mastodon's reading of a boolean parameter: true unless absent, empty or
+/// one of Rails' false values (`truthy_param?` in Mastodon's
+/// app/controllers/application_controller.rb casts with
+/// `ActiveModel::Type::Boolean`, whose `FALSE_VALUES` these are).
+fn mastodon_truthy(value: Option<&str>) -> bool {
+    value.is_some_and(|v| !["", "0", "f", "F", "false", "FALSE", "off", "OFF"].contains(&v))
+}
+
+/// 64 bits of FNV-1a (www.isthe.com/chongo/tech/comp/fnv): tells clients
+/// and timelines apart without keeping what they sent.
+fn hash64(text: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in text.bytes() {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    format!("{:08x}", h >> 32)
+    h
+}
+
+/// 8 hex digits of [`hash64`]: tells credentials apart, and a short hash of
+/// a token is all the database ever holds of it.
+fn short_hash(text: &str) -> String {
+    format!("{:08x}", hash64(text) >> 32)
 }
 
 /// `text` with control characters dropped, at most `max` characters.
@@ -512,12 +860,16 @@ mod tests {
         let Recorded::NewClient(named) = &first[0] else {
             panic!("a new client first")
         };
-        assert_eq!(named.name, "my bot");
+        assert_eq!(named.name, "my bot public");
         assert_eq!(named.policy, CLIENT_POLICY);
         let Recorded::NewClient(hashed) = &other[0] else {
             panic!("a second client")
         };
-        assert!(hashed.name.starts_with("client "), "{}", hashed.name);
+        assert!(
+            hashed.name.starts_with("client ") && hashed.name.ends_with(" public"),
+            "{}",
+            hashed.name
+        );
         assert!(!hashed.name.contains("another-one"));
         assert_eq!(again.len(), 1, "a known client adds no poller");
         let (row, asked) = requests(&again)[0];
@@ -525,6 +877,7 @@ mod tests {
         assert_eq!((row.request.cycle, row.request.page), (1, 0));
         assert_eq!(row.request.since_id.as_deref(), Some("300"));
         assert_eq!(asked.params, r#"{"since_id":"300"}"#);
+        assert_eq!(asked.client, "my bot", "the client, not its poller");
         let everything = format!("{first:?}{other:?}{again:?}");
         assert!(!everything.contains("s3cret-token") && !everything.contains("another-one"));
     }
@@ -549,7 +902,7 @@ mod tests {
         let Recorded::NewClient(ua) = &page0[0] else {
             panic!()
         };
-        assert_eq!(ua.name, "user-agent Mastodon.py");
+        assert_eq!(ua.name, "user-agent Mastodon.py public");
     }
 
     #[test]
@@ -585,11 +938,398 @@ mod tests {
         assert_eq!(asked.lower.as_deref(), Some("9f6m2hqa00"));
     }
 
+    /// Every `NewClient` row of `out`: the pollers it added.
+    fn new_pollers(out: &[Recorded]) -> Vec<String> {
+        out.iter()
+            .filter_map(|r| match r {
+                Recorded::NewClient(row) => Some(row.name.clone()),
+                Recorded::Request(..) => None,
+            })
+            .collect()
+    }
+
+    /// The one request `out` records: (poller, cycle, page, client).
+    fn placed(out: &[Recorded]) -> (usize, i64, i64, String) {
+        let (row, asked) = requests(out)[0];
+        (
+            row.poller,
+            row.request.cycle,
+            row.request.page,
+            asked.client.clone(),
+        )
+    }
+
+    #[test]
+    fn one_token_on_two_timelines_is_two_pollers_with_their_own_cycles() {
+        let names = HashMap::from([("tok".to_string(), "bot".to_string())]);
+        let mut book = ClientBook::new("mastodon".parse().unwrap(), names);
+        let (home, tag) = ("/api/v1/timelines/home", "/api/v1/timelines/tag/snowleak");
+        let auth = Some("Bearer tok");
+        let h0 = book.observe(&get(home, &[], auth, &[300, 100]));
+        let t0 = book.observe(&get(tag, &[], auth, &[200]));
+        let h1 = book.observe(&get(home, &[("since_id", "300")], auth, &[400]));
+        let t1 = book.observe(&get(tag, &[("since_id", "200")], auth, &[]));
+        assert_eq!(new_pollers(&h0), ["bot home"]);
+        assert_eq!(new_pollers(&t0), ["bot tag:snowleak"]);
+        assert!(new_pollers(&h1).is_empty() && new_pollers(&t1).is_empty());
+        // Each timeline's requests are its own poller's, one cycle a poll.
+        assert_eq!(placed(&h0), (0, 0, 0, "bot".into()));
+        assert_eq!(placed(&t0), (1, 0, 0, "bot".into()));
+        assert_eq!(placed(&h1), (0, 1, 0, "bot".into()));
+        assert_eq!(placed(&t1), (1, 1, 0, "bot".into()));
+        let (row, _) = requests(&t1)[0];
+        assert_eq!(
+            row.request.since_id.as_deref(),
+            Some("200"),
+            "its own cursor"
+        );
+        assert_eq!(
+            book.footprint(),
+            Footprint {
+                clients: 1,
+                timelines: 2,
+                pollers: 2,
+                remembered: 4
+            }
+        );
+    }
+
+    /// The timeline `ex` reads: its hash and its label.
+    fn label(ex: &Exchange) -> (u64, String) {
+        let dialect = timeline_of(&ex.method, &ex.path, &ex.query).expect("a timeline");
+        which_timeline(&dialect, ex)
+    }
+
+    #[test]
+    fn the_parameters_that_pick_a_timeline_tell_timelines_apart_and_cursors_do_not() {
+        let public = "/api/v1/timelines/public";
+        let of = |path: &str, query: &[(&str, &str)]| label(&get(path, query, None, &[]));
+        let plain = of(public, &[]);
+        assert_eq!(plain.1, "public");
+        assert_eq!(of(public, &[("since_id", "5"), ("limit", "40")]), plain);
+        assert_eq!(
+            of(public, &[("local", "false")]),
+            plain,
+            "Rails reads it false"
+        );
+        assert_eq!(of(public, &[("local", "true")]).1, "public+local");
+        assert_eq!(of(public, &[("remote", "1")]).1, "public+remote");
+        assert_eq!(of(public, &[("only_media", "true")]).1, "public+only_media");
+        assert_eq!(of("/api/v1/timelines/local", &[]).1, "local");
+        assert_eq!(of("/api/v1/timelines/home", &[]).1, "home");
+        assert_eq!(
+            of("/api/v1/timelines/tag/snowleak", &[("any[]", "rust")]).1,
+            "tag:snowleak+any=rust"
+        );
+        let x = |path: &str, query: &[(&str, &str)]| {
+            let mut ex = get(path, query, None, &[]);
+            ex.response = b"{}".to_vec();
+            label(&ex).1
+        };
+        assert_eq!(x("/2/users/7/tweets", &[("since_id", "1")]), "user:7");
+        assert_eq!(
+            x("/2/users/7/timelines/reverse_chronological", &[]),
+            "home:7"
+        );
+        assert_eq!(
+            x("/2/tweets/search/recent", &[("query", "from:a")]),
+            "search:from:a"
+        );
+        assert_eq!(x("/1.1/lists/statuses.json", &[("list_id", "9")]), "list:9");
+        assert_eq!(
+            x(
+                "/1.1/lists/statuses.json",
+                &[("slug", "news"), ("owner_screen_name", "a")]
+            ),
+            "list:a/news"
+        );
+        assert_eq!(x("/1.1/statuses/home_timeline.json", &[]), "home");
+        assert_eq!(x("/api/v10/channels/42/messages", &[]), "channel:42");
+        let misskey = |body: Value| {
+            let ex = Exchange {
+                method: "POST".into(),
+                path: "/api/notes/local-timeline".into(),
+                body: Some(body),
+                ..Exchange::default()
+            };
+            label(&ex)
+        };
+        let files = misskey(serde_json::json!({"i": "t", "withFiles": true, "sinceId": "a"}));
+        assert_eq!(files.1, "local-timeline+withFiles=true");
+        assert_ne!(files, misskey(serde_json::json!({"withFiles": false})));
+        assert_eq!(
+            misskey(serde_json::json!({"untilId": "b"})).1,
+            "local-timeline"
+        );
+    }
+
+    #[test]
+    fn a_client_has_at_most_eight_timelines_and_shares_one_for_the_rest() {
+        let mut book = ClientBook::new("mastodon".parse().unwrap(), HashMap::new());
+        let mut names = Vec::new();
+        for n in 0..(MAX_TIMELINES + 5) {
+            let path = format!("/api/v1/timelines/tag/t{n}");
+            names.extend(new_pollers(&book.observe(&get(
+                &path,
+                &[],
+                Some("Bearer one"),
+                &[],
+            ))));
+        }
+        assert_eq!(names.len(), MAX_TIMELINES + 1, "{names:?}");
+        assert!(
+            names[MAX_TIMELINES].ends_with(" other timelines"),
+            "{names:?}"
+        );
+        // A timeline told apart keeps its own poller after the bound.
+        let again = book.observe(&get(
+            "/api/v1/timelines/tag/t0",
+            &[],
+            Some("Bearer one"),
+            &[],
+        ));
+        assert_eq!(placed(&again).0, 0);
+        let later = book.observe(&get(
+            "/api/v1/timelines/tag/t99",
+            &[],
+            Some("Bearer one"),
+            &[],
+        ));
+        assert_eq!(placed(&later).0, MAX_TIMELINES, "the shared one");
+    }
+
+    /// A Twitter v1.1 request signed with OAuth 1.0a, as tweepy's requests-oauthlib sends it.
+    fn signed(consumer: &str, token: &str, nonce: u32) -> Exchange {
+        let mut ex = get("/1.1/statuses/home_timeline.json", &[], None, &[]);
+        ex.response = b"[]".to_vec();
+        ex.authorization = Some(format!(
+            "OAuth oauth_nonce=\"{nonce}\", oauth_timestamp=\"{}\", oauth_version=\"1.0\", \
+             oauth_signature_method=\"HMAC-SHA1\", oauth_consumer_key=\"{consumer}\", \
+             oauth_token=\"{token}\", oauth_signature=\"sig%2B{nonce}%3D\"",
+            1_700_000_000 + nonce
+        ));
+        ex
+    }
+
+    #[test]
+    fn oauth1_requests_are_one_client_by_consumer_key_and_token() {
+        let names = HashMap::from([("370773112-Gw+user".to_string(), "archiver".to_string())]);
+        let mut book = ClientBook::new("twitter".parse().unwrap(), names);
+        let mut pollers = Vec::new();
+        for nonce in 0..5 {
+            pollers.extend(new_pollers(&book.observe(&signed(
+                "xvz1evFS4wEEPTGEFPHBog",
+                "370773112-Gw%2Buser",
+                nonce,
+            ))));
+        }
+        assert_eq!(
+            pollers,
+            ["archiver home"],
+            "named by its percent-decoded token"
+        );
+        // Another user of the same application: another client, hashed.
+        let other_user = book.observe(&signed("xvz1evFS4wEEPTGEFPHBog", "99-other", 1));
+        let hashed = &new_pollers(&other_user)[0];
+        assert!(hashed.starts_with("client ") && hashed.ends_with(" home"));
+        // The same token through another application: another client, named
+        // by its token too, its poller's name told apart.
+        let other_app = book.observe(&signed("another-app", "370773112-Gw%2Buser", 1));
+        assert_eq!(new_pollers(&other_app), ["archiver home #2"]);
+        // The same in the query string (RFC 5849, 3.5.3).
+        let mut in_query = get("/1.1/statuses/home_timeline.json", &[], None, &[]);
+        in_query.response = b"[]".to_vec();
+        in_query.query = vec![
+            ("oauth_consumer_key".into(), "xvz1evFS4wEEPTGEFPHBog".into()),
+            ("oauth_token".into(), "370773112-Gw+user".into()),
+            ("oauth_nonce".into(), "77".into()),
+        ];
+        let out = book.observe(&in_query);
+        assert!(new_pollers(&out).is_empty());
+        assert_eq!(placed(&out).3, "archiver");
+        let everything = format!("{other_user:?}{other_app:?}{out:?}");
+        assert!(!everything.contains("370773112") && !everything.contains("99-other"));
+        // A bearer token is not OAuth 1.0a.
+        let bearer = get(
+            "/1.1/statuses/home_timeline.json",
+            &[],
+            Some("Bearer x"),
+            &[],
+        );
+        assert_eq!(oauth1(&bearer), None);
+        // Nor is a header whose first bytes are not characters' boundaries.
+        let odd = get(
+            "/1.1/statuses/home_timeline.json",
+            &[],
+            Some("aaaaaé OAuth"),
+            &[],
+        );
+        assert_eq!(oauth1(&odd), None);
+        assert_eq!(
+            oauth1(&signed("k", "t", 3)),
+            Some(OAuth1 {
+                consumer_key: "k".into(),
+                token: "t".into()
+            })
+        );
+    }
+
+    /// `n` pages of `per_page` IDs each, as the server's parser reads them:
+    /// the items of page `p` are `base + p * per_page ..`.
+    fn items(base: u64, per_page: u64) -> Vec<since_id::Item> {
+        (0..per_page)
+            .map(|i| since_id::Item {
+                id: Id(u128::from(base + i)),
+                id_text: (base + i).to_string(),
+                created_at: None,
+                author: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ten_thousand_tokens_stay_under_the_bound_and_none_is_kept() {
+        let mut book = ClientBook::new("mastodon".parse().unwrap(), HashMap::new());
+        let mut recorded = 0;
+        let mut pollers = HashSet::new();
+        for n in 0..10_000u64 {
+            let auth = format!("Bearer hostile-token-{n}");
+            let ex = get("/api/v1/timelines/public", &[], Some(&auth), &[]);
+            let out = book.observe_served(&ex, items(n * 10, 10));
+            for r in &out {
+                let text = format!("{r:?}");
+                assert!(!text.contains("hostile-token"), "{text}");
+                match r {
+                    Recorded::NewClient(row) => assert!(pollers.insert(row.name.clone())),
+                    Recorded::Request(row, _) => {
+                        recorded += 1;
+                        assert!(row.poller < MAX_POLLERS);
+                    }
+                }
+            }
+        }
+        assert_eq!(recorded, 10_000, "every request recorded");
+        assert_eq!(
+            pollers.len(),
+            MAX_POLLERS,
+            "unique names, 63 and the shared one"
+        );
+        assert!(pollers.contains(OTHER_CLIENTS));
+        let f = book.footprint();
+        assert_eq!((f.clients, f.timelines, f.pollers), (63, 63, 64));
+        assert!(f.remembered <= MAX_REMEMBERED);
+    }
+
+    #[test]
+    fn ten_thousand_tag_timelines_of_one_token_are_nine_pollers() {
+        let mut book = ClientBook::new("mastodon".parse().unwrap(), HashMap::new());
+        let mut new = 0;
+        for n in 0..10_000 {
+            let path = format!("/api/v1/timelines/tag/t{n}");
+            let out = book.observe(&get(&path, &[], Some("Bearer one"), &[]));
+            new += new_pollers(&out).len();
+            assert_eq!(requests(&out).len(), 1);
+        }
+        assert_eq!(new, MAX_TIMELINES + 1);
+        let f = book.footprint();
+        assert_eq!((f.clients, f.timelines, f.pollers), (1, MAX_TIMELINES, 9));
+    }
+
+    #[test]
+    fn many_clients_on_many_timelines_never_pass_64_pollers() {
+        let mut book = ClientBook::new("mastodon".parse().unwrap(), HashMap::new());
+        let mut names = HashSet::new();
+        for n in 0..2_000 {
+            let auth = format!("Bearer t{}", n % 100);
+            let path = format!("/api/v1/timelines/tag/t{}", n / 100);
+            for name in new_pollers(&book.observe(&get(&path, &[], Some(&auth), &[]))) {
+                assert!(names.insert(name), "poller names are unique");
+            }
+            let f = book.footprint();
+            assert!(f.pollers <= MAX_POLLERS && f.clients < MAX_POLLERS);
+            assert!(f.timelines <= MAX_TIMELINES * f.clients);
+        }
+        assert_eq!(book.footprint().pollers, MAX_POLLERS);
+    }
+
+    #[test]
+    fn a_megabyte_of_query_is_cut_in_names_and_params() {
+        let mut book = ClientBook::new("twitter".parse().unwrap(), HashMap::new());
+        let huge = "q".repeat(1 << 20);
+        let mut ex = get(
+            "/2/tweets/search/recent",
+            &[("query", &huge), ("since_id", &huge), ("max_results", "10")],
+            Some(&format!("Bearer {huge}")),
+            &[],
+        );
+        ex.response = b"{}".to_vec();
+        let out = book.observe(&ex);
+        let name = &new_pollers(&out)[0];
+        assert!(name.len() < 2 * MAX_LABEL, "{} bytes", name.len());
+        let (row, asked) = requests(&out)[0];
+        assert!(asked.params.len() < 4 * MAX_PARAM, "{}", asked.params.len());
+        assert_eq!(row.request.since_id, None, "not an ID");
+        // Another huge query differing at its end is another timeline.
+        let mut other = ex.clone();
+        other.query[0].1.push('!');
+        let (a, b) = (label(&ex), label(&other));
+        assert!(a.0 != b.0 && a.1 != b.1, "{} / {}", a.1, b.1);
+        let out = book.observe(&other);
+        assert_eq!(new_pollers(&out).len(), 1);
+        let f = book.footprint();
+        assert_eq!((f.clients, f.timelines), (1, 2));
+    }
+
+    #[test]
+    fn a_flood_keeps_every_record_and_remembers_a_bounded_set() {
+        let mut book = ClientBook::new("mastodon".parse().unwrap(), HashMap::new());
+        let per_page = 1_000u64;
+        let pages = (MAX_REMEMBERED as u64 / per_page) * 3;
+        let mut first_sightings = 0u64;
+        for p in 0..pages {
+            let ex = get("/api/v1/timelines/public", &[], Some("Bearer flood"), &[]);
+            let out = book.observe_served(&ex, items(p * per_page, per_page));
+            let (row, _) = requests(&out)[0];
+            assert_eq!(row.items.len() as u64, per_page, "no item dropped");
+            first_sightings += row.items.iter().filter(|i| i.first_sighting).count() as u64;
+            assert!(book.footprint().remembered <= MAX_REMEMBERED);
+        }
+        assert_eq!(
+            first_sightings,
+            pages * per_page,
+            "each status written once"
+        );
+    }
+
+    #[test]
+    fn a_named_client_keeps_a_poller_through_a_flood_of_others() {
+        let names = HashMap::from([("good-token".to_string(), "good".to_string())]);
+        let mut book = ClientBook::new("mastodon".parse().unwrap(), names);
+        let public = "/api/v1/timelines/public";
+        for n in 0..1_000 {
+            let auth = format!("Bearer t{n}");
+            book.observe(&get(public, &[], Some(&auth), &[]));
+        }
+        assert_eq!(book.footprint().pollers, MAX_POLLERS - 1, "one kept for it");
+        let out = book.observe(&get(public, &[], Some("Bearer good-token"), &[]));
+        assert_eq!(new_pollers(&out), ["good public"]);
+        assert_eq!(placed(&out).3, "good");
+        // Its next timeline finds no room: shared with the other clients.
+        let tag = book.observe(&get(
+            "/api/v1/timelines/home",
+            &[],
+            Some("Bearer good-token"),
+            &[],
+        ));
+        assert_eq!(placed(&tag).3, OTHER_CLIENTS);
+        assert_eq!(book.footprint().pollers, MAX_POLLERS);
+    }
+
     #[test]
     fn clients_beyond_the_bound_share_one_poller() {
         let mut book = ClientBook::new("mastodon".parse().unwrap(), HashMap::new());
         let mut new = 0;
-        for n in 0..(MAX_CLIENTS + 10) {
+        for n in 0..(MAX_POLLERS + 10) {
             let auth = format!("Bearer t{n}");
             let out = book.observe(&get("/api/v1/timelines/public", &[], Some(&auth), &[]));
             new += out
@@ -597,10 +1337,6 @@ mod tests {
                 .filter(|r| matches!(r, Recorded::NewClient(_)))
                 .count();
         }
-        assert_eq!(
-            new,
-            MAX_CLIENTS + 1,
-            "63 named, then one for all the others"
-        );
+        assert_eq!(new, MAX_POLLERS, "63 named, then one for all the others");
     }
 }

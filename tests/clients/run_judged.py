@@ -99,12 +99,14 @@ def independent_losses(db, served_path):
 
 
 def judged(report, name):
-    lost = {leak["id"] for leak in report["leaks"] if name in leak["missed_by"]}
-    lost |= {m["id"] for m in report["other_misses"] if m["poller"] == name}
-    verdicts = [p["verdict"] for p in report["pollers"] if p["name"] == name]
-    if len(verdicts) != 1:
-        fail(f"the judge has {len(verdicts)} pollers named {name!r}, not one")
-    return lost, verdicts[0]
+    # A client's poller is one a timeline it polled; each of these polls one.
+    pollers = [p for p in report["pollers"] if p["client"] == name]
+    if len(pollers) != 1:
+        fail(f"the judge has {len(pollers)} pollers of client {name!r}, not one")
+    poller = pollers[0]["name"]
+    lost = {leak["id"] for leak in report["leaks"] if poller in leak["missed_by"]}
+    lost |= {m["id"] for m in report["other_misses"] if m["poller"] == poller}
+    return lost, pollers[0]["verdict"]
 
 
 def check(what, db, served, report, name, expect):
@@ -141,7 +143,7 @@ def main():
             out = subprocess.run([analyze, db, "--json", "--out", tmp],
                                  capture_output=True, text=True, check=True)
             report = json.loads(out.stdout)
-            names = sorted(p["name"] for p in report["pollers"])
+            names = sorted(p["client"] for p in report["pollers"])
             if names != sorted(name for name, _, _ in clients):
                 fail(f"{what}: the judge saw clients {names}, not {[c[0] for c in clients]}")
             for name, suffix, expect in clients:

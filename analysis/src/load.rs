@@ -464,6 +464,44 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
             requests[at].obs_end = observations.len() as u32;
         }
     }
+    // A recorded client's pages are one value each (`client_requests.served`,
+    // rundb::pages), expanded here into the same flat vector: each page's IDs
+    // are its request's range, as if they had been rows of `observations`.
+    if let (Some(&first), Some(&last)) = (request_ids.first(), request_ids.last())
+        && rundb::read::has_column(conn, "client_requests", "served").map_err(|e| LoadError(e.0))?
+    {
+        let mut st = conn
+            .prepare(
+                "SELECT request_id, served FROM client_requests
+                 WHERE request_id BETWEEN ?1 AND ?2 AND served IS NOT NULL ORDER BY request_id",
+            )
+            .map_err(sql)?;
+        let mut rows = st.query([first, last]).map_err(sql)?;
+        while let Some(r) = rows.next().map_err(sql)? {
+            let rid: i64 = r.get(0).map_err(sql)?;
+            let Ok(at) = request_ids.binary_search(&rid) else {
+                continue; // another run's request
+            };
+            let bytes = r.get_ref(1).and_then(|v| Ok(v.as_blob()?)).map_err(sql)?;
+            let served = rundb::pages::decode(bytes)
+                .map_err(|e| LoadError(format!("run {run_id}: request {rid}: {e}")))?;
+            requests[at].obs_start = observations.len() as u32;
+            for text in served {
+                let idx = match ids.get(&statuses, text.as_bytes()) {
+                    Some(i) => i,
+                    None => {
+                        let parsed = layout.parse(&text).map_err(|e| {
+                            LoadError(format!("run {run_id}: observation of {e}"))
+                        })?;
+                        let id_time_ms = layout.ts_ms(parsed);
+                        ids.add(&mut statuses, &text, Status { key: parsed.0 }, id_time_ms)
+                    }
+                };
+                observations.push(idx);
+            }
+            requests[at].obs_end = observations.len() as u32;
+        }
+    }
     if observations.len() > u32::MAX as usize {
         return err("more than 4 billion observations in one run");
     }

@@ -270,6 +270,7 @@ impl ClientBook {
                 (None, _) => Scope::All,
             }
             .to_string(),
+            served: None, // the recorder encodes the request's items
         };
         out.push(Recorded::Request(Box::new(row), asked_row));
         out

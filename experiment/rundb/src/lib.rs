@@ -12,6 +12,7 @@
 //! for queries of its own (`analyze` reads the large tables in its own loops
 //! where it must). Errors are [`Error`]: one line for the user.
 
+pub mod pages;
 pub mod read;
 pub mod rows;
 pub mod schema;

@@ -195,6 +195,9 @@ pub struct ClientRequestRow {
     pub params: String,
     /// The statuses the endpoint serves, in [`crate::scope::Scope`]'s text form.
     pub scope: String,
+    /// The IDs the page served, in order, encoded by [`crate::pages::encode`];
+    /// `None` when they are rows of `observations`.
+    pub served: Option<Vec<u8>>,
 }
 
 /// A row of `ftt_pushes` ([`crate::schema::FTT_PUSHES`]).

@@ -186,16 +186,20 @@ pub const CURSOR_FLAGS: &str = "CREATE TABLE IF NOT EXISTS cursor_flags (
 /// row (`experiment serve --record`): which client (a name, or a short hash
 /// of its credential, never the credential), the method and endpoint, and its
 /// cursor and page parameters as sent, as a JSON object; and the statuses
-/// the endpoint serves (its [`crate::scope::Scope`]). Created by the first
-/// recorded client request, so that other runs' files keep the tables of
-/// [`CREATE`].
+/// the endpoint serves (its [`crate::scope::Scope`]); and the IDs the page
+/// served, in response order, as one value ([`crate::pages`]) where
+/// `observations` would hold a row per ID (NULL: the request's observations
+/// are rows of `observations`, as a file written before the column was added
+/// has them). Created by the first recorded client request, so that other
+/// runs' files keep the tables of [`CREATE`].
 pub const CLIENT_REQUESTS: &str = "CREATE TABLE IF NOT EXISTS client_requests (
     request_id         INTEGER PRIMARY KEY REFERENCES requests(id),
     client             TEXT NOT NULL,
     method             TEXT NOT NULL,
     endpoint           TEXT NOT NULL,
     params             TEXT NOT NULL,
-    scope              TEXT NOT NULL DEFAULT 'all'
+    scope              TEXT NOT NULL DEFAULT 'all',
+    served             BLOB
 );";
 
 /// The author of each status of a recording's truth (`experiment serve

@@ -409,23 +409,35 @@ pub fn add_poller(conn: &Connection, run_id: i64, poller: &PollerRow) -> Result<
 }
 
 /// Inserts what a foreign client asked for beside its request `request_id`,
-/// creating `client_requests` the first time.
+/// creating `client_requests` the first time (and adding its `served` column
+/// to a file written before the column existed).
 pub fn insert_client_request(
     conn: &Connection,
     request_id: i64,
     row: &ClientRequestRow,
 ) -> Result<(), Error> {
-    let sql = "INSERT INTO client_requests (request_id, client, method, endpoint, params, scope) \
-               VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+    let sql = "INSERT INTO client_requests (request_id, client, method, endpoint, params, scope, \
+               served) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+    if conn.prepare_cached(sql).is_err() {
+        conn.execute_batch(CLIENT_REQUESTS).map_err(write_error)?;
+        if !crate::read::has_column(conn, "client_requests", "served")? {
+            conn.execute_batch("ALTER TABLE client_requests ADD COLUMN served BLOB")
+                .map_err(write_error)?;
+        }
+    }
     let values = params![
         request_id,
         row.client,
         row.method,
         row.endpoint,
         row.params,
-        row.scope
+        row.scope,
+        row.served
     ];
-    insert_creating(conn, CLIENT_REQUESTS, sql, values)
+    conn.prepare_cached(sql)
+        .and_then(|mut st| st.execute(values))
+        .map_err(write_error)?;
+    Ok(())
 }
 
 /// Inserts the authors of truth rows (`truth_authors`), creating the table

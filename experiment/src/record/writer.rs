@@ -388,13 +388,25 @@ impl Writer {
             .map_err(|e| format!("cannot write the run database: {e}"))
     }
 
-    /// Inserts a request, its observations and the statuses first seen in it.
-    fn insert_request(&mut self, mut r: RequestRecord) -> Result<i64, RecordError> {
+    /// Inserts a request, the statuses first seen in it and, unless
+    /// `compact`, its observations as rows; returns the request's id and,
+    /// when `compact`, the served IDs as one value (`client_requests.served`,
+    /// [`rundb::pages`]).
+    fn insert_request(
+        &mut self,
+        mut r: RequestRecord,
+        compact: bool,
+    ) -> Result<(i64, Option<Vec<u8>>), RecordError> {
         r.request.poller_id = self.poller_ids.get(r.poller).copied().unwrap_or(-1);
         r.request.items = r.items.len() as i64;
         let request_id = write::insert_request(&self.conn, self.run_id, &r.request)?;
         let ids: Vec<&str> = r.items.iter().map(|s| s.status.id.as_str()).collect();
-        write::insert_observations(&self.conn, request_id, &ids)?;
+        let served = if compact {
+            Some(rundb::pages::encode(&ids))
+        } else {
+            write::insert_observations(&self.conn, request_id, &ids)?;
+            None
+        };
         let new: Vec<&rundb::StatusRow> = r
             .items
             .iter()
@@ -404,16 +416,19 @@ impl Writer {
         write::insert_statuses(&self.conn, self.run_id, &new)?;
         self.stats.requests += 1;
         self.stats.observations += r.items.len() as u64;
-        Ok(request_id)
+        Ok((request_id, served))
     }
 
     fn write(&mut self, record: Record) -> Result<(), RecordError> {
         match record {
             Record::Request(r) => {
-                self.insert_request(*r)?;
+                self.insert_request(*r, false)?;
             }
-            Record::ClientRequest(r, asked) => {
-                let request_id = self.insert_request(*r)?;
+            Record::ClientRequest(r, mut asked) => {
+                // A client may ask for thousands of pages a second: its page
+                // is one value, not a row per status (rundb::pages).
+                let (request_id, served) = self.insert_request(*r, true)?;
+                asked.served = served;
                 write::insert_client_request(&self.conn, request_id, &asked)?;
             }
             Record::Truth(rows) => {

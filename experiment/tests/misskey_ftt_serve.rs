@@ -258,15 +258,11 @@ fn serve_on_misskey_ftt_records_a_client_per_timeline_and_removes_its_servers() 
             _ => "/api/notes/hybrid-timeline",
         };
         let recorded: Vec<String> = conn
-            .prepare(
-                "SELECT o.status_id FROM observations o JOIN client_requests c
-                   ON c.request_id = o.request_id
-                 WHERE c.endpoint = ?1 ORDER BY o.request_id, o.position",
-            )
+            .prepare("SELECT request_id FROM client_requests WHERE endpoint = ?1 ORDER BY request_id")
             .unwrap()
             .query_map([endpoint], |r| r.get(0))
             .unwrap()
-            .map(Result::unwrap)
+            .flat_map(|id| rundb::read::observed(&conn, id.unwrap()).unwrap())
             .collect();
         assert_eq!(
             &recorded, served,

@@ -342,6 +342,35 @@ pub fn has_table(conn: &Connection, table: &str) -> Result<bool, Error> {
     .map_err(read_error)
 }
 
+/// The IDs request `request_id` returned, in response order: its rows of
+/// `observations`, or the page stored as one value (`client_requests.served`,
+/// [`crate::pages`]) for a recorded client's request.
+pub fn observed(conn: &Connection, request_id: i64) -> Result<Vec<String>, Error> {
+    if has_column(conn, "client_requests", "served")? {
+        let served: Option<Vec<u8>> = conn
+            .query_row(
+                "SELECT served FROM client_requests WHERE request_id = ?1",
+                [request_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(read_error)?
+            .flatten();
+        if let Some(bytes) = served {
+            return crate::pages::decode(&bytes)
+                .map_err(|e| Error(format!("request {request_id}: {e}")));
+        }
+    }
+    conn.prepare_cached(
+        "SELECT status_id FROM observations WHERE request_id = ?1 ORDER BY position",
+    )
+    .and_then(|mut st| {
+        st.query_map([request_id], |r| r.get(0))?
+            .collect::<Result<Vec<String>, _>>()
+    })
+    .map_err(read_error)
+}
+
 /// Whether table `table` exists and has column `column` (a file written
 /// before the column was added has not).
 pub fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool, Error> {

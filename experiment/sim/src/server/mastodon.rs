@@ -671,7 +671,8 @@ async fn notifications(
     }
     let params = params(&raw);
     let number = |name: &str| param(&params, name).map(|v| ruby_to_i(v).max(0) as u64);
-    let limit = param(&params, "limit").map_or(40, |l| ruby_to_i(l).unsigned_abs().min(80)) as usize;
+    let limit =
+        param(&params, "limit").map_or(40, |l| ruby_to_i(l).unsigned_abs().min(80)) as usize;
     let listed = |name: &str| -> Vec<&str> {
         params
             .iter()

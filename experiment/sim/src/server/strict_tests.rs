@@ -59,7 +59,10 @@ fn http() -> reqwest::Client {
 
 /// `GET path`, 200, its body parsed by `T` (the error names the missing or
 /// mistyped field).
-async fn get<T: DeserializeOwned>(s: &RunningServer, path: &str) -> (T, reqwest::header::HeaderMap) {
+async fn get<T: DeserializeOwned>(
+    s: &RunningServer,
+    path: &str,
+) -> (T, reqwest::header::HeaderMap) {
     let response = http().get(s.url(path)).send().await.unwrap();
     assert_eq!(response.status(), 200, "{path}");
     let headers = response.headers().clone();
@@ -241,8 +244,12 @@ async fn x_posts_carry_the_field_each_expansion_links_through_and_includes_hold_
         for post in &page.data {
             assert!(!post.text.is_empty() && post.edit_history_tweet_ids == [post.id.clone()]);
             let author = page.includes.users.iter().find(|u| u.id == post.author_id);
-            let author = author.unwrap_or_else(|| panic!("{path}: {} not included", post.author_id));
-            assert_eq!(author.username, format!("user{}", author.id.parse::<u64>().unwrap() - 1_000_000));
+            let author =
+                author.unwrap_or_else(|| panic!("{path}: {} not included", post.author_id));
+            assert_eq!(
+                author.username,
+                format!("user{}", author.id.parse::<u64>().unwrap() - 1_000_000)
+            );
             assert!(!author.name.is_empty());
         }
         assert_eq!(page.meta.result_count as usize, page.data.len());
@@ -375,7 +382,8 @@ async fn twitter_tweets_and_users_have_every_attribute_of_the_data_dictionary() 
         }
     }
     let (tweets, _) =
-        get::<Vec<V1ExtendedTweet>>(&s, "/1.1/lists/statuses.json?list_id=1&tweet_mode=extended").await;
+        get::<Vec<V1ExtendedTweet>>(&s, "/1.1/lists/statuses.json?list_id=1&tweet_mode=extended")
+            .await;
     for t in &tweets {
         assert!(t.text.is_none(), "extended mode has no `text`");
         assert_eq!(t.display_text_range, [0, t.full_text.chars().count()]);
@@ -386,7 +394,10 @@ async fn twitter_tweets_and_users_have_every_attribute_of_the_data_dictionary() 
     assert_eq!(again.len(), tweets.len());
     let (me, _) = get::<V1User>(&s, "/1.1/account/verify_credentials.json").await;
     assert_eq!((me.id, me.screen_name.as_str()), (1, "snowleak"));
-    assert!(me.friends_count > 0, "the reader follows its home timeline's authors");
+    assert!(
+        me.friends_count > 0,
+        "the reader follows its home timeline's authors"
+    );
 }
 
 // ---------------------------------------------------------------- Mastodon
@@ -663,17 +674,30 @@ async fn mastodon_notifications_are_paged_and_linked_as_a_timeline_is() {
     let (all, headers) = get::<Vec<Notification>>(&s, "/api/v1/notifications").await;
     let ids: Vec<&str> = all.iter().map(|n| n.id.as_str()).collect();
     assert_eq!(ids, ["3", "2", "1"], "newest first");
-    assert!(all.iter().all(|n| n.kind == "follow" && n.group_key == format!("ungrouped-{}", n.id)));
+    assert!(
+        all.iter()
+            .all(|n| n.kind == "follow" && n.group_key == format!("ungrouped-{}", n.id))
+    );
     // Paging down with `next`, to the end.
     let next = link(&headers, "next").unwrap();
     assert!(next.ends_with("max_id=1"), "{next}");
     let (page, _) = get::<Vec<Notification>>(&s, "/api/v1/notifications?limit=2").await;
     let (rest, headers) = get::<Vec<Notification>>(
         &s,
-        &link_path(&link(&{
-            let r = http().get(s.url("/api/v1/notifications?limit=2")).send().await.unwrap();
-            r.headers().clone()
-        }, "next").unwrap()),
+        &link_path(
+            &link(
+                &{
+                    let r = http()
+                        .get(s.url("/api/v1/notifications?limit=2"))
+                        .send()
+                        .await
+                        .unwrap();
+                    r.headers().clone()
+                },
+                "next",
+            )
+            .unwrap(),
+        ),
     )
     .await;
     assert_eq!(page.len() + rest.len(), 3);
@@ -763,15 +787,27 @@ async fn misskey_notes_parse_as_packed_notes_and_with_files_is_an_empty_page() {
         assert!(!notes.is_empty(), "{endpoint}");
         for n in &notes {
             assert_eq!(n.user_id, n.user.id);
-            assert_eq!(n.uri.is_some(), n.user.host.0.is_some(), "uri only for a remote note");
+            assert_eq!(
+                n.uri.is_some(),
+                n.user.host.0.is_some(),
+                "uri only for a remote note"
+            );
             assert!(n.file_ids.as_ref().is_none_or(Vec::is_empty));
         }
         // `withFiles: true` serves only notes with files: the simulator's have none.
-        let with_files: Vec<Note> =
-            post(&s, &path, serde_json::json!({"limit": 100, "withFiles": true})).await;
+        let with_files: Vec<Note> = post(
+            &s,
+            &path,
+            serde_json::json!({"limit": 100, "withFiles": true}),
+        )
+        .await;
         assert!(with_files.is_empty(), "{endpoint} withFiles");
-        let without: Vec<Note> =
-            post(&s, &path, serde_json::json!({"limit": 100, "withFiles": false})).await;
+        let without: Vec<Note> = post(
+            &s,
+            &path,
+            serde_json::json!({"limit": 100, "withFiles": false}),
+        )
+        .await;
         assert_eq!(without.len(), notes.len(), "{endpoint} withFiles false");
     }
     let me: Me = post(&s, "/api/i", serde_json::json!({})).await;

@@ -166,7 +166,9 @@ impl User {
             ("verified_type", json!("none")),
             (
                 "profile_image_url",
-                json!("https://abs.twimg.com/sticky/default_profile_images/default_profile_normal.png"),
+                json!(
+                    "https://abs.twimg.com/sticky/default_profile_images/default_profile_normal.png"
+                ),
             ),
             ("url", json!("")),
             (
@@ -514,7 +516,12 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
                 meta["previous_token"] = json!(PageToken::Above(newest.id).format(&layout));
             }
             let mut body = json!({"data": data, "meta": meta});
-            let includes = includes(&data, &statuses, &expansions, &Fields::of(&p, "user.fields"));
+            let includes = includes(
+                &data,
+                &statuses,
+                &expansions,
+                &Fields::of(&p, "user.fields"),
+            );
             if !includes.is_empty() {
                 body["includes"] = Value::Object(includes);
             }

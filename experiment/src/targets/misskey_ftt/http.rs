@@ -246,7 +246,11 @@ async fn timeline(app: App, source: Source, body: Bytes) -> Response {
         .unwrap_or_else(|e| e.into_inner())
         .entry(served.path.as_str())
         .or_default() += 1;
-    let notes: Vec<Value> = served.ids.iter().map(|id| note_json(id, req.with_files)).collect();
+    let notes: Vec<Value> = served
+        .ids
+        .iter()
+        .map(|id| note_json(id, req.with_files))
+        .collect();
     let mut response = json_ok(Value::Array(notes));
     if req.with_files {
         // Which notes have files is not in the truth a recording keeps, so a

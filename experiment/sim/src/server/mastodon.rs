@@ -5,8 +5,10 @@
 //! `/api/v1/accounts/verify_credentials` (every token is the reader): `max_id`/`since_id` exclusive, `min_id` pages
 //! forward and wins over `since_id`, `limit` default 20, at most 40, a `Link`
 //! header on non-empty pages, rate limits in `X-RateLimit-*` with an ISO 8601
-//! reset [1.5]. Plus `/api/v1/instance` and `/api/v2/instance` so that client
-//! libraries accept the server, and NodeInfo, which tells Mastodon from
+//! reset [1.5]. Plus `/api/v1/instance` and `/api/v2/instance` (whole, with
+//! `configuration` and `api_versions`) so that client libraries accept the
+//! server, `/api/v1/notifications` and `/api/v1/preferences`, which bots
+//! read before the home timeline, and NodeInfo, which tells Mastodon from
 //! Misskey. The PostgreSQL backend (`targets/postgres/http.rs`) serves its statuses through
 //! the same documents and paging rules.
 

@@ -6,10 +6,10 @@
 //! "message"}]}`.
 //!
 //! Tweets and users carry every attribute of v1.1's data dictionary that is
-//! not deprecated-and-dropped or conditional (developer.x.com,
+//! not deprecated or conditional (developer.x.com,
 //! x-api/v1/data-dictionary/object-model/tweet, /user and /entities):
 //! nullable ones as `null` (`in_reply_to_*`, `coordinates`, `place`, a
-//! user's `url`), conditional ones absent (`quoted_status_id`,
+//! user's `url` and `location`), conditional ones absent (`quoted_status_id`,
 //! `retweeted_status`, `possibly_sensitive`: the simulated tweets quote,
 //! retweet and link nothing). `tweet_mode=extended` renders `full_text` and
 //! `display_text_range` in place of `text` (developer.x.com, "Tweet
@@ -110,53 +110,34 @@ impl std::fmt::Display for StatusText<'_> {
     }
 }
 
-/// The user object (developer.x.com, x-api/v1/data-dictionary/object-model/user),
-/// deprecated attributes included: v1.1 still sent them, and clients' models
-/// (tweepy's, twitter4j's) read them.
+/// The user object (developer.x.com, x-api/v1/data-dictionary/object-model/user):
+/// its attributes, nullable ones as `null`; not those it lists as deprecated
+/// (`utc_offset`, `time_zone`, `lang`, `geo_enabled`, `following`,
+/// `profile_background_color`, the `http` `profile_image_url`...), which it
+/// tells clients not to rely on, nor `profile_banner_url`, absent for a user
+/// without a banner.
 #[derive(Serialize)]
 struct TwitterUser {
     id: u64,
     id_str: Shown<Numbered>,
     name: Shown<Numbered>,
     screen_name: Shown<Numbered>,
-    location: &'static str,
+    location: Option<&'static str>,
     description: &'static str,
     /// Nullable: none of the simulated users links a site.
     url: Option<&'static str>,
     entities: UserEntities,
     protected: bool,
+    verified: bool,
     followers_count: u64,
     friends_count: u64,
     listed_count: u64,
-    created_at: &'static str,
     favourites_count: u64,
-    utc_offset: Option<i32>,
-    time_zone: Option<&'static str>,
-    geo_enabled: bool,
-    verified: bool,
     statuses_count: u64,
-    lang: Option<&'static str>,
-    contributors_enabled: bool,
-    is_translator: bool,
-    is_translation_enabled: bool,
-    profile_background_color: &'static str,
-    profile_background_image_url: Option<&'static str>,
-    profile_background_image_url_https: Option<&'static str>,
-    profile_background_tile: bool,
-    profile_image_url: &'static str,
+    created_at: &'static str,
     profile_image_url_https: &'static str,
-    profile_link_color: &'static str,
-    profile_sidebar_border_color: &'static str,
-    profile_sidebar_fill_color: &'static str,
-    profile_text_color: &'static str,
-    profile_use_background_image: bool,
-    has_extended_profile: bool,
     default_profile: bool,
     default_profile_image: bool,
-    following: bool,
-    follow_request_sent: bool,
-    notifications: bool,
-    translator_type: &'static str,
     withheld_in_countries: [&'static str; 0],
 }
 
@@ -179,45 +160,23 @@ impl TwitterUser {
         id_str: Shown(Numbered("", 0)),
         name: Shown(Numbered("", 0)),
         screen_name: Shown(Numbered("", 0)),
-        location: "",
+        location: None,
         description: "",
         url: None,
         entities: UserEntities {
             description: NoUrls { urls: [] },
         },
         protected: false,
+        verified: false,
         followers_count: 0,
         friends_count: 0,
         listed_count: 0,
-        created_at: "Mon Jan 01 00:00:00 +0000 2024",
         favourites_count: 0,
-        utc_offset: None,
-        time_zone: None,
-        geo_enabled: false,
-        verified: false,
         statuses_count: 0,
-        lang: None,
-        contributors_enabled: false,
-        is_translator: false,
-        is_translation_enabled: false,
-        profile_background_color: "F5F8FA",
-        profile_background_image_url: None,
-        profile_background_image_url_https: None,
-        profile_background_tile: false,
-        profile_image_url: "http://abs.twimg.com/sticky/default_profile_images/default_profile_normal.png",
+        created_at: "Mon Jan 01 00:00:00 +0000 2024",
         profile_image_url_https: "https://abs.twimg.com/sticky/default_profile_images/default_profile_normal.png",
-        profile_link_color: "1DA1F2",
-        profile_sidebar_border_color: "C0DEED",
-        profile_sidebar_fill_color: "DDEEF6",
-        profile_text_color: "333333",
-        profile_use_background_image: true,
-        has_extended_profile: false,
         default_profile: true,
         default_profile_image: true,
-        following: false,
-        follow_request_sent: false,
-        notifications: false,
-        translator_type: "none",
         withheld_in_countries: [],
     };
 
@@ -272,10 +231,8 @@ struct Tweet<'a> {
     in_reply_to_user_id_str: Option<&'static str>,
     in_reply_to_screen_name: Option<&'static str>,
     user: TwitterUser,
-    geo: Option<()>,
     coordinates: Option<()>,
     place: Option<()>,
-    contributors: Option<()>,
     is_quote_status: bool,
     retweet_count: u64,
     favorite_count: u64,
@@ -413,10 +370,8 @@ fn twitter_timeline(
             in_reply_to_user_id_str: None,
             in_reply_to_screen_name: None,
             user: TwitterUser::author(s.author),
-            geo: None,
             coordinates: None,
             place: None,
-            contributors: None,
             is_quote_status: false,
             retweet_count: 0,
             favorite_count: 0,

@@ -20,8 +20,12 @@
 //! - The default tweet fields are `id`, `text`, `edit_history_tweet_ids`;
 //!   `tweet.fields` adds `created_at`, `author_id`, `conversation_id`, `lang`,
 //!   `public_metrics`, `possibly_sensitive`, `reply_settings`,
-//!   `edit_controls`; `expansions=author_id` adds `includes.users`, each user
-//!   the same object as the lookups return (`user.fields` applies to both).
+//!   `edit_controls`; `expansions=author_id` adds `author_id` to every post
+//!   of `data` (listed in `tweet.fields` or not, as X does) and
+//!   `includes.users`, each user the same object as the lookups return
+//!   (`user.fields` applies to both); `edit_history_tweet_ids` adds
+//!   `includes.tweets` (each post's history: itself). The other expansions
+//!   link nothing here (no replies, quotes, media, polls, places, mentions).
 //! - Recent search's `end_time` defaults to now minus the profile's
 //!   `search_end_lag_ms` (the docs: "now" "(actually 30 seconds before the time
 //!   of query)", x-api/posts/search/integrate/paginate).

@@ -5,8 +5,10 @@
 //! `/api/v1/accounts/verify_credentials` (every token is the reader): `max_id`/`since_id` exclusive, `min_id` pages
 //! forward and wins over `since_id`, `limit` default 20, at most 40, a `Link`
 //! header on non-empty pages, rate limits in `X-RateLimit-*` with an ISO 8601
-//! reset [1.5]. Plus `/api/v1/instance` and `/api/v2/instance` so that client
-//! libraries accept the server, and NodeInfo, which tells Mastodon from
+//! reset [1.5]. Plus `/api/v1/instance` and `/api/v2/instance` (whole, with
+//! `configuration` and `api_versions`) so that client libraries accept the
+//! server, `/api/v1/notifications` and `/api/v1/preferences`, which bots
+//! read before the home timeline, and NodeInfo, which tells Mastodon from
 //! Misskey. The PostgreSQL backend (`targets/postgres/http.rs`) serves its statuses through
 //! the same documents and paging rules.
 
@@ -37,6 +39,8 @@ pub(super) fn routes() -> Router<AppState> {
             get(verify_credentials),
         )
         .route("/api/v1/timelines/tag/{tag}", get(mastodon_tag))
+        .route("/api/v1/notifications", get(notifications))
+        .route("/api/v1/preferences", get(preferences))
         // Mastodon.py asks with a trailing slash.
         .route("/api/v1/instance", get(mastodon_instance_v1))
         .route("/api/v1/instance/", get(mastodon_instance_v1))
@@ -168,17 +172,28 @@ pub fn backend_routes<S: Clone + Send + Sync + 'static>(
 }
 
 /// A status stored in a database (the PostgreSQL backend's): a local
-/// author's public post, with the fields clients read [1.4].
+/// author's public post, the whole Status entity as the simulator's [1.4].
 pub fn stored_status(id: &str, created_at_ms: i64, account: &str, text: &str) -> Value {
+    let host = "127.0.0.1";
     let user = format!("user{account}");
-    json!({
-        "id": id,
-        "created_at": rfc3339_ms(created_at_ms),
-        "visibility": "public",
-        "uri": format!("http://127.0.0.1/users/{user}/statuses/{id}"),
-        "content": format!("<p>{text}</p>"),
-        "account": { "id": account, "username": user, "acct": user },
-    })
+    let url = format!("http://{host}/@{user}");
+    let who = Who {
+        id: account.parse().unwrap_or(0),
+        username: &user,
+        acct: &user,
+        display_name: &user,
+        url: &url,
+        bot: true,
+    };
+    let uri = format!("http://{host}/users/{user}/statuses/{id}");
+    status_document(
+        id,
+        created_at_ms,
+        &uri,
+        &format!("<p>{text}</p>"),
+        account_document(&who, host, 1),
+        host,
+    )
 }
 
 fn mastodon_rate_headers(a: &Allowance) -> HeaderMap {
@@ -276,7 +291,9 @@ struct Who<'a> {
     bot: bool,
 }
 
-/// Mastodon's Account entity (docs.joinmastodon.org, entities/Account).
+/// Mastodon's Account entity (docs.joinmastodon.org, entities/Account): every
+/// attribute not marked optional, and `noindex`, `indexable`,
+/// `hide_collections` and `roles`, which 4.3 sends for local accounts.
 fn account_document(who: &Who, host: &str, statuses: u64) -> Value {
     json!({
         "id": who.id.to_string(),
@@ -299,8 +316,12 @@ fn account_document(who: &Who, host: &str, statuses: u64) -> Value {
         "following_count": 0,
         "statuses_count": statuses,
         "last_status_at": null,
+        "noindex": false,
+        "indexable": false,
+        "hide_collections": false,
         "emojis": [],
         "fields": [],
+        "roles": [],
     })
 }
 
@@ -316,10 +337,28 @@ fn mastodon_status(s: &SimStatus, layout: &Layout, host: &str) -> Value {
             s.posted_at_ms
         )
     };
+    let content = format!(
+        "<p>Status {id} from the snowleak simulator ({}) #snowleak</p>",
+        s.origin
+    );
+    // Remote statuses carry their `published` time, which is not ID order [1.6].
+    status_document(&id, s.posted_at_ms, &uri, &content, account, host)
+}
+
+/// Mastodon's Status entity (docs.joinmastodon.org, entities/Status): every
+/// attribute not marked optional, for a public post that replies to,
+/// reblogs, mentions and attaches nothing, tagged `#snowleak`.
+fn status_document(
+    id: &str,
+    created_at_ms: i64,
+    uri: &str,
+    content: &str,
+    account: Value,
+    host: &str,
+) -> Value {
     json!({
         "id": id,
-        // Remote statuses carry their `published` time, which is not ID order [1.6].
-        "created_at": rfc3339_ms(s.posted_at_ms),
+        "created_at": rfc3339_ms(created_at_ms),
         "in_reply_to_id": null,
         "in_reply_to_account_id": null,
         "sensitive": false,
@@ -332,7 +371,7 @@ fn mastodon_status(s: &SimStatus, layout: &Layout, host: &str) -> Value {
         "reblogs_count": 0,
         "favourites_count": 0,
         "edited_at": null,
-        "content": format!("<p>Status {id} from the snowleak simulator ({}) #snowleak</p>", s.origin),
+        "content": content,
         "reblog": null,
         "application": null,
         "account": account,
@@ -496,8 +535,41 @@ async fn mastodon_instance_v1(headers: HeaderMap) -> Response {
     json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
 }
 
-/// Mastodon's v1 instance entity (docs.joinmastodon.org, entities/V1_Instance);
-/// also served by the PostgreSQL backend ([`backend_routes`]).
+/// `configuration`'s limits, as a default Mastodon 4.3 has them (the
+/// example of docs.joinmastodon.org, entities/Instance; v1 and v2 share
+/// them): clients read them before they post, and some refuse a server
+/// without them.
+fn configuration_limits() -> Value {
+    json!({
+        "accounts": {"max_featured_tags": 10, "max_pinned_statuses": 5},
+        "statuses": {"max_characters": 500, "max_media_attachments": 4, "characters_reserved_per_url": 23},
+        "media_attachments": {
+            "supported_mime_types": [
+                "image/jpeg", "image/png", "image/gif", "image/heic", "image/heif", "image/webp",
+                "image/avif", "video/webm", "video/mp4", "video/quicktime", "video/ogg",
+                "audio/wave", "audio/wav", "audio/x-wav", "audio/x-pn-wave", "audio/vnd.wave",
+                "audio/ogg", "audio/vorbis", "audio/mpeg", "audio/mp3", "audio/webm",
+                "audio/flac", "audio/aac", "audio/m4a", "audio/x-m4a", "audio/mp4",
+                "audio/3gpp", "video/x-ms-asf",
+            ],
+            "image_size_limit": 16_777_216,
+            "image_matrix_limit": 33_177_600,
+            "video_size_limit": 103_809_024,
+            "video_frame_rate_limit": 120,
+            "video_matrix_limit": 8_294_400,
+        },
+        "polls": {
+            "max_options": 4,
+            "max_characters_per_option": 50,
+            "min_expiration": 300,
+            "max_expiration": 2_629_746,
+        },
+    })
+}
+
+/// Mastodon's v1 instance entity (docs.joinmastodon.org, entities/V1_Instance):
+/// every attribute, `configuration` whole; also served by the PostgreSQL
+/// backend ([`backend_routes`]).
 fn instance_v1_document(
     host: &str,
     title: &str,
@@ -519,15 +591,29 @@ fn instance_v1_document(
         "registrations": false,
         "approval_required": false,
         "invites_enabled": false,
-        "configuration": {"statuses": {"max_characters": 500, "max_media_attachments": 4}},
+        "configuration": configuration_limits(),
         "contact_account": null,
         "rules": [],
     })
 }
 
+/// The API version `/api/v2/instance` reports in `api_versions.mastodon`
+/// for [`VERSION`]: "API changes will come with a version number" from
+/// 4.3.0, which is 2 (docs.joinmastodon.org, entities/Instance,
+/// `api_versions`; mastodon/mastodon `lib/mastodon/version.rb`, `api_versions`).
+const API_VERSION: u32 = 2;
+
+/// Mastodon's v2 instance entity (docs.joinmastodon.org, entities/Instance):
+/// every attribute of 4.3, `configuration` and `api_versions` included.
 async fn mastodon_instance_v2(headers: HeaderMap) -> Response {
     let host = host(&headers);
     let (title, urls) = instance_fields(&host);
+    let mut configuration = configuration_limits();
+    configuration["urls"] = json!({"streaming": urls["streaming"]});
+    // A P-256 public key made for the simulator (a VAPID key is one, base64url):
+    // a client may decode it; nothing is ever pushed.
+    configuration["vapid"] = json!({"public_key": "BGza0fXWVrRGVPuqzBEePx_VivqzVed_rv9-V3s2_qQah1ihMMbsxXLhm-pj4TgAEmBhQWXZj7XdLCDJ7XkYZlo="});
+    configuration["translation"] = json!({"enabled": false});
     let body = json!({
         "domain": host,
         "title": title,
@@ -535,19 +621,130 @@ async fn mastodon_instance_v2(headers: HeaderMap) -> Response {
         "source_url": "https://github.com/mastodon/mastodon",
         "description": "A leaky timeline for since_id experiments",
         "usage": {"users": {"active_month": 0}},
-        "thumbnail": {"url": format!("http://{host}/thumbnail.png")},
+        "thumbnail": {"url": format!("http://{host}/packs/media/images/preview.png")},
+        "icon": [{"src": format!("http://{host}/packs/media/icons/android-chrome-36x36.png"), "size": "36x36"}],
         "languages": ["en"],
-        "configuration": {
-            "urls": urls,
-            "accounts": {"max_featured_tags": 10},
-            "statuses": {"max_characters": 500, "max_media_attachments": 4, "characters_reserved_per_url": 23},
-        },
-        "registrations": {"enabled": false, "approval_required": false, "message": null},
+        "configuration": configuration,
+        "registrations": {"enabled": false, "approval_required": false, "message": null, "url": null},
+        "api_versions": {"mastodon": API_VERSION},
         "contact": {"email": "", "account": null},
         "rules": [],
     });
     json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
 }
+
+/// `GET /api/v1/preferences` (docs.joinmastodon.org, methods/preferences;
+/// entities/Preferences): the reader's defaults, Mastodon's own.
+async fn preferences() -> Response {
+    let body = json!({
+        "posting:default:visibility": "public",
+        "posting:default:sensitive": false,
+        "posting:default:language": null,
+        "reading:expand:media": "default",
+        "reading:expand:spoilers": false,
+    });
+    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+}
+
+/// The reader's notifications: one `follow` from each of the first
+/// [`FOLLOWERS`] authors it follows, notification `n` (IDs 1 up, oldest
+/// first) from the `n`-th, a minute apart from 2024-01-01. Bots read them
+/// before their home timeline, and a plausible non-empty list, paged and
+/// linked as Mastodon pages it, exercises what they parse. Nothing new ever
+/// arrives: these are not a timeline the recording judges.
+const FOLLOWERS: usize = 3;
+
+/// `GET /api/v1/notifications` (docs.joinmastodon.org, methods/notifications;
+/// entities/Notification): `max_id`, `since_id`, `min_id` (exclusive; `min_id`
+/// wins over `since_id` and pages forward), `limit` 40 (at most 80),
+/// `types[]`, `exclude_types[]`, `account_id`; a `Link` header on a non-empty
+/// page (mastodon/mastodon `app/controllers/api/v1/notifications_controller.rb`:
+/// `DEFAULT_NOTIFICATIONS_LIMIT = 40`, `limit_param`, `insert_pagination_headers`).
+async fn notifications(
+    State(app): State<AppState>,
+    request_headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let allowance = app.limiter.check(ServedApi::Mastodon, (app.clock)());
+    let mut headers = mastodon_rate_headers(&allowance);
+    if !allowance.allowed {
+        retry_after(&allowance, &mut headers);
+        return mastodon_error(StatusCode::TOO_MANY_REQUESTS, "Too many requests", headers);
+    }
+    let params = params(&raw);
+    let number = |name: &str| param(&params, name).map(|v| ruby_to_i(v).max(0) as u64);
+    let limit =
+        param(&params, "limit").map_or(40, |l| ruby_to_i(l).unsigned_abs().min(80)) as usize;
+    let listed = |name: &str| -> Vec<&str> {
+        params
+            .iter()
+            .filter(|(k, _)| k == name || k == &format!("{name}[]"))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    };
+    let (types, excluded) = (listed("types"), listed("exclude_types"));
+    let wanted = |t: &str| (types.is_empty() || types.contains(&t)) && !excluded.contains(&t);
+    let (min_id, since_id, max_id) = (number("min_id"), number("since_id"), number("max_id"));
+    let account = param(&params, "account_id");
+    let host = host(&request_headers);
+    let (follows, _) = app.home();
+    let mut page: Vec<(u64, u32)> = follows
+        .iter()
+        .take(FOLLOWERS)
+        .enumerate()
+        .map(|(i, &author)| (i as u64 + 1, author))
+        .filter(|&(id, author)| {
+            wanted("follow")
+                && account.is_none_or(|a| a == (1_000_000 + u64::from(author)).to_string())
+                && min_id.or(since_id).is_none_or(|after| id > after)
+                && max_id.is_none_or(|before| id < before)
+        })
+        .collect();
+    // Newest first; from `min_id`, the oldest `limit` above it.
+    page.reverse();
+    if min_id.is_some() {
+        let skip = page.len().saturating_sub(limit);
+        page.drain(..skip);
+    } else {
+        page.truncate(limit);
+    }
+    if let (Some(newest), Some(oldest)) = (page.first(), page.last()) {
+        let path = "/api/v1/notifications";
+        let base = format!("http://{host}{path}?limit={limit}&");
+        let link = format!(
+            "<{base}max_id={}>; rel=\"next\", <{base}min_id={}>; rel=\"prev\"",
+            oldest.0, newest.0
+        );
+        headers.insert(header::LINK, header_value(&link));
+    }
+    let body: Vec<Value> = page
+        .iter()
+        .map(|&(id, author)| {
+            let username = format!("user{author}");
+            let url = format!("http://{host}/@{username}");
+            let name = format!("User {author}");
+            let who = Who {
+                id: 1_000_000 + u64::from(author),
+                username: &username,
+                acct: &username,
+                display_name: &name,
+                url: &url,
+                bot: true,
+            };
+            json!({
+                "id": id.to_string(),
+                "type": "follow",
+                "group_key": format!("ungrouped-{id}"),
+                "created_at": rfc3339_ms(NOTIFIED_FROM_MS + id as i64 * 60_000),
+                "account": account_document(&who, &host, 1),
+            })
+        })
+        .collect();
+    json_response(StatusCode::OK, headers, to_json(&body))
+}
+
+/// 2024-01-01T00:00:00Z: the notifications are a minute apart from here.
+const NOTIFIED_FROM_MS: i64 = 1_704_067_200_000;
 
 /// The software a profile's server runs, for NodeInfo: Misskey for the
 /// misskey profile, Mastodon for the others.

@@ -138,6 +138,8 @@ async fn misskey_i(State(app): State<AppState>, _body: Bytes) -> Response {
         "username": READER_NAME,
         "host": null,
         "avatarUrl": null,
+        "avatarBlurhash": null,
+        "avatarDecorations": [],
         "emojis": {},
         "onlineStatus": "unknown",
         "createdAt": "2024-01-01T00:00:00.000Z",
@@ -242,6 +244,10 @@ fn misskey_timeline(app: AppState, body: Bytes, notes: Notes) -> Response {
     with_scope(response, scope)
 }
 
+/// A packed note (misskey-dev/misskey `packages/backend/src/models/json-schema/note.ts`,
+/// `packedNoteSchema`): every property it marks `optional: false`
+/// (`reactionAcceptance` nullable), and the optional ones Misskey sends for
+/// a plain public note; `uri` only for a remote note (optional, never null).
 fn misskey_note(s: &SimStatus, layout: &Layout) -> Value {
     let id = layout.format(s.id);
     let user_id = layout.format(Id(account_number(s) as u128));
@@ -250,17 +256,20 @@ fn misskey_note(s: &SimStatus, layout: &Layout) -> Value {
     } else {
         json!("remote.example")
     };
-    json!({
+    let mut note = json!({
         "id": id,
         // Packed from the ID itself (`idService.parse(note.id).date`) [3.2].
         "createdAt": rfc3339_ms(layout.ts_ms(s.id)),
         "userId": user_id,
+        // `packedUserLiteSchema` (`json-schema/user.ts`): its required properties.
         "user": {
             "id": user_id,
             "name": format!("User {}", s.author),
             "username": format!("user{}", s.author),
             "host": host,
             "avatarUrl": null,
+            "avatarBlurhash": null,
+            "avatarDecorations": [],
             "emojis": {},
             "onlineStatus": "unknown",
         },
@@ -270,6 +279,7 @@ fn misskey_note(s: &SimStatus, layout: &Layout) -> Value {
         "localOnly": false,
         "renoteCount": 0,
         "repliesCount": 0,
+        "reactionAcceptance": null,
         "reactionCount": 0,
         "reactions": {},
         "reactionEmojis": {},
@@ -278,6 +288,9 @@ fn misskey_note(s: &SimStatus, layout: &Layout) -> Value {
         "files": [],
         "replyId": null,
         "renoteId": null,
-        "uri": if s.is_local() { Value::Null } else { json!(format!("https://remote.example/notes/{id}")) },
-    })
+    });
+    if !s.is_local() {
+        note["uri"] = json!(format!("https://remote.example/notes/{id}"));
+    }
+    note
 }

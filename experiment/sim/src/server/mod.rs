@@ -17,6 +17,8 @@ mod http_tests;
 /// with the same paging, `Link` header and JSON.
 pub mod mastodon;
 mod misskey;
+#[cfg(test)]
+mod strict_tests;
 mod twitter;
 mod x;
 
@@ -147,6 +149,8 @@ pub(super) struct AppState {
     pub(super) clock: Clock,
     pub(super) limiter: Arc<Limiter>,
     tweets: Arc<RenderCache>,
+    /// Twitter v1.1's tweets under `tweet_mode=extended` (`full_text`).
+    extended_tweets: Arc<RenderCache>,
 }
 
 /// Rendered JSON of statuses, by ID. A status never changes once posted, and
@@ -249,6 +253,7 @@ pub fn router_with_clock(state: Arc<Mutex<Simulator>>, limits: RateLimits, clock
             windows: Default::default(),
         }),
         tweets: Arc::default(),
+        extended_tweets: Arc::default(),
     };
     Router::new()
         .merge(twitter::routes())

@@ -20,8 +20,12 @@
 //! - The default tweet fields are `id`, `text`, `edit_history_tweet_ids`;
 //!   `tweet.fields` adds `created_at`, `author_id`, `conversation_id`, `lang`,
 //!   `public_metrics`, `possibly_sensitive`, `reply_settings`,
-//!   `edit_controls`; `expansions=author_id` adds `includes.users`, each user
-//!   the same object as the lookups return (`user.fields` applies to both).
+//!   `edit_controls`; `expansions=author_id` adds `author_id` to every post
+//!   of `data` (listed in `tweet.fields` or not, as X does) and
+//!   `includes.users`, each user the same object as the lookups return
+//!   (`user.fields` applies to both); `edit_history_tweet_ids` adds
+//!   `includes.tweets` (each post's history: itself). The other expansions
+//!   link nothing here (no replies, quotes, media, polls, places, mentions).
 //! - Recent search's `end_time` defaults to now minus the profile's
 //!   `search_end_lag_ms` (the docs: "now" "(actually 30 seconds before the time
 //!   of query)", x-api/posts/search/integrate/paginate).
@@ -140,7 +144,10 @@ impl User {
     }
 
     /// The user object: always the same for the same user; `user.fields` adds
-    /// `created_at`, `description`, `protected`, `verified`, `public_metrics`, `url`.
+    /// `created_at`, `description`, `protected`, `verified`, `verified_type`,
+    /// `profile_image_url`, `public_metrics`, `url` (docs.x.com,
+    /// x-api/fundamentals/data-dictionary, "User"; `location`, `entities`,
+    /// `pinned_tweet_id` and `withheld` are absent, as for a user without them).
     fn render(self, fields: &Fields) -> Value {
         let (id, username, name) = match self {
             User::Reader => (
@@ -160,6 +167,13 @@ impl User {
             ("description", json!("")),
             ("protected", json!(false)),
             ("verified", json!(false)),
+            ("verified_type", json!("none")),
+            (
+                "profile_image_url",
+                json!(
+                    "https://abs.twimg.com/sticky/default_profile_images/default_profile_normal.png"
+                ),
+            ),
             ("url", json!("")),
             (
                 "public_metrics",
@@ -480,9 +494,10 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
         statuses.reverse();
     }
     let tweet_fields = Fields::of(&p, "tweet.fields");
+    let expansions = Fields::of(&p, "expansions");
     let data: Vec<Value> = statuses
         .iter()
-        .map(|s| tweet(s, &layout, &tweet_fields))
+        .map(|s| tweet(s, &layout, &tweet_fields, &expansions))
         .collect();
     let body = match (statuses.first(), statuses.last()) {
         (Some(newest), Some(oldest)) => {
@@ -505,9 +520,14 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
                 meta["previous_token"] = json!(PageToken::Above(newest.id).format(&layout));
             }
             let mut body = json!({"data": data, "meta": meta});
-            if Fields::of(&p, "expansions").has("author_id") {
-                body["includes"] =
-                    json!({"users": page_authors(&statuses, &Fields::of(&p, "user.fields"))});
+            let includes = includes(
+                &data,
+                &statuses,
+                &expansions,
+                &Fields::of(&p, "user.fields"),
+            );
+            if !includes.is_empty() {
+                body["includes"] = Value::Object(includes);
             }
             body
         }
@@ -518,6 +538,32 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
         Some(scope) => with_scope(response, scope),
         None => response,
     }
+}
+
+/// A page's `includes`: the objects its expansions link to, each once
+/// (docs.x.com, x-api/fundamentals/expansions). The simulated posts quote,
+/// reply to, mention and attach nothing, so of the post expansions only
+/// `author_id` (the authors, `users`) and `edit_history_tweet_ids` (each
+/// post's history: the post itself, as it was never edited: `tweets`) link
+/// to objects; the others add neither a field nor an object, as on X for a
+/// post without them.
+fn includes(
+    data: &[Value],
+    statuses: &[SimStatus],
+    expansions: &Fields,
+    user_fields: &Fields,
+) -> serde_json::Map<String, Value> {
+    let mut includes = serde_json::Map::new();
+    if expansions.has("author_id") {
+        includes.insert(
+            "users".into(),
+            Value::Array(page_authors(statuses, user_fields)),
+        );
+    }
+    if expansions.has("edit_history_tweet_ids") {
+        includes.insert("tweets".into(), Value::Array(data.to_vec()));
+    }
+    includes
 }
 
 /// The authors of a page, each once, in order of first appearance.
@@ -533,7 +579,11 @@ fn page_authors(statuses: &[SimStatus], fields: &Fields) -> Vec<Value> {
         .collect()
 }
 
-fn tweet(s: &SimStatus, layout: &Layout, fields: &Fields) -> Value {
+/// A post: the default fields, those `tweet.fields` asks for, and the field
+/// each expansion asked for links through, listed or not ("The author_id in
+/// data links to the user object in includes": docs.x.com,
+/// x-api/fundamentals/expansions; X adds it to every post of `data`).
+fn tweet(s: &SimStatus, layout: &Layout, fields: &Fields, expansions: &Fields) -> Value {
     let id = layout.format(s.id);
     let mut tweet = json!({
         "id": id,
@@ -564,7 +614,7 @@ fn tweet(s: &SimStatus, layout: &Layout, fields: &Fields) -> Value {
         ),
     ];
     for (name, value) in extra {
-        if fields.has(name) {
+        if fields.has(name) || (name == "author_id" && expansions.has("author_id")) {
             tweet[name] = value;
         }
     }

@@ -192,10 +192,13 @@ pub fn parse_request(body: &[u8], gen_at: impl FnMut(i64) -> String) -> Result<R
         Some(u) => Some(u),
         None => date("untilDate")?,
     };
+    // Misskey.py sends `withFiles` on every call; only `true` filters.
+    let with_files = params.get("withFiles").and_then(Value::as_bool) == Some(true);
     Ok(Request {
         since_id,
         until_id,
         limit,
+        with_files,
     })
 }
 
@@ -243,8 +246,18 @@ async fn timeline(app: App, source: Source, body: Bytes) -> Response {
         .unwrap_or_else(|e| e.into_inner())
         .entry(served.path.as_str())
         .or_default() += 1;
-    let notes: Vec<Value> = served.ids.iter().map(|id| note_json(id)).collect();
+    let notes: Vec<Value> = served
+        .ids
+        .iter()
+        .map(|id| note_json(id, req.with_files))
+        .collect();
     let mut response = json_ok(Value::Array(notes));
+    if req.with_files {
+        // Which notes have files is not in the truth a recording keeps, so a
+        // `withFiles` page is owed nothing (`rundb::scope`'s `none`); the
+        // endpoint's own scope marks every other page (`serve --record`).
+        response.extensions_mut().insert(rundb::scope::Scope::None);
+    }
     response.headers_mut().insert(
         "x-snowleak-ftt-path",
         axum::http::HeaderValue::from_static(served.path.as_str()),
@@ -253,9 +266,25 @@ async fn timeline(app: App, source: Source, body: Bytes) -> Response {
 }
 
 /// A note in the shape Misskey packs it; `createdAt` from the ID, as
-/// `NoteEntityService.pack` does (`idService.parse(note.id).date`).
-fn note_json(id: &str) -> Value {
+/// `NoteEntityService.pack` does (`idService.parse(note.id).date`). A note
+/// read `withFiles` has files: one image, named after the note.
+fn note_json(id: &str, with_files: bool) -> Value {
     let ms = aidx::parse_ms(id).unwrap_or(0);
+    let files = if with_files {
+        json!([{"id": format!("{id}f"), "createdAt": since_id::time::rfc3339_ms(ms),
+                "name": format!("{id}.png"), "type": "image/png", "md5": "", "size": 0,
+                "isSensitive": false, "blurhash": null, "properties": {},
+                "url": format!("http://127.0.0.1/files/{id}.png"), "thumbnailUrl": null,
+                "comment": null, "folderId": null, "folder": null, "userId": null, "user": null}])
+    } else {
+        json!([])
+    };
+    let file_ids: Vec<Value> = files
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| f["id"].clone())
+        .collect();
     json!({
         "id": id,
         "createdAt": since_id::time::rfc3339_ms(ms),
@@ -270,8 +299,8 @@ fn note_json(id: &str) -> Value {
         "repliesCount": 0,
         "reactions": {},
         "emojis": {},
-        "fileIds": [],
-        "files": [],
+        "fileIds": file_ids,
+        "files": files,
         "replyId": null,
         "renoteId": null,
     })

@@ -37,6 +37,9 @@ pub struct Request {
     pub since_id: Option<String>,
     pub until_id: Option<String>,
     pub limit: usize,
+    /// `withFiles`: only notes with files, read from the with-files lists
+    /// (`timeline::redis_keys_of`) and, on the fallback, `note.fileIds != '{}'`.
+    pub with_files: bool,
 }
 
 /// The server's switches (Misskey's meta `enableFanoutTimeline` and
@@ -64,6 +67,8 @@ pub struct DbQuery {
     pub until_id: Option<String>,
     pub since_id: Option<String>,
     pub limit: usize,
+    /// Only notes with files (the request's `withFiles`).
+    pub with_files: bool,
 }
 
 impl DbQuery {
@@ -142,6 +147,7 @@ pub fn decide(
         until_id: req.until_id.clone(),
         since_id: req.since_id.clone(),
         limit: req.limit,
+        with_files: req.with_files,
     };
     if !switches.fanout_timeline {
         return Decision {
@@ -210,6 +216,7 @@ pub fn decide(
             until_id,
             since_id,
             limit: req.limit - served.len(),
+            with_files: req.with_files,
         }),
         redis_ids: served,
     }
@@ -273,6 +280,7 @@ mod tests {
             since_id: since.map(str::to_string),
             until_id: until.map(str::to_string),
             limit,
+            with_files: false,
         }
     }
 
@@ -318,7 +326,8 @@ mod tests {
                 Some(DbQuery {
                     until_id: None,
                     since_id: Some(since.into()),
-                    limit: 2
+                    limit: 2,
+                    with_files: false,
                 })
             );
             assert!(d.db.unwrap().ascending());
@@ -358,7 +367,8 @@ mod tests {
             Some(DbQuery {
                 until_id: Some("d".into()),
                 since_id: None,
-                limit: 3
+                limit: 3,
+                with_files: false,
             })
         );
         let d = decide(&[list(&["f", "e"])], &req(None, None, 5), NO_FALLBACK, all);

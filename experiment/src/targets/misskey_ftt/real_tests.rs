@@ -225,6 +225,7 @@ fn a_since_id_read_is_answered_by_postgresql_and_one_without_by_redis() {
         since_id: Some(ids[2].clone()),
         until_id: Some("zzzzzzzzzzzzzzzz".into()),
         limit: 10,
+        ..Request::default()
     });
     assert_eq!(
         (both.path, both.ids),
@@ -386,6 +387,7 @@ fn a_hybrid_page_below_the_home_lists_tail_lacks_the_trimmed_home_notes() {
                 until_id: req.until_id.clone(),
                 since_id: None,
                 limit: 5,
+                with_files: false,
             },
         ))
         .unwrap();

@@ -131,9 +131,11 @@ pub async fn page(client: &Client, source: Source, q: &DbQuery) -> Result<Vec<St
         ),
     };
     let order = if q.ascending() { "ASC" } else { "DESC" };
+    // `withFiles`: `query.andWhere('note.fileIds != \'{}\'')` in each endpoint's getFromDb.
+    let files = if q.with_files { "AND n.has_files" } else { "" };
     let sql = format!(
         "SELECT n.id FROM note n WHERE ($1::text IS NULL OR n.id < $1) \
-         AND ($2::text IS NULL OR n.id > $2) AND {who} ORDER BY n.id {order} LIMIT $3"
+         AND ($2::text IS NULL OR n.id > $2) AND {who} {files} ORDER BY n.id {order} LIMIT $3"
     );
     let limit = q.limit as i64;
     let rows = client

@@ -25,6 +25,23 @@ pub fn redis_keys(source: Source) -> Vec<String> {
     }
 }
 
+/// The Redis lists an endpoint reads for `req`: with `withFiles`, the
+/// with-files lists (the same endpoints' `redisTimelines: ps.withFiles ?
+/// [homeTimelineWithFiles:<me>] : ...`, and `localTimelineWithFiles` on the
+/// local and hybrid timelines), else [`redis_keys`].
+pub fn redis_keys_of(source: Source, req: &Request) -> Vec<String> {
+    if !req.with_files {
+        return redis_keys(source);
+    }
+    let home = |me: i32| format!("list:homeTimelineWithFiles:{me}");
+    let local = || "list:localTimelineWithFiles".to_string();
+    match source {
+        Source::Home { me } => vec![home(me)],
+        Source::Local => vec![local()],
+        Source::Hybrid { me } => vec![home(me), local()],
+    }
+}
+
 /// The run-time switches, changeable while the server runs (the admin panel's),
 /// and the spans of a run when FTT is off (`--ftt-off`).
 #[derive(Debug)]
@@ -194,7 +211,7 @@ impl Reader {
         let switches = self.switches.get();
         let lists: Vec<Vec<String>> = if switches.fanout_timeline {
             let mut pipe = redis::pipe();
-            for key in redis_keys(source) {
+            for key in redis_keys_of(source, req) {
                 pipe.cmd("LRANGE").arg(key).arg(0).arg(-1);
             }
             let mut conn = self.redis.clone();

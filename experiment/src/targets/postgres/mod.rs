@@ -6,7 +6,9 @@
 
 pub mod driver;
 pub mod http;
+pub mod options;
 pub mod own;
+pub mod serve;
 pub mod schema;
 pub mod source;
 pub mod writers;
@@ -51,7 +53,7 @@ impl std::str::FromStr for Via {
     }
 }
 
-/// The throwaway cluster's options, resolved (`cmd::run` refuses the rest).
+/// The throwaway cluster's options, resolved (`options.rs` refuses the rest).
 #[derive(Clone, Debug)]
 pub struct PgOpts {
     pub schema: Schema,

@@ -33,7 +33,7 @@ mod serving;
 mod session;
 pub mod targets;
 
-pub use targets::{dry_run, run_experiment};
 /// The leaky timeline (crate `leaky-timeline`), as the harness uses it.
 pub use leaky_timeline as sim;
 pub use session::{ClockMode, RunSummary};
+pub use targets::{dry_run, run_experiment};

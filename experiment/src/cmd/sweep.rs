@@ -8,9 +8,9 @@
 //! `sweep.db` are `analysis::sweep`'s. Seeds run in parallel on scoped
 //! threads, one per core.
 
-use crate::targets::{resolve, run_in_memory};
 use crate::drive::Records;
 use crate::record::{PollerRow, RequestRecord, TruthRow};
+use crate::targets::{resolve, run_in_memory};
 use analysis::history::{History, PollerSpec, Visibility};
 use analysis::history_builder::{HistoryBuilder, StatusRef};
 use analysis::sweep::SeedResult;

@@ -46,7 +46,11 @@ impl MariaArgs {
             Flag::new("--writer-lock", self.writer_lock.is_some(), only),
             Flag::new("--bare-inserts", self.bare_inserts.is_some(), only),
             Flag::new("--id-poller", !self.id_pollers.is_empty(), only),
-            Flag::new("--autoinc-lock-mode", self.autoinc_lock_mode.is_some(), only),
+            Flag::new(
+                "--autoinc-lock-mode",
+                self.autoinc_lock_mode.is_some(),
+                only,
+            ),
             Flag::new("--clock-skew", self.clock_skew.is_some(), only),
         ]
     }

@@ -77,7 +77,13 @@ const CLUSTER: Kind = Kind {
 /// `--target postgres:URL`: your own table, read-only.
 const OWN: Kind = Kind {
     name: "postgres:URL",
-    reads: &["--table", "--id-column", "--layout", "--token-file", "--via"],
+    reads: &[
+        "--table",
+        "--id-column",
+        "--layout",
+        "--token-file",
+        "--via",
+    ],
     refusals: &[
         NOT_POSTGRES,
         (
@@ -162,7 +168,11 @@ fn cluster(shared: &SharedArgs, own: &PostgresArgs) -> Result<Box<dyn Launch>, S
 }
 
 /// Your own table's options.
-fn own_table(shared: &SharedArgs, own: &PostgresArgs, url: &str) -> Result<Box<dyn Launch>, String> {
+fn own_table(
+    shared: &SharedArgs,
+    own: &PostgresArgs,
+    url: &str,
+) -> Result<Box<dyn Launch>, String> {
     if own.via == Some(Via::Http) {
         return Err(
             "--via http serves the throwaway cluster's statuses; your own table is read over SQL"

@@ -196,3 +196,67 @@ pub async fn serve(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table of a command line with no target flag given.
+    fn rows() -> Vec<options::Row> {
+        let args = run_args(&[], 1).unwrap();
+        let mut flags = args.shared.flags();
+        let mut kinds = Vec::new();
+        for t in TARGETS {
+            flags.extend(t.flags(&args.matches).unwrap());
+            kinds.extend(t.kinds());
+        }
+        options::table(flags, &kinds)
+    }
+
+    #[test]
+    fn every_flag_a_kind_names_is_a_row_of_the_table_and_a_flag_of_the_command_line() {
+        let rows = rows();
+        let command = RunArgs::augment_args(Command::new("experiment"));
+        for row in &rows {
+            let long = row.flag.name.trim_start_matches("--");
+            assert!(
+                command.get_arguments().any(|a| a.get_long() == Some(long)),
+                "{} is no flag of the command line",
+                row.flag.name
+            );
+        }
+        for t in TARGETS {
+            for kind in t.kinds() {
+                let named = kind
+                    .reads
+                    .iter()
+                    .chain(kind.refusals.iter().flat_map(|(flags, _)| flags.iter()));
+                for flag in named {
+                    assert!(
+                        rows.iter().any(|r| r.flag.name == *flag),
+                        "{} names {flag}, which is no row of the table",
+                        kind.name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_table_says_where_each_flag_applies() {
+        let rows = rows();
+        let applies = |name: &str| {
+            rows.iter()
+                .find(|r| r.flag.name == name)
+                .map(|r| r.applies_to.clone())
+                .unwrap()
+        };
+        assert_eq!(applies("--schema"), ["postgres", "mariadb"]);
+        assert_eq!(applies("--table"), ["postgres:URL", "mariadb:URL"]);
+        assert_eq!(applies("--id-poller"), ["mariadb", "mariadb:URL"]);
+        assert_eq!(applies("--via"), ["postgres", "postgres:URL"]);
+        assert_eq!(applies("--timeline"), ["simulator", "misskey-ftt", "api"]);
+        assert_eq!(applies("--creators"), ["misskey-ftt"]);
+        assert!(rows.iter().all(|r| !r.flag.given), "nothing given");
+    }
+}

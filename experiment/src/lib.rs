@@ -15,8 +15,8 @@
 //! - [`servers`]: the throwaway servers a run starts (PostgreSQL).
 //!
 //! Private: the drivers (`drive`), the command line below the targets
-//! (`options`), the options and displays every run shares (`session`), the
-//! wall clock (`clock`).
+//! (`options`), what every `serve` backend shares (`serving`), the options
+//! and displays every run shares (`session`), the wall clock (`clock`).
 //!
 //! The pure core is crate `since_id` (experiment/core): layouts, policies,
 //! the poller state machine and its schedule, with no I/O and no clock.

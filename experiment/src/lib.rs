@@ -5,16 +5,18 @@
 //! modules and the rule of which may import which is docs/layout.md.
 //!
 //! Public, for the binary, the tests and the benchmarks:
-//! - [`cmd`]: the commands (`run`, `serve`, `sweep`, `id`); [`run_experiment`]
-//!   runs one experiment from its [`RunArgs`] to its [`RunSummary`].
+//! - [`cmd`]: the commands (`serve`, `sweep`, `judge`, `id`).
+//! - [`targets`]: the targets, and a run from the command line:
+//!   [`run_experiment`] runs one experiment from its options to its [`RunSummary`].
 //! - [`sim`]: crate `leaky-timeline` (model, profiles, faults, HTTP server),
 //!   re-exported; embed it in your own tests with that one dependency.
 //! - [`api`]: each API's client side, one file per API.
 //! - [`record`]: the recorder, the run database's one writer thread.
 //! - [`servers`]: the throwaway servers a run starts (PostgreSQL).
 //!
-//! Private: the drivers (`drive`), the options and displays every run
-//! shares (`session`), the targets (`targets`), the wall clock (`clock`).
+//! Private: the drivers (`drive`), the command line below the targets
+//! (`options`), what every `serve` backend shares (`serving`), the options
+//! and displays every run shares (`session`), the wall clock (`clock`).
 //!
 //! The pure core is crate `since_id` (experiment/core): layouts, policies,
 //! the poller state machine and its schedule, with no I/O and no clock.
@@ -24,12 +26,14 @@ mod clients;
 mod clock;
 pub mod cmd;
 mod drive;
+mod options;
 pub mod record;
 pub mod servers;
+mod serving;
 mod session;
-mod targets;
+pub mod targets;
 
-pub use cmd::run::{RunArgs, dry_run, run_experiment};
 /// The leaky timeline (crate `leaky-timeline`), as the harness uses it.
 pub use leaky_timeline as sim;
 pub use session::{ClockMode, RunSummary};
+pub use targets::{dry_run, run_experiment};

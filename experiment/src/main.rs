@@ -8,7 +8,8 @@ use snowleak::cmd::id::IdCommand;
 use snowleak::cmd::judge::{JudgeArgs, judge_command};
 use snowleak::cmd::serve::{ServeArgs, serve_command};
 use snowleak::cmd::sweep::{SweepArgs, sweep_command};
-use snowleak::{RunArgs, RunSummary, dry_run, run_experiment};
+use snowleak::targets::RunArgs;
+use snowleak::{RunSummary, dry_run, run_experiment};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -69,7 +70,7 @@ fn main() -> ExitCode {
             .build()
             .map_err(|e| format!("cannot start the async runtime: {e}"))
             .and_then(|rt| rt.block_on(serve_command(args))),
-        None if cli.run.dry_run => dry_run(cli.run).map(|text| print!("{text}")),
+        None if cli.run.shared.dry_run => dry_run(cli.run).map(|text| print!("{text}")),
         None => run_experiment(cli.run).map(|summary| print!("{}", summary_text(&summary))),
     };
     match result {

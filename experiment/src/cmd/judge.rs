@@ -7,7 +7,8 @@
 //! client it saw. Exit status: 0 when every client is valid, 1 when any lost
 //! a status, 2 on bad input (docs/judging.md).
 
-use super::serve::{ServeArgs, serve_naming};
+use crate::serving::Backend;
+use crate::targets::ServeArgs;
 use analysis::diff::Verdict;
 use rand::Rng;
 use std::collections::HashMap;
@@ -47,21 +48,21 @@ pub struct Judgement {
 /// Runs the judge; `Ok` carries the verdicts, `Err` is bad input (exit 2).
 pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
     let mut serve = args.serve;
-    let profile = serve.profile().to_string();
-    if serve.backend != super::serve::Backend::Simulator {
+    let profile = serve.simulator.profile().to_string();
+    if serve.listen.backend != Backend::Simulator {
         return Err(
             "judge serves the simulator: for the PostgreSQL backend, run `experiment serve \
                     --backend postgres --record FILE.db` and `analyze FILE.db` (docs/judging.md)"
                 .into(),
         );
     }
-    if serve.truth.is_some() || serve.record.is_some() {
+    if serve.simulator.truth.is_some() || serve.listen.record.is_some() {
         return Err("--truth and --record are the judge's own: give --db FILE".into());
     }
     // The judge's server is its own, on a free loopback port.
-    serve.addr = "127.0.0.1:0".into();
-    serve.quiet = true;
-    serve.record = Some(args.db.clone());
+    serve.listen.addr = "127.0.0.1:0".into();
+    serve.listen.quiet = true;
+    serve.listen.record = Some(args.db.clone());
     if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -76,7 +77,7 @@ pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     let (ready, bound) = tokio::sync::oneshot::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = runtime.spawn(serve_naming(
+    let server = runtime.spawn(crate::targets::serve(
         serve,
         names,
         async {

@@ -1,5 +1,5 @@
 //! The `experiment` binary's commands, one module each (mini-redis style):
-//! [`run`] (the default: one experiment), [`serve`] (the leaky server alone),
+//! [`serve`] (the leaky server alone),
 //! [`sweep`] (many seeds judged in memory), [`judge`] (a client under
 //! test) and [`id`] (ID math). Commands sit
 //! on top: they import the targets and the shared modules, and nothing
@@ -7,6 +7,5 @@
 
 pub mod id;
 pub mod judge;
-pub mod run;
 pub mod serve;
 pub mod sweep;

@@ -8,9 +8,9 @@
 //! `sweep.db` are `analysis::sweep`'s. Seeds run in parallel on scoped
 //! threads, one per core.
 
-use super::run::{RunArgs, resolve, run_in_memory};
 use crate::drive::Records;
 use crate::record::{PollerRow, RequestRecord, TruthRow};
+use crate::targets::{resolve, run_in_memory};
 use analysis::history::{History, PollerSpec, Visibility};
 use analysis::history_builder::{HistoryBuilder, StatusRef};
 use analysis::sweep::SeedResult;
@@ -82,33 +82,12 @@ impl Records for InMemory {
 }
 
 /// The `experiment` options of one seed's run, checked by the experiment's own parser.
-pub fn run_args(base: &[String], seed: u64) -> Result<RunArgs, String> {
-    #[derive(clap::Parser)]
-    struct Wrapper {
-        #[command(flatten)]
-        run: RunArgs,
-    }
-    let mut argv: Vec<String> = vec!["experiment".into()];
-    argv.extend(base.iter().cloned());
-    argv.extend([
-        "--clock".into(),
-        "virtual".into(),
-        "--seed".into(),
-        seed.to_string(),
-    ]);
-    let parsed = <Wrapper as clap::Parser>::try_parse_from(argv).map_err(|e| {
-        let text = e.to_string();
-        text.lines().next().unwrap_or("bad arguments").to_string()
-    })?;
-    let mut run = parsed.run;
-    run.quiet = true;
-    Ok(run)
-}
+pub use crate::targets::run_args;
 
 /// One seed's virtual run, in memory: its history.
 pub fn history_of(base: &[String], seed: u64) -> Result<History, String> {
     let args = run_args(base, seed)?;
-    let interval = args.interval;
+    let interval = args.shared.interval;
     run_in_memory(args, |layout, pollers| {
         InMemory::new(layout, pollers, interval)
     })?
@@ -117,7 +96,7 @@ pub fn history_of(base: &[String], seed: u64) -> Result<History, String> {
 
 /// Runs one seed in memory and judges it.
 pub fn run_seed(base: &[String], seed: u64) -> Result<SeedResult, String> {
-    let duration_ms = run_args(base, seed)?.duration;
+    let duration_ms = run_args(base, seed)?.shared.duration;
     let h = history_of(base, seed)?;
     Ok(analysis::sweep::judge(&h, seed, duration_ms))
 }

@@ -1,13 +1,262 @@
-//! The targets, peers side by side: each is one module that takes the
-//! [`Common`](crate::session::Common) options and its own resolved options
-//! (`cmd::run` builds both, and refuses every flag that does not apply), runs
-//! the pollers against what it is, and returns a
-//! [`RunSummary`](crate::session::RunSummary). A target imports the shared
-//! lower modules (session, drive, record, api, sim, servers), never another
+//! The targets, peers side by side, and a run from the command line. Each
+//! target is one folder: its `options.rs` parses and checks its own flags
+//! ([`TargetOptions`]) into its options, which run against what it is and
+//! return a [`RunSummary`]. A target imports the shared lower modules
+//! (options, session, drive, record, api, sim, servers), never another
 //! target nor a command (`tests/architecture.rs` checks it).
+//!
+//! This module lists them ([`TARGETS`]) and is the run's entry point, below
+//! the commands that start runs (`experiment [OPTIONS]`, `experiment sweep`):
+//! [`RunArgs`] (the shared flags and every target's own group), [`resolve`],
+//! [`run_experiment`], [`run_in_memory`] and [`dry_run`]. Likewise for
+//! `experiment serve` and `judge`: [`ServeArgs`] and [`serve`], which starts
+//! the target whose server face `--backend` names.
 
 pub mod api;
 pub mod mariadb;
 pub mod misskey_ftt;
 pub mod postgres;
 pub mod simulator;
+
+use crate::drive::Records;
+use crate::options::{self, Kind, Launch, SharedArgs, TargetOptions};
+use crate::record::PollerRow;
+use crate::serving::{Backend, ListenArgs};
+use crate::session::{Common, RunSummary};
+use clap::{ArgMatches, Args, Command, FromArgMatches};
+use since_id::id::Layout;
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+
+/// Every target, in the order `--target` is offered to them: the API last,
+/// since what no other claims is an API's `KIND:SPEC` (or a bad --target).
+/// A new target is its `pub mod` line above and one line here.
+const TARGETS: &[&dyn TargetOptions] = &[
+    &simulator::options::Simulator,
+    &postgres::options::Postgres,
+    &misskey_ftt::options::MisskeyFtt,
+    &mariadb::options::Mariadb,
+    &api::options::Api,
+];
+
+/// The options of a run, as the command line gives them (`experiment
+/// [OPTIONS]`): the shared flags, and the command line as clap read it, from
+/// which each target reads its own group. [`resolve`] turns them into the
+/// `Common` options and one target's.
+#[derive(Debug, Clone)]
+pub struct RunArgs {
+    pub shared: SharedArgs,
+    matches: ArgMatches,
+}
+
+impl FromArgMatches for RunArgs {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<RunArgs, clap::Error> {
+        Ok(RunArgs {
+            shared: SharedArgs::from_arg_matches(matches)?,
+            matches: matches.clone(),
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = RunArgs::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+/// The shared flags, then each target's group: written by hand rather than
+/// derived so that the list above is the only place that names the groups.
+impl Args for RunArgs {
+    fn augment_args(command: Command) -> Command {
+        TARGETS
+            .iter()
+            .fold(SharedArgs::augment_args(command), |c, t| t.augment(c))
+    }
+
+    fn augment_args_for_update(command: Command) -> Command {
+        RunArgs::augment_args(command)
+    }
+}
+
+/// The target `--target` names, and its kind.
+fn claimed(target: &str) -> Result<(&'static dyn TargetOptions, &'static Kind), String> {
+    for t in TARGETS {
+        if let Some(kind) = t.kind(target)? {
+            return Ok((*t, kind));
+        }
+    }
+    Err(format!("bad --target '{target}'"))
+}
+
+/// The command line, resolved: the options every run has and one target's.
+/// A flag given where it does nothing is refused by the table's one loop
+/// ([`options::refuse_unread`]); the rest is the target's to check.
+pub fn resolve(args: RunArgs) -> Result<(Common, Box<dyn Launch>), String> {
+    let RunArgs { shared, matches } = args;
+    shared.check()?;
+    let (target, kind) = claimed(&shared.target)?;
+    let mut flags = shared.flags();
+    let mut kinds = Vec::new();
+    for t in TARGETS {
+        flags.extend(t.flags(&matches)?);
+        kinds.extend(t.kinds());
+    }
+    options::refuse_unread(&options::table(flags, &kinds), kind, &shared.target)?;
+    let launch = target.resolve(&shared, &matches)?;
+    let pollers = if shared.pollers.is_empty() {
+        launch.default_pollers()
+    } else {
+        shared.pollers.clone()
+    };
+    Ok((shared.common(pollers), launch))
+}
+
+/// Runs the experiment described by `args`.
+pub fn run_experiment(args: RunArgs) -> Result<RunSummary, String> {
+    let (common, launch) = resolve(args)?;
+    launch.run(common)
+}
+
+/// A virtual run against the embedded simulator that writes no database:
+/// every record goes to the sink `make` builds from the run's layout and
+/// pollers (`experiment sweep` judges each seed's run in memory).
+pub fn run_in_memory<S: Records>(
+    args: RunArgs,
+    make: impl FnOnce(&Layout, &[PollerRow]) -> S,
+) -> Result<S, String> {
+    let (common, launch) = resolve(args)?;
+    match launch.into_any().downcast::<simulator::SimOpts>() {
+        Ok(opts) => simulator::run_virtual_to(&common, &opts, make),
+        Err(_) => Err("a run in memory needs the embedded simulator".into()),
+    }
+}
+
+/// `--dry-run`: the first request each poller would make, token redacted.
+pub fn dry_run(args: RunArgs) -> Result<String, String> {
+    let (common, launch) = resolve(args)?;
+    Ok(launch.dry_run()?.describe(&common))
+}
+
+/// The options of one seed's virtual run (`experiment sweep`): `base` with
+/// `--clock virtual --seed SEED`, checked by the experiment's own parser.
+pub fn run_args(base: &[String], seed: u64) -> Result<RunArgs, String> {
+    #[derive(clap::Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+    let mut argv: Vec<String> = vec!["experiment".into()];
+    argv.extend(base.iter().cloned());
+    argv.extend([
+        "--clock".into(),
+        "virtual".into(),
+        "--seed".into(),
+        seed.to_string(),
+    ]);
+    let parsed = <Wrapper as clap::Parser>::try_parse_from(argv).map_err(|e| {
+        let text = e.to_string();
+        text.lines().next().unwrap_or("bad arguments").to_string()
+    })?;
+    let mut run = parsed.run;
+    run.shared.quiet = true;
+    Ok(run)
+}
+
+/// Run the leaky simulator as an HTTP server (Twitter v1.1, X API v2, Mastodon, Misskey and Discord dialects).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub listen: ListenArgs,
+    #[command(flatten)]
+    pub simulator: simulator::serve::SimServeArgs,
+}
+
+/// Serves the backend `--backend` names until `shutdown` resolves. `names`
+/// are clients named beside `--client`'s, credential -> name (`experiment
+/// judge` names the command it runs); the simulator sends the bound address
+/// to `ready` once listening.
+pub async fn serve(
+    args: ServeArgs,
+    names: HashMap<String, String>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
+) -> Result<(), String> {
+    let ServeArgs { listen, simulator } = args;
+    match listen.backend {
+        Backend::Simulator => {
+            simulator::serve::serve(listen, simulator, names, shutdown, ready).await
+        }
+        Backend::Postgres => {
+            simulator.refuse_on("postgres")?;
+            postgres::serve::serve(listen, names, shutdown).await
+        }
+        Backend::MisskeyFtt => {
+            simulator.refuse_on("misskey-ftt")?;
+            misskey_ftt::serve::serve(listen, names, shutdown).await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table of a command line with no target flag given.
+    fn rows() -> Vec<options::Row> {
+        let args = run_args(&[], 1).unwrap();
+        let mut flags = args.shared.flags();
+        let mut kinds = Vec::new();
+        for t in TARGETS {
+            flags.extend(t.flags(&args.matches).unwrap());
+            kinds.extend(t.kinds());
+        }
+        options::table(flags, &kinds)
+    }
+
+    #[test]
+    fn every_flag_a_kind_names_is_a_row_of_the_table_and_a_flag_of_the_command_line() {
+        let rows = rows();
+        let command = RunArgs::augment_args(Command::new("experiment"));
+        for row in &rows {
+            let long = row.flag.name.trim_start_matches("--");
+            assert!(
+                command.get_arguments().any(|a| a.get_long() == Some(long)),
+                "{} is no flag of the command line",
+                row.flag.name
+            );
+        }
+        for t in TARGETS {
+            for kind in t.kinds() {
+                let named = kind
+                    .reads
+                    .iter()
+                    .chain(kind.refusals.iter().flat_map(|(flags, _)| flags.iter()));
+                for flag in named {
+                    assert!(
+                        rows.iter().any(|r| r.flag.name == *flag),
+                        "{} names {flag}, which is no row of the table",
+                        kind.name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_table_says_where_each_flag_applies() {
+        let rows = rows();
+        let applies = |name: &str| {
+            rows.iter()
+                .find(|r| r.flag.name == name)
+                .map(|r| r.applies_to.clone())
+                .unwrap()
+        };
+        assert_eq!(applies("--schema"), ["postgres", "mariadb"]);
+        assert_eq!(applies("--table"), ["postgres:URL", "mariadb:URL"]);
+        assert_eq!(applies("--id-poller"), ["mariadb", "mariadb:URL"]);
+        assert_eq!(applies("--via"), ["postgres", "postgres:URL"]);
+        assert_eq!(applies("--timeline"), ["simulator", "misskey-ftt", "api"]);
+        assert_eq!(applies("--creators"), ["misskey-ftt"]);
+        assert!(rows.iter().all(|r| !r.flag.given), "nothing given");
+    }
+}

@@ -8,6 +8,7 @@
 
 pub mod driver;
 pub mod id_pollers;
+pub mod options;
 pub mod own;
 pub mod roster;
 pub mod schema;
@@ -20,7 +21,7 @@ pub use own::run as run_own;
 use crate::servers::mariadb::LockMode;
 use schema::Schema;
 
-/// The throwaway server's options, resolved (`cmd::run` refuses the rest).
+/// The throwaway server's options, resolved (`options.rs` refuses the rest).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct MariaOpts {
     pub schema: Schema,

@@ -8,6 +8,7 @@ pub mod aidx;
 pub mod creators;
 pub mod driver;
 pub mod http;
+pub mod options;
 pub mod push;
 pub mod read;
 pub mod serve;

@@ -1,22 +1,32 @@
-//! The FTT target's server alone, for `experiment serve --backend
-//! misskey-ftt`: a throwaway Redis and PostgreSQL, the creators loading
-//! them, and the read side ([`super::http`]) for any client. Optionally keeps
-//! the truth of every note (each timeline's share is told apart by
-//! [`Served::scope`]) and its pushes to and trims of the three timelines'
-//! lists, for `--record`. Dropping it stops both servers.
+//! The FTT target's server face, `experiment serve --backend misskey-ftt`:
+//! a throwaway Redis and PostgreSQL, the creators loading them, and the read
+//! side ([`super::http`]) for any client ([`serve`]). With `--record`, every
+//! client of the timelines is recorded as with the simulator, each owed the
+//! notes its endpoint shows ([`Served::scope`]), from the ms after the
+//! note's INSERT returned (docs/misskey-ftt.md), and each note's pushes to
+//! and trims of the timelines' Redis lists (`ftt_pushes`, `ftt_trims`).
+//! Dropping [`Served`] stops both servers.
 
 use super::creators::{self, Event, Load};
 use super::http::{self, ME, PathCounts};
 use super::read::Switches;
 use super::store::{self, Source};
 use super::timeline::{LiveSwitches, Reader, redis_keys};
+use crate::clients::ClientBook;
+use crate::record::Recorder;
 use crate::servers::postgres::Cluster;
 use crate::servers::redis::Redis;
+use crate::serving::{ListenArgs, recording};
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
 use rundb::TruthRow;
 use rundb::scope::Scope;
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::future::Future;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 /// The load of `serve --backend misskey-ftt`: the run's defaults
@@ -184,13 +194,11 @@ impl Served {
     }
 
     /// Writes the pushes, trims and deletions of the whole serve into the FTT
-    /// tables of run `run_id` in `db`, by the run's own writer
-    /// (`driver::write_ftt`); call after the recorder has finished.
+    /// tables of run `run_id` in `db`, through the recorder module
+    /// ([`crate::record::truth::append_ftt`]); call after the recorder has finished.
     pub fn write_ftt(&self, db: &std::path::Path, run_id: i64) -> Result<(), String> {
         let taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
-        let mut conn = rusqlite::Connection::open(db)
-            .map_err(|e| format!("cannot open {}: {e}", db.display()))?;
-        super::driver::write_ftt(&mut conn, run_id, &taken.ftt, None)
+        crate::record::truth::append_ftt(db, run_id, &taken.ftt)
     }
 
     /// Notes made, creator failures, the last failure, and the reads per path.
@@ -229,6 +237,136 @@ impl Served {
         // Pushes still running hold the channel open; they end on their own.
         let _ = (&mut self.truth_task).await;
     }
+}
+
+/// The timeline endpoints, under `/api/notes/`.
+const ENDPOINTS: [&str; 3] = ["timeline", "local-timeline", "hybrid-timeline"];
+
+/// The notes each timeline endpoint shows.
+type Scopes = Arc<HashMap<&'static str, rundb::scope::Scope>>;
+
+/// Marks each timeline response with the notes its endpoint shows
+/// (`crate::sim::server::Scope`, read by the recording layer).
+async fn mark_scope(State(scopes): State<Scopes>, request: Request, next: Next) -> Response {
+    let endpoint = request
+        .uri()
+        .path()
+        .strip_prefix("/api/notes/")
+        .map(str::to_string);
+    let mut response = next.run(request).await;
+    if let Some(scope) = endpoint.and_then(|e| scopes.get(e.as_str())) {
+        response.extensions_mut().insert(scope.clone());
+    }
+    response
+}
+
+/// Serves until `shutdown` resolves, then stops the creators, writes the
+/// last truth and removes both servers.
+pub async fn serve(
+    args: ListenArgs,
+    names: HashMap<String, String>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    let client_names = args.client_names(names)?;
+    let (listener, bound) = args.listen().await?;
+    let layout: since_id::id::Layout = "misskey-aidx".parse().map_err(|e| format!("{e}"))?;
+    let load = serve_load(args.seed);
+    let mut served = Served::start(load.clone(), args.record.is_some()).await?;
+    let recorder = match &args.record {
+        Some(path) => {
+            let run = rundb::RunRow {
+                started_at_ms: crate::clock::now_ms(),
+                target: "misskey-ftt-serve".into(),
+                profile: Some("misskey-ftt".into()),
+                seed: Some(args.seed as i64),
+                clock: "wall".into(),
+                layout: layout.name().into(),
+                config: serde_json::json!({
+                    "load": &load,
+                    "redis_version": served.redis_version,
+                    "postgres_version": served.postgres_version,
+                })
+                .to_string(),
+                version: rundb::VERSION.into(),
+                ..rundb::RunRow::default()
+            };
+            Some(Recorder::create(path, &run, &[])?)
+        }
+        None => None,
+    };
+    if !args.quiet {
+        println!(
+            "snowleak Misskey FTT: Redis {} and PostgreSQL {}, {} creators, {} local + {} remote notes/s",
+            served.redis_version,
+            served.postgres_version,
+            load.creators,
+            load.local_rate_per_s,
+            load.remote_rate_per_s
+        );
+        for endpoint in ENDPOINTS {
+            println!("  misskey         http://{bound}/api/notes/{endpoint}");
+        }
+        println!(
+            "  redis           {} (unix socket)",
+            served.redis_socket().display()
+        );
+        println!(
+            "  postgresql      {} (socket directory)",
+            served.postgres_dir().display()
+        );
+        if let Some(path) = &args.record {
+            println!(
+                "  recording       {} (every client's requests, and the truth)",
+                path.display()
+            );
+        }
+        println!("Ctrl-C stops (and removes both servers).");
+    }
+    let mut app = served.router();
+    if let Some(recorder) = &recorder {
+        // Inside the recording layer: it reads the mark on the way back.
+        let scopes: Scopes = Arc::new(
+            ENDPOINTS
+                .iter()
+                .filter_map(|e| served.scope(e).map(|s| (*e, s)))
+                .collect(),
+        );
+        app = app.layer(axum::middleware::from_fn_with_state(scopes, mark_scope));
+        let book = ClientBook::new(layout.clone(), client_names);
+        app = recording::layer(app, book, recorder.sender());
+    }
+    let mut server = tokio::spawn(crate::sim::server::serve(listener, app, shutdown));
+    // The truth is taken every second, whether or not anyone reads.
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let send_truth = |served: &Served| {
+        if let Some(recorder) = &recorder {
+            let (rows, authors) = served.take_truth();
+            recorder.sender().truth(rows);
+            recorder.sender().truth_authors(authors);
+        }
+    };
+    let result = loop {
+        tokio::select! {
+            _ = tick.tick() => send_truth(&served),
+            done = &mut server => break done.map_err(|e| format!("server: {e}")).and_then(|r| r),
+        }
+    };
+    served.stop_creators().await;
+    send_truth(&served);
+    let summary = served.summary();
+    if let (Some(recorder), Some(path)) = (recorder, &args.record) {
+        let run_id = recorder.run_id;
+        recorder.finish(crate::clock::now_ms(), true, "stopped")?;
+        // After the recorder closed the file, as a run writes them.
+        served.write_ftt(path, run_id)?;
+    }
+    drop(served);
+    result?;
+    if !args.quiet {
+        println!("{summary}");
+        println!("stopped");
+    }
+    Ok(())
 }
 
 /// Drains the creators' events: truth rows, pushes, trims and deletions (if kept) and counts.

@@ -6,8 +6,10 @@
 
 pub mod driver;
 pub mod http;
+pub mod options;
 pub mod own;
 pub mod schema;
+pub mod serve;
 pub mod source;
 pub mod writers;
 pub mod xmin;
@@ -51,7 +53,7 @@ impl std::str::FromStr for Via {
     }
 }
 
-/// The throwaway cluster's options, resolved (`cmd::run` refuses the rest).
+/// The throwaway cluster's options, resolved (`options.rs` refuses the rest).
 #[derive(Clone, Debug)]
 pub struct PgOpts {
     pub schema: Schema,

@@ -3,6 +3,8 @@
 //! streamed to the recorder either way.
 
 pub(crate) mod in_process;
+pub mod options;
+pub mod serve;
 
 use crate::api::{Dialect, HttpTarget, http_client};
 use crate::drive::{self, Plan, Progress, Records, Tally};

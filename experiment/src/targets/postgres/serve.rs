@@ -1,14 +1,15 @@
-//! `experiment serve --backend postgres`: the Mastodon API served from a
-//! throwaway PostgreSQL table that writers load (`targets::postgres::http`),
+//! `experiment serve --backend postgres`, PostgreSQL's server face: the
+//! Mastodon API served from a throwaway PostgreSQL table that writers load
+//! ([`super::http`]),
 //! and a read-only role for consumers that read the table itself (an outbox
 //! relay: judged with `analyze --delivered`). With `--record`, every client
 //! of the API is recorded as with the simulator, and the truth is what the
 //! writers committed, each post owed from the ms after its COMMIT returned.
 
-use super::{ServeArgs, client_names, recording};
+use super::http::{Backend, WORKLOAD};
 use crate::clients::ClientBook;
 use crate::record::Recorder;
-use crate::targets::postgres::http::{Backend, WORKLOAD};
+use crate::serving::{ListenArgs, recording};
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
@@ -16,13 +17,11 @@ use std::time::Duration;
 /// Serves until `shutdown` resolves, then stops the writers, writes the last
 /// truth and removes the cluster.
 pub async fn serve(
-    args: ServeArgs,
+    args: ListenArgs,
     names: HashMap<String, String>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
-    args.refuse_simulator_flags("postgres")?;
-    let mut client_names = client_names(&args.clients)?;
-    client_names.extend(names);
+    let client_names = args.client_names(names)?;
     let (listener, bound) = args.listen().await?;
     let mut backend = Backend::start(args.seed, args.record.is_some()).await?;
     let layout = backend.layout();

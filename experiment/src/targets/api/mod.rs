@@ -3,6 +3,8 @@
 //! the pollers with each other. The API's facts live in its home under
 //! `crate::api`; this module only runs the pollers against it.
 
+pub mod options;
+
 use crate::api::spec::Resolved;
 use crate::api::{HttpTarget, Token, http_client};
 use crate::drive::Tally;

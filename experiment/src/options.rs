@@ -1,0 +1,537 @@
+//! The command line below the targets (docs/layout.md): the flags every run
+//! has and those several targets share, named for what they mean
+//! ([`SharedArgs`] with [`WorkloadArgs`], [`RetentionArgs`] and
+//! [`TableArgs`]); the table of which flag applies to which kind of target,
+//! with the one loop that refuses a flag where it does nothing
+//! ([`refuse_unread`]); and the two faces of a target: to the command line
+//! ([`TargetOptions`], in the target's own `options.rs`) and to the run
+//! ([`Launch`], its options resolved). `targets/mod.rs` lists the targets.
+
+use crate::api::{Dialect, spec};
+use crate::session::{ClockMode, Common, RunSummary};
+use clap::{ArgMatches, Args, Command, FromArgMatches};
+use since_id::id::Layout;
+use since_id::policy::CursorPolicy;
+use since_id::poller::Poller;
+use since_id::time::parse_duration_ms;
+use std::any::Any;
+use std::path::PathBuf;
+
+/// The options of a run that are no one target's own: those every run has
+/// and those several targets read. Each target's own are in its `options.rs`.
+#[derive(Args, Debug, Clone)]
+pub struct SharedArgs {
+    /// How long to poll (1h, 90s, 1500ms; at most 366 days).
+    #[arg(long, default_value = "1h", value_parser = parse_run_duration)]
+    pub duration: u64,
+    // The APIs' options are described where they are parsed (`api/spec.rs`).
+    #[arg(long, default_value = "simulator", help = spec::target_help())]
+    pub target: String,
+    #[arg(long, help = spec::TIMELINE_HELP)]
+    pub timeline: Option<String>,
+    #[arg(long, help = spec::LAYOUT_HELP)]
+    pub layout: Option<String>,
+    #[arg(long, help = token_file_help())]
+    pub token_file: Option<PathBuf>,
+    /// Print the first request each poller would make (token redacted) and exit.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// A poller's cursor policy (repeatable; default naive and compensated:k=1s): naive,
+    /// compensated:k=1s, audit:k=1s,depth=2m,every=1m, adaptive, newest, newest:pages=3, or xmin
+    /// (PostgreSQL only).
+    #[arg(long = "poller", value_name = "SPEC", value_parser = parse_policy)]
+    pub pollers: Vec<CursorPolicy>,
+    /// Time between the pollers' ticks, aligned to multiples of it (1s: the start of each second).
+    #[arg(long, default_value = "1s", value_parser = parse_interval)]
+    pub interval: u64,
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=10_000), help = spec::LIMIT_HELP)]
+    pub limit: u32,
+    /// How many pages a poller may page back within one tick before it gives up (overflow).
+    #[arg(long, default_value_t = 10)]
+    pub max_back_pages: u32,
+    /// The run database; each invocation adds a run to it.
+    #[arg(long, default_value = "data/run.db")]
+    pub db: PathBuf,
+    /// Seed of everything random.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// `real`: in real time (the simulator over HTTP on 127.0.0.1); `virtual`: the simulator
+    /// in-process, in simulated time.
+    #[arg(long, value_enum, default_value_t = ClockMode::Real)]
+    pub clock: ClockMode,
+    /// Start of a virtual run (RFC 3339 or ms); default 2026-01-01T00:00:00Z, so runs reproduce.
+    #[arg(long, value_parser = since_id::time::parse_time)]
+    pub start: Option<i64>,
+    /// HTTP request timeout (at most 1h).
+    #[arg(long, default_value = "10s", value_parser = parse_timeout)]
+    pub timeout: u64,
+    /// No progress bar even on a terminal (set by callers that run many at
+    /// once, such as `experiment sweep`; not a flag).
+    #[arg(skip)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub retention: RetentionArgs,
+    #[command(flatten)]
+    pub table: TableArgs,
+}
+
+/// The writers that load a throwaway database (PostgreSQL's, MariaDB's).
+/// Each is `None` unless given, so that one given where nothing writes is
+/// refused rather than ignored; the defaults are the methods'.
+#[derive(Args, Debug, Clone, Default)]
+pub struct WorkloadArgs {
+    /// The schema the writers load: PostgreSQL mastodon, outbox, snowflake, partitioned (default mastodon);
+    /// MariaDB autoinc, snowflake (default autoinc).
+    #[arg(long)]
+    pub schema: Option<String>,
+    /// PostgreSQL target: concurrent writer connections, 1 to 50 (default 8).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub writers: Option<u32>,
+    /// PostgreSQL target: posts per second, all writers together (default 300).
+    #[arg(long, value_parser = parse_rate)]
+    pub write_rate: Option<f64>,
+}
+
+impl WorkloadArgs {
+    pub fn writers(&self) -> u32 {
+        self.writers.unwrap_or(8)
+    }
+
+    pub fn write_rate(&self) -> f64 {
+        self.write_rate.unwrap_or(300.0)
+    }
+}
+
+/// The retention job of a range-partitioned table (MariaDB's, PostgreSQL's
+/// partitioned schema): `None` unless given.
+#[derive(Args, Debug, Clone, Default)]
+pub struct RetentionArgs {
+    /// MariaDB target and PostgreSQL's partitioned schema: how often the retention job adds a
+    /// partition and drops the oldest (default 10m).
+    #[arg(long, value_parser = parse_interval)]
+    pub partition_every: Option<u64>,
+    /// MariaDB target and PostgreSQL's partitioned schema: how many partitions the retention job
+    /// keeps, at least 2 (default 6).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..=100_000))]
+    pub retain: Option<u32>,
+}
+
+impl RetentionArgs {
+    pub fn partition_every_ms(&self) -> u64 {
+        self.partition_every.unwrap_or(10 * 60 * 1000)
+    }
+
+    pub fn retain(&self) -> u32 {
+        self.retain.unwrap_or(6)
+    }
+
+    pub fn flags(&self) -> [Flag; 2] {
+        let only = "{flag} applies to --target mariadb only, not '{target}'";
+        [
+            Flag::new("--partition-every", self.partition_every.is_some(), only),
+            Flag::new("--retain", self.retain.is_some(), only),
+        ]
+    }
+}
+
+/// Your own table, polled read-only (`--target postgres:URL`, `mariadb:URL`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct TableArgs {
+    /// Your own database (--target postgres:URL): the table to poll.
+    #[arg(long)]
+    pub table: Option<String>,
+    /// Your own database: the table's ID column (default id).
+    #[arg(long)]
+    pub id_column: Option<String>,
+}
+
+impl TableArgs {
+    pub fn id_column(&self) -> &str {
+        self.id_column.as_deref().unwrap_or("id")
+    }
+}
+
+impl SharedArgs {
+    /// The checks that hold whatever the target.
+    pub fn check(&self) -> Result<(), String> {
+        if self.pollers.len() > MAX_POLLERS {
+            return Err(format!(
+                "{} --poller values: at most {MAX_POLLERS} per run",
+                self.pollers.len()
+            ));
+        }
+        if self.clock == ClockMode::Real && self.start.is_some() {
+            return Err(
+                "--start sets a virtual run's clock; a real-time run starts now (add --clock virtual)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The shared flags some kinds of target refuse, with whether each was
+    /// given and how a kind that does not read it refuses it by default.
+    pub fn flags(&self) -> Vec<Flag> {
+        let postgres = "{flag} applies to --target postgres only, not '{target}'";
+        let real = "{flag} applies to real targets only, not '{target}'";
+        let (w, t) = (&self.workload, &self.table);
+        let mut flags = vec![
+            Flag::new("--schema", w.schema.is_some(), postgres),
+            Flag::new("--writers", w.writers.is_some(), postgres),
+            Flag::new("--write-rate", w.write_rate.is_some(), postgres),
+            Flag::new("--table", t.table.is_some(), postgres),
+            Flag::new("--id-column", t.id_column.is_some(), postgres),
+        ];
+        flags.extend(self.retention.flags());
+        flags.extend([
+            Flag::new(
+                "--timeline",
+                self.timeline.is_some(),
+                "{flag} does not apply to '{target}'",
+            ),
+            Flag::new("--layout", self.layout.is_some(), real),
+            Flag::new("--token-file", self.token_file.is_some(), real),
+        ]);
+        flags
+    }
+
+    /// The options every run has, with the pollers it runs.
+    pub fn common(self, pollers: Vec<CursorPolicy>) -> Common {
+        Common {
+            target: self.target,
+            duration_ms: self.duration,
+            interval_ms: self.interval,
+            limit: self.limit,
+            max_back_pages: self.max_back_pages,
+            db: self.db,
+            seed: self.seed,
+            clock: self.clock,
+            timeout_ms: self.timeout,
+            pollers,
+            quiet: self.quiet,
+        }
+    }
+
+    /// `--layout` for your own table: the IDs' layout, or without it the
+    /// plain integers of a sequence (refused with compensated pollers, which
+    /// need the IDs' time; `example` names layouts to try).
+    pub fn own_layout(&self, example: &str) -> Result<Layout, String> {
+        match &self.layout {
+            Some(name) => name
+                .parse()
+                .map_err(|e: since_id::id::IdError| e.to_string()),
+            None if self.pollers.iter().any(|p| p.k_ms().is_some()) => Err(format!(
+                "compensated pollers need the IDs' --layout (for example {example})"
+            )),
+            None => Ok(SEQUENCE_LAYOUT.parse().expect("custom layout")),
+        }
+    }
+
+    /// Refuses `--clock virtual` on a target that runs in real time; `why`
+    /// says so.
+    pub fn real_time_only(&self, why: &str) -> Result<(), String> {
+        match self.clock {
+            ClockMode::Virtual => Err(format!("--clock virtual runs the simulator only; {why}")),
+            ClockMode::Real => Ok(()),
+        }
+    }
+
+    /// Refuses the xmin policy on a target other than PostgreSQL, named `which`.
+    pub fn no_xmin(&self, which: &str) -> Result<(), String> {
+        if self.pollers.contains(&CursorPolicy::Xmin) {
+            return Err(format!(
+                "the xmin policy reads PostgreSQL's transaction horizon; it applies to --target postgres only, not {which}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The plain-integer layout of a sequence, for your own table without `--layout`.
+pub const SEQUENCE_LAYOUT: &str = "custom:epoch=0,shift=0";
+
+/// The longest run: a year and a day of leap. Beyond, `--duration` is refused.
+pub const MAX_DURATION_MS: u64 = 366 * 24 * 3600 * 1000;
+
+/// The longest HTTP timeout: the final drain lasts at most a few of them.
+pub const MAX_TIMEOUT_MS: u64 = 3600 * 1000;
+
+/// The most `--poller` values a run takes (`analyze` reads at most as many).
+pub const MAX_POLLERS: usize = 64;
+
+fn parse_policy(text: &str) -> Result<CursorPolicy, String> {
+    Ok(text.parse()?)
+}
+
+fn parse_bounded(text: &str, what: &str, max_ms: u64, max_text: &str) -> Result<u64, String> {
+    let ms = parse_duration_ms(text)?;
+    if ms > max_ms {
+        return Err(format!("bad {what} '{text}': at most {max_text}"));
+    }
+    Ok(ms)
+}
+
+fn parse_run_duration(text: &str) -> Result<u64, String> {
+    parse_bounded(
+        text,
+        "duration",
+        MAX_DURATION_MS,
+        "366days (a run must end)",
+    )
+}
+
+fn parse_timeout(text: &str) -> Result<u64, String> {
+    parse_bounded(text, "timeout", MAX_TIMEOUT_MS, "1h")
+}
+
+/// A duration of at least 1 ms (an interval, a period).
+pub fn parse_interval(text: &str) -> Result<u64, String> {
+    match parse_duration_ms(text)? {
+        0 => Err(format!("bad interval '{text}': must be at least 1ms")),
+        ms => Ok(ms),
+    }
+}
+
+/// Posts (or notes) per second, above 0.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r > 0.0 && r.is_finite() => Ok(r),
+        _ => Err(format!("bad rate '{s}': expected posts per second above 0")),
+    }
+}
+
+/// `--help` of `--token-file`: every API's token variable, and the
+/// databases' password variables (`PASSWORD_ENV` of `targets/postgres/own.rs`
+/// and `targets/mariadb/own.rs`, whose tests check these names).
+pub fn token_file_help() -> String {
+    format!(
+        "Read the API token from this file instead of the environment ({}; for --target postgres:URL, the password instead of PGPASSWORD; for --target mariadb:URL, instead of MYSQL_PWD)",
+        spec::token_vars().join(", ")
+    )
+}
+
+/// A flag that some kinds of target read and others refuse: a column of
+/// the table [`table`] builds.
+#[derive(Clone, Debug)]
+pub struct Flag {
+    pub name: &'static str,
+    pub given: bool,
+    /// Its refusal where it does not apply, unless that kind words its own
+    /// ([`Kind::refusals`]); `{flag}` and `{target}` are filled in.
+    pub elsewhere: &'static str,
+}
+
+impl Flag {
+    pub fn new(name: &'static str, given: bool, elsewhere: &'static str) -> Flag {
+        Flag {
+            name,
+            given,
+            elsewhere,
+        }
+    }
+}
+
+/// A kind of target as the refusals see it. A target has one or two: the
+/// throwaway server (`postgres`) and your own table (`postgres:URL`).
+#[derive(Debug)]
+pub struct Kind {
+    /// Its name in the table.
+    pub name: &'static str,
+    /// The flags of the table it reads; every other one given is refused.
+    pub reads: &'static [&'static str],
+    /// Its own wording for some flags it refuses (`{flag}` and `{target}`
+    /// filled in); any other is refused in the flag's ([`Flag::elsewhere`]).
+    pub refusals: &'static [(&'static [&'static str], &'static str)],
+}
+
+/// A row of the table: a flag, whether it was given, and the kinds it applies to.
+#[derive(Debug)]
+pub struct Row {
+    pub flag: Flag,
+    pub applies_to: Vec<&'static str>,
+}
+
+/// Which flag applies to which kind of target: one row per flag, the kinds
+/// that read it gathered from every kind's [`Kind::reads`] (so that a new
+/// target declares what it reads in its own folder).
+pub fn table(flags: Vec<Flag>, kinds: &[&Kind]) -> Vec<Row> {
+    flags
+        .into_iter()
+        .map(|flag| Row {
+            applies_to: kinds
+                .iter()
+                .filter(|k| k.reads.contains(&flag.name))
+                .map(|k| k.name)
+                .collect(),
+            flag,
+        })
+        .collect()
+}
+
+/// The one loop of the "flag X does not apply here" refusals: the first
+/// flag given that does not apply to `kind`, in `kind`'s words if it has
+/// its own for that flag, else in the flag's. `target` is `--target` as given.
+pub fn refuse_unread(table: &[Row], kind: &Kind, target: &str) -> Result<(), String> {
+    match table
+        .iter()
+        .find(|row| row.flag.given && !row.applies_to.contains(&kind.name))
+    {
+        Some(Row { flag, .. }) => {
+            let wording = kind
+                .refusals
+                .iter()
+                .find(|(flags, _)| flags.contains(&flag.name))
+                .map_or(flag.elsewhere, |(_, wording)| *wording);
+            Err(wording
+                .replace("{flag}", flag.name)
+                .replace("{target}", target))
+        }
+        None => Ok(()),
+    }
+}
+
+/// The first of `flags` given, refused in `wording` (`{flag}` filled in):
+/// for a refusal that depends on a value (PostgreSQL's schema), not on the
+/// kind of target.
+pub fn refuse_given(flags: &[Flag], wording: &str) -> Result<(), String> {
+    match flags.iter().find(|f| f.given) {
+        Some(flag) => Err(wording.replace("{flag}", flag.name)),
+        None => Ok(()),
+    }
+}
+
+/// A target's face to the command line: its own flag group, the kinds of
+/// `--target` it answers to, and its options from the command line. Each
+/// target's `options.rs` implements it; `targets/mod.rs` lists them.
+pub trait TargetOptions: Sync {
+    /// Adds its own flag group (`<Group as clap::Args>::augment_args`).
+    fn augment(&self, command: Command) -> Command;
+    /// Every kind it has (the table's kinds).
+    fn kinds(&self) -> &'static [&'static Kind];
+    /// The kind `--target TEXT` names if it is this target's; an error if
+    /// TEXT is meant for it but malformed.
+    fn kind(&self, target: &str) -> Result<Option<&'static Kind>, String>;
+    /// Its own flags that other kinds refuse, each with whether it was given.
+    fn flags(&self, matches: &ArgMatches) -> Result<Vec<Flag>, String>;
+    /// Its options, checked, or a one-line refusal; every flag its kind
+    /// does not read is refused before ([`refuse_unread`]).
+    fn resolve(&self, shared: &SharedArgs, matches: &ArgMatches)
+    -> Result<Box<dyn Launch>, String>;
+}
+
+/// A target's own flag group, read from the command line clap parsed.
+pub fn group<A: FromArgMatches>(matches: &ArgMatches) -> Result<A, String> {
+    A::from_arg_matches(matches).map_err(|e| {
+        let text = e.to_string();
+        text.lines().next().unwrap_or("bad arguments").to_string()
+    })
+}
+
+/// A target's options, resolved: what runs, and what `--dry-run` shows.
+pub trait Launch: std::fmt::Debug {
+    /// Runs the experiment.
+    fn run(self: Box<Self>, common: Common) -> Result<RunSummary, String>;
+    /// Where the pollers' first requests would go, or why this target has
+    /// none to show.
+    fn dry_run(&self) -> Result<DryRun, String>;
+    /// The pollers of a run without `--poller`.
+    fn default_pollers(&self) -> Vec<CursorPolicy> {
+        crate::session::default_pollers()
+    }
+    /// The options themselves, for a caller that needs one target's (a run
+    /// in memory needs the simulator's).
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+/// What `--dry-run` shows of a target: where its pollers' requests go.
+pub struct DryRun {
+    pub base: String,
+    pub dialect: Dialect,
+    /// `None`: the run starts with a probe to see the IDs.
+    pub layout: Option<Layout>,
+    /// Whether a token is sent (shown redacted).
+    pub token: bool,
+}
+
+impl DryRun {
+    /// The first request each poller would make, token redacted.
+    pub fn describe(&self, common: &Common) -> String {
+        let mut out = format!("target {} (dry run: nothing is sent)\n", common.target);
+        let Some(layout) = &self.layout else {
+            // No layout yet: the run starts with one probe to see the IDs.
+            out.push_str(&format!(
+                "layout probe: {}\n(the pollers' requests depend on the layout detected; pass --layout to see them)\n",
+                self.dialect.describe_layout_probe(&self.base, self.token)
+            ));
+            return out;
+        };
+        let limit = self.dialect.page_limit(common.limit as usize);
+        let now = crate::clock::now_ms();
+        let names = crate::session::poller_names(&common.pollers);
+        for (name, policy) in names.iter().zip(&common.pollers) {
+            let mut poller = Poller::new(
+                name.clone(),
+                *policy,
+                layout.clone(),
+                limit,
+                common.max_back_pages,
+            );
+            let req = poller.begin_cycle(now);
+            out.push_str(&format!(
+                "{name}: {}\n",
+                self.dialect.describe(&self.base, layout, &req, self.token)
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OWN: Kind = Kind {
+        name: "own",
+        reads: &["--table"],
+        refusals: &[(&["--writers"], "{flag} writes nothing to '{target}'")],
+    };
+    const CLUSTER: Kind = Kind {
+        name: "cluster",
+        reads: &["--writers"],
+        refusals: &[],
+    };
+
+    fn rows(writers: bool, table_given: bool) -> Vec<Row> {
+        let elsewhere = "{flag} applies to cluster only, not '{target}'";
+        table(
+            vec![
+                Flag::new("--writers", writers, elsewhere),
+                Flag::new("--table", table_given, "{flag} is your own table's"),
+            ],
+            &[&OWN, &CLUSTER],
+        )
+    }
+
+    #[test]
+    fn the_table_gathers_the_kinds_each_flag_applies_to() {
+        let t = rows(false, false);
+        assert_eq!(t[0].applies_to, ["cluster"]);
+        assert_eq!(t[1].applies_to, ["own"]);
+    }
+
+    #[test]
+    fn a_flag_given_where_it_does_not_apply_is_refused_in_the_kinds_words_or_its_own() {
+        assert_eq!(
+            refuse_unread(&rows(true, false), &OWN, "own:x").unwrap_err(),
+            "--writers writes nothing to 'own:x'"
+        );
+        assert_eq!(
+            refuse_unread(&rows(false, true), &CLUSTER, "cluster").unwrap_err(),
+            "--table is your own table's"
+        );
+        assert!(refuse_unread(&rows(true, false), &CLUSTER, "cluster").is_ok());
+        assert!(refuse_unread(&rows(false, false), &OWN, "own:x").is_ok());
+    }
+}

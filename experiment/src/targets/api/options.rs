@@ -1,0 +1,121 @@
+//! `--target KIND:SPEC` on the command line: a real API's own flags, and
+//! its options from them (the spec itself is parsed by `crate::api::spec`).
+
+use super::ApiOpts;
+use crate::api::spec::{self, TargetSpec};
+use crate::options::{self, DryRun, Flag, Kind, Launch, SharedArgs, TargetOptions};
+use crate::session::{Common, RunSummary};
+use clap::{ArgMatches, Args, Command};
+use std::any::Any;
+
+/// A real API's own flags.
+#[derive(Args, Debug, Clone)]
+pub struct ApiArgs {
+    #[arg(long, help = spec::LIST_ID_HELP)]
+    pub list_id: Option<String>,
+    #[arg(long, help = spec::BASE_URL_HELP)]
+    pub base_url: Option<String>,
+}
+
+impl ApiArgs {
+    fn flags(&self) -> Vec<Flag> {
+        let only = "{flag} applies to real targets only, not '{target}'";
+        vec![
+            Flag::new("--list-id", self.list_id.is_some(), only),
+            Flag::new("--base-url", self.base_url.is_some(), only),
+        ]
+    }
+}
+
+const API: Kind = Kind {
+    name: "api",
+    reads: &[
+        "--timeline",
+        "--layout",
+        "--token-file",
+        "--list-id",
+        "--base-url",
+    ],
+    refusals: &[
+        (
+            &["--config", "--set"],
+            "--config and --set configure the simulator; they do not apply to a real target",
+        ),
+        (
+            &["--backlog"],
+            "{flag} is the simulator's history; it does not apply to a real target",
+        ),
+        (
+            &["--faults"],
+            "{flag} are injected by the simulator; they do not apply to a real target",
+        ),
+    ],
+};
+
+/// A real API on the command line.
+pub struct Api;
+
+impl TargetOptions for Api {
+    fn augment(&self, command: Command) -> Command {
+        ApiArgs::augment_args(command)
+    }
+
+    fn kinds(&self) -> &'static [&'static Kind] {
+        &[&API]
+    }
+
+    /// Any `KIND:SPEC` of an API; a bad one is refused here, before any flag.
+    fn kind(&self, target: &str) -> Result<Option<&'static Kind>, String> {
+        Ok(match target.parse::<TargetSpec>()? {
+            TargetSpec::Simulator => None,
+            _ => Some(&API),
+        })
+    }
+
+    fn flags(&self, matches: &ArgMatches) -> Result<Vec<Flag>, String> {
+        Ok(options::group::<ApiArgs>(matches)?.flags())
+    }
+
+    fn resolve(
+        &self,
+        shared: &SharedArgs,
+        matches: &ArgMatches,
+    ) -> Result<Box<dyn Launch>, String> {
+        let own: ApiArgs = options::group(matches)?;
+        shared.no_xmin(&format!("'{}'", shared.target))?;
+        shared.real_time_only("real targets are polled in real time")?;
+        let spec: TargetSpec = shared.target.parse()?;
+        let given = spec::TargetOptions {
+            timeline: shared.timeline.clone(),
+            list_id: own.list_id.clone(),
+            base_url: own.base_url,
+            layout: shared.layout.clone(),
+        };
+        Ok(Box::new(ApiOpts {
+            resolved: spec.resolve(&given)?,
+            list_id: own.list_id,
+            token_file: shared.token_file.clone(),
+        }))
+    }
+}
+
+impl Launch for ApiOpts {
+    fn run(self: Box<Self>, common: Common) -> Result<RunSummary, String> {
+        super::run(common, *self)
+    }
+
+    fn dry_run(&self) -> Result<DryRun, String> {
+        let token = super::load_token(self)?;
+        let r = &self.resolved;
+        Ok(DryRun {
+            base: r.base.clone(),
+            dialect: r.dialect.clone(),
+            layout: r.layout.clone(),
+            token: token.is_some(),
+        })
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}

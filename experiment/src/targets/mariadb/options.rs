@@ -1,0 +1,309 @@
+//! `--target mariadb` and `--target mariadb:URL` on the command line:
+//! MariaDB's own flags, the shared ones each kind reads, the refusals in
+//! MariaDB's words, and the options of the throwaway server or of your own
+//! table.
+
+use super::id_pollers::IdPollerSpec;
+use super::schema::Schema;
+use super::writers::WriterLock;
+use super::{MariaOpts, OwnMariaOpts};
+use crate::options::{self, DryRun, Flag, Kind, Launch, SharedArgs, TargetOptions};
+use crate::servers::mariadb::LockMode;
+use crate::session::{Common, RunSummary};
+use clap::{ArgMatches, Args, Command};
+use since_id::policy::CursorPolicy;
+use since_id::time::parse_duration_ms;
+use std::any::Any;
+
+/// MariaDB's own flags; `None` unless given, so that one given elsewhere is refused.
+#[derive(Args, Debug, Clone, Default)]
+pub struct MariaArgs {
+    /// MariaDB target: the server's innodb_autoinc_lock_mode, 0, 1 or 2 (default 1, MariaDB's).
+    #[arg(long, value_parser = |s: &str| s.parse::<LockMode>())]
+    pub autoinc_lock_mode: Option<LockMode>,
+    /// MariaDB target, snowflake schema: the spread of the writers' clocks (default 0s), an assumption.
+    #[arg(long, value_parser = parse_duration_ms)]
+    pub clock_skew: Option<u64>,
+    /// MariaDB target: after the run, bare single-row autocommit inserts on the same server for
+    /// this long, from as many connections as --writers (the reference of the writers' rate).
+    #[arg(long, value_parser = options::parse_interval)]
+    pub bare_inserts: Option<u64>,
+    /// MariaDB target: a poller reading the key forward (repeatable): incrementing (Kafka
+    /// Connect JDBC's), behind:n=N, or gaps:timeout=DURATION[,max=N] (Axon's gap tracking).
+    /// `,pause=DURATION@AT` makes it lag (sends nothing for DURATION from AT after the start).
+    #[arg(long = "id-poller", value_name = "SPEC", value_parser = |s: &str| s.parse::<IdPollerSpec>())]
+    pub id_pollers: Vec<IdPollerSpec>,
+    /// MariaDB target: serialise the writers' transactions, none (default) or get-lock (a named
+    /// lock from before the insert until COMMIT returned: the eventsourcing library's cure).
+    #[arg(long, value_parser = |s: &str| s.parse::<WriterLock>())]
+    pub writer_lock: Option<WriterLock>,
+}
+
+impl MariaArgs {
+    fn flags(&self) -> Vec<Flag> {
+        let only = "{flag} applies to --target mariadb only, not '{target}'";
+        vec![
+            Flag::new("--writer-lock", self.writer_lock.is_some(), only),
+            Flag::new("--bare-inserts", self.bare_inserts.is_some(), only),
+            Flag::new("--id-poller", !self.id_pollers.is_empty(), only),
+            Flag::new(
+                "--autoinc-lock-mode",
+                self.autoinc_lock_mode.is_some(),
+                only,
+            ),
+            Flag::new("--clock-skew", self.clock_skew.is_some(), only),
+        ]
+    }
+}
+
+/// `--target mariadb`: the throwaway server.
+const SERVER: Kind = Kind {
+    name: "mariadb",
+    reads: &[
+        "--schema",
+        "--writers",
+        "--write-rate",
+        "--partition-every",
+        "--retain",
+        "--autoinc-lock-mode",
+        "--clock-skew",
+        "--bare-inserts",
+        "--id-poller",
+        "--writer-lock",
+    ],
+    refusals: &[(
+        &[
+            "--config",
+            "--set",
+            "--faults",
+            "--backlog",
+            "--list-id",
+            "--base-url",
+            "--timeline",
+            "--layout",
+            "--token-file",
+            "--pg-tail",
+            "--table",
+            "--id-column",
+            "--via",
+        ],
+        "{flag} does not apply to --target mariadb",
+    )],
+};
+
+/// `--target mariadb:URL`: your own table, read-only.
+const OWN: Kind = Kind {
+    name: "mariadb:URL",
+    reads: &[
+        "--table",
+        "--id-column",
+        "--layout",
+        "--token-file",
+        "--id-poller",
+    ],
+    refusals: &[
+        (
+            &[
+                "--writer-lock",
+                "--bare-inserts",
+                "--autoinc-lock-mode",
+                "--partition-every",
+                "--retain",
+                "--clock-skew",
+            ],
+            "{flag} shapes the throwaway server (--target mariadb); nothing writes to your own database",
+        ),
+        (
+            &["--schema", "--writers", "--write-rate", "--pg-tail"],
+            "{flag} shapes the throwaway server's writers; nothing writes to your own database",
+        ),
+        (
+            &[
+                "--config",
+                "--set",
+                "--faults",
+                "--backlog",
+                "--list-id",
+                "--base-url",
+                "--timeline",
+                "--via",
+            ],
+            "{flag} does not apply to a MariaDB target",
+        ),
+    ],
+};
+
+/// MariaDB on the command line.
+pub struct Mariadb;
+
+impl TargetOptions for Mariadb {
+    fn augment(&self, command: Command) -> Command {
+        MariaArgs::augment_args(command)
+    }
+
+    fn kinds(&self) -> &'static [&'static Kind] {
+        &[&SERVER, &OWN]
+    }
+
+    fn kind(&self, target: &str) -> Result<Option<&'static Kind>, String> {
+        Ok(match target {
+            "mariadb" => Some(&SERVER),
+            _ if target.starts_with("mariadb:") => Some(&OWN),
+            _ => None,
+        })
+    }
+
+    fn flags(&self, matches: &ArgMatches) -> Result<Vec<Flag>, String> {
+        Ok(options::group::<MariaArgs>(matches)?.flags())
+    }
+
+    fn resolve(
+        &self,
+        shared: &SharedArgs,
+        matches: &ArgMatches,
+    ) -> Result<Box<dyn Launch>, String> {
+        let own: MariaArgs = options::group(matches)?;
+        shared.real_time_only("MariaDB runs in real time")?;
+        match shared.target.strip_prefix("mariadb:") {
+            Some(url) => {
+                shared.no_xmin("a MariaDB table")?;
+                own_table(shared, own, url)
+            }
+            None => {
+                shared.no_xmin("'mariadb'")?;
+                server(shared, own)
+            }
+        }
+    }
+}
+
+/// The throwaway server's options.
+fn server(shared: &SharedArgs, own: MariaArgs) -> Result<Box<dyn Launch>, String> {
+    let schema: Schema = shared
+        .workload
+        .schema
+        .as_deref()
+        .map_or(Ok(Schema::Autoinc), str::parse)?;
+    if schema == Schema::Autoinc {
+        if let Some(p) = shared.pollers.iter().find(|p| p.k_ms().is_some()) {
+            return Err(format!(
+                "--poller {p}: AUTO_INCREMENT IDs carry no time, so a compensated poller means \
+                 nothing on the autoinc schema; use --schema snowflake"
+            ));
+        }
+        if own.clock_skew.is_some() {
+            return Err(
+                "--clock-skew skews the Snowflake writers' clocks; AUTO_INCREMENT takes no clock \
+                 (use --schema snowflake)"
+                    .into(),
+            );
+        }
+    }
+    if schema == Schema::Snowflake
+        && let Some(p) = own
+            .id_pollers
+            .iter()
+            .find(|p| !matches!(p.policy, since_id::gaps::IdPolicy::Incrementing))
+    {
+        return Err(format!(
+            "--id-poller {p} counts IDs one by one; Snowflake IDs are not consecutive \
+             (use --schema autoinc, or compensated:k=... on snowflake)"
+        ));
+    }
+    Ok(Box::new(MariaOpts {
+        schema,
+        lock_mode: own.autoinc_lock_mode.unwrap_or(LockMode::DEFAULT),
+        writers: shared.workload.writers(),
+        write_rate: shared.workload.write_rate(),
+        clock_skew_ms: own.clock_skew.unwrap_or(0),
+        partition_every_ms: shared.retention.partition_every_ms(),
+        retain: shared.retention.retain(),
+        id_pollers: own.id_pollers,
+        bare_inserts_ms: own.bare_inserts,
+        writer_lock: own.writer_lock.unwrap_or_default(),
+    }))
+}
+
+/// Your own table's options.
+fn own_table(shared: &SharedArgs, own: MariaArgs, url: &str) -> Result<Box<dyn Launch>, String> {
+    let table = shared
+        .table
+        .table
+        .clone()
+        .ok_or("--target mariadb:URL needs --table NAME (the table to poll)")?;
+    Ok(Box::new(OwnMariaOpts {
+        url: url.to_string(),
+        table,
+        id_column: shared.table.id_column().to_string(),
+        layout: shared.own_layout("twitter")?,
+        token_file: shared.token_file.clone(),
+        id_pollers: own.id_pollers,
+    }))
+}
+
+/// What `--dry-run` says of either kind.
+fn no_dry_run() -> Result<DryRun, String> {
+    Err(
+        "--dry-run shows HTTP requests; a MariaDB target sends only the SELECTs documented \
+         in docs/mariadb.md"
+            .into(),
+    )
+}
+
+impl Launch for MariaOpts {
+    fn run(self: Box<Self>, common: Common) -> Result<RunSummary, String> {
+        super::run(common, *self)
+    }
+
+    fn dry_run(&self) -> Result<DryRun, String> {
+        no_dry_run()
+    }
+
+    /// Only the ID pollers asked for: no since_id poller beside them; else
+    /// on AUTO_INCREMENT IDs, which carry no time, the naive poller alone.
+    fn default_pollers(&self) -> Vec<CursorPolicy> {
+        if !self.id_pollers.is_empty() {
+            Vec::new()
+        } else if self.schema == Schema::Autoinc {
+            vec![CursorPolicy::Naive]
+        } else {
+            crate::session::default_pollers()
+        }
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+impl Launch for OwnMariaOpts {
+    fn run(self: Box<Self>, common: Common) -> Result<RunSummary, String> {
+        super::run_own(common, *self)
+    }
+
+    fn dry_run(&self) -> Result<DryRun, String> {
+        no_dry_run()
+    }
+
+    /// Only the ID pollers asked for: no since_id poller beside them.
+    fn default_pollers(&self) -> Vec<CursorPolicy> {
+        if self.id_pollers.is_empty() {
+            crate::session::default_pollers()
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `--token-file`'s help names the password variable `own.rs` reads.
+    #[test]
+    fn the_token_file_help_names_the_password_variable() {
+        assert!(crate::options::token_file_help().contains(super::super::own::PASSWORD_ENV));
+    }
+}

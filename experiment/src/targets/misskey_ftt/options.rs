@@ -1,0 +1,300 @@
+//! `--target misskey-ftt` on the command line (docs/misskey-ftt.md): the
+//! target's own flags (its load, Misskey's switches, the outages it
+//! injects), their checks, and its options.
+
+use super::creators::{Deletes, Load};
+use super::read::{Switches, Window};
+use super::{FttOpts, Timeline};
+use crate::options::{self, DryRun, Flag, Kind, Launch, SharedArgs, TargetOptions};
+use crate::session::{Common, RunSummary};
+use clap::{ArgMatches, Args, Command};
+use since_id::time::parse_duration_ms;
+use std::any::Any;
+
+/// The target's own flags. Each is `None` unless given, so that one given
+/// elsewhere is refused.
+#[derive(Args, Debug, Clone, Default)]
+pub struct FttArgs {
+    /// misskey-ftt: concurrent note creators, each a Misskey process with its own aidx node ID (default 4).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub creators: Option<u32>,
+    /// misskey-ftt: local notes per second, all creators together (default 5).
+    #[arg(long, value_parser = options::parse_rate)]
+    pub note_rate: Option<f64>,
+    /// misskey-ftt: remote notes per second arriving by federation (default 2).
+    #[arg(long, value_parser = parse_nonnegative_rate)]
+    pub remote_rate: Option<f64>,
+    /// misskey-ftt: mean federation delay, published to arrival (default 2s).
+    #[arg(long, value_parser = parse_duration_ms)]
+    pub federation_delay: Option<u64>,
+    /// misskey-ftt: share of remote notes arriving over 3 minutes late, 0 to 1 (default 0.02).
+    #[arg(long, value_parser = parse_share)]
+    pub late_share: Option<f64>,
+    /// misskey-ftt: share of notes their authors delete, 0 to 1 (default 0: none).
+    #[arg(long, value_parser = parse_share)]
+    pub delete_share: Option<f64>,
+    /// misskey-ftt: mean time from a note's commit to its deletion, exponential (default 1m).
+    #[arg(long, value_parser = parse_duration_ms)]
+    pub delete_after: Option<u64>,
+    /// misskey-ftt: local users, remote users and how many each local user follows (default 50,50,20).
+    #[arg(long, value_parser = parse_users)]
+    pub users: Option<(u32, u32, u32)>,
+    /// misskey-ftt: Misskey's enableFanoutTimelineDbFallback switched off.
+    #[arg(long)]
+    pub no_db_fallback: bool,
+    /// misskey-ftt: Misskey's enableFanoutTimeline switched off (every read from PostgreSQL).
+    #[arg(long)]
+    pub no_fanout_timeline: bool,
+    /// misskey-ftt: enableFanoutTimeline off from FROM until TO into the run, then on again,
+    /// e.g. 2m..4m (repeatable, in order; misskey-dev/misskey#17547).
+    #[arg(long = "ftt-off", value_name = "FROM..TO", value_parser = parse_window)]
+    pub ftt_off: Vec<(u64, u64)>,
+    /// misskey-ftt: stop Redis this long into the run and start it again empty (repeatable).
+    #[arg(long = "redis-restart-at", value_name = "DURATION", value_parser = parse_duration_ms)]
+    pub redis_restart_at: Vec<u64>,
+}
+
+impl FttArgs {
+    fn flags(&self) -> Vec<Flag> {
+        let only = "{flag} applies to --target misskey-ftt only, not '{target}'";
+        [
+            ("--creators", self.creators.is_some()),
+            ("--note-rate", self.note_rate.is_some()),
+            ("--remote-rate", self.remote_rate.is_some()),
+            ("--federation-delay", self.federation_delay.is_some()),
+            ("--late-share", self.late_share.is_some()),
+            ("--delete-share", self.delete_share.is_some()),
+            ("--delete-after", self.delete_after.is_some()),
+            ("--users", self.users.is_some()),
+            ("--no-db-fallback", self.no_db_fallback),
+            ("--no-fanout-timeline", self.no_fanout_timeline),
+            ("--ftt-off", !self.ftt_off.is_empty()),
+            ("--redis-restart-at", !self.redis_restart_at.is_empty()),
+        ]
+        .into_iter()
+        .map(|(name, given)| Flag::new(name, given, only))
+        .collect()
+    }
+}
+
+const FTT: Kind = Kind {
+    name: "misskey-ftt",
+    reads: &[
+        "--timeline",
+        "--creators",
+        "--note-rate",
+        "--remote-rate",
+        "--federation-delay",
+        "--late-share",
+        "--delete-share",
+        "--delete-after",
+        "--users",
+        "--no-db-fallback",
+        "--no-fanout-timeline",
+        "--ftt-off",
+        "--redis-restart-at",
+    ],
+    refusals: &[(
+        &[
+            "--config",
+            "--set",
+            "--faults",
+            "--backlog",
+            "--list-id",
+            "--base-url",
+            "--layout",
+            "--token-file",
+        ],
+        "{flag} does not apply to --target misskey-ftt",
+    )],
+};
+
+/// Misskey's Fanout Timeline on the command line.
+pub struct MisskeyFtt;
+
+impl TargetOptions for MisskeyFtt {
+    fn augment(&self, command: Command) -> Command {
+        FttArgs::augment_args(command)
+    }
+
+    fn kinds(&self) -> &'static [&'static Kind] {
+        &[&FTT]
+    }
+
+    fn kind(&self, target: &str) -> Result<Option<&'static Kind>, String> {
+        Ok((target == "misskey-ftt").then_some(&FTT))
+    }
+
+    fn flags(&self, matches: &ArgMatches) -> Result<Vec<Flag>, String> {
+        Ok(options::group::<FttArgs>(matches)?.flags())
+    }
+
+    fn resolve(
+        &self,
+        shared: &SharedArgs,
+        matches: &ArgMatches,
+    ) -> Result<Box<dyn Launch>, String> {
+        let f: FttArgs = options::group(matches)?;
+        shared.no_xmin("'misskey-ftt'")?;
+        shared.real_time_only("misskey-ftt runs in real time")?;
+        if f.no_fanout_timeline && !f.ftt_off.is_empty() {
+            return Err(
+                "--ftt-off switches FTT off for a while; with --no-fanout-timeline it is off for the whole run".into(),
+            );
+        }
+        if f.delete_after.is_some() && f.delete_share.unwrap_or(0.0) == 0.0 {
+            return Err(
+                "--delete-after says when deleted notes go; give --delete-share above 0 too".into(),
+            );
+        }
+        let (local_users, remote_users, follows_per_user) = f.users.unwrap_or((50, 50, 20));
+        let timeline = match &shared.timeline {
+            Some(t) => t.parse()?,
+            None => Timeline::default(),
+        };
+        Ok(Box::new(FttOpts {
+            load: Load {
+                creators: f.creators.unwrap_or(4),
+                local_users,
+                remote_users,
+                follows_per_user,
+                local_rate_per_s: f.note_rate.unwrap_or(5.0),
+                remote_rate_per_s: if remote_users == 0 {
+                    0.0
+                } else {
+                    f.remote_rate.unwrap_or(2.0)
+                },
+                federation_delay_ms: f.federation_delay.unwrap_or(2_000),
+                late_share: f.late_share.unwrap_or(0.02),
+                deletes: Deletes {
+                    share: f.delete_share.unwrap_or(0.0),
+                    after_ms: f.delete_after.unwrap_or(60_000),
+                },
+                caps: Default::default(),
+                seed: shared.seed,
+            },
+            timeline,
+            switches: Switches {
+                fanout_timeline: !f.no_fanout_timeline,
+                db_fallback: !f.no_db_fallback,
+            },
+            ftt_off: ftt_off_windows(&f.ftt_off, shared.duration)?,
+            redis_restarts_ms: redis_restarts(&f.redis_restart_at, shared.duration)?,
+        }))
+    }
+}
+
+impl Launch for FttOpts {
+    fn run(self: Box<Self>, common: Common) -> Result<RunSummary, String> {
+        super::run(common, *self)
+    }
+
+    fn dry_run(&self) -> Result<DryRun, String> {
+        Err(
+            "--dry-run shows a real API's requests; misskey-ftt serves its own on loopback \
+             (docs/misskey-ftt.md)"
+                .into(),
+        )
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// `FROM..TO`, two durations from the run's start, FROM before TO.
+fn parse_window(s: &str) -> Result<(u64, u64), String> {
+    let bad = |why: &str| format!("bad --ftt-off '{s}': {why}");
+    let (from, to) = s
+        .split_once("..")
+        .ok_or_else(|| bad("expected FROM..TO such as 2m..4m"))?;
+    let from = parse_duration_ms(from.trim()).map_err(|e| bad(&e.to_string()))?;
+    let to = parse_duration_ms(to.trim()).map_err(|e| bad(&e.to_string()))?;
+    if from >= to {
+        return Err(bad("FROM must come before TO"));
+    }
+    Ok((from, to))
+}
+
+/// The `--ftt-off` windows, each inside a run of `duration_ms`, given in
+/// order and not overlapping.
+fn ftt_off_windows(given: &[(u64, u64)], duration_ms: u64) -> Result<Vec<Window>, String> {
+    let show = |ms| since_id::time::format_duration_ms(ms).replace(' ', "");
+    let mut previous_to = 0;
+    given
+        .iter()
+        .map(|&(from_ms, to_ms)| {
+            let text = format!("{}..{}", show(from_ms), show(to_ms));
+            if to_ms > duration_ms {
+                return Err(format!(
+                    "--ftt-off {text} ends after the run (--duration {})",
+                    show(duration_ms)
+                ));
+            }
+            if from_ms < previous_to {
+                return Err(format!(
+                    "--ftt-off {text} starts before the previous window ends: give them in order, not overlapping"
+                ));
+            }
+            previous_to = to_ms;
+            Ok(Window { from_ms, to_ms })
+        })
+        .collect()
+}
+
+/// The `--redis-restart-at` times, each inside the run, ascending.
+fn redis_restarts(given: &[u64], duration_ms: u64) -> Result<Vec<u64>, String> {
+    let show = |ms| since_id::time::format_duration_ms(ms).replace(' ', "");
+    let mut previous = None;
+    for &at in given {
+        if at == 0 || at >= duration_ms {
+            return Err(format!(
+                "--redis-restart-at {} is not inside the run (after 0s, before --duration {})",
+                show(at),
+                show(duration_ms)
+            ));
+        }
+        if previous.is_some_and(|p| at <= p) {
+            return Err(format!(
+                "--redis-restart-at {} comes after a later one: give them in ascending order",
+                show(at)
+            ));
+        }
+        previous = Some(at);
+    }
+    Ok(given.to_vec())
+}
+
+fn parse_nonnegative_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r >= 0.0 && r.is_finite() => Ok(r),
+        _ => Err(format!(
+            "bad rate '{s}': expected notes per second, 0 or more"
+        )),
+    }
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("bad share '{s}': expected a number from 0 to 1")),
+    }
+}
+
+fn parse_users(s: &str) -> Result<(u32, u32, u32), String> {
+    let bad = || {
+        format!(
+            "bad --users '{s}': expected LOCAL,REMOTE,FOLLOWS such as 50,50,20 (LOCAL at least 1, at most 100000 in all)"
+        )
+    };
+    let parts: Vec<u32> = s
+        .split(',')
+        .map(|p| p.trim().parse::<u32>().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    match parts[..] {
+        [local, remote, follows] if local >= 1 && local as u64 + remote as u64 <= 100_000 => {
+            Ok((local, remote, follows))
+        }
+        _ => Err(bad()),
+    }
+}

@@ -1,0 +1,240 @@
+//! `--target postgres` and `--target postgres:URL` on the command line:
+//! PostgreSQL's own flags, the shared ones each kind reads, the refusals in
+//! PostgreSQL's words, and the options of the throwaway cluster or of your
+//! own table.
+
+use super::schema::Schema;
+use super::writers::Tail;
+use super::{OwnDbOpts, PgOpts, Via};
+use crate::options::{self, DryRun, Flag, Kind, Launch, SharedArgs, TargetOptions};
+use crate::session::{Common, RunSummary};
+use clap::{ArgMatches, Args, Command};
+use std::any::Any;
+
+/// PostgreSQL's own flags; `None` unless given, so that one given where it
+/// does nothing is refused rather than ignored.
+#[derive(Args, Debug, Clone, Default)]
+pub struct PostgresArgs {
+    /// PostgreSQL target: an injected tail, P%:MAX (that share of transactions
+    /// sleeps up to MAX inside the transaction, uniformly). Off by default.
+    #[arg(long, value_parser = |s: &str| s.parse::<Tail>())]
+    pub pg_tail: Option<Tail>,
+    /// PostgreSQL target: how the pollers read, `sql` (the table, the default) or `http`.
+    #[arg(long, value_parser = |s: &str| s.parse::<Via>())]
+    pub via: Option<Via>,
+}
+
+impl PostgresArgs {
+    fn flags(&self) -> Vec<Flag> {
+        let only = "{flag} applies to --target postgres only, not '{target}'";
+        vec![
+            Flag::new("--pg-tail", self.pg_tail.is_some(), only),
+            Flag::new("--via", self.via.is_some(), only),
+        ]
+    }
+}
+
+/// The simulator's and the real APIs' flags, which no PostgreSQL target reads.
+const NOT_POSTGRES: (&[&str], &str) = (
+    &[
+        "--config",
+        "--set",
+        "--faults",
+        "--backlog",
+        "--list-id",
+        "--base-url",
+        "--timeline",
+    ],
+    "{flag} does not apply to a PostgreSQL target",
+);
+
+/// `--target postgres`: the throwaway cluster.
+const CLUSTER: Kind = Kind {
+    name: "postgres",
+    reads: &[
+        "--schema",
+        "--writers",
+        "--write-rate",
+        "--pg-tail",
+        "--via",
+        // The partitioned schema's retention job (checked against the schema).
+        "--partition-every",
+        "--retain",
+    ],
+    refusals: &[
+        NOT_POSTGRES,
+        (
+            &["--layout", "--token-file"],
+            "--layout and --token-file are for your own database (--target postgres:URL)",
+        ),
+        (
+            &["--table", "--id-column"],
+            "{flag} is for your own database (--target postgres:URL)",
+        ),
+    ],
+};
+
+/// `--target postgres:URL`: your own table, read-only.
+const OWN: Kind = Kind {
+    name: "postgres:URL",
+    reads: &[
+        "--table",
+        "--id-column",
+        "--layout",
+        "--token-file",
+        "--via",
+    ],
+    refusals: &[
+        NOT_POSTGRES,
+        (
+            &["--schema", "--writers", "--write-rate", "--pg-tail"],
+            "{flag} shapes the throwaway cluster's writers; nothing writes to your own database",
+        ),
+    ],
+};
+
+/// PostgreSQL on the command line.
+pub struct Postgres;
+
+impl TargetOptions for Postgres {
+    fn augment(&self, command: Command) -> Command {
+        PostgresArgs::augment_args(command)
+    }
+
+    fn kinds(&self) -> &'static [&'static Kind] {
+        &[&CLUSTER, &OWN]
+    }
+
+    fn kind(&self, target: &str) -> Result<Option<&'static Kind>, String> {
+        Ok(match target {
+            "postgres" => Some(&CLUSTER),
+            _ if target.starts_with("postgres:") => Some(&OWN),
+            _ => None,
+        })
+    }
+
+    fn flags(&self, matches: &ArgMatches) -> Result<Vec<Flag>, String> {
+        Ok(options::group::<PostgresArgs>(matches)?.flags())
+    }
+
+    fn resolve(
+        &self,
+        shared: &SharedArgs,
+        matches: &ArgMatches,
+    ) -> Result<Box<dyn Launch>, String> {
+        let own: PostgresArgs = options::group(matches)?;
+        shared.real_time_only("PostgreSQL runs in real time")?;
+        match shared.target.strip_prefix("postgres:") {
+            Some(url) => own_table(shared, &own, url),
+            None => cluster(shared, &own),
+        }
+    }
+}
+
+/// The throwaway cluster's options.
+fn cluster(shared: &SharedArgs, own: &PostgresArgs) -> Result<Box<dyn Launch>, String> {
+    let schema: Schema = shared
+        .workload
+        .schema
+        .as_deref()
+        .map_or(Ok(Schema::Mastodon), str::parse)?;
+    if schema.sequence_ids() && shared.pollers.iter().any(|p| p.k_ms().is_some()) {
+        return Err(format!(
+            "the {schema} schema's BIGSERIAL IDs carry no time, so compensated pollers mean nothing \
+             there; use naive and xmin"
+        ));
+    }
+    if schema != Schema::Partitioned {
+        // Read by the partitioned schema only: a refusal that depends on a value, not on the kind.
+        let only = format!(
+            "{{flag}} applies to --target mariadb and --target postgres --schema partitioned only, \
+             not --schema {schema}"
+        );
+        options::refuse_given(&shared.retention.flags(), &only)?;
+    }
+    let via = own.via.unwrap_or_default();
+    if via == Via::Http && schema != Schema::Mastodon {
+        return Err("--via http serves the Mastodon API: it needs --schema mastodon".into());
+    }
+    Ok(Box::new(PgOpts {
+        schema,
+        writers: shared.workload.writers(),
+        write_rate: shared.workload.write_rate(),
+        tail: own.pg_tail,
+        via,
+        partition_every_ms: shared.retention.partition_every_ms(),
+        retain: shared.retention.retain(),
+    }))
+}
+
+/// Your own table's options.
+fn own_table(
+    shared: &SharedArgs,
+    own: &PostgresArgs,
+    url: &str,
+) -> Result<Box<dyn Launch>, String> {
+    if own.via == Some(Via::Http) {
+        return Err(
+            "--via http serves the throwaway cluster's statuses; your own table is read over SQL"
+                .into(),
+        );
+    }
+    let table = shared
+        .table
+        .table
+        .clone()
+        .ok_or("--target postgres:URL needs --table NAME (the table to poll)")?;
+    Ok(Box::new(OwnDbOpts {
+        url: url.to_string(),
+        table,
+        id_column: shared.table.id_column().to_string(),
+        layout: shared.own_layout("mastodon or twitter")?,
+        token_file: shared.token_file.clone(),
+    }))
+}
+
+/// What `--dry-run` says of either kind.
+fn no_dry_run() -> Result<DryRun, String> {
+    Err(
+        "--dry-run shows HTTP requests; a PostgreSQL target sends only the SELECTs \
+         documented in docs/postgres.md"
+            .into(),
+    )
+}
+
+impl Launch for PgOpts {
+    fn run(self: Box<Self>, common: Common) -> Result<RunSummary, String> {
+        super::run(common, *self)
+    }
+
+    fn dry_run(&self) -> Result<DryRun, String> {
+        no_dry_run()
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+impl Launch for OwnDbOpts {
+    fn run(self: Box<Self>, common: Common) -> Result<RunSummary, String> {
+        super::run_own(common, *self)
+    }
+
+    fn dry_run(&self) -> Result<DryRun, String> {
+        no_dry_run()
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `--token-file`'s help names the password variable `own.rs` reads.
+    #[test]
+    fn the_token_file_help_names_the_password_variable() {
+        assert!(crate::options::token_file_help().contains(super::super::own::PASSWORD_ENV));
+    }
+}

@@ -254,7 +254,10 @@ async fn mark_scope(State(scopes): State<Scopes>, request: Request, next: Next) 
         .strip_prefix("/api/notes/")
         .map(str::to_string);
     let mut response = next.run(request).await;
-    if let Some(scope) = endpoint.and_then(|e| scopes.get(e.as_str())) {
+    // A narrower mark the handler set (`withFiles`: `Scope::None`) stands.
+    if let Some(scope) = endpoint.and_then(|e| scopes.get(e.as_str()))
+        && response.extensions().get::<rundb::scope::Scope>().is_none()
+    {
         response.extensions_mut().insert(scope.clone());
     }
     response

@@ -544,17 +544,14 @@ mod tests {
             .collect();
         assert_eq!(pollers.len(), 3, "{pollers:?}");
         assert!(pollers.iter().all(|p| p.2 == crate::clients::CLIENT_POLICY));
-        assert_eq!(pollers[2].1, "user-agent my reader/1.0");
+        assert_eq!(pollers[2].1, "user-agent my reader/1.0 public");
         for ((id, name, _), (served, rounds)) in pollers.iter().zip([(&a, 4), (&b, 2), (&c, 3)]) {
             let observed: Vec<String> = conn
-                .prepare(
-                    "SELECT o.status_id FROM observations o JOIN requests r ON r.id = o.request_id \
-                     WHERE r.poller_id = ?1 ORDER BY r.id, o.position",
-                )
+                .prepare("SELECT id FROM requests WHERE poller_id = ?1 ORDER BY id")
                 .unwrap()
                 .query_map([id], |r| r.get(0))
                 .unwrap()
-                .map(Result::unwrap)
+                .flat_map(|request| rundb::read::observed(&conn, request.unwrap()).unwrap())
                 .collect();
             assert_eq!(
                 &observed, served,

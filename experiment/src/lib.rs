@@ -28,6 +28,7 @@ pub mod record;
 pub mod servers;
 mod session;
 mod targets;
+mod workload;
 
 pub use cmd::run::{RunArgs, dry_run, run_experiment};
 /// The leaky timeline (crate `leaky-timeline`), as the harness uses it.

@@ -21,12 +21,10 @@ pub fn after_commit_ms(db: &Path, run_id: i64, poller: &str) -> Result<Vec<i64>,
              GROUP BY g.id ORDER BY delay",
         )
         .map_err(e)?;
-    let delays = st
-        .query_map(rusqlite::params![run_id, poller], |r| r.get(0))
+    st.query_map(rusqlite::params![run_id, poller], |r| r.get(0))
         .map_err(e)?
         .collect::<Result<_, _>>()
-        .map_err(e);
-    delays
+        .map_err(e)
 }
 
 /// The summary line of `poller`'s delays ([`after_commit_ms`]): p50, p99

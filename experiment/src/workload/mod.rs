@@ -12,7 +12,7 @@ mod pace;
 mod retention;
 
 pub use pace::WriterPace;
-pub use retention::{Retention, Rounds, run_retention};
+pub use retention::{Retention, RetentionTask, Rounds};
 
 use crate::drive::StopReason;
 use crate::record::RecordSender;

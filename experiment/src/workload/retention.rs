@@ -4,9 +4,10 @@
 //! of `since_id::partitions`) is the target's ([`Rounds`]).
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 /// What the retention job did and what went wrong; `D` is a dropped
 /// partition as the target records it.
@@ -56,6 +57,41 @@ pub trait Rounds: Send + 'static {
 
     /// Closes the connection after the last round.
     fn close(self) -> impl Future<Output = ()> + Send;
+}
+
+/// A retention job running beside the writers, and what it did so far.
+pub struct RetentionTask<D> {
+    task: Option<JoinHandle<()>>,
+    out: Arc<Mutex<Retention<D>>>,
+}
+
+impl<D: Send + 'static> RetentionTask<D> {
+    /// Starts the job ([`run_retention`]) on the runtime.
+    pub fn spawn<R: Rounds<Dropped = D>>(
+        rounds: impl Future<Output = Result<R, String>> + Send + 'static,
+        every_ms: u64,
+        start_ms: i64,
+        stop: watch::Receiver<bool>,
+    ) -> RetentionTask<D> {
+        let out = Arc::new(Mutex::new(Retention::default()));
+        let task = tokio::spawn(run_retention(rounds, every_ms, start_ms, out.clone(), stop));
+        RetentionTask {
+            task: Some(task),
+            out,
+        }
+    }
+
+    /// Waits for the job to end (it ends once its `stop` turned true).
+    pub async fn join(&mut self) {
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    /// What the job did so far.
+    pub fn report(&self) -> MutexGuard<'_, Retention<D>> {
+        self.out.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// The retention job: connects (`rounds`), then runs a round every

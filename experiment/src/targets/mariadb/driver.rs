@@ -13,7 +13,7 @@ use super::writers::{self, Output, Workload};
 use crate::record::{RecordSender, Recorder, TruthRow};
 use crate::servers::mariadb::{self as server, Server};
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
-use crate::workload::{self, Database, take_written};
+use crate::workload::{self, Database, RetentionTask, take_written};
 use mysql_async::prelude::Queryable;
 use since_id::id::Id;
 use std::sync::{Arc, Mutex};
@@ -195,13 +195,12 @@ struct MariaDatabase {
     writing_ms: i64,
     output: Arc<Mutex<Output>>,
     job: Option<Job>,
-    retention: Arc<Mutex<Retention>>,
+    retention: Option<RetentionTask<Dropped>>,
     /// The drops as they are sent, for the ID pollers.
     drop_log: Arc<Mutex<DropLog>>,
     /// The ID pollers' requests whose cursor lay below the oldest ID kept.
     flags: Arc<Mutex<Vec<rundb::CursorFlagRow>>>,
     writers: Option<JoinHandle<Result<(), String>>>,
-    retention_task: Option<JoinHandle<()>>,
 }
 
 impl MariaDatabase {
@@ -215,18 +214,19 @@ impl MariaDatabase {
             writing_ms: 1,
             output: Arc::default(),
             job: Some(job),
-            retention: Arc::default(),
+            retention: None,
             drop_log: Arc::default(),
             flags: Arc::default(),
             writers: None,
-            retention_task: None,
         }
     }
 
     /// The summary's lines: the writers and the retention job.
     fn notes(&self, opts: &MariaOpts) -> String {
         let out = self.output.lock().unwrap_or_else(|e| e.into_inner());
-        let r = self.retention.lock().unwrap_or_else(|e| e.into_inner());
+        let none = Retention::default();
+        let report = self.retention.as_ref().map(RetentionTask::report);
+        let r = report.as_deref().unwrap_or(&none);
         format!(
             "writers (lock: {}): {}\n\
              retention: {} partitions added, {} dropped ({} rows){}\n",
@@ -265,13 +265,7 @@ impl Database for MariaDatabase {
         if let Some(job) = self.job.take() {
             let every_ms = job.every_ms;
             let rounds = MariaRounds::connect(self.opts.clone(), job, self.drop_log.clone());
-            self.retention_task = Some(tokio::spawn(workload::run_retention(
-                rounds,
-                every_ms,
-                self.start_ms,
-                self.retention.clone(),
-                stop,
-            )));
+            self.retention = Some(RetentionTask::spawn(rounds, every_ms, self.start_ms, stop));
         }
         Ok(())
     }
@@ -308,17 +302,19 @@ impl Database for MariaDatabase {
             None => Ok(()),
         };
         self.writing_ms = (crate::clock::now_ms() - self.start_ms).clamp(1, self.duration_ms);
-        if let Some(task) = self.retention_task.take() {
-            let _ = task.await;
+        if let Some(job) = &mut self.retention {
+            job.join().await;
         }
         writers
     }
 
     async fn side_rows(&mut self, sender: &RecordSender) {
         sender.writer_brackets(Vec::new());
-        let dropped = self.retention.lock().unwrap_or_else(|e| e.into_inner());
-        sender.partition_drops(dropped.dropped.iter().map(Dropped::row).collect());
-        drop(dropped);
+        let dropped = match &self.retention {
+            Some(job) => job.report().dropped.iter().map(Dropped::row).collect(),
+            None => Vec::new(),
+        };
+        sender.partition_drops(dropped);
         let flags = std::mem::take(&mut *self.flags.lock().unwrap_or_else(|e| e.into_inner()));
         sender.cursor_flags(flags);
     }

@@ -13,7 +13,7 @@ use crate::drive::{self, Plan, StopReason, Tally};
 use crate::record::{PollerRow, RecordSender, Recorder};
 use crate::servers::postgres::{Cluster, connect};
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
-use crate::workload::{self, Database, Output, Retention, take_written};
+use crate::workload::{self, Database, Output, RetentionTask, take_written};
 use rand::{Rng, SeedableRng};
 use since_id::id::Layout;
 use since_id::keyset::KeysetPoller;
@@ -360,7 +360,7 @@ struct PgDatabase {
     writers_done: watch::Sender<bool>,
     writers: Option<JoinHandle<Result<(), String>>>,
     retention_job: Option<RetentionJob>,
-    retention: Option<(JoinHandle<()>, Arc<Mutex<Retention<rundb::PartitionDropRow>>>)>,
+    retention: Option<RetentionTask<rundb::PartitionDropRow>>,
 }
 
 impl PgDatabase {
@@ -389,8 +389,8 @@ impl PgDatabase {
             let out = self.output.lock().unwrap_or_else(|e| e.into_inner());
             notes.push_str(&format!("writers: {}\n", out.line(duration_ms as i64)));
         }
-        if let Some((_, out)) = &self.retention {
-            let r = out.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(job) = &self.retention {
+            let r = job.report();
             notes.push_str(&format!(
                 "retention: {} partitions added, {} detached and dropped ({} rows){}\n",
                 r.added,
@@ -411,17 +411,10 @@ impl PgDatabase {
 impl Database for PgDatabase {
     async fn start(&mut self, stop: watch::Receiver<bool>) -> Result<(), String> {
         if let Some(job) = self.retention_job.take() {
-            let out = Arc::new(Mutex::new(Retention::default()));
             let every_ms = job.every_ms;
             let rounds = job.connect(self.config.clone());
-            let task = tokio::spawn(workload::run_retention(
-                rounds,
-                every_ms,
-                self.start_ms,
-                out.clone(),
-                stop.clone(),
-            ));
-            self.retention = Some((task, out));
+            let task = RetentionTask::spawn(rounds, every_ms, self.start_ms, stop.clone());
+            self.retention = Some(task);
         }
         let (config, workload) = (self.config.clone(), self.workload.clone());
         let (output, done) = (self.output.clone(), self.writers_done.clone());
@@ -465,8 +458,8 @@ impl Database for PgDatabase {
             Some(task) => task.await.map_err(|e| e.to_string()).and_then(|r| r),
             None => Ok(()),
         };
-        if let Some((task, _)) = &mut self.retention {
-            let _ = task.await;
+        if let Some(job) = &mut self.retention {
+            job.join().await;
         }
         writers
     }
@@ -489,8 +482,8 @@ impl Database for PgDatabase {
             }
         }
         sender.writer_brackets(Vec::new());
-        if let Some((_, out)) = &self.retention {
-            let dropped = out.lock().unwrap_or_else(|e| e.into_inner()).dropped.clone();
+        if let Some(job) = &self.retention {
+            let dropped = job.report().dropped.clone();
             if !dropped.is_empty() {
                 sender.partition_drops(dropped);
             }

@@ -201,18 +201,24 @@ impl RecordSender {
                 ..Default::default()
             })
             .collect();
-        records.extend(chunks(trims).into_iter().filter(|c| !c.is_empty()).map(|trims| {
-            rundb::FttRows {
-                trims,
-                ..Default::default()
-            }
-        }));
-        records.extend(chunks(deletes).into_iter().filter(|c| !c.is_empty()).map(|deletes| {
-            rundb::FttRows {
-                deletes,
-                ..Default::default()
-            }
-        }));
+        records.extend(
+            chunks(trims)
+                .into_iter()
+                .filter(|c| !c.is_empty())
+                .map(|trims| rundb::FttRows {
+                    trims,
+                    ..Default::default()
+                }),
+        );
+        records.extend(
+            chunks(deletes)
+                .into_iter()
+                .filter(|c| !c.is_empty())
+                .map(|deletes| rundb::FttRows {
+                    deletes,
+                    ..Default::default()
+                }),
+        );
         for record in records {
             self.send(Record::Side(Side::Ftt(record)));
         }
@@ -538,9 +544,11 @@ impl Writer {
         let (conn, run_id) = (&self.conn, self.run_id);
         match side {
             Side::WriterBrackets(rows) => write::insert_pg_truth(conn, run_id, &rows)?,
-            Side::PartitionDrops(rows) => write::insert_partition_drops(conn, run_id, &rows, |id| {
-                since_id::id::Id(id.max(0) as u128).sort_key()
-            })?,
+            Side::PartitionDrops(rows) => {
+                write::insert_partition_drops(conn, run_id, &rows, |id| {
+                    since_id::id::Id(id.max(0) as u128).sort_key()
+                })?
+            }
             Side::CursorFlags(rows) => write::insert_cursor_flags(conn, run_id, &rows)?,
             Side::Ftt(rows) => write::insert_ftt(conn, run_id, &rows)?,
             Side::Config(config) => {
@@ -678,6 +686,100 @@ pub(crate) mod tests {
         assert_eq!(count("SELECT count(*) FROM statuses"), 4);
         assert_eq!(count("SELECT count(*) FROM observations"), 6);
         assert_eq!(count("PRAGMA user_version"), SCHEMA_VERSION);
+    }
+
+    fn truth_row(n: u64, posted_at_ms: i64) -> TruthRow {
+        TruthRow {
+            id: n.to_string(),
+            id_key: since_id::id::Id(n as u128).sort_key(),
+            id_time_ms: posted_at_ms,
+            posted_at_ms,
+            visible_at_ms: posted_at_ms + 1,
+            deleted_at_ms: None,
+            origin: "local".into(),
+        }
+    }
+
+    /// The database targets' side tables go through the recorder's queue:
+    /// each is created by its first record, empty or not; a partition drop
+    /// and a deletion mark the truth sent before them; the final config
+    /// replaces the stored one.
+    #[test]
+    fn side_rows_are_written_by_the_recorder_after_the_truth_they_mark() {
+        let path = temp_db("side");
+        let pollers = [PollerRow {
+            name: "naive".into(),
+            policy: "naive".into(),
+            ..PollerRow::default()
+        }];
+        let rec = Recorder::create(&path, &run_info(), &pollers).unwrap();
+        let tx = rec.sender();
+        tx.truth((1..=4).map(|n| truth_row(n, 10 * n as i64)).collect());
+        tx.request(RequestRecord {
+            poller: 0,
+            request: rundb::RequestRow {
+                sent_at_ms: 50,
+                ..Default::default()
+            },
+            items: vec![status(1)],
+        });
+        tx.writer_brackets(Vec::new());
+        tx.partition_drops(vec![rundb::PartitionDropRow {
+            partition: "p0".into(),
+            lo_id: 0,
+            hi_id: 3,
+            sent_at_ms: 100,
+            returned_at_ms: 101,
+            rows: 2,
+        }]);
+        tx.cursor_flags(vec![rundb::CursorFlagRow {
+            poller: "naive".into(),
+            cycle: 0,
+            page: 0,
+            sent_at_ms: 50,
+            cursor: 0,
+            oldest_kept: 3,
+        }]);
+        tx.ftt(rundb::FttRows {
+            deletes: vec![rundb::FttDeleteRow {
+                id: "4".into(),
+                sent_at_ms: 200,
+                returned_at_ms: 201,
+            }],
+            ..Default::default()
+        });
+        tx.run_config("{\"end\":1}".into());
+        rec.finish(300, true, "duration").unwrap();
+        let conn = Connection::open(&path).unwrap();
+        let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+        assert_eq!(count("SELECT count(*) FROM pg_truth"), 0, "created, empty");
+        assert_eq!(count("SELECT count(*) FROM partition_drops"), 1);
+        assert_eq!(count("SELECT count(*) FROM cursor_flags"), 1);
+        assert_eq!(
+            count("SELECT count(*) FROM ftt_pushes"),
+            0,
+            "created, empty"
+        );
+        let deleted: Vec<(String, Option<i64>)> = conn
+            .prepare("SELECT id, deleted_at_ms FROM truth ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            deleted,
+            vec![
+                ("1".into(), Some(100)),
+                ("2".into(), Some(100)),
+                ("3".into(), None),
+                ("4".into(), Some(200)),
+            ]
+        );
+        let config: String = conn
+            .query_row("SELECT config FROM runs", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(config, "{\"end\":1}");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! PostgreSQL side), written once: the writers stop at the end of the run or
 //! at a signal, the truth is pumped to the recorder every second while the
 //! pollers run, then the writers and the jobs beside them are joined, the
-//! truth pumped a last time and the side rows handed over. Each target says
+//! truth pumped a last time and the side tables handed over, all through
+//! the recorder (the one writer of run.db). Each target says
 //! how it does each step by implementing [`Database`]; the pollers' future is
 //! its own (`drive::run_real`, one or several).
 //!
@@ -98,18 +99,19 @@ pub trait Database {
     /// restarts); each stops once `stop` turns true.
     fn start(&mut self, stop: watch::Receiver<bool>) -> impl Future<Output = Result<(), String>>;
 
-    /// Hands what was committed since the last pump to the recorder: its
-    /// truth rows, and the side rows that go with them (writer brackets,
-    /// FTT pushes).
+    /// Hands the truth of what was committed since the last pump to the
+    /// recorder; keeps its side rows (writer brackets, FTT pushes) for
+    /// [`Database::side_rows`].
     fn pump(&mut self, sender: &RecordSender) -> impl Future<Output = ()>;
 
     /// Waits for the writers and the jobs, once stopped. An error of the
     /// writers is the run's, given after the run is recorded as ended.
     fn join(&mut self) -> impl Future<Output = Result<(), String>>;
 
-    /// After the last pump: the side rows only the end knows (partition
-    /// drops, cursor flags, truth read at the end), and an empty record of
-    /// each side table the target always has.
+    /// After the last pump, the side tables, written when the run ends
+    /// (docs/rundb.md): the rows kept since the start, those only the end
+    /// knows (partition drops, cursor flags, truth read at the end), and an
+    /// empty record of each side table the target always has.
     fn side_rows(&mut self, sender: &RecordSender) -> impl Future<Output = ()>;
 }
 

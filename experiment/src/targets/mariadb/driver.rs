@@ -194,6 +194,8 @@ struct MariaDatabase {
     /// How long the writers wrote: the duration, or less after Ctrl-C.
     writing_ms: i64,
     output: Arc<Mutex<Output>>,
+    /// The brackets of what was pumped, for `pg_truth` when the run ends.
+    brackets: Vec<rundb::PgTruthRow>,
     job: Option<Job>,
     retention: Option<RetentionTask<Dropped>>,
     /// The drops as they are sent, for the ID pollers.
@@ -205,7 +207,12 @@ struct MariaDatabase {
 
 impl MariaDatabase {
     /// The run started at `start_ms` for `duration_ms`.
-    fn new(opts: mysql_async::Opts, workload: Workload, job: Job, run: (i64, u64)) -> MariaDatabase {
+    fn new(
+        opts: mysql_async::Opts,
+        workload: Workload,
+        job: Job,
+        run: (i64, u64),
+    ) -> MariaDatabase {
         MariaDatabase {
             opts,
             workload,
@@ -213,6 +220,7 @@ impl MariaDatabase {
             duration_ms: run.1.max(1) as i64,
             writing_ms: 1,
             output: Arc::default(),
+            brackets: Vec::new(),
             job: Some(job),
             retention: None,
             drop_log: Arc::default(),
@@ -242,7 +250,11 @@ impl MariaDatabase {
     /// `--bare-inserts`: the server's ceiling for the smallest durable
     /// write, and the share of it the writers reached.
     async fn bare_inserts_line(&self, ms: u64) -> Result<String, String> {
-        let commits = self.output.lock().unwrap_or_else(|e| e.into_inner()).commits;
+        let commits = self
+            .output
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .commits;
         let writers_rate = commits as f64 * 1000.0 / self.writing_ms as f64;
         let writers = self.workload.writers;
         let inserts = writers::bare_inserts(self.opts.clone(), writers, ms).await?;
@@ -257,7 +269,11 @@ impl MariaDatabase {
 
 impl Database for MariaDatabase {
     async fn start(&mut self, stop: watch::Receiver<bool>) -> Result<(), String> {
-        let (opts, workload, output) = (self.opts.clone(), self.workload.clone(), self.output.clone());
+        let (opts, workload, output) = (
+            self.opts.clone(),
+            self.workload.clone(),
+            self.output.clone(),
+        );
         let writers_stop = stop.clone();
         self.writers = Some(tokio::spawn(async move {
             writers::run_writers(opts, workload, output, writers_stop).await
@@ -270,7 +286,7 @@ impl Database for MariaDatabase {
         Ok(())
     }
 
-    /// The truth of what the writers committed, and its brackets.
+    /// The truth of what the writers committed; its brackets are kept for the end.
     async fn pump(&mut self, sender: &RecordSender) {
         let pending = take_written(&self.output);
         if pending.is_empty() {
@@ -293,7 +309,8 @@ impl Database for MariaDatabase {
             })
             .collect();
         sender.truth(truth);
-        sender.writer_brackets(pending.iter().map(|w| w.bracket(None)).collect());
+        self.brackets
+            .extend(pending.iter().map(|w| w.bracket(None)));
     }
 
     async fn join(&mut self) -> Result<(), String> {
@@ -309,7 +326,7 @@ impl Database for MariaDatabase {
     }
 
     async fn side_rows(&mut self, sender: &RecordSender) {
-        sender.writer_brackets(Vec::new());
+        sender.writer_brackets(std::mem::take(&mut self.brackets));
         let dropped = match &self.retention {
             Some(job) => job.report().dropped.iter().map(Dropped::row).collect(),
             None => Vec::new(),

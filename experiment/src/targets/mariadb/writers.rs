@@ -14,8 +14,8 @@
 //! clock, which `--clock-skew` offsets by a seeded amount per writer.
 
 use super::schema::{COUNTER_ROWS, Schema};
-pub use crate::workload::{Output, Written};
 use crate::workload::WriterPace;
+pub use crate::workload::{Output, Written};
 use mysql_async::prelude::Queryable;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -135,10 +135,13 @@ pub async fn run_writers(
         let conn = match mysql_async::Conn::new(opts.clone()).await {
             Ok(conn) => conn,
             Err(e) => {
-                output.lock().unwrap_or_else(|e| e.into_inner()).failed(format!(
-                    "writer {index} cannot connect: {}",
-                    super::db_error(&e)
-                ));
+                output
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .failed(format!(
+                        "writer {index} cannot connect: {}",
+                        super::db_error(&e)
+                    ));
                 continue;
             }
         };

@@ -492,8 +492,14 @@ impl Database for FttDatabase {
     }
 
     async fn pump(&mut self, sender: &RecordSender) {
-        let pending = self.sink.lock().unwrap_or_else(|e| e.into_inner()).pending();
-        pending.send(sender);
+        let truth = self
+            .sink
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take_truth();
+        if !truth.is_empty() {
+            sender.truth(truth);
+        }
     }
 
     /// The creators have stopped (the duration passed or a signal came);
@@ -515,9 +521,15 @@ impl Database for FttDatabase {
         Ok(())
     }
 
-    /// The FTT tables exist in every run, empty or not.
+    /// The FTT tables, in every run, empty or not; after the last truth,
+    /// whose deleted notes they mark.
     async fn side_rows(&mut self, sender: &RecordSender) {
-        sender.ftt(rundb::FttRows::default());
+        sender.ftt(
+            self.sink
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take_ftt(),
+        );
     }
 }
 

@@ -28,7 +28,6 @@ CREATE TABLE following (
 CREATE INDEX following_follower ON following (follower_id);
 ";
 
-
 /// Creates the tables and stores the follow graph (`(followee, follower)` pairs).
 pub async fn create(client: &Client, follows: &[(i32, i32)]) -> Result<(), String> {
     client

@@ -1,10 +1,10 @@
 //! The truth of a misskey-ftt run as the creators report it: notes of the
-//! polled timeline into `truth`, pushes to and trims of its lists and the
-//! deletions into `ftt_pushes`, `ftt_trims` and `ftt_deletes`, all handed to
-//! the recorder at each pump.
+//! polled timeline into `truth` at each pump; pushes to and trims of its
+//! lists and the deletions into `ftt_pushes`, `ftt_trims` and
+//! `ftt_deletes`, handed to the recorder when the run ends.
 
 use super::creators::Event;
-use crate::record::{RecordSender, TruthRow};
+use crate::record::TruthRow;
 use since_id::id::Layout;
 use std::collections::{HashMap, HashSet};
 
@@ -109,32 +109,16 @@ impl TruthSink {
         }
     }
 
-    /// What was taken since the last call.
-    pub fn pending(&mut self) -> Pending {
-        Pending {
-            rows: std::mem::take(&mut self.rows),
-            ftt: std::mem::take(&mut self.ftt),
-        }
+    /// The truth rows taken since the last call.
+    pub fn take_truth(&mut self) -> Vec<TruthRow> {
+        std::mem::take(&mut self.rows)
     }
-}
 
-/// The truth and FTT rows taken between two pumps.
-pub struct Pending {
-    rows: Vec<TruthRow>,
-    ftt: rundb::FttRows,
-}
-
-impl Pending {
-    /// Hands them to the recorder: the truth rows first, then the FTT rows,
-    /// whose deletions mark those truth rows.
-    pub fn send(self, sender: &RecordSender) {
-        if !self.rows.is_empty() {
-            sender.truth(self.rows);
-        }
-        let ftt = &self.ftt;
-        if !(ftt.pushes.is_empty() && ftt.trims.is_empty() && ftt.deletes.is_empty()) {
-            sender.ftt(self.ftt);
-        }
+    /// The pushes, trims and deletions: kept (one row per note and polled
+    /// list, a few MB for an hour) until the run ends, as `ftt_pushes`
+    /// promises (docs/rundb.md), then taken once.
+    pub fn take_ftt(&mut self) -> rundb::FttRows {
+        std::mem::take(&mut self.ftt)
     }
 }
 

@@ -102,7 +102,6 @@ pub(super) struct Setup {
     pub retention: Option<RetentionJob>,
 }
 
-
 /// Everything stored about the run, as JSON in `runs.config`: what every run
 /// stores, and the PostgreSQL target's own.
 #[derive(serde::Serialize)]
@@ -229,8 +228,22 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
     );
     let (progress_of, stop) = (progress.clone(), stop_rx.clone());
     let since: Pin<Box<dyn Future<Output = StopReason>>> = match http_target {
-        Some(http) => Box::pin(drive::run_real(plan, http, None, sender.clone(), progress_of, stop)),
-        None => Box::pin(drive::run_real(plan, target, None, sender.clone(), progress_of, stop)),
+        Some(http) => Box::pin(drive::run_real(
+            plan,
+            http,
+            None,
+            sender.clone(),
+            progress_of,
+            stop,
+        )),
+        None => Box::pin(drive::run_real(
+            plan,
+            target,
+            None,
+            sender.clone(),
+            progress_of,
+            stop,
+        )),
     };
     let pollers = async move {
         match keyset {
@@ -251,7 +264,9 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
     let mut notes = db.notes(args.duration_ms);
     if db.workload.is_some() {
         for name in roster.xmin_names() {
-            notes.push_str(&analysis::delivery::after_commit_line(&args.db, run_id, name)?);
+            notes.push_str(&analysis::delivery::after_commit_line(
+                &args.db, run_id, name,
+            )?);
         }
     }
     tracing::info!(run = run_id, reason, "run finished");
@@ -356,6 +371,8 @@ struct PgDatabase {
     commit_ts_truth: bool,
     start_ms: i64,
     output: Arc<Mutex<Output>>,
+    /// The brackets of what was pumped, for `pg_truth` when the run ends.
+    brackets: Vec<rundb::PgTruthRow>,
     /// Turns true when the writers are done (at once without writers).
     writers_done: watch::Sender<bool>,
     writers: Option<JoinHandle<Result<(), String>>>,
@@ -375,6 +392,7 @@ impl PgDatabase {
             commit_ts_truth: setup.commit_ts_truth,
             start_ms,
             output: Arc::default(),
+            brackets: Vec::new(),
             writers_done: watch::channel(false).0,
             writers: None,
             retention_job: setup.retention,
@@ -429,8 +447,9 @@ impl Database for PgDatabase {
         Ok(())
     }
 
-    /// The truth of what the writers committed, and its brackets with the
-    /// commit timestamps PostgreSQL keeps (`track_commit_timestamp`).
+    /// The truth of what the writers committed; its brackets, with the
+    /// commit timestamps PostgreSQL keeps (`track_commit_timestamp`), are
+    /// kept for the end.
     async fn pump(&mut self, sender: &RecordSender) {
         let pending = take_written(&self.output);
         if pending.is_empty() {
@@ -444,12 +463,16 @@ impl Database for PgDatabase {
                 .into_iter()
                 .collect();
         let layout = &self.layout;
-        sender.truth(pending.iter().map(|w| writers::truth_row(layout, w)).collect());
-        sender.writer_brackets(
+        sender.truth(
             pending
                 .iter()
-                .map(|w| w.bracket(stamps.get(&w.id).copied().flatten()))
+                .map(|w| writers::truth_row(layout, w))
                 .collect(),
+        );
+        self.brackets.extend(
+            pending
+                .iter()
+                .map(|w| w.bracket(stamps.get(&w.id).copied().flatten())),
         );
     }
 
@@ -465,7 +488,8 @@ impl Database for PgDatabase {
     }
 
     /// Your own database's truth, read now; `pg_truth` in every run, and
-    /// `partition_drops` when the job dropped any.
+    /// `partition_drops` when the job dropped any (docs/rundb.md: written
+    /// when the run ends).
     async fn side_rows(&mut self, sender: &RecordSender) {
         if self.commit_ts_truth {
             let (admin, layout) = (&self.admin, &self.layout);
@@ -481,7 +505,7 @@ impl Database for PgDatabase {
                 Err(e) => tracing::warn!("no truth: {e}"),
             }
         }
-        sender.writer_brackets(Vec::new());
+        sender.writer_brackets(std::mem::take(&mut self.brackets));
         if let Some(job) = &self.retention {
             let dropped = job.report().dropped.clone();
             if !dropped.is_empty() {

@@ -11,8 +11,8 @@
 //! (from [`commit_timestamps`]) the commit timestamp of its transaction.
 
 use super::schema::{COUNTER_ROWS, Schema};
-pub use crate::workload::{Output, Written};
 use crate::workload::WriterPace;
+pub use crate::workload::{Output, Written};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use since_id::id::Layout;

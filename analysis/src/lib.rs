@@ -18,6 +18,7 @@
 
 pub mod cli;
 pub mod delivered;
+pub mod delivery;
 pub mod diff;
 pub mod ftt;
 pub mod history;

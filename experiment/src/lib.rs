@@ -32,6 +32,7 @@ pub mod servers;
 mod serving;
 mod session;
 pub mod targets;
+mod workload;
 
 /// The leaky timeline (crate `leaky-timeline`), as the harness uses it.
 pub use leaky_timeline as sim;

@@ -24,8 +24,6 @@ pub use rows::{
     PartitionDropRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow, WriterBracketRow,
 };
 
-/// TODO(merge): remove once the targets name [`WriterBracketRow`].
-pub use rows::WriterBracketRow as PgTruthRow;
 
 use std::fmt;
 

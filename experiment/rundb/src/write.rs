@@ -504,8 +504,6 @@ pub fn insert_writer_brackets(
     Ok(())
 }
 
-/// TODO(merge): remove once the targets call [`insert_writer_brackets`].
-pub use insert_writer_brackets as insert_pg_truth;
 
 /// Inserts Fanout Timeline pushes, trims and deletions, creating
 /// `ftt_pushes`, `ftt_trims` and `ftt_deletes` if this is the file's first

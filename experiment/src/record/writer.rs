@@ -56,11 +56,29 @@ enum Record {
     Poller(PollerRow),
     /// A foreign client's request, and what it asked for.
     ClientRequest(Box<RequestRecord>, rundb::ClientRequestRow),
+    /// Rows of a database target's tables beside the truth.
+    Side(Side),
     Finish {
         ended_at_ms: i64,
         complete: bool,
         reason: String,
     },
+}
+
+/// The tables a database target keeps beside the truth. Each is created by
+/// its first record, empty or not: a run with the table and no rows was
+/// checked and had none.
+enum Side {
+    /// `writer_brackets`: each write's visibility bracket.
+    WriterBrackets(Vec<rundb::WriterBracketRow>),
+    /// `partition_drops`, marking the dropped ranges' truth rows deleted.
+    PartitionDrops(Vec<rundb::PartitionDropRow>),
+    /// `cursor_flags`: each names a request already written.
+    CursorFlags(Vec<rundb::CursorFlagRow>),
+    /// `ftt_pushes`, `ftt_trims`, `ftt_deletes` (marking deleted notes' truth).
+    Ftt(rundb::FttRows),
+    /// `runs.config` again, with what only the run's end knows.
+    Config(String),
 }
 
 /// What went wrong with the database.
@@ -143,6 +161,75 @@ impl RecordSender {
         }
     }
 
+    /// Writes' visibility brackets, for `writer_brackets` (created even when `rows`
+    /// is empty).
+    pub fn writer_brackets(&self, rows: Vec<rundb::WriterBracketRow>) {
+        for chunk in chunks(rows) {
+            self.send(Record::Side(Side::WriterBrackets(chunk)));
+        }
+    }
+
+    /// The partitions a retention job dropped, for `partition_drops`: their
+    /// truth rows are marked deleted, so send them after the last truth.
+    pub fn partition_drops(&self, rows: Vec<rundb::PartitionDropRow>) {
+        for chunk in chunks(rows) {
+            self.send(Record::Side(Side::PartitionDrops(chunk)));
+        }
+    }
+
+    /// Requests whose cursor lay below the oldest ID kept, for
+    /// `cursor_flags`: each names its request, so send them after the last one.
+    pub fn cursor_flags(&self, rows: Vec<rundb::CursorFlagRow>) {
+        for chunk in chunks(rows) {
+            self.send(Record::Side(Side::CursorFlags(chunk)));
+        }
+    }
+
+    /// Fanout Timeline pushes, trims and deletions; a deletion marks its
+    /// note's truth row, so send them after that truth.
+    pub fn ftt(&self, rows: rundb::FttRows) {
+        let rundb::FttRows {
+            pushes,
+            trims,
+            deletes,
+        } = rows;
+        // The pushes first, in at least one record: it creates the tables.
+        let mut records: Vec<rundb::FttRows> = chunks(pushes)
+            .into_iter()
+            .map(|pushes| rundb::FttRows {
+                pushes,
+                ..Default::default()
+            })
+            .collect();
+        records.extend(
+            chunks(trims)
+                .into_iter()
+                .filter(|c| !c.is_empty())
+                .map(|trims| rundb::FttRows {
+                    trims,
+                    ..Default::default()
+                }),
+        );
+        records.extend(
+            chunks(deletes)
+                .into_iter()
+                .filter(|c| !c.is_empty())
+                .map(|deletes| rundb::FttRows {
+                    deletes,
+                    ..Default::default()
+                }),
+        );
+        for record in records {
+            self.send(Record::Side(Side::Ftt(record)));
+        }
+    }
+
+    /// Replaces the run's stored configuration (`runs.config`) with one that
+    /// knows the run's end.
+    pub fn run_config(&self, config: String) {
+        self.send(Record::Side(Side::Config(config)));
+    }
+
     fn send(&self, record: Record) {
         let sent = if self.never_wait {
             match self.channel.try_send(record) {
@@ -191,6 +278,20 @@ impl RecordSender {
     pub fn failed(&self) -> bool {
         self.failed.load(Ordering::Relaxed)
     }
+}
+
+/// `rows` in records of at most [`TRUTH_ROWS_PER_RECORD`]; one empty record
+/// for none, so that the table is created.
+fn chunks<T>(rows: Vec<T>) -> Vec<Vec<T>> {
+    if rows.is_empty() {
+        return vec![rows];
+    }
+    let mut rows = rows.into_iter().peekable();
+    let mut out = Vec::new();
+    while rows.peek().is_some() {
+        out.push(rows.by_ref().take(TRUTH_ROWS_PER_RECORD).collect());
+    }
+    out
 }
 
 /// The recorder of one run.
@@ -303,13 +404,15 @@ impl Recorder {
             });
         }
         drop(self.sender);
-        let stats = self
+        let written = self
             .thread
             .join()
-            .map_err(|_| "the recorder thread panicked".to_string())??;
+            .map_err(|_| "the recorder thread panicked".to_string())?;
+        // Records dropped are the first cause: a side row that names a lost
+        // request fails after them.
         match overrun {
             Some(error) => Err(error),
-            None => Ok(stats),
+            None => written,
         }
     }
 }
@@ -446,7 +549,30 @@ impl Writer {
                 let id = write::add_poller(&self.conn, self.run_id, &row)?;
                 self.poller_ids.push(id);
             }
+            Record::Side(side) => self.write_side(side)?,
             Record::Finish { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn write_side(&mut self, side: Side) -> Result<(), RecordError> {
+        let (conn, run_id) = (&self.conn, self.run_id);
+        match side {
+            Side::WriterBrackets(rows) => write::insert_writer_brackets(conn, run_id, &rows)?,
+            Side::PartitionDrops(rows) => {
+                write::insert_partition_drops(conn, run_id, &rows, |id| {
+                    since_id::id::Id(id.max(0) as u128).sort_key()
+                })?
+            }
+            Side::CursorFlags(rows) => write::insert_cursor_flags(conn, run_id, &rows)?,
+            Side::Ftt(rows) => write::insert_ftt(conn, run_id, &rows)?,
+            Side::Config(config) => {
+                conn.execute(
+                    "UPDATE runs SET config = ?1 WHERE id = ?2",
+                    rusqlite::params![config, run_id],
+                )
+                .map_err(|e| format!("cannot write the run's config: {e}"))?;
+            }
         }
         Ok(())
     }
@@ -575,6 +701,100 @@ pub(crate) mod tests {
         assert_eq!(count("SELECT count(*) FROM statuses"), 4);
         assert_eq!(count("SELECT count(*) FROM observations"), 6);
         assert_eq!(count("PRAGMA user_version"), SCHEMA_VERSION);
+    }
+
+    fn truth_row(n: u64, posted_at_ms: i64) -> TruthRow {
+        TruthRow {
+            id: n.to_string(),
+            id_key: since_id::id::Id(n as u128).sort_key(),
+            id_time_ms: posted_at_ms,
+            posted_at_ms,
+            visible_at_ms: posted_at_ms + 1,
+            deleted_at_ms: None,
+            origin: "local".into(),
+        }
+    }
+
+    /// The database targets' side tables go through the recorder's queue:
+    /// each is created by its first record, empty or not; a partition drop
+    /// and a deletion mark the truth sent before them; the final config
+    /// replaces the stored one.
+    #[test]
+    fn side_rows_are_written_by_the_recorder_after_the_truth_they_mark() {
+        let path = temp_db("side");
+        let pollers = [PollerRow {
+            name: "naive".into(),
+            policy: "naive".into(),
+            ..PollerRow::default()
+        }];
+        let rec = Recorder::create(&path, &run_info(), &pollers).unwrap();
+        let tx = rec.sender();
+        tx.truth((1..=4).map(|n| truth_row(n, 10 * n as i64)).collect());
+        tx.request(RequestRecord {
+            poller: 0,
+            request: rundb::RequestRow {
+                sent_at_ms: 50,
+                ..Default::default()
+            },
+            items: vec![status(1)],
+        });
+        tx.writer_brackets(Vec::new());
+        tx.partition_drops(vec![rundb::PartitionDropRow {
+            partition: "p0".into(),
+            lo_id: 0,
+            hi_id: 3,
+            sent_at_ms: 100,
+            returned_at_ms: 101,
+            rows: 2,
+        }]);
+        tx.cursor_flags(vec![rundb::CursorFlagRow {
+            poller: "naive".into(),
+            cycle: 0,
+            page: 0,
+            sent_at_ms: 50,
+            cursor: 0,
+            oldest_kept: 3,
+        }]);
+        tx.ftt(rundb::FttRows {
+            deletes: vec![rundb::FttDeleteRow {
+                id: "4".into(),
+                sent_at_ms: 200,
+                returned_at_ms: 201,
+            }],
+            ..Default::default()
+        });
+        tx.run_config("{\"end\":1}".into());
+        rec.finish(300, true, "duration").unwrap();
+        let conn = Connection::open(&path).unwrap();
+        let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+        assert_eq!(count("SELECT count(*) FROM writer_brackets"), 0, "created, empty");
+        assert_eq!(count("SELECT count(*) FROM partition_drops"), 1);
+        assert_eq!(count("SELECT count(*) FROM cursor_flags"), 1);
+        assert_eq!(
+            count("SELECT count(*) FROM ftt_pushes"),
+            0,
+            "created, empty"
+        );
+        let deleted: Vec<(String, Option<i64>)> = conn
+            .prepare("SELECT id, deleted_at_ms FROM truth ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            deleted,
+            vec![
+                ("1".into(), Some(100)),
+                ("2".into(), Some(100)),
+                ("3".into(), None),
+                ("4".into(), Some(200)),
+            ]
+        );
+        let config: String = conn
+            .query_row("SELECT config FROM runs", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(config, "{\"end\":1}");
     }
 
     #[test]

@@ -238,6 +238,25 @@ impl Drop for Cluster {
     }
 }
 
+/// Connects to PostgreSQL (no TLS: a Unix socket or a server the user
+/// names) and drives the connection on the runtime.
+pub async fn connect(config: &tokio_postgres::Config) -> Result<tokio_postgres::Client, String> {
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| format!("cannot connect to PostgreSQL: {}", db_error(&e)))?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+/// A database error in one line: the server's message when there is one.
+pub fn db_error(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => db.message().to_string(),
+        None => e.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

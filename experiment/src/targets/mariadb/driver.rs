@@ -1,22 +1,24 @@
 //! `--target mariadb`: a throwaway server, the schema and its retention job,
 //! the writers loading it, the pollers reading it over SQL, the truth pumped
-//! into run.db. Wiring only.
+//! into run.db by the database targets' skeleton (`crate::workload`).
+//! Wiring only.
 
 use super::MariaOpts;
 use super::id_pollers::{DropLog, IdTarget};
+use super::retention::{Dropped, Job, MariaRounds, Retention};
 use super::roster::Roster;
-use super::schema::{MariaSql, Partition, Partitions, Schema};
+use super::schema::{Partitions, Schema};
 use super::source::MariaTarget;
-use super::writers::{self, Output, Workload, Written};
+use super::writers::{self, Output, Workload};
 use crate::record::{RecordSender, Recorder, TruthRow};
 use crate::servers::mariadb::{self as server, Server};
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
+use crate::workload::{self, Database, RetentionTask, take_written};
 use mysql_async::prelude::Queryable;
-use since_id::id::{Id, Layout};
-use since_id::partitions::Counter;
+use since_id::id::Id;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 /// The database the run makes on its server.
 pub const DB: &str = "snowleak";
@@ -74,186 +76,12 @@ pub async fn prepare(
     Ok(settings)
 }
 
-/// What the retention job keeps between rounds: its plan and, for
-/// AUTO_INCREMENT, where the writers were (`since_id::partitions::Counter`).
-pub struct Job {
-    pub plan: Partitions,
-    /// `--partition-every`: a round's period.
-    every_ms: u64,
-    counter: Option<Counter>,
-}
-
-impl Job {
-    /// The first two partitions: each holds one `--partition-every` of events
-    /// (by ID time for Snowflake IDs, by the rate asked for AUTO_INCREMENT:
-    /// from the first round on, by the rate reached).
-    pub fn new(opts: &MariaOpts, start_ms: i64) -> Job {
-        let every = opts.partition_every_ms as i64;
-        match opts.schema {
-            Schema::Snowflake => {
-                let at = |ms: i64| Layout::twitter().min_id_at(ms).0 as i64;
-                Job {
-                    plan: Partitions::new(
-                        at(start_ms + every),
-                        at(start_ms + 2 * every),
-                        opts.retain,
-                    ),
-                    every_ms: opts.partition_every_ms,
-                    counter: None,
-                }
-            }
-            Schema::Autoinc => Job {
-                plan: Counter::first_plan(opts.write_rate, opts.partition_every_ms, opts.retain),
-                every_ms: opts.partition_every_ms,
-                counter: Some(Counter::new(opts.retain)),
-            },
-        }
-    }
-
-    /// The bound of the partition to add at a round where the writers' highest
-    /// ID is `max_id`, if one is needed: a Snowflake one ends two periods
-    /// ahead by ID time; an AUTO_INCREMENT one as `Counter::round` says.
-    fn next_bound(&mut self, now_ms: i64, max_id: i64) -> Option<i64> {
-        match &mut self.counter {
-            None => Some(
-                Layout::twitter()
-                    .min_id_at(now_ms + 2 * self.every_ms as i64)
-                    .0 as i64,
-            ),
-            Some(counter) => counter.round(&self.plan, max_id),
-        }
-    }
-
-    /// Below it, a partition beyond `--retain` is old enough to drop: a
-    /// Snowflake partition's bound is a time, so the count alone ages it.
-    fn aged_below(&self) -> i64 {
-        self.counter.as_ref().map_or(i64::MAX, Counter::aged_below)
-    }
-}
-
-/// One partition the job dropped.
-#[derive(Clone, Debug)]
-pub struct Dropped {
-    pub partition: Partition,
-    pub sent_at_ms: i64,
-    pub returned_at_ms: i64,
-    pub rows: i64,
-}
-
-/// What the retention job did and what went wrong.
-#[derive(Default)]
-pub struct Retention {
-    pub dropped: Vec<Dropped>,
-    pub added: u64,
-    pub failed: u64,
-    pub last_error: Option<String>,
-}
-
-/// One round of the retention job: add the next partition if one is needed,
-/// drop the oldest beyond `retain` once aged, each drop recorded in `out`,
-/// and in `log` as it is sent.
-pub async fn retention_round(
-    conn: &mut mysql_async::Conn,
-    job: &mut Job,
-    out: &Arc<Mutex<Retention>>,
-    log: &Arc<Mutex<DropLog>>,
-) -> Result<(), String> {
-    let e = |e: mysql_async::Error| super::db_error(&e);
-    let max_id: Option<i64> = conn
-        .query_first("SELECT COALESCE(MAX(id), 0) FROM events")
-        .await
-        .map_err(e)?;
-    if let Some(bound) = job.next_bound(crate::clock::now_ms(), max_id.unwrap_or(0)) {
-        let (part, sql) = job.plan.add_sql(bound);
-        conn.query_drop(sql).await.map_err(e)?;
-        job.plan.added(part);
-        out.lock().unwrap_or_else(|e| e.into_inner()).added += 1;
-    }
-    while let Some((part, sql)) = job.plan.next_drop(job.aged_below()) {
-        let rows: Option<i64> = conn
-            .query_first(format!(
-                "SELECT COUNT(*) FROM events PARTITION ({})",
-                part.name
-            ))
-            .await
-            .map_err(e)?;
-        // The clock is read under the log's lock, and the drop logged before
-        // it is sent: a poller that settles a request sent in a later ms
-        // finds it there (id_pollers::DropLog).
-        let sent_at_ms = {
-            let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
-            let at = crate::clock::now_ms();
-            log.dropping(part.hi, at);
-            at
-        };
-        if let Err(err) = conn.query_drop(sql).await {
-            log.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .failed(part.hi, sent_at_ms);
-            return Err(e(err));
-        }
-        let returned_at_ms = crate::clock::now_ms();
-        job.plan.dropped();
-        tracing::info!(partition = %part.name, lo = part.lo, hi = part.hi, "partition dropped");
-        out.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .dropped
-            .push(Dropped {
-                partition: part,
-                sent_at_ms,
-                returned_at_ms,
-                rows: rows.unwrap_or(0),
-            });
-    }
-    Ok(())
-}
-
-/// The retention job: a round every `--partition-every` from the start
-/// until `stop` turns true.
-async fn retention_job(
-    server_opts: mysql_async::Opts,
-    mut job: Job,
-    start_ms: i64,
-    out: Arc<Mutex<Retention>>,
-    log: Arc<Mutex<DropLog>>,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut conn = match mysql_async::Conn::new(server_opts).await {
-        Ok(conn) => conn,
-        Err(e) => {
-            let mut r = out.lock().unwrap_or_else(|e| e.into_inner());
-            r.failed += 1;
-            r.last_error = Some(super::db_error(&e));
-            return;
-        }
-    };
-    let mut round = 1i64;
-    loop {
-        let due = start_ms + round * job.every_ms as i64;
-        let wait = Duration::from_millis((due - crate::clock::now_ms()).max(0) as u64);
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = stop.wait_for(|s| *s) => break,
-        }
-        round += 1;
-        let result = retention_round(&mut conn, &mut job, &out, &log).await;
-        if let Err(e) = result {
-            tracing::warn!("retention job: {e}");
-            let mut r = out.lock().unwrap_or_else(|e| e.into_inner());
-            r.failed += 1;
-            r.last_error = Some(e);
-        }
-    }
-    let _ = conn.disconnect().await;
-}
-
 async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSummary, String> {
     let schema = opts.schema;
     let layout = schema.layout();
     let start_ms = crate::clock::now_ms();
     let job = Job::new(opts, start_ms);
     let (version, lock_mode) = prepare(server, schema, &job.plan).await?;
-    let db_opts = server.opts(Some(DB));
     let workload = Workload {
         schema,
         writer_lock: opts.writer_lock,
@@ -292,72 +120,34 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
     )?;
     let recorder = Recorder::create(&args.db, &run_info, &roster.infos)?;
     let run_id = recorder.run_id;
-    let pool = mysql_async::Pool::new(db_opts.clone());
+    let mut db = MariaDatabase::new(
+        server.opts(Some(DB)),
+        workload,
+        job,
+        (start_ms, args.duration_ms),
+    );
+    let pool = mysql_async::Pool::new(db.opts.clone());
     let target = MariaTarget::new(pool.clone(), layout.clone());
-    let drop_log = Arc::new(Mutex::new(DropLog::default()));
-    let flags: Arc<Mutex<Vec<rundb::CursorFlagRow>>> = Arc::default();
     // AUTO_INCREMENT starts at 1, and the table is empty at the start: a row
     // missing below the first one read is a gap too.
-    let id_plan = roster.id_plan(args, start_ms, Some(0), &drop_log, &flags);
+    let id_plan = roster.id_plan(args, start_ms, Some(0), &db.drop_log, &db.flags);
 
     let shutdown = Shutdown::install("the writers stop, the pollers make their last cycle");
     let stop_rx = shutdown.requested.clone();
     tracing::info!(run = run_id, db = %args.db.display(), version = %version, lock_mode, "run started");
-    let end_ms = start_ms + args.duration_ms as i64;
-    // The writers and the retention job stop at the end of the duration or at a signal.
-    let (writers_stop_tx, writers_stop) = watch::channel(false);
-    {
-        let mut stop = stop_rx.clone();
-        tokio::spawn(async move {
-            let until_end = Duration::from_millis((end_ms - crate::clock::now_ms()).max(0) as u64);
-            tokio::select! {
-                _ = tokio::time::sleep(until_end) => {}
-                _ = stop.wait_for(|s| *s) => {}
-            }
-            let _ = writers_stop_tx.send(true);
-        });
-    }
-    let output = Arc::new(Mutex::new(Output::default()));
-    let writers_task = {
-        let (db_opts, workload, output) = (db_opts.clone(), workload.clone(), output.clone());
-        let stop = writers_stop.clone();
-        tokio::spawn(async move { writers::run_writers(db_opts, workload, output, stop).await })
-    };
-    let retention = Arc::new(Mutex::new(Retention::default()));
-    let retention_task = tokio::spawn(retention_job(
-        db_opts.clone(),
-        job,
-        start_ms,
-        retention.clone(),
-        drop_log.clone(),
-        writers_stop.clone(),
-    ));
-    let mut pollers_task = Box::pin(roster.poll(
+    let sender = recorder.sender();
+    let pollers = roster.poll(
         args,
         target,
         id_plan,
         IdTarget::new(pool.clone()),
-        recorder.sender(),
+        sender.clone(),
         stop_rx.clone(),
-    ));
-    let sender = recorder.sender();
-    let take = || std::mem::take(&mut output.lock().unwrap_or_else(|e| e.into_inner()).written);
-    let mut brackets: Vec<Written> = Vec::new();
-    let reason = loop {
-        tokio::select! {
-            reason = &mut pollers_task => break reason,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {
-                brackets.extend(pump_truth(schema, take(), &sender));
-            }
-        }
-    };
-    let writers_result = writers_task.await.map_err(|e| e.to_string())?;
-    // How long the writers wrote: the duration, or less after Ctrl-C.
-    let writing_ms = (crate::clock::now_ms() - start_ms).clamp(1, args.duration_ms.max(1) as i64);
-    let _ = retention_task.await;
-    brackets.extend(pump_truth(schema, take(), &sender));
+    );
+    let end_ms = start_ms + args.duration_ms as i64;
+    let ended = workload::run(&mut db, pollers, end_ms, stop_rx, &sender).await?;
     pool.disconnect().await.ok();
-    let reason = shutdown.end(reason);
+    let reason = shutdown.end(ended.reason);
     let progress = roster
         .progress
         .lock()
@@ -365,49 +155,19 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         .progress
         .clone();
     recorder.finish(crate::clock::now_ms(), true, reason)?;
-    let retention = std::mem::take(&mut *retention.lock().unwrap_or_else(|e| e.into_inner()));
-    let flags = std::mem::take(&mut *flags.lock().unwrap_or_else(|e| e.into_inner()));
-    write_after(&args.db, run_id, &brackets, &retention.dropped, &flags)?;
-    writers_result?;
-    let out = std::mem::take(&mut *output.lock().unwrap_or_else(|e| e.into_inner()));
+    ended.writers?;
     let mut notes = format!(
-        "MariaDB {version}, innodb_autoinc_lock_mode {lock_mode}, schema {schema}\n\
-         writers (lock: {}): {} commits ({:.0}/s), {} failed transactions{}\n\
-         retention: {} partitions added, {} dropped ({} rows){}\n",
-        opts.writer_lock,
-        out.commits,
-        out.commits as f64 * 1000.0 / writing_ms.max(1) as f64,
-        out.failed,
-        out.last_error
-            .as_ref()
-            .map(|e| format!(" (last: {e})"))
-            .unwrap_or_default(),
-        retention.added,
-        retention.dropped.len(),
-        retention.dropped.iter().map(|d| d.rows).sum::<i64>(),
-        retention
-            .last_error
-            .as_ref()
-            .map(|e| format!(", {} failed (last: {e})", retention.failed))
-            .unwrap_or_default(),
+        "MariaDB {version}, innodb_autoinc_lock_mode {lock_mode}, schema {schema}\n{}",
+        db.notes(opts)
     );
     notes.push_str(&roster.id_notes());
     if let Some(ms) = opts.bare_inserts_ms {
-        let writers_rate = out.commits as f64 * 1000.0 / writing_ms as f64;
-        let inserts = writers::bare_inserts(db_opts.clone(), opts.writers, ms).await?;
-        let bare_rate = inserts as f64 * 1000.0 / ms.max(1) as f64;
-        notes.push_str(&format!(
-            "bare single-row autocommit inserts, {} connections, {} ms: {inserts} ({bare_rate:.0}/s); \
-             the writers' events reached {:.3} of that\n",
-            opts.writers,
-            ms,
-            writers_rate / bare_rate.max(f64::MIN_POSITIVE)
-        ));
+        notes.push_str(&db.bare_inserts_line(ms).await?);
     }
     if opts.clock_skew_ms > 0 {
         notes.push_str(&format!(
             "assumption: writer clocks skewed by {:?} ms\n",
-            workload.clock_offsets_ms
+            db.workload.clock_offsets_ms
         ));
     }
     tracing::info!(run = run_id, reason, "run finished");
@@ -420,94 +180,166 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
     })
 }
 
-/// The ID pollers' names: their policies, numbered when one repeats or
-/// clashes with a since_id poller's name.
-pub fn id_poller_names(specs: &[super::id_pollers::IdPollerSpec], taken: &[String]) -> Vec<String> {
-    let mut names: Vec<String> = Vec::new();
-    for policy in specs {
-        let base = policy.to_string();
-        let mut name = base.clone();
-        let mut n = 2;
-        while taken.contains(&name) || names.contains(&name) {
-            name = format!("{base}#{n}");
-            n += 1;
+/// The throwaway server as the skeleton drives it: the writers, the
+/// retention job, the truth pump, and the side tables every MariaDB run has
+/// (`writer_brackets`, `partition_drops`, `cursor_flags`), empty or not: a run
+/// without them was not checked.
+struct MariaDatabase {
+    /// The run's database on the server.
+    opts: mysql_async::Opts,
+    workload: Workload,
+    start_ms: i64,
+    /// The run's duration, at least 1 ms.
+    duration_ms: i64,
+    /// How long the writers wrote: the duration, or less after Ctrl-C.
+    writing_ms: i64,
+    output: Arc<Mutex<Output>>,
+    /// The brackets of what was pumped, for `writer_brackets` when the run ends.
+    brackets: Vec<rundb::WriterBracketRow>,
+    job: Option<Job>,
+    retention: Option<RetentionTask<Dropped>>,
+    /// The drops as they are sent, for the ID pollers.
+    drop_log: Arc<Mutex<DropLog>>,
+    /// The ID pollers' requests whose cursor lay below the oldest ID kept.
+    flags: Arc<Mutex<Vec<rundb::CursorFlagRow>>>,
+    writers: Option<JoinHandle<Result<(), String>>>,
+}
+
+impl MariaDatabase {
+    /// The run started at `start_ms` for `duration_ms`.
+    fn new(
+        opts: mysql_async::Opts,
+        workload: Workload,
+        job: Job,
+        run: (i64, u64),
+    ) -> MariaDatabase {
+        MariaDatabase {
+            opts,
+            workload,
+            start_ms: run.0,
+            duration_ms: run.1.max(1) as i64,
+            writing_ms: 1,
+            output: Arc::default(),
+            brackets: Vec::new(),
+            job: Some(job),
+            retention: None,
+            drop_log: Arc::default(),
+            flags: Arc::default(),
+            writers: None,
         }
-        names.push(name);
     }
-    names
+
+    /// The summary's lines: the writers and the retention job.
+    fn notes(&self, opts: &MariaOpts) -> String {
+        let out = self.output.lock().unwrap_or_else(|e| e.into_inner());
+        let none = Retention::default();
+        let report = self.retention.as_ref().map(RetentionTask::report);
+        let r = report.as_deref().unwrap_or(&none);
+        format!(
+            "writers (lock: {}): {}\n\
+             retention: {} partitions added, {} dropped ({} rows){}\n",
+            opts.writer_lock,
+            out.line(self.writing_ms),
+            r.added,
+            r.dropped.len(),
+            r.dropped.iter().map(|d| d.rows).sum::<i64>(),
+            r.failures(),
+        )
+    }
+
+    /// `--bare-inserts`: the server's ceiling for the smallest durable
+    /// write, and the share of it the writers reached.
+    async fn bare_inserts_line(&self, ms: u64) -> Result<String, String> {
+        let commits = self
+            .output
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .commits;
+        let writers_rate = commits as f64 * 1000.0 / self.writing_ms as f64;
+        let writers = self.workload.writers;
+        let inserts = writers::bare_inserts(self.opts.clone(), writers, ms).await?;
+        let bare_rate = inserts as f64 * 1000.0 / ms.max(1) as f64;
+        Ok(format!(
+            "bare single-row autocommit inserts, {writers} connections, {ms} ms: {inserts} \
+             ({bare_rate:.0}/s); the writers' events reached {:.3} of that\n",
+            writers_rate / bare_rate.max(f64::MIN_POSITIVE)
+        ))
+    }
 }
 
-/// Turns what the writers committed into truth rows (sent to the recorder);
-/// returns them for `pg_truth`.
-fn pump_truth(schema: Schema, pending: Vec<Written>, sender: &RecordSender) -> Vec<Written> {
-    if pending.is_empty() {
-        return pending;
+impl Database for MariaDatabase {
+    async fn start(&mut self, stop: watch::Receiver<bool>) -> Result<(), String> {
+        let (opts, workload, output) = (
+            self.opts.clone(),
+            self.workload.clone(),
+            self.output.clone(),
+        );
+        let writers_stop = stop.clone();
+        self.writers = Some(tokio::spawn(async move {
+            writers::run_writers(opts, workload, output, writers_stop).await
+        }));
+        if let Some(job) = self.job.take() {
+            let every_ms = job.every_ms;
+            let rounds = MariaRounds::connect(self.opts.clone(), job, self.drop_log.clone());
+            self.retention = Some(RetentionTask::spawn(rounds, every_ms, self.start_ms, stop));
+        }
+        Ok(())
     }
-    let truth = pending
-        .iter()
-        .map(|w| TruthRow {
-            id: w.id.to_string(),
-            id_key: Id(w.id as u128).sort_key(),
-            id_time_ms: writers::id_time_ms(schema, w),
-            posted_at_ms: w.xact_start_ms,
-            // The conservative end of the bracket: owed only to requests sent
-            // after COMMIT returned; the clocks read whole ms, so the next ms
-            // (as targets/postgres/driver.rs does, for the same reason).
-            visible_at_ms: w.commit_returned_ms + 1,
-            deleted_at_ms: None,
-            origin: "local".into(),
-        })
-        .collect();
-    sender.truth(truth);
-    pending
+
+    /// The truth of what the writers committed; its brackets are kept for the end.
+    async fn pump(&mut self, sender: &RecordSender) {
+        let pending = take_written(&self.output);
+        if pending.is_empty() {
+            return;
+        }
+        let schema = self.workload.schema;
+        let truth = pending
+            .iter()
+            .map(|w| TruthRow {
+                id: w.id.to_string(),
+                id_key: Id(w.id as u128).sort_key(),
+                id_time_ms: writers::id_time_ms(schema, w),
+                posted_at_ms: w.xact_start_ms,
+                // The conservative end of the bracket: owed only to requests
+                // sent after COMMIT returned; the clocks read whole ms, so the
+                // next ms (as targets/postgres/writers.rs does, for the same reason).
+                visible_at_ms: w.commit_returned_ms + 1,
+                deleted_at_ms: None,
+                origin: "local".into(),
+            })
+            .collect();
+        sender.truth(truth);
+        self.brackets
+            .extend(pending.iter().map(|w| w.bracket(None)));
+    }
+
+    async fn join(&mut self) -> Result<(), String> {
+        let writers = match self.writers.take() {
+            Some(task) => task.await.map_err(|e| e.to_string()).and_then(|r| r),
+            None => Ok(()),
+        };
+        self.writing_ms = (crate::clock::now_ms() - self.start_ms).clamp(1, self.duration_ms);
+        if let Some(job) = &mut self.retention {
+            job.join().await;
+        }
+        writers
+    }
+
+    async fn side_rows(&mut self, sender: &RecordSender) {
+        sender.writer_brackets(std::mem::take(&mut self.brackets));
+        let dropped = match &self.retention {
+            Some(job) => job.report().dropped.iter().map(Dropped::row).collect(),
+            None => Vec::new(),
+        };
+        sender.partition_drops(dropped);
+        let flags = std::mem::take(&mut *self.flags.lock().unwrap_or_else(|e| e.into_inner()));
+        sender.cursor_flags(flags);
+    }
 }
 
-/// After the recorder finished: each event's bracket in `pg_truth`, the
-/// dropped partitions in `partition_drops` (their truth rows marked deleted),
-/// and the requests whose cursor lay below the oldest ID kept in `cursor_flags`.
-fn write_after(
-    db: &std::path::Path,
-    run_id: i64,
-    brackets: &[Written],
-    dropped: &[Dropped],
-    flags: &[rundb::CursorFlagRow],
-) -> Result<(), String> {
-    let e = |e: rusqlite::Error| format!("cannot write {}: {e}", db.display());
-    let r = |err: rundb::Error| format!("cannot write {}: {err}", db.display());
-    let mut conn = rusqlite::Connection::open(db).map_err(e)?;
-    conn.busy_timeout(Duration::from_secs(10)).map_err(e)?;
-    let rows: Vec<rundb::PgTruthRow> = brackets
-        .iter()
-        .map(|w| rundb::PgTruthRow {
-            id: w.id.to_string(),
-            xid: format!("writer {}", w.writer),
-            xact_start_ms: w.xact_start_ms,
-            commit_ts_ms: None,
-            commit_returned_ms: w.commit_returned_ms,
-            injected_sleep_ms: 0,
-        })
-        .collect();
-    let drops: Vec<rundb::PartitionDropRow> = dropped
-        .iter()
-        .map(|d| rundb::PartitionDropRow {
-            partition: d.partition.name.clone(),
-            lo_id: d.partition.lo,
-            hi_id: d.partition.hi,
-            sent_at_ms: d.sent_at_ms,
-            returned_at_ms: d.returned_at_ms,
-            rows: d.rows,
-        })
-        .collect();
-    let tx = conn.transaction().map_err(e)?;
-    rundb::write::insert_pg_truth(&tx, run_id, &rows).map_err(r)?;
-    // Both tables always, empty or not: a run without them was not checked.
-    rundb::write::insert_partition_drops(&tx, run_id, &drops, |id| {
-        Id(id.max(0) as u128).sort_key()
-    })
-    .map_err(r)?;
-    rundb::write::insert_cursor_flags(&tx, run_id, flags).map_err(r)?;
-    tx.commit().map_err(e)
-}
+// The tests below reach the job's round through this module.
+#[cfg(test)]
+use super::retention::retention_round;
 
 #[cfg(test)]
 mod database_tests {

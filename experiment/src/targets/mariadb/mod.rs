@@ -10,6 +10,7 @@ pub mod driver;
 pub mod id_pollers;
 pub mod options;
 pub mod own;
+mod retention;
 pub mod roster;
 pub mod schema;
 pub mod source;

@@ -3,7 +3,6 @@
 //! run.db rows, their tally and the ID pollers' reports. One roster for the
 //! throwaway server's run (`driver.rs`) and a user's own table (`own.rs`).
 
-use super::driver::id_poller_names;
 use super::id_pollers::{DropLog, IdMachine, IdPollerSpec, IdReport, IdTarget};
 use super::source::MariaTarget;
 use crate::drive::{self, StopReason, Tally};
@@ -182,4 +181,21 @@ impl Roster {
         }
         notes
     }
+}
+
+/// The ID pollers' names: their policies, numbered when one repeats or
+/// clashes with a since_id poller's name.
+fn id_poller_names(specs: &[IdPollerSpec], taken: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for policy in specs {
+        let base = policy.to_string();
+        let mut name = base.clone();
+        let mut n = 2;
+        while taken.contains(&name) || names.contains(&name) {
+            name = format!("{base}#{n}");
+            n += 1;
+        }
+        names.push(name);
+    }
+    names
 }

@@ -14,7 +14,8 @@
 //! clock, which `--clock-skew` offsets by a seeded amount per writer.
 
 use super::schema::{COUNTER_ROWS, Schema};
-use crate::session::WriterPace;
+use crate::workload::WriterPace;
+pub use crate::workload::{Output, Written};
 use mysql_async::prelude::Queryable;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -22,26 +23,6 @@ use since_id::id::Layout;
 use since_id::snowflake;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
-
-/// One event as its writer saw it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Written {
-    pub id: i64,
-    pub writer: u32,
-    /// When the writer sent `START TRANSACTION` (client clock).
-    pub xact_start_ms: i64,
-    /// When `COMMIT` returned to the writer (client clock).
-    pub commit_returned_ms: i64,
-}
-
-/// What the writers of a run produce, shared with the truth pump.
-#[derive(Default)]
-pub struct Output {
-    pub written: Vec<Written>,
-    pub commits: u64,
-    pub failed: u64,
-    pub last_error: Option<String>,
-}
 
 /// How the writers serialise their transactions (`--writer-lock`).
 ///
@@ -154,12 +135,13 @@ pub async fn run_writers(
         let conn = match mysql_async::Conn::new(opts.clone()).await {
             Ok(conn) => conn,
             Err(e) => {
-                let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
-                out.failed += 1;
-                out.last_error = Some(format!(
-                    "writer {index} cannot connect: {}",
-                    super::db_error(&e)
-                ));
+                output
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .failed(format!(
+                        "writer {index} cannot connect: {}",
+                        super::db_error(&e)
+                    ));
                 continue;
             }
         };
@@ -184,9 +166,7 @@ async fn writer(
     let mut rng = ChaCha8Rng::seed_from_u64(w.seed ^ (0x4d41_5249_4144u64 << 8) ^ index as u64);
     let mut ids = snowflake::Generator::new(index);
     let offset_ms = w.clock_offsets_ms.get(index as usize).copied().unwrap_or(0);
-    let period_ms = w.writers as f64 * 1000.0 / w.rate_per_s.max(0.001);
-    let phase = period_ms * index as f64 / w.writers as f64;
-    let mut pace = WriterPace::new(crate::clock::now_ms() as f64 + phase, period_ms);
+    let mut pace = WriterPace::of_writer(index, w.writers, w.rate_per_s, crate::clock::now_ms());
     let mut n = 0u64;
     loop {
         if *stop.borrow() {
@@ -218,13 +198,9 @@ async fn writer(
         .await;
         let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
         match result {
-            Ok(written) => {
-                out.commits += 1;
-                out.written.push(written);
-            }
+            Ok(written) => out.committed(written),
             Err((e, gone)) => {
-                out.failed += 1;
-                out.last_error = Some(e);
+                out.failed(e);
                 if gone {
                     // The server went away: this writer is done.
                     return;
@@ -331,12 +307,17 @@ async fn transaction(
     }
     .await;
     match outcome {
-        Ok(id) => Ok(Written {
-            id,
-            writer,
-            xact_start_ms,
-            commit_returned_ms: crate::clock::now_ms(),
-        }),
+        Ok(id) => {
+            let commit_returned_ms = crate::clock::now_ms();
+            Ok(Written {
+                id,
+                // MariaDB names no transaction a client can read: the writer.
+                xid: format!("writer {writer}"),
+                xact_start_ms,
+                commit_returned_ms,
+                sleep_ms: 0,
+            })
+        }
         Err(e) => {
             let failure = fail(e);
             if !failure.1 {

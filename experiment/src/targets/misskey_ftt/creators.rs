@@ -135,20 +135,35 @@ pub enum Event {
     Failed(String),
 }
 
-/// Runs one creator until `stop`; `now` reads the clock. `ftt_enabled`
-/// says whether a note committed at a given ms is pushed (FTT on then);
-/// `redis` gives the connection each push is sent on.
-#[allow(clippy::too_many_arguments)]
-pub async fn run_creator(
-    index: u32,
-    load: Arc<Load>,
-    pg: Arc<tokio_postgres::Client>,
-    redis: impl RedisSource,
-    events: mpsc::Sender<Event>,
-    mut stop: watch::Receiver<bool>,
-    ftt_enabled: impl PushGate,
-    now: fn() -> i64,
-) {
+/// One creator: a Misskey process's worth of `create()` calls.
+pub struct Creator<R, G> {
+    /// Its place among the creators: seeds its draws and its node ID.
+    pub index: u32,
+    pub load: Arc<Load>,
+    pub pg: Arc<tokio_postgres::Client>,
+    /// Gives the connection each push is sent on.
+    pub redis: R,
+    /// Where what each step did goes (the truth).
+    pub events: mpsc::Sender<Event>,
+    pub stop: watch::Receiver<bool>,
+    /// Whether a note committed at a given ms is pushed (FTT on then).
+    pub ftt_enabled: G,
+    /// Reads the clock.
+    pub now: fn() -> i64,
+}
+
+/// Runs one creator until its `stop` turns true.
+pub async fn run_creator(creator: Creator<impl RedisSource, impl PushGate>) {
+    let Creator {
+        index,
+        load,
+        pg,
+        redis,
+        events,
+        mut stop,
+        ftt_enabled,
+        now,
+    } = creator;
     let mut rng = ChaCha8Rng::seed_from_u64(load.seed.wrapping_add(1 + index as u64));
     let mut aidx = Aidx::new(&mut rng);
     // A stream of its own, so that deleting leaves every other draw as it was.

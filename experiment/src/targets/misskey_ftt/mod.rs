@@ -14,6 +14,7 @@ pub mod read;
 pub mod serve;
 pub mod store;
 pub mod timeline;
+mod truth;
 
 pub use driver::{FttOpts, Timeline, run};
 

@@ -131,16 +131,16 @@ impl Served {
         let ftt_on = Arc::new(AtomicBool::new(true));
         let mut creators = Vec::new();
         for i in 0..load.creators {
-            creators.push(tokio::spawn(creators::run_creator(
-                i,
-                shared.clone(),
-                Arc::new(connect(&config).await?),
-                redis_conn().await?,
-                events_tx.clone(),
-                stop.clone(),
-                ftt_on.clone(),
-                crate::clock::now_ms,
-            )));
+            creators.push(tokio::spawn(creators::run_creator(creators::Creator {
+                index: i,
+                load: shared.clone(),
+                pg: Arc::new(connect(&config).await?),
+                redis: redis_conn().await?,
+                events: events_tx.clone(),
+                stop: stop.clone(),
+                ftt_enabled: ftt_on.clone(),
+                now: crate::clock::now_ms,
+            })));
         }
         drop(events_tx);
         let taken = Arc::new(Mutex::new(Taken::default()));

@@ -9,6 +9,7 @@
 //! cluster's default collation.
 
 use super::read::DbQuery;
+use crate::servers::postgres::db_error;
 use tokio_postgres::Client;
 
 /// The tables, created once per run.
@@ -26,14 +27,6 @@ CREATE TABLE following (
 );
 CREATE INDEX following_follower ON following (follower_id);
 ";
-
-/// A database error in one line.
-fn db_error(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => db.message().to_string(),
-        None => e.to_string(),
-    }
-}
 
 /// Creates the tables and stores the follow graph (`(followee, follower)` pairs).
 pub async fn create(client: &Client, follows: &[(i32, i32)]) -> Result<(), String> {

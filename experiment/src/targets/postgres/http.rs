@@ -131,7 +131,7 @@ impl Backend {
         use super::writers::{Output, Workload, run_writers};
         let cluster = crate::servers::postgres::Cluster::start()?;
         let config = cluster.config();
-        let client = super::driver::connect(&config).await?;
+        let client = crate::servers::postgres::connect(&config).await?;
         let role = super::quote_ident(READER_ROLE);
         client
             .batch_execute(&format!(

@@ -8,9 +8,11 @@ pub mod driver;
 pub mod http;
 pub mod options;
 pub mod own;
+mod retention;
 pub mod schema;
 pub mod serve;
 pub mod source;
+mod truth;
 pub mod writers;
 pub mod xmin;
 
@@ -86,13 +88,7 @@ pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// A database error in one line: the server's message when there is one.
-pub fn db_error(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => db.message().to_string(),
-        None => e.to_string(),
-    }
-}
+pub use crate::servers::postgres::db_error;
 
 /// What the tests on a real cluster share: the cluster and a runtime to talk to it.
 #[cfg(test)]
@@ -118,6 +114,6 @@ pub(crate) mod testing {
         if let Some(name) = dbname {
             config.dbname(name);
         }
-        super::driver::connect(&config).await.unwrap()
+        crate::servers::postgres::connect(&config).await.unwrap()
     }
 }

@@ -6,11 +6,11 @@
 //! `--token-file`, never from the command line, and is never stored.
 
 use super::OwnDbOpts;
-use super::driver::{Setup, connect, drive};
+use super::driver::{Setup, drive};
 use crate::api::Token;
-use crate::record::TruthRow;
+use crate::servers::postgres::connect;
 use crate::session::{self, Common, RunSummary};
-use since_id::id::{Id, Layout};
+use since_id::id::Layout;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -110,42 +110,4 @@ pub fn run(args: Common, opts: OwnDbOpts) -> Result<RunSummary, String> {
         retention: None,
     };
     runtime.block_on(drive(&args, setup))
-}
-
-/// Truth for your own table: every row committed since the run started, visible
-/// from its commit timestamp (`pg_xact_commit_timestamp(xmin)`, PostgreSQL
-/// manual 9.27.1). One read at the end of the run.
-pub async fn commit_ts_truth(
-    client: &tokio_postgres::Client,
-    table: &str,
-    id_column: &str,
-    layout: &Layout,
-    start_ms: i64,
-) -> Result<Vec<TruthRow>, String> {
-    let sql = format!(
-        "SELECT {id}::bigint, c FROM (SELECT {id}, floor(extract(epoch FROM \
-         pg_xact_commit_timestamp(xmin)) * 1000)::bigint AS c FROM {t}) AS s WHERE c >= $1",
-        id = super::quote_ident(id_column),
-        t = super::quote_ident(table),
-    );
-    let rows = client
-        .query(&sql, &[&start_ms])
-        .await
-        .map_err(|e| super::db_error(&e))?;
-    Ok(rows
-        .iter()
-        .map(|r| {
-            let (id, commit_ms): (i64, i64) = (r.get(0), r.get(1));
-            let key = Id(id as u128);
-            TruthRow {
-                id: id.to_string(),
-                id_key: key.sort_key(),
-                id_time_ms: layout.ts_ms(key),
-                posted_at_ms: commit_ms,
-                visible_at_ms: commit_ms,
-                deleted_at_ms: None,
-                origin: "commit-ts".into(),
-            }
-        })
-        .collect())
 }

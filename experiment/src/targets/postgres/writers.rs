@@ -11,7 +11,8 @@
 //! (from [`commit_timestamps`]) the commit timestamp of its transaction.
 
 use super::schema::{COUNTER_ROWS, Schema};
-use crate::session::WriterPace;
+use crate::workload::WriterPace;
+pub use crate::workload::{Output, Written};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use since_id::id::Layout;
@@ -52,29 +53,6 @@ impl std::fmt::Display for Tail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}%:{}ms", self.probability * 100.0, self.max_ms)
     }
-}
-
-/// One post as its writer saw it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Written {
-    pub id: i64,
-    /// The writing transaction (xid8 as text).
-    pub xid: String,
-    /// `now()` of the transaction, ms (server clock; the same machine's clock here).
-    pub xact_start_ms: i64,
-    /// When COMMIT returned to the writer (client clock).
-    pub commit_returned_ms: i64,
-    /// The injected sleep inside the transaction, 0 without a tail.
-    pub sleep_ms: u64,
-}
-
-/// What the writers of a run produce, shared with the truth pump.
-#[derive(Default)]
-pub struct Output {
-    pub written: Vec<Written>,
-    pub commits: u64,
-    pub failed: u64,
-    pub last_error: Option<String>,
 }
 
 /// The workload of a run.
@@ -124,14 +102,12 @@ async fn writer(
 ) {
     let mut rng = ChaCha8Rng::seed_from_u64(w.seed ^ (0x5752_4954_4552u64 << 8) ^ index as u64);
     let mut ids = snowflake::Generator::new(index);
-    let period_ms = w.writers as f64 * 1000.0 / w.rate_per_s.max(0.001);
-    let phase = period_ms * index as f64 / w.writers as f64;
-    let mut pace = WriterPace::new(crate::clock::now_ms() as f64 + phase, period_ms);
+    let mut pace = WriterPace::of_writer(index, w.writers, w.rate_per_s, crate::clock::now_ms());
     let mut n = 0u64;
     let statements = match prepare(&client, w.schema).await {
         Ok(statements) => statements,
         Err(e) => {
-            record_failure(&output, e);
+            output.lock().unwrap_or_else(|e| e.into_inner()).failed(e);
             return;
         }
     };
@@ -164,27 +140,16 @@ async fn writer(
         let result = post(&client, &statements, w.schema, &mut ids, this).await;
         let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
         match result {
-            Ok(written) => {
-                out.commits += 1;
-                out.written.push(written);
-            }
+            Ok(written) => out.committed(written),
             Err(e) => {
-                out.failed += 1;
-                let closed = client.is_closed();
-                out.last_error = Some(e);
-                if closed {
+                out.failed(e);
+                if client.is_closed() {
                     // The server went away: this writer is done.
                     return;
                 }
             }
         }
     }
-}
-
-fn record_failure(output: &Arc<Mutex<Output>>, e: String) {
-    let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
-    out.failed += 1;
-    out.last_error = Some(e);
 }
 
 /// A writer's prepared statements: the post, its side row, the counter update.

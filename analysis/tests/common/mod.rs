@@ -6,7 +6,7 @@
 use clap::Parser;
 use rusqlite::Connection;
 use serde_json::Value;
-use snowleak::{RunArgs, run_experiment};
+use snowleak::targets::{RunArgs, run_experiment};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};

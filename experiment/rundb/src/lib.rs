@@ -24,7 +24,6 @@ pub use rows::{
     PartitionDropRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow, WriterBracketRow,
 };
 
-
 use std::fmt;
 
 /// What went wrong with a run database; `Display` is the one-line message.

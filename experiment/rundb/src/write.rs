@@ -504,7 +504,6 @@ pub fn insert_writer_brackets(
     Ok(())
 }
 
-
 /// Inserts Fanout Timeline pushes, trims and deletions, creating
 /// `ftt_pushes`, `ftt_trims` and `ftt_deletes` if this is the file's first
 /// such run (a row already there is replaced), and marks each deleted

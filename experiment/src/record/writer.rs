@@ -767,7 +767,11 @@ pub(crate) mod tests {
         rec.finish(300, true, "duration").unwrap();
         let conn = Connection::open(&path).unwrap();
         let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
-        assert_eq!(count("SELECT count(*) FROM writer_brackets"), 0, "created, empty");
+        assert_eq!(
+            count("SELECT count(*) FROM writer_brackets"),
+            0,
+            "created, empty"
+        );
         assert_eq!(count("SELECT count(*) FROM partition_drops"), 1);
         assert_eq!(count("SELECT count(*) FROM cursor_flags"), 1);
         assert_eq!(

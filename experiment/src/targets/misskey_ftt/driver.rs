@@ -597,27 +597,3 @@ async fn restart_redis(
     }
     (done, None)
 }
-
-/// Writes `ftt_pushes`, `ftt_trims` and `ftt_deletes` (marking the deleted
-/// notes' truth) in one transaction, once the recorder has closed the run
-/// (its writer holds the file while it goes), with the run's final `config`
-/// if given: `serve --record`'s (a run hands them to its recorder).
-pub(super) fn write_ftt(
-    conn: &mut rusqlite::Connection,
-    run_id: i64,
-    ftt: &rundb::FttRows,
-    config: Option<&str>,
-) -> Result<(), String> {
-    let e = |e: rusqlite::Error| format!("cannot write ftt_pushes: {e}");
-    let tx = conn.transaction().map_err(e)?;
-    rundb::write::insert_ftt(&tx, run_id, ftt)
-        .map_err(|err| format!("cannot write ftt_pushes: {err}"))?;
-    if let Some(config) = config {
-        tx.execute(
-            "UPDATE runs SET config = ?1 WHERE id = ?2",
-            rusqlite::params![config, run_id],
-        )
-        .map_err(e)?;
-    }
-    tx.commit().map_err(e)
-}

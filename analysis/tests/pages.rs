@@ -78,7 +78,12 @@ fn pages_stored_as_one_value_are_read_as_their_rows() {
     };
     assert_eq!(count(&pages), 0, "every observation is in a served value");
     // The same report, leaks and verdicts included (not the file's own path).
-    let (a, b) = (analyze(&rows), analyze(&pages));
+    let (a, mut b) = (analyze(&rows), analyze(&pages));
+    // The compacted copy names a client (its `client_requests` rows): only that differs.
+    for poller in b["pollers"].as_array_mut().unwrap() {
+        assert_eq!(poller["client"], "c");
+        poller["client"] = serde_json::Value::Null;
+    }
     assert_eq!(a["pollers"], b["pollers"]);
     assert_eq!(a["leaks"], b["leaks"]);
     assert!(a["leaks"].as_array().is_some_and(|l| !l.is_empty()));

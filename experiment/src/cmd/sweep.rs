@@ -10,6 +10,7 @@
 
 use crate::drive::Records;
 use crate::record::{PollerRow, RequestRecord, TruthRow};
+use crate::sim::sync::lock;
 use crate::targets::{resolve, run_in_memory};
 use analysis::history::{History, PollerSpec, Visibility};
 use analysis::history_builder::{HistoryBuilder, StatusRef};
@@ -118,24 +119,21 @@ pub fn run_all(
         for _ in 0..jobs.max(1) {
             scope.spawn(|| {
                 loop {
-                    if error.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+                    if lock(&error).is_some() {
                         return;
                     }
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&seed) = seeds.get(i) else { return };
                     match run_seed(base, seed) {
                         Ok(r) => {
-                            results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
-                            let mut d = done.lock().unwrap_or_else(|e| e.into_inner());
+                            lock(&results)[i] = Some(r);
+                            let mut d = lock(&done);
                             d.0 += 1;
                             let n = d.0;
                             (d.1)(n, seeds.len());
                         }
                         Err(e) => {
-                            error
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .get_or_insert(format!("seed {seed}: {e}"));
+                            lock(&error).get_or_insert(format!("seed {seed}: {e}"));
                         }
                     }
                 }

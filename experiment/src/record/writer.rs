@@ -11,6 +11,7 @@
 //! process loses at most the last second and leaves a database that opens; the
 //! run row says `complete = 0` until [`Recorder::finish`] runs.
 
+use crate::sim::sync::lock;
 use rundb::write::{self, OnConflict};
 use rusqlite::Connection;
 use std::path::Path;
@@ -235,7 +236,7 @@ impl RecordSender {
             match self.channel.try_send(record) {
                 Ok(()) => true,
                 Err(TrySendError::Full(_)) => {
-                    let mut overrun = self.overrun.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut overrun = lock(&self.overrun);
                     overrun.get_or_insert_with(|| {
                         format!(
                             "the recorder cannot keep up: {QUEUE_BOUND} records are waiting for the disk; the run stopped (a faster disk, fewer pollers or a longer --interval)"
@@ -388,12 +389,7 @@ impl Recorder {
         complete: bool,
         reason: &str,
     ) -> Result<WriterStats, RecordError> {
-        let overrun = self
-            .sender
-            .overrun
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let overrun = lock(&self.sender.overrun).clone();
         // A run whose records were dropped is not complete: the row stays
         // `complete = 0`, as after a kill, and the error says why.
         if overrun.is_none() {

@@ -350,6 +350,14 @@ impl Drop for Server {
     }
 }
 
+/// A MariaDB error in one line: the server's message when there is one.
+pub fn db_error(e: &mysql_async::Error) -> String {
+    match e {
+        mysql_async::Error::Server(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

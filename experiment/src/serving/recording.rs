@@ -10,6 +10,7 @@
 
 use crate::clients::{ClientBook, Exchange, Recorded, timeline_of};
 use crate::record::RecordSender;
+use crate::sim::sync::lock;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
@@ -105,7 +106,7 @@ async fn record(State(rec): State<Arc<Recording>>, request: Request, next: Next)
     let items = crate::clients::served(&rec.layout, &exchange);
     // The queue may be full: wait for room without stalling the other tasks.
     tokio::task::block_in_place(|| {
-        let mut book = rec.book.lock().unwrap_or_else(|e| e.into_inner());
+        let mut book = lock(&rec.book);
         for recorded in book.observe_served(&exchange, items) {
             match recorded {
                 Recorded::NewClient(row) => rec.sender.poller(row),

@@ -17,6 +17,7 @@ pub use retention::{Retention, RetentionTask, Rounds};
 
 use crate::drive::StopReason;
 use crate::record::RecordSender;
+use crate::sim::sync::lock;
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -90,7 +91,7 @@ impl Output {
 
 /// Takes what the writers committed since the last take.
 pub fn take_written(output: &std::sync::Mutex<Output>) -> Vec<Written> {
-    std::mem::take(&mut output.lock().unwrap_or_else(|e| e.into_inner()).written)
+    std::mem::take(&mut lock(output).written)
 }
 
 /// What a database target supplies to the skeleton ([`run`]).

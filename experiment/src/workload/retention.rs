@@ -3,6 +3,7 @@
 //! of its own. What a round does (the SQL of the target's server, the plan
 //! of `since_id::partitions`) is the target's ([`Rounds`]).
 
+use crate::sim::sync::lock;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -90,7 +91,7 @@ impl<D: Send + 'static> RetentionTask<D> {
 
     /// What the job did so far.
     pub fn report(&self) -> MutexGuard<'_, Retention<D>> {
-        self.out.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.out)
     }
 }
 
@@ -104,7 +105,7 @@ pub async fn run_retention<R: Rounds>(
     out: Arc<Mutex<Retention<R::Dropped>>>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let fail = |e: String| out.lock().unwrap_or_else(|e| e.into_inner()).fail(e);
+    let fail = |e: String| lock(&out).fail(e);
     let mut rounds = match rounds.await {
         Ok(rounds) => rounds,
         Err(e) => return fail(e),

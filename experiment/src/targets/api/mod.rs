@@ -12,6 +12,7 @@ use crate::record::Recorder;
 use crate::session::{
     self, Bar, Common, RunRowParts, RunSummary, StoredConfig, build_pollers, plan_of, poller_infos,
 };
+use crate::sim::sync::lock;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -128,11 +129,7 @@ pub fn run(common: Common, opts: ApiOpts) -> Result<RunSummary, String> {
         start_ms,
     };
     let reason = runtime.block_on(session::poll_in_real_time(plan, target, None, live));
-    let progress = progress
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .progress
-        .clone();
+    let progress = lock(&progress).progress.clone();
     bar.finish();
     let reason = session::end_reason(reason);
     recorder.finish(crate::clock::now_ms(), true, reason)?;

@@ -13,6 +13,7 @@ use super::writers::{self, Output, Workload};
 use crate::record::{RecordSender, Recorder, TruthRow};
 use crate::servers::mariadb::{self as server, Server};
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
+use crate::sim::sync::lock;
 use crate::workload::{self, Database, RetentionTask, take_written};
 use mysql_async::prelude::Queryable;
 use since_id::id::Id;
@@ -148,12 +149,7 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
     let ended = workload::run(&mut db, pollers, end_ms, stop_rx, &sender).await?;
     pool.disconnect().await.ok();
     let reason = shutdown.end(ended.reason);
-    let progress = roster
-        .progress
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .progress
-        .clone();
+    let progress = lock(&roster.progress).progress.clone();
     recorder.finish(crate::clock::now_ms(), true, reason)?;
     ended.writers?;
     let mut notes = format!(
@@ -231,7 +227,7 @@ impl MariaDatabase {
 
     /// The summary's lines: the writers and the retention job.
     fn notes(&self, opts: &MariaOpts) -> String {
-        let out = self.output.lock().unwrap_or_else(|e| e.into_inner());
+        let out = lock(&self.output);
         let none = Retention::default();
         let report = self.retention.as_ref().map(RetentionTask::report);
         let r = report.as_deref().unwrap_or(&none);
@@ -250,11 +246,7 @@ impl MariaDatabase {
     /// `--bare-inserts`: the server's ceiling for the smallest durable
     /// write, and the share of it the writers reached.
     async fn bare_inserts_line(&self, ms: u64) -> Result<String, String> {
-        let commits = self
-            .output
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .commits;
+        let commits = lock(&self.output).commits;
         let writers_rate = commits as f64 * 1000.0 / self.writing_ms as f64;
         let writers = self.workload.writers;
         let inserts = writers::bare_inserts(self.opts.clone(), writers, ms).await?;
@@ -332,7 +324,7 @@ impl Database for MariaDatabase {
             None => Vec::new(),
         };
         sender.partition_drops(dropped);
-        let flags = std::mem::take(&mut *self.flags.lock().unwrap_or_else(|e| e.into_inner()));
+        let flags = std::mem::take(&mut *lock(&self.flags));
         sender.cursor_flags(flags);
     }
 }

@@ -11,6 +11,7 @@
 
 use crate::drive::{Exchange, Fetched, Machine, PollTarget, Records, Tally};
 use crate::record::{RequestRecord, StatusRecord};
+use crate::sim::sync::lock;
 use mysql_async::prelude::Queryable;
 use since_id::gaps::IdPolicy;
 use since_id::gaps::{GapStats, IdPoller, IdRequest};
@@ -251,24 +252,17 @@ impl Machine for IdMachine {
         // Below the oldest partition kept when it was sent: the IDs in
         // between were dropped unread (only this check can tell; the query
         // answers as ever).
-        let oldest_kept = self
-            .drops
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .oldest_kept_before(sent_at_ms);
+        let oldest_kept = lock(&self.drops).oldest_kept_before(sent_at_ms);
         let expired = oldest_kept.filter(|&kept| cursor_below(req.after, kept));
         if let Some(oldest_kept) = expired {
-            self.flags
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(rundb::CursorFlagRow {
-                    poller: self.poller.name().to_string(),
-                    cycle: cycle as i64,
-                    page: page as i64,
-                    sent_at_ms,
-                    cursor: req.after.unwrap_or(0),
-                    oldest_kept,
-                });
+            lock(&self.flags).push(rundb::CursorFlagRow {
+                poller: self.poller.name().to_string(),
+                cycle: cycle as i64,
+                page: page as i64,
+                sent_at_ms,
+                cursor: req.after.unwrap_or(0),
+                oldest_kept,
+            });
         }
         let mut row = RequestRecord {
             poller: index,
@@ -325,12 +319,7 @@ impl Machine for IdMachine {
             }
         };
         recorder.request(row);
-        if let Some(slot) = self
-            .stats
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(self.slot)
-        {
+        if let Some(slot) = lock(&self.stats).get_mut(self.slot) {
             slot.gaps = self.poller.stats();
             if expired.is_some() {
                 slot.expired_cursor += 1;

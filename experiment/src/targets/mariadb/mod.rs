@@ -66,10 +66,5 @@ pub fn quote_ident(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
 }
 
-/// A MariaDB error in one line.
-pub fn db_error(e: &mysql_async::Error) -> String {
-    match e {
-        mysql_async::Error::Server(s) => s.message.clone(),
-        other => other.to_string(),
-    }
-}
+/// A MariaDB error in one line (one home, with the server: `servers/mariadb.rs`).
+pub use crate::servers::mariadb::db_error;

@@ -17,6 +17,7 @@ use super::source::MariaTarget;
 use crate::api::Token;
 use crate::record::Recorder;
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
+use crate::sim::sync::lock;
 use mysql_async::prelude::Queryable;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -152,12 +153,7 @@ async fn drive(
         .await;
     pool.disconnect().await.ok();
     let reason = shutdown.end(reason);
-    let progress = roster
-        .progress
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .progress
-        .clone();
+    let progress = lock(&roster.progress).progress.clone();
     recorder.finish(crate::clock::now_ms(), true, reason)?;
     let mut notes = format!(
         "MariaDB {version}, your table {} (column {}), read-only; no truth: the pollers are \

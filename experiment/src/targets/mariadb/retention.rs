@@ -6,6 +6,7 @@
 use super::MariaOpts;
 use super::id_pollers::DropLog;
 use super::schema::{MariaSql, Partition, Partitions, Schema};
+use crate::sim::sync::lock;
 use crate::workload::{self, Rounds};
 use mysql_async::prelude::Queryable;
 use since_id::id::Layout;
@@ -99,7 +100,7 @@ pub async fn retention_round(
         let (part, sql) = job.plan.add_sql(bound);
         conn.query_drop(sql).await.map_err(e)?;
         job.plan.added(part);
-        out.lock().unwrap_or_else(|e| e.into_inner()).added += 1;
+        lock(out).added += 1;
     }
     while let Some((part, sql)) = job.plan.next_drop(job.aged_below()) {
         let rows: Option<i64> = conn
@@ -113,29 +114,24 @@ pub async fn retention_round(
         // it is sent: a poller that settles a request sent in a later ms
         // finds it there (id_pollers::DropLog).
         let sent_at_ms = {
-            let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+            let mut log = lock(log);
             let at = crate::clock::now_ms();
             log.dropping(part.hi, at);
             at
         };
         if let Err(err) = conn.query_drop(sql).await {
-            log.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .failed(part.hi, sent_at_ms);
+            lock(log).failed(part.hi, sent_at_ms);
             return Err(e(err));
         }
         let returned_at_ms = crate::clock::now_ms();
         job.plan.dropped();
         tracing::info!(partition = %part.name, lo = part.lo, hi = part.hi, "partition dropped");
-        out.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .dropped
-            .push(Dropped {
-                partition: part,
-                sent_at_ms,
-                returned_at_ms,
-                rows: rows.unwrap_or(0),
-            });
+        lock(out).dropped.push(Dropped {
+            partition: part,
+            sent_at_ms,
+            returned_at_ms,
+            rows: rows.unwrap_or(0),
+        });
     }
     Ok(())
 }

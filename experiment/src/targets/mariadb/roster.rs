@@ -8,6 +8,7 @@ use super::source::MariaTarget;
 use crate::drive::{self, StopReason, Tally};
 use crate::record::{PollerRow, RecordSender};
 use crate::session::{self, Common};
+use crate::sim::sync::lock;
 use since_id::gaps::IdPoller;
 use since_id::id::Layout;
 use since_id::poller::Poller;
@@ -161,7 +162,7 @@ impl Roster {
     /// and gap tracking's work.
     pub fn id_notes(&self) -> String {
         let mut notes = String::new();
-        let reports = self.reports.lock().unwrap_or_else(|e| e.into_inner());
+        let reports = lock(&self.reports);
         for (name, report) in self.id_names.iter().zip(reports.iter()) {
             if let Some(at) = report.first_expired_at_ms {
                 notes.push_str(&format!(

@@ -14,6 +14,7 @@
 //! clock, which `--clock-skew` offsets by a seeded amount per writer.
 
 use super::schema::{COUNTER_ROWS, Schema};
+use crate::sim::sync::lock;
 use crate::workload::WriterPace;
 pub use crate::workload::{Output, Written};
 use mysql_async::prelude::Queryable;
@@ -135,13 +136,10 @@ pub async fn run_writers(
         let conn = match mysql_async::Conn::new(opts.clone()).await {
             Ok(conn) => conn,
             Err(e) => {
-                output
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .failed(format!(
-                        "writer {index} cannot connect: {}",
-                        super::db_error(&e)
-                    ));
+                lock(&output).failed(format!(
+                    "writer {index} cannot connect: {}",
+                    super::db_error(&e)
+                ));
                 continue;
             }
         };
@@ -196,7 +194,7 @@ async fn writer(
             event,
         )
         .await;
-        let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = lock(&output);
         match result {
             Ok(written) => out.committed(written),
             Err((e, gone)) => {

@@ -15,6 +15,7 @@ use crate::record::{RecordSender, Recorder};
 use crate::servers::postgres::{Cluster, connect};
 use crate::servers::redis::Redis;
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
+use crate::sim::sync::lock;
 use crate::workload::{self, Database};
 use since_id::id::Layout;
 use since_id::poller::Poller;
@@ -144,7 +145,7 @@ impl Servers {
         cluster: &Cluster,
     ) -> Result<Servers, String> {
         let (redis_client, redis_version) = {
-            let redis = redis_server.lock().unwrap_or_else(|e| e.into_inner());
+            let redis = lock(redis_server);
             (redis.client()?, redis.version().to_string())
         };
         let config = cluster.config();
@@ -270,11 +271,7 @@ async fn drive_run(
     let ended = workload::run(&mut db, pollers, end_ms, stop_rx, &sender).await?;
     let reason = shutdown.end(ended.reason);
     let (complete, reason) = db.outcome(reason, &path_counts);
-    let progress = progress
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .progress
-        .clone();
+    let progress = lock(&progress).progress.clone();
     // The run's configuration again, with what only its end knows (the restarts).
     stored.redis_restarts = db.restarts_done.clone();
     sender.run_config(serde_json::to_string(&stored).map_err(|e| e.to_string())?);
@@ -375,13 +372,8 @@ impl FttDatabase {
     /// run complete; any other failure, or a restart that did not bring
     /// Redis back, does not.
     fn outcome(&self, reason: &str, path_counts: &http::PathCounts) -> (bool, String) {
-        let failed_reads = path_counts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(http::FAILED)
-            .copied()
-            .unwrap_or(0);
-        let sink = self.sink.lock().unwrap_or_else(|e| e.into_inner());
+        let failed_reads = lock(path_counts).get(http::FAILED).copied().unwrap_or(0);
+        let sink = lock(&self.sink);
         let counts = &sink.counts;
         let planned = self.slot.planned_failures();
         let unplanned = (counts.failures + failed_reads).saturating_sub(planned);
@@ -406,7 +398,7 @@ impl FttDatabase {
 
     /// The summary's lines: the creators, the servers, the switches and restarts.
     fn notes(&self, duration_ms: u64, opts: &FttOpts, servers: &Servers) -> String {
-        let sink = self.sink.lock().unwrap_or_else(|e| e.into_inner());
+        let sink = lock(&self.sink);
         let counts = &sink.counts;
         let seconds = duration_ms.max(1) as f64 / 1000.0;
         let mut notes = format!(
@@ -477,7 +469,7 @@ impl Database for FttDatabase {
         let sink = self.sink.clone();
         self.events = Some(tokio::spawn(async move {
             while let Some(e) = events_rx.recv().await {
-                sink.lock().unwrap_or_else(|e| e.into_inner()).take(e);
+                lock(&sink).take(e);
             }
         }));
         self.restarts = Some(tokio::spawn(restart_redis(
@@ -492,11 +484,7 @@ impl Database for FttDatabase {
     }
 
     async fn pump(&mut self, sender: &RecordSender) {
-        let truth = self
-            .sink
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take_truth();
+        let truth = lock(&self.sink).take_truth();
         if !truth.is_empty() {
             sender.truth(truth);
         }
@@ -524,12 +512,7 @@ impl Database for FttDatabase {
     /// The FTT tables, in every run, empty or not; after the last truth,
     /// whose deleted notes they mark.
     async fn side_rows(&mut self, sender: &RecordSender) {
-        sender.ftt(
-            self.sink
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take_ftt(),
-        );
+        sender.ftt(lock(&self.sink).take_ftt());
     }
 }
 
@@ -562,12 +545,10 @@ async fn restart_redis(
         }
         slot.restart_begins();
         let server = server.clone();
-        let restarted = tokio::task::spawn_blocking(move || {
-            server.lock().unwrap_or_else(|e| e.into_inner()).restart()
-        })
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r);
+        let restarted = tokio::task::spawn_blocking(move || lock(&server).restart())
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r);
         let (stopped_at_ms, ready_at_ms) = match restarted {
             Ok(times) => times,
             Err(e) => return (done, Some(format!("Redis did not restart: {e}"))),

@@ -14,6 +14,7 @@ use super::aidx::{self, Aidx};
 use super::read::{Path, Request};
 use super::store::Source;
 use super::timeline::{Reader, RedisSlot, RedisSource};
+use crate::sim::sync::lock;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -205,9 +206,7 @@ pub fn parse_request(body: &[u8], gen_at: impl FnMut(i64) -> String) -> Result<R
 async fn timeline(app: App, source: Source, body: Bytes) -> Response {
     let req = {
         let ids = app.ids.clone();
-        parse_request(&body, |ms| {
-            ids.lock().unwrap_or_else(|e| e.into_inner()).gen_at(ms)
-        })
+        parse_request(&body, |ms| lock(&ids).gen_at(ms))
     };
     let req = match req {
         Ok(r) => r,
@@ -228,11 +227,7 @@ async fn timeline(app: App, source: Source, body: Bytes) -> Response {
             {
                 slot.failed(generation);
             }
-            *app.counts
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .entry(FAILED)
-                .or_default() += 1;
+            *lock(&app.counts).entry(FAILED).or_default() += 1;
             return error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "INTERNAL_ERROR",
@@ -241,11 +236,7 @@ async fn timeline(app: App, source: Source, body: Bytes) -> Response {
             );
         }
     };
-    *app.counts
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(served.path.as_str())
-        .or_default() += 1;
+    *lock(&app.counts).entry(served.path.as_str()).or_default() += 1;
     let notes: Vec<Value> = served
         .ids
         .iter()
@@ -308,7 +299,7 @@ fn note_json(id: &str, with_files: bool) -> Value {
 
 /// What each path served, in one line.
 pub fn counts_line(counts: &PathCounts) -> String {
-    let counts = counts.lock().unwrap_or_else(|e| e.into_inner());
+    let counts = lock(counts);
     let parts: Vec<String> = [
         Path::Redis.as_str(),
         Path::RedisThenDb.as_str(),

@@ -15,8 +15,10 @@ use super::timeline::{LiveSwitches, Reader, redis_keys};
 use crate::clients::ClientBook;
 use crate::record::Recorder;
 use crate::servers::postgres::Cluster;
+use crate::servers::postgres::connect;
 use crate::servers::redis::Redis;
 use crate::serving::{ListenArgs, recording};
+use crate::sim::sync::lock;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -80,15 +82,6 @@ pub struct Served {
     /// Last: fields drop in order, and the connections go before the servers.
     cluster: Cluster,
     redis: Redis,
-}
-
-async fn connect(config: &tokio_postgres::Config) -> Result<tokio_postgres::Client, String> {
-    let (client, connection) = config
-        .connect(tokio_postgres::NoTls)
-        .await
-        .map_err(|e| format!("cannot connect to PostgreSQL: {e}"))?;
-    tokio::spawn(connection);
-    Ok(client)
 }
 
 impl Served {
@@ -186,7 +179,7 @@ impl Served {
     /// The truth of every note committed since the last call, and the
     /// authors of those notes (nothing without `keep_truth`).
     pub fn take_truth(&self) -> (Vec<TruthRow>, Vec<(String, i64)>) {
-        let mut taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
+        let mut taken = lock(&self.taken);
         (
             std::mem::take(&mut taken.rows),
             std::mem::take(&mut taken.authors),
@@ -197,13 +190,13 @@ impl Served {
     /// tables of run `run_id` in `db`, through the recorder module
     /// ([`crate::record::truth::append_ftt`]); call after the recorder has finished.
     pub fn write_ftt(&self, db: &std::path::Path, run_id: i64) -> Result<(), String> {
-        let taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
+        let taken = lock(&self.taken);
         crate::record::truth::append_ftt(db, run_id, &taken.ftt)
     }
 
     /// Notes made, creator failures, the last failure, and the reads per path.
     pub fn summary(&self) -> String {
-        let taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
+        let taken = lock(&self.taken);
         format!(
             "{} notes, {} creator failures{}; {}",
             taken.notes,
@@ -388,7 +381,7 @@ async fn take_events(mut events: mpsc::Receiver<Event>, taken: Arc<Mutex<Taken>>
     .flat_map(redis_keys)
     .collect();
     while let Some(event) = events.recv().await {
-        let mut taken = taken.lock().unwrap_or_else(|e| e.into_inner());
+        let mut taken = lock(&taken);
         match event {
             Event::Created(c) => {
                 taken.notes += 1;

@@ -5,6 +5,7 @@
 use super::push::{LOCAL_KEY, home_key};
 use super::read::{self, Decision, Path, Request, Switches, Window};
 use super::store::{self, Source};
+use crate::sim::sync::lock;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -155,7 +156,7 @@ impl RedisSlot {
 
     /// The restarted server's connection: the next generation.
     pub fn restarted(&self, conn: redis::aio::MultiplexedConnection) {
-        let mut current = self.inner.current.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = lock(&self.inner.current);
         *current = (current.0 + 1, conn);
         drop(current);
         self.inner.restarting.store(false, Ordering::SeqCst);
@@ -169,20 +170,11 @@ impl RedisSlot {
 
 impl RedisSource for RedisSlot {
     fn conn(&self) -> (u64, redis::aio::MultiplexedConnection) {
-        self.inner
-            .current
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        lock(&self.inner.current).clone()
     }
 
     fn failed(&self, generation: u64) {
-        let current = self
-            .inner
-            .current
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
+        let current = lock(&self.inner.current).0;
         if generation < current || self.inner.restarting.load(Ordering::SeqCst) {
             self.inner.planned_failures.fetch_add(1, Ordering::SeqCst);
         }

@@ -13,6 +13,7 @@ use crate::drive::{self, Plan, StopReason, Tally};
 use crate::record::{PollerRow, RecordSender, Recorder};
 use crate::servers::postgres::{Cluster, connect};
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
+use crate::sim::sync::lock;
 use crate::workload::{self, Database, Output, RetentionTask, take_written};
 use rand::{Rng, SeedableRng};
 use since_id::id::Layout;
@@ -254,11 +255,7 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
     let end_ms = start_ms + args.duration_ms as i64;
     let ended = workload::run(&mut db, pollers, end_ms, stop_rx, &sender).await?;
     let reason = shutdown.end(ended.reason);
-    let progress = progress
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .progress
-        .clone();
+    let progress = lock(&progress).progress.clone();
     recorder.finish(crate::clock::now_ms(), true, reason)?;
     ended.writers?;
     let mut notes = db.notes(args.duration_ms);
@@ -404,7 +401,7 @@ impl PgDatabase {
     fn notes(&self, duration_ms: u64) -> String {
         let mut notes = String::new();
         if self.workload.is_some() {
-            let out = self.output.lock().unwrap_or_else(|e| e.into_inner());
+            let out = lock(&self.output);
             notes.push_str(&format!("writers: {}\n", out.line(duration_ms as i64)));
         }
         if let Some(job) = &self.retention {

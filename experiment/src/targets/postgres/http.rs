@@ -7,6 +7,7 @@
 //! Used by `--via http` and by `experiment serve --backend postgres`.
 
 use crate::sim::server::mastodon::{self, Paging};
+use crate::sim::sync::lock;
 use axum::Json;
 use axum::Router;
 use axum::extract::{RawQuery, State};
@@ -159,11 +160,7 @@ impl Backend {
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                    output
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .written
-                        .clear();
+                    lock(&output).written.clear();
                 }
             })
         });
@@ -203,13 +200,7 @@ impl Backend {
             return Vec::new();
         }
         let layout = self.layout();
-        let written = std::mem::take(
-            &mut self
-                .output
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .written,
-        );
+        let written = std::mem::take(&mut lock(&self.output).written);
         written
             .iter()
             .map(|w| super::writers::truth_row(&layout, w))

@@ -7,6 +7,7 @@
 
 use super::PgOpts;
 use super::schema::partition_sql;
+use crate::sim::sync::lock;
 use crate::workload::{Retention, Rounds};
 use since_id::partitions::{Counter, Partitions};
 use std::sync::{Arc, Mutex};
@@ -62,7 +63,7 @@ impl Rounds for PgRounds {
                 .await
                 .map_err(e)?;
             job.plan.added(part);
-            out.lock().unwrap_or_else(|e| e.into_inner()).added += 1;
+            lock(out).added += 1;
         }
         while let Some(part) = job.plan.beyond_retain(job.counter.aged_below()) {
             let rows: i64 = client
@@ -78,17 +79,14 @@ impl Rounds for PgRounds {
             let returned_at_ms = crate::clock::now_ms();
             job.plan.dropped();
             tracing::info!(partition = %part.name, lo = part.lo, hi = part.hi, "partition dropped");
-            out.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .dropped
-                .push(rundb::PartitionDropRow {
-                    partition: part.name.clone(),
-                    lo_id: part.lo,
-                    hi_id: part.hi,
-                    sent_at_ms,
-                    returned_at_ms,
-                    rows,
-                });
+            lock(out).dropped.push(rundb::PartitionDropRow {
+                partition: part.name.clone(),
+                lo_id: part.lo,
+                hi_id: part.hi,
+                sent_at_ms,
+                returned_at_ms,
+                rows,
+            });
         }
         Ok(())
     }

@@ -11,6 +11,7 @@
 //! (from [`commit_timestamps`]) the commit timestamp of its transaction.
 
 use super::schema::{COUNTER_ROWS, Schema};
+use crate::sim::sync::lock;
 use crate::workload::WriterPace;
 pub use crate::workload::{Output, Written};
 use rand::{Rng, SeedableRng};
@@ -107,7 +108,7 @@ async fn writer(
     let statements = match prepare(&client, w.schema).await {
         Ok(statements) => statements,
         Err(e) => {
-            output.lock().unwrap_or_else(|e| e.into_inner()).failed(e);
+            lock(&output).failed(e);
             return;
         }
     };
@@ -138,7 +139,7 @@ async fn writer(
             sleep_ms,
         };
         let result = post(&client, &statements, w.schema, &mut ids, this).await;
-        let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = lock(&output);
         match result {
             Ok(written) => out.committed(written),
             Err(e) => {

@@ -12,6 +12,7 @@ use since_id::poller::{Item, PageRequest};
 use since_id::time::rfc3339_ms;
 use std::sync::{Arc, Mutex};
 
+use crate::sim::sync::lock;
 use crate::sim::truth_row;
 
 /// Which statuses a status filter keeps.
@@ -142,7 +143,7 @@ impl VirtualTarget for InProcess {
 /// A truth source for a simulator shared with its HTTP server.
 pub fn shared_truth(sim: Arc<Mutex<Simulator>>, serves: Serves) -> crate::drive::TruthSource {
     Box::new(move || {
-        let mut sim = sim.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sim = lock(&sim);
         take_truth(&mut sim, serves)
     })
 }

@@ -15,6 +15,7 @@ use crate::session::{
 };
 use crate::sim::faults::{FaultPlan, FaultSpec};
 use crate::sim::model::{DEFAULT_BACKLOG_MS, SimConfig, Simulator};
+use crate::sim::sync::lock;
 use in_process::InProcess;
 use since_id::id::Layout;
 use since_id::time::format_duration_ms;
@@ -316,49 +317,14 @@ pub fn run(common: Common, opts: SimOpts) -> Result<RunSummary, String> {
         });
         (progress, session::end_reason(drive::StopReason::Duration))
     } else {
-        let runtime = session::runtime()?;
-        let progress = Arc::new(Mutex::new(Tally::new(&plan.pollers)));
-        let shared = Arc::new(Mutex::new(simulator));
-        let reason = runtime.block_on(async {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .map_err(|e| format!("cannot bind the simulator on 127.0.0.1: {e}"))?;
-            let addr = listener.local_addr().map_err(|e| e.to_string())?;
-            let mut router = crate::sim::server::router(
-                shared.clone(),
-                crate::sim::server::RateLimits::default(),
-            );
-            if let Some(spec) = opts.faults.clone() {
-                router = crate::sim::faults::layer(router, FaultPlan::new(spec, common.seed));
-            }
-            tokio::spawn(crate::sim::server::serve(
-                listener,
-                router,
-                std::future::pending(),
-            ));
-            let client = http_client(Duration::from_millis(common.timeout_ms))?;
-            let target = HttpTarget::new(
-                client,
-                &format!("http://{addr}"),
-                opts.dialect.clone(),
-                layout.clone(),
-                None,
-            );
-            let truth = in_process::shared_truth(shared.clone(), in_process::serves(&opts.dialect));
-            let live = session::Live {
-                recorder: &recorder,
-                progress: progress.clone(),
-                bar: &bar,
-                start_ms,
-            };
-            Ok::<_, String>(session::poll_in_real_time(plan, target, Some(truth), live).await)
-        })?;
-        let progress = progress
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .progress
-            .clone();
-        (progress, session::end_reason(reason))
+        let live = session::Live {
+            recorder: &recorder,
+            progress: Arc::new(Mutex::new(Tally::new(&plan.pollers))),
+            bar: &bar,
+            start_ms,
+        };
+        let reason = serve_and_poll(&common, &opts, &layout, plan, simulator, live)?;
+        (reason.0, session::end_reason(reason.1))
     };
     bar.finish();
     let ended_at = if virtual_clock {
@@ -375,4 +341,47 @@ pub fn run(common: Common, opts: SimOpts) -> Result<RunSummary, String> {
         progress,
         notes: String::new(),
     })
+}
+
+/// Real time: the simulator served over loopback HTTP, the pollers reading
+/// it as they would a real API; returns their progress and why they stopped.
+fn serve_and_poll(
+    common: &Common,
+    opts: &SimOpts,
+    layout: &Layout,
+    plan: drive::Plan,
+    simulator: Simulator,
+    live: session::Live<'_>,
+) -> Result<(drive::Progress, drive::StopReason), String> {
+    let runtime = session::runtime()?;
+    let progress = live.progress.clone();
+    let shared = Arc::new(Mutex::new(simulator));
+    let reason = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| format!("cannot bind the simulator on 127.0.0.1: {e}"))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let mut router =
+            crate::sim::server::router(shared.clone(), crate::sim::server::RateLimits::default());
+        if let Some(spec) = opts.faults.clone() {
+            router = crate::sim::faults::layer(router, FaultPlan::new(spec, common.seed));
+        }
+        tokio::spawn(crate::sim::server::serve(
+            listener,
+            router,
+            std::future::pending(),
+        ));
+        let client = http_client(Duration::from_millis(common.timeout_ms))?;
+        let target = HttpTarget::new(
+            client,
+            &format!("http://{addr}"),
+            opts.dialect.clone(),
+            layout.clone(),
+            None,
+        );
+        let truth = in_process::shared_truth(shared.clone(), in_process::serves(&opts.dialect));
+        Ok::<_, String>(session::poll_in_real_time(plan, target, Some(truth), live).await)
+    })?;
+    let progress = lock(&progress).progress.clone();
+    Ok((progress, reason))
 }

@@ -15,6 +15,7 @@ use crate::sim::faults::{self, FaultSpec};
 use crate::sim::model::{DEFAULT_BACKLOG_MS, SimStatus, Simulator};
 use crate::sim::profile::SimConfig;
 use crate::sim::server::{self, RateLimits};
+use crate::sim::sync::lock;
 use since_id::id::Layout;
 use std::collections::HashMap;
 use std::future::Future;
@@ -91,15 +92,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
 ) -> Result<(), String> {
-    let mut config = SimConfig::profile(args.profile())?;
-    let file = match &args.config {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
-        ),
-        None => None,
-    };
-    config.apply_overrides(file.as_deref(), &args.sets)?;
+    let config = sim_config(&args)?;
     if listen.record.is_some() && args.truth.is_some() {
         return Err("--record writes the truth too: give --truth or --record, not both".into());
     }
@@ -145,54 +138,17 @@ pub async fn serve(
     };
     let sim = Arc::new(Mutex::new(sim));
 
-    say!(
-        "snowleak simulator: profile {}, seed {}, layout {}, {:.3} statuses/s",
-        config.profile,
-        listen.seed,
-        layout,
-        config.rate_per_s
-    );
-    for (api, url) in server::endpoints(bound) {
-        say!("  {api:<15} {url}");
+    if !quiet {
+        print!("{}", banner(&config, &listen, &args, bound));
     }
-    if let Some(path) = &args.truth {
-        say!("  truth           {}", path.display());
-    }
-    if let Some(path) = &listen.record {
-        say!(
-            "  recording       {} (every client's requests, and the truth)",
-            path.display()
-        );
-    }
-    say!("Ctrl-C stops.");
     if let Some(ready) = ready {
         let _ = ready.send(bound);
     }
 
     // The truth is taken every second whether or not anyone asks: statuses
     // exist on the simulator's clock, not on its readers'.
-    let (stop_flush, mut flush_stopped) = tokio::sync::oneshot::channel::<()>();
-    let flusher = truth.map(|writer| {
-        let sim = sim.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                let last = tokio::select! {
-                    _ = tick.tick() => false,
-                    _ = &mut flush_stopped => true,
-                };
-                let batch = {
-                    let mut sim = sim.lock().unwrap_or_else(|e| e.into_inner());
-                    sim.advance(crate::clock::now_ms());
-                    sim.take_truth()
-                };
-                writer.send(batch);
-                if last {
-                    return writer.finish();
-                }
-            }
-        })
-    });
+    let (stop_flush, flush_stopped) = tokio::sync::oneshot::channel::<()>();
+    let flusher = truth.map(|writer| tokio::spawn(flush_truth(sim.clone(), writer, flush_stopped)));
 
     let mut app = server::router(sim, limits);
     if let Some(spec) = args.faults.clone() {
@@ -215,6 +171,76 @@ pub async fn serve(
     flushed?;
     say!("stopped");
     Ok(())
+}
+
+/// The simulator's parameters: the profile, then `--config`, then each `--set`.
+fn sim_config(args: &SimServeArgs) -> Result<SimConfig, String> {
+    let mut config = SimConfig::profile(args.profile())?;
+    let file = match &args.config {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+        ),
+        None => None,
+    };
+    config.apply_overrides(file.as_deref(), &args.sets)?;
+    Ok(config)
+}
+
+/// What the server prints when it listens: the profile, every endpoint, where
+/// the truth and the recording go.
+fn banner(
+    config: &SimConfig,
+    listen: &ListenArgs,
+    args: &SimServeArgs,
+    bound: SocketAddr,
+) -> String {
+    let mut out = format!(
+        "snowleak simulator: profile {}, seed {}, layout {}, {:.3} statuses/s\n",
+        config.profile,
+        listen.seed,
+        config.layout(),
+        config.rate_per_s
+    );
+    for (api, url) in server::endpoints(bound) {
+        out.push_str(&format!("  {api:<15} {url}\n"));
+    }
+    if let Some(path) = &args.truth {
+        out.push_str(&format!("  truth           {}\n", path.display()));
+    }
+    if let Some(path) = &listen.record {
+        out.push_str(&format!(
+            "  recording       {} (every client's requests, and the truth)\n",
+            path.display()
+        ));
+    }
+    out.push_str("Ctrl-C stops.\n");
+    out
+}
+
+/// Takes the truth every second, whether or not anyone asks (statuses exist
+/// on the simulator's clock, not on its readers'), and once more at the stop.
+async fn flush_truth(
+    sim: Arc<Mutex<Simulator>>,
+    writer: TruthSink,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) -> Result<(), String> {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        let last = tokio::select! {
+            _ = tick.tick() => false,
+            _ = &mut stopped => true,
+        };
+        let batch = {
+            let mut sim = lock(&sim);
+            sim.advance(crate::clock::now_ms());
+            sim.take_truth()
+        };
+        writer.send(batch);
+        if last {
+            return writer.finish();
+        }
+    }
 }
 
 /// Where the truth goes: the truth file's writer (`--truth`), or the

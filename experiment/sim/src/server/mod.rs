@@ -541,6 +541,28 @@ pub(super) fn with_scope(mut response: Response, scope: Scope) -> Response {
     response
 }
 
+/// The IDs a timeline response could hold at most, when the server bounded
+/// them beyond the client's cursors: X's `start_time`/`end_time` and recent
+/// search's end lag (the newest `search_end_lag_ms` are not searchable yet),
+/// read as ID bounds (`after < id < before`). A recording narrows the
+/// request's window to it (`experiment/src/clients.rs`), so a client is owed
+/// only what the server could serve it; a response without one was bounded
+/// by the client's cursors alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Covered {
+    /// The exclusive lower bound, if the server set one.
+    pub after: Option<Id>,
+    /// The exclusive upper bound, if the server set one.
+    pub before: Option<Id>,
+}
+
+/// `response` marked with the ID window its time bounds left ([`Covered`]),
+/// a response extension, never sent.
+pub(super) fn with_covered(mut response: Response, covered: Covered) -> Response {
+    response.extensions_mut().insert(covered);
+    response
+}
+
 pub(super) fn json_response(status: StatusCode, headers: HeaderMap, body: Vec<u8>) -> Response {
     let mut response = (status, headers, body).into_response();
     response.headers_mut().insert(

@@ -380,7 +380,10 @@ impl ClientBook {
 /// stay as the client's bounds placed them, the window shrinks to the IDs the
 /// server could serve (a post inside the client's bounds but past recent
 /// search's end lag is not owed at this request; it is the next one's).
-fn narrowed(mut placed: since_id::foreign::Placed, covered: Option<Covered>) -> since_id::foreign::Placed {
+fn narrowed(
+    mut placed: since_id::foreign::Placed,
+    covered: Option<Covered>,
+) -> since_id::foreign::Placed {
     if let Some(c) = covered {
         placed.since = placed.since.max(c.after);
         placed.before = match (placed.before, c.before) {
@@ -1014,7 +1017,11 @@ mod tests {
         let r = &row.request;
         assert_eq!((r.cycle, r.page), (0, 0));
         assert_eq!(r.since_id.as_deref(), Some("30"));
-        assert_eq!(r.before_id.as_deref(), Some("50"), "the newest were not searchable yet");
+        assert_eq!(
+            r.before_id.as_deref(),
+            Some("50"),
+            "the newest were not searchable yet"
+        );
         assert_eq!(asked.params, r#"{"since_id":"30"}"#, "as sent");
         // A start_time above the client's since_id raises the window's floor.
         let from = Covered {
@@ -1023,13 +1030,22 @@ mod tests {
         };
         let out = book.observe(&search("40", Some(from)));
         let r = &requests(&out)[0].0.request;
-        assert_eq!((r.cycle, r.since_id.as_deref(), r.before_id.as_deref()), (1, Some("40"), Some("60")));
+        assert_eq!(
+            (r.cycle, r.since_id.as_deref(), r.before_id.as_deref()),
+            (1, Some("40"), Some("60"))
+        );
         let out = book.observe(&search("20", Some(from)));
         let r = &requests(&out)[0].0.request;
-        assert_eq!((r.since_id.as_deref(), r.before_id.as_deref()), (Some("35"), Some("60")));
+        assert_eq!(
+            (r.since_id.as_deref(), r.before_id.as_deref()),
+            (Some("35"), Some("60"))
+        );
         let out = book.observe(&search("40", None));
         let r = &requests(&out)[0].0.request;
-        assert_eq!((r.since_id.as_deref(), r.before_id.as_deref()), (Some("40"), None));
+        assert_eq!(
+            (r.since_id.as_deref(), r.before_id.as_deref()),
+            (Some("40"), None)
+        );
     }
 
     #[test]
@@ -1091,10 +1107,22 @@ mod tests {
         assert_eq!(of("/api/v1/timelines/local", &[]).1, "local");
         assert_eq!(of("/api/v1/timelines/home", &[]).1, "home");
         let account = "/api/v1/accounts/1000007/statuses";
-        assert_eq!(of(account, &[("min_id", "5"), ("limit", "40")]).1, "account:1000007");
-        assert_eq!(of(account, &[("pinned", "true")]).1, "account:1000007+pinned");
-        assert_eq!(of(account, &[("tagged", "rust")]).1, "account:1000007+tagged=rust");
-        assert_ne!(of(account, &[]), of("/api/v1/accounts/1000008/statuses", &[]));
+        assert_eq!(
+            of(account, &[("min_id", "5"), ("limit", "40")]).1,
+            "account:1000007"
+        );
+        assert_eq!(
+            of(account, &[("pinned", "true")]).1,
+            "account:1000007+pinned"
+        );
+        assert_eq!(
+            of(account, &[("tagged", "rust")]).1,
+            "account:1000007+tagged=rust"
+        );
+        assert_ne!(
+            of(account, &[]),
+            of("/api/v1/accounts/1000008/statuses", &[])
+        );
         for other in ["/api/v1/accounts/1000007", "/api/v1/accounts/lookup"] {
             assert!(timeline_of("GET", other, &[]).is_none(), "{other}");
         }

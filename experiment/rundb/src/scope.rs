@@ -29,7 +29,10 @@ pub enum Scope {
     Authors(BTreeSet<i64>),
     /// One account's posts: `author`'s statuses posted on the server itself
     /// (`remote` false) or arriving from elsewhere (`remote` true).
-    Account { remote: bool, author: i64 },
+    Account {
+        remote: bool,
+        author: i64,
+    },
 }
 
 impl Scope {

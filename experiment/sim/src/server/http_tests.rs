@@ -739,7 +739,13 @@ async fn x_responses_are_marked_with_the_id_window_their_time_bounds_left() {
                 .map(|v| v.to_str().unwrap().to_string())
         }
     };
-    let text = |c: Covered| Some(format!("{:?},{:?}", c.after.map(|i| i.0), c.before.map(|i| i.0)));
+    let text = |c: Covered| {
+        Some(format!(
+            "{:?},{:?}",
+            c.after.map(|i| i.0),
+            c.before.map(|i| i.0)
+        ))
+    };
     let lagged = Covered {
         after: None,
         before: Some(layout.min_id_at(NOW - lag)),

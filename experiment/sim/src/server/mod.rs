@@ -469,8 +469,24 @@ pub(super) const READER_ID: u64 = 1;
 pub(super) const READER_NAME: &str = "snowleak";
 
 pub(super) fn account_number(s: &SimStatus) -> u64 {
-    let base = if s.is_local() { 1_000_000 } else { 2_000_000 };
-    base + s.author as u64
+    account_id(s.author, !s.is_local())
+}
+
+/// The account of author `author`, local or remote ([`account_number`]).
+pub(super) fn account_id(author: u32, remote: bool) -> u64 {
+    let base = if remote { 2_000_000 } else { 1_000_000 };
+    base + u64::from(author)
+}
+
+/// The author and side (remote or not) of an account ID, if one of the
+/// `authors` has it ([`account_id`]'s inverse).
+pub(super) fn account_author(id: u64, authors: u32) -> Option<(u32, bool)> {
+    let (base, remote) = match id {
+        2_000_000.. => (2_000_000, true),
+        _ => (1_000_000, false),
+    };
+    let n = id.checked_sub(base)?;
+    (n < u64::from(authors)).then_some((n as u32, remote))
 }
 
 /// Query parameters in order; later duplicates win, like Rails and Twitter.

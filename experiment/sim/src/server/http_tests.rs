@@ -665,7 +665,7 @@ async fn x_expansions_fields_and_user_lookups_agree() {
 }
 
 /// X's time bounds are ID bounds: a post is inside them when the time in
-/// its Snowflake ID is; its `created_at` is when it was posted.
+/// its Snowflake ID is, which is its `created_at`.
 #[tokio::test]
 async fn x_time_bounds_and_recent_searchs_end_time_lag() {
     let layout = since_id::id::Layout::twitter();

@@ -30,8 +30,8 @@
 //!   `search_end_lag_ms` (the docs: "now" "(actually 30 seconds before the time
 //!   of query)", x-api/posts/search/integrate/paginate).
 //! - The time bounds are read as ID bounds: a post is inside them when the
-//!   time in its Snowflake ID is (recent search takes `start_time` or
-//!   `since_id`, not both: one lower bound either way). So the response is
+//!   time in its Snowflake ID is, which is its `created_at` (recent search
+//!   takes `start_time` or `since_id`, not both: one lower bound either way). So the response is
 //!   marked with the ID window they leave ([`Covered`]), and a recording owes
 //!   the client only the posts inside it.
 //! - `x-rate-limit-limit/-remaining/-reset` (epoch seconds); 429 when spent.
@@ -600,15 +600,21 @@ fn page_authors(statuses: &[SimStatus], fields: &Fields) -> Vec<Value> {
 /// each expansion asked for links through, listed or not ("The author_id in
 /// data links to the user object in includes": docs.x.com,
 /// x-api/fundamentals/expansions; X adds it to every post of `data`).
+///
+/// Its `created_at` is the time in its ID, as X's own: Tweetypie takes
+/// `createdAt = SnowflakeId(tweetId).time` (github.com/twitter/the-algorithm,
+/// tweetypie/server/src/main/scala/com/twitter/tweetypie/handler/TweetBuilder.scala),
+/// which is also what `start_time`/`end_time` bound here.
 fn tweet(s: &SimStatus, layout: &Layout, fields: &Fields, expansions: &Fields) -> Value {
     let id = layout.format(s.id);
+    let created_ms = layout.ts_ms(s.id);
     let mut tweet = json!({
         "id": id,
         "text": format!("Post {id} from the snowleak simulator ({})", s.origin),
         "edit_history_tweet_ids": [id],
     });
     let extra = [
-        ("created_at", json!(rfc3339_ms(s.posted_at_ms))),
+        ("created_at", json!(rfc3339_ms(created_ms))),
         (
             "author_id",
             json!((AUTHOR_BASE + s.author as u64).to_string()),
@@ -627,7 +633,7 @@ fn tweet(s: &SimStatus, layout: &Layout, fields: &Fields, expansions: &Fields) -
         (
             "edit_controls",
             json!({"edits_remaining": 5, "is_edit_eligible": true,
-                   "editable_until": rfc3339_ms(s.posted_at_ms + 30 * 60_000)}),
+                   "editable_until": rfc3339_ms(created_ms + 30 * 60_000)}),
         ),
     ];
     for (name, value) in extra {

@@ -680,13 +680,19 @@ async fn x_time_bounds_and_recent_searchs_end_time_lag() {
     let (old, recent) = (old.0.to_string(), recent.0.to_string());
     // POSTED is 2018-10-10T20:19:24Z.
     let bounded = "/2/users/1/tweets?start_time=2018-10-10T20:19:24Z&end_time=2018-10-10T20:19:25Z";
-    assert_eq!(x_ids(&f.get_json(bounded).await), [old.clone()]);
+    assert_eq!(
+        x_ids(&f.get_json(bounded).await),
+        std::slice::from_ref(&old)
+    );
     let after = "/2/users/1/tweets?start_time=2018-10-10T20:19:25Z";
-    assert_eq!(x_ids(&f.get_json(after).await), [recent.clone()]);
+    assert_eq!(
+        x_ids(&f.get_json(after).await),
+        std::slice::from_ref(&recent)
+    );
     // Search: end_time defaults to 30 s ago, so the post of 1 s ago is not there yet.
     assert_eq!(
         x_ids(&f.get_json("/2/tweets/search/recent?query=a").await),
-        [old.clone()]
+        std::slice::from_ref(&old)
     );
     let now = since_id::time::rfc3339_ms(NOW);
     let explicit = format!("/2/tweets/search/recent?query=a&end_time={now}");

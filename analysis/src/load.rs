@@ -490,9 +490,9 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
                 let idx = match ids.get(&statuses, text.as_bytes()) {
                     Some(i) => i,
                     None => {
-                        let parsed = layout
-                            .parse(&text)
-                            .map_err(|e| LoadError(format!("run {run_id}: observation of {e}")))?;
+                        let parsed = layout.parse(&text).map_err(|e| {
+                            LoadError(format!("run {run_id}: observation of {e}"))
+                        })?;
                         let id_time_ms = layout.ts_ms(parsed);
                         ids.add(&mut statuses, &text, Status { key: parsed.0 }, id_time_ms)
                     }

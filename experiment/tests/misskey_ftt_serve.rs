@@ -258,9 +258,7 @@ fn serve_on_misskey_ftt_records_a_client_per_timeline_and_removes_its_servers() 
             _ => "/api/notes/hybrid-timeline",
         };
         let recorded: Vec<String> = conn
-            .prepare(
-                "SELECT request_id FROM client_requests WHERE endpoint = ?1 ORDER BY request_id",
-            )
+            .prepare("SELECT request_id FROM client_requests WHERE endpoint = ?1 ORDER BY request_id")
             .unwrap()
             .query_map([endpoint], |r| r.get(0))
             .unwrap()

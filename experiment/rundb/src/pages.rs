@@ -130,11 +130,7 @@ mod tests {
 
     #[test]
     fn ids_that_are_not_canonical_numbers_are_kept_as_text() {
-        for ids in [
-            vec!["9xkq7b2n4c", "9xkq7b2n4b"],
-            vec!["007", "8"],
-            vec!["+5"],
-        ] {
+        for ids in [vec!["9xkq7b2n4c", "9xkq7b2n4b"], vec!["007", "8"], vec!["+5"]] {
             let bytes = encode(&ids);
             assert_eq!(bytes[0], TEXT, "{ids:?}");
             assert_eq!(decode(&bytes).unwrap(), ids);
@@ -144,18 +140,10 @@ mod tests {
 
     #[test]
     fn a_value_it_did_not_write_is_an_error_not_a_panic() {
-        for bad in [
-            &[][..],
-            &[9, 1],
-            &[DECIMAL, 0x80],
-            &[TEXT, 5, b'a'],
-            &[TEXT, 1, 0xff],
-        ] {
+        for bad in [&[][..], &[9, 1], &[DECIMAL, 0x80], &[TEXT, 5, b'a'], &[TEXT, 1, 0xff]] {
             assert!(decode(bad).is_err(), "{bad:?}");
         }
-        let too_long = [
-            DECIMAL, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1,
-        ];
+        let too_long = [DECIMAL, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1];
         assert!(decode(&too_long).is_err());
     }
 

@@ -28,6 +28,7 @@
 
 use crate::api::{Dialect, XEndpoint};
 use crate::record::{PollerRow, RequestRecord, StatusRecord};
+use crate::sim::server::Covered;
 use rundb::scope::Scope;
 use serde_json::Value;
 use since_id::foreign::{Cycles, ForeignRequest};
@@ -72,6 +73,11 @@ pub struct Exchange {
     /// The statuses the endpoint serves, as the server marked its response
     /// (`leaky_timeline::server::with_scope`); unmarked, every status.
     pub scope: Option<Scope>,
+    /// The ID window the server's own bounds left the response (X's
+    /// `start_time`/`end_time`, recent search's end lag:
+    /// `leaky_timeline::server::Covered`); the request's window is narrowed
+    /// to it, so the client is owed only what it could be served.
+    pub covered: Option<Covered>,
     pub sent_at_ms: i64,
     pub received_at_ms: i64,
 }
@@ -216,7 +222,7 @@ impl ClientBook {
             limit: asked.limit,
             served: served.iter().map(|i| i.id).collect(),
         };
-        let placed = poller.cycles.place(&foreign);
+        let placed = narrowed(poller.cycles.place(&foreign), ex.covered);
         poller.last_oldest = foreign.served.iter().copied().min();
         let error = (ex.status != 200).then(|| format!("HTTP {}", ex.status));
         let request = rundb::RequestRow {
@@ -370,6 +376,24 @@ impl ClientBook {
     }
 }
 
+/// A request's window within what the server covered: the cycle and page
+/// stay as the client's bounds placed them, the window shrinks to the IDs the
+/// server could serve (a post inside the client's bounds but past recent
+/// search's end lag is not owed at this request; it is the next one's).
+fn narrowed(
+    mut placed: since_id::foreign::Placed,
+    covered: Option<Covered>,
+) -> since_id::foreign::Placed {
+    if let Some(c) = covered {
+        placed.since = placed.since.max(c.after);
+        placed.before = match (placed.before, c.before) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    placed
+}
+
 /// The items a timeline response served (none for a failed request, or
 /// any other request): pure, and done outside the book's lock.
 pub fn served(layout: &Layout, ex: &Exchange) -> Vec<since_id::Item> {
@@ -398,6 +422,10 @@ pub fn timeline_of(method: &str, path: &str, query: &[(String, String)]) -> Opti
         }),
         ("GET", ["", "api", "v1", "timelines", "tag", tag]) => Some(Dialect::Mastodon {
             timeline: format!("tag:{tag}"),
+        }),
+        // One account's statuses (docs.joinmastodon.org, methods/accounts, "statuses").
+        ("GET", ["", "api", "v1", "accounts", id, "statuses"]) => Some(Dialect::Mastodon {
+            timeline: format!("account:{id}"),
         }),
         ("POST", ["", "api", "notes", endpoint]) if endpoint.ends_with("timeline") => {
             Some(Dialect::Misskey {
@@ -703,9 +731,13 @@ pub fn which_timeline(dialect: &Dialect, ex: &Exchange) -> (u64, String) {
     let segments: Vec<&str> = ex.path.trim_end_matches('/').split('/').collect();
     let mut label = match dialect {
         Dialect::Mastodon { .. } => {
-            // After /api/v1/timelines/: home, public, local, tag/NAME, list/ID.
-            let mut label = segments.get(4..).unwrap_or_default().join(":");
-            for flag in ["local", "remote", "only_media"] {
+            // After /api/v1/timelines/: home, public, local, tag/NAME, list/ID;
+            // /api/v1/accounts/ID/statuses is account:ID.
+            let mut label = match segments.as_slice() {
+                ["", "api", "v1", "accounts", id, "statuses"] => format!("account:{id}"),
+                _ => segments.get(4..).unwrap_or_default().join(":"),
+            };
+            for flag in ["local", "remote", "only_media", "pinned"] {
                 if mastodon_truthy(param(&ex.query, flag)) {
                     label.push('+');
                     label.push_str(flag);
@@ -713,7 +745,7 @@ pub fn which_timeline(dialect: &Dialect, ex: &Exchange) -> (u64, String) {
             }
             // A tag timeline's other tags (any[], all[], none[]).
             for (k, v) in &ex.query {
-                if ["any[]", "all[]", "none[]"].contains(&k.as_str()) {
+                if ["any[]", "all[]", "none[]", "tagged"].contains(&k.as_str()) {
                     label.push_str(&format!("+{}={v}", k.trim_end_matches("[]")));
                 }
             }
@@ -960,6 +992,62 @@ mod tests {
         )
     }
 
+    /// What the server's own bounds left (X's end lag) narrows the window;
+    /// the cycle and page stay as the client's cursors placed them.
+    #[test]
+    fn the_window_is_narrowed_to_what_the_server_covered() {
+        let mut book = ClientBook::new("twitter".parse().unwrap(), HashMap::new());
+        let search = |since: &str, covered: Option<Covered>| {
+            let mut ex = get(
+                "/2/tweets/search/recent",
+                &[("query", "a"), ("since_id", since)],
+                Some("Bearer t"),
+                &[],
+            );
+            ex.response = br#"{"data":[{"id":"40","text":""}],"meta":{"result_count":1}}"#.to_vec();
+            ex.covered = covered;
+            ex
+        };
+        let lagged = Covered {
+            after: None,
+            before: Some(Id(50)),
+        };
+        let out = book.observe(&search("30", Some(lagged)));
+        let (row, asked) = requests(&out)[0];
+        let r = &row.request;
+        assert_eq!((r.cycle, r.page), (0, 0));
+        assert_eq!(r.since_id.as_deref(), Some("30"));
+        assert_eq!(
+            r.before_id.as_deref(),
+            Some("50"),
+            "the newest were not searchable yet"
+        );
+        assert_eq!(asked.params, r#"{"since_id":"30"}"#, "as sent");
+        // A start_time above the client's since_id raises the window's floor.
+        let from = Covered {
+            after: Some(Id(35)),
+            before: Some(Id(60)),
+        };
+        let out = book.observe(&search("40", Some(from)));
+        let r = &requests(&out)[0].0.request;
+        assert_eq!(
+            (r.cycle, r.since_id.as_deref(), r.before_id.as_deref()),
+            (1, Some("40"), Some("60"))
+        );
+        let out = book.observe(&search("20", Some(from)));
+        let r = &requests(&out)[0].0.request;
+        assert_eq!(
+            (r.since_id.as_deref(), r.before_id.as_deref()),
+            (Some("35"), Some("60"))
+        );
+        let out = book.observe(&search("40", None));
+        let r = &requests(&out)[0].0.request;
+        assert_eq!(
+            (r.since_id.as_deref(), r.before_id.as_deref()),
+            (Some("40"), None)
+        );
+    }
+
     #[test]
     fn one_token_on_two_timelines_is_two_pollers_with_their_own_cycles() {
         let names = HashMap::from([("tok".to_string(), "bot".to_string())]);
@@ -1018,6 +1106,26 @@ mod tests {
         assert_eq!(of(public, &[("only_media", "true")]).1, "public+only_media");
         assert_eq!(of("/api/v1/timelines/local", &[]).1, "local");
         assert_eq!(of("/api/v1/timelines/home", &[]).1, "home");
+        let account = "/api/v1/accounts/1000007/statuses";
+        assert_eq!(
+            of(account, &[("min_id", "5"), ("limit", "40")]).1,
+            "account:1000007"
+        );
+        assert_eq!(
+            of(account, &[("pinned", "true")]).1,
+            "account:1000007+pinned"
+        );
+        assert_eq!(
+            of(account, &[("tagged", "rust")]).1,
+            "account:1000007+tagged=rust"
+        );
+        assert_ne!(
+            of(account, &[]),
+            of("/api/v1/accounts/1000008/statuses", &[])
+        );
+        for other in ["/api/v1/accounts/1000007", "/api/v1/accounts/lookup"] {
+            assert!(timeline_of("GET", other, &[]).is_none(), "{other}");
+        }
         assert_eq!(
             of("/api/v1/timelines/tag/snowleak", &[("any[]", "rust")]).1,
             "tag:snowleak+any=rust"

@@ -8,7 +8,10 @@
 //! The text form, one per request: `all`, `local`, `remote`, `none` (an
 //! endpoint that serves nothing of the timeline, such as Misskey's
 //! `withFiles` on a timeline without files), or `authors:3,5,8` (the posts of
-//! those authors: one author's timeline, or a home timeline's follow set).
+//! those authors: one author's timeline, or a home timeline's follow set),
+//! or `account:local:3` / `account:remote:3` (one account's posts: author 3's
+//! statuses of one origin, as a Mastodon account is local `user3` or
+//! `user3@remote.example`).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -24,6 +27,12 @@ pub enum Scope {
     None,
     /// The posts of these authors (`truth_authors.author`).
     Authors(BTreeSet<i64>),
+    /// One account's posts: `author`'s statuses posted on the server itself
+    /// (`remote` false) or arriving from elsewhere (`remote` true).
+    Account {
+        remote: bool,
+        author: i64,
+    },
 }
 
 impl Scope {
@@ -38,12 +47,16 @@ impl Scope {
             Scope::Remote => remote,
             Scope::None => false,
             Scope::Authors(set) => author.is_some_and(|a| set.contains(&a)),
+            Scope::Account {
+                remote: of_remote,
+                author: of,
+            } => *of_remote == remote && author == Some(*of),
         }
     }
 
     /// Whether it needs each status's author.
     pub fn needs_authors(&self) -> bool {
-        matches!(self, Scope::Authors(_))
+        matches!(self, Scope::Authors(_) | Scope::Account { .. })
     }
 
     /// Reads the text form; `None` for anything else.
@@ -53,6 +66,18 @@ impl Scope {
             "local" => Scope::Local,
             "remote" => Scope::Remote,
             "none" => Scope::None,
+            _ if text.starts_with("account:") => {
+                let (origin, author) = text["account:".len()..].split_once(':')?;
+                let remote = match origin {
+                    "local" => false,
+                    "remote" => true,
+                    _ => return None,
+                };
+                Scope::Account {
+                    remote,
+                    author: author.parse().ok()?,
+                }
+            }
             _ => {
                 let list = text.strip_prefix("authors:")?;
                 let authors = list
@@ -82,6 +107,10 @@ impl fmt::Display for Scope {
                     write!(f, "{a}")?;
                 }
                 Ok(())
+            }
+            Scope::Account { remote, author } => {
+                let origin = if *remote { "remote" } else { "local" };
+                write!(f, "account:{origin}:{author}")
             }
         }
     }
@@ -124,12 +153,23 @@ mod tests {
             "none",
             "authors:3,5,8",
             "authors:",
+            "account:local:3",
+            "account:remote:7",
         ] {
             let scope = Scope::parse(text).unwrap();
             assert_eq!(scope.to_string(), text);
         }
         assert_eq!(Scope::parse("authors:8,3"), Scope::parse("authors:3,8"));
-        for bad in ["", "All", "authors:x", "authors", "local,remote"] {
+        for bad in [
+            "",
+            "All",
+            "authors:x",
+            "authors",
+            "local,remote",
+            "account:3",
+            "account:elsewhere:3",
+            "account:local:x",
+        ] {
             assert_eq!(Scope::parse(bad), None, "{bad}");
         }
     }
@@ -150,6 +190,10 @@ mod tests {
         assert!(admits("remote", remote) && admits("remote", fetched) && !admits("remote", local));
         assert!(admits("authors:3", local) && admits("authors:3", remote));
         assert!(!admits("authors:3", worker) && !admits("authors:3,5", fetched));
+        // An account is one author on one side: local user3 is not user3@remote.example.
+        assert!(admits("account:local:3", local) && !admits("account:local:3", remote));
+        assert!(admits("account:remote:3", remote) && !admits("account:remote:3", local));
+        assert!(!admits("account:local:3", worker) && !admits("account:remote:3", fetched));
     }
 
     #[test]

@@ -33,6 +33,8 @@ fn status(id: Id) -> SimStatus {
 async fn server(profile: &str) -> (RunningServer, Arc<Mutex<Simulator>>, Layout) {
     let mut config = SimConfig::profile(profile).unwrap();
     config.rate_per_s = 0.0;
+    // Recent search's end lag bounds the ID's time: the injected IDs are seconds old.
+    config.search_end_lag_ms = 0;
     let sim = Simulator::new(config, 1, NOW);
     let layout = sim.layout().clone();
     let sim = Arc::new(Mutex::new(sim));

@@ -83,6 +83,10 @@ async fn record(State(rec): State<Arc<Recording>>, request: Request, next: Next)
     let status = response.status().as_u16();
     let (parts, body) = response.into_parts();
     let scope = parts.extensions.get::<crate::sim::server::Scope>().cloned();
+    let covered = parts
+        .extensions
+        .get::<crate::sim::server::Covered>()
+        .copied();
     let Ok(served) = axum::body::to_bytes(body, MAX_RESPONSE_BODY).await else {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -100,6 +104,7 @@ async fn record(State(rec): State<Arc<Recording>>, request: Request, next: Next)
         status,
         response: served.to_vec(),
         scope,
+        covered,
         sent_at_ms,
         received_at_ms,
     };

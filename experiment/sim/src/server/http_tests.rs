@@ -664,34 +664,110 @@ async fn x_expansions_fields_and_user_lookups_agree() {
     assert_eq!(f.get("/2/nothing/here").await.status(), 404);
 }
 
+/// X's time bounds are ID bounds: a post is inside them when the time in
+/// its Snowflake ID is, which is its `created_at`.
 #[tokio::test]
 async fn x_time_bounds_and_recent_searchs_end_time_lag() {
-    let f = fixture("twitter", &[1]).await;
+    let layout = since_id::id::Layout::twitter();
+    let at = |t: i64| layout.min_id_at(t);
+    let (old, recent) = (at(POSTED), at(NOW - 1000));
+    let f = fixture("twitter", &[]).await;
     {
         let mut sim = f.sim.lock().unwrap();
-        let mut recent = status(2, "local");
-        recent.posted_at_ms = NOW - 1000;
-        sim.inject(recent);
+        sim.inject(status(old.0, "local"));
+        sim.inject(status(recent.0, "local"));
     }
+    let (old, recent) = (old.0.to_string(), recent.0.to_string());
     // POSTED is 2018-10-10T20:19:24Z.
     let bounded = "/2/users/1/tweets?start_time=2018-10-10T20:19:24Z&end_time=2018-10-10T20:19:25Z";
-    assert_eq!(x_ids(&f.get_json(bounded).await), strs(&["1"]));
+    assert_eq!(
+        x_ids(&f.get_json(bounded).await),
+        std::slice::from_ref(&old)
+    );
     let after = "/2/users/1/tweets?start_time=2018-10-10T20:19:25Z";
-    assert_eq!(x_ids(&f.get_json(after).await), strs(&["2"]));
+    assert_eq!(
+        x_ids(&f.get_json(after).await),
+        std::slice::from_ref(&recent)
+    );
     // Search: end_time defaults to 30 s ago, so the post of 1 s ago is not there yet.
     assert_eq!(
         x_ids(&f.get_json("/2/tweets/search/recent?query=a").await),
-        strs(&["1"])
+        std::slice::from_ref(&old)
     );
     let now = since_id::time::rfc3339_ms(NOW);
     let explicit = format!("/2/tweets/search/recent?query=a&end_time={now}");
-    assert_eq!(x_ids(&f.get_json(&explicit).await), strs(&["2", "1"]));
+    assert_eq!(x_ids(&f.get_json(&explicit).await), [recent, old]);
     let both = "/2/tweets/search/recent?query=a&since_id=1&start_time=2018-10-10T20:19:25Z";
     assert_eq!(f.get(both).await.status(), 400);
     assert_eq!(
         f.get("/2/users/1/tweets?end_time=yesterday").await.status(),
         400
     );
+}
+
+/// The ID window a response's time bounds left is marked on it for a
+/// recording (`Covered`); a response bounded by cursors alone is not marked.
+#[tokio::test]
+async fn x_responses_are_marked_with_the_id_window_their_time_bounds_left() {
+    use crate::server::Covered;
+    let layout = since_id::id::Layout::twitter();
+    let mut config = SimConfig::profile("twitter").unwrap();
+    config.rate_per_s = 0.0;
+    let lag = config.search_end_lag_ms as i64;
+    let sim = Arc::new(Mutex::new(Simulator::new(config, 1, NOW)));
+    // The mark is never sent: a layer, as the recording's, reads it into a header.
+    let app = router_with_clock(sim, RateLimits::default(), Arc::new(|| NOW)).layer(
+        axum::middleware::from_fn(
+            |request: axum::extract::Request, next: axum::middleware::Next| async move {
+                let mut response = next.run(request).await;
+                let mark = response.extensions().get::<Covered>().copied();
+                if let Some(c) = mark {
+                    let text = format!("{:?},{:?}", c.after.map(|i| i.0), c.before.map(|i| i.0));
+                    response
+                        .headers_mut()
+                        .insert("x-covered", text.parse().unwrap());
+                }
+                response
+            },
+        ),
+    );
+    let server = RunningServer::start(app).await.unwrap();
+    let http = client();
+    let covered = |path: &str| {
+        let url = server.url(path);
+        let http = http.clone();
+        async move {
+            let response = http.get(url).send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            response
+                .headers()
+                .get("x-covered")
+                .map(|v| v.to_str().unwrap().to_string())
+        }
+    };
+    let text = |c: Covered| {
+        Some(format!(
+            "{:?},{:?}",
+            c.after.map(|i| i.0),
+            c.before.map(|i| i.0)
+        ))
+    };
+    let lagged = Covered {
+        after: None,
+        before: Some(layout.min_id_at(NOW - lag)),
+    };
+    assert_eq!(
+        covered("/2/tweets/search/recent?query=a&since_id=5").await,
+        text(lagged)
+    );
+    assert_eq!(covered("/2/users/1/tweets?since_id=5").await, None);
+    // 2018-10-10T20:19:24Z inclusive, 20:19:25Z exclusive.
+    let window = Covered {
+        after: Some(Id(layout.min_id_at(POSTED).0 - 1)),
+        before: Some(layout.min_id_at(POSTED + 1000)),
+    };
+    let bounded = "/2/users/1/tweets?start_time=2018-10-10T20:19:24Z&end_time=2018-10-10T20:19:25Z";
+    assert_eq!(covered(bounded).await, text(window));
 }
 
 #[tokio::test]

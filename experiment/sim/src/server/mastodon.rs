@@ -2,7 +2,10 @@
 //! `GET /api/v1/timelines/public` (`local`, `remote`), `/local` (= public
 //! with `local=true`) and `/tag/{tag}` (every status carries the tag, so it
 //! equals public) [1.1-1.4], `/home` (the reader's follow set) and
-//! `/api/v1/accounts/verify_credentials` (every token is the reader): `max_id`/`since_id` exclusive, `min_id` pages
+//! `/api/v1/accounts/verify_credentials` (every token is the reader), one
+//! account's statuses `/api/v1/accounts/{id}/statuses`, and the account
+//! look-ups a client makes to find an ID (`/api/v1/accounts/lookup`,
+//! `/api/v1/accounts/{id}`): `max_id`/`since_id` exclusive, `min_id` pages
 //! forward and wins over `since_id`, `limit` default 20, at most 40, a `Link`
 //! header on non-empty pages, rate limits in `X-RateLimit-*` with an ISO 8601
 //! reset [1.5]. Plus `/api/v1/instance` and `/api/v2/instance` (whole, with
@@ -13,8 +16,8 @@
 //! the same documents and paging rules.
 
 use super::{
-    Allowance, AppState, READER_ID, READER_NAME, Scope, ServedApi, account_number, encode,
-    header_value, host, json_response, param, params, retry_after, to_json, with_scope,
+    Allowance, AppState, READER_ID, READER_NAME, Scope, ServedApi, account_author, account_id,
+    encode, header_value, host, json_response, param, params, retry_after, to_json, with_scope,
 };
 use crate::model::{Query, SimStatus};
 use axum::Router;
@@ -38,6 +41,9 @@ pub(super) fn routes() -> Router<AppState> {
             "/api/v1/accounts/verify_credentials",
             get(verify_credentials),
         )
+        .route("/api/v1/accounts/lookup", get(account_lookup))
+        .route("/api/v1/accounts/{id}", get(account_by_id))
+        .route("/api/v1/accounts/{id}/statuses", get(account_statuses))
         .route("/api/v1/timelines/tag/{tag}", get(mastodon_tag))
         .route("/api/v1/notifications", get(notifications))
         .route("/api/v1/preferences", get(preferences))
@@ -215,14 +221,17 @@ fn mastodon_error(status: StatusCode, message: &str, headers: HeaderMap) -> Resp
     json_response(status, headers, to_json(&json!({"error": message})))
 }
 
-/// Which statuses a timeline serves: by origin (public, local, remote), or
-/// the authors the reader follows (home).
+/// Which statuses a timeline serves: by origin (public, local, remote), the
+/// authors the reader follows (home), or one account's (an author's
+/// statuses of one origin: local `userN` and `userN@remote.example` are two
+/// accounts).
 #[derive(Clone)]
 enum Origins {
     All,
     Local,
     Remote,
     Home(Arc<BTreeSet<u32>>, Scope),
+    Account { remote: bool, author: u32 },
 }
 
 impl Origins {
@@ -246,6 +255,10 @@ impl Origins {
             (false, Origins::Local) => Scope::Local,
             (false, Origins::Remote) => Scope::Remote,
             (false, Origins::Home(_, scope)) => scope.clone(),
+            (false, Origins::Account { remote, author }) => Scope::Account {
+                remote: *remote,
+                author: i64::from(*author),
+            },
         }
     }
 
@@ -255,13 +268,20 @@ impl Origins {
             Origins::Local => s.is_local(),
             Origins::Remote => !s.is_local(),
             Origins::Home(follows, _) => follows.contains(&s.author),
+            Origins::Account { remote, author } => s.is_local() != *remote && s.author == *author,
         }
     }
 }
 
 fn mastodon_account(s: &SimStatus, host: &str) -> Value {
-    let username = format!("user{}", s.author);
-    let (acct, url) = if s.is_local() {
+    author_account(s.author, !s.is_local(), host)
+}
+
+/// The account of author `author`, local (`userN`, ID `1000000 + N`) or
+/// remote (`userN@remote.example`, `2000000 + N`: [`account_id`]).
+fn author_account(author: u32, remote: bool, host: &str) -> Value {
+    let username = format!("user{author}");
+    let (acct, url) = if !remote {
         (username.clone(), format!("http://{host}/@{username}"))
     } else {
         (
@@ -269,9 +289,9 @@ fn mastodon_account(s: &SimStatus, host: &str) -> Value {
             format!("https://remote.example/@{username}"),
         )
     };
-    let name = format!("User {}", s.author);
+    let name = format!("User {author}");
     let who = Who {
-        id: account_number(s),
+        id: account_id(author, remote),
         username: &username,
         acct: &acct,
         display_name: &name,
@@ -500,7 +520,13 @@ async fn mastodon_home(
 /// who they are (Mastodon's CredentialAccount: an Account with `source`):
 /// every token is the reader.
 async fn verify_credentials(headers: HeaderMap) -> Response {
-    let host = host(&headers);
+    let mut body = reader_account(&host(&headers));
+    body["source"] = json!({"privacy": "public", "sensitive": false, "language": "en", "note": "", "fields": []});
+    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+}
+
+/// The reader's Account: who every token logs in as; it posts nothing.
+fn reader_account(host: &str) -> Value {
     let url = format!("http://{host}/@{READER_NAME}");
     let who = Who {
         id: READER_ID,
@@ -510,9 +536,133 @@ async fn verify_credentials(headers: HeaderMap) -> Response {
         url: &url,
         bot: false,
     };
-    let mut body = account_document(&who, &host, 0);
-    body["source"] = json!({"privacy": "public", "sensitive": false, "language": "en", "note": "", "fields": []});
-    json_response(StatusCode::OK, HeaderMap::new(), to_json(&body))
+    account_document(&who, host, 0)
+}
+
+/// An account the server knows: the reader, or an author's (local or remote).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Account {
+    Reader,
+    Author { author: u32, remote: bool },
+}
+
+impl Account {
+    /// By ID, as Mastodon writes it (digits, no sign or padding).
+    fn by_id(text: &str, authors: u32) -> Option<Account> {
+        let id: u64 = text
+            .parse()
+            .ok()
+            .filter(|id: &u64| id.to_string() == text)?;
+        if id == READER_ID {
+            return Some(Account::Reader);
+        }
+        let (author, remote) = account_author(id, authors)?;
+        Some(Account::Author { author, remote })
+    }
+
+    /// By `acct`: `snowleak`, `userN` or `userN@remote.example` (a leading
+    /// `@` and this server's own domain allowed; case-insensitive).
+    fn by_acct(acct: &str, host: &str, authors: u32) -> Option<Account> {
+        let acct = acct.trim_start_matches('@').to_ascii_lowercase();
+        let (user, domain) = match acct.split_once('@') {
+            Some((user, domain)) => (user.to_string(), Some(domain.to_string())),
+            None => (acct, None),
+        };
+        let remote = match domain.as_deref() {
+            None => false,
+            Some("remote.example") => true,
+            Some(d) if d == host.to_ascii_lowercase() => false,
+            Some(_) => return None,
+        };
+        if user == READER_NAME && !remote {
+            return Some(Account::Reader);
+        }
+        let author: u32 = user.strip_prefix("user")?.parse().ok()?;
+        (author < authors && user == format!("user{author}"))
+            .then_some(Account::Author { author, remote })
+    }
+
+    fn document(self, host: &str) -> Value {
+        match self {
+            Account::Reader => reader_account(host),
+            Account::Author { author, remote } => author_account(author, remote, host),
+        }
+    }
+}
+
+/// `GET /api/v1/accounts/lookup?acct=...` (docs.joinmastodon.org,
+/// methods/accounts, "lookup"): the Account, or 404.
+async fn account_lookup(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let host = host(&headers);
+    let authors = app.with_config(|c| c.authors);
+    let params = params(&raw);
+    match param(&params, "acct").and_then(|a| Account::by_acct(a, &host, authors)) {
+        Some(account) => json_response(
+            StatusCode::OK,
+            HeaderMap::new(),
+            to_json(&account.document(&host)),
+        ),
+        None => not_found(),
+    }
+}
+
+/// `GET /api/v1/accounts/{id}`: the Account, or 404.
+async fn account_by_id(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let authors = app.with_config(|c| c.authors);
+    match Account::by_id(&id, authors) {
+        Some(account) => json_response(
+            StatusCode::OK,
+            HeaderMap::new(),
+            to_json(&account.document(&host(&headers))),
+        ),
+        None => not_found(),
+    }
+}
+
+/// `GET /api/v1/accounts/{id}/statuses` (docs.joinmastodon.org,
+/// methods/accounts, "statuses"): that account's statuses, paged as a
+/// timeline is, with its `Link` header; a recording gives it the scope of
+/// that account alone. The simulated statuses are public and pin, reply
+/// to, reblog and attach nothing: `exclude_replies` and `exclude_reblogs`
+/// change nothing, `pinned=true` and `only_media` serve none, `tagged`
+/// serves all for `snowleak` (every status carries it) and none for another
+/// tag. The reader posts nothing; an unknown account is 404.
+async fn account_statuses(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let authors = app.with_config(|c| c.authors);
+    let Some(account) = Account::by_id(&id, authors) else {
+        return not_found();
+    };
+    let params = params(&raw);
+    let path = format!("/api/v1/accounts/{id}/statuses");
+    let other_tag = param(&params, "tagged").is_some_and(|t| !t.eq_ignore_ascii_case("snowleak"));
+    match account {
+        Account::Author { author, remote } if !truthy(param(&params, "pinned")) && !other_tag => {
+            let origins = Origins::Account { remote, author };
+            mastodon_timeline(app, headers, &path, params, origins)
+        }
+        _ => {
+            let allowance = app.limiter.check(ServedApi::Mastodon, (app.clock)());
+            let empty = json_response(
+                StatusCode::OK,
+                mastodon_rate_headers(&allowance),
+                b"[]".to_vec(),
+            );
+            with_scope(empty, Scope::None)
+        }
+    }
 }
 
 fn instance_fields(host: &str) -> (String, Value) {

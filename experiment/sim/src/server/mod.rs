@@ -469,8 +469,24 @@ pub(super) const READER_ID: u64 = 1;
 pub(super) const READER_NAME: &str = "snowleak";
 
 pub(super) fn account_number(s: &SimStatus) -> u64 {
-    let base = if s.is_local() { 1_000_000 } else { 2_000_000 };
-    base + s.author as u64
+    account_id(s.author, !s.is_local())
+}
+
+/// The account of author `author`, local or remote ([`account_number`]).
+pub(super) fn account_id(author: u32, remote: bool) -> u64 {
+    let base = if remote { 2_000_000 } else { 1_000_000 };
+    base + u64::from(author)
+}
+
+/// The author and side (remote or not) of an account ID, if one of the
+/// `authors` has it ([`account_id`]'s inverse).
+pub(super) fn account_author(id: u64, authors: u32) -> Option<(u32, bool)> {
+    let (base, remote) = match id {
+        2_000_000.. => (2_000_000, true),
+        _ => (1_000_000, false),
+    };
+    let n = id.checked_sub(base)?;
+    (n < u64::from(authors)).then_some((n as u32, remote))
 }
 
 /// Query parameters in order; later duplicates win, like Rails and Twitter.
@@ -538,6 +554,28 @@ fn encode(text: &str) -> String {
 /// those. A timeline response without one serves every status.
 pub(super) fn with_scope(mut response: Response, scope: Scope) -> Response {
     response.extensions_mut().insert(scope);
+    response
+}
+
+/// The IDs a timeline response could hold at most, when the server bounded
+/// them beyond the client's cursors: X's `start_time`/`end_time` and recent
+/// search's end lag (the newest `search_end_lag_ms` are not searchable yet),
+/// read as ID bounds (`after < id < before`). A recording narrows the
+/// request's window to it (`experiment/src/clients.rs`), so a client is owed
+/// only what the server could serve it; a response without one was bounded
+/// by the client's cursors alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Covered {
+    /// The exclusive lower bound, if the server set one.
+    pub after: Option<Id>,
+    /// The exclusive upper bound, if the server set one.
+    pub before: Option<Id>,
+}
+
+/// `response` marked with the ID window its time bounds left ([`Covered`]),
+/// a response extension, never sent.
+pub(super) fn with_covered(mut response: Response, covered: Covered) -> Response {
+    response.extensions_mut().insert(covered);
     response
 }
 

@@ -813,3 +813,149 @@ async fn misskey_notes_parse_as_packed_notes_and_with_files_is_an_empty_page() {
     let me: Me = post(&s, "/api/i", serde_json::json!({})).await;
     assert_eq!(me.lite.username, "snowleak");
 }
+
+// ---------------------------------------------------------------- Mastodon accounts
+
+/// One account's statuses, paged and linked as a timeline is
+/// (docs.joinmastodon.org/methods/accounts/#statuses), and the look-ups a
+/// client makes to find the account's ID (#lookup, #get), each parsed as the
+/// entity. Local `user4` and remote `user4@remote.example` are two accounts.
+#[tokio::test]
+async fn mastodon_account_statuses_are_that_accounts_paged_and_linked() {
+    let mut config = SimConfig::profile("mastodon").unwrap();
+    config.rate_per_s = 0.0;
+    let layout = config.layout();
+    let mut sim = Simulator::new(config, 1, NOW);
+    // (author, origin) of each status, one a second from POSTED.
+    let posts = [
+        (4, "local"),
+        (5, "local"),
+        (4, "remote"),
+        (4, "local"),
+        (4, "local"),
+        (5, "local"),
+        (4, "remote"),
+        (4, "local"),
+        (4, "local"),
+    ];
+    let mut ids = Vec::new();
+    for (k, (author, origin)) in posts.into_iter().enumerate() {
+        let id = Id(layout.min_id_at(POSTED + k as i64 * 1000).0 + 1);
+        ids.push((layout.format(id), author, origin));
+        sim.inject(SimStatus {
+            id,
+            id_time_ms: 0,
+            posted_at_ms: POSTED + k as i64 * 1000,
+            visible_at_ms: NOW,
+            deleted_at_ms: None,
+            origin: origin.into(),
+            author,
+        });
+    }
+    let of = |author: u32, origin: &str| -> Vec<String> {
+        let mut mine: Vec<String> = ids
+            .iter()
+            .filter(|(_, a, o)| *a == author && *o == origin)
+            .map(|(id, _, _)| id.clone())
+            .collect();
+        mine.reverse(); // newest first
+        mine
+    };
+    let app = router_with_clock(
+        Arc::new(Mutex::new(sim)),
+        RateLimits::default(),
+        Arc::new(|| NOW),
+    );
+    let s = RunningServer::start(app).await.unwrap();
+
+    let (local, _) = get::<Account>(&s, "/api/v1/accounts/lookup?acct=user4").await;
+    assert_eq!(
+        (local.id.as_str(), local.acct.as_str()),
+        ("1000004", "user4")
+    );
+    let (remote, _) =
+        get::<Account>(&s, "/api/v1/accounts/lookup?acct=@user4@remote.example").await;
+    assert_eq!(
+        (remote.id.as_str(), remote.acct.as_str()),
+        ("2000004", "user4@remote.example")
+    );
+    let (me, _) = get::<Account>(&s, "/api/v1/accounts/lookup?acct=snowleak").await;
+    assert_eq!(me.id, "1");
+    let (by_id, _) = get::<Account>(&s, "/api/v1/accounts/2000004").await;
+    assert_eq!(by_id.acct, "user4@remote.example");
+    for missing in [
+        "/api/v1/accounts/lookup?acct=nobody",
+        "/api/v1/accounts/lookup?acct=user4@elsewhere.example",
+        "/api/v1/accounts/lookup",
+        "/api/v1/accounts/999",
+        "/api/v1/accounts/01000004",
+        "/api/v1/accounts/1000004000/statuses",
+    ] {
+        let response = http().get(s.url(missing)).send().await.unwrap();
+        assert_eq!(response.status(), 404, "{missing}");
+    }
+
+    // Paged down with `next`, two at a time: exactly the account's statuses, newest first.
+    let mut path = "/api/v1/accounts/1000004/statuses?limit=2".to_string();
+    let mut served = Vec::new();
+    loop {
+        let (page, headers) = get::<Vec<Status>>(&s, &path).await;
+        if page.is_empty() {
+            assert!(headers.get("link").is_none(), "no Link on an empty page");
+            break;
+        }
+        assert!(page.iter().all(|st| st.account.id == "1000004"));
+        served.extend(page.iter().map(|st| st.id.clone()));
+        path = link_path(&link(&headers, "next").unwrap());
+        assert!(
+            path.starts_with("/api/v1/accounts/1000004/statuses?"),
+            "{path}"
+        );
+    }
+    let local4 = of(4, "local");
+    assert_eq!(served, local4);
+    // since_id: the newest above it; min_id: the oldest above it, listed newest first.
+    let (above, _) = get::<Vec<Status>>(
+        &s,
+        &format!(
+            "/api/v1/accounts/1000004/statuses?since_id={}&limit=2",
+            local4[4]
+        ),
+    )
+    .await;
+    let above: Vec<&str> = above.iter().map(|st| st.id.as_str()).collect();
+    assert_eq!(above, [local4[0].as_str(), local4[1].as_str()]);
+    let (forward, headers) = get::<Vec<Status>>(
+        &s,
+        &format!(
+            "/api/v1/accounts/1000004/statuses?min_id={}&limit=2",
+            local4[4]
+        ),
+    )
+    .await;
+    let forward: Vec<&str> = forward.iter().map(|st| st.id.as_str()).collect();
+    assert_eq!(forward, [local4[2].as_str(), local4[3].as_str()]);
+    assert!(
+        link(&headers, "prev")
+            .unwrap()
+            .ends_with(&format!("min_id={}", local4[2]))
+    );
+    let (theirs, _) = get::<Vec<Status>>(&s, "/api/v1/accounts/2000004/statuses").await;
+    let theirs: Vec<String> = theirs.into_iter().map(|st| st.id).collect();
+    assert_eq!(theirs, of(4, "remote"));
+    for nothing in [
+        "/api/v1/accounts/1000004/statuses?pinned=true",
+        "/api/v1/accounts/1000004/statuses?only_media=true",
+        "/api/v1/accounts/1000004/statuses?tagged=rust",
+        "/api/v1/accounts/1/statuses",
+    ] {
+        let (page, _) = get::<Vec<Status>>(&s, nothing).await;
+        assert!(page.is_empty(), "{nothing}");
+    }
+    let (tagged, _) = get::<Vec<Status>>(
+        &s,
+        "/api/v1/accounts/1000004/statuses?tagged=snowleak&exclude_replies=true",
+    )
+    .await;
+    assert_eq!(tagged.len(), local4.len());
+}

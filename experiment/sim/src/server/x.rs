@@ -29,6 +29,11 @@
 //! - Recent search's `end_time` defaults to now minus the profile's
 //!   `search_end_lag_ms` (the docs: "now" "(actually 30 seconds before the time
 //!   of query)", x-api/posts/search/integrate/paginate).
+//! - The time bounds are read as ID bounds: a post is inside them when the
+//!   time in its Snowflake ID is, which is its `created_at` (recent search
+//!   takes `start_time` or `since_id`, not both: one lower bound either way). So the response is
+//!   marked with the ID window they leave ([`Covered`]), and a recording owes
+//!   the client only the posts inside it.
 //! - `x-rate-limit-limit/-remaining/-reset` (epoch seconds); 429 when spent.
 //!
 //! Users: the simulated authors are `1000000 + n`, `@user{n}`; the reader
@@ -37,8 +42,8 @@
 //! every search query reads the whole simulated timeline.
 
 use super::{
-    Allowance, AppState, READER_ID, Scope, ServedApi, json_response, param, params, parse_id,
-    retry_after, to_json, with_scope,
+    Allowance, AppState, Covered, READER_ID, Scope, ServedApi, json_response, param, params,
+    parse_id, retry_after, to_json, with_covered, with_scope,
 };
 use crate::model::{Query, SimStatus};
 use axum::Router;
@@ -455,23 +460,35 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
             None => return invalid("The pagination token is invalid", headers),
         },
     };
+    // The time bounds as IDs: `start_time` (inclusive) keeps the IDs from
+    // the first of its ms, `end_time` (exclusive) those below the first of its ms.
+    let covered = Covered {
+        after: start.and_then(|t| layout.min_id_at(t).0.checked_sub(1).map(Id)),
+        before: end.map(|t| layout.min_id_at(t)),
+    };
+    let lowest = |a: Option<Id>, b: Option<Id>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let after = since.max(covered.after);
+    let before = lowest(until, covered.before);
     // Above a token: the oldest `limit` above it, listed newest first.
     let query = match token {
         Some(PageToken::Above(id)) => Query {
-            after: Some(since.map_or(id, |s| s.max(id))),
-            before: until,
+            after: Some(after.map_or(id, |s| s.max(id))),
+            before,
             limit,
             oldest_first: true,
         },
         Some(PageToken::Below(id)) => Query {
-            after: since,
-            before: Some(until.map_or(id, |u| u.min(id))),
+            after,
+            before: lowest(before, Some(id)),
             limit,
             oldest_first: false,
         },
         None => Query {
-            after: since,
-            before: until,
+            after,
+            before,
             limit,
             oldest_first: false,
         },
@@ -481,13 +498,10 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
         Endpoint::Home(_, scope) => Some(scope.clone()),
         Endpoint::User { only: None } | Endpoint::Search => None,
     };
-    let keep = move |s: &SimStatus| {
-        let by = match &endpoint {
-            Endpoint::User { only } => only.is_none_or(|a| s.author == a),
-            Endpoint::Home(follows, _) => follows.contains(&s.author),
-            Endpoint::Search => true,
-        };
-        by && start.is_none_or(|t| s.posted_at_ms >= t) && end.is_none_or(|t| s.posted_at_ms < t)
+    let keep = move |s: &SimStatus| match &endpoint {
+        Endpoint::User { only } => only.is_none_or(|a| s.author == a),
+        Endpoint::Home(follows, _) => follows.contains(&s.author),
+        Endpoint::Search => true,
     };
     let (mut statuses, layout, _) = app.query(&query, keep);
     if query.oldest_first {
@@ -533,7 +547,10 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
         }
         _ => json!({"meta": {"result_count": 0}}),
     };
-    let response = json_response(StatusCode::OK, headers, to_json(&body));
+    let mut response = json_response(StatusCode::OK, headers, to_json(&body));
+    if covered != Covered::default() {
+        response = with_covered(response, covered);
+    }
     match scope {
         Some(scope) => with_scope(response, scope),
         None => response,
@@ -583,15 +600,21 @@ fn page_authors(statuses: &[SimStatus], fields: &Fields) -> Vec<Value> {
 /// each expansion asked for links through, listed or not ("The author_id in
 /// data links to the user object in includes": docs.x.com,
 /// x-api/fundamentals/expansions; X adds it to every post of `data`).
+///
+/// Its `created_at` is the time in its ID, as X's own: Tweetypie takes
+/// `createdAt = SnowflakeId(tweetId).time` (github.com/twitter/the-algorithm,
+/// tweetypie/server/src/main/scala/com/twitter/tweetypie/handler/TweetBuilder.scala),
+/// which is also what `start_time`/`end_time` bound here.
 fn tweet(s: &SimStatus, layout: &Layout, fields: &Fields, expansions: &Fields) -> Value {
     let id = layout.format(s.id);
+    let created_ms = layout.ts_ms(s.id);
     let mut tweet = json!({
         "id": id,
         "text": format!("Post {id} from the snowleak simulator ({})", s.origin),
         "edit_history_tweet_ids": [id],
     });
     let extra = [
-        ("created_at", json!(rfc3339_ms(s.posted_at_ms))),
+        ("created_at", json!(rfc3339_ms(created_ms))),
         (
             "author_id",
             json!((AUTHOR_BASE + s.author as u64).to_string()),
@@ -610,7 +633,7 @@ fn tweet(s: &SimStatus, layout: &Layout, fields: &Fields, expansions: &Fields) -
         (
             "edit_controls",
             json!({"edits_remaining": 5, "is_edit_eligible": true,
-                   "editable_until": rfc3339_ms(s.posted_at_ms + 30 * 60_000)}),
+                   "editable_until": rfc3339_ms(created_ms + 30 * 60_000)}),
         ),
     ];
     for (name, value) in extra {

@@ -42,7 +42,7 @@ sys.path.insert(0, HERE)
 import programs  # noqa: E402
 
 # The programs CI runs: each installs in under a minute and runs unmodified.
-QUICK = ["kabi-discord-cli", "masto-mailo-inator", "toot", "twarc2"]
+QUICK = ["kabi-discord-cli", "masto-mailo-inator", "toot", "twarc2", "twarc-v1", "twitter-to-sqlite"]
 # Statuses visible this long before the last request are settled: a program
 # polls at least every few seconds, so each was served by an earlier poll
 # whose output the program stored before the stop.
@@ -79,6 +79,40 @@ def install(name, prog, venvs):
     return venv
 
 
+def observed(con, request_id):
+    """The IDs a request was served: its page stored as one value
+    (`client_requests.served`: rundb::pages, a recorded client's page), or
+    else its rows of `observations`."""
+    row = con.execute("SELECT served FROM client_requests WHERE request_id = ?",
+                      (request_id,)).fetchone()
+    if row is None or row[0] is None:
+        return [i for (i,) in con.execute(
+            "SELECT status_id FROM observations WHERE request_id = ?", (request_id,))]
+    data, ids, previous, at = bytes(row[0]), [], 0, 1
+
+    def varint():
+        nonlocal at
+        value, shift = 0, 0
+        while True:
+            byte = data[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return value
+
+    while at < len(data):
+        if data[0] == 1:  # pages::DECIMAL: zigzag differences of u64s
+            zigzag = varint()
+            previous = (previous + ((zigzag >> 1) ^ -(zigzag & 1))) % (1 << 64)
+            ids.append(str(previous))
+        else:  # pages::TEXT: each ID's length, then its bytes
+            length = varint()
+            ids.append(data[at:at + length].decode())
+            at += length
+    return ids
+
+
 def owed(db, client, newest):
     """The statuses the client's endpoints serve (the scopes the server
     recorded for its requests), settled before its last request, not deleted,
@@ -100,8 +134,7 @@ def owed(db, client, newest):
     last = requests[-1][1]
     backlog_below = None
     if items >= limit:
-        backlog_below = min(int(i) for (i,) in con.execute(
-            "SELECT status_id FROM observations WHERE request_id = ?", (first,)))
+        backlog_below = min(int(i) for i in observed(con, first))
     authors, everything, local = set(), False, False
     for scope in scopes:
         if scope == "all":
@@ -127,10 +160,10 @@ def owed(db, client, newest):
 
 
 def judged(report, client):
-    """The judge's losses and verdicts for the client's pollers (one, or one
-    per timeline, each named after the client)."""
-    names = {p["name"] for p in report["pollers"]
-             if p["name"] == client or p["name"].startswith(client + " ")}
+    """The judge's losses and verdicts for the client's pollers: one a
+    timeline it polled (`CLIENT home`, `CLIENT tag:NAME`), each carrying its
+    client."""
+    names = {p["name"] for p in report["pollers"] if p.get("client") == client}
     if not names:
         fail(f"the judge has no poller of {client!r}: {[p['name'] for p in report['pollers']]}")
     lost = {leak["id"] for leak in report["leaks"] if names & set(leak["missed_by"])}

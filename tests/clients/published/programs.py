@@ -20,6 +20,10 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+# The label of own_timelines() for a program that polls one timeline.
+ANY = "*"
+
+
 def _newest(ids):
     return str(max(ids)) if ids else None
 
@@ -66,6 +70,12 @@ class Program:
     def own_ids(self):
         """The status IDs the program stored: its own output."""
         raise NotImplementedError
+
+    def own_timelines(self):
+        """The status IDs the program stored, by the timeline it read them
+        from (the judge's poller label: `home`, `tag:NAME`); ANY: one
+        timeline, whichever label the judge gives it."""
+        return {ANY: self.own_ids()}
 
 
 class KabiDiscordCli(Program):
@@ -122,11 +132,16 @@ class MastoMailoInator(Program):
         return [self.bin("masto-mailo-inator"), "get"]
 
     def own_ids(self):
-        # Each mail is named toot.READER.AUTHOR.STATUS_ID (get.py, mail_filename).
-        # One Maildir a timeline: Mail/home, Mail/tag/NAME.
-        mails = glob.glob(os.path.join(self.out, "Mail", "**", "new", "toot.*"), recursive=True)
-        mails += glob.glob(os.path.join(self.out, "Mail", "**", "cur", "toot.*"), recursive=True)
-        return {os.path.basename(m).split(".")[3].split(":")[0] for m in mails}
+        return set().union(*self.own_timelines().values())
+
+    def own_timelines(self):
+        # One Maildir a timeline: Mail/home, Mail/tag/NAME; each mail is named
+        # toot.READER.AUTHOR.STATUS_ID (get.py, mail_filename).
+        def ids(maildir):
+            mails = [m for sub in ("new", "cur")
+                     for m in glob.glob(os.path.join(self.out, "Mail", maildir, sub, "toot.*"))]
+            return {os.path.basename(m).split(".")[3].split(":")[0] for m in mails}
+        return {"home": ids("home"), **{f"tag:{t}": ids(os.path.join("tag", t)) for t in self.tags}}
 
 
 class MastoMailoInatorTag(MastoMailoInator):

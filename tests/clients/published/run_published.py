@@ -17,8 +17,9 @@ cursor's doing, where statuses become visible slowly (median 300 ms), so
 that a naive cursor loses some within a minute; `--timeline profile`
 is the profile as it is (the ten-minute runs of docs/clients.md).
 
-A status the program's endpoint serves (the scope the server recorded for its
-requests), visible well before the program's last request (GRACE_MS, so that
+Each of the program's pollers (one a timeline it polls, `command home`) is
+checked against what the program stored of that timeline. A status the
+poller's endpoint serves (the scope the server recorded for its requests), visible well before the program's last request (GRACE_MS, so that
 its last poll, cut by the stop, does not count), not deleted, below the newest
 ID the program stored (it had got past it), and not among the IDs it stored,
 is lost to it. The judge must say the same: its
@@ -42,7 +43,7 @@ sys.path.insert(0, HERE)
 import programs  # noqa: E402
 
 # The programs CI runs: each installs in under a minute and runs unmodified.
-QUICK = ["kabi-discord-cli", "masto-mailo-inator", "toot", "twarc2"]
+QUICK = ["kabi-discord-cli", "masto-mailo-inator", "toot", "twarc2", "twarc-v1", "twitter-to-sqlite"]
 # Statuses visible this long before the last request are settled: a program
 # polls at least every few seconds, so each was served by an earlier poll
 # whose output the program stored before the stop.
@@ -79,29 +80,63 @@ def install(name, prog, venvs):
     return venv
 
 
-def owed(db, client, newest):
-    """The statuses the client's endpoints serve (the scopes the server
-    recorded for its requests), settled before its last request, not deleted,
-    below NEWEST (the newest ID it stored: above it, it had not got there,
-    which no output can tell from losing), and not the backlog it started
-    from (below a full first page, visible when it was sent)."""
+def observed(con, request_id):
+    """The IDs a request was served: its page stored as one value
+    (`client_requests.served`: rundb::pages, a recorded client's page), or
+    else its rows of `observations`."""
+    row = con.execute("SELECT served FROM client_requests WHERE request_id = ?",
+                      (request_id,)).fetchone()
+    if row is None or row[0] is None:
+        return [i for (i,) in con.execute(
+            "SELECT status_id FROM observations WHERE request_id = ?", (request_id,))]
+    data, ids, previous, at = bytes(row[0]), [], 0, 1
+
+    def varint():
+        nonlocal at
+        value, shift = 0, 0
+        while True:
+            byte = data[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return value
+
+    while at < len(data):
+        if data[0] == 1:  # pages::DECIMAL: zigzag differences of u64s
+            zigzag = varint()
+            previous = (previous + ((zigzag >> 1) ^ -(zigzag & 1))) % (1 << 64)
+            ids.append(str(previous))
+        else:  # pages::TEXT: each ID's length, then its bytes
+            length = varint()
+            ids.append(data[at:at + length].decode())
+            at += length
+    return ids
+
+
+def owed(db, poller, newest):
+    """The statuses the poller's endpoint serves (the scopes the server
+    recorded for its requests; a poller is one timeline of a client),
+    settled before its last request, not deleted, below NEWEST (the newest
+    ID it stored: above it, it had not got there, which no output can tell
+    from losing), and not the backlog it started from (below a full first
+    page, visible when it was sent)."""
     con = sqlite3.connect(db)
-    mine = "(c.client = ? OR c.client LIKE ?)"
-    who = (client, client + " %")
+    mine = "r.poller_id IN (SELECT id FROM pollers WHERE name = ?)"
     scopes = {s for (s,) in con.execute(
-        f"SELECT DISTINCT scope FROM client_requests c WHERE {mine}", who)}
+        "SELECT DISTINCT c.scope FROM client_requests c JOIN requests r ON r.id = c.request_id "
+        f"WHERE {mine}", (poller,))}
     requests = con.execute(
         "SELECT r.id, r.sent_at_ms, r.items, r.page_limit FROM requests r "
-        f"JOIN client_requests c ON c.request_id = r.id WHERE {mine} ORDER BY r.sent_at_ms", who
-    ).fetchall()
+        f"JOIN client_requests c ON c.request_id = r.id WHERE {mine} ORDER BY r.sent_at_ms",
+        (poller,)).fetchall()
     if not requests:
-        fail(f"{client}: the server recorded no timeline request")
+        fail(f"{poller}: the server recorded no timeline request")
     first, first_sent, items, limit = requests[0]
     last = requests[-1][1]
     backlog_below = None
     if items >= limit:
-        backlog_below = min(int(i) for (i,) in con.execute(
-            "SELECT status_id FROM observations WHERE request_id = ?", (first,)))
+        backlog_below = min(int(i) for i in observed(con, first))
     authors, everything, local = set(), False, False
     for scope in scopes:
         if scope == "all":
@@ -111,7 +146,7 @@ def owed(db, client, newest):
         elif scope.startswith("authors:"):
             authors |= {int(a) for a in scope[len("authors:"):].split(",") if a}
         elif scope != "none":
-            fail(f"{client}: scope {scope!r} is not one this check knows")
+            fail(f"{poller}: scope {scope!r} is not one this check knows")
     rows = con.execute(
         "SELECT t.id, t.visible_at_ms, t.deleted_at_ms, t.origin, a.author FROM truth t "
         "LEFT JOIN truth_authors a ON a.run_id = t.run_id AND a.id = t.id")
@@ -126,19 +161,23 @@ def owed(db, client, newest):
     return settled
 
 
-def judged(report, client):
-    """The judge's losses and verdicts for the client's pollers (one, or one
-    per timeline, each named after the client)."""
-    names = {p["name"] for p in report["pollers"]
-             if p["name"] == client or p["name"].startswith(client + " ")}
+def pollers_of(report, client):
+    """The names of the client's pollers: one a timeline it polled
+    (`CLIENT home`, `CLIENT tag:NAME`), each carrying its client."""
+    names = sorted(p["name"] for p in report["pollers"] if p.get("client") == client)
     if not names:
         fail(f"the judge has no poller of {client!r}: {[p['name'] for p in report['pollers']]}")
-    lost = {leak["id"] for leak in report["leaks"] if names & set(leak["missed_by"])}
-    lost |= {m["id"] for m in report["other_misses"] if m["poller"] in names}
-    verdicts = {p["verdict"] for p in report["pollers"] if p["name"] in names}
-    ks = [leak.get("required_k_ms") for leak in report["leaks"] if names & set(leak["missed_by"])]
+    return names
+
+
+def judged(report, poller):
+    """The judge's losses, verdict and largest required k for one poller."""
+    lost = {leak["id"] for leak in report["leaks"] if poller in leak["missed_by"]}
+    lost |= {m["id"] for m in report["other_misses"] if m["poller"] == poller}
+    verdict = next(p["verdict"] for p in report["pollers"] if p["name"] == poller)
+    ks = [leak.get("required_k_ms") for leak in report["leaks"] if poller in leak["missed_by"]]
     k = max((k for k in ks if k is not None), default=None)
-    return lost, verdicts, k
+    return lost, verdict, k
 
 
 def judge_one(name, args, venvs, tmp):
@@ -160,27 +199,35 @@ def judge_one(name, args, venvs, tmp):
         fail(f"{name}: experiment judge exited {run.returncode}: {run.stderr.strip()[-3000:]}")
     report = json.loads(subprocess.run([args.analyze, db, "--json", "--out", out],
                                        capture_output=True, text=True, check=True).stdout)
-    own = programs.program(name, venv, out).own_ids()
-    if not own:
-        fail(f"{name}: the program stored nothing")
-    settled = owed(db, "command", max(int(i) for i in own))
-    mine = settled - own
-    theirs, verdicts, k = judged(report, "command")
-    if (theirs & settled) != mine:
-        fail(f"{name}: the judge's losses {sorted(theirs & settled)} are not those its own output "
-             f"gives {sorted(mine)}")
-    if mine and "invalid" not in verdicts:
-        fail(f"{name}: lost {len(mine)} statuses but was judged {sorted(verdicts)}")
-    if "invalid" in verdicts and not theirs:
-        fail(f"{name}: judged invalid with no status lost")
+    timelines = programs.program(name, venv, out).own_timelines()
+    lost_in_all, verdicts = 0, set()
+    for poller in pollers_of(report, "command"):
+        label = poller[len("command "):]
+        own = timelines.get(label, timelines.get(programs.ANY))
+        if own is None:
+            fail(f"{name}: the judge has a poller {poller!r} the program keeps no output of")
+        if not own:
+            fail(f"{name}: the program stored nothing of {poller!r}")
+        settled = owed(db, poller, max(int(i) for i in own))
+        mine = settled - own
+        theirs, verdict, k = judged(report, poller)
+        verdicts.add(verdict)
+        if (theirs & settled) != mine:
+            fail(f"{name}, {poller}: the judge's losses {sorted(theirs & settled)} are not those "
+                 f"its own output gives {sorted(mine)}")
+        if mine and verdict != "invalid":
+            fail(f"{name}, {poller}: lost {len(mine)} statuses but was judged {verdict}")
+        if verdict == "invalid" and not theirs:
+            fail(f"{name}, {poller}: judged invalid with no status lost")
+        later = len(theirs - settled)
+        print(f"ok: {name}, {poller}: judged {verdict}, {len(mine)} of {len(settled)} settled "
+              f"statuses lost, as its own output ({len(own)} stored) says"
+              + (f"; {later} more lost in the last {GRACE_MS // 1000} s" if later else "")
+              + (f"; k to catch its leaks: {k} ms" if k is not None else ""), flush=True)
+        lost_in_all += len(mine)
     if (run.returncode == 1) != ("invalid" in verdicts):
         fail(f"{name}: exit {run.returncode} does not follow the verdicts {sorted(verdicts)}")
-    later = len(theirs - settled)
-    print(f"ok: {name}: judged {'/'.join(sorted(verdicts))}, {len(mine)} of {len(settled)} settled "
-          f"statuses lost, as its own output ({len(own)} stored) says"
-          + (f"; {later} more lost in the last {GRACE_MS // 1000} s" if later else "")
-          + (f"; k to catch its leaks: {k} ms" if k is not None else ""), flush=True)
-    return len(mine)
+    return lost_in_all
 
 
 def main():

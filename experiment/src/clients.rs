@@ -23,7 +23,7 @@
 //! timeline beyond), labels of at most [`MAX_LABEL`] characters, and
 //! [`MAX_REMEMBERED`] served IDs.
 //!
-//! Pure: the server's middleware (`cmd/serve/recording.rs`) hands each
+//! Pure: the server's middleware (`serving/recording.rs`) hands each
 //! exchange in and sends what comes out to the recorder.
 
 use crate::api::{Dialect, XEndpoint};

@@ -13,7 +13,7 @@
 //! re-export them: that is its table of contents, not an import. Paths into
 //! other crates are not edges: cargo already refuses a circle of crates.
 //! Test code (after a file's first `#[cfg(test)]`, and the test-only files,
-//! `tests.rs` and `..._tests.rs`) is not part of the shape and is skipped.
+//! `tests` and those whose names end in `_tests`) is not part of the shape and is skipped.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -83,8 +83,8 @@ fn read_crate(src: &Path) -> Vec<(String, String)> {
 }
 
 /// The module a file under `src/` is: `targets/postgres/driver.rs` is
-/// `targets::postgres::driver`, `session/mod.rs` and `session.rs` are
-/// `session`, `lib.rs` and `main.rs` the crate's root.
+/// `targets::postgres::driver`, the folder `session`'s `mod.rs` and the file
+/// beside it are `session`, `lib.rs` and `main.rs` the crate's root.
 fn module_path(rel: &str) -> Vec<String> {
     let mut parts: Vec<String> = rel
         .trim_end_matches(".rs")
@@ -390,11 +390,11 @@ enum Role {
     Root,
     /// `cmd/mod.rs`: the list of the commands.
     Commands,
-    /// A file of command NAME (`cmd/NAME.rs`, `cmd/NAME/...`).
+    /// A file of command NAME (module `cmd::NAME` or below it).
     Command(String),
     /// `targets/mod.rs`: the list of the targets.
     Targets,
-    /// A file of target NAME (`targets/NAME.rs`, `targets/NAME/...`).
+    /// A file of target NAME (module `targets::NAME` or below it).
     Target(String),
     /// A module below the targets: any other top-level module (`session`,
     /// `drive`, `record`, `api`, `servers`, `clock`, `clients`, `workload`,
@@ -634,8 +634,8 @@ fn the_reader_sees_every_path_of_a_use_tree_and_an_expression() {
     );
 }
 
-/// A synthetic crate: `a.rs` re-exports `X` from its child `a/inner.rs`,
-/// which imports `b.rs`; `b.rs` imports `crate::a::X`, which is the child.
+/// A synthetic crate: module `a` re-exports `X` from its child `a::inner`,
+/// which imports module `b`; `b` imports `crate::a::X`, which is the child.
 fn synthetic(b_imports_a: bool) -> Vec<(String, String)> {
     let b = if b_imports_a {
         "use crate::a::X;\nuse other_crate::Y;"

@@ -1,11 +1,11 @@
 //! The targets, peers side by side, and a run from the command line. Each
 //! target is one folder: its `options.rs` parses and checks its own flags
-//! ([`TargetOptions`]) into its options, which run against what it is and
+//! (`TargetOptions`) into its options, which run against what it is and
 //! return a [`RunSummary`]. A target imports the shared lower modules
 //! (options, session, drive, record, api, sim, servers), never another
 //! target nor a command (`tests/architecture.rs` checks it).
 //!
-//! This module lists them ([`TARGETS`]) and is the run's entry point, below
+//! This module lists them (`TARGETS`) and is the run's entry point, below
 //! the commands that start runs (`experiment [OPTIONS]`, `experiment sweep`):
 //! [`RunArgs`] (the shared flags and every target's own group), [`resolve`],
 //! [`run_experiment`], [`run_in_memory`] and [`dry_run`]. Likewise for
@@ -90,7 +90,7 @@ fn claimed(target: &str) -> Result<(&'static dyn TargetOptions, &'static Kind), 
 
 /// The command line, resolved: the options every run has and one target's.
 /// A flag given where it does nothing is refused by the table's one loop
-/// ([`options::refuse_unread`]); the rest is the target's to check.
+/// (`options::refuse_unread`); the rest is the target's to check.
 pub fn resolve(args: RunArgs) -> Result<(Common, Box<dyn Launch>), String> {
     let RunArgs { shared, matches } = args;
     shared.check()?;

@@ -1,7 +1,7 @@
 //! The ID pollers (`--id-poller incrementing|behind:n=N|gaps:timeout=D`) on
 //! MariaDB: the core's [`IdPoller`] (`since_id::gaps`) as a
-//! [`Machine`] of the one real-time poll loop, and its query as a
-//! [`PollTarget`]. The query is the relay's own, `WHERE id > ? ORDER BY id
+//! `Machine` of the one real-time poll loop, and its query as a
+//! `PollTarget`. The query is the relay's own, `WHERE id > ? ORDER BY id
 //! ASC LIMIT ?` (Kafka Connect JDBC's `incrementing` mode), with the gaps
 //! re-read as Axon's JDBC event store re-reads them, `OR id IN (...)`, on a
 //! cycle's first page (and the rest on the next if a page ends among them).

@@ -1,4 +1,4 @@
-//! Pollers over SQL on MariaDB, answered as [`Fetched`] pages so that the
+//! Pollers over SQL on MariaDB, answered as `Fetched` pages so that the
 //! one real-time poll loop (`crate::drive::run_real`) runs them as it runs
 //! every other target's.
 //!

@@ -107,7 +107,7 @@ pub const READER_ROLE: &str = "snowleak_reader";
 /// `experiment serve --backend postgres`'s server: a throwaway cluster with
 /// the mastodon schema, the default writers loading it, the Mastodon API over
 /// it ([`Backend::router`]) and a read-only role for consumers that read the
-/// table itself ([`Backend::reader_url`]). [`Backend::stop`] stops the
+/// table itself (`Backend::reader_url`). `Backend::stop` stops the
 /// writers and removes the cluster.
 pub struct Backend {
     client: Arc<tokio_postgres::Client>,

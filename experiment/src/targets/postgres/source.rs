@@ -1,6 +1,6 @@
 //! Pollers over SQL: the query Mastodon's since_id pagination runs
 //! (`WHERE id > $since ORDER BY id DESC LIMIT $n`; back-pages add
-//! `id < $before`), answered as a [`Fetched`] page so that the same poller
+//! `id < $before`), answered as a `Fetched` page so that the same poller
 //! state machine, driver and recorder serve SQL and HTTP alike.
 
 use crate::drive::Fetched;

@@ -7,7 +7,9 @@ computation from the truth and the client's own output, without the checker:
 
 A status that became visible well before the client's last request (300 ms:
 the server's and the client's clocks of that instant differ by the request's
-transit) and that the client never received is lost to it. The judge must
+transit), that the client never received, and whose ID is below the highest
+the client received (its cursor passed it; one above was simply not fetched
+yet, as when a slow round leaves the last page full) is lost to it. The judge must
 say the same: its leaks and other misses of the client, over the same
 statuses, are exactly these; and its verdict is `invalid` exactly when some
 are. Exits 1 with a message on any difference.
@@ -95,7 +97,9 @@ def independent_losses(db, served_path):
             received.update(str(i) for i in row["ids"])
     truth = dict(sqlite3.connect(db).execute("SELECT id, visible_at_ms FROM truth"))
     settled = {i for i, visible in truth.items() if visible <= last_sent - MARGIN_MS}
-    return {i for i in settled if i not in received}, settled
+    # Above the highest ID received, the client's cursor never passed: not lost yet.
+    passed = max((int(i) for i in received), default=0)
+    return {i for i in settled if i not in received and int(i) < passed}, settled
 
 
 def judged(report, name):

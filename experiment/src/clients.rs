@@ -69,7 +69,8 @@ pub struct Exchange {
     pub authorization: Option<String>,
     pub user_agent: Option<String>,
     pub status: u16,
-    pub response: Vec<u8>,
+    /// The body as served (shared with the response sent, not copied).
+    pub response: axum::body::Bytes,
     /// The statuses the endpoint serves, as the server marked its response
     /// (`leaky_timeline::server::with_scope`); unmarked, every status.
     pub scope: Option<Scope>,
@@ -196,10 +197,30 @@ impl ClientBook {
         self.observe_served(ex, served)
     }
 
+    /// Notes that these statuses were served; returns those no client was
+    /// served before, whose `statuses` row is still to be written.
+    pub fn claim(&mut self, ids: &[Id]) -> HashSet<Id> {
+        if self.served.len() + ids.len() > MAX_REMEMBERED {
+            self.served.clear();
+        }
+        ids.iter()
+            .copied()
+            .filter(|&id| self.served.insert(id))
+            .collect()
+    }
+
     /// [`ClientBook::observe`] with the items already read from the
-    /// response by [`served`]: the server parses pages in parallel, and
-    /// only the placing, which needs the book, is done one at a time.
+    /// response by [`served`].
+    #[cfg(test)]
     pub fn observe_served(&mut self, ex: &Exchange, served: Vec<since_id::Item>) -> Vec<Recorded> {
+        let page = Page::read(served, |ids| self.claim(ids));
+        self.observe_page(ex, page)
+    }
+
+    /// What to record of one exchange whose page is known ([`Page`]; its
+    /// statuses claimed): the server reads pages in parallel, and only the
+    /// placing, which needs the book, is done one at a time.
+    pub fn observe_page(&mut self, ex: &Exchange, page: Page) -> Vec<Recorded> {
         let Some(dialect) = timeline_of(&ex.method, &ex.path, &ex.query) else {
             return Vec::new();
         };
@@ -220,7 +241,7 @@ impl ClientBook {
             upper,
             forward: asked.forward,
             limit: asked.limit,
-            served: served.iter().map(|i| i.id).collect(),
+            served: page.ids,
         };
         let placed = narrowed(poller.cycles.place(&foreign), ex.covered);
         poller.last_oldest = foreign.served.iter().copied().min();
@@ -238,17 +259,16 @@ impl ClientBook {
             http_status: Some(i64::from(ex.status)),
             error,
             bytes: Some(ex.response.len() as i64),
-            new_items: served.len() as i64,
+            new_items: foreign.served.len() as i64,
+            items: foreign.served.len() as i64,
             overflow: false,
             ..Default::default()
         };
-        if self.served.len() + served.len() > MAX_REMEMBERED {
-            self.served.clear();
-        }
-        let items = served
+        let items = page
+            .first_seen
             .into_iter()
             .map(|item| StatusRecord {
-                first_sighting: self.served.insert(item.id),
+                first_sighting: true,
                 status: rundb::StatusRow {
                     id_key: item.id.sort_key(),
                     id_time_ms: self.layout.ts_ms(item.id),
@@ -276,7 +296,7 @@ impl ClientBook {
                 (None, _) => Scope::All,
             }
             .to_string(),
-            served: None, // the recorder encodes the request's items
+            served: Some(page.served),
         };
         out.push(Recorded::Request(Box::new(row), asked_row));
         out
@@ -402,6 +422,61 @@ pub fn served(layout: &Layout, ex: &Exchange) -> Vec<since_id::Item> {
             dialect.parse(layout, &ex.response).unwrap_or_default()
         }
         _ => Vec::new(),
+    }
+}
+
+/// A timeline page as the recording knows it: the IDs it served, in order,
+/// as one value, and the statuses no client was served before (claimed,
+/// [`ClientBook::claim`]), as the page wrote them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Page {
+    pub ids: Vec<Id>,
+    /// The IDs as `client_requests.served` stores them ([`rundb::pages`]).
+    pub served: Vec<u8>,
+    pub first_seen: Vec<since_id::Item>,
+}
+
+impl Page {
+    /// A page read from its body: each ID as the API wrote it. `claim`
+    /// gives the IDs served for the first time.
+    pub fn read(items: Vec<since_id::Item>, claim: impl FnOnce(&[Id]) -> HashSet<Id>) -> Page {
+        let ids: Vec<Id> = items.iter().map(|i| i.id).collect();
+        let texts: Vec<&str> = items.iter().map(|i| i.id_text.as_str()).collect();
+        let served = rundb::pages::encode(&texts);
+        let mut new = claim(&ids);
+        // A status repeated within the page is first seen once.
+        let first_seen = items.into_iter().filter(|i| new.remove(&i.id)).collect();
+        Page {
+            ids,
+            served,
+            first_seen,
+        }
+    }
+
+    /// A page whose IDs the server handed over as it served them
+    /// ([`crate::sim::server::ServedIds`]), written as the server writes
+    /// them (`layout`), without reading the body; `first_seen`, read from
+    /// the body, only if some status was new. Pure.
+    pub fn marked(layout: &Layout, ids: &[Id], first_seen: Vec<since_id::Item>) -> Page {
+        let max = layout.max_id().0;
+        let numbers: Option<Vec<u64>> = if layout.is_numeric() {
+            ids.iter()
+                .map(|id| u64::try_from(id.0.min(max)).ok())
+                .collect()
+        } else {
+            None
+        };
+        let served = match numbers {
+            Some(numbers) => rundb::pages::encode_numbers(&numbers),
+            None => {
+                rundb::pages::encode(&ids.iter().map(|&id| layout.format(id)).collect::<Vec<_>>())
+            }
+        };
+        Page {
+            ids: ids.to_vec(),
+            served,
+            first_seen,
+        }
     }
 }
 
@@ -862,7 +937,7 @@ mod tests {
             authorization: auth.map(str::to_string),
             user_agent: Some("Mastodon.py".into()),
             status: 200,
-            response: mastodon_page(served),
+            response: mastodon_page(served).into(),
             ..Exchange::default()
         }
     }
@@ -926,9 +1001,21 @@ mod tests {
             None,
             &[100],
         ));
-        let (row0, _) = requests(&page0)[0];
+        let (row0, asked0) = requests(&page0)[0];
+        let served = rundb::pages::decode(asked0.served.as_ref().unwrap()).unwrap();
+        assert_eq!(served, ["300", "200"]);
+        assert_eq!(row0.request.items, 2);
+        // Both first seen here: their rows are written with this request.
         let ids: Vec<&str> = row0.items.iter().map(|s| s.status.id.as_str()).collect();
         assert_eq!(ids, ["300", "200"]);
+        // Served again, a status is in the page, not written again.
+        let again = book.observe(&get(path, &[("limit", "2")], None, &[300, 200]));
+        let (row, asked) = requests(&again)[0];
+        assert_eq!(
+            rundb::pages::decode(asked.served.as_ref().unwrap()).unwrap(),
+            ["300", "200"]
+        );
+        assert!(row.items.is_empty(), "no status row written twice");
         let (row1, _) = requests(&page1)[0];
         assert_eq!((row1.request.cycle, row1.request.page), (0, 1));
         assert_eq!(row1.request.before_id.as_deref(), Some("200"));
@@ -947,7 +1034,7 @@ mod tests {
         );
         let mut bad = get("/api/v1/timelines/public", &[("limit", "x")], None, &[]);
         bad.status = 422;
-        bad.response = b"{\"error\":\"bad\"}".to_vec();
+        bad.response = axum::body::Bytes::from_static(b"{\"error\":\"bad\"}");
         let out = book.observe(&bad);
         let (row, _) = requests(&out)[0];
         assert_eq!(row.request.error.as_deref(), Some("HTTP 422"));
@@ -961,7 +1048,7 @@ mod tests {
             path: "/api/notes/local-timeline".into(),
             body: Some(serde_json::json!({"i": "tok", "sinceId": "9f6m2hqa00", "limit": 5})),
             status: 200,
-            response: b"[]".to_vec(),
+            response: axum::body::Bytes::from_static(b"[]"),
             ..Exchange::default()
         };
         assert_eq!(credential(&ex).as_deref(), Some("tok"));
@@ -1004,7 +1091,9 @@ mod tests {
                 Some("Bearer t"),
                 &[],
             );
-            ex.response = br#"{"data":[{"id":"40","text":""}],"meta":{"result_count":1}}"#.to_vec();
+            ex.response = axum::body::Bytes::from_static(
+                br#"{"data":[{"id":"40","text":""}],"meta":{"result_count":1}}"#,
+            );
             ex.covered = covered;
             ex
         };
@@ -1132,7 +1221,7 @@ mod tests {
         );
         let x = |path: &str, query: &[(&str, &str)]| {
             let mut ex = get(path, query, None, &[]);
-            ex.response = b"{}".to_vec();
+            ex.response = axum::body::Bytes::from_static(b"{}");
             label(&ex).1
         };
         assert_eq!(x("/2/users/7/tweets", &[("since_id", "1")]), "user:7");
@@ -1210,7 +1299,7 @@ mod tests {
     /// A Twitter v1.1 request signed with OAuth 1.0a, as tweepy's requests-oauthlib sends it.
     fn signed(consumer: &str, token: &str, nonce: u32) -> Exchange {
         let mut ex = get("/1.1/statuses/home_timeline.json", &[], None, &[]);
-        ex.response = b"[]".to_vec();
+        ex.response = axum::body::Bytes::from_static(b"[]");
         ex.authorization = Some(format!(
             "OAuth oauth_nonce=\"{nonce}\", oauth_timestamp=\"{}\", oauth_version=\"1.0\", \
              oauth_signature_method=\"HMAC-SHA1\", oauth_consumer_key=\"{consumer}\", \
@@ -1247,7 +1336,7 @@ mod tests {
         assert_eq!(new_pollers(&other_app), ["archiver home #2"]);
         // The same in the query string (RFC 5849, 3.5.3).
         let mut in_query = get("/1.1/statuses/home_timeline.json", &[], None, &[]);
-        in_query.response = b"[]".to_vec();
+        in_query.response = axum::body::Bytes::from_static(b"[]");
         in_query.query = vec![
             ("oauth_consumer_key".into(), "xvz1evFS4wEEPTGEFPHBog".into()),
             ("oauth_token".into(), "370773112-Gw+user".into()),
@@ -1371,7 +1460,7 @@ mod tests {
             Some(&format!("Bearer {huge}")),
             &[],
         );
-        ex.response = b"{}".to_vec();
+        ex.response = axum::body::Bytes::from_static(b"{}");
         let out = book.observe(&ex);
         let name = &new_pollers(&out)[0];
         assert!(name.len() < 2 * MAX_LABEL, "{} bytes", name.len());
@@ -1398,8 +1487,10 @@ mod tests {
         for p in 0..pages {
             let ex = get("/api/v1/timelines/public", &[], Some("Bearer flood"), &[]);
             let out = book.observe_served(&ex, items(p * per_page, per_page));
-            let (row, _) = requests(&out)[0];
-            assert_eq!(row.items.len() as u64, per_page, "no item dropped");
+            let (row, asked) = requests(&out)[0];
+            let served = rundb::pages::decode(asked.served.as_ref().unwrap()).unwrap();
+            assert_eq!(served.len() as u64, per_page, "no item dropped");
+            assert_eq!(row.request.items as u64, per_page);
             first_sightings += row.items.iter().filter(|i| i.first_sighting).count() as u64;
             assert!(book.footprint().remembered <= MAX_REMEMBERED);
         }

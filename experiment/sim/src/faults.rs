@@ -302,6 +302,8 @@ async fn inject(State(plan): State<SharedPlan>, request: Request, next: Next) ->
                 return error(StatusCode::INTERNAL_SERVER_ERROR, "body too large");
             };
             parts.headers.remove(header::CONTENT_LENGTH);
+            // The body is no longer the one the statuses were served in.
+            parts.extensions.remove::<crate::server::ServedIds>();
             let half = bytes.slice(..bytes.len() / 2);
             let body = match fault {
                 Fault::Truncate => Body::from(half),

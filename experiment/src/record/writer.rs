@@ -487,25 +487,34 @@ impl Writer {
             .map_err(|e| format!("cannot write the run database: {e}"))
     }
 
-    /// Inserts a request, the statuses first seen in it and, unless
-    /// `compact`, its observations as rows; returns the request's id and,
-    /// when `compact`, the served IDs as one value (`client_requests.served`,
-    /// [`rundb::pages`]).
-    fn insert_request(
+    /// Inserts a request of one of the run's pollers, the statuses first
+    /// seen in it and its observations as rows.
+    fn insert_request(&mut self, mut r: RequestRecord) -> Result<(), RecordError> {
+        r.request.items = r.items.len() as i64;
+        let request_id = self.insert_request_row(&mut r)?;
+        let ids: Vec<&str> = r.items.iter().map(|s| s.status.id.as_str()).collect();
+        write::insert_observations(&self.conn, request_id, &ids)?;
+        Ok(())
+    }
+
+    /// Inserts a foreign client's request: its page is already one value
+    /// (`asked.served`, [`rundb::pages`]) and its `request.items` counted, and
+    /// `items` holds only the statuses first seen in it (`ClientBook`).
+    fn insert_client_request(
         &mut self,
         mut r: RequestRecord,
-        compact: bool,
-    ) -> Result<(i64, Option<Vec<u8>>), RecordError> {
+        asked: &rundb::ClientRequestRow,
+    ) -> Result<(), RecordError> {
+        let request_id = self.insert_request_row(&mut r)?;
+        write::insert_client_request(&self.conn, request_id, asked)?;
+        Ok(())
+    }
+
+    /// The request's row and the rows of the statuses first seen in it;
+    /// its id.
+    fn insert_request_row(&mut self, r: &mut RequestRecord) -> Result<i64, RecordError> {
         r.request.poller_id = self.poller_ids.get(r.poller).copied().unwrap_or(-1);
-        r.request.items = r.items.len() as i64;
         let request_id = write::insert_request(&self.conn, self.run_id, &r.request)?;
-        let ids: Vec<&str> = r.items.iter().map(|s| s.status.id.as_str()).collect();
-        let served = if compact {
-            Some(rundb::pages::encode(&ids))
-        } else {
-            write::insert_observations(&self.conn, request_id, &ids)?;
-            None
-        };
         let new: Vec<&rundb::StatusRow> = r
             .items
             .iter()
@@ -514,22 +523,16 @@ impl Writer {
             .collect();
         write::insert_statuses(&self.conn, self.run_id, &new)?;
         self.stats.requests += 1;
-        self.stats.observations += r.items.len() as u64;
-        Ok((request_id, served))
+        self.stats.observations += r.request.items as u64;
+        Ok(request_id)
     }
 
     fn write(&mut self, record: Record) -> Result<(), RecordError> {
         match record {
-            Record::Request(r) => {
-                self.insert_request(*r, false)?;
-            }
-            Record::ClientRequest(r, mut asked) => {
-                // A client may ask for thousands of pages a second: its page
-                // is one value, not a row per status (rundb::pages).
-                let (request_id, served) = self.insert_request(*r, true)?;
-                asked.served = served;
-                write::insert_client_request(&self.conn, request_id, &asked)?;
-            }
+            Record::Request(r) => self.insert_request(*r)?,
+            // A client may ask for thousands of pages a second: its page is
+            // one value, not a row per status (rundb::pages).
+            Record::ClientRequest(r, asked) => self.insert_client_request(*r, &asked)?,
             Record::Truth(rows) => {
                 write::insert_truth(&self.conn, self.run_id, &rows, OnConflict::Ignore)?;
                 self.stats.truth += rows.len() as u64;

@@ -8,8 +8,9 @@
 //! waits for room (back-pressure on the client), so that no record is lost
 //! and memory stays bounded whatever the clients' rate.
 
-use crate::clients::{ClientBook, Exchange, Recorded, timeline_of};
+use crate::clients::{ClientBook, Exchange, Page, Recorded, served, timeline_of};
 use crate::record::RecordSender;
+use crate::sim::server::ServedIds;
 use crate::sim::sync::lock;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -87,7 +88,8 @@ async fn record(State(rec): State<Arc<Recording>>, request: Request, next: Next)
         .extensions
         .get::<crate::sim::server::Covered>()
         .copied();
-    let Ok(served) = axum::body::to_bytes(body, MAX_RESPONSE_BODY).await else {
+    let served_ids = parts.extensions.get::<ServedIds>().cloned();
+    let Ok(sent) = axum::body::to_bytes(body, MAX_RESPONSE_BODY).await else {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
             "response too large to record",
@@ -102,22 +104,210 @@ async fn record(State(rec): State<Arc<Recording>>, request: Request, next: Next)
         authorization,
         user_agent,
         status,
-        response: served.to_vec(),
+        response: sent.clone(),
         scope,
         covered,
         sent_at_ms,
         received_at_ms,
     };
-    let items = crate::clients::served(&rec.layout, &exchange);
+    // A page the server marked is known without reading it back, but for
+    // the statuses no client was served before (their rows need the creation
+    // time and author it wrote); any other page (a body a fault rewrote, a
+    // backend that does not mark) is read.
+    let page = match served_ids {
+        Some(ServedIds(ids)) if status == 200 => {
+            let mut new = lock(&rec.book).claim(&ids);
+            let first_seen = match new.is_empty() {
+                true => Vec::new(),
+                false => served(&rec.layout, &exchange)
+                    .into_iter()
+                    .filter(|i| new.remove(&i.id))
+                    .collect(),
+            };
+            Page::marked(&rec.layout, &ids, first_seen)
+        }
+        _ => Page::read(served(&rec.layout, &exchange), |ids| {
+            lock(&rec.book).claim(ids)
+        }),
+    };
     // The queue may be full: wait for room without stalling the other tasks.
     tokio::task::block_in_place(|| {
         let mut book = lock(&rec.book);
-        for recorded in book.observe_served(&exchange, items) {
+        for recorded in book.observe_page(&exchange, page) {
             match recorded {
                 Recorded::NewClient(row) => rec.sender.poller(row),
                 Recorded::Request(row, asked) => rec.sender.client_request(*row, asked),
             }
         }
     });
-    Response::from_parts(parts, Body::from(served))
+    Response::from_parts(parts, Body::from(sent))
+}
+
+#[cfg(test)]
+mod tests {
+    //! The server's mark of the statuses a page holds ([`ServedIds`]) must be
+    //! what reading the page gives, in every dialect, or a recording that
+    //! trusts it would record what no client was served.
+
+    use crate::clients::{Exchange, Page, served};
+    use crate::sim::faults::{FaultPlan, FaultSpec};
+    use crate::sim::server::{RateLimits, RunningServer, ServedIds, router_with_clock};
+    use crate::sim::sync::lock;
+    use crate::sim::{SimConfig, Simulator};
+    use axum::extract::{Request, State};
+    use axum::middleware::Next;
+    use axum::response::Response;
+    use std::sync::{Arc, Mutex};
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    /// What the layer under test saw: the exchange and the server's mark.
+    type Seen = Arc<Mutex<Vec<(Exchange, Option<ServedIds>)>>>;
+
+    async fn keep(State(seen): State<Seen>, request: Request, next: Next) -> Response {
+        let method = request.method().as_str().to_string();
+        let path = request.uri().path().to_string();
+        let query = crate::sim::server::params(&request.uri().query().map(str::to_string));
+        let response = next.run(request).await;
+        let (parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+        let mark = parts.extensions.get::<ServedIds>().cloned();
+        let exchange = Exchange {
+            method,
+            path,
+            query,
+            body: None,
+            authorization: None,
+            user_agent: None,
+            status: parts.status.as_u16(),
+            response: bytes.clone(),
+            scope: None,
+            covered: None,
+            sent_at_ms: NOW,
+            received_at_ms: NOW,
+        };
+        lock(&seen).push((exchange, mark));
+        Response::from_parts(parts, axum::body::Body::from(bytes))
+    }
+
+    /// `requests` (method, path and query, JSON body) against a simulator of
+    /// `profile` holding a minute of statuses, each seen by the layer above
+    /// the simulator (and the faults layer, if `faults`).
+    async fn exchanges(
+        profile: &str,
+        requests: &[(&str, &str, &str)],
+        faults: Option<FaultSpec>,
+    ) -> Vec<(Exchange, Option<ServedIds>)> {
+        let mut config = SimConfig::profile(profile).unwrap();
+        config.rate_per_s = 20.0;
+        let sim = Simulator::with_backlog(config, 7, NOW, 60_000);
+        let mut app = router_with_clock(
+            Arc::new(Mutex::new(sim)),
+            RateLimits::default(),
+            Arc::new(|| NOW),
+        );
+        if let Some(spec) = faults {
+            app = crate::sim::faults::layer(app, FaultPlan::new(spec, 3));
+        }
+        let seen: Seen = Arc::default();
+        let app = app.layer(axum::middleware::from_fn_with_state(seen.clone(), keep));
+        let server = RunningServer::start(app).await.unwrap();
+        let http = crate::api::http_client(std::time::Duration::from_secs(10)).unwrap();
+        for (method, path, body) in requests {
+            let request = match *method {
+                "GET" => http.get(server.url(path)),
+                _ => http
+                    .post(server.url(path))
+                    .header("content-type", "application/json")
+                    .body(body.to_string()),
+            };
+            let sent = request.bearer_auth("t").send().await.unwrap();
+            sent.bytes().await.unwrap();
+        }
+        server.stop().await.unwrap();
+        Arc::try_unwrap(seen).unwrap().into_inner().unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_servers_mark_is_what_reading_each_dialects_page_gives() {
+        let cases: [(&str, &[(&str, &str, &str)]); 4] = [
+            (
+                "mastodon",
+                &[
+                    ("GET", "/api/v1/timelines/public?limit=40", ""),
+                    ("GET", "/api/v1/timelines/home?limit=40", ""),
+                    ("GET", "/api/v1/timelines/public?local=true&limit=40", ""),
+                ],
+            ),
+            (
+                "twitter",
+                &[
+                    ("GET", "/1.1/lists/statuses.json?list_id=1&count=200", ""),
+                    (
+                        "GET",
+                        "/1.1/statuses/home_timeline.json?count=200&tweet_mode=extended",
+                        "",
+                    ),
+                    (
+                        "GET",
+                        "/2/users/1/tweets?max_results=100&expansions=author_id",
+                        "",
+                    ),
+                    ("GET", "/2/tweets/search/recent?query=a&max_results=100", ""),
+                ],
+            ),
+            (
+                "misskey",
+                &[
+                    ("POST", "/api/notes/global-timeline", r#"{"limit":100}"#),
+                    ("POST", "/api/notes/timeline", r#"{"i":"t","limit":100}"#),
+                ],
+            ),
+            (
+                "discord",
+                &[("GET", "/api/v10/channels/1/messages?limit=100", "")],
+            ),
+        ];
+        for (profile, requests) in cases {
+            let layout = SimConfig::profile(profile).unwrap().layout();
+            let seen = exchanges(profile, requests, None).await;
+            assert_eq!(seen.len(), requests.len());
+            for (exchange, mark) in seen {
+                let what = format!("{profile} {}", exchange.path);
+                assert_eq!(exchange.status, 200, "{what}");
+                let read = served(&layout, &exchange);
+                let mark = mark.unwrap_or_else(|| panic!("{what}: no mark"));
+                assert!(
+                    !read.is_empty(),
+                    "{what}: a page of statuses, or this proves nothing"
+                );
+                // The page's record, from the mark and from the body.
+                let marked = Page::marked(&layout, &mark.0, Vec::new());
+                let read = Page::read(read, |_| Default::default());
+                assert_eq!(marked, read, "{what}");
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_page_a_fault_rewrote_carries_no_mark() {
+        let spec = FaultSpec {
+            duplicate: 1.0,
+            ..FaultSpec::default()
+        };
+        let requests = [("GET", "/api/v1/timelines/public?limit=40", "")];
+        let seen = exchanges("mastodon", &requests, Some(spec)).await;
+        let (exchange, mark) = &seen[0];
+        let layout = SimConfig::profile("mastodon").unwrap().layout();
+        let read = served(&layout, exchange);
+        let distinct: std::collections::HashSet<_> = read.iter().map(|i| i.id).collect();
+        assert!(
+            distinct.len() < read.len(),
+            "the page was rewritten: an item repeated"
+        );
+        assert_eq!(
+            mark, &None,
+            "a rewritten page is read, never taken from the mark"
+        );
+    }
 }

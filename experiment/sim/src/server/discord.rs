@@ -24,7 +24,7 @@
 
 use super::{
     Allowance, AppState, ServedApi, header_value, json_response, param, params, parse_id,
-    retry_after, to_json,
+    retry_after, to_json, with_served,
 };
 use crate::model::Query;
 use axum::Router;
@@ -350,7 +350,10 @@ async fn messages(
         .iter()
         .map(|s| message(&layout, &channel, s.id, s.author, &s.origin))
         .collect();
-    respond(StatusCode::OK, headers, &Value::Array(body))
+    with_served(
+        respond(StatusCode::OK, headers, &Value::Array(body)),
+        &statuses,
+    )
 }
 
 fn message(

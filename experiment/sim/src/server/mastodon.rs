@@ -18,6 +18,7 @@
 use super::{
     Allowance, AppState, READER_ID, READER_NAME, Scope, ServedApi, account_author, account_id,
     encode, header_value, host, json_response, param, params, retry_after, to_json, with_scope,
+    with_served,
 };
 use crate::model::{Query, SimStatus};
 use axum::Router;
@@ -500,7 +501,7 @@ fn mastodon_timeline(
         .map(|s| mastodon_status(s, &layout, &host))
         .collect();
     let response = json_response(StatusCode::OK, headers, to_json(&body));
-    with_scope(response, scope)
+    with_scope(with_served(response, &statuses), scope)
 }
 
 /// The home timeline's path: the statuses of the accounts the reader follows.

@@ -8,7 +8,7 @@
 
 use super::{
     AppState, READER_ID, READER_NAME, Scope, ServedApi, account_number, host, json_response,
-    retry_after, to_json, with_scope,
+    retry_after, to_json, with_scope, with_served,
 };
 use crate::model::{Query, SimStatus};
 use axum::Router;
@@ -241,7 +241,7 @@ fn misskey_timeline(app: AppState, body: Bytes, notes: Notes) -> Response {
     let (statuses, layout, _) = app.query(&query, keep);
     let notes: Vec<Value> = statuses.iter().map(|s| misskey_note(s, &layout)).collect();
     let response = json_response(StatusCode::OK, HeaderMap::new(), to_json(&notes));
-    with_scope(response, scope)
+    with_scope(with_served(response, &statuses), scope)
 }
 
 /// A packed note (misskey-dev/misskey `packages/backend/src/models/json-schema/note.ts`,

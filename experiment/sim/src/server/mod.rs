@@ -572,6 +572,22 @@ pub struct Covered {
     pub before: Option<Id>,
 }
 
+/// The IDs of the statuses a timeline response's body holds, in the body's
+/// order: a response extension, never sent, so that `experiment serve
+/// --record` need not read back every page it was just given. Only a status
+/// the recording has not seen before needs the body read. A layer that
+/// rewrites the body removes it (the faults layer does); a response without
+/// one is read from its body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServedIds(pub Arc<[Id]>);
+
+/// `response` marked with the statuses its body holds ([`ServedIds`]).
+pub(super) fn with_served(mut response: Response, statuses: &[SimStatus]) -> Response {
+    let ids: Arc<[Id]> = statuses.iter().map(|s| s.id).collect();
+    response.extensions_mut().insert(ServedIds(ids));
+    response
+}
+
 /// `response` marked with the ID window its time bounds left ([`Covered`]),
 /// a response extension, never sent.
 pub(super) fn with_covered(mut response: Response, covered: Covered) -> Response {

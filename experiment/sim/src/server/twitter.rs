@@ -17,7 +17,7 @@
 
 use super::{
     Allowance, AppState, READER_ID, READER_NAME, Scope, ServedApi, header_value, json_response,
-    param, params, parse_id, retry_after, to_json, with_scope,
+    param, params, parse_id, retry_after, to_json, with_scope, with_served,
 };
 use crate::model::Query;
 use axum::Router;
@@ -380,7 +380,7 @@ fn twitter_timeline(
             lang: "en",
         })
     });
-    let response = json_response(StatusCode::OK, headers, body);
+    let response = with_served(json_response(StatusCode::OK, headers, body), &statuses);
     match home {
         Some((_, scope)) => with_scope(response, scope),
         None => response,

@@ -43,7 +43,7 @@
 
 use super::{
     Allowance, AppState, Covered, READER_ID, Scope, ServedApi, json_response, param, params,
-    parse_id, retry_after, to_json, with_covered, with_scope,
+    parse_id, retry_after, to_json, with_covered, with_scope, with_served,
 };
 use crate::model::{Query, SimStatus};
 use axum::Router;
@@ -547,7 +547,10 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
         }
         _ => json!({"meta": {"result_count": 0}}),
     };
-    let mut response = json_response(StatusCode::OK, headers, to_json(&body));
+    let mut response = with_served(
+        json_response(StatusCode::OK, headers, to_json(&body)),
+        &statuses,
+    );
     if covered != Covered::default() {
         response = with_covered(response, covered);
     }

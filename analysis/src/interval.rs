@@ -120,7 +120,10 @@ mod tests {
     fn a_constant_sample_has_a_zero_width_interval() {
         let r = over_runs(&[7.5; 12], 3);
         assert_eq!(r.ci95, (7.5, 7.5));
-        assert_eq!((r.mean, r.min, r.median, r.max, r.runs), (7.5, 7.5, 7.5, 7.5, 12));
+        assert_eq!(
+            (r.mean, r.min, r.median, r.max, r.runs),
+            (7.5, 7.5, 7.5, 7.5, 12)
+        );
     }
 
     #[test]
@@ -144,7 +147,10 @@ mod tests {
         let v: Vec<f64> = (0..10).map(f64::from).collect();
         let r = over_runs(&v, 1);
         let (lo, hi) = r.ci95;
-        assert!((2.4..3.0).contains(&lo) && (6.0..6.6).contains(&hi), "{lo} {hi}");
+        assert!(
+            (2.4..3.0).contains(&lo) && (6.0..6.6).contains(&hi),
+            "{lo} {hi}"
+        );
     }
 
     #[test]
@@ -153,7 +159,9 @@ mod tests {
         let d = detectable_difference(&[0.0, 2.0], &[5.0, 7.0]).unwrap();
         assert!((d - 2.8 * (2.0f64 / 2.0).sqrt() * 2f64.sqrt()).abs() < 1e-12);
         // Ten runs each with sd 1: 2.8 * sqrt(2/10).
-        let a: Vec<f64> = (0..10).map(|i| if i % 2 == 0 { -1.0 } else { 1.0 }).collect();
+        let a: Vec<f64> = (0..10)
+            .map(|i| if i % 2 == 0 { -1.0 } else { 1.0 })
+            .collect();
         let sd = (10.0f64 / 9.0).sqrt();
         let d = detectable_difference(&a, &a).unwrap();
         assert!((d - 2.8 * sd * (2.0f64 / 10.0).sqrt()).abs() < 1e-12);

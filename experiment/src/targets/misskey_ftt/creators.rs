@@ -320,3 +320,32 @@ async fn delete_at(
     };
     let _ = events.send(event).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(seed: u64, graph_seed: u64) -> Load {
+        let mut l = super::super::serve::serve_load(seed);
+        l.graph_seed = graph_seed;
+        l
+    }
+
+    /// `--graph-seed`: the graph follows it alone, so two run seeds share
+    /// one graph; by default (the run's seed) seeds 1 and 2 draw two.
+    #[test]
+    fn the_follow_graph_follows_the_graph_seed() {
+        assert_eq!(load(1, 7).follows(), load(2, 7).follows());
+        assert_eq!(
+            load(1, 7).remote_share_followed(),
+            load(2, 7).remote_share_followed()
+        );
+        assert_ne!(load(1, 1).follows(), load(2, 2).follows());
+        assert_ne!(
+            load(1, 1).remote_share_followed(),
+            load(2, 2).remote_share_followed()
+        );
+        let share = load(1, 1).remote_share_followed();
+        assert!(share > 0.0 && share < 1.0, "{share}");
+    }
+}

@@ -145,7 +145,10 @@ mod tests {
         let mut v: Vec<f64> = (0..100_001).map(|_| d.sample_raw(&mut rng)).collect();
         v.sort_by(f64::total_cmp);
         let median = v[50_000];
-        assert!((median / (2_000.0 * (-0.5f64).exp()) - 1.0).abs() < 0.02, "{median}");
+        assert!(
+            (median / (2_000.0 * (-0.5f64).exp()) - 1.0).abs() < 0.02,
+            "{median}"
+        );
     }
 
     #[test]

@@ -351,6 +351,12 @@ pub fn render(summary: &[PollerSummary], oracle: Option<f64>) -> String {
             p.oracle_ratio.map_or("-".into(), |r| format!("{r:.1}")),
         );
     }
+    if let Some(o_dpn) = oracle {
+        let _ = writeln!(
+            o,
+            "oracle: {o_dpn:.3} duplicates per new status, no leaks (the floor for pollers that detect at the first tick)"
+        );
+    }
     let _ = writeln!(
         o,
         "{:width$}  {:>10} {:>23} {:>10} {:>10} {:>10} {:>5}",
@@ -376,12 +382,6 @@ pub fn render(summary: &[PollerSummary], oracle: Option<f64>) -> String {
             l.max,
             l.runs,
             width = width.max(37)
-        );
-    }
-    if let Some(o_dpn) = oracle {
-        let _ = writeln!(
-            o,
-            "oracle: {o_dpn:.3} duplicates per new status, no leaks (the floor for pollers that detect at the first tick)"
         );
     }
     o

@@ -13,6 +13,8 @@
 //!   [`sweep_plot`]: its frontier and lateness survival plots.
 //! - [`delivered`]: `--delivered`: a consumer judged from the IDs it delivered.
 //! - [`ftt`]: a misskey-ftt run's lost notes by their fate in Redis (leak, trimmed, never pushed).
+//! - [`interval`]: a value per run summarised: mean, bootstrap 95 % interval, min,
+//!   median, max; the smallest difference a design could have detected.
 //! - [`cli`]: the binaries' one-line usage errors.
 //! - [`synth`]: writes synthetic run databases (for tests and the benchmark).
 
@@ -24,6 +26,7 @@ pub mod ftt;
 pub mod history;
 pub mod history_builder;
 pub mod html;
+pub mod interval;
 pub mod json;
 pub mod load;
 pub mod oracle;

@@ -10,6 +10,7 @@
 
 use crate::diff::{Distribution, analyze};
 use crate::history::History;
+use crate::interval::{OverRuns, over_runs};
 use crate::oracle;
 use rusqlite::{Connection, params};
 use serde::Serialize;
@@ -41,6 +42,9 @@ pub struct SeedResult {
     pub rows: Vec<SeedRow>,
     /// visible_at - ID time of every status of the truth, ms.
     pub lateness_ms: Vec<i64>,
+    /// The statuses of the truth (the simulator created them): the
+    /// denominator of `lost_per_100k`.
+    pub statuses: u64,
 }
 
 /// The most requests within any `window_ms` (sorted send times).
@@ -91,8 +95,13 @@ pub fn judge(h: &History, seed: u64, duration_ms: u64) -> SeedResult {
             }
         })
         .collect();
-    let lateness_ms = h.lateness_ms().collect();
-    SeedResult { rows, lateness_ms }
+    let lateness_ms: Vec<i64> = h.lateness_ms().collect();
+    let statuses = lateness_ms.len() as u64;
+    SeedResult {
+        rows,
+        lateness_ms,
+        statuses,
+    }
 }
 
 /// Per poller, across seeds: what the sweep prints and `--json` gives.
@@ -109,6 +118,34 @@ pub struct PollerSummary {
     pub max_requests_15min: u64,
     pub detection_delay_ms_p99: Option<i64>,
     pub oracle_ratio: Option<f64>,
+    /// Leaks per 100,000 statuses of the truth, one value per run: mean,
+    /// percentile-bootstrap 95 % interval over runs, min, median, max, runs
+    /// ([`crate::interval::over_runs`], seed [`BOOTSTRAP_SEED`]).
+    pub lost_per_100k: OverRuns,
+}
+
+/// The bootstrap's seed: fixed, so that the same sweep prints the same
+/// interval every time.
+pub const BOOTSTRAP_SEED: u64 = 1;
+
+/// Leaks per 100,000 statuses of one run (0 for a run without statuses).
+fn per_100k(leaks: u64, statuses: u64) -> f64 {
+    if statuses == 0 {
+        0.0
+    } else {
+        leaks as f64 * 100_000.0 / statuses as f64
+    }
+}
+
+fn r3_over_runs(o: OverRuns) -> OverRuns {
+    OverRuns {
+        mean: r3(o.mean),
+        ci95: (r3(o.ci95.0), r3(o.ci95.1)),
+        min: r3(o.min),
+        median: r3(o.median),
+        max: r3(o.max),
+        runs: o.runs,
+    }
 }
 
 /// Two-sided 97.5 % quantiles of Student's t for 1..=30 degrees of freedom
@@ -154,6 +191,10 @@ pub fn summarize(results: &[SeedResult]) -> Vec<PollerSummary> {
         .enumerate()
         .map(|(i, name)| {
             let rows: Vec<&SeedRow> = results.iter().filter_map(|r| r.rows.get(i)).collect();
+            let rates: Vec<f64> = results
+                .iter()
+                .filter_map(|r| r.rows.get(i).map(|row| per_100k(row.leaks, r.statuses)))
+                .collect();
             let leaks: Vec<f64> = rows.iter().map(|r| r.leaks as f64).collect();
             let (mean, ci) = mean_ci95(&leaks);
             let seen: u64 = rows.iter().map(|r| r.seen).sum();
@@ -180,6 +221,7 @@ pub fn summarize(results: &[SeedResult]) -> Vec<PollerSummary> {
                 max_requests_15min: rows.iter().map(|r| r.max_requests_15min).max().unwrap_or(0),
                 detection_delay_ms_p99: rows.iter().filter_map(|r| r.detection_p99_ms).max(),
                 oracle_ratio: (oracle > 0).then(|| r3(dups as f64 / oracle as f64)),
+                lost_per_100k: r3_over_runs(over_runs(&rates, BOOTSTRAP_SEED)),
             }
         })
         .collect()
@@ -315,6 +357,33 @@ pub fn render(summary: &[PollerSummary], oracle: Option<f64>) -> String {
             "oracle: {o_dpn:.3} duplicates per new status, no leaks (the floor for pollers that detect at the first tick)"
         );
     }
+    let _ = writeln!(
+        o,
+        "{:width$}  {:>10} {:>23} {:>10} {:>10} {:>10} {:>5}",
+        "leaks per 100,000 statuses, over runs",
+        "mean",
+        "95% bootstrap interval",
+        "min",
+        "median",
+        "max",
+        "runs",
+        width = width.max(37)
+    );
+    for p in summary {
+        let l = &p.lost_per_100k;
+        let _ = writeln!(
+            o,
+            "{:width$}  {:>10.2} {:>23} {:>10.2} {:>10.2} {:>10.2} {:>5}",
+            p.name,
+            l.mean,
+            format!("[{:.2}, {:.2}]", l.ci95.0, l.ci95.1),
+            l.min,
+            l.median,
+            l.max,
+            l.runs,
+            width = width.max(37)
+        );
+    }
     o
 }
 
@@ -339,6 +408,33 @@ mod tests {
         // sd 1, n 3, t(2) = 4.303.
         assert!((ci[1] - (2.0 + 4.303 / 3f64.sqrt())).abs() < 1e-9);
         assert_eq!(mean_ci95(&[0.0; 100]), (0.0, [0.0, 0.0]));
+    }
+
+    fn row(poller: &str, leaks: u64) -> SeedRow {
+        SeedRow {
+            poller: poller.into(),
+            leaks,
+            ..SeedRow::default()
+        }
+    }
+
+    /// Each run's leaks over its own statuses, then the bootstrap over runs.
+    #[test]
+    fn lost_per_100k_is_over_runs() {
+        let results: Vec<SeedResult> = [(1, 10_000), (3, 20_000), (0, 10_000)]
+            .into_iter()
+            .map(|(leaks, statuses)| SeedResult {
+                rows: vec![row("naive", leaks)],
+                lateness_ms: Vec::new(),
+                statuses,
+            })
+            .collect();
+        let l = &summarize(&results)[0].lost_per_100k;
+        assert_eq!((l.min, l.median, l.max, l.runs), (0.0, 10.0, 15.0, 3));
+        assert!((l.mean - 25.0 / 3.0).abs() < 1e-3);
+        assert!(l.ci95.0 <= l.mean && l.mean <= l.ci95.1);
+        let text = render(&summarize(&results), None);
+        assert!(text.contains("95% bootstrap interval"), "{text}");
     }
 
     #[test]

@@ -108,6 +108,15 @@ fn flags_where_they_do_nothing_are_refused_in_one_line() {
         "off for the whole run",
     );
     ftt(&["--delete-after", "5s"], "give --delete-share above 0 too");
+    ftt(&["--late-max", "500ms"], "bad --late-max '500ms'");
+    ftt(
+        &["--federation-delay-dist", "gamma"],
+        "expected exponential or lognormal",
+    );
+    one_line_error(
+        &["--target", "postgres", "--graph-seed", "7", "--db", db],
+        "--graph-seed applies to --target misskey-ftt only",
+    );
     ftt(&["--delete-share", "1.5"], "expected a number from 0 to 1");
     ftt(&["--redis-restart-at", "10s"], "is not inside the run");
     ftt(&["--redis-restart-at", "0s"], "is not inside the run");
@@ -1112,4 +1121,167 @@ fn a_hybrid_reader_paging_below_the_home_lists_tail_misses_its_trimmed_notes() {
         cut_remote > 0,
         "remote notes cut from the home list were missed: {missed:?}"
     );
+}
+
+/// A short home-timeline run of misskey-ftt with `extra` flags; its run.db.
+fn home_run(dir: &std::path::Path, name: &str, extra: &[&str]) -> (Connection, String) {
+    let db = dir.join(format!("{name}.db"));
+    let mut args = vec![
+        "--target",
+        "misskey-ftt",
+        "--timeline",
+        "home",
+        "--note-rate",
+        "5",
+        "--remote-rate",
+        "5",
+        "--duration",
+        "5s",
+        "--interval",
+        "1s",
+        "--db",
+        db.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = common::experiment_ok(&args);
+    (
+        Connection::open(&db).unwrap(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// Each remote note's lateness, `create()`'s start minus its ID's time
+/// (ms), and its origin.
+fn remote_lateness(conn: &Connection) -> Vec<(i64, String)> {
+    let mut st = conn
+        .prepare(
+            "SELECT posted_at_ms - id_time_ms, origin FROM truth
+             WHERE run_id = 1 AND origin LIKE 'remote%'",
+        )
+        .unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// Issue 34: Misskey's assumptions as flags. Two runs of different
+/// `--seed` with `--graph-seed 7` follow the same graph (the same remote
+/// share of the pollers' account's followees, in `runs.config`); with
+/// `--late-share 0` no remote note is later than the federation delay's
+/// tail (none on the `remote-late` path); with `--late-share 1 --late-max
+/// 10m` every remote note is late, from 181 s up to 10 minutes; and each
+/// flag is in `runs.config`. (Without `--graph-seed` seeds 1 and 2 draw two
+/// graphs: `creators.rs`'s unit test.)
+#[test]
+fn graph_seed_late_share_and_late_max_do_what_they_say() {
+    let dir = temp_dir("ftt-assumptions");
+    let (a, _) = home_run(
+        &dir,
+        "a",
+        &[
+            "--seed",
+            "1",
+            "--graph-seed",
+            "7",
+            "--late-share",
+            "0",
+            "--federation-delay",
+            "500ms",
+        ],
+    );
+    let (b, _) = home_run(
+        &dir,
+        "b",
+        &[
+            "--seed",
+            "2",
+            "--graph-seed",
+            "7",
+            "--late-share",
+            "1",
+            "--late-max",
+            "10m",
+            "--federation-delay-dist",
+            "lognormal",
+        ],
+    );
+    let (_, ca) = run_start_and_config(&a);
+    let (_, cb) = run_start_and_config(&b);
+    assert_eq!(ca["load"]["graph_seed"], 7, "{ca}");
+    assert_eq!(
+        (ca["seed"].clone(), cb["seed"].clone()),
+        (1.into(), 2.into())
+    );
+    let share = ca["home_followed_remote_share"].as_f64().unwrap();
+    assert!(share > 0.0, "{ca}");
+    assert_eq!(cb["home_followed_remote_share"].as_f64(), Some(share));
+    assert_eq!(ca["load"]["late_share"], 0.0);
+    assert_eq!(ca["load"]["federation_delay_ms"], 500);
+    assert_eq!(ca["load"]["federation_delay_dist"], "exponential");
+    assert_eq!(cb["load"]["federation_delay_dist"], "lognormal");
+    assert_eq!(cb["load"]["late_max_ms"], 600_000);
+    assert_eq!(ca["load"]["late_max_ms"], 540_000, "the default, 9 minutes");
+
+    let on_time = remote_lateness(&a);
+    assert!(!on_time.is_empty(), "remote notes arrived");
+    for (lateness, origin) in &on_time {
+        assert_eq!(origin, "remote", "{lateness} ms");
+        assert!(*lateness < 179_000 + 1_000, "{lateness} ms");
+    }
+    let late = remote_lateness(&b);
+    assert!(!late.is_empty(), "remote notes arrived");
+    for (lateness, origin) in &late {
+        assert_eq!(origin, "remote-late", "{lateness} ms");
+        // Drawn on [181 s, 600 s); `create()`'s start is read after the draw.
+        assert!((181_000..601_000).contains(lateness), "{lateness} ms");
+    }
+}
+
+/// `--no-fanout-timeline`: Misskey's `enableFanoutTimeline` off for the
+/// whole run. Nothing is pushed (no `ftt_pushes` row) and every read, with
+/// `sinceId` or without, is answered by PostgreSQL directly: no page comes
+/// from Redis.
+#[test]
+fn without_the_fanout_timeline_nothing_is_pushed_and_redis_serves_no_read() {
+    let dir = temp_dir("ftt-none");
+    let (conn, summary) = home_run(
+        &dir,
+        "run",
+        &[
+            "--no-fanout-timeline",
+            "--poller",
+            "naive",
+            "--poller",
+            "newest",
+            "--seed",
+            "4",
+        ],
+    );
+    let paths = summary
+        .lines()
+        .find(|l| l.starts_with("read paths:"))
+        .unwrap_or_else(|| panic!("{summary}"));
+    let parts: Vec<&str> = paths
+        .trim_start_matches("read paths: ")
+        .split(", ")
+        .collect();
+    assert_eq!(parts.len(), 1, "{paths}");
+    assert!(parts[0].starts_with("db-direct "), "{paths}");
+    let pushes: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM ftt_pushes WHERE run_id = 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(pushes, 0);
+    let notes: i64 = conn
+        .query_row("SELECT count(*) FROM truth WHERE run_id = 1", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(notes > 0, "notes were created");
+    let (_, config) = run_start_and_config(&conn);
+    assert_eq!(config["enable_fanout_timeline"], false, "{config}");
 }

@@ -124,7 +124,24 @@ fn a_small_sweep_prints_the_documented_json_and_keeps_only_summaries() {
         let ci = p["leaks_ci95"].as_array().unwrap();
         let mean = p["leaks_mean"].as_f64().unwrap();
         assert!(ci[0].as_f64().unwrap() <= mean && mean <= ci[1].as_f64().unwrap());
+        // Issue 34: the loss rate over runs, with its bootstrap interval.
+        let l = &p["lost_per_100k"];
+        assert_eq!(l["runs"], 3, "{l}");
+        let f = |k: &str| l[k].as_f64().unwrap_or_else(|| panic!("{k} in {l}"));
+        let (lo, hi) = (
+            l["ci95"][0].as_f64().unwrap(),
+            l["ci95"][1].as_f64().unwrap(),
+        );
+        assert!(
+            f("min") <= lo && lo <= f("mean") && f("mean") <= hi && hi <= f("max"),
+            "{l}"
+        );
+        assert!(f("min") <= f("median") && f("median") <= f("max"), "{l}");
     }
+    assert!(
+        pollers[0]["lost_per_100k"]["mean"].as_f64().unwrap() > 0.0,
+        "naive leaks"
+    );
     // Waiting two minutes behind the tick catches everything in two minutes.
     assert_eq!(pollers[1]["seeds_without_leaks"], 3);
     assert!(

@@ -9,6 +9,7 @@
 //! step did is sent to the truth channel.
 
 use super::aidx::Aidx;
+use super::federation::{Arrival, Delay, DelayDist};
 use super::push::{self, Caps, Note, Report};
 use super::store;
 use super::timeline::{PushGate, RedisSource};
@@ -33,14 +34,24 @@ pub struct Load {
     pub local_rate_per_s: f64,
     /// Remote notes per second, all creators together.
     pub remote_rate_per_s: f64,
-    /// Mean federation delay (exponential), from `published` to arrival.
+    /// Mean federation delay, from `published` to arrival (`--federation-delay`).
     pub federation_delay_ms: u64,
-    /// Share of remote notes that arrive more than 3 minutes late (the LINDEX path).
+    /// Its shape (`--federation-delay-dist`).
+    pub federation_delay_dist: DelayDist,
+    /// Share of remote notes that arrive late (`--late-share`): from
+    /// [`super::federation::late_floor_ms`] (181 s, past Misskey's 3 minutes,
+    /// so the LINDEX path) up to `late_max_ms`.
     pub late_share: f64,
+    /// The late notes' ceiling (`--late-max`, default 540 s).
+    pub late_max_ms: u64,
     /// Which notes their authors delete, and when (`--delete-share`).
     pub deletes: Deletes,
     pub caps: Caps,
+    /// The run's seed: the notes' timing, authors and delays.
     pub seed: u64,
+    /// The follow graph's seed (`--graph-seed`; the run's seed unless
+    /// given), so that a graph can be held fixed while `seed` varies.
+    pub graph_seed: u64,
 }
 
 /// `--delete-share` and `--delete-after`: the share of notes their authors
@@ -61,11 +72,34 @@ impl Load {
         (user as u32) < self.local_users
     }
 
-    /// The seeded follow graph, `(followee, follower)`: each local user follows
+    /// How remote notes arrive after their `published` time.
+    pub fn arrival(&self) -> Arrival {
+        Arrival {
+            delay: Delay::new(self.federation_delay_dist, self.federation_delay_ms),
+            late_share: self.late_share,
+            late_max_ms: self.late_max_ms,
+        }
+    }
+
+    /// Of the users local user 0 (the pollers' account) follows, the share
+    /// that is remote: with the note rates, what decides how many of its
+    /// home timeline's notes arrive by federation.
+    pub fn remote_share_followed(&self) -> f64 {
+        let followed: Vec<i32> = self
+            .follows()
+            .into_iter()
+            .filter(|&(_, follower)| follower == 0)
+            .map(|(followee, _)| followee)
+            .collect();
+        let remote = followed.iter().filter(|&&u| !self.is_local(u)).count();
+        remote as f64 / followed.len().max(1) as f64
+    }
+
+    /// The seeded follow graph (from `graph_seed`), `(followee, follower)`: each local user follows
     /// `follows_per_user` distinct others; user 0 follows at least one local
     /// and one remote user when there are any, so its home timeline fills.
     pub fn follows(&self) -> Vec<(i32, i32)> {
-        let mut rng = ChaCha8Rng::seed_from_u64(self.seed ^ 0xf011_0a5e);
+        let mut rng = ChaCha8Rng::seed_from_u64(self.graph_seed ^ 0xf011_0a5e);
         let users = (self.local_users + self.remote_users) as i32;
         let mut out = Vec::new();
         for follower in 0..self.local_users as i32 {
@@ -173,7 +207,7 @@ pub async fn run_creator(creator: Creator<impl RedisSource, impl PushGate>) {
     let per_creator = (load.local_rate_per_s + load.remote_rate_per_s) / load.creators as f64;
     let gap = Exp::new(per_creator.max(1e-9) / 1000.0).expect("a positive rate");
     let remote_share = load.remote_rate_per_s / (load.local_rate_per_s + load.remote_rate_per_s);
-    let delay = Exp::new(1.0 / load.federation_delay_ms.max(1) as f64).expect("a positive mean");
+    let arrival = load.arrival();
     loop {
         let wait = gap.sample(&mut rng).min(60_000.0) as u64;
         tokio::select! {
@@ -188,13 +222,7 @@ pub async fn run_creator(creator: Creator<impl RedisSource, impl PushGate>) {
         };
         let started_ms = now();
         let created_at = if remote {
-            let late = rng.random_bool(load.late_share.clamp(0.0, 1.0));
-            let d = if late {
-                rng.random_range(push::RECENT_MS + 1_000..push::RECENT_MS * 3)
-            } else {
-                (delay.sample(&mut rng) as i64).min(push::RECENT_MS - 1_000)
-            };
-            started_ms - d
+            started_ms - arrival.lateness_ms(&mut rng)
         } else {
             started_ms
         };
@@ -291,4 +319,33 @@ async fn delete_at(
         Err(e) => Event::Failed(e),
     };
     let _ = events.send(event).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(seed: u64, graph_seed: u64) -> Load {
+        let mut l = super::super::serve::serve_load(seed);
+        l.graph_seed = graph_seed;
+        l
+    }
+
+    /// `--graph-seed`: the graph follows it alone, so two run seeds share
+    /// one graph; by default (the run's seed) seeds 1 and 2 draw two.
+    #[test]
+    fn the_follow_graph_follows_the_graph_seed() {
+        assert_eq!(load(1, 7).follows(), load(2, 7).follows());
+        assert_eq!(
+            load(1, 7).remote_share_followed(),
+            load(2, 7).remote_share_followed()
+        );
+        assert_ne!(load(1, 1).follows(), load(2, 2).follows());
+        assert_ne!(
+            load(1, 1).remote_share_followed(),
+            load(2, 2).remote_share_followed()
+        );
+        let share = load(1, 1).remote_share_followed();
+        assert!(share > 0.0 && share < 1.0, "{share}");
+    }
 }

@@ -99,6 +99,9 @@ struct FttConfig<'a> {
     #[serde(flatten)]
     common: StoredConfig<'a>,
     load: &'a Load,
+    /// Of the users the pollers' account follows, the share that is remote
+    /// (from the follow graph, `load.graph_seed`).
+    home_followed_remote_share: f64,
     enable_fanout_timeline: bool,
     enable_fanout_timeline_db_fallback: bool,
     /// `--ftt-off`, ms from the run's start (`started_at_ms`).
@@ -229,6 +232,7 @@ async fn drive_run(
     let mut stored = FttConfig {
         common: stored_common,
         load: &opts.load,
+        home_followed_remote_share: opts.load.remote_share_followed(),
         enable_fanout_timeline: opts.switches.fanout_timeline,
         enable_fanout_timeline_db_fallback: opts.switches.db_fallback,
         ftt_off: &opts.ftt_off,

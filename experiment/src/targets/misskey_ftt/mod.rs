@@ -7,6 +7,7 @@
 pub mod aidx;
 pub mod creators;
 pub mod driver;
+pub mod federation;
 pub mod http;
 pub mod options;
 pub mod push;

@@ -3,6 +3,7 @@
 //! injects), their checks, and its options.
 
 use super::creators::{Deletes, Load};
+use super::federation::{DelayDist, LATE_MAX_DEFAULT_MS};
 use super::read::{Switches, Window};
 use super::{FttOpts, Timeline};
 use crate::options::{self, DryRun, Flag, Kind, Launch, SharedArgs, TargetOptions};
@@ -27,9 +28,21 @@ pub struct FttArgs {
     /// misskey-ftt: mean federation delay, published to arrival (default 2s).
     #[arg(long, value_parser = parse_duration_ms)]
     pub federation_delay: Option<u64>,
-    /// misskey-ftt: share of remote notes arriving over 3 minutes late, 0 to 1 (default 0.02).
+    /// misskey-ftt: the federation delay's shape, exponential or lognormal (sigma 1, same mean;
+    /// default exponential).
+    #[arg(long, value_name = "DIST", value_parser = clap::value_parser!(DelayDist))]
+    pub federation_delay_dist: Option<DelayDist>,
+    /// misskey-ftt: share of remote notes arriving late, from 181 s up to --late-max, 0 to 1
+    /// (default 0.02).
     #[arg(long, value_parser = parse_share)]
     pub late_share: Option<f64>,
+    /// misskey-ftt: the late notes' ceiling (default 9m); their floor is 181 s, or half the
+    /// ceiling below 362 s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_late_max)]
+    pub late_max: Option<u64>,
+    /// misskey-ftt: seed of the follow graph alone (default: --seed), so that seeds vary timing only.
+    #[arg(long, value_name = "N")]
+    pub graph_seed: Option<u64>,
     /// misskey-ftt: share of notes their authors delete, 0 to 1 (default 0: none).
     #[arg(long, value_parser = parse_share)]
     pub delete_share: Option<f64>,
@@ -62,7 +75,13 @@ impl FttArgs {
             ("--note-rate", self.note_rate.is_some()),
             ("--remote-rate", self.remote_rate.is_some()),
             ("--federation-delay", self.federation_delay.is_some()),
+            (
+                "--federation-delay-dist",
+                self.federation_delay_dist.is_some(),
+            ),
             ("--late-share", self.late_share.is_some()),
+            ("--late-max", self.late_max.is_some()),
+            ("--graph-seed", self.graph_seed.is_some()),
             ("--delete-share", self.delete_share.is_some()),
             ("--delete-after", self.delete_after.is_some()),
             ("--users", self.users.is_some()),
@@ -85,7 +104,10 @@ const FTT: Kind = Kind {
         "--note-rate",
         "--remote-rate",
         "--federation-delay",
+        "--federation-delay-dist",
         "--late-share",
+        "--late-max",
+        "--graph-seed",
         "--delete-share",
         "--delete-after",
         "--users",
@@ -165,13 +187,16 @@ impl TargetOptions for MisskeyFtt {
                     f.remote_rate.unwrap_or(2.0)
                 },
                 federation_delay_ms: f.federation_delay.unwrap_or(2_000),
+                federation_delay_dist: f.federation_delay_dist.unwrap_or_default(),
                 late_share: f.late_share.unwrap_or(0.02),
+                late_max_ms: f.late_max.unwrap_or(LATE_MAX_DEFAULT_MS),
                 deletes: Deletes {
                     share: f.delete_share.unwrap_or(0.0),
                     after_ms: f.delete_after.unwrap_or(60_000),
                 },
                 caps: Default::default(),
                 seed: shared.seed,
+                graph_seed: f.graph_seed.unwrap_or(shared.seed),
             },
             timeline,
             switches: Switches {
@@ -263,6 +288,17 @@ fn redis_restarts(given: &[u64], duration_ms: u64) -> Result<Vec<u64>, String> {
         previous = Some(at);
     }
     Ok(given.to_vec())
+}
+
+/// `--late-max`: a duration of at least a second (late notes are drawn
+/// from half of it up, at the least).
+fn parse_late_max(s: &str) -> Result<u64, String> {
+    match parse_duration_ms(s) {
+        Ok(ms) if ms >= 1_000 => Ok(ms),
+        _ => Err(format!(
+            "bad --late-max '{s}': expected a duration of at least 1s, such as 9m"
+        )),
+    }
 }
 
 fn parse_nonnegative_rate(s: &str) -> Result<f64, String> {

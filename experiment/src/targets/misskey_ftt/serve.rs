@@ -43,10 +43,13 @@ pub fn serve_load(seed: u64) -> Load {
         local_rate_per_s: 10.0,
         remote_rate_per_s: 2.0,
         federation_delay_ms: 2_000,
+        federation_delay_dist: Default::default(),
         late_share: 0.02,
+        late_max_ms: super::federation::LATE_MAX_DEFAULT_MS,
         deletes: Default::default(),
         caps: Default::default(),
         seed,
+        graph_seed: seed,
     }
 }
 

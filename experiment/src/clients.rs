@@ -112,7 +112,7 @@ pub struct ClientBook {
     /// written. Cleared when it reaches [`MAX_REMEMBERED`]: a status served
     /// again after that is written again and ignored by the database
     /// (`rundb::write::insert_statuses`), so forgetting costs a write, never a row.
-    served: HashSet<Id>,
+    served: HashSet<Id, foldhash::fast::FixedState>,
 }
 
 /// The most served IDs the book remembers (a few MiB).
@@ -169,7 +169,7 @@ impl ClientBook {
             other_clients: None,
             named_unseen: names.len(),
             names,
-            served: HashSet::new(),
+            served: HashSet::default(),
         }
     }
 
@@ -199,14 +199,16 @@ impl ClientBook {
 
     /// Notes that these statuses were served; returns those no client was
     /// served before, whose `statuses` row is still to be written.
-    pub fn claim(&mut self, ids: &[Id]) -> HashSet<Id> {
+    pub fn claim(&mut self, ids: &[Id]) -> Claimed {
         if self.served.len() + ids.len() > MAX_REMEMBERED {
             self.served.clear();
         }
-        ids.iter()
-            .copied()
-            .filter(|&id| self.served.insert(id))
-            .collect()
+        Claimed(
+            ids.iter()
+                .copied()
+                .filter(|&id| self.served.insert(id))
+                .collect(),
+        )
     }
 
     /// [`ClientBook::observe`] with the items already read from the
@@ -425,6 +427,32 @@ pub fn served(layout: &Layout, ex: &Exchange) -> Vec<since_id::Item> {
     }
 }
 
+/// The statuses of a page no client was served before ([`ClientBook::claim`]):
+/// a few at most, usually none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Claimed(Vec<Id>);
+
+impl Claimed {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The items of these statuses, each once (a status repeated within
+    /// the page is first seen once).
+    pub fn first_seen(mut self, items: Vec<since_id::Item>) -> Vec<since_id::Item> {
+        items
+            .into_iter()
+            .filter(|i| match self.0.iter().position(|&id| id == i.id) {
+                Some(at) => {
+                    self.0.swap_remove(at);
+                    true
+                }
+                None => false,
+            })
+            .collect()
+    }
+}
+
 /// A timeline page as the recording knows it: the IDs it served, in order,
 /// as one value, and the statuses no client was served before (claimed,
 /// [`ClientBook::claim`]), as the page wrote them.
@@ -439,13 +467,11 @@ pub struct Page {
 impl Page {
     /// A page read from its body: each ID as the API wrote it. `claim`
     /// gives the IDs served for the first time.
-    pub fn read(items: Vec<since_id::Item>, claim: impl FnOnce(&[Id]) -> HashSet<Id>) -> Page {
+    pub fn read(items: Vec<since_id::Item>, claim: impl FnOnce(&[Id]) -> Claimed) -> Page {
         let ids: Vec<Id> = items.iter().map(|i| i.id).collect();
         let texts: Vec<&str> = items.iter().map(|i| i.id_text.as_str()).collect();
         let served = rundb::pages::encode(&texts);
-        let mut new = claim(&ids);
-        // A status repeated within the page is first seen once.
-        let first_seen = items.into_iter().filter(|i| new.remove(&i.id)).collect();
+        let first_seen = claim(&ids).first_seen(items);
         Page {
             ids,
             served,

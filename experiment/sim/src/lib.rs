@@ -45,6 +45,6 @@ pub fn truth_row(layout: &since_id::id::Layout, s: &model::SimStatus) -> rundb::
         posted_at_ms: s.posted_at_ms,
         visible_at_ms: s.visible_at_ms,
         deleted_at_ms: s.deleted_at_ms,
-        origin: s.origin.clone(),
+        origin: s.origin.to_string(),
     }
 }

@@ -41,7 +41,7 @@ use since_id::id::{Id, Layout};
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::ops::Bound;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 /// Everything known about one status: what the truth table records.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -57,8 +57,10 @@ pub struct SimStatus {
     pub visible_at_ms: i64,
     /// From this instant on, queries no longer return it.
     pub deleted_at_ms: Option<i64>,
-    /// `genN` (Snowflake worker N), `local`, `remote` or `remote-fetched`.
-    pub origin: String,
+    /// `genN` (Snowflake worker N), `local`, `remote` or `remote-fetched`:
+    /// shared, since a page of 200 makes 200 of them.
+    #[serde(serialize_with = "serialize_origin")]
+    pub origin: Arc<str>,
     pub author: u32,
 }
 
@@ -91,12 +93,21 @@ enum Origin {
 }
 
 impl Origin {
-    fn label(self) -> String {
+    /// The label, shared: made once per origin, not once per status served.
+    fn label(self) -> Arc<str> {
+        static LABELS: LazyLock<[Arc<str>; 3]> =
+            LazyLock::new(|| ["local".into(), "remote".into(), "remote-fetched".into()]);
+        /// Snowflake's 10 bits of worker.
+        static GENERATORS: LazyLock<Vec<Arc<str>>> =
+            LazyLock::new(|| (0..1024).map(|g| format!("gen{g}").into()).collect());
         match self {
-            Origin::Generator(g) => format!("gen{g}"),
-            Origin::Local => "local".into(),
-            Origin::Remote => "remote".into(),
-            Origin::RemoteFetched => "remote-fetched".into(),
+            Origin::Generator(g) => GENERATORS
+                .get(usize::from(g))
+                .cloned()
+                .unwrap_or_else(|| format!("gen{g}").into()),
+            Origin::Local => LABELS[0].clone(),
+            Origin::Remote => LABELS[1].clone(),
+            Origin::RemoteFetched => LABELS[2].clone(),
         }
     }
 }
@@ -417,7 +428,7 @@ impl Simulator {
     /// Test support: makes a status visible at once, bypassing the process.
     /// Its ID must be unique; it is not part of the truth.
     pub fn inject(&mut self, status: SimStatus) {
-        let origin = match status.origin.as_str() {
+        let origin = match &*status.origin {
             "remote" => Origin::Remote,
             "remote-fetched" => Origin::RemoteFetched,
             "local" => Origin::Local,
@@ -650,6 +661,10 @@ impl Simulator {
     }
 }
 
+fn serialize_origin<S: serde::Serializer>(origin: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(origin)
+}
+
 fn serialize_id<S: serde::Serializer>(id: &Id, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_u128(id.0)
 }
@@ -842,13 +857,13 @@ mod tests {
     #[test]
     fn mastodon_and_misskey_id_remote_statuses_as_documented() {
         let (_, truth) = run(profile("mastodon"), 5, 3_600_000);
-        let origins: HashSet<&str> = truth.iter().map(|s| s.origin.as_str()).collect();
+        let origins: HashSet<&str> = truth.iter().map(|s| &*s.origin).collect();
         assert_eq!(
             origins,
             HashSet::from(["local", "remote", "remote-fetched"])
         );
         for s in &truth {
-            match s.origin.as_str() {
+            match &*s.origin {
                 // Transaction start: one clock, the posting time itself.
                 "local" => assert_eq!(s.id_time_ms, s.posted_at_ms),
                 // Delivered: IDed on receipt, after `published`.
@@ -862,7 +877,7 @@ mod tests {
             }
         }
         let (_, truth) = run(profile("misskey"), 5, 600_000);
-        for s in truth.iter().filter(|s| s.origin == "remote") {
+        for s in truth.iter().filter(|s| &*s.origin == "remote") {
             assert_eq!(s.id_time_ms, s.posted_at_ms, "IDed at published");
         }
     }

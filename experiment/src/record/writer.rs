@@ -231,6 +231,13 @@ impl RecordSender {
         self.send(Record::Side(Side::Config(config)));
     }
 
+    /// Whether `n` more records fit in the queue now (another sender may
+    /// take the room before they are sent).
+    pub fn has_room(&self, n: usize) -> bool {
+        let depth = self.gauge.depth.load(Ordering::Relaxed).max(0) as usize;
+        depth + n < QUEUE_BOUND
+    }
+
     fn send(&self, record: Record) {
         let sent = if self.never_wait {
             match self.channel.try_send(record) {

@@ -26,6 +26,9 @@ const MAX_REQUEST_BODY: usize = 64 * 1024;
 /// The largest response read back (the simulator's pages are far smaller).
 const MAX_RESPONSE_BODY: usize = 16 * 1024 * 1024;
 
+/// The most records one exchange sends: a new client's poller row and its request.
+const RECORDS_A_REQUEST: usize = 2;
+
 struct Recording {
     /// Held while a record is sent, so that a new client's poller row reaches
     /// the recorder before any request of it, in the order indexes were given.
@@ -47,12 +50,8 @@ pub fn layer(router: axum::Router, book: ClientBook, sender: RecordSender) -> ax
 async fn record(State(rec): State<Arc<Recording>>, request: Request, next: Next) -> Response {
     let method = request.method().as_str().to_string();
     let path = request.uri().path().to_string();
-    let query: Vec<(String, String)> = request
-        .uri()
-        .query()
-        .and_then(|q| reqwest::Url::parse(&format!("http://query/?{q}")).ok())
-        .map(|url| url.query_pairs().into_owned().collect())
-        .unwrap_or_default();
+    // Read as the server reads it.
+    let query = crate::sim::server::params(&request.uri().query().map(str::to_string));
     if timeline_of(&method, &path, &query).is_none() {
         return next.run(request).await;
     }
@@ -116,13 +115,10 @@ async fn record(State(rec): State<Arc<Recording>>, request: Request, next: Next)
     // backend that does not mark) is read.
     let page = match served_ids {
         Some(ServedIds(ids)) if status == 200 => {
-            let mut new = lock(&rec.book).claim(&ids);
+            let new = lock(&rec.book).claim(&ids);
             let first_seen = match new.is_empty() {
                 true => Vec::new(),
-                false => served(&rec.layout, &exchange)
-                    .into_iter()
-                    .filter(|i| new.remove(&i.id))
-                    .collect(),
+                false => new.first_seen(served(&rec.layout, &exchange)),
             };
             Page::marked(&rec.layout, &ids, first_seen)
         }
@@ -130,8 +126,7 @@ async fn record(State(rec): State<Arc<Recording>>, request: Request, next: Next)
             lock(&rec.book).claim(ids)
         }),
     };
-    // The queue may be full: wait for room without stalling the other tasks.
-    tokio::task::block_in_place(|| {
+    let record = || {
         let mut book = lock(&rec.book);
         for recorded in book.observe_page(&exchange, page) {
             match recorded {
@@ -139,7 +134,16 @@ async fn record(State(rec): State<Arc<Recording>>, request: Request, next: Next)
                 Recorded::Request(row, asked) => rec.sender.client_request(*row, asked),
             }
         }
-    });
+    };
+    // A full queue makes the send wait: then wait off the runtime's worker,
+    // so the other tasks go on. Handing the worker over costs a thread switch
+    // a request, so it is done only when the queue is near full (the few
+    // records another sender may add in between wait at most one commit).
+    if rec.sender.has_room(RECORDS_A_REQUEST) {
+        record();
+    } else {
+        tokio::task::block_in_place(record);
+    }
     Response::from_parts(parts, Body::from(sent))
 }
 

@@ -36,6 +36,9 @@ use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
+/// `runs.target` of a run judged against PostgreSQL's log.
+pub const TARGET: &str = "postgres-log";
+
 /// How many examples a count shows.
 const EXAMPLES: usize = 5;
 
@@ -429,6 +432,17 @@ pub fn render(judged: &Judged) -> String {
         }
     }
     out
+}
+
+/// `--html` for a run judged against the log: the text report as one
+/// self-contained page.
+pub fn html(title: &str, judged: &Judged) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title></head>\n\
+         <body><h1>{t}</h1>\n<pre>{}</pre>\n</body></html>\n",
+        crate::html::escape(&render(judged)),
+        t = crate::html::escape(title)
+    )
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ pub const DEFAULT_DRAIN_MS: u64 = 10_000;
 pub const DEFAULT_SLOT: &str = "snowleak";
 
 /// The run's `runs.target`.
-pub const TARGET: &str = "postgres-log";
+pub const TARGET: &str = analysis::consumers::TARGET;
 
 /// What the postgres judge is asked to do (checked by [`judge_log`]).
 pub struct LogArgs {

@@ -269,11 +269,9 @@ fn run_log(
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     if args.json {
-        let out = serde_json::json!({
-            "run": run.id,
-            "table": table,
-            "consumers": judged,
-        });
+        let mut out = serde_json::to_value(&judged).map_err(|e| e.to_string())?;
+        out["run"] = run.id.into();
+        out["table"] = table.into();
         println!(
             "{}",
             serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?

@@ -233,3 +233,61 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_left_behind() {
     let args = ["judge", "--table", "t", "--", "true"];
     bad_input(&args, "--table applies to --backend postgres");
 }
+
+#[test]
+fn ctrl_c_stops_the_command_reads_the_log_a_last_time_and_leaves_nothing_behind() {
+    use std::io::BufRead;
+    let dir = temp_dir("judge-log-int");
+    let db = dir.join("judge.db");
+    let mut child = command(&[
+        "judge",
+        "--backend",
+        "postgres",
+        "--table",
+        "t",
+        "--db",
+        db.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "psql -X -q -c 'CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)' \
+         && echo ready && exec sleep 600",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("experiment judge runs");
+    let pid = child.id();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while line.trim() != "ready" {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the command never said ready"
+        );
+    }
+    // The row is committed; Ctrl-C as a user would.
+    common::signal(&child, "-INT");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{rest}\n{stderr}");
+    assert!(rest.contains("1 rows of public.t committed"), "{rest}");
+    let prefix = format!("snowleak-pg-{pid}-");
+    let left = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().starts_with(&prefix));
+    assert!(!left, "the cluster is removed");
+    let conn = Connection::open(&db).unwrap();
+    let (reason, keys): (String, i64) = conn
+        .query_row(
+            "SELECT end_reason, (SELECT count(*) FROM log_truth) FROM runs",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((reason.as_str(), keys), ("interrupted", 1));
+}

@@ -291,24 +291,19 @@ fn run_command(
     let deadline = args
         .duration_ms
         .map(|ms| Instant::now() + Duration::from_millis(ms));
-    let mut failure = None;
-    let end = loop {
-        let event = match deadline {
-            Some(d) => received.recv_timeout(d.saturating_duration_since(Instant::now())),
-            None => received.recv().map_err(|_| RecvTimeoutError::Disconnected),
-        };
-        match event {
-            Ok(Event::Exited(status)) => {
-                let status = status.map_err(|e| format!("cannot wait for the command: {e}"));
-                return (End::Exited, status, None);
-            }
-            Ok(Event::Failed(m)) => {
-                failure = Some(m);
-                break End::Failed;
-            }
-            Ok(Event::Signal) => break End::Interrupted,
-            Err(_) => break End::Duration,
+    // The first of: the command's exit, a failure, a signal, the deadline.
+    let event = match deadline {
+        Some(d) => received.recv_timeout(d.saturating_duration_since(Instant::now())),
+        None => received.recv().map_err(|_| RecvTimeoutError::Disconnected),
+    };
+    let (end, mut failure) = match event {
+        Ok(Event::Exited(status)) => {
+            let status = status.map_err(|e| format!("cannot wait for the command: {e}"));
+            return (End::Exited, status, None);
         }
+        Ok(Event::Failed(m)) => (End::Failed, Some(m)),
+        Ok(Event::Signal) => (End::Interrupted, None),
+        Err(_) => (End::Duration, None),
     };
     // SIGINT, then SIGTERM, then SIGKILL, each after a grace period.
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {

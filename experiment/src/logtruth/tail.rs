@@ -263,4 +263,35 @@ mod tests {
         let e = tail.read(10, false).unwrap_err();
         assert!(e.contains("shrank"), "{e}");
     }
+
+    #[test]
+    fn a_consumer_faster_than_the_reads_loses_nothing_and_memory_stays_bounded() {
+        let dir = testkit::temp_dir("tail-fast");
+        let path = dir.join("out.csv");
+        // 6 MiB of deliveries at once, more than one read takes, and a line
+        // longer than any kept whole.
+        let pad = "x".repeat(1000);
+        let mut text: String = (1..=6000).map(|k| format!("{k},{pad}\n")).collect();
+        text.push_str(&format!("{}\n6001\n", "y".repeat(MAX_LINE + 10)));
+        std::fs::write(&path, &text).unwrap();
+        let mut tail = Tail::new("relay", path, "id");
+        let (first, more) = tail.read(1, false).unwrap();
+        assert!(more, "the rest is the next read's");
+        assert!(first.len() < 6000 && !first.is_empty());
+        let mut rows = first;
+        loop {
+            let (next, more) = tail.read(2, true).unwrap();
+            rows.extend(next);
+            if !more {
+                break;
+            }
+        }
+        let keys: Vec<String> = rows.iter().filter_map(|r| r.key.clone()).collect();
+        let expected: Vec<String> = (1..=6000).chain([6001]).map(|k| k.to_string()).collect();
+        assert_eq!(keys, expected, "every key, in order");
+        let garbage: Vec<&DeliveryRow> = rows.iter().filter(|r| r.key.is_none()).collect();
+        assert_eq!(garbage.len(), 1);
+        assert_eq!(garbage[0].line, 6001);
+        assert_eq!(garbage[0].raw.as_ref().map(String::len), Some(200));
+    }
 }

@@ -25,9 +25,14 @@
 //!   committed before r) - r's key + 1: a cursor held N keys behind the
 //!   highest key read (`behind:n=N`, `key > highest - N`) reads r at its
 //!   first read after r's commit for any N >= behind_n, if nothing higher
-//!   was read meanwhile. When no key above r's committed before it, the
-//!   consumer read past r while r was visible: lost with no lag (a
-//!   **skip**, not a race a delay would cure).
+//!   was read meanwhile. When no key above r's that the consumer delivered
+//!   committed before it in the log, r is lost with no lag: the consumer
+//!   read past r while r was visible, or r became visible after a row that
+//!   committed after it (PostgreSQL writes a transaction's commit record
+//!   before it leaves the proc array, which makes it visible: `CommitTransaction`
+//!   in src/backend/access/transam/xact.c calls `RecordTransactionCommit`
+//!   before `ProcArrayEndTransaction`, so two transactions committing at once
+//!   can become visible in the other order).
 //! - The **verdict**: `invalid` if it lost a row; else `unknown` if it
 //!   delivered no committed key (and `--expect-all` is off); else `valid`.
 
@@ -307,7 +312,9 @@ fn judge_one(
                 "lost {} committed rows{}",
                 lost.len(),
                 if skips > 0 {
-                    format!(" ({skips} with no higher key committed before them)")
+                    format!(
+                        " ({skips} with no delivered higher key committed before them in the log)"
+                    )
                 } else {
                     String::new()
                 }
@@ -391,7 +398,9 @@ pub fn render(judged: &Judged) -> String {
                         .map(|n| format!(", behind:n={n} reads it"))
                         .unwrap_or_default()
                 ),
-                None => "no higher key committed before it: read past while visible".into(),
+                None => "no delivered higher key committed before it in the log: read past while \
+                         visible, or visible only after a later commit"
+                    .into(),
             };
             out.push_str(&format!(
                 "  lost key {} (xid {}, commit {}{}): {lag}\n",
@@ -596,7 +605,7 @@ mod tests {
             ("1", true, &None)
         );
         assert!(
-            c.verdict_reason.contains("1 with no higher key"),
+            c.verdict_reason.contains("1 with no delivered higher key"),
             "{}",
             c.verdict_reason
         );

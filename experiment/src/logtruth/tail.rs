@@ -14,11 +14,11 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
 /// The longest line kept whole; a longer one is garbage, its text cut.
-const MAX_LINE: usize = 64 * 1024;
+pub const MAX_LINE: usize = 64 * 1024;
 
 /// The most a read takes from the file, so that memory stays bounded
 /// whatever the consumer writes: the rest is the next read's.
-const MAX_READ: usize = 4 * 1024 * 1024;
+pub const MAX_READ: usize = 4 * 1024 * 1024;
 
 /// What a line of a delivered file says.
 #[derive(Clone, Debug, PartialEq, Eq)]

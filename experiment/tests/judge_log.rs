@@ -217,6 +217,11 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_left_behind() {
         base(&["--table", "outbox", "--", "true"]),
         "committed no row to public.outbox",
     );
+    // A command that cannot run.
+    run(
+        base(&["--table", "outbox", "--", "/no/such/program"]),
+        "cannot run '/no/such/program'",
+    );
     // Not a slot name PostgreSQL accepts: refused before anything starts.
     run(
         base(&["--table", "outbox", "--slot", "Bad-Name", "--", "true"]),

@@ -188,9 +188,10 @@ pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
     let (end, status, failure) = run_command(&args, &cluster, &events, &received);
     drop(events);
     let mut failure = failure;
-    // The consumers catch up, unless the run is already over.
+    // The consumers catch up, unless the run is already over (or the
+    // command never ran).
     let mut end = end;
-    if failure.is_none() && end != End::Interrupted {
+    if failure.is_none() && end != End::Interrupted && status.is_ok() {
         let deadline = Instant::now() + Duration::from_millis(args.drain_ms);
         loop {
             match received.recv_timeout(deadline.saturating_duration_since(Instant::now())) {

@@ -1,4 +1,4 @@
-//! `analyze DB [--run N] [--out DIR] [--json] [--html FILE] [--delivered NAME=FILE.csv]... [--max-memory SIZE]`: reads one run of the leak
+//! `analyze DB [--run N] [--out DIR] [--json] [--html FILE] [--delivered NAME=FILE.csv]... [--max-memory SIZE] [--expect-all]`: reads one run of the leak
 //! harness, diffs the pollers against truth (or each other), and prints a
 //! report with a verdict per poller, plus plots.
 //!

@@ -12,6 +12,7 @@
 //! - [`sweep`]: `experiment sweep`'s judging: one row per seed and poller, the summary;
 //!   [`sweep_plot`]: its frontier and lateness survival plots.
 //! - [`delivered`]: `--delivered`: a consumer judged from the IDs it delivered.
+//! - [`consumers`]: a consumer's verdict against the truth of PostgreSQL's log (`judge --backend postgres`).
 //! - [`ftt`]: a misskey-ftt run's lost notes by their fate in Redis (leak, trimmed, never pushed).
 //! - [`interval`]: a value per run summarised: mean, bootstrap 95 % interval, min,
 //!   median, max; the smallest difference a design could have detected.
@@ -19,6 +20,7 @@
 //! - [`synth`]: writes synthetic run databases (for tests and the benchmark).
 
 pub mod cli;
+pub mod consumers;
 pub mod delivered;
 pub mod delivery;
 pub mod diff;

@@ -1,4 +1,4 @@
-//! `analyze DB [--run N] [--out DIR] [--json] [--html FILE] [--delivered NAME=FILE.csv]... [--max-memory SIZE]`: reads one run of the leak
+//! `analyze DB [--run N] [--out DIR] [--json] [--html FILE] [--delivered NAME=FILE.csv]... [--max-memory SIZE] [--expect-all]`: reads one run of the leak
 //! harness, diffs the pollers against truth (or each other), and prints a
 //! report with a verdict per poller, plus plots.
 //!
@@ -6,7 +6,7 @@
 //! history (pure), `report` and `json` print, `plot` draws. Bad input
 //! ends with one line on stderr and exit status 2; never a panic.
 
-use analysis::{delivered, diff, ftt, html, json, load, plot, report};
+use analysis::{consumers, delivered, diff, ftt, html, json, load, plot, report};
 
 use clap::Parser;
 use std::path::PathBuf;
@@ -42,6 +42,10 @@ struct AnalyzeArgs {
     /// `id,delivered_at` row per line (ISO 8601 or epoch ms). Repeatable.
     #[arg(long, value_name = "NAME=FILE.csv", value_parser = delivered::parse_arg)]
     delivered: Vec<(String, PathBuf)>,
+    /// A run of `experiment judge --backend postgres`: owe every consumer
+    /// every committed row, not only those below the highest key it delivered.
+    #[arg(long)]
+    expect_all: bool,
 }
 
 /// `N`, `NKiB`, `NMiB`, `NGiB` or `NTiB` (binary units; `N` in bytes).
@@ -112,6 +116,15 @@ fn main() -> ExitCode {
 fn run(args: &AnalyzeArgs) -> Result<(), String> {
     let conn = load::open(&args.db).map_err(|e| e.to_string())?;
     let run_id = load::pick_run(&conn, &args.db, args.run).map_err(|e| e.to_string())?;
+    let run = rundb::read::run(&conn, run_id).map_err(|e| e.to_string())?;
+    if let Some(run) = run.filter(|r| r.target == consumers::TARGET) {
+        return run_log(args, &conn, &run);
+    }
+    if args.expect_all {
+        return Err(format!(
+            "--expect-all applies to a run of `experiment judge --backend postgres`; run {run_id} is not one"
+        ));
+    }
     // The check holds the whole history in memory: refuse a run that cannot
     // fit with one line, rather than be killed by the kernel halfway.
     let size = load::footprint(&conn, run_id).map_err(|e| e.to_string())?;
@@ -214,6 +227,58 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
         if let Some(lost) = &lost {
             print!("{}", ftt::render(&loaded, lost));
         }
+    }
+    Ok(())
+}
+
+/// A run of `experiment judge --backend postgres`: each consumer judged
+/// against the truth of PostgreSQL's log (docs/log-truth.md).
+fn run_log(
+    args: &AnalyzeArgs,
+    conn: &rusqlite::Connection,
+    run: &rundb::RunRow,
+) -> Result<(), String> {
+    if !args.delivered.is_empty() {
+        return Err(format!(
+            "run {} was judged against PostgreSQL's log: its consumers are those it recorded \
+             (experiment judge --delivered), not --delivered here",
+            run.id
+        ));
+    }
+    let config: serde_json::Value = serde_json::from_str(&run.config)
+        .map_err(|e| format!("run {}: unreadable config: {e}", run.id))?;
+    let names: Vec<String> = config["delivered"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|d| d["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let expect_all = args.expect_all || config["expect_all"].as_bool().unwrap_or(false);
+    let truth = rundb::read::log_truth(conn, run.id).map_err(|e| e.to_string())?;
+    let lines = rundb::read::log_deliveries(conn, run.id).map_err(|e| e.to_string())?;
+    let judged = consumers::judge(&truth, &lines, &names, expect_all);
+    let table = config["table"].as_str().unwrap_or("?");
+    let title = format!(
+        "run {}: consumers of {table} judged against PostgreSQL's log ({} rows committed)",
+        run.id, judged.committed
+    );
+    if let Some(path) = &args.html {
+        std::fs::write(path, consumers::html(&title, &judged))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    if args.json {
+        let mut out = serde_json::to_value(&judged).map_err(|e| e.to_string())?;
+        out["run"] = run.id.into();
+        out["table"] = table.into();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!("{title}");
+        print!("{}", consumers::render(&judged));
     }
     Ok(())
 }

@@ -13,6 +13,7 @@
 //! - [`api`]: each API's client side, one file per API.
 //! - [`record`]: the recorder, the run database's one writer thread.
 //! - [`servers`]: the throwaway servers a run starts (PostgreSQL).
+//! - [`logtruth`]: truth from PostgreSQL's log and consumers' delivered files (`judge --backend postgres`).
 //!
 //! Private: the drivers (`drive`), the command line below the targets
 //! (`options`), what every `serve` backend shares (`serving`), the options
@@ -26,6 +27,7 @@ mod clients;
 mod clock;
 pub mod cmd;
 mod drive;
+pub mod logtruth;
 mod options;
 pub mod record;
 pub mod servers;

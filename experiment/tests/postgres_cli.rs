@@ -596,8 +596,9 @@ fn simulator_flags_on_the_postgres_backend_are_refused_in_one_line() {
             "--truth is the simulator's",
         ),
         (
+            // The judge on PostgreSQL judges a table against its log (docs/log-truth.md).
             vec!["judge", "--backend", "postgres", "--", "true"],
-            "judge serves the simulator",
+            "--backend postgres judges a table against PostgreSQL's log: give --table T",
         ),
     ] {
         let (code, err) = experiment_bin(&args);

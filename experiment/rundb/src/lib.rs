@@ -20,8 +20,9 @@ pub mod scope;
 pub mod write;
 
 pub use rows::{
-    ClientRequestRow, CursorFlagRow, FttDeleteRow, FttPushRow, FttRows, FttTrimRow, ObservationRow,
-    PartitionDropRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow, WriterBracketRow,
+    ClientRequestRow, CursorFlagRow, DeliveryRow, FttDeleteRow, FttPushRow, FttRows, FttTrimRow,
+    LogTruthRow, ObservationRow, PartitionDropRow, PollerRow, RequestRow, RunRow, StatusRow,
+    TruthRow, WriterBracketRow,
 };
 
 use std::fmt;

@@ -10,7 +10,8 @@
 
 use crate::Error;
 use crate::rows::{
-    ObservationRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow, WriterBracketRow,
+    DeliveryRow, LogTruthRow, ObservationRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow,
+    WriterBracketRow,
 };
 use crate::schema::{APPLICATION_ID, OLD_WRITER_BRACKETS, SCHEMA_VERSION};
 use rusqlite::types::ValueRef;
@@ -414,4 +415,55 @@ pub fn writer_brackets(conn: &Connection, run_id: i64) -> Result<Vec<WriterBrack
         out.extend(rows);
     }
     Ok(out)
+}
+
+/// The log's truth of run `run_id` (`log_truth`), in log order; none for a
+/// run without it (or a file written before the table existed).
+pub fn log_truth(conn: &Connection, run_id: i64) -> Result<Vec<LogTruthRow>, Error> {
+    if !has_table(conn, "log_truth")? {
+        return Ok(Vec::new());
+    }
+    conn.prepare(
+        "SELECT seq, key, xid, commit_lsn, commit_ms, op FROM log_truth WHERE run_id = ?1 \
+         ORDER BY seq",
+    )
+    .and_then(|mut st| {
+        st.query_map([run_id], |r| {
+            Ok(LogTruthRow {
+                seq: r.get(0)?,
+                key: r.get(1)?,
+                xid: r.get(2)?,
+                commit_lsn: r.get(3)?,
+                commit_ms: r.get(4)?,
+                op: r.get(5)?,
+            })
+        })?
+        .collect()
+    })
+    .map_err(read_error)
+}
+
+/// What the consumers of run `run_id` delivered (`log_deliveries`), each
+/// consumer's lines in file order, consumers by name; none for a run without it.
+pub fn log_deliveries(conn: &Connection, run_id: i64) -> Result<Vec<DeliveryRow>, Error> {
+    if !has_table(conn, "log_deliveries")? {
+        return Ok(Vec::new());
+    }
+    conn.prepare(
+        "SELECT consumer, line, key, raw, read_at_ms FROM log_deliveries WHERE run_id = ?1 \
+         ORDER BY consumer, line",
+    )
+    .and_then(|mut st| {
+        st.query_map([run_id], |r| {
+            Ok(DeliveryRow {
+                consumer: r.get(0)?,
+                line: r.get(1)?,
+                key: r.get(2)?,
+                raw: r.get(3)?,
+                read_at_ms: r.get(4)?,
+            })
+        })?
+        .collect()
+    })
+    .map_err(read_error)
 }

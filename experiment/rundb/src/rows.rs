@@ -234,3 +234,36 @@ pub struct FttRows {
     pub trims: Vec<FttTrimRow>,
     pub deletes: Vec<FttDeleteRow>,
 }
+
+/// A row of `log_truth` ([`crate::schema::LOG_TRUTH`]): one change a
+/// committed transaction made to the judged table, as logical decoding gave it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogTruthRow {
+    /// Its place in the log (commit order; a transaction's rows in its order).
+    pub seq: i64,
+    /// The key column's value, as the log printed it (quotes removed).
+    pub key: String,
+    pub xid: i64,
+    /// The LSN of its transaction's COMMIT, as PostgreSQL writes it (`0/16B3748`).
+    pub commit_lsn: String,
+    /// Its transaction's commit time, ms since the epoch.
+    pub commit_ms: i64,
+    /// `insert` or `delete`.
+    pub op: String,
+}
+
+/// A row of `log_deliveries` ([`crate::schema::LOG_DELIVERIES`]): one line
+/// of a consumer's delivered file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeliveryRow {
+    /// The consumer's name (`--delivered NAME=FILE`).
+    pub consumer: String,
+    /// The line's number in the file, from 1.
+    pub line: i64,
+    /// The key the line names; `None` for a line that names none.
+    pub key: Option<String>,
+    /// A line that names no key, as written (cut at 200 bytes).
+    pub raw: Option<String>,
+    /// When the harness read the line.
+    pub read_at_ms: i64,
+}

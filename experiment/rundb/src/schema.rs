@@ -211,3 +211,37 @@ pub const TRUTH_AUTHORS: &str = "CREATE TABLE IF NOT EXISTS truth_authors (
     author             INTEGER NOT NULL,
     PRIMARY KEY (run_id, id)
 ) WITHOUT ROWID;";
+
+/// The truth of `experiment judge --backend postgres` (docs/log-truth.md),
+/// read from PostgreSQL's logical decoding: one row per change to the judged
+/// table that a committed transaction made, in the order the log gave them
+/// (`seq`, commit order): the row's key as text, its transaction, the LSN and
+/// time of its COMMIT, and `op` (`insert` or `delete`). A rolled-back
+/// transaction is never in the log. Created by the first such run, so that
+/// other runs' files keep the tables of [`CREATE`].
+pub const LOG_TRUTH: &str = "CREATE TABLE IF NOT EXISTS log_truth (
+    run_id          INTEGER NOT NULL REFERENCES runs(id),
+    seq             INTEGER NOT NULL,
+    key             TEXT NOT NULL,
+    xid             INTEGER NOT NULL,
+    commit_lsn      TEXT NOT NULL,
+    commit_ms       INTEGER NOT NULL,
+    op              TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;";
+
+/// What each consumer of `experiment judge --backend postgres` delivered
+/// (`--delivered NAME=FILE`), in the file's order: the consumer's name, the
+/// line's number in the file, the key it names (NULL for a line that names
+/// none, whose text is in `raw`, cut at 200 bytes), and when the harness read
+/// the line (ms; the delivery happened at most one read period before).
+/// Created by the first such run.
+pub const LOG_DELIVERIES: &str = "CREATE TABLE IF NOT EXISTS log_deliveries (
+    run_id          INTEGER NOT NULL REFERENCES runs(id),
+    consumer        TEXT NOT NULL,
+    line            INTEGER NOT NULL,
+    key             TEXT,
+    raw             TEXT,
+    read_at_ms      INTEGER NOT NULL,
+    PRIMARY KEY (run_id, consumer, line)
+) WITHOUT ROWID;";

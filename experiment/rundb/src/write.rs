@@ -10,12 +10,12 @@
 
 use crate::Error;
 use crate::rows::{
-    ClientRequestRow, CursorFlagRow, FttRows, PartitionDropRow, PollerRow, RequestRow, RunRow,
-    StatusRow, TruthRow, WriterBracketRow,
+    ClientRequestRow, CursorFlagRow, DeliveryRow, FttRows, LogTruthRow, PartitionDropRow,
+    PollerRow, RequestRow, RunRow, StatusRow, TruthRow, WriterBracketRow,
 };
 use crate::schema::{
-    APPLICATION_ID, CLIENT_REQUESTS, CREATE, CURSOR_FLAGS, FTT_PUSHES, PARTITION_DROPS,
-    SCHEMA_VERSION, TABLES, TRUTH_AUTHORS, WRITER_BRACKETS,
+    APPLICATION_ID, CLIENT_REQUESTS, CREATE, CURSOR_FLAGS, FTT_PUSHES, LOG_DELIVERIES, LOG_TRUTH,
+    PARTITION_DROPS, SCHEMA_VERSION, TABLES, TRUTH_AUTHORS, WRITER_BRACKETS,
 };
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 use std::path::Path;
@@ -641,6 +641,60 @@ pub fn insert_cursor_flags(
                 f.poller, f.cycle, f.page, f.sent_at_ms
             )));
         }
+    }
+    Ok(())
+}
+
+/// Inserts changes of the judged table from the log (`experiment judge
+/// --backend postgres`), creating `log_truth` if needed; a row already there
+/// (the same `seq`) is replaced.
+pub fn insert_log_truth(conn: &Connection, run_id: i64, rows: &[LogTruthRow]) -> Result<(), Error> {
+    conn.execute_batch(LOG_TRUTH).map_err(write_error)?;
+    let mut st = conn
+        .prepare_cached(
+            "INSERT OR REPLACE INTO log_truth (run_id, seq, key, xid, commit_lsn, commit_ms, op) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .map_err(write_error)?;
+    for r in rows {
+        st.execute(params![
+            run_id,
+            r.seq,
+            r.key,
+            r.xid,
+            r.commit_lsn,
+            r.commit_ms,
+            r.op
+        ])
+        .map_err(write_error)?;
+    }
+    Ok(())
+}
+
+/// Inserts lines of consumers' delivered files, creating `log_deliveries`
+/// if needed; a line already there is replaced.
+pub fn insert_log_deliveries(
+    conn: &Connection,
+    run_id: i64,
+    rows: &[DeliveryRow],
+) -> Result<(), Error> {
+    conn.execute_batch(LOG_DELIVERIES).map_err(write_error)?;
+    let mut st = conn
+        .prepare_cached(
+            "INSERT OR REPLACE INTO log_deliveries (run_id, consumer, line, key, raw, read_at_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .map_err(write_error)?;
+    for d in rows {
+        st.execute(params![
+            run_id,
+            d.consumer,
+            d.line,
+            d.key,
+            d.raw,
+            d.read_at_ms
+        ])
+        .map_err(write_error)?;
     }
     Ok(())
 }

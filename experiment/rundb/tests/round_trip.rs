@@ -395,3 +395,64 @@ fn brackets_read_back_from_the_old_table_and_the_new() {
         vec![bracket("2", "writer 1")]
     );
 }
+
+#[test]
+fn the_log_truth_and_deliveries_read_back_and_an_older_file_has_none() {
+    let dir = testkit::temp_dir("log-truth");
+    let path = dir.join("run.db");
+    let conn = write::open(&path, "--db").unwrap();
+    let run = RunRow {
+        target: "postgres-log".into(),
+        clock: "real".into(),
+        layout: "counter".into(),
+        config: "{}".into(),
+        version: rundb::VERSION.into(),
+        ..RunRow::default()
+    };
+    let (run_id, _) = write::add_run(&conn, &run, &[]).unwrap();
+    // A file without the tables (written before they existed) reads as none.
+    assert!(read::log_truth(&conn, run_id).unwrap().is_empty());
+    assert!(read::log_deliveries(&conn, run_id).unwrap().is_empty());
+    let truth = vec![
+        rundb::LogTruthRow {
+            seq: 1,
+            key: "2".into(),
+            xid: 750,
+            commit_lsn: "0/16B3748".into(),
+            commit_ms: 100,
+            op: "insert".into(),
+        },
+        rundb::LogTruthRow {
+            seq: 0,
+            key: "it's".into(),
+            xid: 749,
+            commit_lsn: "0/16B3000".into(),
+            commit_ms: 90,
+            op: "delete".into(),
+        },
+    ];
+    write::insert_log_truth(&conn, run_id, &truth).unwrap();
+    let deliveries = vec![
+        rundb::DeliveryRow {
+            consumer: "relay".into(),
+            line: 2,
+            key: None,
+            raw: Some("garbage".into()),
+            read_at_ms: 7,
+        },
+        rundb::DeliveryRow {
+            consumer: "relay".into(),
+            line: 1,
+            key: Some("2".into()),
+            raw: None,
+            read_at_ms: 5,
+        },
+    ];
+    write::insert_log_deliveries(&conn, run_id, &deliveries).unwrap();
+    let mut by_seq = truth.clone();
+    by_seq.sort_by_key(|r| r.seq);
+    assert_eq!(read::log_truth(&conn, run_id).unwrap(), by_seq);
+    let mut by_line = deliveries.clone();
+    by_line.sort_by_key(|d| d.line);
+    assert_eq!(read::log_deliveries(&conn, run_id).unwrap(), by_line);
+}

@@ -6,6 +6,12 @@
 //! after a grace period, then SIGKILL), and prints the verdict of every
 //! client it saw. Exit status: 0 when every client is valid, 1 when any lost
 //! a status, 2 on bad input (docs/judging.md).
+//!
+//! With `--backend postgres --table T`, the command is an application with
+//! its own writers and consumers, judged against PostgreSQL's own log
+//! ([`log`], docs/log-truth.md).
+
+pub mod log;
 
 use crate::serving::Backend;
 use crate::targets::ServeArgs;
@@ -34,6 +40,28 @@ pub struct JudgeArgs {
     /// without it, the judge waits for the command to exit.
     #[arg(long, value_parser = since_id::time::parse_duration_ms)]
     pub duration: Option<u64>,
+    /// `--backend postgres`: the table whose committed rows are the truth
+    /// (`T` is `public.T`; `SCHEMA.T` names the schema); COMMAND may create it.
+    #[arg(long, value_name = "T")]
+    pub table: Option<String>,
+    /// `--backend postgres`: the table's key column (default `id`).
+    #[arg(long, value_name = "COLUMN")]
+    pub key: Option<String>,
+    /// `--backend postgres`: a consumer's delivered keys, one a line (CSV's
+    /// first field, or JSON lines with "key" or "id"), read as the file grows. Repeatable.
+    #[arg(long = "delivered", value_name = "NAME=FILE")]
+    pub delivered: Vec<String>,
+    /// `--backend postgres`: how long consumers have to catch up after
+    /// COMMAND ends (default 10s).
+    #[arg(long, value_parser = since_id::time::parse_duration_ms)]
+    pub drain: Option<u64>,
+    /// `--backend postgres`: every committed row is owed to every consumer,
+    /// not only those below the highest key it delivered.
+    #[arg(long)]
+    pub expect_all: bool,
+    /// `--backend postgres`: the replication slot's name (default snowleak).
+    #[arg(long, value_name = "NAME")]
+    pub slot: Option<String>,
     /// The client to run, and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -47,12 +75,29 @@ pub struct Judgement {
 
 /// Runs the judge; `Ok` carries the verdicts, `Err` is bad input (exit 2).
 pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
+    if args.serve.listen.backend == Backend::Postgres {
+        return judge_postgres(args);
+    }
+    let log_flags = [
+        (args.table.is_some(), "--table"),
+        (args.key.is_some(), "--key"),
+        (!args.delivered.is_empty(), "--delivered"),
+        (args.drain.is_some(), "--drain"),
+        (args.expect_all, "--expect-all"),
+        (args.slot.is_some(), "--slot"),
+    ];
+    if let Some((_, flag)) = log_flags.iter().find(|(given, _)| *given) {
+        return Err(format!(
+            "{flag} applies to --backend postgres (a table judged against PostgreSQL's log)"
+        ));
+    }
     let mut serve = args.serve;
     let profile = serve.simulator.profile().to_string();
     if serve.listen.backend != Backend::Simulator {
         return Err(
-            "judge serves the simulator: for the PostgreSQL backend, run `experiment serve \
-                    --backend postgres --record FILE.db` and `analyze FILE.db` (docs/judging.md)"
+            "judge serves the simulator, or judges a table against PostgreSQL's log \
+             (--backend postgres --table T); for misskey-ftt, run `experiment serve --backend \
+             misskey-ftt --record FILE.db` and `analyze FILE.db` (docs/judging.md)"
                 .into(),
         );
     }
@@ -117,6 +162,32 @@ pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
     let status = outcome??;
     served?;
     verdicts(&args.db, status)
+}
+
+/// `--backend postgres`: the command's table judged against the log.
+fn judge_postgres(args: JudgeArgs) -> Result<Judgement, String> {
+    args.serve.simulator.refuse_on("postgres")?;
+    if args.serve.listen.record.is_some() || !args.serve.listen.clients.is_empty() {
+        return Err(
+            "--record and --client are serve's: the judge on --backend postgres records to --db"
+                .into(),
+        );
+    }
+    let table = args.table.ok_or(
+        "--backend postgres judges a table against PostgreSQL's log: give --table T (docs/log-truth.md)",
+    )?;
+    log::judge_log(log::LogArgs {
+        db: args.db,
+        table,
+        key: args.key.unwrap_or_else(|| "id".into()),
+        delivered: args.delivered,
+        duration_ms: args.duration,
+        drain_ms: args.drain.unwrap_or(log::DEFAULT_DRAIN_MS),
+        expect_all: args.expect_all,
+        slot: args.slot.unwrap_or_else(|| log::DEFAULT_SLOT.into()),
+        command: args.command,
+        grace: GRACE,
+    })
 }
 
 /// Waits for the command, or stops it at `limit`: SIGINT, then SIGTERM,

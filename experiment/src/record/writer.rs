@@ -80,6 +80,10 @@ enum Side {
     Ftt(rundb::FttRows),
     /// `runs.config` again, with what only the run's end knows.
     Config(String),
+    /// `log_truth`: the judged table's changes from PostgreSQL's log.
+    LogTruth(Vec<rundb::LogTruthRow>),
+    /// `log_deliveries`: lines of the consumers' delivered files.
+    Deliveries(Vec<rundb::DeliveryRow>),
 }
 
 /// What went wrong with the database.
@@ -222,6 +226,22 @@ impl RecordSender {
         );
         for record in records {
             self.send(Record::Side(Side::Ftt(record)));
+        }
+    }
+
+    /// Changes of the judged table from PostgreSQL's log, for `log_truth`
+    /// (created even when `rows` is empty).
+    pub fn log_truth(&self, rows: Vec<rundb::LogTruthRow>) {
+        for chunk in chunks(rows) {
+            self.send(Record::Side(Side::LogTruth(chunk)));
+        }
+    }
+
+    /// Lines of consumers' delivered files, for `log_deliveries` (created
+    /// even when `rows` is empty).
+    pub fn deliveries(&self, rows: Vec<rundb::DeliveryRow>) {
+        for chunk in chunks(rows) {
+            self.send(Record::Side(Side::Deliveries(chunk)));
         }
     }
 
@@ -572,6 +592,8 @@ impl Writer {
             }
             Side::CursorFlags(rows) => write::insert_cursor_flags(conn, run_id, &rows)?,
             Side::Ftt(rows) => write::insert_ftt(conn, run_id, &rows)?,
+            Side::LogTruth(rows) => write::insert_log_truth(conn, run_id, &rows)?,
+            Side::Deliveries(rows) => write::insert_log_deliveries(conn, run_id, &rows)?,
             Side::Config(config) => {
                 conn.execute(
                     "UPDATE runs SET config = ?1 WHERE id = ?2",

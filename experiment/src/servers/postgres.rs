@@ -89,6 +89,12 @@ fn user_ids(user: &str) -> Result<(u32, u32), String> {
 impl Cluster {
     /// Makes and starts a cluster; the server is ready for connections on return.
     pub fn start() -> Result<Cluster, String> {
+        Cluster::start_with(&[])
+    }
+
+    /// [`Cluster::start`] with more server settings (`NAME`, `VALUE`), such as
+    /// `wal_level=logical` for a replication slot.
+    pub fn start_with(settings: &[(&str, &str)]) -> Result<Cluster, String> {
         let bin = find_bin_dir()?;
         sweep_stale(&bin);
         let run_as = running_as_root().then(|| "postgres".to_string());
@@ -117,11 +123,14 @@ impl Cluster {
         )?;
         // Unix socket in the cluster's own directory, no TCP at all; small
         // buffers, since several clusters may run at once (parallel tests).
-        let options = format!(
+        let mut options = format!(
             "-k {} -c listen_addresses='' -c track_commit_timestamp=on -c shared_buffers=32MB \
              -c max_connections=60",
             cluster.dir.display()
         );
+        for (name, value) in settings {
+            options.push_str(&format!(" -c {name}={value}"));
+        }
         let log = cluster.dir.join("server.log");
         cluster.pg(
             "pg_ctl",
@@ -144,6 +153,11 @@ impl Cluster {
     /// The directory holding the data directory, the socket and the server log.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The directory of the server's binaries (`psql` is there too).
+    pub fn bin_dir(&self) -> &Path {
+        &self.bin
     }
 
     fn data_dir(&self) -> PathBuf {

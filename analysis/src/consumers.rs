@@ -1,0 +1,621 @@
+//! A consumer's verdict against the truth of PostgreSQL's log (`experiment
+//! judge --backend postgres`, docs/log-truth.md): what a relay, a projection
+//! or a follower lost, delivered twice or delivered out of commit order.
+//! Pure: the log's rows and the delivered lines in, the verdicts out.
+//!
+//! The definitions (README, "Definitions"; docs/log-truth.md):
+//!
+//! - A row is **committed** when the log holds its INSERT (a transaction
+//!   that rolled back is never in it); its place in the log is its commit
+//!   order.
+//! - **Lost**: committed, never delivered, and its key below the highest key
+//!   the consumer delivered (with `--expect-all`, any committed row never
+//!   delivered). A committed row above the highest key delivered is **not
+//!   reached**: the consumer had not got there, which no list of deliveries
+//!   can tell from losing it.
+//! - **Duplicated**: delivered more than once. **Out of commit order**: a
+//!   delivery of a key committed before a key delivered earlier. Both are
+//!   reported, neither is a loss.
+//! - The **lag** of a lost row r: f is the first row in commit order whose
+//!   key is above r's and which the consumer delivered; `lag_ms` =
+//!   commit time of r - commit time of f, how long r stayed invisible after
+//!   a higher key was visible; a cursor that passes a key only once its
+//!   commit is more than `k` ms old catches r for any k >= lag_ms. For
+//!   integer keys, `behind_n` = (the highest key delivered among the rows
+//!   committed before r) - r's key + 1: a cursor held N keys behind the
+//!   highest key read (`behind:n=N`, `key > highest - N`) reads r at its
+//!   first read after r's commit for any N >= behind_n, if nothing higher
+//!   was read meanwhile. When no key above r's that the consumer delivered
+//!   committed before it in the log, r is lost with no lag: the consumer
+//!   read past r while r was visible, or r became visible after a row that
+//!   committed after it (PostgreSQL writes a transaction's commit record
+//!   before it leaves the proc array, which makes it visible: `CommitTransaction`
+//!   in src/backend/access/transam/xact.c calls `RecordTransactionCommit`
+//!   before `ProcArrayEndTransaction`, so two transactions committing at once
+//!   can become visible in the other order).
+//! - The **verdict**: `invalid` if it lost a row; else `unknown` if it
+//!   delivered no committed key (and `--expect-all` is off); else `valid`.
+
+use rundb::{DeliveryRow, LogTruthRow};
+use serde::Serialize;
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+/// `runs.target` of a run judged against PostgreSQL's log.
+pub const TARGET: &str = "postgres-log";
+
+/// How many examples a count shows.
+const EXAMPLES: usize = 5;
+
+/// A key as the consumers' order sees it: integers by value (`007` is 7),
+/// anything else by its text, after every integer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Key {
+    Int(i128),
+    Text(String),
+}
+
+impl Key {
+    pub fn parse(text: &str) -> Key {
+        match text.trim().parse::<i128>() {
+            Ok(n) => Key::Int(n),
+            Err(_) => Key::Text(text.to_string()),
+        }
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Key) -> Ordering {
+        match (self, other) {
+            (Key::Int(a), Key::Int(b)) => a.cmp(b),
+            (Key::Int(_), Key::Text(_)) => Ordering::Less,
+            (Key::Text(_), Key::Int(_)) => Ordering::Greater,
+            (Key::Text(a), Key::Text(b)) => a.cmp(b),
+        }
+    }
+}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Key) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// A consumer's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Valid,
+    Invalid,
+    Unknown,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Valid => "valid",
+            Verdict::Invalid => "invalid",
+            Verdict::Unknown => "unknown",
+        }
+    }
+}
+
+/// How late a lost row committed behind a higher key the consumer delivered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Lag {
+    /// Its commit time minus that of `after`.
+    pub lag_ms: i64,
+    /// The first row in commit order above it that the consumer delivered.
+    pub after: String,
+    /// The N of `behind:n=N` that reads it (integer keys only).
+    pub behind_n: Option<u128>,
+}
+
+/// A committed row the consumer lost.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Lost {
+    pub key: String,
+    pub xid: i64,
+    pub commit_lsn: String,
+    pub commit_ms: i64,
+    /// The log also holds a DELETE of it (after its INSERT).
+    pub deleted: bool,
+    /// `None`: no key above it committed before it and was delivered (read
+    /// past while visible, or, with `--expect-all`, above all it delivered).
+    pub lag: Option<Lag>,
+}
+
+/// Some things counted, with the first few.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Examples {
+    pub count: usize,
+    pub first: Vec<String>,
+}
+
+impl Examples {
+    fn add(&mut self, what: impl FnOnce() -> String) {
+        self.count += 1;
+        if self.first.len() < EXAMPLES {
+            self.first.push(what());
+        }
+    }
+}
+
+/// One consumer judged.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Consumer {
+    pub name: String,
+    pub verdict: Verdict,
+    pub verdict_reason: String,
+    /// Lines that named a key.
+    pub deliveries: usize,
+    /// Distinct committed keys delivered.
+    pub delivered: usize,
+    /// The highest key delivered (among committed ones).
+    pub highest: Option<String>,
+    pub lost: Vec<Lost>,
+    /// Committed above the highest key delivered, never delivered.
+    pub not_reached: usize,
+    /// Deliveries of a key already delivered (the key each time).
+    pub duplicates: Examples,
+    /// Deliveries of a key committed before one delivered earlier (`KEY after EARLIER`).
+    pub out_of_order: Examples,
+    /// Delivered keys the log never committed.
+    pub never_committed: Examples,
+    /// Lines that named no key (`line N: TEXT`).
+    pub garbage: Examples,
+    /// The smallest k (ms) and N that would have caught every lost row with a lag.
+    pub k_to_catch_all_ms: Option<i64>,
+    pub n_to_catch_all: Option<u128>,
+}
+
+/// Every consumer of a run judged.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Judged {
+    /// Distinct keys committed.
+    pub committed: usize,
+    pub expect_all: bool,
+    pub consumers: Vec<Consumer>,
+}
+
+impl Judged {
+    pub fn any_invalid(&self) -> bool {
+        self.consumers.iter().any(|c| c.verdict == Verdict::Invalid)
+    }
+}
+
+/// A committed row: its first INSERT in the log.
+struct Row<'a> {
+    key: Key,
+    truth: &'a LogTruthRow,
+    deleted: bool,
+}
+
+/// Judges each consumer `names` names (in that order) from the log's truth
+/// (in log order) and the delivered lines (each consumer's in file order).
+pub fn judge(
+    truth: &[LogTruthRow],
+    deliveries: &[DeliveryRow],
+    names: &[String],
+    expect_all: bool,
+) -> Judged {
+    let mut rows: Vec<Row> = Vec::new();
+    let mut index: HashMap<Key, usize> = HashMap::new();
+    let mut ordered: Vec<&LogTruthRow> = truth.iter().collect();
+    ordered.sort_by_key(|r| r.seq);
+    for t in ordered {
+        let key = Key::parse(&t.key);
+        match (t.op.as_str(), index.get(&key)) {
+            ("insert", None) => {
+                index.insert(key.clone(), rows.len());
+                rows.push(Row {
+                    key,
+                    truth: t,
+                    deleted: false,
+                });
+            }
+            ("delete", Some(&i)) => rows[i].deleted = true,
+            _ => {}
+        }
+    }
+    let consumers = names
+        .iter()
+        .map(|name| {
+            let mine: Vec<&DeliveryRow> =
+                deliveries.iter().filter(|d| d.consumer == *name).collect();
+            judge_one(name, &rows, &index, &mine, expect_all)
+        })
+        .collect();
+    Judged {
+        committed: rows.len(),
+        expect_all,
+        consumers,
+    }
+}
+
+fn judge_one(
+    name: &str,
+    rows: &[Row],
+    index: &HashMap<Key, usize>,
+    lines: &[&DeliveryRow],
+    expect_all: bool,
+) -> Consumer {
+    let mut delivered = vec![false; rows.len()];
+    let mut duplicates = Examples::default();
+    let mut out_of_order = Examples::default();
+    let mut never_committed = Examples::default();
+    let mut garbage = Examples::default();
+    let mut deliveries = 0;
+    // The delivered row latest in commit order so far.
+    let mut latest: Option<usize> = None;
+    for d in lines {
+        let Some(text) = &d.key else {
+            garbage.add(|| format!("line {}: {}", d.line, d.raw.as_deref().unwrap_or("")));
+            continue;
+        };
+        deliveries += 1;
+        let Some(&i) = index.get(&Key::parse(text)) else {
+            never_committed.add(|| text.clone());
+            continue;
+        };
+        if delivered[i] {
+            duplicates.add(|| text.clone());
+            continue;
+        }
+        delivered[i] = true;
+        match latest {
+            Some(l) if l > i => out_of_order.add(|| format!("{text} after {}", rows[l].truth.key)),
+            _ => latest = Some(i),
+        }
+    }
+    let highest: Option<&Row> = rows
+        .iter()
+        .zip(&delivered)
+        .filter(|(_, d)| **d)
+        .map(|(r, _)| r)
+        .max_by(|a, b| a.key.cmp(&b.key));
+    // In commit order: each delivered row that set a new highest key, so
+    // that the first delivered row above a key is found by a binary search.
+    let mut highs: Vec<usize> = Vec::new();
+    let mut lost = Vec::new();
+    let mut not_reached = 0;
+    for (i, row) in rows.iter().enumerate() {
+        if !delivered[i] {
+            let below = highest.is_some_and(|h| row.key < h.key);
+            if below || expect_all {
+                lost.push(Lost {
+                    key: row.truth.key.clone(),
+                    xid: row.truth.xid,
+                    commit_lsn: row.truth.commit_lsn.clone(),
+                    commit_ms: row.truth.commit_ms,
+                    deleted: row.deleted,
+                    lag: lag(rows, &highs, row),
+                });
+            } else {
+                not_reached += 1;
+            }
+        } else if highs.last().is_none_or(|&h| rows[h].key < row.key) {
+            highs.push(i);
+        }
+    }
+    let k_to_catch_all_ms = lost
+        .iter()
+        .filter_map(|l| Some(l.lag.as_ref()?.lag_ms))
+        .max();
+    let n_to_catch_all = lost.iter().filter_map(|l| l.lag.as_ref()?.behind_n).max();
+    let distinct = delivered.iter().filter(|d| **d).count();
+    let (verdict, verdict_reason) = if !lost.is_empty() {
+        let skips = lost.iter().filter(|l| l.lag.is_none()).count();
+        (
+            Verdict::Invalid,
+            format!(
+                "lost {} committed rows{}",
+                lost.len(),
+                if skips > 0 {
+                    format!(
+                        " ({skips} with no delivered higher key committed before them in the log)"
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+        )
+    } else if distinct == 0 && !expect_all {
+        (
+            Verdict::Unknown,
+            "delivered no committed key: nothing to judge it by (--expect-all owes it every row)"
+                .into(),
+        )
+    } else {
+        (
+            Verdict::Valid,
+            if expect_all {
+                "delivered every committed row".into()
+            } else {
+                "delivered every committed row up to the highest key it delivered".into()
+            },
+        )
+    };
+    Consumer {
+        name: name.to_string(),
+        verdict,
+        verdict_reason,
+        deliveries,
+        delivered: distinct,
+        highest: highest.map(|h| h.truth.key.clone()),
+        lost,
+        not_reached,
+        duplicates,
+        out_of_order,
+        never_committed,
+        garbage,
+        k_to_catch_all_ms,
+        n_to_catch_all,
+    }
+}
+
+/// The lag of `row`, from the delivered rows committed before it that set a
+/// new highest key (`highs`, in commit order, keys rising).
+fn lag(rows: &[Row], highs: &[usize], row: &Row) -> Option<Lag> {
+    let first_above = highs.partition_point(|&h| rows[h].key <= row.key);
+    let after = rows[*highs.get(first_above)?].truth;
+    let top = &rows[*highs.last()?].key;
+    let behind_n = match (top, &row.key) {
+        (Key::Int(top), Key::Int(k)) => Some((top - k + 1) as u128),
+        _ => None,
+    };
+    Some(Lag {
+        lag_ms: row.truth.commit_ms - after.commit_ms,
+        after: after.key.clone(),
+        behind_n,
+    })
+}
+
+/// The text report: a line per consumer, then its lost rows (the first 20).
+pub fn render(judged: &Judged) -> String {
+    let mut out = String::new();
+    for c in &judged.consumers {
+        out.push_str(&format!(
+            "{}: {} ({}; {} of {} committed rows delivered, {} lost, {} not reached, \
+             {} duplicated, {} out of commit order)\n",
+            c.name,
+            c.verdict.as_str(),
+            c.verdict_reason,
+            c.delivered,
+            judged.committed,
+            c.lost.len(),
+            c.not_reached,
+            c.duplicates.count,
+            c.out_of_order.count,
+        ));
+        for l in c.lost.iter().take(20) {
+            let lag = match &l.lag {
+                Some(lag) => format!(
+                    "committed {} ms after key {}{}",
+                    lag.lag_ms,
+                    lag.after,
+                    lag.behind_n
+                        .map(|n| format!(", behind:n={n} reads it"))
+                        .unwrap_or_default()
+                ),
+                None => "no delivered higher key committed before it in the log: read past while \
+                         visible, or visible only after a later commit"
+                    .into(),
+            };
+            out.push_str(&format!(
+                "  lost key {} (xid {}, commit {}{}): {lag}\n",
+                l.key,
+                l.xid,
+                l.commit_lsn,
+                if l.deleted { ", deleted since" } else { "" }
+            ));
+        }
+        if c.lost.len() > 20 {
+            out.push_str(&format!(
+                "  ... and {} more (analyze --json lists them all)\n",
+                c.lost.len() - 20
+            ));
+        }
+        if let (Some(k), Some(n)) = (c.k_to_catch_all_ms, c.n_to_catch_all) {
+            out.push_str(&format!(
+                "  to catch every lost row with a lag: k >= {k} ms, or behind:n={n}\n"
+            ));
+        } else if let Some(k) = c.k_to_catch_all_ms {
+            out.push_str(&format!(
+                "  to catch every lost row with a lag: k >= {k} ms\n"
+            ));
+        }
+        for (what, ex) in [
+            ("keys the log never committed", &c.never_committed),
+            ("lines that name no key", &c.garbage),
+            ("duplicates", &c.duplicates),
+            ("out of commit order", &c.out_of_order),
+        ] {
+            if ex.count > 0 {
+                out.push_str(&format!(
+                    "  {what}: {} (first: {})\n",
+                    ex.count,
+                    ex.first.join("; ")
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// `--html` for a run judged against the log: the text report as one
+/// self-contained page.
+pub fn html(title: &str, judged: &Judged) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title></head>\n\
+         <body><h1>{t}</h1>\n<pre>{}</pre>\n</body></html>\n",
+        crate::html::escape(&render(judged)),
+        t = crate::html::escape(title)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn insert(seq: i64, key: &str, commit_ms: i64) -> LogTruthRow {
+        LogTruthRow {
+            seq,
+            key: key.into(),
+            xid: 100 + seq,
+            commit_lsn: format!("0/{seq}"),
+            commit_ms,
+            op: "insert".into(),
+        }
+    }
+
+    fn delivered(name: &str, keys: &[&str]) -> Vec<DeliveryRow> {
+        keys.iter()
+            .enumerate()
+            .map(|(n, k)| DeliveryRow {
+                consumer: name.into(),
+                line: n as i64 + 1,
+                key: (!k.starts_with('!')).then(|| k.to_string()),
+                raw: k.starts_with('!').then(|| k[1..].to_string()),
+                read_at_ms: 0,
+            })
+            .collect()
+    }
+
+    /// Keys 1..=6; 2 and 4 commit late (after 3 and 6).
+    fn truth() -> Vec<LogTruthRow> {
+        vec![
+            insert(0, "1", 1000),
+            insert(1, "3", 1010),
+            insert(2, "2", 1040),
+            insert(3, "5", 1050),
+            insert(4, "6", 1060),
+            insert(5, "4", 1100),
+        ]
+    }
+
+    #[test]
+    fn a_naive_reader_loses_what_committed_behind_a_key_it_read_and_the_lag_says_by_how_much() {
+        let names = ["naive".to_string()];
+        // Read 1, 3 (2 not committed yet), then 5, 6 (4 not yet): cursor at 6.
+        let j = judge(
+            &truth(),
+            &delivered("naive", &["1", "3", "5", "6"]),
+            &names,
+            false,
+        );
+        let c = &j.consumers[0];
+        assert_eq!(c.verdict, Verdict::Invalid);
+        let lost: Vec<(&str, Option<Lag>)> = c
+            .lost
+            .iter()
+            .map(|l| (l.key.as_str(), l.lag.clone()))
+            .collect();
+        assert_eq!(
+            lost,
+            [
+                // 2 trailed 3 (the first higher key in commit order) by 30 ms;
+                // the highest delivered key committed before it was 3: N = 3 - 2 + 1.
+                (
+                    "2",
+                    Some(Lag {
+                        lag_ms: 30,
+                        after: "3".into(),
+                        behind_n: Some(2)
+                    })
+                ),
+                // 4 trailed 5 by 50 ms; the highest before it was 6: N = 3.
+                (
+                    "4",
+                    Some(Lag {
+                        lag_ms: 50,
+                        after: "5".into(),
+                        behind_n: Some(3)
+                    })
+                ),
+            ]
+        );
+        assert_eq!((c.k_to_catch_all_ms, c.n_to_catch_all), (Some(50), Some(3)));
+        assert_eq!((c.delivered, c.not_reached), (4, 0));
+    }
+
+    #[test]
+    fn duplicates_and_commit_order_are_reported_not_lost() {
+        let names = ["r".to_string()];
+        let j = judge(
+            &truth(),
+            &delivered("r", &["1", "3", "2", "3", "5", "6", "4", "9", "!junk"]),
+            &names,
+            false,
+        );
+        let c = &j.consumers[0];
+        assert_eq!(c.verdict, Verdict::Valid, "{}", c.verdict_reason);
+        assert_eq!(c.duplicates.first, ["3"]);
+        // 3 committed before 2: delivering 2 after 3 keeps commit order.
+        assert_eq!(c.out_of_order.count, 0);
+        assert_eq!(c.never_committed.first, ["9"]);
+        assert_eq!(c.garbage.first, ["line 9: junk"]);
+        let j = judge(
+            &truth(),
+            &delivered("r", &["3", "1", "2", "5", "6", "4"]),
+            &names,
+            false,
+        );
+        assert_eq!(j.consumers[0].out_of_order.first, ["1 after 3"]);
+    }
+
+    #[test]
+    fn above_the_highest_delivered_is_not_reached_unless_all_is_expected() {
+        let names = ["r".to_string()];
+        let rows = delivered("r", &["1", "3", "2"]);
+        let c = &judge(&truth(), &rows, &names, false).consumers[0];
+        assert_eq!(
+            (c.verdict, c.lost.len(), c.not_reached),
+            (Verdict::Valid, 0, 3)
+        );
+        let c = &judge(&truth(), &rows, &names, true).consumers[0];
+        assert_eq!(c.verdict, Verdict::Invalid);
+        let keys: Vec<&str> = c.lost.iter().map(|l| l.key.as_str()).collect();
+        assert_eq!(keys, ["5", "6", "4"]);
+        // Nothing above them was delivered: no lag.
+        assert!(c.lost.iter().all(|l| l.lag.is_none()));
+        let c = &judge(&truth(), &[], &names, false).consumers[0];
+        assert_eq!(c.verdict, Verdict::Unknown);
+    }
+
+    #[test]
+    fn a_row_read_past_while_visible_is_lost_with_no_lag_and_deletes_are_noted() {
+        let names = ["r".to_string()];
+        let mut truth = truth();
+        truth.push(LogTruthRow {
+            op: "delete".into(),
+            ..insert(6, "1", 1200)
+        });
+        // 1 committed first; 3 is the first key above it, committed after it.
+        let c = &judge(
+            &truth,
+            &delivered("r", &["3", "2", "5", "6", "4"]),
+            &names,
+            false,
+        )
+        .consumers[0];
+        assert_eq!(c.lost.len(), 1);
+        assert_eq!(
+            (c.lost[0].key.as_str(), c.lost[0].deleted, &c.lost[0].lag),
+            ("1", true, &None)
+        );
+        assert!(
+            c.verdict_reason.contains("1 with no delivered higher key"),
+            "{}",
+            c.verdict_reason
+        );
+    }
+
+    #[test]
+    fn keys_order_as_integers_then_text() {
+        assert!(Key::parse("10") > Key::parse("9"));
+        assert_eq!(Key::parse("007"), Key::parse("7"));
+        assert!(Key::parse("a") > Key::parse("99999"));
+        assert!(Key::parse("b") > Key::parse("a"));
+    }
+}

@@ -9,6 +9,7 @@
 
 use crate::api::{Dialect, spec};
 use crate::session::{ClockMode, Common, RunSummary};
+use crate::workload::Arrivals;
 use clap::{ArgMatches, Args, Command, FromArgMatches};
 use since_id::id::Layout;
 use since_id::policy::CursorPolicy;
@@ -92,6 +93,10 @@ pub struct WorkloadArgs {
     /// PostgreSQL target: posts per second, all writers together (default 300).
     #[arg(long, value_parser = parse_rate)]
     pub write_rate: Option<f64>,
+    /// Database targets' writers: poisson (exponential gaps of the mean period, seeded by
+    /// --seed and the writer; the default) or grid (each writer on an exact period).
+    #[arg(long, value_parser = |s: &str| s.parse::<Arrivals>())]
+    pub arrivals: Option<Arrivals>,
 }
 
 impl WorkloadArgs {
@@ -101,6 +106,10 @@ impl WorkloadArgs {
 
     pub fn write_rate(&self) -> f64 {
         self.write_rate.unwrap_or(300.0)
+    }
+
+    pub fn arrivals(&self) -> Arrivals {
+        self.arrivals.unwrap_or_default()
     }
 }
 
@@ -181,6 +190,11 @@ impl SharedArgs {
             Flag::new("--schema", w.schema.is_some(), postgres),
             Flag::new("--writers", w.writers.is_some(), postgres),
             Flag::new("--write-rate", w.write_rate.is_some(), postgres),
+            Flag::new(
+                "--arrivals",
+                w.arrivals.is_some(),
+                "{flag} paces the writers of a database target (postgres, mariadb, misskey-ftt), not '{target}'",
+            ),
             Flag::new("--table", t.table.is_some(), postgres),
             Flag::new("--id-column", t.id_column.is_some(), postgres),
         ];

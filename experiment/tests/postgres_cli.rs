@@ -104,6 +104,18 @@ fn postgres_flags_where_they_do_nothing_are_refused_in_one_line() {
             vec!["--target", own, "--table", "t", "--write-rate", "5"],
             "--write-rate shapes the throwaway cluster's writers",
         ),
+        (
+            vec!["--arrivals", "grid"],
+            "--arrivals paces the writers of a database target (postgres, mariadb, misskey-ftt), not 'simulator'",
+        ),
+        (
+            vec!["--target", own, "--table", "t", "--arrivals", "grid"],
+            "--arrivals shapes the throwaway cluster's writers",
+        ),
+        (
+            vec!["--target", "postgres", "--arrivals", "uniform"],
+            "unknown --arrivals 'uniform'",
+        ),
     ];
     for (args, expected) in cases {
         let mut all = args.clone();

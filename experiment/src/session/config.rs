@@ -89,6 +89,9 @@ pub struct StoredConfig<'a> {
     /// The simulator's history at the start of the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog_ms: Option<u64>,
+    /// A database target's writers' arrivals (`--arrivals`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrivals: Option<crate::workload::Arrivals>,
     pub version: &'static str,
 }
 
@@ -119,6 +122,7 @@ impl<'a> StoredConfig<'a> {
             simulator: None,
             faults: None,
             backlog_ms: None,
+            arrivals: None,
             version: env!("CARGO_PKG_VERSION"),
         }
     }

@@ -12,7 +12,7 @@
 mod pace;
 mod retention;
 
-pub use pace::WriterPace;
+pub use pace::{Arrivals, WriterPace};
 pub use retention::{Retention, RetentionTask, Rounds};
 
 use crate::drive::StopReason;

@@ -89,12 +89,15 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         writers: opts.writers,
         rate_per_s: opts.write_rate,
         clock_offsets_ms: writers::clock_offsets(opts.writers, opts.clock_skew_ms, args.seed),
+        arrivals: opts.arrivals,
         seed: args.seed,
     };
     let limit = args.limit as usize;
     let mut roster = Roster::new(args, &opts.id_pollers, &layout);
+    let mut stored_common = StoredConfig::common(args, limit, roster.all_names.clone(), &layout);
+    stored_common.arrivals = Some(opts.arrivals);
     let stored = MariaConfig {
-        common: StoredConfig::common(args, limit, roster.all_names.clone(), &layout),
+        common: stored_common,
         table: super::schema::TABLE,
         workload: &workload,
         server_version: &version,
@@ -387,6 +390,7 @@ mod database_tests {
             lock_mode: LockMode::DEFAULT,
             writers: 1,
             write_rate,
+            arrivals: crate::workload::Arrivals::Grid,
             clock_skew_ms: 0,
             partition_every_ms: 1000,
             retain,

@@ -29,6 +29,8 @@ pub struct MariaOpts {
     pub lock_mode: LockMode,
     pub writers: u32,
     pub write_rate: f64,
+    /// How the writers' transactions are spaced (`--arrivals`).
+    pub arrivals: crate::workload::Arrivals,
     /// The spread of the Snowflake writers' clocks, ms (an assumption; 0: one clock).
     pub clock_skew_ms: u64,
     /// How often the retention job adds a partition and drops the oldest.

@@ -63,6 +63,7 @@ const SERVER: Kind = Kind {
         "--schema",
         "--writers",
         "--write-rate",
+        "--arrivals",
         "--partition-every",
         "--retain",
         "--autoinc-lock-mode",
@@ -114,7 +115,13 @@ const OWN: Kind = Kind {
             "{flag} shapes the throwaway server (--target mariadb); nothing writes to your own database",
         ),
         (
-            &["--schema", "--writers", "--write-rate", "--pg-tail"],
+            &[
+                "--schema",
+                "--writers",
+                "--write-rate",
+                "--arrivals",
+                "--pg-tail",
+            ],
             "{flag} shapes the throwaway server's writers; nothing writes to your own database",
         ),
         (
@@ -215,6 +222,7 @@ fn server(shared: &SharedArgs, own: MariaArgs) -> Result<Box<dyn Launch>, String
         lock_mode: own.autoinc_lock_mode.unwrap_or(LockMode::DEFAULT),
         writers: shared.workload.writers(),
         write_rate: shared.workload.write_rate(),
+        arrivals: shared.workload.arrivals(),
         clock_skew_ms: own.clock_skew.unwrap_or(0),
         partition_every_ms: shared.retention.partition_every_ms(),
         retain: shared.retention.retain(),

@@ -102,6 +102,9 @@ pub struct Workload {
     pub rate_per_s: f64,
     /// Each writer's clock offset, ms (Snowflake only; all 0 without `--clock-skew`).
     pub clock_offsets_ms: Vec<i64>,
+    /// Stored at the top of `runs.config` (`arrivals`), not here.
+    #[serde(skip)]
+    pub arrivals: crate::workload::Arrivals,
     pub seed: u64,
 }
 
@@ -164,7 +167,13 @@ async fn writer(
     let mut rng = ChaCha8Rng::seed_from_u64(w.seed ^ (0x4d41_5249_4144u64 << 8) ^ index as u64);
     let mut ids = snowflake::Generator::new(index);
     let offset_ms = w.clock_offsets_ms.get(index as usize).copied().unwrap_or(0);
-    let mut pace = WriterPace::of_writer(index, w.writers, w.rate_per_s, crate::clock::now_ms());
+    let mut pace = WriterPace::of_writer(
+        w.arrivals,
+        (index, w.writers),
+        w.rate_per_s,
+        crate::clock::now_ms(),
+        w.seed,
+    );
     let mut n = 0u64;
     loop {
         if *stop.borrow() {

@@ -93,6 +93,7 @@ const FTT: Kind = Kind {
         "--no-fanout-timeline",
         "--ftt-off",
         "--redis-restart-at",
+        "--arrivals",
     ],
     refusals: &[(
         &[
@@ -171,6 +172,7 @@ impl TargetOptions for MisskeyFtt {
                     after_ms: f.delete_after.unwrap_or(60_000),
                 },
                 caps: Default::default(),
+                arrivals: shared.workload.arrivals(),
                 seed: shared.seed,
             },
             timeline,

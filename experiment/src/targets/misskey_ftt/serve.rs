@@ -46,6 +46,7 @@ pub fn serve_load(seed: u64) -> Load {
         late_share: 0.02,
         deletes: Default::default(),
         caps: Default::default(),
+        arrivals: Default::default(),
         seed,
     }
 }

@@ -45,6 +45,10 @@ pub struct SharedArgs {
     /// Time between the pollers' ticks, aligned to multiples of it (1s: the start of each second).
     #[arg(long, default_value = "1s", value_parser = parse_interval)]
     pub interval: u64,
+    /// Move each of the pollers' ticks later by a seeded uniform draw in [0, D) (the same for
+    /// every poller of the run, so they still send together); default 0: on the interval's grid.
+    #[arg(long, default_value = "0s", value_parser = parse_duration_ms, value_name = "D")]
+    pub tick_jitter: u64,
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=10_000), help = spec::LIMIT_HELP)]
     pub limit: u32,
     /// How many pages a poller may page back within one tick before it gives up (overflow).
@@ -225,6 +229,7 @@ impl SharedArgs {
             timeout_ms: self.timeout,
             pollers,
             quiet: self.quiet,
+            tick_jitter_ms: self.tick_jitter,
         }
     }
 

@@ -346,6 +346,7 @@ async fn keyset_pollers(
         interval_ms: args.interval_ms,
         duration_ms: args.duration_ms,
         final_wait_ms: 0,
+        tick_jitter: args.tick_jitter(),
     };
     Ok(Some(drive::run_real(
         plan,

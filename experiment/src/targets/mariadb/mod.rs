@@ -42,6 +42,8 @@ pub struct MariaOpts {
     pub bare_inserts_ms: Option<u64>,
     /// How the writers serialise their transactions (`--writer-lock`).
     pub writer_lock: writers::WriterLock,
+    /// Stalled and rolled-back transactions (`--stall-share`, `--stall`, `--rollback-share`).
+    pub inject: writers::Injected,
     /// The ID pollers (`--id-poller`), beside the since_id ones (`--poller`).
     #[serde(skip)]
     pub id_pollers: Vec<id_pollers::IdPollerSpec>,

@@ -989,7 +989,7 @@ fn with_stalled_writers_kafka_connect_leaks_and_gap_tracking_does_not() {
         concat!(
             "--duration 12s --interval 100ms --writers 4 --write-rate 100 ",
             "--stall-share 5% --stall 1500ms --id-poller kafka-connect:poll=1s ",
-            "--id-poller gaps:timeout=1m --tick-jitter 50ms",
+            "--id-poller gaps:timeout=1m --id-poller incrementing --tick-jitter 50ms",
         ),
     );
     assert!(
@@ -1040,6 +1040,11 @@ fn with_stalled_writers_kafka_connect_leaks_and_gap_tracking_does_not() {
     assert_only_committed_rows_returned(&db);
     let lost = assert_lost_only_behind_its_cursor(&conn, kc);
     assert!(lost > 0, "Kafka Connect's offset passed stalled rows");
+    let incrementing = assert_lost_only_behind_its_cursor(&conn, "incrementing");
+    assert!(
+        incrementing > 0,
+        "incrementing's cursor passed stalled rows"
+    );
     assert_eq!(never_returned(&conn, "gaps:timeout=1m,max=10000"), vec![]);
     let json = analyze_json(&db);
     assert_eq!(poller_report(&json, kc)["leaks"], lost);
@@ -1062,7 +1067,7 @@ fn rolled_back_ids_never_reach_the_truth_and_no_poller_is_blamed() {
         concat!(
             "--duration 8s --interval 100ms --writers 1 --write-rate 50 ",
             "--rollback-share 10% --id-poller gaps:timeout=2s --id-poller incrementing ",
-            "--id-poller kafka-connect:poll=1s --arrivals grid",
+            "--id-poller kafka-connect:poll=1s --arrivals grid --poller naive --limit 1000",
         ),
     );
     assert!(stdout.contains("rolled back (injected)"), "{stdout}");
@@ -1082,13 +1087,36 @@ fn rolled_back_ids_never_reach_the_truth_and_no_poller_is_blamed() {
         )
         .unwrap();
     let rolled_back = hi - lo + 1 - n;
+    // `--limit 1000` (the control for paging) reaches every poller with a
+    // LIMIT, the since_id one and the ID pollers; Kafka Connect's has none.
+    let limits = |name: &str| -> Vec<i64> {
+        let mut st = conn
+            .prepare(
+                "SELECT DISTINCT r.page_limit FROM requests r JOIN pollers p \
+                 ON p.id = r.poller_id WHERE p.name = ?1",
+            )
+            .unwrap();
+        st.query_map([name], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    for name in ["naive", gaps, "incrementing"] {
+        assert_eq!(limits(name), vec![1000], "{name}");
+    }
+    assert_eq!(limits("kafka-connect:poll=1s,batch=100"), vec![0]);
     assert!(
         rolled_back > 0,
         "IDs were rolled back ({lo}..={hi}, {n} rows)"
     );
     assert_only_committed_rows_returned(&db);
     let json = analyze_json(&db);
-    for name in [gaps, "incrementing", "kafka-connect:poll=1s,batch=100"] {
+    for name in [
+        gaps,
+        "incrementing",
+        "kafka-connect:poll=1s,batch=100",
+        "naive",
+    ] {
         assert_eq!(never_returned(&conn, name), vec![], "{name}");
         let report = poller_report(&json, name);
         assert_eq!(report["leaks"], 0, "{name}");

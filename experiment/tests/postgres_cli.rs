@@ -231,6 +231,8 @@ fn your_own_table_is_polled_read_only_with_commit_timestamp_truth() {
             "naive",
             "--poller",
             "naive",
+            "--limit",
+            "1000",
         ],
         &db,
     );
@@ -265,6 +267,12 @@ fn your_own_table_is_polled_read_only_with_commit_timestamp_truth() {
         .query_row("SELECT config FROM runs", [], |r| r.get(0))
         .unwrap();
     assert!(config.contains("\"table\":\"posts\""), "{config}");
+    // `--limit 1000` (the control for paging): every request asked for 1000.
+    assert!(one("SELECT count(*) FROM requests") > 0);
+    assert_eq!(
+        one("SELECT count(*) FROM requests WHERE page_limit != 1000"),
+        0
+    );
 }
 
 #[test]

@@ -728,6 +728,42 @@ fn mariadb_flags_are_refused_where_they_do_not_apply() {
             "unknown --writer-lock 'table'",
         ),
         (
+            vec!["--target", "mariadb", "--stall-share", "5%"],
+            "--stall-share needs --stall D",
+        ),
+        (
+            vec!["--target", "mariadb", "--stall", "2s"],
+            "give --stall-share S too",
+        ),
+        (
+            vec!["--target", "mariadb", "--rollback-share", "120%"],
+            "bad share '120%'",
+        ),
+        (
+            vec!["--target", "postgres", "--rollback-share", "1%"],
+            "--rollback-share applies to --target mariadb only",
+        ),
+        (
+            vec![
+                "--target",
+                "mariadb",
+                "--id-poller",
+                "kafka-connect:poll=0s",
+            ],
+            "poll must be at least 1ms",
+        ),
+        (
+            vec![
+                "--target",
+                "mariadb:mysql://u@localhost/db",
+                "--table",
+                "t",
+                "--stall-share",
+                "1%",
+            ],
+            "--stall-share shapes the throwaway server's writers",
+        ),
+        (
             vec![
                 "--target",
                 "mariadb:mysql://u@localhost/db",

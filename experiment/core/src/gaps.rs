@@ -135,7 +135,9 @@ impl std::str::FromStr for IdPolicy {
             "incrementing" => IdPolicy::Incrementing,
             "kafka-connect" => {
                 let poll_ms = match fields.remove("poll") {
-                    Some(d) => crate::time::parse_duration_ms(d).map_err(|e| bad(&e.to_string()))?,
+                    Some(d) => {
+                        crate::time::parse_duration_ms(d).map_err(|e| bad(&e.to_string()))?
+                    }
                     None => KAFKA_CONNECT_POLL_MS,
                 };
                 if poll_ms == 0 {
@@ -566,7 +568,9 @@ mod tests {
         assert_eq!(k.to_string(), "kafka-connect:poll=5s,batch=100");
         let k: IdPolicy = "kafka-connect:poll=1s,batch=7".parse().unwrap();
         assert_eq!(k.to_string().parse::<IdPolicy>().unwrap(), k);
-        assert!(IdPolicy::text_reads_forward("kafka-connect:poll=5s,batch=100"));
+        assert!(IdPolicy::text_reads_forward(
+            "kafka-connect:poll=5s,batch=100"
+        ));
         for bad in [
             "kafka-connect:poll=0s",
             "kafka-connect:batch=0",
@@ -588,9 +592,15 @@ mod tests {
         let mut p = IdPoller::new("k", policy, 3, 5).starting_after(0);
         assert!(p.due(0));
         let req = p.tick(0, false);
-        assert_eq!((req.after, req.batch, req.page_limit()), (Some(0), Some(2), 0));
+        assert_eq!(
+            (req.after, req.batch, req.page_limit()),
+            (Some(0), Some(2), 0)
+        );
         let out = p.on_page(&[1, 2, 4, 5, 6]);
-        assert!(out.next.is_none() && !out.overflow, "no LIMIT: no next page");
+        assert!(
+            out.next.is_none() && !out.overflow,
+            "no LIMIT: no next page"
+        );
         p.query_ended(30);
         assert!(!p.due(1000) && !p.due(5029));
         assert!(p.due(5030));

@@ -1046,6 +1046,12 @@ fn with_stalled_writers_kafka_connect_leaks_and_gap_tracking_does_not() {
             .contains("hold their ID for 1500 ms"),
         "{config}"
     );
+    // Only the ID pollers asked for: no since_id poller beside them (so one
+    // `--id-poller` alone is a run of one poller).
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM pollers WHERE run_id = 1"),
+        3
+    );
     let stalled = count(
         &db,
         "SELECT COUNT(*) FROM writer_brackets WHERE run_id = 1 AND injected_sleep_ms = 1500",

@@ -90,6 +90,9 @@ pub struct StoredConfig<'a> {
     pub clock: ClockMode,
     pub duration_ms: u64,
     pub interval_ms: u64,
+    /// `--tick-jitter`; absent when 0, so that a run without it stores the
+    /// config it always did (the golden run's digest, experiment/tests/experiment.rs).
+    #[serde(skip_serializing_if = "is_zero")]
     pub tick_jitter_ms: u64,
     pub page_limit: usize,
     pub max_back_pages: u32,
@@ -107,6 +110,10 @@ pub struct StoredConfig<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arrivals: Option<crate::workload::Arrivals>,
     pub version: &'static str,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl<'a> StoredConfig<'a> {

@@ -13,7 +13,7 @@ use since_id::id::{Id, Layout};
 use since_id::keyset::{KeysetPoller, KeysetRequest, KeysetRow};
 use since_id::poller::{Item, PageRequest, Poller};
 use since_id::schedule::align_up;
-use since_id::schedule::{CycleStart, Schedule};
+use since_id::schedule::{CycleStart, Schedule, TickJitter};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -70,6 +70,8 @@ pub struct Plan<M = Poller> {
     pub duration_ms: u64,
     /// The largest k of the run: how long to wait before the final cycle.
     pub final_wait_ms: u64,
+    /// Each tick moved by a seeded draw (`--tick-jitter`); none by default.
+    pub tick_jitter: TickJitter,
 }
 
 /// Live counters, for the progress bar and the summary.
@@ -483,6 +485,7 @@ pub fn run_virtual(
                 plan.interval_ms,
                 plan.final_wait_ms,
             )
+            .with_jitter(plan.tick_jitter)
         })
         .collect();
     let mut cycles: Vec<Option<CycleUnderWay>> = (0..n).map(|_| None).collect();
@@ -632,6 +635,7 @@ pub async fn run_real_from<M: Machine, T: PollTarget<M::Request, M::Row>>(
         let stop = stop.clone();
         let layout = plan.layout.clone();
         let (interval_ms, final_wait_ms) = (plan.interval_ms, plan.final_wait_ms);
+        let tick_jitter = plan.tick_jitter;
         tasks.spawn(async move {
             let channels = Channels {
                 recorder,
@@ -643,6 +647,7 @@ pub async fn run_real_from<M: Machine, T: PollTarget<M::Request, M::Row>>(
                 end_ms,
                 interval_ms,
                 final_wait_ms,
+                tick_jitter,
             };
             poll_loop((poller, index, layout), target, channels, cadence).await
         });
@@ -686,6 +691,7 @@ struct Cadence {
     end_ms: i64,
     interval_ms: u64,
     final_wait_ms: u64,
+    tick_jitter: TickJitter,
 }
 
 /// What a real-time poller reports to and hears from its run.
@@ -713,6 +719,7 @@ async fn poll_loop<M: Machine, T: PollTarget<M::Request, M::Row>>(
         end_ms,
         interval_ms,
         final_wait_ms,
+        tick_jitter,
     } = cadence;
     use crate::clock::now_ms;
     let mut schedule = Schedule::new(
@@ -720,7 +727,8 @@ async fn poll_loop<M: Machine, T: PollTarget<M::Request, M::Row>>(
         (end_ms - start_ms).max(0) as u64,
         interval_ms,
         final_wait_ms,
-    );
+    )
+    .with_jitter(tick_jitter);
     let reason = |s: &Schedule| {
         if s.stopped() {
             StopReason::Interrupted
@@ -966,6 +974,7 @@ mod tests {
             duration_ms: 300,
             final_wait_ms: 100,
             first_index: 0,
+            tick_jitter: TickJitter::default(),
         };
         let progress = Arc::new(Mutex::new(Tally::new(&plan.pollers)));
         let (_stop_tx, stop_rx) = watch::channel(false);
@@ -1035,6 +1044,7 @@ mod tests {
                     duration_ms: 3_600_000,
                     final_wait_ms: 1000,
                     first_index: 0,
+                    tick_jitter: TickJitter::default(),
                 };
                 let mut target = InProcess {
                     sim: Simulator::new(config, 7, start_ms),

@@ -9,6 +9,7 @@
 
 use crate::api::{Dialect, spec};
 use crate::session::{ClockMode, Common, RunSummary};
+use crate::workload::Arrivals;
 use clap::{ArgMatches, Args, Command, FromArgMatches};
 use since_id::id::Layout;
 use since_id::policy::CursorPolicy;
@@ -44,6 +45,10 @@ pub struct SharedArgs {
     /// Time between the pollers' ticks, aligned to multiples of it (1s: the start of each second).
     #[arg(long, default_value = "1s", value_parser = parse_interval)]
     pub interval: u64,
+    /// Move each of the pollers' ticks later by a seeded uniform draw in [0, D) (the same for
+    /// every poller of the run, so they still send together); default 0: on the interval's grid.
+    #[arg(long, default_value = "0s", value_parser = parse_duration_ms, value_name = "D")]
+    pub tick_jitter: u64,
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=10_000), help = spec::LIMIT_HELP)]
     pub limit: u32,
     /// How many pages a poller may page back within one tick before it gives up (overflow).
@@ -92,6 +97,10 @@ pub struct WorkloadArgs {
     /// PostgreSQL target: posts per second, all writers together (default 300).
     #[arg(long, value_parser = parse_rate)]
     pub write_rate: Option<f64>,
+    /// Database targets' writers: poisson (exponential gaps of the mean period, seeded by
+    /// --seed and the writer; the default) or grid (each writer on an exact period).
+    #[arg(long, value_parser = |s: &str| s.parse::<Arrivals>())]
+    pub arrivals: Option<Arrivals>,
 }
 
 impl WorkloadArgs {
@@ -101,6 +110,10 @@ impl WorkloadArgs {
 
     pub fn write_rate(&self) -> f64 {
         self.write_rate.unwrap_or(300.0)
+    }
+
+    pub fn arrivals(&self) -> Arrivals {
+        self.arrivals.unwrap_or_default()
     }
 }
 
@@ -181,6 +194,11 @@ impl SharedArgs {
             Flag::new("--schema", w.schema.is_some(), postgres),
             Flag::new("--writers", w.writers.is_some(), postgres),
             Flag::new("--write-rate", w.write_rate.is_some(), postgres),
+            Flag::new(
+                "--arrivals",
+                w.arrivals.is_some(),
+                "{flag} paces the writers of a database target (postgres, mariadb, misskey-ftt), not '{target}'",
+            ),
             Flag::new("--table", t.table.is_some(), postgres),
             Flag::new("--id-column", t.id_column.is_some(), postgres),
         ];
@@ -211,6 +229,7 @@ impl SharedArgs {
             timeout_ms: self.timeout,
             pollers,
             quiet: self.quiet,
+            tick_jitter_ms: self.tick_jitter,
         }
     }
 

@@ -622,3 +622,48 @@ fn a_virtual_run_gives_the_database_it_always_gave() {
 
 /// See [`a_virtual_run_gives_the_database_it_always_gave`].
 const GOLDEN_DIGEST: u64 = 2_781_662_962_162_664_915;
+
+/// `--tick-jitter 300ms`: every cycle's first request goes within [tick,
+/// tick + 300 ms) of its grid tick, off the grid, the pollers together; the
+/// same seed gives the same send times; `runs.config` records the jitter.
+#[test]
+fn tick_jitter_moves_each_tick_within_its_bound_the_same_for_a_seed() {
+    let dir = temp_dir("tick-jitter");
+    let sends = |name: &str, seed: &str| -> Vec<(i64, i64)> {
+        let db = dir.join(name);
+        let out = virtual_run(&db, "20s", &["--tick-jitter", "300ms", "--seed", seed]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let conn = Connection::open(&db).unwrap();
+        let config: String = conn
+            .query_row("SELECT config FROM runs", [], |r| r.get(0))
+            .unwrap();
+        assert!(config.contains("\"tick_jitter_ms\":300"), "{config}");
+        let mut stmt = conn
+            .prepare(
+                "SELECT poller_id, sent_at_ms FROM requests WHERE page = 0 \
+                 ORDER BY sent_at_ms, poller_id",
+            )
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let a = sends("a.db", "1");
+    assert!(a.len() >= 40, "two pollers, 20 ticks: {}", a.len());
+    // The final cycle (the drain) is not a tick: leave the last pair out.
+    let ticks = &a[..a.len() - 2];
+    for &(_, at) in ticks {
+        assert!(at.rem_euclid(1000) < 300, "sent at {at}");
+    }
+    assert!(ticks.iter().any(|&(_, at)| at % 1000 != 0), "off the grid");
+    for pair in ticks.chunks(2) {
+        assert_eq!(pair[0].1, pair[1].1, "the pollers send together");
+    }
+    assert_eq!(a, sends("b.db", "1"), "the same seed, the same ticks");
+    assert_ne!(a, sends("c.db", "2"));
+}

@@ -104,6 +104,18 @@ fn postgres_flags_where_they_do_nothing_are_refused_in_one_line() {
             vec!["--target", own, "--table", "t", "--write-rate", "5"],
             "--write-rate shapes the throwaway cluster's writers",
         ),
+        (
+            vec!["--arrivals", "grid"],
+            "--arrivals paces the writers of a database target (postgres, mariadb, misskey-ftt), not 'simulator'",
+        ),
+        (
+            vec!["--target", own, "--table", "t", "--arrivals", "grid"],
+            "--arrivals shapes the throwaway cluster's writers",
+        ),
+        (
+            vec!["--target", "postgres", "--arrivals", "uniform"],
+            "unknown --arrivals 'uniform'",
+        ),
     ];
     for (args, expected) in cases {
         let mut all = args.clone();
@@ -219,6 +231,8 @@ fn your_own_table_is_polled_read_only_with_commit_timestamp_truth() {
             "naive",
             "--poller",
             "naive",
+            "--limit",
+            "1000",
         ],
         &db,
     );
@@ -253,6 +267,12 @@ fn your_own_table_is_polled_read_only_with_commit_timestamp_truth() {
         .query_row("SELECT config FROM runs", [], |r| r.get(0))
         .unwrap();
     assert!(config.contains("\"table\":\"posts\""), "{config}");
+    // `--limit 1000` (the control for paging): every request asked for 1000.
+    assert!(one("SELECT count(*) FROM requests") > 0);
+    assert_eq!(
+        one("SELECT count(*) FROM requests WHERE page_limit != 1000"),
+        0
+    );
 }
 
 #[test]

@@ -2,10 +2,21 @@
 //! `WHERE id > ? ORDER BY id ASC LIMIT n`, paging forward until a short page
 //! (Kafka Connect JDBC's `incrementing` mode,
 //! confluentinc/kafka-connect-jdbc `TimestampIncrementingCriteria.java`).
-//! Three policies ([`IdPolicy`]):
+//! Four policies ([`IdPolicy`]):
 //!
 //! - `incrementing`: the cursor is the highest ID read. A row committed after
 //!   a higher one was read is skipped for ever.
+//! - `kafka-connect:poll=D,batch=N`: Kafka Connect JDBC's own loop in
+//!   incrementing mode. Once `poll.interval.ms` (default 5000) has passed
+//!   since its last query ended, one query without LIMIT, `WHERE id > ?
+//!   ORDER BY id ASC`, read to its end in batches of `batch.max.rows`
+//!   (default 100); the offset is the highest ID read (Confluent's "JDBC
+//!   Source Connector Configuration Properties", `poll.interval.ms` and
+//!   `batch.max.rows`; the loop: `JdbcSourceTask.poll` in
+//!   confluentinc/kafka-connect-jdbc, which waits until the querier's
+//!   `lastUpdate` plus the poll interval, reads at most `batch.max.rows`
+//!   records a call and resets `lastUpdate` when the result is exhausted).
+//!   Its cursor moves as `incrementing`'s does.
 //! - `behind:n=N`: the cursor is held N IDs below the highest read, so each
 //!   cycle re-reads the last N IDs (duplicates) and catches rows up to N IDs late.
 //! - `gaps:timeout=D[,max=M]`: gap tracking, the approach of Axon Framework's
@@ -31,11 +42,26 @@ use std::collections::BTreeMap;
 /// The default bound on tracked gaps.
 pub const DEFAULT_MAX_GAPS: usize = 10_000;
 
+/// Kafka Connect JDBC's default `poll.interval.ms`.
+pub const KAFKA_CONNECT_POLL_MS: u64 = 5_000;
+
+/// Kafka Connect JDBC's default `batch.max.rows`.
+pub const KAFKA_CONNECT_BATCH: usize = 100;
+
 /// How an ID poller moves its cursor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IdPolicy {
     /// The highest ID read (Kafka Connect JDBC's `incrementing` mode).
     Incrementing,
+    /// Kafka Connect JDBC's loop in incrementing mode: one query without
+    /// LIMIT once `poll_ms` has passed since the last one ended, read in
+    /// batches of `batch` rows; the cursor as [`IdPolicy::Incrementing`]'s.
+    KafkaConnect {
+        /// `poll.interval.ms`.
+        poll_ms: u64,
+        /// `batch.max.rows`.
+        batch: usize,
+    },
     /// The highest ID read minus `n`.
     Behind {
         /// How many IDs behind.
@@ -81,7 +107,8 @@ impl std::str::FromStr for IdPolicy {
     fn from_str(s: &str) -> Result<IdPolicy, String> {
         let bad = |why: &str| {
             format!(
-                "bad ID poller '{s}': {why}; expected incrementing, behind:n=N or gaps:timeout=DURATION[,max=N]"
+                "bad ID poller '{s}': {why}; expected incrementing, kafka-connect[:poll=DURATION,batch=N], \
+                 behind:n=N or gaps:timeout=DURATION[,max=N]"
             )
         };
         let (name, params) = s.split_once(':').unwrap_or((s, ""));
@@ -106,6 +133,25 @@ impl std::str::FromStr for IdPolicy {
             };
         let policy = match name {
             "incrementing" => IdPolicy::Incrementing,
+            "kafka-connect" => {
+                let poll_ms = match fields.remove("poll") {
+                    Some(d) => {
+                        crate::time::parse_duration_ms(d).map_err(|e| bad(&e.to_string()))?
+                    }
+                    None => KAFKA_CONNECT_POLL_MS,
+                };
+                if poll_ms == 0 {
+                    return Err(bad("poll must be at least 1ms"));
+                }
+                let batch = take_u64(&mut fields, "batch")?.unwrap_or(KAFKA_CONNECT_BATCH as u64);
+                if batch == 0 || batch > 1_000_000 {
+                    return Err(bad("batch must be between 1 and 1000000"));
+                }
+                IdPolicy::KafkaConnect {
+                    poll_ms,
+                    batch: batch as usize,
+                }
+            }
             "behind" => IdPolicy::Behind {
                 n: take_u64(&mut fields, "n")?.ok_or_else(|| bad("behind needs n=N"))?,
             },
@@ -137,6 +183,11 @@ impl std::fmt::Display for IdPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             IdPolicy::Incrementing => f.write_str("incrementing"),
+            IdPolicy::KafkaConnect { poll_ms, batch } => write!(
+                f,
+                "kafka-connect:poll={},batch={batch}",
+                crate::time::format_duration_ms(*poll_ms)
+            ),
             IdPolicy::Behind { n } => write!(f, "behind:n={n}"),
             IdPolicy::Gaps {
                 timeout_ms,
@@ -151,15 +202,26 @@ impl std::fmt::Display for IdPolicy {
 }
 
 /// One request: rows with `id > after` (all rows without a cursor) or
-/// whose ID is in `gaps`, ascending, at most `limit`.
+/// whose ID is in `gaps`, ascending, at most `limit`; or, with `batch`, all
+/// of them (no LIMIT), read in batches of that many.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IdRequest {
     /// Rows past this ID; every row without one.
     pub after: Option<i64>,
     /// And the rows with these IDs (the gaps re-read).
     pub gaps: Vec<i64>,
-    /// At most this many rows.
+    /// At most this many rows (unless `batch` is given).
     pub limit: usize,
+    /// No LIMIT: the whole result, read in batches of this many rows
+    /// (Kafka Connect's `batch.max.rows`).
+    pub batch: Option<usize>,
+}
+
+impl IdRequest {
+    /// The page size to record: the LIMIT, or 0 for a query without one.
+    pub fn page_limit(&self) -> usize {
+        if self.batch.is_some() { 0 } else { self.limit }
+    }
 }
 
 /// What a poller learnt from one page ([`IdPoller::on_page`]).
@@ -232,6 +294,8 @@ pub struct IdPoller {
     cycle_after: Option<i64>,
     last: bool,
     stats: GapStats,
+    /// When its last query ended (Kafka Connect's `lastUpdate`).
+    last_query_end_ms: Option<i64>,
 }
 
 impl IdPoller {
@@ -257,6 +321,7 @@ impl IdPoller {
             cycle_after: None,
             last: false,
             stats: GapStats::default(),
+            last_query_end_ms: None,
         }
     }
 
@@ -319,6 +384,35 @@ impl IdPoller {
         }
     }
 
+    /// Whether a cycle may start at `now_ms`: always, but for Kafka Connect's
+    /// loop only once its poll interval has passed since the last query ended
+    /// ([`IdPoller::query_ended`]).
+    ///
+    /// ```
+    /// use since_id::gaps::IdPoller;
+    /// let mut p = IdPoller::new("k", "kafka-connect:poll=5s".parse().unwrap(), 200, 10);
+    /// assert!(p.due(0));
+    /// p.tick(0, false);
+    /// p.on_page(&[1, 2, 3]);
+    /// p.query_ended(40);
+    /// assert!(!p.due(5_039));
+    /// assert!(p.due(5_040));
+    /// ```
+    pub fn due(&self, now_ms: i64) -> bool {
+        match (self.policy, self.last_query_end_ms) {
+            (IdPolicy::KafkaConnect { poll_ms, .. }, Some(end)) => {
+                now_ms >= end.saturating_add(poll_ms as i64)
+            }
+            _ => true,
+        }
+    }
+
+    /// Its query ended at `at_ms` (read to the end, or failed): Kafka
+    /// Connect's next query waits a poll interval from then.
+    pub fn query_ended(&mut self, at_ms: i64) {
+        self.last_query_end_ms = Some(at_ms);
+    }
+
     /// Starts a cycle at `now_ms` (`last`: the run's final one): gaps older
     /// than the timeout are given up, and the first request asks for rows past
     /// the cursor and for every gap still tracked.
@@ -341,6 +435,10 @@ impl IdPoller {
             after: self.cycle_after,
             gaps,
             limit: self.limit,
+            batch: match self.policy {
+                IdPolicy::KafkaConnect { batch, .. } => Some(batch),
+                _ => None,
+            },
         }
     }
 
@@ -381,7 +479,9 @@ impl IdPoller {
             .filter(|&&id| before.is_some_and(|h| id < h))
             .count();
         let (cycle, page) = self.position();
-        let full = ids.len() >= self.limit;
+        // A query without LIMIT read its whole result: never a full page.
+        let unbounded = matches!(self.policy, IdPolicy::KafkaConnect { .. });
+        let full = !unbounded && ids.len() >= self.limit;
         let next = (full && (self.last || page < self.max_pages)).then(|| {
             self.position = Some((cycle, page + 1));
             let last_row = sorted.last().copied();
@@ -396,6 +496,7 @@ impl IdPoller {
                 after: last_row.max(self.cycle_after),
                 gaps,
                 limit: self.limit,
+                batch: None,
             }
         });
         self.next_after = next.as_ref().and_then(|n| n.after);
@@ -452,6 +553,60 @@ mod tests {
             let err = bad.parse::<IdPolicy>().unwrap_err();
             assert!(err.starts_with(&format!("bad ID poller '{bad}'")), "{err}");
         }
+    }
+
+    #[test]
+    fn kafka_connect_parses_with_its_defaults_and_prints() {
+        let k: IdPolicy = "kafka-connect".parse().unwrap();
+        assert_eq!(
+            k,
+            IdPolicy::KafkaConnect {
+                poll_ms: 5000,
+                batch: 100
+            }
+        );
+        assert_eq!(k.to_string(), "kafka-connect:poll=5s,batch=100");
+        let k: IdPolicy = "kafka-connect:poll=1s,batch=7".parse().unwrap();
+        assert_eq!(k.to_string().parse::<IdPolicy>().unwrap(), k);
+        assert!(IdPolicy::text_reads_forward(
+            "kafka-connect:poll=5s,batch=100"
+        ));
+        for bad in [
+            "kafka-connect:poll=0s",
+            "kafka-connect:batch=0",
+            "kafka-connect:limit=5",
+        ] {
+            assert!(bad.parse::<IdPolicy>().is_err(), "{bad}");
+        }
+    }
+
+    /// One query a poll interval, from the end of the last one; no LIMIT,
+    /// so however many rows come back the cycle ends there; the cursor is
+    /// the highest ID read, as `incrementing`'s.
+    #[test]
+    fn kafka_connect_reads_one_unbounded_query_per_poll_interval() {
+        let policy = IdPolicy::KafkaConnect {
+            poll_ms: 5000,
+            batch: 2,
+        };
+        let mut p = IdPoller::new("k", policy, 3, 5).starting_after(0);
+        assert!(p.due(0));
+        let req = p.tick(0, false);
+        assert_eq!(
+            (req.after, req.batch, req.page_limit()),
+            (Some(0), Some(2), 0)
+        );
+        let out = p.on_page(&[1, 2, 4, 5, 6]);
+        assert!(
+            out.next.is_none() && !out.overflow,
+            "no LIMIT: no next page"
+        );
+        p.query_ended(30);
+        assert!(!p.due(1000) && !p.due(5029));
+        assert!(p.due(5030));
+        let req = p.tick(5030, false);
+        assert_eq!(req.after, Some(6), "3 committed late is skipped");
+        assert!(req.gaps.is_empty());
     }
 
     #[test]

@@ -11,7 +11,10 @@
 //!
 //! The rules (docs/experiment.md, "Failures and pacing" and "Ending"):
 //! - Ticks fall on multiples of the interval since the Unix epoch; a tick
-//!   missed while waiting is skipped, not made up.
+//!   missed while waiting is skipped, not made up. With a [`TickJitter`]
+//!   each tick is moved later by a seeded draw in `[0, max_ms)`, a function
+//!   of the seed and the tick alone, so pollers given the same seed still
+//!   send together.
 //! - After `n` consecutive failed cycles the next cycle waits
 //!   [`backoff_ms`]`(n)` past the end of the last one (1, 2, 4 ... ticks, at most a minute).
 //! - `Retry-After` (or a spent budget's reset) holds the next request until
@@ -81,6 +84,48 @@ pub fn backoff_ms(failures: u32, interval_ms: u64) -> u64 {
     doubled.min(60_000).saturating_sub(interval_ms)
 }
 
+/// Each tick moved later by a uniform draw in `[0, max_ms)` (`--tick-jitter`),
+/// seeded: the draw of tick `t` is a hash of `(seed, t)`, so the same seed
+/// gives the same ticks in every run and in either clock. `max_ms` 0 (the
+/// default): the ticks lie on the grid.
+///
+/// ```
+/// use since_id::schedule::TickJitter;
+/// let j = TickJitter { max_ms: 100, seed: 1 };
+/// assert!((0..100).contains(&j.at(5000)));
+/// assert_eq!(j.at(5000), TickJitter { max_ms: 100, seed: 1 }.at(5000));
+/// assert_eq!(TickJitter::default().at(5000), 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TickJitter {
+    /// The largest move is just below this, ms; 0: no jitter.
+    pub max_ms: u64,
+    /// The seed of the draws.
+    pub seed: u64,
+}
+
+impl TickJitter {
+    /// How far the tick due at `tick_ms` is moved, in `[0, max_ms)`.
+    pub fn at(&self, tick_ms: i64) -> i64 {
+        if self.max_ms == 0 {
+            return 0;
+        }
+        let h = splitmix64(self.seed ^ splitmix64(tick_ms as u64));
+        (h % self.max_ms) as i64
+    }
+}
+
+/// SplitMix64's output function (Steele, Lea and Flood, "Fast Splittable
+/// Pseudorandom Number Generators", OOPSLA 2014; the constants of Vigna's
+/// reference code, <https://prng.di.unimi.it/splitmix64.c>): a stateless
+/// 64-bit mix, so a tick's draw needs no generator state.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
     /// Ticking until the end of the duration.
@@ -142,6 +187,7 @@ pub struct Schedule {
     /// Waits cut short by the end of the run, for the final cycle's first request.
     cut_wait_ms: u64,
     stopped: bool,
+    jitter: TickJitter,
 }
 
 impl Schedule {
@@ -166,9 +212,24 @@ impl Schedule {
             in_cycle: false,
             cut_wait_ms: 0,
             stopped: false,
+            jitter: TickJitter::default(),
         };
         s.drain_if_due();
         s
+    }
+
+    /// The same schedule with each tick moved by `jitter`.
+    ///
+    /// ```
+    /// use since_id::Schedule;
+    /// use since_id::schedule::TickJitter;
+    /// let jitter = TickJitter { max_ms: 300, seed: 9 };
+    /// let s = Schedule::new(0, 3000, 1000, 0).with_jitter(jitter);
+    /// assert_eq!(s.poll_timeout(), Some(jitter.at(0)));
+    /// ```
+    pub fn with_jitter(mut self, jitter: TickJitter) -> Self {
+        self.jitter = jitter;
+        self
     }
 
     /// The end of the duration.
@@ -246,7 +307,13 @@ impl Schedule {
 
     /// When the next cycle may go while running: its tick, or later if the server or backoff says so.
     fn running_wait_until(&self) -> i64 {
-        self.next_tick.max(self.not_before)
+        self.jittered_tick().max(self.not_before)
+    }
+
+    /// The next tick, moved by the jitter (the tick itself without one).
+    fn jittered_tick(&self) -> i64 {
+        self.next_tick
+            .saturating_add(self.jitter.at(self.next_tick))
     }
 
     /// Time is `now_ms` (at or after [`Schedule::poll_timeout`]): a cycle
@@ -272,14 +339,14 @@ impl Schedule {
                 let wait_until = self.running_wait_until();
                 if wait_until > self.end_ms {
                     // Cut short at the end: recorded with the final cycle.
-                    self.cut_wait_ms += (self.end_ms - self.next_tick).max(0) as u64;
+                    self.cut_wait_ms += (self.end_ms - self.jittered_tick()).max(0) as u64;
                     self.next_tick = self.end_ms;
                     self.drain_if_due();
                     return None;
                 }
                 self.in_cycle = true;
                 Some(CycleStart {
-                    wait_ms: (wait_until - self.next_tick).max(0) as u64
+                    wait_ms: (wait_until - self.jittered_tick()).max(0) as u64
                         + std::mem::take(&mut self.cut_wait_ms),
                     last: false,
                 })
@@ -549,6 +616,37 @@ mod tests {
         assert!(last.last);
         assert_eq!(last.wait_ms, 100);
         assert_eq!(s.pace_cap_ms(1_000), FINAL_PACE_CAP_MS);
+    }
+
+    /// With a jitter of D, every tick of the run goes within `[due, due + D)`
+    /// of its grid tick, the cadence keeps its grid, and the same seed gives
+    /// the same ticks (another seed other ones); the drain is not moved.
+    #[test]
+    fn jittered_ticks_stay_within_the_jitter_and_repeat_for_a_seed() {
+        let run = |seed| {
+            let jitter = TickJitter { max_ms: 250, seed };
+            drive(
+                Schedule::new(0, 60_000, 1000, 500).with_jitter(jitter),
+                |_| (false, None),
+            )
+        };
+        let sent = run(3);
+        assert_eq!(sent.len(), 61);
+        for (n, &(at, wait, last)) in sent[..60].iter().enumerate() {
+            let due = n as i64 * 1000;
+            assert!((due..due + 250).contains(&at), "tick {n} at {at}");
+            assert_eq!((wait, last), (0, false), "a jitter is no wait");
+        }
+        assert_eq!(sent[60].0, 60_500, "the drain is at end + k");
+        assert!(sent.iter().any(|s| s.0 % 1000 != 0), "moved off the grid");
+        assert_eq!(sent, run(3));
+        assert_ne!(sent, run(4));
+        // No jitter: the grid.
+        let grid = drive(Schedule::new(0, 3_000, 1000, 0), |_| (false, None));
+        assert_eq!(
+            grid.iter().map(|s| s.0).collect::<Vec<_>>(),
+            vec![0, 1000, 2000, 3000]
+        );
     }
 
     /// A tick the policy skips sends nothing and keeps the backoff: the

@@ -56,6 +56,19 @@ pub struct Common {
     pub pollers: Vec<CursorPolicy>,
     /// No progress bar even on a terminal (`experiment sweep` runs many at once).
     pub quiet: bool,
+    /// `--tick-jitter`: each tick moved later by a seeded draw in `[0, this)`.
+    pub tick_jitter_ms: u64,
+}
+
+impl Common {
+    /// The pollers' tick jitter, seeded by the run's seed: every poller of
+    /// the run draws the same moves, so they still send together.
+    pub fn tick_jitter(&self) -> since_id::schedule::TickJitter {
+        since_id::schedule::TickJitter {
+            max_ms: self.tick_jitter_ms,
+            seed: self.seed ^ 0x5449_434b_4a49_5454,
+        }
+    }
 }
 
 /// Everything that defines a run, stored as JSON in `runs.config`.
@@ -77,6 +90,10 @@ pub struct StoredConfig<'a> {
     pub clock: ClockMode,
     pub duration_ms: u64,
     pub interval_ms: u64,
+    /// `--tick-jitter`; absent when 0, so that a run without it stores the
+    /// config it always did (the golden run's digest, experiment/tests/experiment.rs).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub tick_jitter_ms: u64,
     pub page_limit: usize,
     pub max_back_pages: u32,
     pub timeout_ms: u64,
@@ -89,7 +106,14 @@ pub struct StoredConfig<'a> {
     /// The simulator's history at the start of the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog_ms: Option<u64>,
+    /// A database target's writers' arrivals (`--arrivals`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrivals: Option<crate::workload::Arrivals>,
     pub version: &'static str,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl<'a> StoredConfig<'a> {
@@ -111,6 +135,7 @@ impl<'a> StoredConfig<'a> {
             clock: common.clock,
             duration_ms: common.duration_ms,
             interval_ms: common.interval_ms,
+            tick_jitter_ms: common.tick_jitter_ms,
             page_limit,
             max_back_pages: common.max_back_pages,
             timeout_ms: common.timeout_ms,
@@ -119,6 +144,7 @@ impl<'a> StoredConfig<'a> {
             simulator: None,
             faults: None,
             backlog_ms: None,
+            arrivals: None,
             version: env!("CARGO_PKG_VERSION"),
         }
     }

@@ -62,5 +62,6 @@ pub fn plan_of(common: &Common, layout: &Layout, pollers: Vec<Poller>, final_wai
         duration_ms: common.duration_ms,
         final_wait_ms,
         first_index: 0,
+        tick_jitter: common.tick_jitter(),
     }
 }

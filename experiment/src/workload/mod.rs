@@ -12,7 +12,7 @@
 mod pace;
 mod retention;
 
-pub use pace::WriterPace;
+pub use pace::{Arrivals, WriterPace};
 pub use retention::{Retention, RetentionTask, Rounds};
 
 use crate::drive::StopReason;
@@ -60,6 +60,8 @@ pub struct Output {
     pub written: Vec<Written>,
     pub commits: u64,
     pub failed: u64,
+    /// Rolled back on purpose (an injected rollback), not failed.
+    pub rolled_back: u64,
     pub last_error: Option<String>,
 }
 
@@ -77,9 +79,13 @@ impl Output {
     /// The summary's account of the writers over `over_ms` of writing.
     pub fn line(&self, over_ms: i64) -> String {
         format!(
-            "{} commits ({:.0}/s), {} failed transactions{}",
+            "{} commits ({:.0}/s), {}{} failed transactions{}",
             self.commits,
             self.commits as f64 * 1000.0 / over_ms.max(1) as f64,
+            match self.rolled_back {
+                0 => String::new(),
+                n => format!("{n} rolled back (injected), "),
+            },
             self.failed,
             self.last_error
                 .as_ref()

@@ -51,6 +51,19 @@ struct MariaConfig<'a> {
     assumption: Option<String>,
 }
 
+/// What the run assumes rather than measures, said aloud in its config:
+/// skewed writer clocks, injected stalls and rollbacks.
+fn assumptions(opts: &MariaOpts, workload: &Workload) -> Option<String> {
+    let skew = (opts.clock_skew_ms > 0).then(|| {
+        format!(
+            "writer clocks skewed: offsets {:?} ms (--clock-skew {} ms)",
+            workload.clock_offsets_ms, opts.clock_skew_ms
+        )
+    });
+    let parts: Vec<String> = skew.into_iter().chain(opts.inject.assumption()).collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
 /// Creates the run's database and schema; returns the server's version and lock mode.
 pub async fn prepare(
     server: &Server,
@@ -89,24 +102,23 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         writers: opts.writers,
         rate_per_s: opts.write_rate,
         clock_offsets_ms: writers::clock_offsets(opts.writers, opts.clock_skew_ms, args.seed),
+        arrivals: opts.arrivals,
+        inject: opts.inject,
         seed: args.seed,
     };
     let limit = args.limit as usize;
     let mut roster = Roster::new(args, &opts.id_pollers, &layout);
+    let mut stored_common = StoredConfig::common(args, limit, roster.all_names.clone(), &layout);
+    stored_common.arrivals = Some(opts.arrivals);
     let stored = MariaConfig {
-        common: StoredConfig::common(args, limit, roster.all_names.clone(), &layout),
+        common: stored_common,
         table: super::schema::TABLE,
         workload: &workload,
         server_version: &version,
         autoinc_lock_mode: lock_mode,
         partition_every_ms: opts.partition_every_ms,
         retain: opts.retain,
-        assumption: (opts.clock_skew_ms > 0).then(|| {
-            format!(
-                "writer clocks skewed: offsets {:?} ms (--clock-skew {} ms)",
-                workload.clock_offsets_ms, opts.clock_skew_ms
-            )
-        }),
+        assumption: assumptions(opts, &workload),
     };
     let run_info = session::run_row(
         args,
@@ -165,6 +177,9 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
             "assumption: writer clocks skewed by {:?} ms\n",
             db.workload.clock_offsets_ms
         ));
+    }
+    if let Some(injected) = opts.inject.assumption() {
+        notes.push_str(&format!("assumption: {injected}\n"));
     }
     tracing::info!(run = run_id, reason, "run finished");
     Ok(RunSummary {
@@ -337,7 +352,7 @@ use super::retention::retention_round;
 mod database_tests {
     use super::*;
     use crate::servers::mariadb::LockMode;
-    use crate::targets::mariadb::writers::{Event, WriterLock, write_event};
+    use crate::targets::mariadb::writers::{Event, Fate, WriterLock, write_event};
 
     fn r_sent(out: &Arc<Mutex<Retention>>) -> i64 {
         out.lock().unwrap().dropped[0].sent_at_ms
@@ -364,6 +379,7 @@ mod database_tests {
                 stream: 1,
                 subscriber: 2,
                 payload: format!("{k}"),
+                fate: Fate::Commit { stall_ms: 0 },
             };
             let w = write_event(
                 conn,
@@ -375,7 +391,8 @@ mod database_tests {
                 event,
             )
             .await
-            .unwrap();
+            .unwrap()
+            .expect("committed");
             out.push(w.id);
         }
         out
@@ -387,6 +404,8 @@ mod database_tests {
             lock_mode: LockMode::DEFAULT,
             writers: 1,
             write_rate,
+            arrivals: crate::workload::Arrivals::Grid,
+            inject: Default::default(),
             clock_skew_ms: 0,
             partition_every_ms: 1000,
             retain,

@@ -5,6 +5,10 @@
 //! ASC LIMIT ?` (Kafka Connect JDBC's `incrementing` mode), with the gaps
 //! re-read as Axon's JDBC event store re-reads them, `OR id IN (...)`, on a
 //! cycle's first page (and the rest on the next if a page ends among them).
+//! `kafka-connect` sends Kafka Connect JDBC's own query, without LIMIT, once
+//! a poll interval has passed since its last one ended (a tick of the poll
+//! loop that comes earlier sends nothing), and reads the result as a stream,
+//! row by row from the connection, never the whole result set at once.
 //!
 //! Each request is recorded as every other: its cursor as `since_id`, the
 //! rows it returned (descending), the late arrivals it caught.
@@ -111,6 +115,13 @@ impl IdTarget {
         let after = req.after.unwrap_or(i64::MIN);
         let limit = req.limit as u64;
         let (t, c) = (&self.table, &self.column);
+        if let Some(batch) = req.batch {
+            // Kafka Connect's query: every row past the offset, one result,
+            // its snapshot the statement's (InnoDB's consistent read).
+            let sql = format!("SELECT {c} FROM {t} WHERE {c} > ? ORDER BY {c} ASC");
+            let mut result = conn.exec_iter(sql, (after,)).await.map_err(e)?;
+            return read_in_batches(&mut result, batch).await.map_err(e);
+        }
         if req.gaps.is_empty() {
             return conn
                 .exec(
@@ -127,6 +138,35 @@ impl IdTarget {
             gaps.join(",")
         );
         conn.exec(sql, (after, limit)).await.map_err(e)
+    }
+}
+
+/// The rows of `result`, read from the connection as they come, `batch`
+/// rows at a time as Kafka Connect's task hands them on
+/// (`batch.max.rows`): the client holds one batch of undecoded rows at
+/// most, and the IDs read so far (each is recorded as an observation).
+async fn read_in_batches(
+    result: &mut mysql_async::QueryResult<'_, 'static, mysql_async::BinaryProtocol>,
+    batch: usize,
+) -> Result<Vec<i64>, mysql_async::Error> {
+    let mut ids = Vec::new();
+    let mut rows = Vec::with_capacity(batch.min(10_000));
+    loop {
+        let next = result.next().await?;
+        let end = next.is_none();
+        if let Some(row) = next {
+            rows.push(row);
+        }
+        if rows.len() >= batch || (end && !rows.is_empty()) {
+            for row in rows.drain(..) {
+                ids.push(mysql_async::from_row_opt::<i64>(row).map_err(|e| {
+                    mysql_async::Error::Other(format!("an ID that is not an integer: {e}").into())
+                })?);
+            }
+        }
+        if end {
+            return Ok(ids);
+        }
     }
 }
 
@@ -225,6 +265,11 @@ impl Machine for IdMachine {
         if !last && self.spec.paused_at(now_ms - self.start_ms) {
             return None;
         }
+        // Kafka Connect's loop: not before a poll interval since the last
+        // query ended (the final cycle always reads).
+        if !last && !self.poller.due(now_ms) {
+            return None;
+        }
         Some(self.poller.tick(now_ms, last))
     }
 
@@ -273,13 +318,14 @@ impl Machine for IdMachine {
                 received_at_ms,
                 since_id: since.map(|s| s.0.to_string()),
                 since_key: since.map(|s| s.sort_key()),
-                page_limit: req.limit as i64,
+                page_limit: req.page_limit() as i64,
                 wait_ms: wait_ms as i64,
                 ..Default::default()
             },
             items: Vec::new(),
         };
         tally.progress.requests += 1;
+        self.poller.query_ended(received_at_ms);
         let next = match fetched.result {
             Err(error) => {
                 tally.progress.failed += 1;

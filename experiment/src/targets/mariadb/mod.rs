@@ -29,6 +29,8 @@ pub struct MariaOpts {
     pub lock_mode: LockMode,
     pub writers: u32,
     pub write_rate: f64,
+    /// How the writers' transactions are spaced (`--arrivals`).
+    pub arrivals: crate::workload::Arrivals,
     /// The spread of the Snowflake writers' clocks, ms (an assumption; 0: one clock).
     pub clock_skew_ms: u64,
     /// How often the retention job adds a partition and drops the oldest.
@@ -40,6 +42,8 @@ pub struct MariaOpts {
     pub bare_inserts_ms: Option<u64>,
     /// How the writers serialise their transactions (`--writer-lock`).
     pub writer_lock: writers::WriterLock,
+    /// Stalled and rolled-back transactions (`--stall-share`, `--stall`, `--rollback-share`).
+    pub inject: writers::Injected,
     /// The ID pollers (`--id-poller`), beside the since_id ones (`--poller`).
     #[serde(skip)]
     pub id_pollers: Vec<id_pollers::IdPollerSpec>,

@@ -5,7 +5,7 @@
 
 use super::id_pollers::IdPollerSpec;
 use super::schema::Schema;
-use super::writers::WriterLock;
+use super::writers::{Injected, WriterLock, parse_share};
 use super::{MariaOpts, OwnMariaOpts};
 use crate::options::{self, DryRun, Flag, Kind, Launch, SharedArgs, TargetOptions};
 use crate::servers::mariadb::LockMode;
@@ -29,7 +29,9 @@ pub struct MariaArgs {
     #[arg(long, value_parser = options::parse_interval)]
     pub bare_inserts: Option<u64>,
     /// MariaDB target: a poller reading the key forward (repeatable): incrementing (Kafka
-    /// Connect JDBC's), behind:n=N, or gaps:timeout=DURATION[,max=N] (Axon's gap tracking).
+    /// Connect JDBC's WHERE clause, paged by --limit), kafka-connect[:poll=5s,batch=100] (Kafka
+    /// Connect JDBC's own loop: one query without LIMIT each poll interval), behind:n=N, or
+    /// gaps:timeout=DURATION[,max=N] (Axon's gap tracking).
     /// `,pause=DURATION@AT` makes it lag (sends nothing for DURATION from AT after the start).
     #[arg(long = "id-poller", value_name = "SPEC", value_parser = |s: &str| s.parse::<IdPollerSpec>())]
     pub id_pollers: Vec<IdPollerSpec>,
@@ -37,6 +39,17 @@ pub struct MariaArgs {
     /// lock from before the insert until COMMIT returned: the eventsourcing library's cure).
     #[arg(long, value_parser = |s: &str| s.parse::<WriterLock>())]
     pub writer_lock: Option<WriterLock>,
+    /// MariaDB target: the share of transactions (2% or 0.02, seeded) that hold their ID for
+    /// --stall after their inserts before COMMIT, an injected assumption.
+    #[arg(long, value_name = "S", value_parser = parse_share)]
+    pub stall_share: Option<f64>,
+    /// MariaDB target: how long a stalled transaction (--stall-share) holds its ID.
+    #[arg(long, value_name = "D", value_parser = parse_duration_ms)]
+    pub stall: Option<u64>,
+    /// MariaDB target: the share of transactions (2% or 0.02, seeded) rolled back after their
+    /// inserts: their IDs are taken and never committed, an injected assumption.
+    #[arg(long, value_name = "S", value_parser = parse_share)]
+    pub rollback_share: Option<f64>,
 }
 
 impl MariaArgs {
@@ -52,6 +65,9 @@ impl MariaArgs {
                 only,
             ),
             Flag::new("--clock-skew", self.clock_skew.is_some(), only),
+            Flag::new("--stall-share", self.stall_share.is_some(), only),
+            Flag::new("--stall", self.stall.is_some(), only),
+            Flag::new("--rollback-share", self.rollback_share.is_some(), only),
         ]
     }
 }
@@ -63,6 +79,7 @@ const SERVER: Kind = Kind {
         "--schema",
         "--writers",
         "--write-rate",
+        "--arrivals",
         "--partition-every",
         "--retain",
         "--autoinc-lock-mode",
@@ -70,6 +87,9 @@ const SERVER: Kind = Kind {
         "--bare-inserts",
         "--id-poller",
         "--writer-lock",
+        "--stall-share",
+        "--stall",
+        "--rollback-share",
     ],
     refusals: &[(
         &[
@@ -114,7 +134,16 @@ const OWN: Kind = Kind {
             "{flag} shapes the throwaway server (--target mariadb); nothing writes to your own database",
         ),
         (
-            &["--schema", "--writers", "--write-rate", "--pg-tail"],
+            &[
+                "--schema",
+                "--writers",
+                "--write-rate",
+                "--arrivals",
+                "--pg-tail",
+                "--stall-share",
+                "--stall",
+                "--rollback-share",
+            ],
             "{flag} shapes the throwaway server's writers; nothing writes to your own database",
         ),
         (
@@ -200,21 +229,27 @@ fn server(shared: &SharedArgs, own: MariaArgs) -> Result<Box<dyn Launch>, String
         }
     }
     if schema == Schema::Snowflake
-        && let Some(p) = own
-            .id_pollers
-            .iter()
-            .find(|p| !matches!(p.policy, since_id::gaps::IdPolicy::Incrementing))
+        && let Some(p) = own.id_pollers.iter().find(|p| {
+            !matches!(
+                p.policy,
+                since_id::gaps::IdPolicy::Incrementing
+                    | since_id::gaps::IdPolicy::KafkaConnect { .. }
+            )
+        })
     {
         return Err(format!(
             "--id-poller {p} counts IDs one by one; Snowflake IDs are not consecutive \
              (use --schema autoinc, or compensated:k=... on snowflake)"
         ));
     }
+    let inject = injected(&own)?;
     Ok(Box::new(MariaOpts {
         schema,
+        inject,
         lock_mode: own.autoinc_lock_mode.unwrap_or(LockMode::DEFAULT),
         writers: shared.workload.writers(),
         write_rate: shared.workload.write_rate(),
+        arrivals: shared.workload.arrivals(),
         clock_skew_ms: own.clock_skew.unwrap_or(0),
         partition_every_ms: shared.retention.partition_every_ms(),
         retain: shared.retention.retain(),
@@ -222,6 +257,26 @@ fn server(shared: &SharedArgs, own: MariaArgs) -> Result<Box<dyn Launch>, String
         bare_inserts_ms: own.bare_inserts,
         writer_lock: own.writer_lock.unwrap_or_default(),
     }))
+}
+
+/// `--stall-share S --stall D` (each needs the other) and `--rollback-share S`.
+fn injected(own: &MariaArgs) -> Result<Injected, String> {
+    let stall_ms = match (own.stall_share, own.stall) {
+        (Some(_), None) => {
+            return Err(
+                "--stall-share needs --stall D: how long those transactions hold their ID".into(),
+            );
+        }
+        (None, Some(_)) => {
+            return Err("--stall says how long stalled transactions hold their ID; give --stall-share S too".into());
+        }
+        (_, stall) => stall.unwrap_or(0),
+    };
+    Ok(Injected {
+        stall_share: own.stall_share.unwrap_or(0.0),
+        stall_ms,
+        rollback_share: own.rollback_share.unwrap_or(0.0),
+    })
 }
 
 /// Your own table's options.

@@ -117,6 +117,7 @@ impl Roster {
             interval_ms: args.interval_ms,
             duration_ms: args.duration_ms,
             final_wait_ms: self.final_wait_ms,
+            tick_jitter: args.tick_jitter(),
         }
     }
 

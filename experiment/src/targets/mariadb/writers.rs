@@ -9,6 +9,15 @@
 //! when `COMMIT` returned. Visibility to another session lies somewhere in
 //! that bracket, and not in the order COMMITs return.
 //!
+//! Injected, and said so in the run's config (an assumption, like
+//! PostgreSQL's `--pg-tail`): `--stall-share S --stall D` makes a seeded share
+//! of transactions hold their ID for D after their inserts before COMMIT (the
+//! slow transaction of an application doing other work inside it), and
+//! `--rollback-share S` makes a seeded share roll back after their inserts,
+//! so their AUTO_INCREMENT value is taken and never used (MariaDB KB
+//! "AUTO_INCREMENT": values are not reused after a rollback). Neither is
+//! drawn unless asked for, so the writers' other draws stay as they were.
+//!
 //! Snowflake IDs are made by each writer, as a Snowflake library in each
 //! application process does: worker ID = writer, time from the writer's own
 //! clock, which `--clock-skew` offsets by a seeded amount per writer.
@@ -102,7 +111,90 @@ pub struct Workload {
     pub rate_per_s: f64,
     /// Each writer's clock offset, ms (Snowflake only; all 0 without `--clock-skew`).
     pub clock_offsets_ms: Vec<i64>,
+    /// The injected stalls and rollbacks (none by default).
+    #[serde(flatten)]
+    pub inject: Injected,
+    /// Stored at the top of `runs.config` (`arrivals`), not here.
+    #[serde(skip)]
+    pub arrivals: crate::workload::Arrivals,
     pub seed: u64,
+}
+
+/// What is injected into the writers' transactions (`--stall-share`,
+/// `--stall`, `--rollback-share`): shares between 0 and 1.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Injected {
+    /// Share of transactions that wait `stall_ms` after their inserts, before COMMIT.
+    pub stall_share: f64,
+    pub stall_ms: u64,
+    /// Share of transactions rolled back after their inserts.
+    pub rollback_share: f64,
+}
+
+impl Injected {
+    pub fn any(&self) -> bool {
+        self.stall_share > 0.0 || self.rollback_share > 0.0
+    }
+
+    /// What to do with the next transaction, drawn from `rng`: roll it back,
+    /// else stall it (ms, 0: no stall). Draws nothing unless asked to.
+    fn draw(&self, rng: &mut ChaCha8Rng) -> Fate {
+        if self.rollback_share > 0.0 && rng.random_bool(self.rollback_share.min(1.0)) {
+            return Fate::RollBack;
+        }
+        if self.stall_share > 0.0 && rng.random_bool(self.stall_share.min(1.0)) {
+            return Fate::Commit {
+                stall_ms: self.stall_ms,
+            };
+        }
+        Fate::Commit { stall_ms: 0 }
+    }
+
+    /// The assumption stored with the run and said in its summary.
+    pub fn assumption(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.stall_share > 0.0 {
+            parts.push(format!(
+                "{} of transactions hold their ID for {} ms before COMMIT",
+                share_text(self.stall_share),
+                self.stall_ms
+            ));
+        }
+        if self.rollback_share > 0.0 {
+            parts.push(format!(
+                "{} of transactions roll back after taking their ID",
+                share_text(self.rollback_share)
+            ));
+        }
+        (!parts.is_empty()).then(|| format!("injected: {}", parts.join("; ")))
+    }
+}
+
+fn share_text(share: f64) -> String {
+    format!("{}%", share * 100.0)
+}
+
+/// A share given on the command line: `2%` or `0.02`, between 0 and 1.
+pub fn parse_share(s: &str) -> Result<f64, String> {
+    let bad =
+        || format!("bad share '{s}': expected a percentage such as 2% or a fraction such as 0.02");
+    let share = match s.strip_suffix('%') {
+        Some(p) => p.parse::<f64>().map_err(|_| bad())? / 100.0,
+        None => s.parse::<f64>().map_err(|_| bad())?,
+    };
+    if !(0.0..=1.0).contains(&share) {
+        return Err(bad());
+    }
+    Ok(share)
+}
+
+/// How one transaction ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// COMMIT, after holding the ID this long (0: at once).
+    Commit { stall_ms: u64 },
+    /// ROLLBACK after the inserts: the ID is taken and never visible.
+    RollBack,
 }
 
 /// The writers' clock offsets: seeded, uniform within `spread_ms` around 0.
@@ -164,7 +256,15 @@ async fn writer(
     let mut rng = ChaCha8Rng::seed_from_u64(w.seed ^ (0x4d41_5249_4144u64 << 8) ^ index as u64);
     let mut ids = snowflake::Generator::new(index);
     let offset_ms = w.clock_offsets_ms.get(index as usize).copied().unwrap_or(0);
-    let mut pace = WriterPace::of_writer(index, w.writers, w.rate_per_s, crate::clock::now_ms());
+    // A stream of its own, so that injecting leaves every other draw as it was.
+    let mut inject_rng = ChaCha8Rng::seed_from_u64(w.seed ^ 0x494e_4a45_4354 ^ u64::from(index));
+    let mut pace = WriterPace::of_writer(
+        w.arrivals,
+        (index, w.writers),
+        w.rate_per_s,
+        crate::clock::now_ms(),
+        w.seed,
+    );
     let mut n = 0u64;
     loop {
         if *stop.borrow() {
@@ -183,6 +283,7 @@ async fn writer(
             stream: rng.random_range(1..=COUNTER_ROWS),
             subscriber: rng.random_range(1..=COUNTER_ROWS),
             payload: format!("event {n} by writer {index}"),
+            fate: w.inject.draw(&mut inject_rng),
         };
         let result = write_event(
             &mut conn,
@@ -196,7 +297,8 @@ async fn writer(
         .await;
         let mut out = lock(&output);
         match result {
-            Ok(written) => out.committed(written),
+            Ok(Some(written)) => out.committed(written),
+            Ok(None) => out.rolled_back += 1,
             Err((e, gone)) => {
                 out.failed(e);
                 if gone {
@@ -214,10 +316,12 @@ pub struct Event {
     pub stream: i32,
     pub subscriber: i32,
     pub payload: String,
+    pub fate: Fate,
 }
 
-/// One event: one transaction (under the writers' lock if `lock` says so).
-/// An error says whether the connection is gone.
+/// One event: one transaction (under the writers' lock if `lock` says so);
+/// `None` if it was rolled back as its [`Fate`] said. An error says whether
+/// the connection is gone.
 pub async fn write_event(
     conn: &mut mysql_async::Conn,
     schema: Schema,
@@ -226,7 +330,7 @@ pub async fn write_event(
     clock_offset_ms: i64,
     writer: u32,
     event: Event,
-) -> Result<Written, (String, bool)> {
+) -> Result<Option<Written>, (String, bool)> {
     if lock == WriterLock::GetLock {
         let got: Option<Option<i64>> = conn
             .exec_first("SELECT GET_LOCK(?, ?)", (LOCK_NAME, LOCK_WAIT_S))
@@ -264,7 +368,7 @@ async fn transaction(
     clock_offset_ms: i64,
     writer: u32,
     event: Event,
-) -> Result<Written, (String, bool)> {
+) -> Result<Option<Written>, (String, bool)> {
     // After the writers' lock, if any: the bracket starts when this
     // transaction can start taking IDs.
     let xact_start_ms = crate::clock::now_ms();
@@ -300,21 +404,38 @@ async fn transaction(
             (event.stream,),
         )
         .await?;
+        match event.fate {
+            Fate::RollBack => {
+                conn.query_drop("ROLLBACK").await?;
+                return Ok(None);
+            }
+            Fate::Commit { stall_ms } if stall_ms > 0 => {
+                // The ID is taken and its row locked: held open, as a slow
+                // transaction holds it, before COMMIT.
+                tokio::time::sleep(std::time::Duration::from_millis(stall_ms)).await;
+            }
+            Fate::Commit { .. } => {}
+        }
         conn.query_drop("COMMIT").await?;
-        Ok::<_, mysql_async::Error>(id)
+        Ok::<_, mysql_async::Error>(Some(id))
     }
     .await;
     match outcome {
-        Ok(id) => {
+        Ok(None) => Ok(None),
+        Ok(Some(id)) => {
             let commit_returned_ms = crate::clock::now_ms();
-            Ok(Written {
+            let sleep_ms = match event.fate {
+                Fate::Commit { stall_ms } => stall_ms,
+                Fate::RollBack => 0,
+            };
+            Ok(Some(Written {
                 id,
                 // MariaDB names no transaction a client can read: the writer.
                 xid: format!("writer {writer}"),
                 xact_start_ms,
                 commit_returned_ms,
-                sleep_ms: 0,
-            })
+                sleep_ms,
+            }))
         }
         Err(e) => {
             let failure = fail(e);
@@ -392,5 +513,51 @@ mod tests {
         assert_eq!(a, clock_offsets(8, 2000, 7));
         assert!(a.iter().all(|o| (-1000..=1000).contains(o)), "{a:?}");
         assert!(a.iter().any(|&o| o != a[0]), "writers differ: {a:?}");
+    }
+
+    #[test]
+    fn shares_parse_as_percentages_or_fractions() {
+        assert_eq!(parse_share("2%").unwrap(), 0.02);
+        assert_eq!(parse_share("0.5").unwrap(), 0.5);
+        for bad in ["", "x", "101%", "-0.1", "2"] {
+            assert!(parse_share(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Nothing injected draws nothing; a share draws its fates from the
+    /// seeded stream, the same for the same seed, near the share asked for.
+    #[test]
+    fn injected_fates_are_seeded_and_near_their_shares() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let none = Injected::default();
+        assert_eq!(none.draw(&mut rng), Fate::Commit { stall_ms: 0 });
+        assert_eq!(rng, ChaCha8Rng::seed_from_u64(1), "no draw made");
+        let inject = Injected {
+            stall_share: 0.1,
+            stall_ms: 3000,
+            rollback_share: 0.05,
+        };
+        let fates = |seed| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            (0..10_000)
+                .map(|_| inject.draw(&mut rng))
+                .collect::<Vec<_>>()
+        };
+        let a = fates(3);
+        assert_eq!(a, fates(3));
+        let rolled = a.iter().filter(|f| **f == Fate::RollBack).count();
+        let stalled = a
+            .iter()
+            .filter(|f| **f == Fate::Commit { stall_ms: 3000 })
+            .count();
+        // This seed's exact counts lie near 5 % and 9.5 % (10 % of the rest).
+        assert!((400..600).contains(&rolled), "{rolled}");
+        assert!((850..1050).contains(&stalled), "{stalled}");
+        assert!(
+            inject
+                .assumption()
+                .unwrap()
+                .contains("10% of transactions hold")
+        );
     }
 }

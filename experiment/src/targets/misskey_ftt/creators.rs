@@ -13,6 +13,7 @@ use super::federation::{Arrival, Delay, DelayDist};
 use super::push::{self, Caps, Note, Report};
 use super::store;
 use super::timeline::{PushGate, RedisSource};
+use crate::workload::{Arrivals, WriterPace};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp};
@@ -47,6 +48,10 @@ pub struct Load {
     /// Which notes their authors delete, and when (`--delete-share`).
     pub deletes: Deletes,
     pub caps: Caps,
+    /// How each creator spaces its notes (`--arrivals`); stored at the top
+    /// of `runs.config`, not here.
+    #[serde(skip)]
+    pub arrivals: Arrivals,
     /// The run's seed: the notes' timing, authors and delays.
     pub seed: u64,
     /// The follow graph's seed (`--graph-seed`; the run's seed unless
@@ -208,8 +213,27 @@ pub async fn run_creator(creator: Creator<impl RedisSource, impl PushGate>) {
     let gap = Exp::new(per_creator.max(1e-9) / 1000.0).expect("a positive rate");
     let remote_share = load.remote_rate_per_s / (load.local_rate_per_s + load.remote_rate_per_s);
     let arrival = load.arrival();
+    // `--arrivals grid`: each creator on an exact period, offset from the
+    // others; Poisson arrivals are the creators' own exponential gaps.
+    let mut grid = (load.arrivals == Arrivals::Grid).then(|| {
+        let total = load.local_rate_per_s + load.remote_rate_per_s;
+        WriterPace::of_writer(
+            Arrivals::Grid,
+            (index, load.creators),
+            total,
+            now(),
+            load.seed,
+        )
+    });
     loop {
-        let wait = gap.sample(&mut rng).min(60_000.0) as u64;
+        let wait = match &mut grid {
+            Some(pace) => {
+                let wait = pace.wait_ms(now() as f64);
+                pace.wrote();
+                wait
+            }
+            None => gap.sample(&mut rng).min(60_000.0) as u64,
+        };
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => {}
             _ = stop.wait_for(|s| *s) => return,

@@ -229,6 +229,7 @@ async fn drive_run(
     let final_wait_ms = (args.pollers.iter().filter_map(|p| p.k_ms()).max()).unwrap_or(0);
     let mut stored_common = StoredConfig::common(args, limit, names.clone(), &layout);
     stored_common.timeline = Some(opts.timeline.endpoint().to_string());
+    stored_common.arrivals = Some(opts.load.arrivals);
     let mut stored = FttConfig {
         common: stored_common,
         load: &opts.load,

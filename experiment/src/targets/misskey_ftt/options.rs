@@ -115,6 +115,7 @@ const FTT: Kind = Kind {
         "--no-fanout-timeline",
         "--ftt-off",
         "--redis-restart-at",
+        "--arrivals",
     ],
     refusals: &[(
         &[
@@ -195,6 +196,7 @@ impl TargetOptions for MisskeyFtt {
                     after_ms: f.delete_after.unwrap_or(60_000),
                 },
                 caps: Default::default(),
+                arrivals: shared.workload.arrivals(),
                 seed: shared.seed,
                 graph_seed: f.graph_seed.unwrap_or(shared.seed),
             },

@@ -48,6 +48,7 @@ pub fn serve_load(seed: u64) -> Load {
         late_max_ms: super::federation::LATE_MAX_DEFAULT_MS,
         deletes: Default::default(),
         caps: Default::default(),
+        arrivals: Default::default(),
         seed,
         graph_seed: seed,
     }

@@ -38,6 +38,7 @@ pub fn run(common: Common, opts: PgOpts) -> Result<RunSummary, String> {
         writers: opts.writers,
         rate_per_s: opts.write_rate,
         tail: opts.tail,
+        arrivals: opts.arrivals,
         seed: common.seed,
     };
     let config = cluster.config();
@@ -176,8 +177,10 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
     let layout = setup.layout.clone();
     let mut roster = Roster::new(args, &layout, limit);
     let workload = setup.workload.as_ref();
+    let mut stored_common = StoredConfig::common(args, limit, roster.names.clone(), &layout);
+    stored_common.arrivals = workload.map(|w| w.arrivals);
     let stored = PgConfig {
-        common: StoredConfig::common(args, limit, roster.names.clone(), &layout),
+        common: stored_common,
         via: setup.via.as_str(),
         table: &setup.table,
         id_column: &setup.id_column,
@@ -343,6 +346,7 @@ async fn keyset_pollers(
         interval_ms: args.interval_ms,
         duration_ms: args.duration_ms,
         final_wait_ms: 0,
+        tick_jitter: args.tick_jitter(),
     };
     Ok(Some(drive::run_real(
         plan,

@@ -149,6 +149,7 @@ impl Backend {
             writers: WORKLOAD.0,
             rate_per_s: WORKLOAD.1,
             tail: None,
+            arrivals: Default::default(),
             seed,
         };
         let (stop_writers, stop) = tokio::sync::watch::channel(false);

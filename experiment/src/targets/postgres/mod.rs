@@ -62,6 +62,8 @@ pub struct PgOpts {
     pub writers: u32,
     pub write_rate: f64,
     pub tail: Option<Tail>,
+    /// How the writers' transactions are spaced (`--arrivals`).
+    pub arrivals: crate::workload::Arrivals,
     pub via: Via,
     /// The partitioned schema's retention job: how often it adds a
     /// partition and drops the oldest (`--partition-every`), and how many

@@ -55,6 +55,7 @@ const CLUSTER: Kind = Kind {
         "--schema",
         "--writers",
         "--write-rate",
+        "--arrivals",
         "--pg-tail",
         "--via",
         // The partitioned schema's retention job (checked against the schema).
@@ -87,7 +88,13 @@ const OWN: Kind = Kind {
     refusals: &[
         NOT_POSTGRES,
         (
-            &["--schema", "--writers", "--write-rate", "--pg-tail"],
+            &[
+                "--schema",
+                "--writers",
+                "--write-rate",
+                "--arrivals",
+                "--pg-tail",
+            ],
             "{flag} shapes the throwaway cluster's writers; nothing writes to your own database",
         ),
     ],
@@ -161,6 +168,7 @@ fn cluster(shared: &SharedArgs, own: &PostgresArgs) -> Result<Box<dyn Launch>, S
         writers: shared.workload.writers(),
         write_rate: shared.workload.write_rate(),
         tail: own.pg_tail,
+        arrivals: shared.workload.arrivals(),
         via,
         partition_every_ms: shared.retention.partition_every_ms(),
         retain: shared.retention.retain(),

@@ -63,6 +63,9 @@ pub struct Workload {
     pub writers: u32,
     pub rate_per_s: f64,
     pub tail: Option<Tail>,
+    /// Stored at the top of `runs.config` (`arrivals`), not here.
+    #[serde(skip)]
+    pub arrivals: crate::workload::Arrivals,
     pub seed: u64,
 }
 
@@ -103,7 +106,13 @@ async fn writer(
 ) {
     let mut rng = ChaCha8Rng::seed_from_u64(w.seed ^ (0x5752_4954_4552u64 << 8) ^ index as u64);
     let mut ids = snowflake::Generator::new(index);
-    let mut pace = WriterPace::of_writer(index, w.writers, w.rate_per_s, crate::clock::now_ms());
+    let mut pace = WriterPace::of_writer(
+        w.arrivals,
+        (index, w.writers),
+        w.rate_per_s,
+        crate::clock::now_ms(),
+        w.seed,
+    );
     let mut n = 0u64;
     let statements = match prepare(&client, w.schema).await {
         Ok(statements) => statements,

@@ -12,6 +12,7 @@
 //! - [`sweep`]: `experiment sweep`'s judging: one row per seed and poller, the summary;
 //!   [`sweep_plot`]: its frontier and lateness survival plots.
 //! - [`delivered`]: `--delivered`: a consumer judged from the IDs it delivered.
+//! - [`machine`]: the machine's load during a real-time run (`runs.config`'s `machine_load`).
 //! - [`ftt`]: a misskey-ftt run's lost notes by their fate in Redis (leak, trimmed, never pushed).
 //! - [`cli`]: the binaries' one-line usage errors.
 //! - [`synth`]: writes synthetic run databases (for tests and the benchmark).
@@ -26,6 +27,7 @@ pub mod history_builder;
 pub mod html;
 pub mod json;
 pub mod load;
+pub mod machine;
 pub mod oracle;
 pub mod plot;
 pub mod report;

@@ -16,7 +16,8 @@
 //!
 //! Private: the drivers (`drive`), the command line below the targets
 //! (`options`), what every `serve` backend shares (`serving`), the options
-//! and displays every run shares (`session`), the wall clock (`clock`).
+//! and displays every run shares (`session`), the wall clock (`clock`),
+//! the machine's load sampled while a real-time run runs (`load`).
 //!
 //! The pure core is crate `since_id` (experiment/core): layouts, policies,
 //! the poller state machine and its schedule, with no I/O and no clock.
@@ -26,6 +27,7 @@ mod clients;
 mod clock;
 pub mod cmd;
 mod drive;
+mod load;
 mod options;
 pub mod record;
 pub mod servers;

@@ -80,6 +80,8 @@ enum Side {
     Ftt(rundb::FttRows),
     /// `runs.config` again, with what only the run's end knows.
     Config(String),
+    /// `runs.config`'s `machine_load` (JSON), set into the stored config.
+    MachineLoad(String),
 }
 
 /// What went wrong with the database.
@@ -229,6 +231,15 @@ impl RecordSender {
     /// knows the run's end.
     pub fn run_config(&self, config: String) {
         self.send(Record::Side(Side::Config(config)));
+    }
+
+    /// Sets `runs.config`'s `machine_load`: the machine's load while the
+    /// run ran (`crate::load`), kept beside what the run was asked.
+    pub fn machine_load(&self, load: analysis::machine::MachineLoad) {
+        match serde_json::to_string(&load) {
+            Ok(json) => self.send(Record::Side(Side::MachineLoad(json))),
+            Err(e) => tracing::warn!("the machine's load is not recorded: {e}"),
+        }
     }
 
     fn send(&self, record: Record) {
@@ -568,6 +579,16 @@ impl Writer {
                     rusqlite::params![config, run_id],
                 )
                 .map_err(|e| format!("cannot write the run's config: {e}"))?;
+            }
+            Side::MachineLoad(json) => {
+                conn.execute(
+                    &format!(
+                        "UPDATE runs SET config = json_set(config, '$.{}', json(?1)) WHERE id = ?2",
+                        analysis::machine::CONFIG_KEY
+                    ),
+                    rusqlite::params![json, run_id],
+                )
+                .map_err(|e| format!("cannot write the machine's load: {e}"))?;
             }
         }
         Ok(())

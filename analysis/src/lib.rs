@@ -11,12 +11,15 @@
 //! - [`history_builder`]: a run's records → [`history::History`] in memory, as [`load`] reads them.
 //! - [`sweep`]: `experiment sweep`'s judging: one row per seed and poller, the summary;
 //!   [`sweep_plot`]: its frontier and lateness survival plots.
+//! - [`campaign`]: `experiment sweep --target postgres|mariadb|misskey-ftt`: each run's
+//!   database judged, the loss over runs per combination and poller.
 //! - [`delivered`]: `--delivered`: a consumer judged from the IDs it delivered.
 //! - [`machine`]: the machine's load during a real-time run (`runs.config`'s `machine_load`).
 //! - [`ftt`]: a misskey-ftt run's lost notes by their fate in Redis (leak, trimmed, never pushed).
 //! - [`cli`]: the binaries' one-line usage errors.
 //! - [`synth`]: writes synthetic run databases (for tests and the benchmark).
 
+pub mod campaign;
 pub mod cli;
 pub mod delivered;
 pub mod delivery;

@@ -184,7 +184,9 @@ impl MachineLoad {
             ));
         }
         for flag in self.flags() {
-            lines.push(format!("FLAGGED    {flag}: the figures ran on a loaded machine"));
+            lines.push(format!(
+                "FLAGGED    {flag}: the figures ran on a loaded machine"
+            ));
         }
         lines
     }

@@ -82,7 +82,10 @@ fn a_postgres_run_keeps_the_machines_load_and_the_writers_rate_and_analyze_shows
     let text = header(&db);
     // The header: everything above the pollers' table.
     let head: String = text.split("\npoller ").next().unwrap_or("").to_string();
-    assert!(head.contains(&format!("load       {} cores", cores())), "{text}");
+    assert!(
+        head.contains(&format!("load       {} cores", cores())),
+        "{text}"
+    );
     assert!(head.contains("ticks      "), "{text}");
     assert!(head.contains("/s of 100.0/s asked"), "{text}");
 }
@@ -114,7 +117,11 @@ fn a_real_time_simulator_run_keeps_the_load_without_writers_and_a_virtual_run_no
         virt.to_str().unwrap(),
     ]);
     let report = analyze(&virt);
-    assert!(report["machine_load"].is_null(), "{}", report["machine_load"]);
+    assert!(
+        report["machine_load"].is_null(),
+        "{}",
+        report["machine_load"]
+    );
     assert!(!header(&virt).contains("load       "));
     let conn = rusqlite::Connection::open(&virt).unwrap();
     let config: String = conn

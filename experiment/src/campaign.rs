@@ -182,7 +182,11 @@ mod tests {
             let e = parse_vary(bad, flags).unwrap_err();
             assert!(!e.contains('\n'), "{bad}: {e}");
         }
-        assert!(parse_vary("nosuch=1", flags).unwrap_err().contains("unknown key"));
+        assert!(
+            parse_vary("nosuch=1", flags)
+                .unwrap_err()
+                .contains("unknown key")
+        );
     }
 
     #[test]
@@ -221,7 +225,10 @@ mod tests {
             ]
         );
         let out = Path::new("out");
-        assert_eq!(all[1].db(out, 3), out.join("interval=1s_set_tail=1/seed-3.db"));
+        assert_eq!(
+            all[1].db(out, 3),
+            out.join("interval=1s_set_tail=1/seed-3.db")
+        );
         assert_eq!(combinations(&[])[0].db(out, 3), out.join("seed-3.db"));
         assert_eq!(combinations(&[]).len(), 1);
     }

@@ -43,9 +43,16 @@ fn a_postgres_campaign_keeps_every_runs_database_and_sums_up_each_combination_an
             assert_eq!(ids.len(), 1, "one run per database");
             let loaded = analysis::load::load(&conn, ids[0]).unwrap();
             assert_eq!(loaded.run.seed, Some(seed));
-            let interval = if combination.ends_with("500ms") { 500 } else { 1000 };
+            let interval = if combination.ends_with("500ms") {
+                500
+            } else {
+                1000
+            };
             assert_eq!(loaded.run.interval_ms, interval);
-            assert!(loaded.machine_load().is_some(), "the machine's load is kept");
+            assert!(
+                loaded.machine_load().is_some(),
+                "the machine's load is kept"
+            );
             let a = analysis::diff::analyze(&loaded.history);
             let text = analysis::report::render(&loaded, &a, &[], &[]);
             assert!(text.contains("load       "), "{text}");
@@ -86,7 +93,14 @@ fn bad_campaign_input_is_one_line_and_exit_2() {
         &["--seeds", "1-2"],
         &["--out", out],
         &["--seeds", "1", "--out", out, "--vary", "seed=1,2"],
-        &["--seeds", "1", "--out", out, "--vary", "schema=mastodon,nosuch"],
+        &[
+            "--seeds",
+            "1",
+            "--out",
+            out,
+            "--vary",
+            "schema=mastodon,nosuch",
+        ],
         &["--seeds", "1", "--out", out, "--db", "x.db"],
     ] {
         let mut args = base.to_vec();

@@ -13,10 +13,10 @@
 //! run goes through `targets` as `experiment [OPTIONS]` would, and the
 //! judging and summary are `analysis::campaign`'s.
 
+use crate::campaign::{self, FlagPair};
 use crate::drive::Records;
 use crate::record::{PollerRow, RequestRecord, TruthRow};
 use crate::sim::sync::lock;
-use crate::campaign::{self, FlagPair};
 use crate::targets::{
     RunArgs, check_campaign_run, given_flags, resolve, run_flag, run_in_campaign, run_in_memory,
 };
@@ -225,7 +225,10 @@ const SET_BY_SWEEP: [&str; 5] = ["--seed", "--db", "--clock", "--start", "--dry-
 /// real runs on a database target, else the virtual sweep.
 pub fn sweep_command(args: SweepArgs) -> Result<(), String> {
     let given = given_flags(&args.run);
-    if let Some((flag, _)) = given.iter().find(|(f, _)| SET_BY_SWEEP.contains(&f.as_str())) {
+    if let Some((flag, _)) = given
+        .iter()
+        .find(|(f, _)| SET_BY_SWEEP.contains(&f.as_str()))
+    {
         return Err(format!(
             "{flag}: experiment sweep sets it for each run (--seeds, --out)"
         ));
@@ -377,7 +380,9 @@ struct CampaignJson<'a> {
 fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String> {
     let target = args.run.shared.target.clone();
     let seeds_text = args.seeds.clone().ok_or_else(|| {
-        format!("a campaign on --target {target} needs --seeds (each seed is a real run of --duration)")
+        format!(
+            "a campaign on --target {target} needs --seeds (each seed is a real run of --duration)"
+        )
     })?;
     let seeds = analysis::sweep::parse_seeds(&seeds_text)?;
     let duration = given_value(&given, "--duration").ok_or_else(|| {
@@ -426,7 +431,11 @@ fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String>
     let results = run_plan(&plan, jobs, |done, r| {
         eprintln!(
             "campaign: run {done}/{total} done: {} seed {} ({}){}",
-            if r.combination.is_empty() { "-" } else { &r.combination },
+            if r.combination.is_empty() {
+                "-"
+            } else {
+                &r.combination
+            },
             r.seed,
             r.db,
             if r.flags.is_empty() {
@@ -494,9 +503,8 @@ fn run_plan(
                     let Some((label, flags, seed, db)) = plan.get(i) else {
                         return;
                     };
-                    let judged = run_in_campaign(flags, *seed, db).and_then(|_| {
-                        analysis::campaign::judge_run(db, label, *seed)
-                    });
+                    let judged = run_in_campaign(flags, *seed, db)
+                        .and_then(|_| analysis::campaign::judge_run(db, label, *seed));
                     match judged {
                         Ok(r) => {
                             let mut d = lock(&done);

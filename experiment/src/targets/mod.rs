@@ -317,6 +317,39 @@ mod tests {
     }
 
     #[test]
+    fn the_flags_given_come_back_as_given_and_the_defaults_do_not() {
+        let argv: Vec<String> = [
+            "--set",
+            "a=1",
+            "--poller",
+            "naive",
+            "--interval",
+            "2s",
+            "--poller",
+            "adaptive",
+            "--dry-run",
+        ]
+        .map(String::from)
+        .to_vec();
+        let given = given_flags(&parse_run(&argv).unwrap());
+        let pair = |f: &str, v: Option<&str>| (f.to_string(), v.map(String::from));
+        assert_eq!(
+            given,
+            [
+                pair("--dry-run", None),
+                pair("--poller", Some("naive")),
+                pair("--poller", Some("adaptive")),
+                pair("--interval", Some("2s")),
+                pair("--set", Some("a=1")),
+            ]
+        );
+        assert_eq!(run_flag("interval"), Some(true));
+        assert_eq!(run_flag("autoinc-lock-mode"), Some(true));
+        assert_eq!(run_flag("dry-run"), Some(false));
+        assert_eq!(run_flag("no-such-flag"), None);
+    }
+
+    #[test]
     fn the_table_says_where_each_flag_applies() {
         let rows = rows();
         let applies = |name: &str| {

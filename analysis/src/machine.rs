@@ -392,8 +392,9 @@ mod tests {
         };
         // 94/s of 100/s asked: 6 % short.
         assert_eq!(load.flags().len(), 1);
-        load.writers = Some(WritersLoad::of(99.0, &lat, 10_000));
-        assert!(load.flags().is_empty(), "5 % short is not flagged");
+        // 94/s of 98.9/s asked: 4.95 % short, within the 5 %.
+        load.writers = Some(WritersLoad::of(98.9, &lat, 10_000));
+        assert!(load.flags().is_empty(), "{:?}", load.flags());
         load.samples[0].load_avg_1m = Some(2.5);
         assert_eq!(load.flags(), ["load average 2.50 > 2 cores"]);
     }

@@ -199,21 +199,11 @@ const EXACT_BELOW_MS: usize = 10_000;
 
 /// Latencies in whole ms, in bounded memory for any length of run
 /// (80 KB however many values), with exact nearest-rank percentiles.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Histogram {
     buckets: Vec<u64>,
     high: Vec<i64>,
     count: u64,
-}
-
-impl Default for Histogram {
-    fn default() -> Histogram {
-        Histogram {
-            buckets: Vec::new(),
-            high: Vec::new(),
-            count: 0,
-        }
-    }
 }
 
 impl Histogram {

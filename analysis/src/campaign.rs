@@ -108,8 +108,9 @@ pub struct Row {
 
 /// A rate over runs: min, median and max, and the run count.
 // TO BE REPLACED on merge by h3's `interval::over_runs(&[f64], seed) ->
-// OverRuns {mean, ci95, min, median, max, runs}` (analysis/src/interval.rs):
-// this struct and [`over_runs`] are the placeholder for it.
+// OverRuns {mean, ci95, min, median, max, runs}` (the bootstrap interval
+// module of this crate, on its way): this struct and [`over_runs`] are the
+// placeholder for it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct OverRuns {
     pub min: f64,

@@ -38,6 +38,9 @@ pub struct RunResult {
     /// Why its figures are not to be trusted as they stand (the machine's
     /// load, [`MachineLoad::flags`]); empty when they are.
     pub flags: Vec<String>,
+    /// It ended on a signal (Ctrl-C, SIGTERM) rather than at its duration:
+    /// the campaign stops there.
+    pub interrupted: bool,
 }
 
 /// The unit a target's loss is counted per: 1,000 notes for misskey-ftt
@@ -89,6 +92,7 @@ pub fn judge_run(path: &Path, combination: &str, seed: u64) -> Result<RunResult,
             .machine_load()
             .map(|m: MachineLoad| m.flags())
             .unwrap_or_default(),
+        interrupted: loaded.run.end_reason.as_deref() == Some("interrupted"),
     })
 }
 
@@ -256,6 +260,7 @@ mod tests {
             } else {
                 Vec::new()
             },
+            interrupted: false,
         }
     }
 

@@ -385,9 +385,12 @@ fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String>
         )
     })?;
     let seeds = analysis::sweep::parse_seeds(&seeds_text)?;
-    let duration = given_value(&given, "--duration").ok_or_else(|| {
-        format!("a campaign on --target {target} needs --duration (each run takes that long)")
-    })?;
+    let varied = |key: &str| args.vary.iter().any(|v| v.starts_with(&format!("{key}=")));
+    let duration = given_value(&given, "--duration")
+        .or_else(|| varied("duration").then(|| "varied".to_string()))
+        .ok_or_else(|| {
+            format!("a campaign on --target {target} needs --duration (each run takes that long)")
+        })?;
     let out = args
         .out
         .clone()
@@ -506,6 +509,14 @@ fn run_plan(
                     let judged = run_in_campaign(flags, *seed, db)
                         .and_then(|_| analysis::campaign::judge_run(db, label, *seed));
                     match judged {
+                        // A signal ended the run: it ends the campaign, whose
+                        // databases so far are kept.
+                        Ok(r) if r.interrupted => {
+                            lock(&error).get_or_insert(format!(
+                                "interrupted during {}: the runs' databases so far are kept",
+                                r.db
+                            ));
+                        }
                         Ok(r) => {
                             let mut d = lock(&done);
                             d.0 += 1;

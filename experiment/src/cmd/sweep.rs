@@ -118,11 +118,28 @@ pub fn run_all(
     jobs: usize,
     mut on_done: impl FnMut(usize, usize) + Send,
 ) -> Result<Vec<SeedResult>, String> {
+    let total = seeds.len();
+    in_parallel(
+        seeds,
+        jobs,
+        |&seed| run_seed(base, seed).map_err(|e| format!("seed {seed}: {e}")),
+        |done, _| on_done(done, total),
+    )
+}
+
+/// Runs `run` over `items` on `jobs` scoped threads, telling `on_done` how
+/// many are done as each finishes; results in the items' order. The first
+/// error stops the rest (those already started finish).
+fn in_parallel<I: Sync, R: Send>(
+    items: &[I],
+    jobs: usize,
+    run: impl Fn(&I) -> Result<R, String> + Sync,
+    on_done: impl FnMut(usize, &R) + Send,
+) -> Result<Vec<R>, String> {
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<SeedResult>>> =
-        Mutex::new((0..seeds.len()).map(|_| None).collect());
+    let results: Mutex<Vec<Option<R>>> = Mutex::new(items.iter().map(|_| None).collect());
     let error: Mutex<Option<String>> = Mutex::new(None);
-    let done = Mutex::new((0usize, &mut on_done));
+    let done = Mutex::new((0usize, on_done));
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
             scope.spawn(|| {
@@ -131,17 +148,17 @@ pub fn run_all(
                         return;
                     }
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&seed) = seeds.get(i) else { return };
-                    match run_seed(base, seed) {
+                    let Some(item) = items.get(i) else { return };
+                    match run(item) {
                         Ok(r) => {
-                            lock(&results)[i] = Some(r);
                             let mut d = lock(&done);
                             d.0 += 1;
                             let n = d.0;
-                            (d.1)(n, seeds.len());
+                            (d.1)(n, &r);
+                            lock(&results)[i] = Some(r);
                         }
                         Err(e) => {
-                            lock(&error).get_or_insert(format!("seed {seed}: {e}"));
+                            lock(&error).get_or_insert(e);
                         }
                     }
                 }
@@ -484,66 +501,33 @@ fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String>
 
 /// Runs a campaign's plan on `jobs` threads, each run judged once its
 /// database is closed; results in plan order. The first error stops the
-/// campaign (runs already started finish).
+/// campaign (runs already started finish), and so does a run a signal ended.
 fn run_plan(
     plan: &[(String, Vec<String>, u64, std::path::PathBuf)],
     jobs: usize,
     on_done: impl FnMut(usize, &analysis::campaign::RunResult) + Send,
 ) -> Result<Vec<analysis::campaign::RunResult>, String> {
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<analysis::campaign::RunResult>>> =
-        Mutex::new(plan.iter().map(|_| None).collect());
-    let error: Mutex<Option<String>> = Mutex::new(None);
-    let done = Mutex::new((0usize, on_done));
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1) {
-            scope.spawn(|| {
-                loop {
-                    if lock(&error).is_some() {
-                        return;
-                    }
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((label, flags, seed, db)) = plan.get(i) else {
-                        return;
-                    };
-                    let judged = run_in_campaign(flags, *seed, db)
-                        .and_then(|_| analysis::campaign::judge_run(db, label, *seed));
-                    match judged {
-                        // A signal ended the run: it ends the campaign, whose
-                        // databases so far are kept.
-                        Ok(r) if r.interrupted => {
-                            lock(&error).get_or_insert(format!(
-                                "interrupted during {}: the runs' databases so far are kept",
-                                r.db
-                            ));
-                        }
-                        Ok(r) => {
-                            let mut d = lock(&done);
-                            d.0 += 1;
-                            let n = d.0;
-                            (d.1)(n, &r);
-                            lock(&results)[i] = Some(r);
-                        }
-                        Err(e) => {
-                            let which = if label.is_empty() {
-                                format!("seed {seed}")
-                            } else {
-                                format!("{label} seed {seed}")
-                            };
-                            lock(&error).get_or_insert(format!("{which}: {e}"));
-                        }
-                    }
-                }
-            });
-        }
-    });
-    if let Some(e) = error.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        return Err(e);
-    }
-    Ok(results
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .into_iter()
-        .flatten()
-        .collect())
+    in_parallel(
+        plan,
+        jobs,
+        |(label, flags, seed, db)| {
+            let which = match label.is_empty() {
+                true => format!("seed {seed}"),
+                false => format!("{label} seed {seed}"),
+            };
+            let r = run_in_campaign(flags, *seed, db)
+                .and_then(|_| analysis::campaign::judge_run(db, label, *seed))
+                .map_err(|e| format!("{which}: {e}"))?;
+            match r.interrupted {
+                // A signal ended the run: it ends the campaign, whose
+                // databases so far are kept.
+                true => Err(format!(
+                    "interrupted during {which} ({}): the runs' databases so far are kept",
+                    r.db
+                )),
+                false => Ok(r),
+            }
+        },
+        on_done,
+    )
 }

@@ -32,8 +32,21 @@ pub struct Output<'a> {
     /// A misskey-ftt run (or a recorded `serve --backend misskey-ftt`):
     /// what became of each note a poller lost (`ftt.rs`); `null` otherwise.
     pub ftt: Option<Ftt>,
+    /// The machine's load while a real-time run ran (`runs.config`'s
+    /// `machine_load`, [`crate::machine`]) with the reasons it is flagged;
+    /// `null` for a virtual run.
+    pub machine_load: Option<MachineLoadReport>,
     /// Plot files written (empty when plotting was skipped or failed).
     pub plots: Vec<String>,
+}
+
+/// The `machine_load` object: the run's recorded load and why it is
+/// flagged (empty: it is not).
+#[derive(Serialize)]
+pub struct MachineLoadReport {
+    #[serde(flatten)]
+    pub load: crate::machine::MachineLoad,
+    pub flags: Vec<String>,
 }
 
 /// The fates of the notes each poller lost, from [`crate::ftt::fates`].
@@ -385,6 +398,10 @@ pub fn build<'a>(
             duplicates_per_new: (o.duplicates_per_new() * 1000.0).round() / 1000.0,
         }),
         ftt: ftt.map(|lost| self::ftt(loaded, lost)),
+        machine_load: loaded.machine_load().map(|load| MachineLoadReport {
+            flags: load.flags(),
+            load,
+        }),
         plots: plots.to_vec(),
     }
 }

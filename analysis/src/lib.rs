@@ -11,14 +11,18 @@
 //! - [`history_builder`]: a run's records → [`history::History`] in memory, as [`load`] reads them.
 //! - [`sweep`]: `experiment sweep`'s judging: one row per seed and poller, the summary;
 //!   [`sweep_plot`]: its frontier and lateness survival plots.
+//! - [`campaign`]: `experiment sweep --target postgres|mariadb|misskey-ftt`: each run's
+//!   database judged, the loss over runs per combination and poller.
 //! - [`delivered`]: `--delivered`: a consumer judged from the IDs it delivered.
 //! - [`consumers`]: a consumer's verdict against the truth of PostgreSQL's log (`judge --backend postgres`).
+//! - [`machine`]: the machine's load during a real-time run (`runs.config`'s `machine_load`).
 //! - [`ftt`]: a misskey-ftt run's lost notes by their fate in Redis (leak, trimmed, never pushed).
 //! - [`interval`]: a value per run summarised: mean, bootstrap 95 % interval, min,
 //!   median, max; the smallest difference a design could have detected.
 //! - [`cli`]: the binaries' one-line usage errors.
 //! - [`synth`]: writes synthetic run databases (for tests and the benchmark).
 
+pub mod campaign;
 pub mod cli;
 pub mod consumers;
 pub mod delivered;
@@ -31,6 +35,7 @@ pub mod html;
 pub mod interval;
 pub mod json;
 pub mod load;
+pub mod machine;
 pub mod oracle;
 pub mod plot;
 pub mod report;

@@ -66,6 +66,13 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// The machine's load while the run ran (`runs.config`'s
+    /// `machine_load`, [`crate::machine`]); `None` for a virtual run or one
+    /// recorded before it was kept.
+    pub fn machine_load(&self) -> Option<crate::machine::MachineLoad> {
+        crate::machine::MachineLoad::from_config(&self.run.config)
+    }
+
     /// The client poller `i` is one timeline of (`experiment serve
     /// --record`, docs/judging.md); `None` for the harness's own pollers.
     pub fn client_of(&self, i: usize) -> Option<&str> {

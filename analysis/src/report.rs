@@ -95,6 +95,11 @@ pub fn render(loaded: &Loaded, a: &Analysis, plots: &[String], plot_notes: &[Str
         _ => "none: no truth and a single poller, so misses cannot be measured".into(),
     };
     let _ = writeln!(o, "reference  {reference}");
+    // The machine's load while a real-time run ran (issue 34): a figure
+    // measured on a loaded machine says so here, before any finding.
+    for line in loaded.machine_load().iter().flat_map(|m| m.header_lines()) {
+        let _ = writeln!(o, "{line}");
+    }
     o.push('\n');
 
     // Per-poller table.

@@ -136,6 +136,9 @@ impl Sightings {
 pub struct Tally {
     pub progress: Progress,
     sightings: Sightings,
+    /// How late each real-time tick woke after it was due, ms (empty in
+    /// virtual time, where a tick is never late).
+    pub tick_lateness: analysis::machine::Histogram,
 }
 
 impl Tally {
@@ -149,6 +152,7 @@ impl Tally {
                 cursors: vec![None; pollers.len()],
                 ..Sightings::default()
             },
+            tick_lateness: Default::default(),
         }
     }
 
@@ -762,9 +766,13 @@ async fn poll_loop<M: Machine, T: PollTarget<M::Request, M::Row>>(
         } else {
             sleep_ms(at - now_ms()).await;
         }
-        let Some(start) = schedule.handle_timeout(now_ms().max(at)) else {
+        let woke = now_ms();
+        let Some(start) = schedule.handle_timeout(woke.max(at)) else {
             continue;
         };
+        // How late this tick woke after it was due: the machine's load
+        // (`crate::load`, issue 34).
+        lock(&progress).tick_lateness.add(woke - at);
         let Some(mut req) = poller.tick(now_ms(), start.last) else {
             // The policy skipped this tick (its request budget): on to the next.
             schedule.skip(now_ms());

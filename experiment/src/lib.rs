@@ -17,17 +17,21 @@
 //!
 //! Private: the drivers (`drive`), the command line below the targets
 //! (`options`), what every `serve` backend shares (`serving`), the options
-//! and displays every run shares (`session`), the wall clock (`clock`).
+//! and displays every run shares (`session`), the wall clock (`clock`),
+//! the machine's load sampled while a real-time run runs (`load`), a
+//! campaign's plan (`campaign`).
 //!
 //! The pure core is crate `since_id` (experiment/core): layouts, policies,
 //! the poller state machine and its schedule, with no I/O and no clock.
 
 pub mod api;
+mod campaign;
 mod clients;
 mod clock;
 pub mod cmd;
 mod drive;
 pub mod logtruth;
+mod load;
 mod options;
 pub mod record;
 pub mod servers;

@@ -33,7 +33,8 @@ enum Command {
     /// Decode IDs and compute since_id values.
     #[command(subcommand)]
     Id(IdCommand),
-    /// Run the virtual experiment over many seeds and summarise each poller.
+    /// Run the virtual experiment over many seeds and summarise each poller; with
+    /// `--target postgres|mariadb|misskey-ftt`, a campaign of real runs (docs/campaigns.md).
     Sweep(SweepArgs),
     /// Run a polling client against the leaky server and judge it:
     /// `experiment judge -- python3 my_bot.py` (exit 0: every client valid; 1: one lost a status).

@@ -7,11 +7,19 @@
 //! of a sweep's time (docs/policies.md, "Benchmark"). The rows, the summary and
 //! `sweep.db` are `analysis::sweep`'s. Seeds run in parallel on scoped
 //! threads, one per core.
+//!
+//! With `--target postgres|mariadb|misskey-ftt` it runs a campaign of real
+//! runs instead (docs/campaigns.md): the plan is `crate::campaign`'s, each
+//! run goes through `targets` as `experiment [OPTIONS]` would, and the
+//! judging and summary are `analysis::campaign`'s.
 
+use crate::campaign::{self, FlagPair};
 use crate::drive::Records;
 use crate::record::{PollerRow, RequestRecord, TruthRow};
 use crate::sim::sync::lock;
-use crate::targets::{resolve, run_in_memory};
+use crate::targets::{
+    RunArgs, check_campaign_run, given_flags, resolve, run_flag, run_in_campaign, run_in_memory,
+};
 use analysis::history::{History, PollerSpec, Visibility};
 use analysis::history_builder::{HistoryBuilder, StatusRef};
 use analysis::sweep::SeedResult;
@@ -110,11 +118,28 @@ pub fn run_all(
     jobs: usize,
     mut on_done: impl FnMut(usize, usize) + Send,
 ) -> Result<Vec<SeedResult>, String> {
+    let total = seeds.len();
+    in_parallel(
+        seeds,
+        jobs,
+        |&seed| run_seed(base, seed).map_err(|e| format!("seed {seed}: {e}")),
+        |done, _| on_done(done, total),
+    )
+}
+
+/// Runs `run` over `items` on `jobs` scoped threads, telling `on_done` how
+/// many are done as each finishes; results in the items' order. The first
+/// error stops the rest (those already started finish).
+fn in_parallel<I: Sync, R: Send>(
+    items: &[I],
+    jobs: usize,
+    run: impl Fn(&I) -> Result<R, String> + Sync,
+    on_done: impl FnMut(usize, &R) + Send,
+) -> Result<Vec<R>, String> {
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<SeedResult>>> =
-        Mutex::new((0..seeds.len()).map(|_| None).collect());
+    let results: Mutex<Vec<Option<R>>> = Mutex::new(items.iter().map(|_| None).collect());
     let error: Mutex<Option<String>> = Mutex::new(None);
-    let done = Mutex::new((0usize, &mut on_done));
+    let done = Mutex::new((0usize, on_done));
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
             scope.spawn(|| {
@@ -123,17 +148,17 @@ pub fn run_all(
                         return;
                     }
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&seed) = seeds.get(i) else { return };
-                    match run_seed(base, seed) {
+                    let Some(item) = items.get(i) else { return };
+                    match run(item) {
                         Ok(r) => {
-                            lock(&results)[i] = Some(r);
                             let mut d = lock(&done);
                             d.0 += 1;
                             let n = d.0;
-                            (d.1)(n, seeds.len());
+                            (d.1)(n, &r);
+                            lock(&results)[i] = Some(r);
                         }
                         Err(e) => {
-                            lock(&error).get_or_insert(format!("seed {seed}: {e}"));
+                            lock(&error).get_or_insert(e);
                         }
                     }
                 }
@@ -153,40 +178,38 @@ pub fn run_all(
 
 /// `experiment sweep`: the virtual experiment for every seed, in parallel
 /// over the cores, judged with analyze's checker; one row per seed and
-/// poller in DIR/sweep.db, and a summary per poller.
+/// poller in DIR/sweep.db, and a summary per poller. With `--target
+/// postgres|mariadb|misskey-ftt`, a campaign of real runs instead
+/// (docs/campaigns.md): every combination of `--vary` times every seed, one
+/// run after another, each run's database kept under `--out` and judged.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SweepArgs {
-    /// Seeds: A-B, N, or a comma list of them.
-    #[arg(long, default_value = "1-100")]
-    pub seeds: String,
-    /// Virtual duration of each run.
-    #[arg(long, default_value = "1h")]
-    pub duration: String,
-    /// Simulator profile.
-    #[arg(long, default_value = "twitter")]
-    pub profile: String,
-    /// The timeline polled, as for `experiment` (the misskey profile: local or global).
+    /// Seeds: A-B, N, or a comma list of them (default 1-100 in virtual time;
+    /// a campaign needs them given).
     #[arg(long)]
-    pub timeline: Option<String>,
-    /// A poller (repeatable); default naive, compensated:k=1s, compensated:k=2m,
-    /// audit:k=1s,depth=2m,every=1m and adaptive.
-    #[arg(long = "poller", value_name = "SPEC")]
-    pub pollers: Vec<String>,
-    /// One simulator parameter, KEY=VALUE (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub sets: Vec<String>,
+    pub seeds: Option<String>,
     /// Print JSON (documented in analysis/JSON.md) instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Where sweep.db (and the plots) go.
-    #[arg(long, default_value = "data/sweep")]
-    pub out: std::path::PathBuf,
-    /// Parallel runs (default: the number of cores).
+    /// Where sweep.db (and the plots) go (default data/sweep); a campaign's run
+    /// databases (required for a campaign).
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    /// Parallel runs (default: the number of cores in virtual time, 1 in a
+    /// campaign, where runs side by side compete for the machine).
     #[arg(long)]
     pub jobs: Option<usize>,
     /// Do not draw the plots.
     #[arg(long)]
     pub no_plots: bool,
+    /// A campaign: run every value of a run flag (interval, limit, schema, ...)
+    /// or of a --set key (set:NAME), KEY=V1,V2,... (repeatable: every combination).
+    #[arg(long = "vary", value_name = "KEY=V1,V2,...")]
+    pub vary: Vec<String>,
+    /// The runs' own flags, as for `experiment` (--duration, --poller,
+    /// --profile, --set, --timeline, and a target's flags).
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// The pollers of a sweep without `--poller`.
@@ -212,36 +235,81 @@ struct JsonOut {
     plots: Vec<String>,
 }
 
-/// Runs `experiment sweep` and prints its table or JSON.
+/// The run flags a sweep sets itself, refused when given.
+const SET_BY_SWEEP: [&str; 5] = ["--seed", "--db", "--clock", "--start", "--dry-run"];
+
+/// Runs `experiment sweep` and prints its table or JSON: a campaign of
+/// real runs on a database target, else the virtual sweep.
 pub fn sweep_command(args: SweepArgs) -> Result<(), String> {
+    let given = given_flags(&args.run);
+    if let Some((flag, _)) = given
+        .iter()
+        .find(|(f, _)| SET_BY_SWEEP.contains(&f.as_str()))
+    {
+        return Err(format!(
+            "{flag}: experiment sweep sets it for each run (--seeds, --out)"
+        ));
+    }
+    match args.run.shared.target.as_str() {
+        "postgres" | "mariadb" | "misskey-ftt" => campaign_command(args, given),
+        "simulator" if args.vary.is_empty() => virtual_sweep(args, given),
+        "simulator" => Err(
+            "--vary runs a campaign on --target postgres, mariadb or misskey-ftt; the simulator's sweep varies seeds only".into(),
+        ),
+        other => Err(format!(
+            "experiment sweep runs the simulator in virtual time or a campaign on --target postgres, mariadb or misskey-ftt, not '{other}'"
+        )),
+    }
+}
+
+/// The value last given for `flag`, if any.
+fn given_value(given: &[FlagPair], flag: &str) -> Option<String> {
+    given
+        .iter()
+        .rev()
+        .find(|(f, _)| f == flag)
+        .and_then(|(_, v)| v.clone())
+}
+
+/// The virtual sweep over many seeds (issue 15, docs/policies.md).
+fn virtual_sweep(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String> {
     use analysis::sweep;
     use std::io::IsTerminal;
-    let seeds = sweep::parse_seeds(&args.seeds)?;
-    let pollers = if args.pollers.is_empty() {
+    let seeds_text = args.seeds.clone().unwrap_or_else(|| "1-100".into());
+    let seeds = sweep::parse_seeds(&seeds_text)?;
+    let given_pollers: Vec<String> = given
+        .iter()
+        .filter(|(f, _)| f == "--poller")
+        .filter_map(|(_, v)| v.clone())
+        .collect();
+    let pollers = if given_pollers.is_empty() {
         DEFAULT_POLLERS.map(String::from).to_vec()
     } else {
-        args.pollers.clone()
+        given_pollers
     };
-    let mut base = vec![
-        "--duration".to_string(),
-        args.duration.clone(),
-        "--profile".into(),
-        args.profile.clone(),
-    ];
-    for p in &pollers {
-        base.extend(["--poller".into(), p.clone()]);
-    }
-    for s in &args.sets {
-        base.extend(["--set".into(), s.clone()]);
-    }
-    if let Some(t) = &args.timeline {
-        base.extend(["--timeline".into(), t.clone()]);
-    }
+    let duration = given_value(&given, "--duration").unwrap_or_else(|| "1h".into());
+    let profile = given_value(&given, "--profile").unwrap_or_else(|| "twitter".into());
+    let timeline = given_value(&given, "--timeline");
+    let sets: Vec<String> = given
+        .iter()
+        .filter(|(f, _)| f == "--set")
+        .filter_map(|(_, v)| v.clone())
+        .collect();
+    let mut base_flags: Vec<FlagPair> = given
+        .into_iter()
+        .filter(|(f, _)| f != "--poller" && f != "--target")
+        .collect();
+    base_flags.extend(pollers.iter().map(|p| ("--poller".into(), Some(p.clone()))));
+    let base = campaign::argv(&base_flags);
     // Every option checked once, before any run, by the experiment's parser
     // (and the simulator's, for --set and --profile).
     resolve(run_args(&base, seeds[0])?)?;
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
+    let out_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| std::path::PathBuf::from("data/sweep"));
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -255,18 +323,18 @@ pub fn sweep_command(args: SweepArgs) -> Result<(), String> {
         eprintln!();
     }
     let config = serde_json::json!({
-        "seeds": args.seeds, "duration": args.duration, "profile": args.profile,
-        "timeline": args.timeline, "pollers": pollers, "sets": args.sets, "version": env!("CARGO_PKG_VERSION"),
+        "seeds": seeds_text, "duration": duration, "profile": profile,
+        "timeline": timeline, "pollers": pollers, "sets": sets, "version": env!("CARGO_PKG_VERSION"),
     })
     .to_string();
-    let db = args.out.join("sweep.db");
+    let db = out_dir.join("sweep.db");
     let sweep_id = sweep::store(&db, &config, &results)?;
     let summary = sweep::summarize(&results);
     let oracle = sweep::oracle_duplicates_per_new(&results);
     let plots = if args.no_plots {
         Vec::new()
     } else {
-        match analysis::sweep_plot::write_all(&results, &summary, oracle, &args.out, sweep_id) {
+        match analysis::sweep_plot::write_all(&results, &summary, oracle, &out_dir, sweep_id) {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("experiment sweep: plotting failed: {e}");
@@ -277,10 +345,10 @@ pub fn sweep_command(args: SweepArgs) -> Result<(), String> {
     if args.json {
         let out = JsonOut {
             schema: 1,
-            seeds: args.seeds,
-            duration: args.duration,
-            profile: args.profile,
-            sets: args.sets,
+            seeds: seeds_text,
+            duration,
+            profile,
+            sets,
             database: db.display().to_string(),
             sweep_id,
             oracle_duplicates_per_new: oracle,
@@ -296,8 +364,8 @@ pub fn sweep_command(args: SweepArgs) -> Result<(), String> {
             "sweep {sweep_id}: {} seeds x {} pollers, {} each, profile {} ({})",
             seeds.len(),
             pollers.len(),
-            args.duration,
-            args.profile,
+            duration,
+            profile,
             db.display()
         );
         print!("{}", sweep::render(&summary, oracle));
@@ -306,4 +374,160 @@ pub fn sweep_command(args: SweepArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A campaign's `--json` (analysis/JSON.md, "experiment sweep --target").
+#[derive(serde::Serialize)]
+struct CampaignJson<'a> {
+    schema: u32,
+    target: String,
+    seeds: String,
+    duration: String,
+    /// Runs at once: 1 unless `--jobs`; above 1 the runs competed for the machine.
+    jobs: usize,
+    vary: Vec<String>,
+    out: String,
+    summary: &'a analysis::campaign::Summary,
+    runs: &'a [analysis::campaign::RunResult],
+}
+
+/// A campaign of real runs (docs/campaigns.md): every combination of
+/// `--vary` times every seed, each run's database under `--out`, each
+/// judged by the checker; one row per combination and poller.
+fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String> {
+    let target = args.run.shared.target.clone();
+    let seeds_text = args.seeds.clone().ok_or_else(|| {
+        format!(
+            "a campaign on --target {target} needs --seeds (each seed is a real run of --duration)"
+        )
+    })?;
+    let seeds = analysis::sweep::parse_seeds(&seeds_text)?;
+    let varied = |key: &str| args.vary.iter().any(|v| v.starts_with(&format!("{key}=")));
+    let duration = given_value(&given, "--duration")
+        .or_else(|| varied("duration").then(|| "varied".to_string()))
+        .ok_or_else(|| {
+            format!("a campaign on --target {target} needs --duration (each run takes that long)")
+        })?;
+    let out = args
+        .out
+        .clone()
+        .ok_or("a campaign needs --out DIR, where each run's database is kept")?;
+    let varies = args
+        .vary
+        .iter()
+        .map(|v| campaign::parse_vary(v, run_flag))
+        .collect::<Result<Vec<_>, _>>()?;
+    if args.jobs == Some(0) {
+        return Err("--jobs 0: at least one run at a time".into());
+    }
+    let jobs = args.jobs.unwrap_or(1);
+    let combinations = campaign::combinations(&varies);
+    // Every combination checked by the target before any run starts.
+    let mut plan = Vec::new();
+    for c in &combinations {
+        let flags = campaign::argv(&c.apply(&given));
+        check_campaign_run(&flags).map_err(|e| match c.settings.is_empty() {
+            true => e,
+            false => format!("{}: {e}", c.label()),
+        })?;
+        for &seed in &seeds {
+            let db = c.db(&out, seed);
+            if db.exists() {
+                return Err(format!(
+                    "{} exists: a campaign writes each run's database afresh (another --out)",
+                    db.display()
+                ));
+            }
+            plan.push((c.label(), flags.clone(), seed, db));
+        }
+    }
+    for (_, _, _, db) in &plan {
+        if let Some(dir) = db.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+    }
+    let total = plan.len();
+    let results = run_plan(&plan, jobs, |done, r| {
+        eprintln!(
+            "campaign: run {done}/{total} done: {} seed {} ({}){}",
+            if r.combination.is_empty() {
+                "-"
+            } else {
+                &r.combination
+            },
+            r.seed,
+            r.db,
+            if r.flags.is_empty() {
+                String::new()
+            } else {
+                format!(", flagged: {}", r.flags.join("; "))
+            }
+        );
+    })?;
+    let summary = analysis::campaign::summarize(&results);
+    if args.json {
+        let out = CampaignJson {
+            schema: 1,
+            target,
+            seeds: seeds_text,
+            duration,
+            jobs,
+            vary: args.vary.clone(),
+            out: out.display().to_string(),
+            summary: &summary,
+            runs: &results,
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!(
+            "campaign: --target {target}, {} combination(s) x {} seed(s), {duration} each, {} ({})",
+            combinations.len(),
+            seeds.len(),
+            if jobs == 1 {
+                "one run at a time".to_string()
+            } else {
+                format!("{jobs} runs side by side (--jobs {jobs}): they competed for the machine")
+            },
+            out.display()
+        );
+        print!("{}", analysis::campaign::render(&summary));
+    }
+    Ok(())
+}
+
+/// Runs a campaign's plan on `jobs` threads, each run judged once its
+/// database is closed; results in plan order. The first error stops the
+/// campaign (runs already started finish), and so does a run a signal ended.
+fn run_plan(
+    plan: &[(String, Vec<String>, u64, std::path::PathBuf)],
+    jobs: usize,
+    on_done: impl FnMut(usize, &analysis::campaign::RunResult) + Send,
+) -> Result<Vec<analysis::campaign::RunResult>, String> {
+    in_parallel(
+        plan,
+        jobs,
+        |(label, flags, seed, db)| {
+            let which = match label.is_empty() {
+                true => format!("seed {seed}"),
+                false => format!("{label} seed {seed}"),
+            };
+            let r = run_in_campaign(flags, *seed, db)
+                .and_then(|_| analysis::campaign::judge_run(db, label, *seed))
+                .map_err(|e| format!("{which}: {e}"))?;
+            match r.interrupted {
+                // A signal ended the run: it ends the campaign, whose
+                // databases so far are kept.
+                true => Err(format!(
+                    "interrupted during {which} ({}): the runs' databases so far are kept",
+                    r.db
+                )),
+                false => Ok(r),
+            }
+        },
+        on_done,
+    )
 }

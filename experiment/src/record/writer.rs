@@ -84,6 +84,8 @@ enum Side {
     LogTruth(Vec<rundb::LogTruthRow>),
     /// `log_deliveries`: lines of the consumers' delivered files.
     Deliveries(Vec<rundb::DeliveryRow>),
+    /// `runs.config`'s `machine_load` (JSON), set into the stored config.
+    MachineLoad(String),
 }
 
 /// What went wrong with the database.
@@ -256,6 +258,15 @@ impl RecordSender {
     pub fn has_room(&self, n: usize) -> bool {
         let depth = self.gauge.depth.load(Ordering::Relaxed).max(0) as usize;
         depth + n < QUEUE_BOUND
+    }
+
+    /// Sets `runs.config`'s `machine_load`: the machine's load while the
+    /// run ran (`crate::load`), kept beside what the run was asked.
+    pub fn machine_load(&self, load: analysis::machine::MachineLoad) {
+        match serde_json::to_string(&load) {
+            Ok(json) => self.send(Record::Side(Side::MachineLoad(json))),
+            Err(e) => tracing::warn!("the machine's load is not recorded: {e}"),
+        }
     }
 
     fn send(&self, record: Record) {
@@ -600,6 +611,16 @@ impl Writer {
                     rusqlite::params![config, run_id],
                 )
                 .map_err(|e| format!("cannot write the run's config: {e}"))?;
+            }
+            Side::MachineLoad(json) => {
+                conn.execute(
+                    &format!(
+                        "UPDATE runs SET config = json_set(config, '$.{}', json(?1)) WHERE id = ?2",
+                        analysis::machine::CONFIG_KEY
+                    ),
+                    rusqlite::params![json, run_id],
+                )
+                .map_err(|e| format!("cannot write the machine's load: {e}"))?;
             }
         }
         Ok(())

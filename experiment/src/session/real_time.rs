@@ -42,6 +42,8 @@ pub async fn poll_in_real_time<T: PollTarget>(
             }
         })
     };
+    // The machine's load while the pollers run (a target without writers).
+    let sampler = crate::load::Sampler::start();
     // From the recorded start, so the drain is due when a virtual run from
     // the same `--start` has it.
     let reason = drive::run_real_from(
@@ -50,10 +52,12 @@ pub async fn poll_in_real_time<T: PollTarget>(
         target,
         truth,
         live.recorder.sender(),
-        live.progress,
+        live.progress.clone(),
         shutdown.requested.clone(),
     )
     .await;
     watcher.abort();
+    let ticks = lock(&live.progress).tick_lateness.clone();
+    sampler.finish(&ticks, None, &live.recorder.sender());
     reason
 }

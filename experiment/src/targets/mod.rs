@@ -140,19 +140,27 @@ pub fn dry_run(args: RunArgs) -> Result<String, String> {
 /// The options of one seed's virtual run (`experiment sweep`): `base` with
 /// `--clock virtual --seed SEED`, checked by the experiment's own parser.
 pub fn run_args(base: &[String], seed: u64) -> Result<RunArgs, String> {
-    #[derive(clap::Parser)]
-    struct Wrapper {
-        #[command(flatten)]
-        run: RunArgs,
-    }
-    let mut argv: Vec<String> = vec!["experiment".into()];
-    argv.extend(base.iter().cloned());
+    let mut argv = base.to_vec();
     argv.extend([
         "--clock".into(),
         "virtual".into(),
         "--seed".into(),
         seed.to_string(),
     ]);
+    parse_run(&argv)
+}
+
+/// A run's options from its flags (`--interval 1s ...`), checked by the
+/// experiment's own parser as the command line would be; quiet (no
+/// progress bar), for a caller that starts many.
+pub fn parse_run(flags: &[String]) -> Result<RunArgs, String> {
+    #[derive(clap::Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+    let mut argv: Vec<String> = vec!["experiment".into()];
+    argv.extend(flags.iter().cloned());
     let parsed = <Wrapper as clap::Parser>::try_parse_from(argv).map_err(|e| {
         let text = e.to_string();
         text.lines().next().unwrap_or("bad arguments").to_string()
@@ -160,6 +168,72 @@ pub fn run_args(base: &[String], seed: u64) -> Result<RunArgs, String> {
     let mut run = parsed.run;
     run.shared.quiet = true;
     Ok(run)
+}
+
+/// The run's command line, shared flags and every target's groups.
+fn run_command() -> Command {
+    RunArgs::augment_args(Command::new("experiment"))
+}
+
+/// Whether `--NAME` is a flag of a run, and if so whether it takes a value
+/// (`experiment sweep --vary NAME=...`).
+pub fn run_flag(name: &str) -> Option<bool> {
+    run_command()
+        .get_arguments()
+        .find(|a| a.get_long() == Some(name))
+        .map(|a| a.get_action().takes_values())
+}
+
+/// The run flags given on the command line (not their defaults), as
+/// (flag, value) pairs, in the order the flags are declared, a repeated
+/// flag's values in the order given: what `experiment sweep` reruns with
+/// each seed, database and combination.
+pub fn given_flags(args: &RunArgs) -> Vec<(String, Option<String>)> {
+    use clap::parser::ValueSource;
+    let mut out = Vec::new();
+    for arg in run_command().get_arguments() {
+        let (Some(long), id) = (arg.get_long(), arg.get_id().as_str()) else {
+            continue;
+        };
+        if args.matches.value_source(id) != Some(ValueSource::CommandLine) {
+            continue;
+        }
+        let flag = format!("--{long}");
+        if !arg.get_action().takes_values() {
+            out.push((flag, None));
+            continue;
+        }
+        for value in args.matches.get_raw(id).into_iter().flatten() {
+            out.push((flag.clone(), Some(value.to_string_lossy().into_owned())));
+        }
+    }
+    out
+}
+
+/// One run of a campaign (`experiment sweep --target postgres ...`): `flags`
+/// with `--seed SEED --db DB`, in real time, checked and run as
+/// `experiment [OPTIONS]` would.
+pub fn run_in_campaign(
+    flags: &[String],
+    seed: u64,
+    db: &std::path::Path,
+) -> Result<RunSummary, String> {
+    let mut argv = flags.to_vec();
+    argv.extend([
+        "--seed".into(),
+        seed.to_string(),
+        "--db".into(),
+        db.display().to_string(),
+    ]);
+    run_experiment(parse_run(&argv)?)
+}
+
+/// Checks a campaign run's `flags` as [`run_in_campaign`] would run them,
+/// without running anything: the target's own refusals, before any run.
+pub fn check_campaign_run(flags: &[String]) -> Result<(), String> {
+    let mut argv = flags.to_vec();
+    argv.extend(["--seed".into(), "1".into()]);
+    resolve(parse_run(&argv)?).map(|_| ())
 }
 
 /// Run the leaky simulator as an HTTP server (Twitter v1.1, X API v2, Mastodon, Misskey and Discord dialects).
@@ -240,6 +314,39 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_flags_given_come_back_as_given_and_the_defaults_do_not() {
+        let argv: Vec<String> = [
+            "--set",
+            "a=1",
+            "--poller",
+            "naive",
+            "--interval",
+            "2s",
+            "--poller",
+            "adaptive",
+            "--dry-run",
+        ]
+        .map(String::from)
+        .to_vec();
+        let given = given_flags(&parse_run(&argv).unwrap());
+        let pair = |f: &str, v: Option<&str>| (f.to_string(), v.map(String::from));
+        assert_eq!(
+            given,
+            [
+                pair("--dry-run", None),
+                pair("--poller", Some("naive")),
+                pair("--poller", Some("adaptive")),
+                pair("--interval", Some("2s")),
+                pair("--set", Some("a=1")),
+            ]
+        );
+        assert_eq!(run_flag("interval"), Some(true));
+        assert_eq!(run_flag("autoinc-lock-mode"), Some(true));
+        assert_eq!(run_flag("dry-run"), Some(false));
+        assert_eq!(run_flag("no-such-flag"), None);
     }
 
     #[test]

@@ -63,11 +63,16 @@ pub struct Output {
     /// Rolled back on purpose (an injected rollback), not failed.
     pub rolled_back: u64,
     pub last_error: Option<String>,
+    /// Each commit's latency, from the transaction's start to COMMIT
+    /// returned (ms): the machine's load (`crate::load`).
+    pub latency: analysis::machine::Histogram,
 }
 
 impl Output {
     pub fn committed(&mut self, written: Written) {
         self.commits += 1;
+        self.latency
+            .add(written.commit_returned_ms - written.xact_start_ms);
         self.written.push(written);
     }
 
@@ -120,6 +125,11 @@ pub trait Database {
     /// knows (partition drops, cursor flags, truth read at the end), and an
     /// empty record of each side table the target always has.
     fn side_rows(&mut self, sender: &RecordSender) -> impl Future<Output = ()>;
+
+    /// The writers' account over `writing_ms` of writing: the rate asked,
+    /// the commits and their latency (`analysis::machine::WritersLoad::of`);
+    /// `None` for a target that writes nothing (your own table).
+    fn writers_load(&self, writing_ms: u64) -> Option<analysis::machine::WritersLoad>;
 }
 
 /// How the skeleton ended.
@@ -127,6 +137,8 @@ pub struct Ended {
     pub reason: StopReason,
     /// The writers' error, if they failed.
     pub writers: Result<(), String>,
+    /// What the writers did against what they were asked.
+    pub writers_load: Option<analysis::machine::WritersLoad>,
 }
 
 /// Runs a database target's run: starts `db`'s writers (stopped at `end_ms`
@@ -140,6 +152,7 @@ pub async fn run<D: Database>(
     signal: watch::Receiver<bool>,
     sender: &RecordSender,
 ) -> Result<Ended, String> {
+    let started_ms = crate::clock::now_ms();
     db.start(stop_at(end_ms, signal)).await?;
     tokio::pin!(pollers);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -152,9 +165,15 @@ pub async fn run<D: Database>(
         }
     };
     let writers = db.join().await;
+    // The writers stop at the end, not after the pollers' last cycle.
+    let writing_ms = (crate::clock::now_ms().min(end_ms) - started_ms).max(0) as u64;
     db.pump(sender).await;
     db.side_rows(sender).await;
-    Ok(Ended { reason, writers })
+    Ok(Ended {
+        reason,
+        writers,
+        writers_load: db.writers_load(writing_ms),
+    })
 }
 
 /// A watch that turns true at `end_ms` or when `signal` does, whichever

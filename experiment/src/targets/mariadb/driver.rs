@@ -158,10 +158,15 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
         stop_rx.clone(),
     );
     let end_ms = start_ms + args.duration_ms as i64;
+    let sampler = crate::load::Sampler::start();
     let ended = workload::run(&mut db, pollers, end_ms, stop_rx, &sender).await?;
     pool.disconnect().await.ok();
     let reason = shutdown.end(ended.reason);
-    let progress = lock(&roster.progress).progress.clone();
+    let (progress, ticks) = {
+        let tally = lock(&roster.progress);
+        (tally.progress.clone(), tally.tick_lateness.clone())
+    };
+    sampler.finish(&ticks, ended.writers_load.clone(), &sender);
     recorder.finish(crate::clock::now_ms(), true, reason)?;
     ended.writers?;
     let mut notes = format!(
@@ -275,6 +280,15 @@ impl MariaDatabase {
 }
 
 impl Database for MariaDatabase {
+    fn writers_load(&self, writing_ms: u64) -> Option<analysis::machine::WritersLoad> {
+        let out = lock(&self.output);
+        Some(analysis::machine::WritersLoad::of(
+            self.workload.rate_per_s,
+            &out.latency,
+            writing_ms,
+        ))
+    }
+
     async fn start(&mut self, stop: watch::Receiver<bool>) -> Result<(), String> {
         let (opts, workload, output) = (
             self.opts.clone(),

@@ -273,13 +273,19 @@ async fn drive_run(
         progress.clone(),
         stop_rx.clone(),
     );
+    let sampler = crate::load::Sampler::start();
     let ended = workload::run(&mut db, pollers, end_ms, stop_rx, &sender).await?;
     let reason = shutdown.end(ended.reason);
     let (complete, reason) = db.outcome(reason, &path_counts);
-    let progress = lock(&progress).progress.clone();
+    let (progress, ticks) = {
+        let tally = lock(&progress);
+        (tally.progress.clone(), tally.tick_lateness.clone())
+    };
     // The run's configuration again, with what only its end knows (the restarts).
     stored.redis_restarts = db.restarts_done.clone();
     sender.run_config(serde_json::to_string(&stored).map_err(|e| e.to_string())?);
+    // After the configuration is replaced, so that it stays in it.
+    sampler.finish(&ticks, ended.writers_load.clone(), &sender);
     recorder.finish(crate::clock::now_ms(), complete, &reason)?;
     let mut notes = db.notes(args.duration_ms, opts, &servers);
     notes.push_str(&http::counts_line(&path_counts));
@@ -453,6 +459,17 @@ impl FttDatabase {
 }
 
 impl Database for FttDatabase {
+    /// The creators: notes asked (local and remote together) and each
+    /// note's INSERT, from its start to its return.
+    fn writers_load(&self, writing_ms: u64) -> Option<analysis::machine::WritersLoad> {
+        let sink = lock(&self.sink);
+        Some(analysis::machine::WritersLoad::of(
+            self.load.local_rate_per_s + self.load.remote_rate_per_s,
+            &sink.counts.latency,
+            writing_ms,
+        ))
+    }
+
     async fn start(&mut self, stop: watch::Receiver<bool>) -> Result<(), String> {
         // Bounded: creators wait when the truth falls behind.
         let (events_tx, mut events_rx) = mpsc::channel::<Event>(4096);

@@ -28,6 +28,8 @@ impl Membership {
 #[derive(Default)]
 pub struct Counts {
     pub notes: u64,
+    /// Each note's INSERT, from its start to its return, ms.
+    pub latency: analysis::machine::Histogram,
     pub deletes: u64,
     pub redis_commands: u64,
     pub failures: u64,
@@ -65,6 +67,7 @@ impl TruthSink {
         match event {
             Event::Created(c) => {
                 counts.notes += 1;
+                counts.latency.add(c.committed_ms - c.started_ms);
                 if self.membership.shows(c.note.user_id, c.note.is_local) {
                     let Ok(id) = self.layout.parse(&c.note.id).map(|id| id.sort_key()) else {
                         counts.failures += 1;

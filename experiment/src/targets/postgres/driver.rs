@@ -256,9 +256,14 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
         }
     };
     let end_ms = start_ms + args.duration_ms as i64;
+    let sampler = crate::load::Sampler::start();
     let ended = workload::run(&mut db, pollers, end_ms, stop_rx, &sender).await?;
     let reason = shutdown.end(ended.reason);
-    let progress = lock(&progress).progress.clone();
+    let (progress, ticks) = {
+        let tally = lock(&progress);
+        (tally.progress.clone(), tally.tick_lateness.clone())
+    };
+    sampler.finish(&ticks, ended.writers_load.clone(), &sender);
     recorder.finish(crate::clock::now_ms(), true, reason)?;
     ended.writers?;
     let mut notes = db.notes(args.duration_ms);
@@ -428,6 +433,16 @@ impl PgDatabase {
 }
 
 impl Database for PgDatabase {
+    fn writers_load(&self, writing_ms: u64) -> Option<analysis::machine::WritersLoad> {
+        let w = self.workload.as_ref()?;
+        let out = lock(&self.output);
+        Some(analysis::machine::WritersLoad::of(
+            w.rate_per_s,
+            &out.latency,
+            writing_ms,
+        ))
+    }
+
     async fn start(&mut self, stop: watch::Receiver<bool>) -> Result<(), String> {
         if let Some(job) = self.retention_job.take() {
             let every_ms = job.every_ms;

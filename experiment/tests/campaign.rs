@@ -1,0 +1,121 @@
+//! `experiment sweep --target postgres`: a campaign of real runs on a real
+//! PostgreSQL (started by the harness from the system's binaries; a machine
+//! without them fails with the cluster's message, never skips): every
+//! combination of `--vary` times every seed, each run's database kept under
+//! `--out` and readable by `analyze`'s loader, the summary one row per
+//! combination and poller; bad input refused with one line and exit 2.
+
+mod common;
+
+use serde_json::Value;
+
+#[test]
+fn a_postgres_campaign_keeps_every_runs_database_and_sums_up_each_combination_and_poller() {
+    let scratch = common::temp_dir("campaign");
+    let out = scratch.join("out");
+    let o = common::experiment_ok(&[
+        "sweep",
+        "--target",
+        "postgres",
+        "--write-rate",
+        "100",
+        "--seeds",
+        "1-2",
+        "--duration",
+        "3s",
+        "--vary",
+        "interval=500ms,1s",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["target"], "postgres");
+    assert_eq!(v["jobs"], 1, "one run at a time unless --jobs");
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    for combination in ["interval=500ms", "interval=1s"] {
+        for seed in [1, 2] {
+            let db = out.join(combination).join(format!("seed-{seed}.db"));
+            assert!(db.exists(), "{}", db.display());
+            let conn = analysis::load::open(&db).unwrap();
+            let ids = rundb::read::run_ids(&conn).unwrap();
+            assert_eq!(ids.len(), 1, "one run per database");
+            let loaded = analysis::load::load(&conn, ids[0]).unwrap();
+            assert_eq!(loaded.run.seed, Some(seed));
+            let interval = if combination.ends_with("500ms") {
+                500
+            } else {
+                1000
+            };
+            assert_eq!(loaded.run.interval_ms, interval);
+            assert!(
+                loaded.machine_load().is_some(),
+                "the machine's load is kept"
+            );
+            let a = analysis::diff::analyze(&loaded.history);
+            let text = analysis::report::render(&loaded, &a, &[], &[]);
+            assert!(text.contains("load       "), "{text}");
+        }
+    }
+    for r in runs {
+        assert!(r["rows"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["flags"].is_array(), "{r}");
+    }
+    let summary = &v["summary"];
+    let rows = summary["rows"].as_array().unwrap();
+    // Two combinations times the default pollers (naive, compensated:k=1s).
+    assert_eq!(rows.len(), 4, "{summary}");
+    for row in rows {
+        assert_eq!(row["unit"], "per 100,000 rows");
+        let lost = &row["lost"];
+        assert_eq!(lost["runs"], 2);
+        let (min, median, max) = (
+            lost["min"].as_f64().unwrap(),
+            lost["median"].as_f64().unwrap(),
+            lost["max"].as_f64().unwrap(),
+        );
+        assert!(0.0 <= min && min <= median && median <= max, "{row}");
+    }
+    assert_eq!(summary["runs"], 4);
+    assert!(summary["flagged_runs"].as_u64().unwrap() <= 4);
+}
+
+#[test]
+fn bad_campaign_input_is_one_line_and_exit_2() {
+    let scratch = common::temp_dir("campaign-bad");
+    let out = scratch.join("out");
+    let out = out.to_str().unwrap();
+    let base = ["sweep", "--target", "postgres", "--duration", "3s"];
+    for more in [
+        &["--seeds", "1-2", "--out", out, "--vary", "no-such-flag=1,2"][..],
+        &["--seeds", "5-1", "--out", out],
+        &["--seeds", "1-2"],
+        &["--out", out],
+        &["--seeds", "1", "--out", out, "--vary", "seed=1,2"],
+        &[
+            "--seeds",
+            "1",
+            "--out",
+            out,
+            "--vary",
+            "schema=mastodon,nosuch",
+        ],
+        &["--seeds", "1", "--out", out, "--db", "x.db"],
+    ] {
+        let mut args = base.to_vec();
+        args.extend_from_slice(more);
+        let o = common::experiment(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(o.stdout.is_empty());
+    }
+    assert!(
+        !scratch.join("out").exists(),
+        "nothing is run or created before every run is checked"
+    );
+    // The simulator's sweep varies seeds only.
+    let o = common::experiment(&["sweep", "--seeds", "1", "--vary", "interval=1s,2s"]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -7,8 +7,8 @@
 //! flagged for the machine's load ([`crate::machine`]).
 
 use crate::diff::analyze;
-use crate::machine::MachineLoad;
 use crate::interval::OverRuns;
+use crate::machine::MachineLoad;
 use serde::Serialize;
 use std::path::Path;
 
@@ -187,7 +187,15 @@ pub fn render(s: &Summary) -> String {
     let unit = s.rows.first().map_or("", |r| r.unit.as_str());
     let mut o = format!(
         "{:cw$}  {:pw$}  {:>10} {:>21} {:>10} {:>10} {:>10} {:>5} {:>8}   (loss {unit}: leaks, misses and expired rows)\n",
-        "combination", "poller", "mean", "95% CI (bootstrap)", "min", "median", "max", "runs", "flagged"
+        "combination",
+        "poller",
+        "mean",
+        "95% CI (bootstrap)",
+        "min",
+        "median",
+        "max",
+        "runs",
+        "flagged"
     );
     for r in &s.rows {
         o.push_str(&format!(

@@ -165,6 +165,9 @@ mod tests {
 
     const NOW: i64 = 1_700_000_000_000;
 
+    /// A request: method, path and query, JSON body.
+    type Asked<'a> = (&'a str, &'a str, &'a str);
+
     /// What the layer under test saw: the exchange and the server's mark.
     type Seen = Arc<Mutex<Vec<(Exchange, Option<ServedIds>)>>>;
 
@@ -199,7 +202,7 @@ mod tests {
     /// the simulator (and the faults layer, if `faults`).
     async fn exchanges(
         profile: &str,
-        requests: &[(&str, &str, &str)],
+        requests: &[Asked<'_>],
         faults: Option<FaultSpec>,
     ) -> Vec<(Exchange, Option<ServedIds>)> {
         let mut config = SimConfig::profile(profile).unwrap();
@@ -234,7 +237,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_servers_mark_is_what_reading_each_dialects_page_gives() {
-        let cases: [(&str, &[(&str, &str, &str)]); 4] = [
+        let cases: [(&str, &[Asked]); 4] = [
             (
                 "mastodon",
                 &[

@@ -16,7 +16,7 @@ use rundb::write::{self, OnConflict};
 use rusqlite::Connection;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -464,12 +464,19 @@ struct Writer {
 /// Commit at least this often, so a kill loses at most this much.
 const COMMIT_EVERY: Duration = Duration::from_secs(1);
 
+/// How long the writer naps on an empty queue, and how many times in a row
+/// before it parks until a sender wakes it (a record then waits at most a
+/// nap; an idle run's writer wakes a few times, then sleeps).
+const NAP: Duration = Duration::from_millis(2);
+const NAPS_BEFORE_PARKING: u32 = 50;
+
 impl Writer {
     /// Inserts each record as it arrives, in a transaction committed at least
     /// once a second of wall time, whatever the clock of the run: the writer
     /// holds one record at a time, never a backlog.
     fn run(mut self, rx: Receiver<Record>) -> Result<WriterStats, RecordError> {
         let mut last_commit = Instant::now();
+        let mut naps = 0;
         loop {
             let wait = if self.in_transaction {
                 COMMIT_EVERY.saturating_sub(last_commit.elapsed())
@@ -477,7 +484,24 @@ impl Writer {
                 // Nothing uncommitted: wait for the next record as long as it takes.
                 Duration::from_secs(3600)
             };
-            match rx.recv_timeout(wait) {
+            // A sender wakes a parked writer with a system call and a thread
+            // switch, which at thousands of records a second costs more than
+            // writing them: so the writer, finding the queue empty, naps a
+            // little before it parks, and a steady flow never wakes it.
+            let next = match rx.try_recv() {
+                Err(TryRecvError::Empty) if naps < NAPS_BEFORE_PARKING => {
+                    naps += 1;
+                    std::thread::sleep(NAP.min(wait));
+                    Err(RecvTimeoutError::Timeout)
+                }
+                Err(TryRecvError::Empty) => rx.recv_timeout(wait),
+                Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
+                Ok(record) => Ok(record),
+            };
+            if next.is_ok() {
+                naps = 0;
+            }
+            match next {
                 Ok(Record::Finish {
                     ended_at_ms,
                     complete,

@@ -230,7 +230,9 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_servers_mark_is_what_reading_each_dialects_page_gives() {
-        let cases: [(&str, &[(&str, &str, &str)]); 4] = [
+        /// A dialect and its timeline requests: (method, path, body).
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str, &'a str)]);
+        let cases: [Case; 4] = [
             (
                 "mastodon",
                 &[

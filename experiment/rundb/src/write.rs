@@ -245,6 +245,33 @@ pub fn insert_request<S: AsRef<str>>(
     Ok(conn.last_insert_rowid())
 }
 
+/// Marks request (`poller_id`, `cycle`, `page`) of run `run_id`, already
+/// written, as the last of a cycle whose back-paging was cut (`overflow`):
+/// it asked for a next page, and the driver abandoned the cycle before that
+/// page went (the run's end or a stop came while it waited for the rate
+/// limit).
+pub fn mark_cut(
+    conn: &Connection,
+    run_id: i64,
+    poller_id: i64,
+    cycle: i64,
+    page: i64,
+) -> Result<(), Error> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE requests SET overflow = 1
+             WHERE run_id = ?1 AND poller_id = ?2 AND cycle = ?3 AND page = ?4",
+        )
+        .and_then(|mut st| st.execute(params![run_id, poller_id, cycle, page]))
+        .map_err(write_error)?;
+    if n != 1 {
+        return Err(Error(format!(
+            "cannot mark a cut cycle: no request of poller {poller_id} at cycle {cycle} page {page}"
+        )));
+    }
+    Ok(())
+}
+
 /// An optional text column, borrowed.
 fn opt<S: AsRef<str>>(s: &Option<S>) -> Option<&str> {
     s.as_ref().map(AsRef::as_ref)

@@ -57,6 +57,13 @@ enum Record {
     Poller(PollerRow),
     /// A foreign client's request, and what it asked for.
     ClientRequest(Box<RequestRecord>, rundb::ClientRequestRow),
+    /// The page (poller index, cycle, page), already sent as a request, was
+    /// the last of its cycle: the cycle was abandoned before the next page.
+    Cut {
+        poller: usize,
+        cycle: i64,
+        page: i64,
+    },
     /// Rows of a database target's tables beside the truth.
     Side(Side),
     Finish {
@@ -125,6 +132,21 @@ pub struct RecordSender {
 impl RecordSender {
     pub fn request(&self, row: RequestRecord) {
         self.send(Record::Request(Box::new(row)));
+    }
+
+    /// Poller `poller`'s request at (`cycle`, `page`), sent before, asked for
+    /// a next page that never went: the driver abandoned the cycle (the run's
+    /// end or a stop came while the page waited for the shared rate limit),
+    /// so its window was cut there, as by back-paging's bound, and the
+    /// request is marked `overflow`. Without the mark the history would show
+    /// a clean cycle whose full page was never followed, and `analyze` would
+    /// call what lay below that page an unexplained miss.
+    pub fn cycle_cut(&self, poller: usize, cycle: i64, page: i64) {
+        self.send(Record::Cut {
+            poller,
+            cycle,
+            page,
+        });
     }
 
     /// Adds a poller to the run (a client `experiment serve --record` meets):
@@ -609,6 +631,14 @@ impl Writer {
             Record::Poller(row) => {
                 let id = write::add_poller(&self.conn, self.run_id, &row)?;
                 self.poller_ids.push(id);
+            }
+            Record::Cut {
+                poller,
+                cycle,
+                page,
+            } => {
+                let poller_id = self.poller_ids.get(poller).copied().unwrap_or(-1);
+                write::mark_cut(&self.conn, self.run_id, poller_id, cycle, page)?;
             }
             Record::Side(side) => self.write_side(side)?,
             Record::Finish { .. } => {}

@@ -277,6 +277,10 @@ impl Machine for IdMachine {
         self.poller.on_failure();
     }
 
+    fn position(&self) -> (u64, u32) {
+        self.poller.position()
+    }
+
     fn settle(
         &mut self,
         index: usize,

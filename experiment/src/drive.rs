@@ -1196,6 +1196,7 @@ mod tests {
             duration_ms: 3_600_000,
             final_wait_ms: 0,
             first_index: 0,
+            tick_jitter: TickJitter::default(),
         };
         let progress = Arc::new(Mutex::new(Tally::new(&plan.pollers)));
         let reason = run_real(

@@ -95,11 +95,13 @@ def independent_losses(db, served_path):
             row = json.loads(line)
             last_sent = max(last_sent, row["sent"])
             received.update(str(i) for i in row["ids"])
-    truth = dict(sqlite3.connect(db).execute("SELECT id, visible_at_ms FROM truth"))
-    settled = {i for i, visible in truth.items() if visible <= last_sent - MARGIN_MS}
+    rows = sqlite3.connect(db).execute("SELECT id, id_key, visible_at_ms FROM truth").fetchall()
+    # id_key sorts like the ID in every layout (Misskey's aid is not a number).
+    key = {i: k for i, k, _ in rows}
+    settled = {i for i, _, visible in rows if visible <= last_sent - MARGIN_MS}
     # Above the highest ID received, the client's cursor never passed: not lost yet.
-    passed = max((int(i) for i in received), default=0)
-    return {i for i in settled if i not in received and int(i) < passed}, settled
+    passed = max((key[i] for i in received if i in key), default="")
+    return {i for i in settled if i not in received and key[i] < passed}, settled
 
 
 def judged(report, name):

@@ -11,7 +11,6 @@
 use rusqlite::Connection;
 use serde_json::Value;
 use std::collections::HashSet;
-use std::io::BufRead;
 
 mod common;
 use common::temp_dir;
@@ -106,22 +105,7 @@ fn hostile_clients_leave_the_recording_bounded_whole_and_free_of_credentials() {
     );
     // Kept open until the server ends: it prints a last line.
     let mut stdout = std::io::BufReader::new(server.0.stdout.take().unwrap());
-    let mut base = None;
-    loop {
-        let mut line = String::new();
-        assert!(
-            stdout.read_line(&mut line).unwrap() > 0,
-            "the server ended before it printed its banner"
-        );
-        if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
-            let host = url.trim_start_matches("http://").split('/').next().unwrap();
-            base.get_or_insert_with(|| format!("http://{host}"));
-        }
-        if line.starts_with("Ctrl-C") {
-            break;
-        }
-    }
-    let base = base.expect("the banner names the server's address");
+    let base = common::read_banner(&mut stdout);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

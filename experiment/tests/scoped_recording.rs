@@ -8,7 +8,6 @@
 use analysis::load::Loaded;
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::io::BufRead;
 
 mod common;
 use common::temp_dir;
@@ -37,24 +36,10 @@ fn serve(args: &[&str], client: &str, token: &str) -> (Server, String) {
             .unwrap(),
     );
     let mut stdout = std::io::BufReader::new(server.0.stdout.take().unwrap());
-    let mut base = None;
-    loop {
-        let mut line = String::new();
-        assert!(
-            stdout.read_line(&mut line).unwrap() > 0,
-            "the server ended before it printed its banner"
-        );
-        if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
-            let host = url.trim_start_matches("http://").split('/').next().unwrap();
-            base.get_or_insert_with(|| format!("http://{host}"));
-        }
-        if line.starts_with("Ctrl-C") {
-            break;
-        }
-    }
+    let base = common::read_banner(&mut stdout);
     // The rest of its output is not read: it prints a line or two at the end.
     std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-    (server, base.expect("the banner names the server's address"))
+    (server, base)
 }
 
 /// Stops the server as Ctrl-C does; it must end cleanly.

@@ -47,3 +47,23 @@ pub fn experiment_ok(args: &[&str]) -> Output {
     );
     out
 }
+
+/// The base URL `experiment serve` prints in its banner, read from its
+/// standard output up to the banner's last line (`Ctrl-C ...`).
+pub fn read_banner(stdout: &mut impl std::io::BufRead) -> String {
+    let mut base = None;
+    loop {
+        let mut line = String::new();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the server ended before it printed its banner"
+        );
+        if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
+            let host = url.trim_start_matches("http://").split('/').next().unwrap();
+            base.get_or_insert_with(|| format!("http://{host}"));
+        }
+        if line.starts_with("Ctrl-C") {
+            return base.expect("the banner names the server's address");
+        }
+    }
+}

@@ -34,6 +34,7 @@ use serde_json::Value;
 use since_id::foreign::{Cycles, ForeignRequest};
 use since_id::id::{Id, Layout};
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 
 /// The `pollers.policy` of a recorded client: not one of the harness's policies.
 pub const CLIENT_POLICY: &str = "client";
@@ -419,11 +420,51 @@ fn narrowed(
 /// The items a timeline response served (none for a failed request, or
 /// any other request): pure, and done outside the book's lock.
 pub fn served(layout: &Layout, ex: &Exchange) -> Vec<since_id::Item> {
+    served_in(layout, ex, &ex.response)
+}
+
+/// [`served`] read from `body`, a part of the exchange's response in the
+/// same dialect.
+fn served_in(layout: &Layout, ex: &Exchange, body: &[u8]) -> Vec<since_id::Item> {
     match timeline_of(&ex.method, &ex.path, &ex.query) {
-        Some(dialect) if ex.status == 200 => {
-            dialect.parse(layout, &ex.response).unwrap_or_default()
-        }
+        Some(dialect) if ex.status == 200 => dialect.parse(layout, body).unwrap_or_default(),
         _ => Vec::new(),
+    }
+}
+
+/// The items of the claimed statuses of a page the server marked with where
+/// each status lies in its body (`spans`, in `ids`' order: see
+/// [`crate::sim::server::ServedIds`]): only their elements of the JSON array
+/// are read, as one array of them, so a page of 200 with one new status
+/// reads one. Without usable spans, the whole page is read. Pure.
+pub fn first_served(
+    layout: &Layout,
+    ex: &Exchange,
+    ids: &[Id],
+    spans: Option<&[Range<usize>]>,
+    claimed: Claimed,
+) -> Vec<since_id::Item> {
+    let body = &ex.response;
+    let parts = spans
+        .filter(|spans| spans.len() == ids.len())
+        .and_then(|spans| {
+            let wanted = ids
+                .iter()
+                .zip(spans)
+                .filter(|(id, _)| claimed.0.contains(id));
+            let mut part = vec![b'['];
+            for (i, (_, span)) in wanted.enumerate() {
+                if i > 0 {
+                    part.push(b',');
+                }
+                part.extend_from_slice(body.get(span.clone())?);
+            }
+            part.push(b']');
+            Some(part)
+        });
+    match parts {
+        Some(part) => claimed.first_seen(served_in(layout, ex, &part)),
+        None => claimed.first_seen(served(layout, ex)),
     }
 }
 

@@ -8,7 +8,7 @@
 //! waits for room (back-pressure on the client), so that no record is lost
 //! and memory stays bounded whatever the clients' rate.
 
-use crate::clients::{ClientBook, Exchange, Page, Recorded, served, timeline_of};
+use crate::clients::{ClientBook, Exchange, Page, Recorded, first_served, served, timeline_of};
 use crate::record::RecordSender;
 use crate::sim::server::ServedIds;
 use crate::sim::sync::lock;
@@ -81,13 +81,13 @@ async fn record(State(rec): State<Arc<Recording>>, request: Request, next: Next)
         .await;
     let received_at_ms = crate::clock::now_ms();
     let status = response.status().as_u16();
-    let (parts, body) = response.into_parts();
+    let (mut parts, body) = response.into_parts();
     let scope = parts.extensions.get::<crate::sim::server::Scope>().cloned();
     let covered = parts
         .extensions
         .get::<crate::sim::server::Covered>()
         .copied();
-    let served_ids = parts.extensions.get::<ServedIds>().cloned();
+    let served_ids = parts.extensions.remove::<ServedIds>();
     let Ok(sent) = axum::body::to_bytes(body, MAX_RESPONSE_BODY).await else {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -114,11 +114,11 @@ async fn record(State(rec): State<Arc<Recording>>, request: Request, next: Next)
     // time and author it wrote); any other page (a body a fault rewrote, a
     // backend that does not mark) is read.
     let page = match served_ids {
-        Some(ServedIds(ids)) if status == 200 => {
+        Some(ServedIds { ids, spans }) if status == 200 => {
             let new = lock(&rec.book).claim(&ids);
             let first_seen = match new.is_empty() {
                 true => Vec::new(),
-                false => new.first_seen(served(&rec.layout, &exchange)),
+                false => first_served(&rec.layout, &exchange, &ids, spans.as_deref(), new),
             };
             Page::marked(&rec.layout, &ids, first_seen)
         }
@@ -153,7 +153,7 @@ mod tests {
     //! what reading the page gives, in every dialect, or a recording that
     //! trusts it would record what no client was served.
 
-    use crate::clients::{Exchange, Page, served};
+    use crate::clients::{ClientBook, Exchange, Page, first_served, served};
     use crate::sim::faults::{FaultPlan, FaultSpec};
     use crate::sim::server::{RateLimits, RunningServer, ServedIds, router_with_clock};
     use crate::sim::sync::lock;
@@ -161,6 +161,7 @@ mod tests {
     use axum::extract::{Request, State};
     use axum::middleware::Next;
     use axum::response::Response;
+    use std::collections::HashMap;
     use std::sync::{Arc, Mutex};
 
     const NOW: i64 = 1_700_000_000_000;
@@ -289,7 +290,45 @@ mod tests {
                     "{what}: a page of statuses, or this proves nothing"
                 );
                 // The page's record, from the mark and from the body.
-                let marked = Page::marked(&layout, &mark.0, Vec::new());
+                let marked = Page::marked(&layout, &mark.ids, Vec::new());
+                if exchange.path.starts_with("/1.1/") {
+                    assert!(
+                        mark.spans.is_some(),
+                        "{what}: v1.1 pages say where each status lies"
+                    );
+                }
+                // Every status new: what the spans give is the whole page.
+                let mut book = ClientBook::new(layout.clone(), HashMap::new());
+                let claimed = book.claim(&mark.ids);
+                let first = first_served(
+                    &layout,
+                    &exchange,
+                    &mark.ids,
+                    mark.spans.as_deref(),
+                    claimed,
+                );
+                assert_eq!(first, read, "{what}: the statuses read where the spans say");
+                // One new status, in the middle: only it is read.
+                let middle = mark.ids[mark.ids.len() / 2];
+                let mut book = ClientBook::new(layout.clone(), HashMap::new());
+                book.claim(
+                    &mark
+                        .ids
+                        .iter()
+                        .copied()
+                        .filter(|&id| id != middle)
+                        .collect::<Vec<_>>(),
+                );
+                let claimed = book.claim(&mark.ids);
+                let first = first_served(
+                    &layout,
+                    &exchange,
+                    &mark.ids,
+                    mark.spans.as_deref(),
+                    claimed,
+                );
+                let expected: Vec<_> = read.iter().filter(|i| i.id == middle).cloned().collect();
+                assert_eq!(first, expected, "{what}: the one new status");
                 let read = Page::read(read, |_| Default::default());
                 assert_eq!(marked, read, "{what}");
             }

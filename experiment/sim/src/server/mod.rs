@@ -34,6 +34,7 @@ use since_id::time::{format_duration_ms, parse_duration_ms};
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
@@ -165,8 +166,13 @@ impl RenderCache {
     /// More than this and the cache starts over: memory stays bounded.
     const MAX_ENTRIES: usize = 100_000;
 
-    /// A JSON array of the statuses, each rendered by `render` unless cached.
-    fn page(&self, statuses: &[SimStatus], render: impl Fn(&SimStatus) -> Vec<u8>) -> Vec<u8> {
+    /// A JSON array of the statuses, each rendered by `render` unless
+    /// cached, and where each lies in it ([`ServedIds::spans`]).
+    fn page(
+        &self,
+        statuses: &[SimStatus],
+        render: impl Fn(&SimStatus) -> Vec<u8>,
+    ) -> (Vec<u8>, Vec<Range<usize>>) {
         let mut parts: Vec<Arc<[u8]>> = Vec::with_capacity(statuses.len());
         {
             let cache = lock(&self.rendered);
@@ -194,15 +200,17 @@ impl RenderCache {
             cache.extend(fresh);
         }
         let mut body = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum::<usize>() + 2);
+        let mut spans = Vec::with_capacity(parts.len());
         body.push(b'[');
         for (i, part) in parts.iter().enumerate() {
             if i > 0 {
                 body.push(b',');
             }
+            spans.push(body.len()..body.len() + part.len());
             body.extend_from_slice(part);
         }
         body.push(b']');
-        body
+        (body, spans)
     }
 }
 
@@ -575,16 +583,41 @@ pub struct Covered {
 /// The IDs of the statuses a timeline response's body holds, in the body's
 /// order: a response extension, never sent, so that `experiment serve
 /// --record` need not read back every page it was just given. Only a status
-/// the recording has not seen before needs the body read. A layer that
-/// rewrites the body removes it (the faults layer does); a response without
-/// one is read from its body.
+/// the recording has not seen before needs the body read, and only that
+/// status's part of it where the server says where each lies (`spans`). A
+/// layer that rewrites the body removes the mark (the faults layer does); a
+/// response without one is read from its body.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServedIds(pub Arc<[Id]>);
+pub struct ServedIds {
+    pub ids: Arc<[Id]>,
+    /// Where each status lies in the body, in `ids`' order, when the body is
+    /// a JSON array of the statuses as rendered: the bytes of `spans[i]`
+    /// are the element that is `ids[i]`.
+    pub spans: Option<Arc<[Range<usize>]>>,
+}
 
 /// `response` marked with the statuses its body holds ([`ServedIds`]).
-pub(super) fn with_served(mut response: Response, statuses: &[SimStatus]) -> Response {
+pub(super) fn with_served(response: Response, statuses: &[SimStatus]) -> Response {
+    mark_served(response, statuses, None)
+}
+
+/// `response`, whose body is the JSON array [`RenderCache::page`] made of
+/// `statuses`, marked with them and where each lies ([`ServedIds`]).
+pub(super) fn with_served_spans(
+    response: Response,
+    statuses: &[SimStatus],
+    spans: Vec<Range<usize>>,
+) -> Response {
+    mark_served(response, statuses, Some(spans.into()))
+}
+
+fn mark_served(
+    mut response: Response,
+    statuses: &[SimStatus],
+    spans: Option<Arc<[Range<usize>]>>,
+) -> Response {
     let ids: Arc<[Id]> = statuses.iter().map(|s| s.id).collect();
-    response.extensions_mut().insert(ServedIds(ids));
+    response.extensions_mut().insert(ServedIds { ids, spans });
     response
 }
 

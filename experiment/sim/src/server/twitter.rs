@@ -17,7 +17,7 @@
 
 use super::{
     Allowance, AppState, READER_ID, READER_NAME, Scope, ServedApi, header_value, json_response,
-    param, params, parse_id, retry_after, to_json, with_scope, with_served,
+    param, params, parse_id, retry_after, to_json, with_scope, with_served_spans,
 };
 use crate::model::Query;
 use axum::Router;
@@ -341,7 +341,7 @@ fn twitter_timeline(
     } else {
         &app.tweets
     };
-    let body = cache.page(&statuses, |s| {
+    let (body, spans) = cache.page(&statuses, |s| {
         let id_str = layout.format(s.id);
         let text = StatusText {
             id: &id_str,
@@ -380,7 +380,11 @@ fn twitter_timeline(
             lang: "en",
         })
     });
-    let response = with_served(json_response(StatusCode::OK, headers, body), &statuses);
+    let response = with_served_spans(
+        json_response(StatusCode::OK, headers, body),
+        &statuses,
+        spans,
+    );
     match home {
         Some((_, scope)) => with_scope(response, scope),
         None => response,

@@ -445,24 +445,28 @@ pub fn insert_client_request(
 ) -> Result<(), Error> {
     let sql = "INSERT INTO client_requests (request_id, client, method, endpoint, params, scope, \
                served) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
-    if conn.prepare_cached(sql).is_err() {
-        conn.execute_batch(CLIENT_REQUESTS).map_err(write_error)?;
-        if !crate::read::has_column(conn, "client_requests", "served")? {
-            conn.execute_batch("ALTER TABLE client_requests ADD COLUMN served BLOB")
-                .map_err(write_error)?;
+    // Prepared once a request, not twice: a client may send thousands a second.
+    let mut statement = match conn.prepare_cached(sql) {
+        Ok(statement) => statement,
+        Err(_) => {
+            conn.execute_batch(CLIENT_REQUESTS).map_err(write_error)?;
+            if !crate::read::has_column(conn, "client_requests", "served")? {
+                conn.execute_batch("ALTER TABLE client_requests ADD COLUMN served BLOB")
+                    .map_err(write_error)?;
+            }
+            conn.prepare_cached(sql).map_err(write_error)?
         }
-    }
-    let values = params![
-        request_id,
-        row.client,
-        row.method,
-        row.endpoint,
-        row.params,
-        row.scope,
-        row.served
-    ];
-    conn.prepare_cached(sql)
-        .and_then(|mut st| st.execute(values))
+    };
+    statement
+        .execute(params![
+            request_id,
+            row.client,
+            row.method,
+            row.endpoint,
+            row.params,
+            row.scope,
+            row.served
+        ])
         .map_err(write_error)?;
     Ok(())
 }

@@ -288,6 +288,24 @@ mod tests {
     }
 
     #[test]
+    fn bigserial_schemas_default_to_the_pollers_that_mean_something_there() {
+        for (schema, expected) in [
+            ("outbox", "naive xmin"),
+            ("partitioned", "naive xmin"),
+            ("mastodon", "naive compensated:k=1s"),
+        ] {
+            let flags: Vec<String> = [
+                "--target", "postgres", "--clock", "real", "--schema", schema,
+            ]
+            .map(String::from)
+            .to_vec();
+            let (common, _) = resolve(parse_run(&flags).unwrap()).unwrap();
+            let names: Vec<String> = common.pollers.iter().map(|p| p.to_string()).collect();
+            assert_eq!(names.join(" "), expected, "--schema {schema}");
+        }
+    }
+
+    #[test]
     fn every_flag_a_kind_names_is_a_row_of_the_table_and_a_flag_of_the_command_line() {
         let rows = rows();
         let command = RunArgs::augment_args(Command::new("experiment"));

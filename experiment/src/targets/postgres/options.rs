@@ -9,6 +9,7 @@ use super::{OwnDbOpts, PgOpts, Via};
 use crate::options::{self, DryRun, Flag, Kind, Launch, SharedArgs, TargetOptions};
 use crate::session::{Common, RunSummary};
 use clap::{ArgMatches, Args, Command};
+use since_id::policy::CursorPolicy;
 use std::any::Any;
 
 /// PostgreSQL's own flags; `None` unless given, so that one given where it
@@ -217,6 +218,16 @@ impl Launch for PgOpts {
 
     fn dry_run(&self) -> Result<DryRun, String> {
         no_dry_run()
+    }
+
+    /// On BIGSERIAL IDs, which carry no time, naive and xmin: a compensated
+    /// poller means nothing there (and is refused when asked for).
+    fn default_pollers(&self) -> Vec<CursorPolicy> {
+        if self.schema.sequence_ids() {
+            vec![CursorPolicy::Naive, CursorPolicy::Xmin]
+        } else {
+            crate::session::default_pollers()
+        }
     }
 
     fn into_any(self: Box<Self>) -> Box<dyn Any> {

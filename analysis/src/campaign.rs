@@ -128,6 +128,37 @@ pub struct Summary {
     /// Runs flagged for the machine's load: writers more than 5 % short of
     /// the asked rate, or a load average above the core count.
     pub flagged_runs: usize,
+    /// Each cell against its reference ([`compare`]).
+    pub comparisons: Vec<Comparison>,
+}
+
+/// One cell (a combination and poller) against its reference, in the rows'
+/// unit: the difference of their mean loss rates and the smallest
+/// difference the runs could have detected.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Comparison {
+    pub combination: String,
+    pub poller: String,
+    /// The reference: the same poller in the combination with one varied
+    /// key at its first value (`independent`: other runs), or the first
+    /// poller of the same combination (`paired`: the same runs).
+    pub against_combination: String,
+    pub against_poller: String,
+    /// `independent` or `paired`.
+    pub design: String,
+    /// The cell's mean loss rate minus the reference's.
+    pub difference: f64,
+    /// The smallest difference a two-sided test at 5 % would have found
+    /// with 80 % power: the larger of the runs' spread's
+    /// ([`crate::interval::detectable_difference`], or
+    /// [`crate::interval::detectable_paired_difference`] for a paired
+    /// design) and the count's floor ([`crate::interval::count_floor`] over
+    /// the fewer rows of the two). `None` when the runs are too few for a
+    /// spread (fewer than 3 in all, or 2 paired).
+    pub detectable: Option<f64>,
+    /// The runs behind each side (the pairs, for a paired design).
+    pub runs: usize,
+    pub against_runs: usize,
 }
 
 /// One row per combination and poller, in the order they first appear.
@@ -135,6 +166,7 @@ pub fn summarize(results: &[RunResult]) -> Summary {
     let mut rows: Vec<Row> = Vec::new();
     // Each row's runs as rates in its unit.
     let mut rates: Vec<Vec<f64>> = Vec::new();
+    let mut scales: Vec<f64> = Vec::new();
     for r in results {
         let (scale, unit) = per(&r.target);
         for p in &r.pollers {
@@ -151,6 +183,7 @@ pub fn summarize(results: &[RunResult]) -> Summary {
                     flagged: 0,
                 });
                 rates.push(Vec::new());
+                scales.push(scale);
                 rows.len() - 1
             });
             rows[i].runs.push((r.seed, p.lost, r.rows));
@@ -161,11 +194,123 @@ pub fn summarize(results: &[RunResult]) -> Summary {
     for (row, rates) in rows.iter_mut().zip(&rates) {
         row.lost = over_runs(rates);
     }
+    let comparisons = compare(&rows, &rates, &scales);
     Summary {
         rows,
         runs: results.len(),
         flagged_runs: results.iter().filter(|r| !r.flags.is_empty()).count(),
+        comparisons,
     }
+}
+
+/// A combination's label as its settings: `interval=1s,limit=200` as
+/// `[("interval", "1s"), ("limit", "200")]`. A `--vary` value holds no
+/// comma (the values are split at commas) and a key no `=`, so the label
+/// reads back unambiguously.
+fn settings(label: &str) -> Vec<(&str, &str)> {
+    if label.is_empty() {
+        return Vec::new();
+    }
+    label
+        .split(',')
+        .map(|kv| kv.split_once('=').unwrap_or((kv, "")))
+        .collect()
+}
+
+fn mean(v: &[f64]) -> f64 {
+    match v.len() {
+        0 => 0.0,
+        n => v.iter().sum::<f64>() / n as f64,
+    }
+}
+
+/// Each cell against its reference, in the rows' order:
+///
+/// - across combinations, for each varied key whose value in the cell is not
+///   its first (the first `--vary` value, which the first combination run
+///   holds): the same poller with that key at its first value and every
+///   other key as in the cell. One key moves at a time, so a difference is
+///   that key's, and the first value is the baseline (list the control
+///   first: `--vary limit=200,1000`). Other runs: an independent design.
+/// - within a combination, each poller against the combination's first
+///   poller (the first `--poller`): the same runs, paired by seed.
+///
+/// `rates[i]` are row i's per-run loss rates, in the order of its `runs`;
+/// `scales[i]` its unit's row count (100,000 or 1,000).
+fn compare(rows: &[Row], rates: &[Vec<f64>], scales: &[f64]) -> Vec<Comparison> {
+    let Some(first) = rows.first() else {
+        return Vec::new();
+    };
+    let baseline = settings(&first.combination);
+    let find = |combination: &str, poller: &str| {
+        rows.iter()
+            .position(|r| r.combination == combination && r.poller == poller)
+    };
+    let total_rows = |i: usize| rows[i].runs.iter().map(|&(_, _, n)| n).sum::<u64>();
+    let floor = |i: usize, j: usize| {
+        crate::interval::count_floor(total_rows(i).min(total_rows(j)), scales[i])
+    };
+    let mut out = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        let cell = settings(&row.combination);
+        // Across combinations: one varied key back at its first value.
+        for (k, &(key, value)) in cell.iter().enumerate() {
+            let Some(&(_, first_value)) = baseline.iter().find(|(b, _)| *b == key) else {
+                continue;
+            };
+            if value == first_value {
+                continue;
+            }
+            let reference = cell
+                .iter()
+                .enumerate()
+                .map(|(m, &(kk, v))| format!("{kk}={}", if m == k { first_value } else { v }))
+                .collect::<Vec<_>>()
+                .join(",");
+            let Some(j) = find(&reference, &row.poller) else {
+                continue;
+            };
+            let spread = crate::interval::detectable_difference(&rates[i], &rates[j]);
+            out.push(Comparison {
+                combination: row.combination.clone(),
+                poller: row.poller.clone(),
+                against_combination: reference,
+                against_poller: row.poller.clone(),
+                design: "independent".into(),
+                difference: row.lost.mean - rows[j].lost.mean,
+                detectable: spread.map(|d| d.max(floor(i, j).unwrap_or(0.0))),
+                runs: rows[i].runs.len(),
+                against_runs: rows[j].runs.len(),
+            });
+        }
+        // Within the combination: against its first poller, run by run.
+        let Some(j) = rows.iter().position(|r| r.combination == row.combination) else {
+            continue;
+        };
+        if j == i {
+            continue;
+        }
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for (n, &(seed, _, _)) in row.runs.iter().enumerate() {
+            if let Some(m) = rows[j].runs.iter().position(|&(s, _, _)| s == seed) {
+                a.push(rates[i][n]);
+                b.push(rates[j][m]);
+            }
+        }
+        let spread = crate::interval::detectable_paired_difference(&a, &b);
+        out.push(Comparison {
+            combination: row.combination.clone(),
+            poller: row.poller.clone(),
+            against_combination: row.combination.clone(),
+            against_poller: rows[j].poller.clone(),
+            design: "paired".into(),
+            difference: mean(&a) - mean(&b),
+            detectable: spread.map(|d| d.max(floor(i, j).unwrap_or(0.0))),
+            runs: a.len(),
+            against_runs: b.len(),
+        });
+    }
+    out
 }
 
 /// The summary as a table, one row per combination and poller.
@@ -219,7 +364,59 @@ pub fn render(s: &Summary) -> String {
         "{} of {} runs flagged (writers more than 5% short of the asked rate, or a load average above the cores)\n",
         s.flagged_runs, s.runs
     ));
+    o.push_str(&render_comparisons(&s.comparisons, unit, cw, pw));
     o
+}
+
+/// The comparisons as a table: a cell, its reference (a combination for an
+/// independent design, a poller of the same runs for a paired one), the
+/// difference of their means and the smallest difference the runs could
+/// have detected. Empty without comparisons.
+fn render_comparisons(cs: &[Comparison], unit: &str, cw: usize, pw: usize) -> String {
+    if cs.is_empty() {
+        return String::new();
+    }
+    let aw = cs
+        .iter()
+        .map(|c| against(c).len())
+        .chain([7])
+        .max()
+        .unwrap_or(7);
+    let mut o = format!(
+        "\nagainst the reference: the difference of the means and the smallest difference the runs could detect (5% two-sided, 80% power; {unit}); a difference below it is not evidence of none\n{:cw$}  {:pw$}  {:aw$}  {:11} {:>10} {:>10} {:>8}\n",
+        "combination", "poller", "against", "design", "difference", "detectable", "runs"
+    );
+    for c in cs {
+        o.push_str(&format!(
+            "{:cw$}  {:pw$}  {:aw$}  {:11} {:>10.2} {:>10} {:>8}\n",
+            if c.combination.is_empty() {
+                "-"
+            } else {
+                &c.combination
+            },
+            c.poller,
+            against(c),
+            c.design,
+            c.difference,
+            c.detectable
+                .map_or_else(|| "-".to_string(), |d| format!("{d:.2}")),
+            if c.design == "paired" {
+                c.runs.to_string()
+            } else {
+                format!("{}+{}", c.runs, c.against_runs)
+            }
+        ));
+    }
+    o
+}
+
+/// A comparison's reference as the table names it.
+fn against(c: &Comparison) -> &str {
+    if c.design == "paired" {
+        &c.against_poller
+    } else {
+        &c.against_combination
+    }
 }
 
 #[cfg(test)]
@@ -285,6 +482,136 @@ mod tests {
         let text = render(&s);
         assert!(text.contains("per 100,000 rows"), "{text}");
         assert!(text.contains("1 of 4 runs flagged"), "{text}");
+    }
+
+    fn comparison<'a>(
+        s: &'a Summary,
+        combination: &str,
+        poller: &str,
+        against: &str,
+    ) -> &'a Comparison {
+        s.comparisons
+            .iter()
+            .find(|c| {
+                c.combination == combination
+                    && c.poller == poller
+                    && (c.against_combination == against || c.against_poller == against)
+            })
+            .unwrap_or_else(|| panic!("no {combination} {poller} against {against}: {s:?}"))
+    }
+
+    /// Two keys varied: each cell is compared with the cell one key back at
+    /// its first value, the same poller, never with a cell two keys away.
+    #[test]
+    fn each_cell_against_the_cell_with_one_key_at_its_first_value() {
+        let mut results = Vec::new();
+        for mode in ["0", "1"] {
+            for interval in ["1s", "50ms"] {
+                for seed in 1..=3 {
+                    // naive: 10, 20, 30 per 100,000 at mode 0, 10 more at mode 1.
+                    let base = 10 * seed + if mode == "1" { 10 } else { 0 };
+                    results.push(run(
+                        &format!("autoinc-lock-mode={mode},interval={interval}"),
+                        seed,
+                        [base, 0],
+                        100_000,
+                        false,
+                    ));
+                }
+            }
+        }
+        let s = summarize(&results);
+        let c = comparison(
+            &s,
+            "autoinc-lock-mode=1,interval=50ms",
+            "naive",
+            "autoinc-lock-mode=0,interval=50ms",
+        );
+        assert_eq!(
+            (c.design.as_str(), c.runs, c.against_runs),
+            ("independent", 3, 3)
+        );
+        assert!((c.difference - 10.0).abs() < 1e-9, "{c:?}");
+        // Each side 10, 20, 30 around its mean: pooled sd 10.
+        let want = 2.8 * 10.0 * (2.0f64 / 3.0).sqrt();
+        assert!((c.detectable.unwrap() - want).abs() < 1e-9, "{c:?}");
+        let c = comparison(
+            &s,
+            "autoinc-lock-mode=1,interval=50ms",
+            "naive",
+            "autoinc-lock-mode=1,interval=1s",
+        );
+        assert!(c.difference.abs() < 1e-9, "{c:?}");
+        // Per poller, the cells off the baseline: (0,50ms) once, (1,1s)
+        // once, (1,50ms) twice; the first cell is nobody's subject.
+        let independent = |p: &str| {
+            s.comparisons
+                .iter()
+                .filter(|c| c.design == "independent" && c.poller == p)
+                .count()
+        };
+        assert_eq!(independent("naive"), 4);
+        assert!(!s.comparisons.iter().any(|c| c.against_combination
+            == "autoinc-lock-mode=0,interval=1s"
+            && c.combination == "autoinc-lock-mode=1,interval=50ms"));
+    }
+
+    /// Pollers of one combination share its runs: compared run by run, the
+    /// load that moves both cancels out.
+    #[test]
+    fn pollers_of_a_combination_are_paired_by_seed() {
+        let results = [
+            run("", 1, [30, 28], 100_000, false),
+            run("", 2, [60, 58], 100_000, false),
+            run("", 3, [90, 88], 100_000, false),
+        ];
+        let s = summarize(&results);
+        assert_eq!(s.comparisons.len(), 1);
+        let c = comparison(&s, "", "compensated:k=1s", "naive");
+        assert_eq!((c.design.as_str(), c.runs), ("paired", 3));
+        assert!((c.difference + 2.0).abs() < 1e-9, "{c:?}");
+        // The differences do not vary: only the count's floor is left,
+        // ln 5 over 300,000 rows, per 100,000.
+        let floor = 5f64.ln() / 3.0;
+        assert!((c.detectable.unwrap() - floor).abs() < 1e-9, "{c:?}");
+    }
+
+    /// Nothing lost in any run: the spread is zero, yet the runs could not
+    /// have seen a rate below the count's floor, and the report says so
+    /// rather than "any difference would have shown".
+    #[test]
+    fn no_loss_anywhere_still_has_a_detectable_difference() {
+        let results: Vec<RunResult> = ["limit=200", "limit=1000"]
+            .iter()
+            .flat_map(|c| (1..=10).map(move |seed| run(c, seed, [0, 0], 54_000, false)))
+            .collect();
+        let s = summarize(&results);
+        let c = comparison(&s, "limit=1000", "naive", "limit=200");
+        let floor = 5f64.ln() * 100_000.0 / 540_000.0;
+        assert!((c.detectable.unwrap() - floor).abs() < 1e-9, "{c:?}");
+        let text = render(&s);
+        assert!(
+            text.contains("smallest difference the runs could detect"),
+            "{text}"
+        );
+        assert!(
+            text.lines().any(|l| l.starts_with("limit=1000")
+                && l.contains("limit=200")
+                && l.contains("independent")
+                && l.contains(&format!("{floor:.2}"))
+                && l.ends_with("10+10")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn one_run_has_no_detectable_difference() {
+        let s = summarize(&[run("", 1, [3, 0], 1_000, false)]);
+        let c = comparison(&s, "", "compensated:k=1s", "naive");
+        assert_eq!(c.detectable, None);
+        let text = render(&s);
+        let line = text.lines().last().unwrap();
+        assert!(line.contains("paired") && line.contains(" - "), "{text}");
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! its mean with a 95 % percentile-bootstrap interval, and the runs' min,
 //! median and max ([`over_runs`]); and, for a claim of "no difference"
 //! between two settings, the smallest difference the design could have
-//! detected ([`detectable_difference`]). Pure: no I/O, no clock; the
+//! detected ([`detectable_difference`] for settings run apart,
+//! [`detectable_paired_difference`] for pollers sharing runs, and the floor
+//! a count of lost rows puts under both, [`count_floor`]). Pure: no I/O, no clock; the
 //! resampling takes a seed.
 //!
 //! Why a bootstrap over runs and not a Poisson interval: counts of lost rows
@@ -111,6 +113,36 @@ pub fn detectable_difference(a: &[f64], b: &[f64]) -> Option<f64> {
     Some(Z_ALPHA_PLUS_POWER * sd * (1.0 / na as f64 + 1.0 / nb as f64).sqrt())
 }
 
+/// The smallest difference between two pollers measured in the same runs
+/// (`a[i]` and `b[i]` from run i) that a two-sided test at 5 % would have
+/// found with 80 % power: `2.8 · sd(a - b) / sqrt(n)`, from the spread of the
+/// per-run differences (the paired design: what the runs share, their load
+/// and start phase, cancels out). `None` for fewer than 2 runs or lengths
+/// that differ.
+pub fn detectable_paired_difference(a: &[f64], b: &[f64]) -> Option<f64> {
+    let n = a.len();
+    if n < 2 || b.len() != n {
+        return None;
+    }
+    let d: Vec<f64> = a.iter().zip(b).map(|(x, y)| x - y).collect();
+    let m = mean_of(d.iter().copied(), n);
+    let sd = (d.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+    Some(Z_ALPHA_PLUS_POWER * sd / (n as f64).sqrt())
+}
+
+/// The floor a count puts under any detectable difference of loss rates:
+/// a setting whose true rate is d per `scale` rows, over `rows` rows in all,
+/// shows no loss at all with probability `exp(-d · rows / scale)` (Poisson),
+/// so it shows one with 80 % probability only from `d = ln 5 · scale / rows`.
+/// Below that, a run set where nothing was lost cannot be told from one where
+/// a little was, however small the runs' spread (which is zero when every run
+/// lost nothing). The 95 % analogue, `3 / rows`, is the "rule of three"
+/// (Hanley and Lippman-Hand, "If nothing goes wrong, is everything all
+/// right?", JAMA 249, 1983). `None` for no rows.
+pub fn count_floor(rows: u64, scale: f64) -> Option<f64> {
+    (rows > 0).then(|| 5f64.ln() * scale / rows as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +199,29 @@ mod tests {
         assert!((d - 2.8 * sd * (2.0f64 / 10.0).sqrt()).abs() < 1e-12);
         assert_eq!(detectable_difference(&[1.0], &[2.0]), None);
         assert_eq!(detectable_difference(&[], &[2.0, 3.0]), None);
+    }
+
+    #[test]
+    fn detectable_paired_difference_uses_the_spread_of_the_differences() {
+        // The runs move both pollers alike: the differences are constant,
+        // so any difference would be seen.
+        let a = [10.0, 50.0, 90.0];
+        let b = [8.0, 48.0, 88.0];
+        assert_eq!(detectable_paired_difference(&a, &b), Some(0.0));
+        // Differences 1 and 3: sd sqrt(2), n 2.
+        let d = detectable_paired_difference(&[1.0, 3.0], &[0.0, 0.0]).unwrap();
+        assert!((d - 2.8 * 2f64.sqrt() / 2f64.sqrt()).abs() < 1e-12);
+        assert_eq!(detectable_paired_difference(&[1.0], &[0.0]), None);
+        assert_eq!(detectable_paired_difference(&[1.0, 2.0], &[0.0]), None);
+    }
+
+    #[test]
+    fn count_floor_is_ln5_rows_scaled() {
+        // 10 runs of 54,000 rows: a rate below 0.30 per 100,000 shows no
+        // loss in more than 20 % of such campaigns.
+        let f = count_floor(540_000, 100_000.0).unwrap();
+        assert!((f - 5f64.ln() / 5.4).abs() < 1e-12, "{f}");
+        assert_eq!(count_floor(0, 100_000.0), None);
     }
 
     proptest! {

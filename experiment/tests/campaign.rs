@@ -79,6 +79,33 @@ fn a_postgres_campaign_keeps_every_runs_database_and_sums_up_each_combination_an
     }
     assert_eq!(summary["runs"], 4);
     assert!(summary["flagged_runs"].as_u64().unwrap() <= 4);
+    // Each cell against its reference (docs/campaigns.md): compensated
+    // against naive in each combination (paired), and each poller at 1s
+    // against itself at 500ms, the first value (independent).
+    let comparisons = summary["comparisons"].as_array().unwrap();
+    let designs: Vec<(&str, &str, &str)> = comparisons
+        .iter()
+        .map(|c| {
+            (
+                c["combination"].as_str().unwrap(),
+                c["poller"].as_str().unwrap(),
+                c["design"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        designs,
+        [
+            ("interval=500ms", "compensated:k=1s", "paired"),
+            ("interval=1s", "naive", "independent"),
+            ("interval=1s", "compensated:k=1s", "independent"),
+            ("interval=1s", "compensated:k=1s", "paired"),
+        ],
+        "{summary}"
+    );
+    for c in comparisons {
+        assert!(c["detectable"].as_f64().unwrap() > 0.0, "{c}");
+    }
 }
 
 #[test]

@@ -114,6 +114,11 @@ pub struct ClientBook {
     /// again after that is written again and ignored by the database
     /// (`rundb::write::insert_statuses`), so forgetting costs a write, never a row.
     served: HashSet<Id, foldhash::fast::FixedState>,
+    /// The IDs of the last page claimed, all in `served` since: a page that
+    /// serves the same again (pollers re-read the head of a timeline, most
+    /// pages are the last one over again) has nothing new, without looking
+    /// up each of its IDs.
+    last_claimed: Vec<Id>,
 }
 
 /// The most served IDs the book remembers (a few MiB).
@@ -171,6 +176,7 @@ impl ClientBook {
             named_unseen: names.len(),
             names,
             served: HashSet::default(),
+            last_claimed: Vec::new(),
         }
     }
 
@@ -201,9 +207,14 @@ impl ClientBook {
     /// Notes that these statuses were served; returns those no client was
     /// served before, whose `statuses` row is still to be written.
     pub fn claim(&mut self, ids: &[Id]) -> Claimed {
+        if ids == self.last_claimed.as_slice() {
+            return Claimed::default();
+        }
         if self.served.len() + ids.len() > MAX_REMEMBERED {
             self.served.clear();
         }
+        self.last_claimed.clear();
+        self.last_claimed.extend_from_slice(ids);
         Claimed(
             ids.iter()
                 .copied()
@@ -1007,6 +1018,20 @@ mod tests {
             response: mastodon_page(served).into(),
             ..Exchange::default()
         }
+    }
+
+    #[test]
+    fn a_status_is_claimed_once_whatever_pages_repeat_it() {
+        let mut book = ClientBook::new("mastodon".parse().unwrap(), HashMap::new());
+        let page = |ids: &[u128]| ids.iter().map(|&i| Id(i)).collect::<Vec<_>>();
+        let a = page(&[30, 20, 10]);
+        let b = page(&[40, 30, 20]);
+        assert_eq!(book.claim(&a), Claimed(a.clone()));
+        assert_eq!(book.claim(&a), Claimed::default(), "the same page again");
+        assert_eq!(book.claim(&b), Claimed(page(&[40])), "only the new status");
+        assert_eq!(book.claim(&a), Claimed::default(), "an older page again");
+        assert_eq!(book.claim(&page(&[])), Claimed::default());
+        assert_eq!(book.claim(&b), Claimed::default());
     }
 
     fn requests(out: &[Recorded]) -> Vec<(&RequestRecord, &rundb::ClientRequestRow)> {

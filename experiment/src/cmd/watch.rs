@@ -245,7 +245,15 @@ pub fn watch_command(args: WatchArgs) -> Result<Watched, String> {
         return Err(m);
     }
     finished?;
-    verdicts(&args, run_id, &schema, &table, &delivered, &decoder.counts, ended)
+    verdicts(
+        &args,
+        run_id,
+        &schema,
+        &table,
+        &delivered,
+        &decoder.counts,
+        ended,
+    )
 }
 
 /// Drops the slot if watch made it; leaves the user's.

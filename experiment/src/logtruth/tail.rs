@@ -310,7 +310,11 @@ mod tests {
         let path = dir.join("out.csv");
         let mut absent = Tail::new("relay", dir.join("none.csv"), "id");
         absent.skip_existing().unwrap();
-        assert_eq!(absent.lines(), 0, "a file not there yet is read from its start");
+        assert_eq!(
+            absent.lines(),
+            0,
+            "a file not there yet is read from its start"
+        );
         std::fs::write(&path, "id\n1\n2\n3").unwrap();
         let mut tail = Tail::new("relay", path.clone(), "id");
         tail.skip_existing().unwrap();

@@ -63,39 +63,48 @@ def main():
             fail(f"the judge exited with {judged.returncode}, not 0: {judged.stderr.strip()}")
         if "(the command exited with status 0)" not in judged.stdout:
             fail(f"the application failed: {judged.stderr.strip()[-2000:]}")
-        committed = set()
-        for name in os.listdir(tmp):
-            if name.startswith("committed-"):
-                committed |= set(keys_in(os.path.join(tmp, name)))
-        in_order = [int(k) for (k,) in sqlite3.connect(db).execute(
-            "SELECT key FROM log_truth WHERE op = 'insert' ORDER BY seq")]
-        truth = set(in_order)
-        if not truth:
-            fail("the log holds no notification: the check proves nothing")
-        if truth != committed:
-            fail(f"the log's truth differs from the writers' saves: "
-                 f"{len(truth - committed)} only in the log, {len(committed - truth)} only saved")
-        behind = [(a, b) for a, b in zip(in_order, in_order[1:]) if b < a]
-        if behind:
-            fail(f"notification {behind[0][1]} committed after {behind[0][0]}: "
-                 f"the table lock did not serialise the inserts")
-        out = subprocess.run([analyze, db, "--json"], capture_output=True, text=True)
-        if out.returncode != 0:
-            fail(f"analyze failed: {out.stderr.strip()}")
-        report = {c["name"]: c for c in json.loads(out.stdout)["consumers"]}["follower"]
-        mine = keys_in(follower)
-        if len(mine) != len(set(mine)):
-            fail("the follower read a notification twice")
-        lost = {k for k in truth if k < max(mine) and k not in set(mine)}
-        theirs = {int(row["key"]) for row in report["lost"]}
-        if lost != theirs:
-            fail(f"the judge's losses {sorted(theirs)[:10]} are not the follower's own "
-                 f"{sorted(lost)[:10]}")
-        if lost or report["verdict"] != "valid":
-            fail(f"the follower lost {len(lost)} notifications, judged {report['verdict']}")
-        print(f"ok: eventsourcing follower: judged valid, {len(mine)} of {len(truth)} committed "
-              f"notifications read, none lost, as its own output says; IDs in commit order")
+        check(tmp, analyze)
     print("the log's truth and the follower's verdict confirmed")
+
+
+def check(tmp, analyze):
+    """The checks above on a judged run's directory (its judge.db, the
+    writers' committed-N.txt and follower.csv)."""
+    db = os.path.join(tmp, "judge.db")
+    follower = os.path.join(tmp, "follower.csv")
+    committed = set()
+    for name in os.listdir(tmp):
+        if name.startswith("committed-"):
+            committed |= set(keys_in(os.path.join(tmp, name)))
+    in_order = [int(k) for (k,) in sqlite3.connect(db).execute(
+        "SELECT key FROM log_truth WHERE op = 'insert' ORDER BY seq")]
+    truth = set(in_order)
+    if not truth:
+        fail("the log holds no notification: the check proves nothing")
+    if truth != committed:
+        fail(f"the log's truth differs from the writers' saves: "
+             f"{len(truth - committed)} only in the log, {len(committed - truth)} only saved")
+    behind = [(a, b) for a, b in zip(in_order, in_order[1:]) if b < a]
+    if behind:
+        fail(f"notification {behind[0][1]} committed after {behind[0][0]}: "
+             f"the table lock did not serialise the inserts")
+    out = subprocess.run([analyze, db, "--json"], capture_output=True, text=True)
+    if out.returncode != 0:
+        fail(f"analyze failed: {out.stderr.strip()}")
+    report = {c["name"]: c for c in json.loads(out.stdout)["consumers"]}["follower"]
+    mine = keys_in(follower)
+    if len(mine) != len(set(mine)):
+        fail("the follower read a notification twice")
+    read, highest = set(mine), max(mine)
+    lost = {k for k in truth if k < highest and k not in read}
+    theirs = {int(row["key"]) for row in report["lost"]}
+    if lost != theirs:
+        fail(f"the judge's losses {sorted(theirs)[:10]} are not the follower's own "
+             f"{sorted(lost)[:10]}")
+    if lost or report["verdict"] != "valid":
+        fail(f"the follower lost {len(lost)} notifications, judged {report['verdict']}")
+    print(f"ok: eventsourcing follower: judged valid, {len(mine)} of {len(truth)} committed "
+          f"notifications read, none lost, as its own output says; IDs in commit order")
 
 
 if __name__ == "__main__":

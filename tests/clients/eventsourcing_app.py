@@ -12,7 +12,7 @@ The library's own writers and its own follower, unmodified:
   (one transaction, as many notification IDs as events). The library inserts
   into `ledger_events` under `LOCK TABLE ... IN EXCLUSIVE MODE`, so that
   notification IDs are issued in commit order (its `_lock_table`, in
-  eventsourcing/postgres.py). Each writer appends the notification ID of every
+  the module eventsourcing.postgres). Each writer appends the notification ID of every
   event whose save returned to OUTDIR/committed-N.txt.
 - A follower reads the application's notification log as the library's
   docs show, `notification_log.select(start, limit)` from one past the

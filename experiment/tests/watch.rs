@@ -99,6 +99,8 @@ fn relay_read(
 
 /// Starts `experiment watch ARGS` and waits for its banner (it watches
 /// from there on); a watch that ends first fails the test with its output.
+// The child is handed to the caller, which waits for it (`stop_watch`).
+#[allow(clippy::zombie_processes)]
 fn start_watch(args: &[&str]) -> (Child, BufReader<std::process::ChildStderr>) {
     let mut child = command(args)
         .stdout(Stdio::piped())

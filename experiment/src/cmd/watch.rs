@@ -20,7 +20,7 @@
 use crate::clock::now_ms;
 use crate::logtruth::decode::{Counts, Decoder, parse_table};
 use crate::logtruth::slot::{self, Slot, check_name};
-use crate::logtruth::tail::Tail;
+use crate::logtruth::tail::{Tail, parse_delivered};
 use crate::record::{RecordSender, Recorder, RunRow};
 use crate::servers::postgres::{connect, db_error};
 use crate::session::Shutdown;
@@ -81,24 +81,6 @@ pub struct WatchArgs {
 pub struct Watched {
     pub lines: Vec<String>,
     pub any_invalid: bool,
-}
-
-/// `NAME=FILE` of `--delivered`, names unique.
-fn parse_delivered(specs: &[String]) -> Result<Vec<(String, PathBuf)>, String> {
-    let mut out: Vec<(String, PathBuf)> = Vec::new();
-    for spec in specs {
-        let (name, file) = spec
-            .split_once('=')
-            .filter(|(n, f)| !n.is_empty() && !f.is_empty())
-            .ok_or_else(|| {
-                format!("bad --delivered '{spec}': expected NAME=FILE, such as relay=out.csv")
-            })?;
-        if out.iter().any(|(n, _)| n == name) {
-            return Err(format!("--delivered {name}: two consumers have that name"));
-        }
-        out.push((name.to_string(), file.into()));
-    }
-    Ok(out)
 }
 
 /// The slot read, and whether watch made it (then it drops it).

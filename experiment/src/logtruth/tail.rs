@@ -20,6 +20,25 @@ pub const MAX_LINE: usize = 64 * 1024;
 /// whatever the consumer writes: the rest is the next read's.
 pub const MAX_READ: usize = 4 * 1024 * 1024;
 
+/// `NAME=FILE` of `--delivered`, names unique (`experiment watch`'s; the
+/// judge's is its own copy until the two commands share it).
+pub fn parse_delivered(specs: &[String]) -> Result<Vec<(String, PathBuf)>, String> {
+    let mut out: Vec<(String, PathBuf)> = Vec::new();
+    for spec in specs {
+        let (name, file) = spec
+            .split_once('=')
+            .filter(|(n, f)| !n.is_empty() && !f.is_empty())
+            .ok_or_else(|| {
+                format!("bad --delivered '{spec}': expected NAME=FILE, such as relay=out.csv")
+            })?;
+        if out.iter().any(|(n, _)| n == name) {
+            return Err(format!("--delivered {name}: two consumers have that name"));
+        }
+        out.push((name.to_string(), file.into()));
+    }
+    Ok(out)
+}
+
 /// What a line of a delivered file says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Line {

@@ -264,7 +264,7 @@ fn watch_on_their_slot_judges_their_naive_relay_as_its_own_output_says() {
 }
 
 #[test]
-fn a_slot_watch_makes_is_dropped_at_the_end_and_bad_input_is_one_line() {
+fn a_slot_watch_makes_is_dropped_and_bad_input_is_one_line_a_slot_in_use_among_it() {
     let db = TheirDb::start();
     let dir = temp_dir("watch-made");
     let run_db = dir.join("watch.db");

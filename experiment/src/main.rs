@@ -8,6 +8,7 @@ use snowleak::cmd::id::IdCommand;
 use snowleak::cmd::judge::{JudgeArgs, judge_command};
 use snowleak::cmd::serve::{ServeArgs, serve_command};
 use snowleak::cmd::sweep::{SweepArgs, sweep_command};
+use snowleak::cmd::watch::{WatchArgs, watch_command};
 use snowleak::targets::RunArgs;
 use snowleak::{RunSummary, dry_run, run_experiment};
 use std::process::ExitCode;
@@ -39,6 +40,9 @@ enum Command {
     /// Run a polling client against the leaky server and judge it:
     /// `experiment judge -- python3 my_bot.py` (exit 0: every client valid; 1: one lost a status).
     Judge(JudgeArgs),
+    /// Record the truth of your own PostgreSQL table from a logical slot while your system
+    /// runs, and judge its consumers (exit 0: every consumer valid; 1: one lost a row).
+    Watch(WatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +63,19 @@ fn main() -> ExitCode {
                     println!("{line}");
                 }
                 return if judgement.any_invalid {
+                    ExitCode::from(1)
+                } else {
+                    ExitCode::SUCCESS
+                };
+            }
+            Err(message) => Err(message),
+        },
+        Some(Command::Watch(args)) => match watch_command(args) {
+            Ok(watched) => {
+                for line in &watched.lines {
+                    println!("{line}");
+                }
+                return if watched.any_invalid {
                     ExitCode::from(1)
                 } else {
                     ExitCode::SUCCESS

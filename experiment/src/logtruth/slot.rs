@@ -7,6 +7,11 @@
 //!
 //! Draining consumes: what a call returns is gone from the slot, so each
 //! batch is decoded at once ([`super::decode::Decoder`]) and handed on.
+//!
+//! `experiment watch` reads a slot on the user's own database instead: one
+//! the user made ([`Slot::open`], checked in `pg_replication_slots` first:
+//! its plugin, its database, whether another consumer holds it), or one
+//! it makes and drops itself.
 
 use super::decode::Decoder;
 use crate::servers::postgres::db_error;
@@ -64,6 +69,58 @@ impl Slot {
         })
     }
 
+    /// The slot `name` the user made, on the database `client` is
+    /// connected to: it must exist, be a logical slot of `test_decoding`
+    /// on this database, and be free (no other consumer streaming it:
+    /// `active` in the system view `pg_replication_slots`, PostgreSQL
+    /// manual, "System Views"). What it holds from before is skipped
+    /// (`pg_replication_slot_advance` to the current WAL position): the
+    /// truth starts now. Nobody else should read it while it is drained.
+    pub async fn open(client: tokio_postgres::Client, name: &str) -> Result<Slot, String> {
+        check_name(name)?;
+        let Some(found) = find(&client, name).await? else {
+            return Err(format!(
+                "no replication slot '{name}' on this server: make one with                  SELECT pg_create_logical_replication_slot('{name}', 'test_decoding'),                  or give --create-slot"
+            ));
+        };
+        if found.plugin.as_deref() != Some("test_decoding") {
+            return Err(format!(
+                "replication slot '{name}' is {}: watch reads a logical slot of test_decoding",
+                match &found.plugin {
+                    Some(plugin) => format!("a logical slot of plugin {plugin}"),
+                    None => "a physical slot".into(),
+                }
+            ));
+        }
+        if !found.this_database {
+            return Err(format!(
+                "replication slot '{name}' decodes database {}, not the one --target names",
+                found.database.as_deref().unwrap_or("?")
+            ));
+        }
+        if let Some(pid) = found.active_pid {
+            return Err(format!(
+                "replication slot '{name}' is in use by another consumer (process {pid}):                  a slot has one reader at a time; make one for watch (or give --create-slot                  and another --slot name)"
+            ));
+        }
+        client
+            .query_one(
+                "SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())::text",
+                &[&name],
+            )
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot skip what replication slot '{name}' held: {}",
+                    db_error(&e)
+                )
+            })?;
+        Ok(Slot {
+            client,
+            name: name.into(),
+        })
+    }
+
     /// Takes one batch of changes from the slot through `decoder`: the
     /// truth rows of the transactions it completed, and whether the batch
     /// was full (so more may wait).
@@ -110,4 +167,36 @@ impl Slot {
                 )
             })
     }
+}
+
+/// A slot as `pg_replication_slots` shows it.
+struct Found {
+    /// `NULL` for a physical slot.
+    plugin: Option<String>,
+    database: Option<String>,
+    this_database: bool,
+    active_pid: Option<i32>,
+}
+
+/// Whether the slot `name` exists on the server, and what it is.
+pub async fn exists(client: &tokio_postgres::Client, name: &str) -> Result<bool, String> {
+    Ok(find(client, name).await?.is_some())
+}
+
+async fn find(client: &tokio_postgres::Client, name: &str) -> Result<Option<Found>, String> {
+    let row = client
+        .query_opt(
+            "SELECT plugin::text, database::text, database = current_database(), \
+             CASE WHEN active THEN coalesce(active_pid, 0) END \
+             FROM pg_replication_slots WHERE slot_name = $1",
+            &[&name],
+        )
+        .await
+        .map_err(|e| format!("cannot read pg_replication_slots: {}", db_error(&e)))?;
+    Ok(row.map(|r| Found {
+        plugin: r.get(0),
+        database: r.get(1),
+        this_database: r.get::<_, Option<bool>>(2).unwrap_or(false),
+        active_pid: r.get(3),
+    }))
 }

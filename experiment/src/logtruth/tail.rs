@@ -20,6 +20,25 @@ pub const MAX_LINE: usize = 64 * 1024;
 /// whatever the consumer writes: the rest is the next read's.
 pub const MAX_READ: usize = 4 * 1024 * 1024;
 
+/// `NAME=FILE` of `--delivered`, names unique (`experiment watch`'s; the
+/// judge's is its own copy until the two commands share it).
+pub fn parse_delivered(specs: &[String]) -> Result<Vec<(String, PathBuf)>, String> {
+    let mut out: Vec<(String, PathBuf)> = Vec::new();
+    for spec in specs {
+        let (name, file) = spec
+            .split_once('=')
+            .filter(|(n, f)| !n.is_empty() && !f.is_empty())
+            .ok_or_else(|| {
+                format!("bad --delivered '{spec}': expected NAME=FILE, such as relay=out.csv")
+            })?;
+        if out.iter().any(|(n, _)| n == name) {
+            return Err(format!("--delivered {name}: two consumers have that name"));
+        }
+        out.push((name.to_string(), file.into()));
+    }
+    Ok(out)
+}
+
 /// What a line of a delivered file says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Line {
@@ -125,6 +144,46 @@ impl Tail {
             overlong: false,
             lines: 0,
         }
+    }
+
+    /// Starts reading after what the file already holds (`experiment
+    /// watch`: the consumer was running before the truth starts): the
+    /// complete lines there are counted, so later lines keep their numbers
+    /// in the file, and not delivered; an unfinished last line is read from
+    /// its start when it ends. A file not there yet is read from its start.
+    pub fn skip_existing(&mut self) -> Result<(), String> {
+        let shown = self.path.display();
+        let file = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => {
+                return Err(format!(
+                    "--delivered {}: cannot read {shown}: {e}",
+                    self.name
+                ));
+            }
+        };
+        let mut reader = std::io::BufReader::new(file);
+        let (mut offset, mut end, mut lines) = (0u64, 0u64, 0i64);
+        loop {
+            let chunk = std::io::BufRead::fill_buf(&mut reader)
+                .map_err(|e| format!("--delivered {}: cannot read {shown}: {e}", self.name))?;
+            if chunk.is_empty() {
+                break;
+            }
+            for (i, &b) in chunk.iter().enumerate() {
+                if b == b'\n' {
+                    lines += 1;
+                    end = offset + i as u64 + 1;
+                }
+            }
+            let n = chunk.len();
+            offset += n as u64;
+            std::io::BufRead::consume(&mut reader, n);
+        }
+        self.offset = end;
+        self.lines = lines;
+        Ok(())
     }
 
     /// Lines read so far (blank and header lines too).
@@ -262,6 +321,28 @@ mod tests {
         std::fs::write(&path, "1\n").unwrap();
         let e = tail.read(10, false).unwrap_err();
         assert!(e.contains("shrank"), "{e}");
+    }
+
+    #[test]
+    fn skipping_what_a_file_holds_keeps_line_numbers_and_an_unfinished_line() {
+        let dir = testkit::temp_dir("tail-skip");
+        let path = dir.join("out.csv");
+        let mut absent = Tail::new("relay", dir.join("none.csv"), "id");
+        absent.skip_existing().unwrap();
+        assert_eq!(
+            absent.lines(),
+            0,
+            "a file not there yet is read from its start"
+        );
+        std::fs::write(&path, "id\n1\n2\n3").unwrap();
+        let mut tail = Tail::new("relay", path.clone(), "id");
+        tail.skip_existing().unwrap();
+        assert_eq!(tail.lines(), 3);
+        std::fs::write(&path, "id\n1\n2\n33\n4\n").unwrap();
+        let (rows, _) = tail.read(7, false).unwrap();
+        let keys: Vec<(i64, Option<&str>)> =
+            rows.iter().map(|r| (r.line, r.key.as_deref())).collect();
+        assert_eq!(keys, [(4, Some("33")), (5, Some("4"))]);
     }
 
     #[test]

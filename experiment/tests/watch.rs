@@ -1,0 +1,416 @@
+//! `experiment watch`: the truth of the user's own PostgreSQL read from a
+//! logical slot while the user's system runs. The test plays the user: a
+//! throwaway cluster with `wal_level = logical` is "their" database, with
+//! their table, their slot, their writers and their naive relay (`id >
+//! highest read`); watch starts while all that already runs, and its
+//! verdict must be the one the relay's own output gives. Then the slot watch
+//! makes itself (`--create-slot`, dropped at the end), and bad input: one
+//! line each, exit 2, the user's slot left as it was.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+
+mod common;
+use common::{command, signal, temp_dir};
+
+/// "Their" database: a cluster with logical decoding on and a connection.
+struct TheirDb {
+    cluster: snowleak::servers::postgres::Cluster,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl TheirDb {
+    fn start() -> TheirDb {
+        let cluster = snowleak::servers::postgres::Cluster::start_with(&[
+            ("wal_level", "logical"),
+            ("max_replication_slots", "8"),
+            ("max_wal_senders", "8"),
+        ])
+        .expect("these tests need PostgreSQL (initdb, pg_ctl)");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        TheirDb { cluster, runtime }
+    }
+
+    /// A new session (each writer and the relay have their own).
+    fn session(&self) -> tokio_postgres::Client {
+        self.runtime.block_on(async {
+            let (client, conn) = self
+                .cluster
+                .config()
+                .connect(tokio_postgres::NoTls)
+                .await
+                .expect("a session on the cluster");
+            tokio::spawn(conn);
+            client
+        })
+    }
+
+    fn target(&self) -> String {
+        format!(
+            "postgres:postgresql://postgres@/postgres?host={}&port=5432",
+            self.cluster.dir().display()
+        )
+    }
+}
+
+fn exec(db: &TheirDb, client: &tokio_postgres::Client, sql: &str) {
+    db.runtime
+        .block_on(client.batch_execute(sql))
+        .unwrap_or_else(|e| {
+            panic!(
+                "{sql}: {}",
+                e.as_db_error()
+                    .map_or(e.to_string(), |d| d.message().into())
+            )
+        });
+}
+
+/// The naive relay's read: every row above the highest key it delivered,
+/// appended to its file.
+fn relay_read(
+    db: &TheirDb,
+    client: &tokio_postgres::Client,
+    last: &mut i64,
+    out: &std::path::Path,
+) {
+    let rows = db
+        .runtime
+        .block_on(client.query("SELECT id FROM outbox WHERE id > $1 ORDER BY id", &[&*last]))
+        .unwrap();
+    let mut text = String::new();
+    for row in rows {
+        let id: i64 = row.get(0);
+        text.push_str(&format!("{id}\n"));
+        *last = id;
+    }
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(out)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+}
+
+/// Starts `experiment watch ARGS` and waits for its banner (it watches
+/// from there on); a watch that ends first fails the test with its output.
+// The child is handed to the caller, which waits for it (`stop_watch`).
+#[allow(clippy::zombie_processes)]
+fn start_watch(args: &[&str]) -> (Child, BufReader<std::process::ChildStderr>) {
+    let mut child = command(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("experiment watch runs");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "watch ended before it watched: {seen}{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        seen.push_str(&line);
+        if line.starts_with("watching ") {
+            return (child, stderr);
+        }
+    }
+}
+
+/// Ends a watch with Ctrl-C; its exit code, stdout and the rest of stderr.
+fn stop_watch(
+    mut child: Child,
+    mut stderr: BufReader<std::process::ChildStderr>,
+) -> (i32, String, String) {
+    signal(&child, "-INT");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut stdout).unwrap();
+    let code = child.wait().unwrap().code().unwrap_or(-1);
+    (code, stdout, rest)
+}
+
+/// Runs `experiment watch ARGS` to its end: (exit code, stdout, stderr).
+fn watch(args: &[&str]) -> (i32, String, String) {
+    let out = command(args).output().expect("experiment watch runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn slots(db: &TheirDb, client: &tokio_postgres::Client) -> Vec<(String, bool)> {
+    db.runtime
+        .block_on(client.query(
+            "SELECT slot_name::text, active FROM pg_replication_slots ORDER BY 1",
+            &[],
+        ))
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+#[test]
+fn watch_on_their_slot_judges_their_naive_relay_as_its_own_output_says() {
+    let db = TheirDb::start();
+    let dir = temp_dir("watch");
+    let out = dir.join("naive.csv");
+    let run_db = dir.join("watch.db");
+    let admin = db.session();
+    // Their system, running before watch starts: the table, their slot,
+    // rows 1-3 committed and delivered. (One statement a call: a slot
+    // cannot be made in a transaction that has written.)
+    for sql in [
+        "CREATE TABLE outbox (id bigint PRIMARY KEY, body text)",
+        "SELECT pg_create_logical_replication_slot('theirs', 'test_decoding')",
+        "INSERT INTO outbox VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+    ] {
+        exec(&db, &admin, sql);
+    }
+    let (a, b, reader) = (db.session(), db.session(), db.session());
+    let mut last = 0;
+    relay_read(&db, &reader, &mut last, &out);
+    assert_eq!(last, 3);
+
+    let (child, stderr) = start_watch(&[
+        "watch",
+        "--target",
+        &db.target(),
+        "--table",
+        "outbox",
+        "--slot",
+        "theirs",
+        "--delivered",
+        &format!("naive={}", out.display()),
+        "--db",
+        run_db.to_str().unwrap(),
+    ]);
+    // Writer a takes key 4 and holds its transaction; writer b commits 5;
+    // the relay reads 5; a commits 4; b commits 6; the relay reads 6.
+    exec(&db, &a, "BEGIN; INSERT INTO outbox VALUES (4, 'held')");
+    exec(&db, &b, "INSERT INTO outbox VALUES (5, 'e')");
+    relay_read(&db, &reader, &mut last, &out);
+    exec(&db, &a, "COMMIT");
+    exec(&db, &b, "INSERT INTO outbox VALUES (6, 'f')");
+    exec(
+        &db,
+        &b,
+        "BEGIN; INSERT INTO outbox VALUES (7, 'rolled back'); ROLLBACK",
+    );
+    relay_read(&db, &reader, &mut last, &out);
+    let (code, stdout, stderr) = stop_watch(child, stderr);
+
+    // The relay's own output, and what it says was lost: the rows committed
+    // while watch watched, below the highest key delivered since, never in
+    // the file.
+    let mine: Vec<i64> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(mine, [1, 2, 3, 5, 6]);
+    let committed_while_watched = [4i64, 5, 6];
+    let lost: Vec<i64> = committed_while_watched
+        .iter()
+        .copied()
+        .filter(|k| *k < 6 && !mine.contains(k))
+        .collect();
+    assert_eq!(lost, [4]);
+    assert_eq!(code, 1, "the relay lost a row: exit 1\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("naive: invalid (lost 1 committed rows; 2 of 3 committed rows delivered"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("lost key 4 ")),
+        "{stdout}"
+    );
+    // The truth is what committed while watch watched, in commit order: not
+    // what the slot held from before, not the rolled-back row.
+    let conn = rusqlite::Connection::open(&run_db).unwrap();
+    let truth: Vec<String> = conn
+        .prepare("SELECT key FROM log_truth WHERE op = 'insert' ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(truth, ["5", "4", "6"]);
+    // Their slot is still there, free again; nothing of theirs was written.
+    assert_eq!(slots(&db, &admin), [("theirs".to_string(), false)]);
+    // `analyze` reads a watch run as it reads a judge run: the judge's
+    // target, and the consumers in its config.
+    let (target, config): (String, String) = conn
+        .query_row("SELECT target, config FROM runs", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!(target, "postgres-log");
+    let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    assert_eq!(config["delivered"][0]["name"], "naive");
+}
+
+#[test]
+fn a_slot_watch_makes_is_dropped_and_bad_input_is_one_line_a_slot_in_use_among_it() {
+    let db = TheirDb::start();
+    let dir = temp_dir("watch-made");
+    let run_db = dir.join("watch.db");
+    let run_db = run_db.to_str().unwrap();
+    let admin = db.session();
+    for sql in [
+        "CREATE TABLE outbox (id bigint PRIMARY KEY, body text)",
+        "CREATE TABLE nokey (body text)",
+        "SELECT pg_create_logical_replication_slot('other_plugin', 'pgoutput')",
+        "SELECT pg_create_physical_replication_slot('physical')",
+        "SELECT pg_create_logical_replication_slot('busy', 'test_decoding')",
+    ] {
+        exec(&db, &admin, sql);
+    }
+    let target = db.target();
+
+    // --create-slot: made, read, dropped.
+    let (child, stderr) = start_watch(&[
+        "watch",
+        "--target",
+        &target,
+        "--table",
+        "outbox",
+        "--slot",
+        "made_by_watch",
+        "--create-slot",
+        "--db",
+        run_db,
+    ]);
+    exec(&db, &admin, "INSERT INTO outbox VALUES (1, 'a')");
+    let (code, stdout, stderr) = stop_watch(child, stderr);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("1 rows of public.outbox committed"),
+        "{stdout}"
+    );
+    let names: Vec<String> = slots(&db, &admin).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        ["busy", "other_plugin", "physical"],
+        "the slot watch made is gone"
+    );
+
+    // A slot another consumer streams: pg_recvlogical, PostgreSQL's own
+    // client, holds it.
+    // It lies beside the server's initdb (which may be a link into that
+    // directory).
+    let initdb = std::fs::canonicalize(db.cluster.bin_dir().join("initdb")).unwrap();
+    let recvlogical = initdb.parent().unwrap().join("pg_recvlogical");
+    let mut recv = std::process::Command::new(&recvlogical)
+        .args(["-h"])
+        .arg(db.cluster.dir())
+        .args([
+            "-p", "5432", "-U", "postgres", "-d", "postgres", "--slot", "busy",
+        ])
+        .args(["--start", "-f", "/dev/null"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{} must run: {e}", recvlogical.display()));
+    // Until the server shows the slot active (a condition, not a delay).
+    let mut waited = 0;
+    while !slots(&db, &admin).contains(&("busy".to_string(), true)) {
+        assert!(recv.try_wait().unwrap().is_none(), "pg_recvlogical ended");
+        waited += 1;
+        assert!(waited < 6000, "pg_recvlogical never took the slot");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+
+    let bad: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--slot", "missing"], "no replication slot 'missing'"),
+        (
+            vec!["--slot", "other_plugin"],
+            "a logical slot of plugin pgoutput",
+        ),
+        (vec!["--slot", "physical"], "a physical slot"),
+        (vec!["--slot", "busy"], "is in use by another consumer"),
+        (vec!["--slot", "busy", "--create-slot"], "exists already"),
+        (vec!["--slot", "Bad-Name"], "bad --slot 'Bad-Name'"),
+    ];
+    let mut cases: Vec<(Vec<&str>, &str)> = bad
+        .into_iter()
+        .map(|(mut extra, expected)| {
+            extra.extend(["--table", "outbox"]);
+            (extra, expected)
+        })
+        .collect();
+    cases.push((
+        vec!["--slot", "busy", "--table", "nokey"],
+        "column \"id\" does not exist",
+    ));
+    cases.push((
+        vec!["--slot", "busy", "--table", "absent"],
+        "does not exist",
+    ));
+    for (extra, expected) in cases {
+        let mut args = vec!["watch", "--target", &target, "--db", run_db];
+        args.extend(extra.iter().copied());
+        let (code, stdout, stderr) = watch(&args);
+        assert_eq!(code, 2, "{extra:?}: exit 2\n{stdout}\n{stderr}");
+        assert_eq!(
+            stderr.trim().lines().count(),
+            1,
+            "{extra:?}: one line\n{stderr}"
+        );
+        assert!(stderr.contains(expected), "{extra:?}: {stderr}");
+    }
+    let _ = recv.kill();
+    let _ = recv.wait();
+
+    // A URL that does not connect, a password in the URL, another target.
+    let nowhere = format!(
+        "postgres:postgresql://postgres@/postgres?host={}&port=5432",
+        dir.join("no-server").display()
+    );
+    let with_password = "postgres:postgresql://postgres:secret@localhost/postgres".to_string();
+    for (target, expected) in [
+        (nowhere.as_str(), "cannot connect to PostgreSQL"),
+        (with_password.as_str(), "put the password in PGPASSWORD"),
+        ("mariadb:mysql://x", "watch reads PostgreSQL"),
+    ] {
+        let (code, _, stderr) = watch(&[
+            "watch", "--target", target, "--table", "outbox", "--slot", "s", "--db", run_db,
+        ]);
+        assert_eq!(code, 2, "{target}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{target}: {stderr}");
+        assert!(stderr.contains(expected), "{target}: {stderr}");
+    }
+    // --duration ends a watch as Ctrl-C does, its slot dropped.
+    let (code, stdout, stderr) = watch(&[
+        "watch",
+        "--target",
+        &target,
+        "--table",
+        "outbox",
+        "--slot",
+        "short",
+        "--create-slot",
+        "--duration",
+        "300ms",
+        "--db",
+        run_db,
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("(ended: duration): 0 rows"), "{stdout}");
+    // Their slots are as they were: watch dropped none it did not make.
+    let names: Vec<String> = slots(&db, &admin).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["busy", "other_plugin", "physical"]);
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What reading the truth from PostgreSQL's log costs the writers (issue 35, item 6):
 
-    python3 tests/clients/bench_log_cost.py [PHASE_SECONDS] [PAIRS] [HOLD_MS]
+    python3 tests/clients/bench_log_cost.py [PHASE_SECONDS] [PAIRS] [HOLD_MS] [EXPERIMENT]
 
 One throwaway cluster, set up as `experiment judge --backend postgres` sets
 up its own (wal_level=logical, track_commit_timestamp=on, shared_buffers=32MB,
@@ -13,10 +13,15 @@ alternates phases of PHASE_SECONDS: without a slot, then with a
 (`pg_logical_slot_get_changes(slot, NULL, 10000, 'include-xids', 'on',
 'include-timestamp', 'on', 'skip-empty-xacts', 'on')`, again while a batch is
 full), the slot dropped when the phase ends. Prints the commits per second of
-each phase, and the ratio of the medians. The drainer here only fetches the
-rows; the judge also parses them and writes the table's rows to SQLite in
-its own process, which on a machine of few cores competes with the writers
-too.
+each phase, and the ratio of the medians.
+
+Without EXPERIMENT, the drainer is a thread here that only fetches the rows.
+With EXPERIMENT (the path of the `experiment` binary), each drained phase
+runs `EXPERIMENT watch --create-slot` on the outbox instead: the judge's own
+reader (the same slot, query and period, every row decoded and written to a
+run.db), in its own process, competing for the machine's cores as the judge
+does. Commits are counted from 0.5 s after it starts (its slot made) for
+PHASE_SECONDS; it ends at its --duration and drops its slot.
 """
 
 import os
@@ -77,6 +82,7 @@ def main():
     phase_s = float(sys.argv[1]) if len(sys.argv) > 1 else 5.0
     pairs = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     hold_ms = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
+    experiment = sys.argv[4] if len(sys.argv) > 4 else None
     bin_dir = pg_bin()
     tmp = tempfile.mkdtemp(prefix="snowleak-bench-")
     if os.geteuid() == 0:
@@ -101,8 +107,16 @@ def main():
         with psycopg.connect(url, autocommit=True) as admin:
             for _ in range(pairs):
                 for mode in ("without", "drained"):
-                    drain_stop, drain = threading.Event(), None
-                    if mode == "drained":
+                    drain_stop, drain, watch = threading.Event(), None, None
+                    if mode == "drained" and experiment:
+                        watch = subprocess.Popen(
+                            [experiment, "watch", "--target", f"postgres:{url}", "--table", "outbox",
+                             "--slot", "bench", "--create-slot",
+                             "--duration", f"{int((phase_s + 1.5) * 1000)}ms",
+                             "--db", os.path.join(tmp, f"watch-{len(rates[mode])}.db")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                        time.sleep(0.5)
+                    elif mode == "drained":
                         admin.execute("SELECT pg_create_logical_replication_slot('bench', 'test_decoding')")
                         drain = threading.Thread(target=drainer, args=(url, drain_stop))
                         drain.start()
@@ -114,6 +128,11 @@ def main():
                         drain_stop.set()
                         drain.join()
                         admin.execute("SELECT pg_drop_replication_slot('bench')")
+                    if watch:
+                        _, err = watch.communicate()
+                        # 0: valid (no consumer named), anything else: it failed.
+                        if watch.returncode != 0:
+                            sys.exit(f"experiment watch exited {watch.returncode}: {err.strip()}")
                     print(f"{mode:8} {rate:8.1f} commits/s", flush=True)
         stop.set()
         for t in writers:
@@ -121,7 +140,8 @@ def main():
         without, drained = statistics.median(rates["without"]), statistics.median(rates["drained"])
         print(f"median without a slot {without:.1f}/s, drained {drained:.1f}/s: "
               f"ratio {drained / without:.3f} (hold 0-{hold_ms:g} ms, {WRITERS} writers, "
-              f"{pairs} pairs of {phase_s:g} s phases)")
+              f"{pairs} pairs of {phase_s:g} s phases, drained by "
+              f"{'experiment watch' if experiment else 'a fetching thread'})")
     finally:
         run_as_postgres([f"{bin_dir}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"])
         shutil.rmtree(tmp, ignore_errors=True)

@@ -297,35 +297,30 @@ mod tests {
                         "{what}: v1.1 pages say where each status lies"
                     );
                 }
+                // The statuses read for a page of which `seen` were served before.
+                let first_after = |seen: Vec<since_id::Id>| {
+                    let mut book = ClientBook::new(layout.clone(), HashMap::new());
+                    book.claim(&seen);
+                    let claimed = book.claim(&mark.ids);
+                    first_served(
+                        &layout,
+                        &exchange,
+                        &mark.ids,
+                        mark.spans.as_deref(),
+                        claimed,
+                    )
+                };
                 // Every status new: what the spans give is the whole page.
-                let mut book = ClientBook::new(layout.clone(), HashMap::new());
-                let claimed = book.claim(&mark.ids);
-                let first = first_served(
-                    &layout,
-                    &exchange,
-                    &mark.ids,
-                    mark.spans.as_deref(),
-                    claimed,
-                );
+                let first = first_after(Vec::new());
                 assert_eq!(first, read, "{what}: the statuses read where the spans say");
                 // One new status, in the middle: only it is read.
                 let middle = mark.ids[mark.ids.len() / 2];
-                let mut book = ClientBook::new(layout.clone(), HashMap::new());
-                book.claim(
-                    &mark
-                        .ids
+                let first = first_after(
+                    mark.ids
                         .iter()
                         .copied()
                         .filter(|&id| id != middle)
-                        .collect::<Vec<_>>(),
-                );
-                let claimed = book.claim(&mark.ids);
-                let first = first_served(
-                    &layout,
-                    &exchange,
-                    &mark.ids,
-                    mark.spans.as_deref(),
-                    claimed,
+                        .collect(),
                 );
                 let expected: Vec<_> = read.iter().filter(|i| i.id == middle).cloned().collect();
                 assert_eq!(first, expected, "{what}: the one new status");

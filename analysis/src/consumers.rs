@@ -44,6 +44,14 @@ use std::collections::HashMap;
 /// `runs.target` of a run judged against PostgreSQL's log.
 pub const TARGET: &str = "postgres-log";
 
+/// `runs.target` of a run judged against MariaDB's binary log.
+pub const TARGET_MARIADB: &str = "mariadb-log";
+
+/// Whether a run with `runs.target` `target` was judged against a log.
+pub fn is_log_run(target: &str) -> bool {
+    target == TARGET || target == TARGET_MARIADB
+}
+
 /// How many examples a count shows.
 const EXAMPLES: usize = 5;
 
@@ -364,8 +372,15 @@ fn lag(rows: &[Row], highs: &[usize], row: &Row) -> Option<Lag> {
         (Key::Int(top), Key::Int(k)) => Some((top - k + 1) as u128),
         _ => None,
     };
+    // A log whose commit times are whole seconds (MariaDB's binlog) has
+    // each commit's read time: the lag is measured on that
+    // (docs/log-truth.md, "MariaDB").
+    let lag_ms = match (row.truth.read_ms, after.read_ms) {
+        (Some(r), Some(a)) => r - a,
+        _ => row.truth.commit_ms - after.commit_ms,
+    };
     Some(Lag {
-        lag_ms: row.truth.commit_ms - after.commit_ms,
+        lag_ms,
         after: after.key.clone(),
         behind_n,
     })
@@ -466,6 +481,7 @@ mod tests {
             commit_lsn: format!("0/{seq}"),
             commit_ms,
             op: "insert".into(),
+            read_ms: None,
         }
     }
 

@@ -117,7 +117,7 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
     let conn = load::open(&args.db).map_err(|e| e.to_string())?;
     let run_id = load::pick_run(&conn, &args.db, args.run).map_err(|e| e.to_string())?;
     let run = rundb::read::run(&conn, run_id).map_err(|e| e.to_string())?;
-    if let Some(run) = run.filter(|r| r.target == consumers::TARGET) {
+    if let Some(run) = run.filter(|r| consumers::is_log_run(&r.target)) {
         return run_log(args, &conn, &run);
     }
     if args.expect_all {

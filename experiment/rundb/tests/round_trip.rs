@@ -421,6 +421,7 @@ fn the_log_truth_and_deliveries_read_back_and_an_older_file_has_none() {
             commit_lsn: "0/16B3748".into(),
             commit_ms: 100,
             op: "insert".into(),
+            read_ms: Some(100_250),
         },
         rundb::LogTruthRow {
             seq: 0,
@@ -429,6 +430,7 @@ fn the_log_truth_and_deliveries_read_back_and_an_older_file_has_none() {
             commit_lsn: "0/16B3000".into(),
             commit_ms: 90,
             op: "delete".into(),
+            read_ms: None,
         },
     ];
     write::insert_log_truth(&conn, run_id, &truth).unwrap();

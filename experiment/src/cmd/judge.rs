@@ -7,9 +7,9 @@
 //! client it saw. Exit status: 0 when every client is valid, 1 when any lost
 //! a status, 2 on bad input (docs/judging.md).
 //!
-//! With `--backend postgres --table T`, the command is an application with
-//! its own writers and consumers, judged against PostgreSQL's own log
-//! ([`log`], docs/log-truth.md).
+//! With `--backend postgres --table T` (or `--backend mariadb`), the command
+//! is an application with its own writers and consumers, judged against
+//! PostgreSQL's own log (MariaDB's binary log) ([`log`], docs/log-truth.md).
 
 pub mod log;
 
@@ -75,8 +75,11 @@ pub struct Judgement {
 
 /// Runs the judge; `Ok` carries the verdicts, `Err` is bad input (exit 2).
 pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
-    if args.serve.listen.backend == Backend::Postgres {
-        return judge_postgres(args);
+    if matches!(
+        args.serve.listen.backend,
+        Backend::Postgres | Backend::MariaDb
+    ) {
+        return judge_database(args);
     }
     let log_flags = [
         (args.table.is_some(), "--table"),
@@ -88,7 +91,8 @@ pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
     ];
     if let Some((_, flag)) = log_flags.iter().find(|(given, _)| *given) {
         return Err(format!(
-            "{flag} applies to --backend postgres (a table judged against PostgreSQL's log)"
+            "{flag} applies to --backend postgres or mariadb (a table judged against the \
+             database's log)"
         ));
     }
     let mut serve = args.serve;
@@ -164,18 +168,38 @@ pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
     verdicts(&args.db, status)
 }
 
-/// `--backend postgres`: the command's table judged against the log.
-fn judge_postgres(args: JudgeArgs) -> Result<Judgement, String> {
-    args.serve.simulator.refuse_on("postgres")?;
+/// `--backend postgres` or `mariadb`: the command's table judged against
+/// the database's log.
+fn judge_database(args: JudgeArgs) -> Result<Judgement, String> {
+    let mariadb = args.serve.listen.backend == Backend::MariaDb;
+    let (backend, log) = if mariadb {
+        ("mariadb", "MariaDB's binary log")
+    } else {
+        ("postgres", "PostgreSQL's log")
+    };
+    args.serve.simulator.refuse_on(backend)?;
     if args.serve.listen.record.is_some() || !args.serve.listen.clients.is_empty() {
+        return Err(format!(
+            "--record and --client are serve's: the judge on --backend {backend} records to --db"
+        ));
+    }
+    if mariadb && args.slot.is_some() {
         return Err(
-            "--record and --client are serve's: the judge on --backend postgres records to --db"
-                .into(),
+            "--slot names PostgreSQL's replication slot: MariaDB's binary log has none".into(),
         );
     }
-    let table = args.table.ok_or(
-        "--backend postgres judges a table against PostgreSQL's log: give --table T (docs/log-truth.md)",
-    )?;
+    let table = args.table.ok_or_else(|| {
+        format!(
+            "--backend {backend} judges a table against {log}: give --table T (docs/log-truth.md)"
+        )
+    })?;
+    let source = if mariadb {
+        log::Source::MariaDb
+    } else {
+        log::Source::Postgres {
+            slot: args.slot.unwrap_or_else(|| log::DEFAULT_SLOT.into()),
+        }
+    };
     log::judge_log(log::LogArgs {
         db: args.db,
         table,
@@ -184,7 +208,7 @@ fn judge_postgres(args: JudgeArgs) -> Result<Judgement, String> {
         duration_ms: args.duration,
         drain_ms: args.drain.unwrap_or(log::DEFAULT_DRAIN_MS),
         expect_all: args.expect_all,
-        slot: args.slot.unwrap_or_else(|| log::DEFAULT_SLOT.into()),
+        source,
         command: args.command,
         grace: GRACE,
     })

@@ -600,6 +600,26 @@ mod tests {
     }
 
     #[test]
+    fn with_read_times_the_lag_is_measured_on_them_not_on_whole_second_commit_times() {
+        // MariaDB's binlog: both commits in the same second, read 35 ms apart.
+        let truth = vec![
+            LogTruthRow {
+                read_ms: Some(5010),
+                ..insert(0, "2", 5000)
+            },
+            LogTruthRow {
+                read_ms: Some(5045),
+                ..insert(1, "1", 5000)
+            },
+        ];
+        let names = ["r".to_string()];
+        let c = &judge(&truth, &delivered("r", &["2"]), &names, false).consumers[0];
+        assert_eq!(c.lost.len(), 1);
+        let lag = c.lost[0].lag.as_ref().unwrap();
+        assert_eq!((lag.lag_ms, lag.after.as_str()), (35, "2"));
+    }
+
+    #[test]
     fn a_row_read_past_while_visible_is_lost_with_no_lag_and_deletes_are_noted() {
         let names = ["r".to_string()];
         let mut truth = truth();

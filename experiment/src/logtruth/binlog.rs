@@ -419,7 +419,8 @@ mod tests {
         for (i, e) in events.into_iter().enumerate() {
             out.extend(d.feed(e, 5000 + i as i64).unwrap());
         }
-        let got: Vec<(i64, &str, i64, &str, i64, &str, Option<i64>)> = out
+        type Got<'a> = (i64, &'a str, i64, &'a str, i64, &'a str, Option<i64>);
+        let got: Vec<Got> = out
             .iter()
             .map(|r| {
                 (

@@ -350,3 +350,62 @@ fn bad_input_is_one_line_and_exit_2_with_no_server_left_behind() {
     );
     run(base(&["--", "true"]), "give --table T");
 }
+
+#[test]
+fn ctrl_c_stops_the_command_reads_the_log_to_its_end_and_leaves_nothing_behind() {
+    use std::io::BufRead;
+    let dir = temp_dir("judge-mariadb-int");
+    let db = dir.join("judge.db");
+    let mut child = command(&[
+        "judge",
+        "--backend",
+        "mariadb",
+        "--table",
+        "t",
+        "--db",
+        db.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "mariadb -S \"$MYSQL_UNIX_PORT\" -u root app -e \
+         'CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)' \
+         && echo ready && exec sleep 600",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("experiment judge runs");
+    let pid = child.id();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while line.trim() != "ready" {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the command never said ready"
+        );
+    }
+    // The row is committed; Ctrl-C as a user would.
+    common::signal(&child, "-INT");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{rest}\n{stderr}");
+    assert!(rest.contains("1 rows of app.t committed"), "{rest}");
+    let prefix = format!("snowleak-mariadbd-{pid}-");
+    let left = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().starts_with(&prefix));
+    assert!(!left, "the server is removed");
+    let conn = Connection::open(&db).unwrap();
+    let (reason, keys): (String, i64) = conn
+        .query_row(
+            "SELECT end_reason, (SELECT count(*) FROM log_truth) FROM runs",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((reason.as_str(), keys), ("interrupted", 1));
+}

@@ -40,22 +40,23 @@ pub struct JudgeArgs {
     /// without it, the judge waits for the command to exit.
     #[arg(long, value_parser = since_id::time::parse_duration_ms)]
     pub duration: Option<u64>,
-    /// `--backend postgres`: the table whose committed rows are the truth
-    /// (`T` is `public.T`; `SCHEMA.T` names the schema); COMMAND may create it.
+    /// `--backend postgres|mariadb`: the table whose committed rows are the
+    /// truth (`T` is `public.T`, on MariaDB `app.T`; `SCHEMA.T` names the
+    /// schema or database); COMMAND may create it.
     #[arg(long, value_name = "T")]
     pub table: Option<String>,
-    /// `--backend postgres`: the table's key column (default `id`).
+    /// `--backend postgres|mariadb`: the table's key column (default `id`).
     #[arg(long, value_name = "COLUMN")]
     pub key: Option<String>,
-    /// `--backend postgres`: a consumer's delivered keys, one a line (CSV's
+    /// `--backend postgres|mariadb`: a consumer's delivered keys, one a line (CSV's
     /// first field, or JSON lines with "key" or "id"), read as the file grows. Repeatable.
     #[arg(long = "delivered", value_name = "NAME=FILE")]
     pub delivered: Vec<String>,
-    /// `--backend postgres`: how long consumers have to catch up after
+    /// `--backend postgres|mariadb`: how long consumers have to catch up after
     /// COMMAND ends (default 10s).
     #[arg(long, value_parser = since_id::time::parse_duration_ms)]
     pub drain: Option<u64>,
-    /// `--backend postgres`: every committed row is owed to every consumer,
+    /// `--backend postgres|mariadb`: every committed row is owed to every consumer,
     /// not only those below the highest key it delivered.
     #[arg(long)]
     pub expect_all: bool,

@@ -1,6 +1,9 @@
 //! A consumer's verdict against the truth of PostgreSQL's log (`experiment
-//! judge --backend postgres`, docs/log-truth.md): what a relay, a projection
-//! or a follower lost, delivered twice or delivered out of commit order.
+//! judge --backend postgres`, docs/log-truth.md) or MariaDB's binary log
+//! (`--backend mariadb`): what a relay, a projection or a follower lost,
+//! delivered twice or delivered out of commit order. Where the log's commit
+//! times are whole seconds (MariaDB's), each row carries the time the
+//! harness read its commit (`read_ms`), and lags are measured on that.
 //! Pure: the log's rows and the delivered lines in, the verdicts out.
 //!
 //! The definitions (README, "Definitions"; docs/log-truth.md):
@@ -43,6 +46,14 @@ use std::collections::HashMap;
 
 /// `runs.target` of a run judged against PostgreSQL's log.
 pub const TARGET: &str = "postgres-log";
+
+/// `runs.target` of a run judged against MariaDB's binary log.
+pub const TARGET_MARIADB: &str = "mariadb-log";
+
+/// Whether a run with `runs.target` `target` was judged against a log.
+pub fn is_log_run(target: &str) -> bool {
+    target == TARGET || target == TARGET_MARIADB
+}
 
 /// How many examples a count shows.
 const EXAMPLES: usize = 5;
@@ -364,8 +375,15 @@ fn lag(rows: &[Row], highs: &[usize], row: &Row) -> Option<Lag> {
         (Key::Int(top), Key::Int(k)) => Some((top - k + 1) as u128),
         _ => None,
     };
+    // A log whose commit times are whole seconds (MariaDB's binlog) has
+    // each commit's read time: the lag is measured on that
+    // (docs/log-truth.md, "MariaDB").
+    let lag_ms = match (row.truth.read_ms, after.read_ms) {
+        (Some(r), Some(a)) => r - a,
+        _ => row.truth.commit_ms - after.commit_ms,
+    };
     Some(Lag {
-        lag_ms: row.truth.commit_ms - after.commit_ms,
+        lag_ms,
         after: after.key.clone(),
         behind_n,
     })
@@ -466,6 +484,7 @@ mod tests {
             commit_lsn: format!("0/{seq}"),
             commit_ms,
             op: "insert".into(),
+            read_ms: None,
         }
     }
 
@@ -581,6 +600,26 @@ mod tests {
         assert!(c.lost.iter().all(|l| l.lag.is_none()));
         let c = &judge(&truth(), &[], &names, false).consumers[0];
         assert_eq!(c.verdict, Verdict::Unknown);
+    }
+
+    #[test]
+    fn with_read_times_the_lag_is_measured_on_them_not_on_whole_second_commit_times() {
+        // MariaDB's binlog: both commits in the same second, read 35 ms apart.
+        let truth = vec![
+            LogTruthRow {
+                read_ms: Some(5010),
+                ..insert(0, "2", 5000)
+            },
+            LogTruthRow {
+                read_ms: Some(5045),
+                ..insert(1, "1", 5000)
+            },
+        ];
+        let names = ["r".to_string()];
+        let c = &judge(&truth, &delivered("r", &["2"]), &names, false).consumers[0];
+        assert_eq!(c.lost.len(), 1);
+        let lag = c.lost[0].lag.as_ref().unwrap();
+        assert_eq!((lag.lag_ms, lag.after.as_str()), (35, "2"));
     }
 
     #[test]

@@ -117,7 +117,7 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
     let conn = load::open(&args.db).map_err(|e| e.to_string())?;
     let run_id = load::pick_run(&conn, &args.db, args.run).map_err(|e| e.to_string())?;
     let run = rundb::read::run(&conn, run_id).map_err(|e| e.to_string())?;
-    if let Some(run) = run.filter(|r| r.target == consumers::TARGET) {
+    if let Some(run) = run.filter(|r| consumers::is_log_run(&r.target)) {
         return run_log(args, &conn, &run);
     }
     if args.expect_all {
@@ -231,16 +231,21 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// A run of `experiment judge --backend postgres`: each consumer judged
-/// against the truth of PostgreSQL's log (docs/log-truth.md).
+/// A run of `experiment judge --backend postgres` (or `mariadb`): each
+/// consumer judged against the truth of the database's log (docs/log-truth.md).
 fn run_log(
     args: &AnalyzeArgs,
     conn: &rusqlite::Connection,
     run: &rundb::RunRow,
 ) -> Result<(), String> {
+    let log = if run.target == consumers::TARGET_MARIADB {
+        "MariaDB's binary log"
+    } else {
+        "PostgreSQL's log"
+    };
     if !args.delivered.is_empty() {
         return Err(format!(
-            "run {} was judged against PostgreSQL's log: its consumers are those it recorded \
+            "run {} was judged against {log}: its consumers are those it recorded \
              (experiment judge --delivered), not --delivered here",
             run.id
         ));
@@ -261,7 +266,7 @@ fn run_log(
     let judged = consumers::judge(&truth, &lines, &names, expect_all);
     let table = config["table"].as_str().unwrap_or("?");
     let title = format!(
-        "run {}: consumers of {table} judged against PostgreSQL's log ({} rows committed)",
+        "run {}: consumers of {table} judged against {log} ({} rows committed)",
         run.id, judged.committed
     );
     if let Some(path) = &args.html {

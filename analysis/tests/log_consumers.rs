@@ -41,6 +41,7 @@ fn write_run(path: &std::path::Path) {
             commit_lsn: format!("0/{seq}"),
             commit_ms: *ms,
             op: "insert".into(),
+            read_ms: None,
         })
         .collect();
     write::insert_log_truth(&conn, run_id, &truth).unwrap();

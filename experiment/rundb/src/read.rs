@@ -423,10 +423,16 @@ pub fn log_truth(conn: &Connection, run_id: i64) -> Result<Vec<LogTruthRow>, Err
     if !has_table(conn, "log_truth")? {
         return Ok(Vec::new());
     }
-    conn.prepare(
-        "SELECT seq, key, xid, commit_lsn, commit_ms, op FROM log_truth WHERE run_id = ?1 \
-         ORDER BY seq",
-    )
+    // A file written before `read_ms` existed has none.
+    let read_ms = if has_column(conn, "log_truth", "read_ms")? {
+        "read_ms"
+    } else {
+        "NULL"
+    };
+    conn.prepare(&format!(
+        "SELECT seq, key, xid, commit_lsn, commit_ms, op, {read_ms} FROM log_truth \
+         WHERE run_id = ?1 ORDER BY seq"
+    ))
     .and_then(|mut st| {
         st.query_map([run_id], |r| {
             Ok(LogTruthRow {
@@ -436,6 +442,7 @@ pub fn log_truth(conn: &Connection, run_id: i64) -> Result<Vec<LogTruthRow>, Err
                 commit_lsn: r.get(3)?,
                 commit_ms: r.get(4)?,
                 op: r.get(5)?,
+                read_ms: r.get(6)?,
             })
         })?
         .collect()

@@ -250,6 +250,10 @@ pub struct LogTruthRow {
     pub commit_ms: i64,
     /// `insert` or `delete`.
     pub op: String,
+    /// When the harness read its commit from the log, ms since the epoch:
+    /// set where the log's commit time is in whole seconds (MariaDB's
+    /// binlog), `None` for PostgreSQL's.
+    pub read_ms: Option<i64>,
 }
 
 /// A row of `log_deliveries` ([`crate::schema::LOG_DELIVERIES`]): one line

@@ -219,6 +219,11 @@ pub const TRUTH_AUTHORS: &str = "CREATE TABLE IF NOT EXISTS truth_authors (
 /// time of its COMMIT, and `op` (`insert` or `delete`). A rolled-back
 /// transaction is never in the log. Created by the first such run, so that
 /// other runs' files keep the tables of [`CREATE`].
+///
+/// `read_ms` (NULL unless set; added by `judge --backend mariadb`, and to a
+/// file written before it existed): when the harness read the row's commit
+/// from the log, for a log whose commit times are in whole seconds (MariaDB's
+/// binlog); the consumers' lags are then measured on it.
 pub const LOG_TRUTH: &str = "CREATE TABLE IF NOT EXISTS log_truth (
     run_id          INTEGER NOT NULL REFERENCES runs(id),
     seq             INTEGER NOT NULL,
@@ -227,6 +232,7 @@ pub const LOG_TRUTH: &str = "CREATE TABLE IF NOT EXISTS log_truth (
     commit_lsn      TEXT NOT NULL,
     commit_ms       INTEGER NOT NULL,
     op              TEXT NOT NULL,
+    read_ms         INTEGER,
     PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;";
 

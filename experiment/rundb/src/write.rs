@@ -680,13 +680,17 @@ pub fn insert_cursor_flags(
 /// --backend postgres`), creating `log_truth` if needed; a row already there
 /// (the same `seq`) is replaced.
 pub fn insert_log_truth(conn: &Connection, run_id: i64, rows: &[LogTruthRow]) -> Result<(), Error> {
-    conn.execute_batch(LOG_TRUTH).map_err(write_error)?;
-    let mut st = conn
-        .prepare_cached(
-            "INSERT OR REPLACE INTO log_truth (run_id, seq, key, xid, commit_lsn, commit_ms, op) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )
-        .map_err(write_error)?;
+    let sql = "INSERT OR REPLACE INTO log_truth (run_id, seq, key, xid, commit_lsn, commit_ms, op, \
+               read_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+    if conn.prepare_cached(sql).is_err() {
+        conn.execute_batch(LOG_TRUTH).map_err(write_error)?;
+        // A file whose log_truth was made before read_ms existed.
+        if !crate::read::has_column(conn, "log_truth", "read_ms")? {
+            conn.execute_batch("ALTER TABLE log_truth ADD COLUMN read_ms INTEGER")
+                .map_err(write_error)?;
+        }
+    }
+    let mut st = conn.prepare_cached(sql).map_err(write_error)?;
     for r in rows {
         st.execute(params![
             run_id,
@@ -695,7 +699,8 @@ pub fn insert_log_truth(conn: &Connection, run_id: i64, rows: &[LogTruthRow]) ->
             r.xid,
             r.commit_lsn,
             r.commit_ms,
-            r.op
+            r.op,
+            r.read_ms
         ])
         .map_err(write_error)?;
     }

@@ -421,6 +421,7 @@ fn the_log_truth_and_deliveries_read_back_and_an_older_file_has_none() {
             commit_lsn: "0/16B3748".into(),
             commit_ms: 100,
             op: "insert".into(),
+            read_ms: Some(100_250),
         },
         rundb::LogTruthRow {
             seq: 0,
@@ -429,6 +430,7 @@ fn the_log_truth_and_deliveries_read_back_and_an_older_file_has_none() {
             commit_lsn: "0/16B3000".into(),
             commit_ms: 90,
             op: "delete".into(),
+            read_ms: None,
         },
     ];
     write::insert_log_truth(&conn, run_id, &truth).unwrap();
@@ -455,4 +457,48 @@ fn the_log_truth_and_deliveries_read_back_and_an_older_file_has_none() {
     let mut by_line = deliveries.clone();
     by_line.sort_by_key(|d| d.line);
     assert_eq!(read::log_deliveries(&conn, run_id).unwrap(), by_line);
+}
+
+#[test]
+fn a_log_truth_made_before_read_ms_reads_without_it_and_gains_it_on_the_next_write() {
+    let dir = testkit::temp_dir("log-truth-old");
+    let path = dir.join("run.db");
+    let conn = write::open(&path, "--db").unwrap();
+    let run = RunRow {
+        target: "postgres-log".into(),
+        clock: "real".into(),
+        layout: "key".into(),
+        config: "{}".into(),
+        version: rundb::VERSION.into(),
+        ..RunRow::default()
+    };
+    let (run_id, _) = write::add_run(&conn, &run, &[]).unwrap();
+    // The table as the first postgres judge made it, with a row.
+    conn.execute_batch(
+        "CREATE TABLE log_truth (run_id INTEGER NOT NULL REFERENCES runs(id), seq INTEGER NOT NULL, \
+         key TEXT NOT NULL, xid INTEGER NOT NULL, commit_lsn TEXT NOT NULL, commit_ms INTEGER NOT NULL, \
+         op TEXT NOT NULL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID;",
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO log_truth VALUES (?1, 0, '1', 7, '0/1', 10, 'insert')",
+        [run_id],
+    )
+    .unwrap();
+    let old = read::log_truth(&conn, run_id).unwrap();
+    assert_eq!(old.len(), 1);
+    assert_eq!(old[0].read_ms, None);
+    let row = rundb::LogTruthRow {
+        seq: 1,
+        key: "2".into(),
+        xid: 8,
+        commit_lsn: "binlog.000001:900".into(),
+        commit_ms: 2000,
+        op: "insert".into(),
+        read_ms: Some(2345),
+    };
+    write::insert_log_truth(&conn, run_id, std::slice::from_ref(&row)).unwrap();
+    let both = read::log_truth(&conn, run_id).unwrap();
+    assert_eq!(both.len(), 2);
+    assert_eq!((both[0].read_ms, &both[1]), (None, &row));
 }

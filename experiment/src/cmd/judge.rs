@@ -7,9 +7,9 @@
 //! client it saw. Exit status: 0 when every client is valid, 1 when any lost
 //! a status, 2 on bad input (docs/judging.md).
 //!
-//! With `--backend postgres --table T`, the command is an application with
-//! its own writers and consumers, judged against PostgreSQL's own log
-//! ([`log`], docs/log-truth.md).
+//! With `--backend postgres --table T` (or `--backend mariadb`), the command
+//! is an application with its own writers and consumers, judged against
+//! PostgreSQL's own log (MariaDB's binary log) ([`log`], docs/log-truth.md).
 
 pub mod log;
 
@@ -40,22 +40,23 @@ pub struct JudgeArgs {
     /// without it, the judge waits for the command to exit.
     #[arg(long, value_parser = since_id::time::parse_duration_ms)]
     pub duration: Option<u64>,
-    /// `--backend postgres`: the table whose committed rows are the truth
-    /// (`T` is `public.T`; `SCHEMA.T` names the schema); COMMAND may create it.
+    /// `--backend postgres|mariadb`: the table whose committed rows are the
+    /// truth (`T` is `public.T`, on MariaDB `app.T`; `SCHEMA.T` names the
+    /// schema or database); COMMAND may create it.
     #[arg(long, value_name = "T")]
     pub table: Option<String>,
-    /// `--backend postgres`: the table's key column (default `id`).
+    /// `--backend postgres|mariadb`: the table's key column (default `id`).
     #[arg(long, value_name = "COLUMN")]
     pub key: Option<String>,
-    /// `--backend postgres`: a consumer's delivered keys, one a line (CSV's
+    /// `--backend postgres|mariadb`: a consumer's delivered keys, one a line (CSV's
     /// first field, or JSON lines with "key" or "id"), read as the file grows. Repeatable.
     #[arg(long = "delivered", value_name = "NAME=FILE")]
     pub delivered: Vec<String>,
-    /// `--backend postgres`: how long consumers have to catch up after
+    /// `--backend postgres|mariadb`: how long consumers have to catch up after
     /// COMMAND ends (default 10s).
     #[arg(long, value_parser = since_id::time::parse_duration_ms)]
     pub drain: Option<u64>,
-    /// `--backend postgres`: every committed row is owed to every consumer,
+    /// `--backend postgres|mariadb`: every committed row is owed to every consumer,
     /// not only those below the highest key it delivered.
     #[arg(long)]
     pub expect_all: bool,
@@ -75,8 +76,11 @@ pub struct Judgement {
 
 /// Runs the judge; `Ok` carries the verdicts, `Err` is bad input (exit 2).
 pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
-    if args.serve.listen.backend == Backend::Postgres {
-        return judge_postgres(args);
+    if matches!(
+        args.serve.listen.backend,
+        Backend::Postgres | Backend::MariaDb
+    ) {
+        return judge_database(args);
     }
     let log_flags = [
         (args.table.is_some(), "--table"),
@@ -88,7 +92,8 @@ pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
     ];
     if let Some((_, flag)) = log_flags.iter().find(|(given, _)| *given) {
         return Err(format!(
-            "{flag} applies to --backend postgres (a table judged against PostgreSQL's log)"
+            "{flag} applies to --backend postgres or mariadb (a table judged against the \
+             database's log)"
         ));
     }
     let mut serve = args.serve;
@@ -164,18 +169,38 @@ pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
     verdicts(&args.db, status)
 }
 
-/// `--backend postgres`: the command's table judged against the log.
-fn judge_postgres(args: JudgeArgs) -> Result<Judgement, String> {
-    args.serve.simulator.refuse_on("postgres")?;
+/// `--backend postgres` or `mariadb`: the command's table judged against
+/// the database's log.
+fn judge_database(args: JudgeArgs) -> Result<Judgement, String> {
+    let mariadb = args.serve.listen.backend == Backend::MariaDb;
+    let (backend, log) = if mariadb {
+        ("mariadb", "MariaDB's binary log")
+    } else {
+        ("postgres", "PostgreSQL's log")
+    };
+    args.serve.simulator.refuse_on(backend)?;
     if args.serve.listen.record.is_some() || !args.serve.listen.clients.is_empty() {
+        return Err(format!(
+            "--record and --client are serve's: the judge on --backend {backend} records to --db"
+        ));
+    }
+    if mariadb && args.slot.is_some() {
         return Err(
-            "--record and --client are serve's: the judge on --backend postgres records to --db"
-                .into(),
+            "--slot names PostgreSQL's replication slot: MariaDB's binary log has none".into(),
         );
     }
-    let table = args.table.ok_or(
-        "--backend postgres judges a table against PostgreSQL's log: give --table T (docs/log-truth.md)",
-    )?;
+    let table = args.table.ok_or_else(|| {
+        format!(
+            "--backend {backend} judges a table against {log}: give --table T (docs/log-truth.md)"
+        )
+    })?;
+    let source = if mariadb {
+        log::Source::MariaDb
+    } else {
+        log::Source::Postgres {
+            slot: args.slot.unwrap_or_else(|| log::DEFAULT_SLOT.into()),
+        }
+    };
     log::judge_log(log::LogArgs {
         db: args.db,
         table,
@@ -184,7 +209,7 @@ fn judge_postgres(args: JudgeArgs) -> Result<Judgement, String> {
         duration_ms: args.duration,
         drain_ms: args.drain.unwrap_or(log::DEFAULT_DRAIN_MS),
         expect_all: args.expect_all,
-        slot: args.slot.unwrap_or_else(|| log::DEFAULT_SLOT.into()),
+        source,
         command: args.command,
         grace: GRACE,
     })

@@ -270,6 +270,7 @@ impl Decoder {
                             commit_lsn: lsn.to_string(),
                             commit_ms: at_ms,
                             op: op.into(),
+                            read_ms: None,
                         }
                     })
                     .collect();

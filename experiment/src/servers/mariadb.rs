@@ -111,6 +111,12 @@ pub struct Server {
 impl Server {
     /// Makes and starts a server; it accepts connections on return.
     pub fn start(lock_mode: LockMode) -> Result<Server, String> {
+        Server::start_with(lock_mode, &[])
+    }
+
+    /// [`Server::start`] with more of `mariadbd`'s options (`--name=value`),
+    /// such as the binary log's for `judge --backend mariadb`.
+    pub fn start_with(lock_mode: LockMode, options: &[&str]) -> Result<Server, String> {
         let bin = find_binaries()?;
         sweep_stale();
         let dir = super::make_dir(PREFIX, "server")?;
@@ -157,6 +163,7 @@ impl Server {
             // Small, since several servers may run at once (parallel tests).
             .arg("--innodb-buffer-pool-size=64M")
             .arg("--max-connections=100")
+            .args(options)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());

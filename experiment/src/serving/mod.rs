@@ -34,7 +34,8 @@ pub struct ListenArgs {
     /// What serves the timeline: `simulator`, `postgres` (a throwaway
     /// PostgreSQL cluster loaded by writers, served in the Mastodon dialect),
     /// or `misskey-ftt` (Misskey's Fanout Timeline on a throwaway Redis and
-    /// PostgreSQL, served in the Misskey dialect).
+    /// PostgreSQL, served in the Misskey dialect); `judge` also takes
+    /// `mariadb` (a table judged against MariaDB's binary log).
     #[arg(long, default_value = "simulator", value_parser = |s: &str| s.parse::<Backend>())]
     pub backend: Backend,
     /// Print nothing on standard output (`experiment judge`, whose output is
@@ -91,6 +92,9 @@ pub enum Backend {
     /// Misskey's Fanout Timeline: a throwaway Redis and PostgreSQL loaded by
     /// note creators, served in the Misskey dialect (docs/misskey-ftt.md).
     MisskeyFtt,
+    /// `judge` only: a table judged against a throwaway MariaDB's binary
+    /// log (docs/log-truth.md); nothing is served.
+    MariaDb,
 }
 
 impl std::str::FromStr for Backend {
@@ -101,8 +105,10 @@ impl std::str::FromStr for Backend {
             "simulator" => Ok(Backend::Simulator),
             "postgres" => Ok(Backend::Postgres),
             "misskey-ftt" => Ok(Backend::MisskeyFtt),
+            "mariadb" => Ok(Backend::MariaDb),
             _ => Err(format!(
-                "unknown backend '{s}': expected simulator, postgres or misskey-ftt"
+                "unknown backend '{s}': expected simulator, postgres or misskey-ftt \
+                 (or, for judge, mariadb)"
             )),
         }
     }

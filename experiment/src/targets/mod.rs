@@ -268,6 +268,10 @@ pub async fn serve(
             simulator.refuse_on("misskey-ftt")?;
             misskey_ftt::serve::serve(listen, names, shutdown).await
         }
+        Backend::MariaDb => Err("serve has no mariadb backend: `experiment judge --backend \
+             mariadb --table T -- COMMAND` judges a table against MariaDB's binary log \
+             (docs/log-truth.md)"
+            .into()),
     }
 }
 

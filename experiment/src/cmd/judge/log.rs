@@ -1,33 +1,44 @@
-//! `experiment judge --backend postgres --table T [--key COL] [--delivered
-//! NAME=FILE]... [--duration D] [--drain D] -- COMMAND`: judges any
-//! application's consumers against PostgreSQL's own log (docs/log-truth.md).
+//! `experiment judge --backend postgres|mariadb --table T [--key COL]
+//! [--delivered NAME=FILE]... [--duration D] [--drain D] -- COMMAND`: judges
+//! any application's consumers against the database's own log
+//! (docs/log-truth.md). One skeleton, two log sources:
 //!
-//! A throwaway cluster with `wal_level = logical` is started and a logical
-//! slot made on it (`test_decoding`) before COMMAND starts, with
-//! `DATABASE_URL`, `PGHOST`, `PGPORT`, `PGUSER` and `PGDATABASE` in its
-//! environment (and the server's binaries, `psql` among them, at the end of
-//! its `PATH`). While it runs, the slot is drained every [`PERIOD`] into
+//! - [`postgres`]: a throwaway cluster with `wal_level = logical` and a
+//!   logical slot (`test_decoding`) made before COMMAND starts, drained every
+//!   [`PERIOD`];
+//! - [`mariadb`]: a throwaway MariaDB with its binary log in ROW format, read
+//!   as a replica reads it while it grows.
+//!
+//! The skeleton, the same for both: the source is opened (its server
+//! started, its reader ready) before COMMAND starts with the source's
+//! environment (`DATABASE_URL` and the client's own variables); while it
+//! runs, the source's reader puts the judged table's committed rows into
 //! run.db's `log_truth`, and each delivered file is read as it grows into
 //! `log_deliveries`. When COMMAND exits (or at `--duration`: SIGINT, then
 //! SIGTERM, then SIGKILL), `--drain` gives the consumers time to catch up;
-//! then the files and the slot are read a last time, the slot is dropped
-//! and the cluster stopped, on every way out (an error, Ctrl-C), and each
-//! consumer is judged (`analysis::consumers`).
+//! then the files and the log are read a last time and the server stopped,
+//! on every way out (an error, Ctrl-C), and each consumer is judged
+//! (`analysis::consumers`).
+
+mod mariadb;
+mod postgres;
 
 use crate::clock::now_ms;
-use crate::logtruth::decode::{Counts, Decoder, parse_table};
-use crate::logtruth::slot::{Slot, check_name};
+use crate::logtruth::decode::Counts;
 use crate::logtruth::tail::Tail;
 use crate::record::{RecordSender, Recorder, RunRow};
-use crate::servers::postgres::{Cluster, connect};
 use crate::session::Shutdown;
+use std::ffi::OsString;
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::process::{Command, ExitStatus};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-/// How often the slot is drained and the delivered files are read: a
-/// delivery's time is known to within this.
+/// How often the slot is drained (and the binlog's rows handed to the
+/// recorder) and the delivered files are read: a delivery's time is known
+/// to within this.
 pub const PERIOD: Duration = Duration::from_millis(200);
 
 /// `--drain`'s default: how long consumers have to catch up after COMMAND ends.
@@ -36,10 +47,15 @@ pub const DEFAULT_DRAIN_MS: u64 = 10_000;
 /// The slot's name unless `--slot` gives one.
 pub const DEFAULT_SLOT: &str = "snowleak";
 
-/// The run's `runs.target`.
-pub const TARGET: &str = analysis::consumers::TARGET;
+/// The log the truth is read from.
+pub enum Source {
+    /// PostgreSQL's logical decoding, through the slot of this name.
+    Postgres { slot: String },
+    /// MariaDB's binary log.
+    MariaDb,
+}
 
-/// What the postgres judge is asked to do (checked by [`judge_log`]).
+/// What the log judge is asked to do (checked by [`judge_log`]).
 pub struct LogArgs {
     pub db: PathBuf,
     pub table: String,
@@ -48,9 +64,41 @@ pub struct LogArgs {
     pub duration_ms: Option<u64>,
     pub drain_ms: u64,
     pub expect_all: bool,
-    pub slot: String,
+    pub source: Source,
     pub command: Vec<String>,
     pub grace: Duration,
+}
+
+/// What a source's reader is given once the run is recorded.
+struct ReaderCtx {
+    sender: RecordSender,
+    /// Changes to `true` when the run ends: read the log to its end, then stop.
+    stop: tokio::sync::watch::Receiver<bool>,
+    /// A failure is reported here at once (the run stops).
+    events: Sender<Event>,
+}
+
+type ReaderFuture = Pin<Box<dyn Future<Output = Result<Counts, String>> + Send>>;
+
+/// A log source opened before COMMAND starts.
+struct Opened {
+    /// Kept to the end, after the reader is done: dropping it stops the
+    /// server and removes it.
+    server: Box<dyn Send>,
+    /// COMMAND's environment: the connection to the server.
+    env: Vec<(&'static str, OsString)>,
+    /// The judged table as messages name it (`schema.table`).
+    table: String,
+    /// "PostgreSQL's log", "MariaDB's binary log".
+    log: &'static str,
+    /// The run's `runs.target`.
+    target: &'static str,
+    /// What `runs.config` holds beyond the common flags.
+    config: Vec<(&'static str, serde_json::Value)>,
+    /// `runs.page_limit`: the most rows a read of the log takes at once.
+    batch: i64,
+    /// Reads the log into the truth until told to stop, then to its end.
+    reader: Box<dyn FnOnce(ReaderCtx) -> ReaderFuture + Send>,
 }
 
 /// What the judge's threads and tasks report to it.
@@ -91,53 +139,50 @@ fn parse_delivered(specs: &[String]) -> Result<Vec<(String, PathBuf)>, String> {
 /// Runs the command against a throwaway PostgreSQL and judges its consumers;
 /// `Err` is bad input (exit 2), with nothing left behind.
 pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
-    let (schema, table) = parse_table(&args.table)?;
     let delivered = parse_delivered(&args.delivered)?;
-    check_name(&args.slot)?;
     if args.key.is_empty() {
         return Err("--key names the key column: it cannot be empty".into());
+    }
+    // The table's name and the slot's are checked before anything starts.
+    match &args.source {
+        Source::Postgres { slot } => postgres::check(&args.table, slot)?,
+        Source::MariaDb => mariadb::check(&args.table)?,
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    // Ctrl-C and SIGTERM end the run cleanly from here on (the cluster and
-    // the slot go with it); a second one exits at once.
+    // Ctrl-C and SIGTERM end the run cleanly from here on (the server, and
+    // the slot, go with it); a second one exits at once.
     let shutdown = {
         let _inside = runtime.enter();
         Shutdown::install("stopping the command, then the last read of the log")
     };
-    let cluster = Cluster::start_with(&[
-        ("wal_level", "logical"),
-        ("max_replication_slots", "4"),
-        ("max_wal_senders", "4"),
-    ])?;
-    let mut config = cluster.config();
-    // Commit times in the log are written in the session's time zone: UTC.
-    config.options("-c TimeZone=UTC");
-    let slot = runtime.block_on(async {
-        let client = connect(&config).await?;
-        Slot::create(client, &args.slot).await
-    })?;
-    let stored = serde_json::json!({
-        "table": format!("{schema}.{table}"),
+    let opened = match &args.source {
+        Source::Postgres { slot } => postgres::open(&runtime, &args.table, &args.key, slot)?,
+        Source::MariaDb => mariadb::open(&runtime, &args.table, &args.key)?,
+    };
+    let mut stored = serde_json::json!({
+        "table": opened.table,
         "key": args.key,
         "delivered": delivered.iter().map(|(n, f)| serde_json::json!({"name": n, "file": f})).collect::<Vec<_>>(),
         "expect_all": args.expect_all,
-        "slot": args.slot,
         "command": args.command,
         "duration_ms": args.duration_ms,
         "drain_ms": args.drain_ms,
         "period_ms": PERIOD.as_millis() as i64,
     });
+    for (name, value) in &opened.config {
+        stored[*name] = value.clone();
+    }
     let run = RunRow {
         started_at_ms: now_ms(),
-        target: TARGET.into(),
+        target: opened.target.into(),
         clock: "real".into(),
         layout: "key".into(),
         interval_ms: PERIOD.as_millis() as i64,
-        page_limit: crate::logtruth::slot::BATCH as i64,
+        page_limit: opened.batch,
         config: stored.to_string(),
         version: rundb::VERSION.into(),
         ..RunRow::default()
@@ -151,14 +196,19 @@ pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
 
     let (events, received) = mpsc::channel::<Event>();
     let (stop_drain, drain_stopped) = tokio::sync::watch::channel(false);
-    let decoder = Decoder::new(&schema, &table, &args.key);
-    let drain = runtime.spawn(drain_slot(
-        slot,
-        decoder,
-        sender.clone(),
-        drain_stopped,
-        events.clone(),
-    ));
+    let Opened {
+        server,
+        env,
+        table,
+        log,
+        reader,
+        ..
+    } = opened;
+    let drain = runtime.spawn(reader(ReaderCtx {
+        sender: sender.clone(),
+        stop: drain_stopped,
+        events: events.clone(),
+    }));
     let tails: Vec<_> = delivered
         .iter()
         .map(|(name, path)| {
@@ -180,12 +230,12 @@ pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
     }
 
     eprintln!(
-        "judging `{}` against PostgreSQL's log of {schema}.{table} (key {}), recording to {}",
+        "judging `{}` against {log} of {table} (key {}), recording to {}",
         args.command.join(" "),
         args.key,
         args.db.display()
     );
-    let (end, status, failure) = run_command(&args, &cluster, &events, &received);
+    let (end, status, failure) = run_command(&args, &env, &events, &received);
     drop(events);
     let mut failure = failure;
     // The consumers catch up, unless the run is already over (or the
@@ -208,7 +258,7 @@ pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
             }
         }
     }
-    // The last reads: the files, then the slot (dropped after it).
+    // The last reads: the files, then the log (the slot dropped after it).
     for (stop, thread) in tails {
         let _ = stop.send(());
         if let Ok(Err(m)) = thread.join() {
@@ -221,7 +271,7 @@ pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
         .map_err(|e| format!("the log's reader failed: {e}"))
         .and_then(|r| r);
     drop(sender);
-    drop(cluster);
+    drop(server);
     let counts = match counts {
         Ok(c) => Some(c),
         Err(m) => {
@@ -243,7 +293,7 @@ pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
     finished?;
     let counts = counts.unwrap_or_default();
     let status = status?;
-    verdicts(&args, run_id, &schema, &table, &delivered, &counts, status)
+    verdicts(&args, run_id, &table, &delivered, &counts, status)
 }
 
 /// Starts the command and waits for it to exit, for `--duration`, a
@@ -251,26 +301,14 @@ pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
 /// its exit status (`Err`: it could not run), and a failure if one came.
 fn run_command(
     args: &LogArgs,
-    cluster: &Cluster,
+    env: &[(&'static str, OsString)],
     events: &Sender<Event>,
     received: &Receiver<Event>,
 ) -> (End, Result<ExitStatus, String>, Option<String>) {
     let program = &args.command[0];
-    let mut path = std::env::var_os("PATH").unwrap_or_default();
-    path.push(":");
-    path.push(cluster.bin_dir());
-    let host = cluster.dir().display().to_string();
     let child = Command::new(program)
         .args(&args.command[1..])
-        .env(
-            "DATABASE_URL",
-            format!("postgresql://postgres@/postgres?host={host}&port=5432"),
-        )
-        .env("PGHOST", &host)
-        .env("PGPORT", "5432")
-        .env("PGUSER", "postgres")
-        .env("PGDATABASE", "postgres")
-        .env("PATH", path)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .spawn();
     let mut child = match child {
         Ok(c) => c,
@@ -348,51 +386,6 @@ impl Event {
     }
 }
 
-/// Drains the slot every [`PERIOD`] until told to stop, then a last time,
-/// and drops it. A failure is reported at once (the run stops), and the
-/// slot is dropped all the same.
-async fn drain_slot(
-    slot: Slot,
-    mut decoder: Decoder,
-    sender: RecordSender,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-    events: Sender<Event>,
-) -> Result<Counts, String> {
-    let result = loop {
-        let stopping = tokio::select! {
-            _ = tokio::time::sleep(PERIOD) => false,
-            _ = stop.changed() => true,
-        };
-        let drained = drain_all(&slot, &mut decoder, &sender).await;
-        if let Err(m) = &drained {
-            let _ = events.send(Event::Failed(m.clone()));
-        }
-        if stopping || drained.is_err() {
-            break drained;
-        }
-    };
-    let dropped = slot.drop_slot().await;
-    result.and(dropped).map(|()| decoder.counts.clone())
-}
-
-/// Takes batches from the slot until one is not full, recording each.
-async fn drain_all(
-    slot: &Slot,
-    decoder: &mut Decoder,
-    sender: &RecordSender,
-) -> Result<(), String> {
-    loop {
-        let (rows, full) = slot.drain_batch(decoder).await?;
-        if !rows.is_empty() {
-            // The recorder's queue is bounded: a full queue waits here.
-            tokio::task::block_in_place(|| sender.log_truth(rows));
-        }
-        if !full {
-            return Ok(());
-        }
-    }
-}
-
 /// Reads a delivered file every [`PERIOD`] until told to stop, then to its
 /// end; a failure is reported at once.
 fn tail_file(
@@ -429,7 +422,6 @@ fn tail_file(
 fn verdicts(
     args: &LogArgs,
     run_id: i64,
-    schema: &str,
     table: &str,
     delivered: &[(String, PathBuf)],
     counts: &Counts,
@@ -441,7 +433,7 @@ fn verdicts(
     };
     if counts.inserts == 0 {
         return Err(format!(
-            "the command ({exited}) committed no row to {schema}.{table} (the log holds {} \
+            "the command ({exited}) committed no row to {table} (the log holds {} \
              transactions): nothing to judge; check --table",
             counts.transactions
         ));
@@ -453,7 +445,7 @@ fn verdicts(
     let names: Vec<String> = delivered.iter().map(|(n, _)| n.clone()).collect();
     let judged = analysis::consumers::judge(&truth, &lines, &names, args.expect_all);
     let mut out = vec![format!(
-        "judged run {run_id} of {} (the command {exited}): {} rows of {schema}.{table} committed \
+        "judged run {run_id} of {} (the command {exited}): {} rows of {table} committed \
          in {} transactions ({} deleted{})",
         args.db.display(),
         judged.committed,

@@ -20,8 +20,8 @@ pub const MAX_LINE: usize = 64 * 1024;
 /// whatever the consumer writes: the rest is the next read's.
 pub const MAX_READ: usize = 4 * 1024 * 1024;
 
-/// `NAME=FILE` of `--delivered`, names unique (`experiment watch`'s; the
-/// judge's is its own copy until the two commands share it).
+/// `NAME=FILE` of `--delivered`, names unique (`experiment judge`'s and
+/// `experiment watch`'s).
 pub fn parse_delivered(specs: &[String]) -> Result<Vec<(String, PathBuf)>, String> {
     let mut out: Vec<(String, PathBuf)> = Vec::new();
     for spec in specs {

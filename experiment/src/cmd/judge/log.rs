@@ -25,7 +25,7 @@ mod postgres;
 
 use crate::clock::now_ms;
 use crate::logtruth::decode::Counts;
-use crate::logtruth::tail::Tail;
+use crate::logtruth::tail::{Tail, parse_delivered};
 use crate::record::{RecordSender, Recorder, RunRow};
 use crate::session::Shutdown;
 use std::ffi::OsString;
@@ -116,24 +116,6 @@ enum End {
     Duration,
     Interrupted,
     Failed,
-}
-
-/// `NAME=FILE` of `--delivered`, names unique.
-fn parse_delivered(specs: &[String]) -> Result<Vec<(String, PathBuf)>, String> {
-    let mut out: Vec<(String, PathBuf)> = Vec::new();
-    for spec in specs {
-        let (name, file) = spec
-            .split_once('=')
-            .filter(|(n, f)| !n.is_empty() && !f.is_empty())
-            .ok_or_else(|| {
-                format!("bad --delivered '{spec}': expected NAME=FILE, such as relay=out.csv")
-            })?;
-        if out.iter().any(|(n, _)| n == name) {
-            return Err(format!("--delivered {name}: two consumers have that name"));
-        }
-        out.push((name.to_string(), file.into()));
-    }
-    Ok(out)
 }
 
 /// Runs the command against a throwaway PostgreSQL and judges its consumers;

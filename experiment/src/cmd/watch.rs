@@ -1,66 +1,75 @@
-//! `experiment watch --target postgres:URL --table T [--key COL] --slot NAME
-//! [--create-slot] [--delivered NAME=FILE]... [--duration D] [--db FILE]`:
-//! records the truth of the user's own PostgreSQL while their own system
-//! runs (docs/log-truth.md, "Your own database").
+//! `experiment watch --target postgres:URL|mariadb:URL --table T [--key COL]
+//! [--delivered NAME=FILE]... [--expect-all] [--duration D] [--db FILE]`:
+//! records the truth of the user's own database while their own system
+//! runs (docs/log-truth.md, "Your own database"). One skeleton, two log
+//! sources:
 //!
-//! The session is read-only (`SET SESSION CHARACTERISTICS AS TRANSACTION
-//! READ ONLY`): nothing of the user's is written. The truth comes from a
-//! logical slot of `test_decoding`: one the user made (`--slot NAME`,
-//! checked: it exists, is of that plugin on this database and no other
-//! consumer holds it; what it held from before is skipped), or, with
-//! `--create-slot`, one made here and dropped at the end; a slot watch did
-//! not make is never dropped. Each delivered file is read from its end as
-//! watch starts. Every [`PERIOD`] the files are read and the slot drained
-//! into run.db's `log_truth` and `log_deliveries` (the tables and
-//! `runs.target` of `experiment judge --backend postgres`, so `analyze`
-//! reads a watch run as a judge run); at `--duration` or Ctrl-C the files
-//! are read to their end, the slot drained a last time, and each consumer
+//! - [`postgres`]: a logical slot of `test_decoding`, the user's
+//!   (`--slot NAME`) or one made here and dropped (`--create-slot`);
+//! - [`mariadb`]: the binary log, read as a replica reads it
+//!   (`--server-id N`) from where it ends as watch starts.
+//!
+//! The skeleton, the same for both: nothing of the user's is written (every
+//! session is read-only). Each delivered file is read from its end as watch
+//! starts, then the source is opened: a row committed after the source's
+//! start is delivered after the files' start. Every [`PERIOD`] the files
+//! are read, then the log up to where it ends at that moment, into run.db's
+//! `log_truth` and `log_deliveries` (the tables and `runs.target` of
+//! `experiment judge --backend postgres|mariadb`, so `analyze` reads a watch
+//! run as a judge run); at `--duration` or Ctrl-C the files are read to
+//! their end, the log a last time, the source released, and each consumer
 //! judged (`analysis::consumers`).
 
+mod mariadb;
+mod postgres;
+
 use crate::clock::now_ms;
-use crate::logtruth::decode::{Counts, Decoder, parse_table};
-use crate::logtruth::slot::{self, Slot, check_name};
+use crate::logtruth::decode::Counts;
 use crate::logtruth::tail::{Tail, parse_delivered};
 use crate::record::{RecordSender, Recorder, RunRow};
-use crate::servers::postgres::{connect, db_error};
 use crate::session::Shutdown;
-use crate::targets::postgres::own;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// How often the files are read and the slot drained: a delivery's time is
+/// How often the files are read and the log drained: a delivery's time is
 /// known to within this.
 pub const PERIOD: Duration = Duration::from_millis(200);
 
 /// How long connecting may take before the URL counts as not connecting.
 const CONNECT_TIMEOUT_MS: u64 = 10_000;
 
-/// Record the truth of your own PostgreSQL table from a logical slot while
-/// your system runs, and judge its consumers.
+/// Record the truth of your own PostgreSQL or MariaDB table from its log
+/// while your system runs, and judge its consumers.
 #[derive(clap::Args, Debug, Clone)]
 pub struct WatchArgs {
-    /// `postgres:URL` (postgresql://USER@HOST:PORT/DB, or ?host=/socket/dir):
-    /// your database. The password comes from PGPASSWORD or --token-file,
-    /// never the URL.
-    #[arg(long, value_name = "postgres:URL")]
+    /// `postgres:URL` (postgresql://USER@HOST:PORT/DB, or ?host=/socket/dir)
+    /// or `mariadb:URL` (mysql://USER@HOST:PORT/DB, or ?socket=/path): your
+    /// database. The password comes from PGPASSWORD or MYSQL_PWD, or
+    /// --token-file, never the URL.
+    #[arg(long, value_name = "postgres:URL|mariadb:URL")]
     pub target: String,
-    /// The password's file (else PGPASSWORD).
+    /// The password's file (else PGPASSWORD, or MYSQL_PWD for mariadb).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
-    /// The watched table (`T` is `public.T`; `SCHEMA.T` names the schema).
+    /// The watched table (postgres: `T` is `public.T`, `SCHEMA.T` names the
+    /// schema; mariadb: `T` is in the URL's database, `DB.T` names it).
     #[arg(long, value_name = "T")]
     pub table: String,
     /// Its key column: the value every consumer names.
     #[arg(long, value_name = "COLUMN", default_value = "id")]
     pub key: String,
-    /// The logical replication slot (of `test_decoding`) the truth is read
-    /// from: yours, or with --create-slot one watch makes and drops.
+    /// postgres: the logical replication slot (of `test_decoding`) the truth
+    /// is read from: yours, or with --create-slot one watch makes and drops.
     #[arg(long, value_name = "NAME")]
-    pub slot: String,
-    /// Make the slot (needs the REPLICATION attribute or superuser) and drop
-    /// it at the end.
+    pub slot: Option<String>,
+    /// postgres: make the slot (needs the REPLICATION attribute or
+    /// superuser) and drop it at the end.
     #[arg(long)]
     pub create_slot: bool,
+    /// mariadb: the server id watch's binlog reader registers with, unique
+    /// among the server's replicas (default 1734921553).
+    #[arg(long, value_name = "N")]
+    pub server_id: Option<u32>,
     /// A consumer's delivered keys, one a line (CSV's first field, or JSON
     /// lines with "key" or "id"), read from the file's end as it grows. Repeatable.
     #[arg(long = "delivered", value_name = "NAME=FILE")]
@@ -83,40 +92,104 @@ pub struct Watched {
     pub any_invalid: bool,
 }
 
-/// The slot read, and whether watch made it (then it drops it).
-struct Source {
-    slot: Slot,
-    made: bool,
+/// The database the URL names, its options checked.
+enum Target {
+    Postgres(postgres::Checked),
+    MariaDb(mariadb::Checked),
+}
+
+/// A log opened and read: the slot, or the binlog's dump.
+enum Source {
+    Postgres(postgres::Source),
+    MariaDb(mariadb::Source),
+}
+
+/// A source opened, with what the run records and says about it.
+struct Opened {
+    source: Source,
+    /// The watched table as messages name it (`schema.table`).
+    table: String,
+    /// The banner's words for where the truth comes from.
+    from: String,
+    /// The run's `runs.target`.
+    target: &'static str,
+    /// What `runs.config` holds beyond the common flags.
+    config: Vec<(&'static str, serde_json::Value)>,
+    /// `runs.page_limit`: the most rows a read of the log takes at once.
+    batch: i64,
+}
+
+impl Source {
+    /// Reads the log up to where it ends now, recording each batch.
+    async fn drain(&mut self, sender: &RecordSender) -> Result<(), String> {
+        match self {
+            Source::Postgres(s) => s.drain(sender).await,
+            Source::MariaDb(s) => s.drain(sender).await,
+        }
+    }
+
+    /// Lets go of the log: a slot watch made is dropped, a dump closed.
+    async fn release(self) -> Result<(), String> {
+        match self {
+            Source::Postgres(s) => s.release().await,
+            Source::MariaDb(s) => {
+                s.release().await;
+                Ok(())
+            }
+        }
+    }
+
+    fn counts(&self) -> &Counts {
+        match self {
+            Source::Postgres(s) => s.counts(),
+            Source::MariaDb(s) => s.counts(),
+        }
+    }
+}
+
+/// Which database `--target` names, with the flags only the other one has
+/// refused; everything checked before anything connects.
+fn check(args: &WatchArgs) -> Result<Target, String> {
+    if let Some(url) = args.target.strip_prefix("postgres:") {
+        if args.server_id.is_some() {
+            return Err("--server-id is MariaDB's (the binlog reader's id): postgres reads a \
+                        slot (--slot NAME)"
+                .into());
+        }
+        return postgres::check(url, args).map(Target::Postgres);
+    }
+    if let Some(url) = args.target.strip_prefix("mariadb:") {
+        if args.slot.is_some() || args.create_slot {
+            return Err(
+                "--slot and --create-slot are PostgreSQL's: mariadb reads the binary log \
+                 as a replica (--server-id N)"
+                    .into(),
+            );
+        }
+        return mariadb::check(url, args).map(Target::MariaDb);
+    }
+    Err(format!(
+        "bad --target '{}': watch reads PostgreSQL or MariaDB: \
+         postgres:postgresql://USER@HOST/DB or mariadb:mysql://USER@HOST/DB",
+        args.target
+    ))
 }
 
 /// Watches the table until `--duration` or a signal and judges its
 /// consumers; `Err` is bad input or a failure (exit 2), with a slot watch
 /// made dropped.
 pub fn watch_command(args: WatchArgs) -> Result<Watched, String> {
-    let url = args.target.strip_prefix("postgres:").ok_or_else(|| {
-        format!(
-            "bad --target '{}': watch reads PostgreSQL: postgres:postgresql://USER@HOST/DB",
-            args.target
-        )
-    })?;
-    let (schema, table) = parse_table(&args.table)?;
+    let target = check(&args)?;
     let delivered = parse_delivered(&args.delivered)?;
-    check_name(&args.slot)?;
     if args.key.is_empty() {
         return Err("--key names the key column: it cannot be empty".into());
     }
-    let config = own::config(url, args.token_file.as_deref(), CONNECT_TIMEOUT_MS)?;
     let runtime = crate::session::runtime()?;
     let shutdown = {
         let _inside = runtime.enter();
         Shutdown::install("the last read of the files and the log")
     };
-    let quoted = format!(
-        "{}.{}",
-        crate::targets::postgres::quote_ident(&schema),
-        crate::targets::postgres::quote_ident(&table)
-    );
-    // The files first, then the slot: a row committed after the slot's
+    // The files first, then the log: a row committed after the log's
     // start is delivered after the files' start.
     let mut tails = Vec::new();
     for (name, path) in &delivered {
@@ -124,67 +197,39 @@ pub fn watch_command(args: WatchArgs) -> Result<Watched, String> {
         tail.skip_existing()?;
         tails.push(tail);
     }
-    let source = runtime.block_on(async {
-        let client = connect(&config)
-            .await
-            .map_err(|e| format!("--target {url}: {e}"))?;
-        // Nothing of the user's is written; commit times in UTC, as the
-        // decoder reads them.
-        client
-            .batch_execute(
-                "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY; SET TimeZone = 'UTC'",
-            )
-            .await
-            .map_err(|e| db_error(&e))?;
-        let probe = format!(
-            "SELECT {} FROM {quoted} LIMIT 0",
-            crate::targets::postgres::quote_ident(&args.key)
-        );
-        client.query(&probe, &[]).await.map_err(|e| {
-            format!(
-                "table {schema}.{table}, key column {}: {}",
-                args.key,
-                db_error(&e)
-            )
-        })?;
-        if args.create_slot {
-            if slot::exists(&client, &args.slot).await? {
-                return Err(format!(
-                    "replication slot '{}' exists already: watch drops only a slot it made; \
-                     to read that one, leave out --create-slot",
-                    args.slot
-                ));
-            }
-            Ok(Source {
-                slot: Slot::create(client, &args.slot).await?,
-                made: true,
-            })
-        } else {
-            Ok(Source {
-                slot: Slot::open(client, &args.slot).await?,
-                made: false,
-            })
+    let opened = runtime.block_on(async {
+        match target {
+            Target::Postgres(t) => postgres::open(t, &args.key).await,
+            Target::MariaDb(t) => mariadb::open(t, &args.key).await,
         }
     })?;
-    let stored = serde_json::json!({
+    let Opened {
+        mut source,
+        table,
+        from,
+        target,
+        config,
+        batch,
+    } = opened;
+    let mut stored = serde_json::json!({
         "watch": true,
-        "url": url,
-        "table": format!("{schema}.{table}"),
+        "table": table,
         "key": args.key,
         "delivered": delivered.iter().map(|(n, f)| serde_json::json!({"name": n, "file": f})).collect::<Vec<_>>(),
         "expect_all": args.expect_all,
-        "slot": args.slot,
-        "slot_made": source.made,
         "duration_ms": args.duration,
         "period_ms": PERIOD.as_millis() as i64,
     });
+    for (name, value) in config {
+        stored[name] = value;
+    }
     let run = RunRow {
         started_at_ms: now_ms(),
-        target: analysis::consumers::TARGET.into(),
+        target: target.into(),
         clock: "real".into(),
         layout: "key".into(),
         interval_ms: PERIOD.as_millis() as i64,
-        page_limit: slot::BATCH as i64,
+        page_limit: batch,
         config: stored.to_string(),
         version: rundb::VERSION.into(),
         ..RunRow::default()
@@ -192,7 +237,7 @@ pub fn watch_command(args: WatchArgs) -> Result<Watched, String> {
     let recorder = match Recorder::create(&args.db, &run, &[]) {
         Ok(r) => r,
         Err(e) => {
-            let _ = runtime.block_on(release(source));
+            let _ = runtime.block_on(source.release());
             return Err(e);
         }
     };
@@ -202,23 +247,19 @@ pub fn watch_command(args: WatchArgs) -> Result<Watched, String> {
     sender.log_truth(Vec::new());
     sender.deliveries(Vec::new());
     eprintln!(
-        "watching {schema}.{table} (key {}) through slot '{}'{}, recording run {run_id} to {}; \
-         Ctrl-C ends it",
+        "watching {table} (key {}) {from}, recording run {run_id} to {}; Ctrl-C ends it",
         args.key,
-        args.slot,
-        if source.made { " (made by watch)" } else { "" },
         args.db.display()
     );
-    let mut decoder = Decoder::new(&schema, &table, &args.key);
     let (ended, outcome) = runtime.block_on(follow(
-        &source.slot,
-        &mut decoder,
+        &mut source,
         &mut tails,
         &sender,
         args.duration.map(Duration::from_millis),
         shutdown.requested.clone(),
     ));
-    let released = runtime.block_on(release(source));
+    let counts = source.counts().clone();
+    let released = runtime.block_on(source.release());
     drop(sender);
     let failure = outcome.err().or(released.err());
     let finished = recorder.finish(now_ms(), failure.is_none(), ended);
@@ -227,32 +268,14 @@ pub fn watch_command(args: WatchArgs) -> Result<Watched, String> {
         return Err(m);
     }
     finished?;
-    verdicts(
-        &args,
-        run_id,
-        &schema,
-        &table,
-        &delivered,
-        &decoder.counts,
-        ended,
-    )
+    verdicts(&args, run_id, &table, &delivered, &counts, ended)
 }
 
-/// Drops the slot if watch made it; leaves the user's.
-async fn release(source: Source) -> Result<(), String> {
-    if source.made {
-        source.slot.drop_slot().await
-    } else {
-        Ok(())
-    }
-}
-
-/// Reads the files and drains the slot every [`PERIOD`] until `limit` or
-/// a signal, then the files to their end and the slot a last time.
+/// Reads the files and drains the log every [`PERIOD`] until `limit` or
+/// a signal, then the files to their end and the log a last time.
 /// Returns the run's end reason and whether every read succeeded.
 async fn follow(
-    slot: &Slot,
-    decoder: &mut Decoder,
+    source: &mut Source,
     tails: &mut [Tail],
     sender: &RecordSender,
     limit: Option<Duration>,
@@ -271,11 +294,11 @@ async fn follow(
             _ = until_deadline => Some("duration"),
             _ = signal.changed() => Some("interrupted"),
         };
-        // The files before the slot: a key delivered was committed, so its
-        // row is in the slot when the slot is read after the file.
+        // The files before the log: a key delivered was committed, so its
+        // row is in the log when the log is read after the file.
         let read = read_files(tails, sender, ended.is_some());
         let read = match read {
-            Ok(()) => drain(slot, decoder, sender).await,
+            Ok(()) => source.drain(sender).await,
             Err(m) => Err(m),
         };
         match (ended, read) {
@@ -302,25 +325,10 @@ fn read_files(tails: &mut [Tail], sender: &RecordSender, last: bool) -> Result<(
     Ok(())
 }
 
-/// Takes batches from the slot until one is not full, recording each.
-async fn drain(slot: &Slot, decoder: &mut Decoder, sender: &RecordSender) -> Result<(), String> {
-    loop {
-        let (rows, full) = slot.drain_batch(decoder).await?;
-        if !rows.is_empty() {
-            // The recorder's queue is bounded: a full queue waits here.
-            sender.log_truth(rows);
-        }
-        if !full {
-            return Ok(());
-        }
-    }
-}
-
 /// Each consumer's verdict, from what the run recorded.
 fn verdicts(
     args: &WatchArgs,
     run_id: i64,
-    schema: &str,
     table: &str,
     delivered: &[(String, PathBuf)],
     counts: &Counts,
@@ -333,7 +341,7 @@ fn verdicts(
     let names: Vec<String> = delivered.iter().map(|(n, _)| n.clone()).collect();
     let judged = analysis::consumers::judge(&truth, &lines, &names, args.expect_all);
     let mut out = vec![format!(
-        "watched run {run_id} of {} (ended: {ended}): {} rows of {schema}.{table} committed \
+        "watched run {run_id} of {} (ended: {ended}): {} rows of {table} committed \
          in {} transactions while it watched ({} deleted)",
         args.db.display(),
         judged.committed,

@@ -21,8 +21,18 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Value};
 use std::pin::Pin;
 
-/// The server id the reader registers with: any id but the server's own.
+/// The server id the judge's reader registers with: any id but the server's own.
 pub const READER_SERVER_ID: u32 = 4242;
+
+/// Where a dump starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// The first binlog the server keeps, from its first event.
+    First,
+    /// Where the log ends as the dump starts (`SHOW MASTER STATUS`): only
+    /// what commits after it is read.
+    End,
+}
 
 /// Where in the binlog an event ends: the file and the offset after it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -42,6 +52,13 @@ pub struct Dump {
 impl Dump {
     /// Connects twice with `opts` and starts the dump from the first binlog.
     pub async fn open(opts: Opts) -> Result<Dump, String> {
+        Dump::open_with(opts, READER_SERVER_ID, Start::First).await
+    }
+
+    /// Connects twice with `opts` and starts the dump at `start`, registered
+    /// as replica `server_id` (a server drops an older dump of the same id:
+    /// MariaDB KB "Replication Overview", each replica needs its own id).
+    pub async fn open_with(opts: Opts, server_id: u32, start: Start) -> Result<Dump, String> {
         let connect = |what: &'static str| {
             let opts = opts.clone();
             async move {
@@ -51,24 +68,30 @@ impl Dump {
             }
         };
         let mut control = connect("the log's end").await?;
-        // The first binlog file, named in the request: the fake ROTATE event
-        // a dump begins with comes before the format description, so its
-        // name cannot be told from the checksum after it.
-        // Log_name, File_size.
-        let first: Option<mysql_async::Row> = control
-            .query_first("SHOW BINARY LOGS")
-            .await
-            .map_err(|e| format!("cannot list MariaDB's binlogs: {}", db_error(&e)))?;
-        let first: String = first
-            .and_then(|row| row.get(0))
-            .ok_or("the server keeps no binlog (log_bin is off)")?;
+        // The binlog file, named in the request: the fake ROTATE event a
+        // dump begins with comes before the format description, so its name
+        // cannot be told from the checksum after it.
+        let at = match start {
+            Start::First => {
+                // Log_name, File_size.
+                let first: Option<mysql_async::Row> = control
+                    .query_first("SHOW BINARY LOGS")
+                    .await
+                    .map_err(|e| format!("cannot list MariaDB's binlogs: {}", db_error(&e)))?;
+                let file: String = first
+                    .and_then(|row| row.get(0))
+                    .ok_or("the server keeps no binlog (log_bin is off)")?;
+                Position { file, pos: 4 }
+            }
+            Start::End => end_of(&mut control).await?,
+        };
         let mut conn = connect("the binlog").await?;
         conn.query_drop("SET @mariadb_slave_capability=4")
             .await
             .map_err(|e| format!("cannot ask for GTID events: {}", db_error(&e)))?;
-        let request = BinlogStreamRequest::new(READER_SERVER_ID)
-            .with_filename(first.as_bytes())
-            .with_pos(4);
+        let request = BinlogStreamRequest::new(server_id)
+            .with_filename(at.file.as_bytes())
+            .with_pos(at.pos);
         let stream = conn
             .get_binlog_stream(request)
             .await
@@ -76,27 +99,14 @@ impl Dump {
         Ok(Dump {
             stream,
             control,
-            at: Position {
-                file: first,
-                pos: 4,
-            },
+            at,
         })
     }
 
     /// Where the server's binlog ends now (`SHOW MASTER STATUS`: the file
     /// and the offset after its last event).
     pub async fn end(&mut self) -> Result<Position, String> {
-        // File, Position, Binlog_Do_DB, Binlog_Ignore_DB.
-        let row: Option<mysql_async::Row> = self
-            .control
-            .query_first("SHOW MASTER STATUS")
-            .await
-            .map_err(|e| format!("cannot read where MariaDB's binlog ends: {}", db_error(&e)))?;
-        let row = row.ok_or("the server keeps no binlog (log_bin is off)")?;
-        match (row.get::<String, _>(0), row.get::<u64, _>(1)) {
-            (Some(file), Some(pos)) => Ok(Position { file, pos }),
-            _ => Err("SHOW MASTER STATUS gave no file and position".into()),
-        }
+        end_of(&mut self.control).await
     }
 
     /// Reads the next event (waiting for it) and converts it for `decoder`:
@@ -120,10 +130,12 @@ impl Dump {
         } else {
             match event.read_data().map_err(bad)? {
                 // The dump's first, fake, ROTATE (log_pos 0) names the file
-                // asked for.
-                Some(EventData::RotateEvent(_)) if log_pos == 0 => Event::Rotate {
-                    file: self.at.file.clone(),
-                },
+                // asked for; the position stays the one asked for.
+                Some(EventData::RotateEvent(_)) if log_pos == 0 => {
+                    return Ok(Event::Rotate {
+                        file: self.at.file.clone(),
+                    });
+                }
                 Some(EventData::RotateEvent(r)) => Event::Rotate {
                     file: r.name().into_owned(),
                 },
@@ -193,7 +205,10 @@ impl Dump {
                 file: file.clone(),
                 pos: 4,
             };
-        } else if log_pos > 0 {
+        } else if log_pos > self.at.pos {
+            // Positions only grow within a file; a dump that starts inside
+            // one first gets the file's format description again, with its
+            // own (earlier) end or 0 (sql/sql_repl.cc): not a step back.
             self.at.pos = log_pos;
         }
         Ok(converted)
@@ -203,6 +218,22 @@ impl Dump {
     pub async fn close(self) {
         let _ = self.stream.close().await;
         let _ = self.control.disconnect().await;
+    }
+}
+
+/// Where the server's binlog ends now (`SHOW MASTER STATUS`: the file and
+/// the offset after its last event; needs BINLOG MONITOR, formerly
+/// REPLICATION CLIENT).
+async fn end_of(control: &mut Conn) -> Result<Position, String> {
+    // File, Position, Binlog_Do_DB, Binlog_Ignore_DB.
+    let row: Option<mysql_async::Row> = control
+        .query_first("SHOW MASTER STATUS")
+        .await
+        .map_err(|e| format!("cannot read where MariaDB's binlog ends: {}", db_error(&e)))?;
+    let row = row.ok_or("the server keeps no binlog (log_bin is off)")?;
+    match (row.get::<String, _>(0), row.get::<u64, _>(1)) {
+        (Some(file), Some(pos)) => Ok(Position { file, pos }),
+        _ => Err("SHOW MASTER STATUS gave no file and position".into()),
     }
 }
 

@@ -1,0 +1,218 @@
+//! watch's MariaDB source: the user's binary log, read as a replica reads it
+//! (logtruth::dump, registered as `--server-id N`) from where the log ends
+//! as watch starts (`SHOW MASTER STATUS`), decoded by logtruth::binlog.
+//!
+//! What the server must have (MariaDB KB "Replication and Binary Log System
+//! Variables"), checked first, each refused by name: `log_bin` on,
+//! `binlog_format = ROW`, `binlog_row_image = FULL` and
+//! `binlog_row_metadata = FULL` (the table maps' column names, MariaDB >=
+//! 10.5). What the user needs (MariaDB KB "GRANT"): REPLICATION SLAVE (the
+//! dump), BINLOG MONITOR, called REPLICATION CLIENT before 10.5 (`SHOW
+//! MASTER STATUS`), and SELECT on the table (its key column is checked with
+//! `SELECT key FROM T LIMIT 0`). Every session is read-only (`SET SESSION
+//! TRANSACTION READ ONLY`); the password comes from `MYSQL_PWD` or
+//! `--token-file`.
+
+use super::{CONNECT_TIMEOUT_MS, Opened, WatchArgs};
+use crate::clock::now_ms;
+use crate::logtruth::binlog::{Decoder, parse_table};
+use crate::logtruth::decode::Counts;
+use crate::logtruth::dump::{Dump, Start};
+use crate::record::RecordSender;
+use crate::servers::mariadb::db_error;
+use crate::targets::mariadb::{own, quote_ident};
+use mysql_async::prelude::Queryable;
+use std::time::Duration;
+
+/// The server id watch's reader registers with unless `--server-id` says:
+/// high and arbitrary, so as not to meet the small ids replicas are usually
+/// numbered with. A primary drops the older of two dumps with one id.
+pub const DEFAULT_SERVER_ID: u32 = 1_734_921_553;
+
+/// Rows handed to the recorder at once, at most.
+const BATCH: usize = 10_000;
+
+/// How long the binlog stream may stay silent while it owes events up to
+/// the end the server reported: longer is a failure, not a wait forever.
+const STALL: Duration = Duration::from_secs(30);
+
+/// The options, checked before anything connects.
+pub(super) struct Checked {
+    url: String,
+    opts: mysql_async::Opts,
+    schema: String,
+    table: String,
+    server_id: u32,
+}
+
+/// The binlog being read, and its decoder.
+pub(super) struct Source {
+    dump: Dump,
+    decoder: Decoder,
+}
+
+/// The URL (no password in it), the table and the server id.
+pub(super) fn check(url: &str, args: &WatchArgs) -> Result<Checked, String> {
+    let opts = own::opts(url, args.token_file.as_deref())?;
+    let default_db = opts.db_name().unwrap_or_default().to_string();
+    let (schema, table) = parse_table(&args.table, &default_db)?;
+    if schema.is_empty() {
+        return Err(format!(
+            "--table {}: name its database (DB.T), or put it in the URL (mysql://USER@HOST/DB)",
+            args.table
+        ));
+    }
+    let server_id = args.server_id.unwrap_or(DEFAULT_SERVER_ID);
+    if server_id == 0 {
+        return Err("--server-id 0 is refused by a primary: give 1 to 4294967295".into());
+    }
+    Ok(Checked {
+        url: url.into(),
+        opts,
+        schema,
+        table,
+        server_id,
+    })
+}
+
+/// Connects, checks the binlog's settings and the table's key column, and
+/// starts the dump where the log ends now.
+pub(super) async fn open(c: Checked, key: &str) -> Result<Opened, String> {
+    let Checked {
+        url,
+        opts,
+        schema,
+        table,
+        server_id,
+    } = c;
+    let conn = tokio::time::timeout(
+        Duration::from_millis(CONNECT_TIMEOUT_MS),
+        mysql_async::Conn::new(opts.clone()),
+    )
+    .await
+    .map_err(|_| format!("cannot connect to MariaDB: no answer within {CONNECT_TIMEOUT_MS} ms"))?;
+    let mut conn = conn.map_err(|e| format!("cannot connect to MariaDB: {}", db_error(&e)))?;
+    let checked = settings(&mut conn, server_id).await;
+    let checked = match checked {
+        Ok(()) => {
+            let probe = format!(
+                "SELECT {} FROM {}.{} LIMIT 0",
+                quote_ident(key),
+                quote_ident(&schema),
+                quote_ident(&table)
+            );
+            conn.query_drop(probe)
+                .await
+                .map_err(|e| format!("table {schema}.{table}, key column {key}: {}", db_error(&e)))
+        }
+        Err(m) => Err(m),
+    };
+    let _ = conn.disconnect().await;
+    checked?;
+    let dump = Dump::open_with(opts, server_id, Start::End).await?;
+    let start = format!("{}:{}", dump.at.file, dump.at.pos);
+    Ok(Opened {
+        source: super::Source::MariaDb(Source {
+            dump,
+            decoder: Decoder::new(&schema, &table, key),
+        }),
+        table: format!("{schema}.{table}"),
+        from: format!("from MariaDB's binary log at {start} (replica server id {server_id})"),
+        target: analysis::consumers::TARGET_MARIADB,
+        config: vec![
+            ("backend", "mariadb".into()),
+            ("url", url.into()),
+            ("server_id", server_id.into()),
+            ("binlog_start", start.into()),
+        ],
+        batch: BATCH as i64,
+    })
+}
+
+/// Refuses, by name, a binary log setting the truth cannot be read with,
+/// and a reader id that is the server's own.
+async fn settings(conn: &mut mysql_async::Conn, server_id: u32) -> Result<(), String> {
+    type Settings = (i64, String, String, String, u64);
+    let row: Option<Settings> = conn
+        .query_first(
+            "SELECT @@GLOBAL.log_bin + 0, @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image, \
+             @@GLOBAL.binlog_row_metadata, @@GLOBAL.server_id",
+        )
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot read the binary log's settings (binlog_row_metadata needs MariaDB \
+                 >= 10.5): {}",
+                db_error(&e)
+            )
+        })?;
+    let (log_bin, format, image, metadata, own_id) =
+        row.ok_or("the server returned no binary log settings")?;
+    if log_bin == 0 {
+        return Err(
+            "log_bin is OFF: the server keeps no binary log; start it with --log-bin \
+             (and binlog_format=ROW, binlog_row_image=FULL, binlog_row_metadata=FULL)"
+                .into(),
+        );
+    }
+    for (name, value) in [
+        ("binlog_format", &format),
+        ("binlog_row_image", &image),
+        ("binlog_row_metadata", &metadata),
+    ] {
+        let wanted = if name == "binlog_format" { "ROW" } else { "FULL" };
+        if !value.eq_ignore_ascii_case(wanted) {
+            return Err(format!(
+                "{name} is {value}: watch needs {name}={wanted} (SET GLOBAL {name}={wanted}, \
+                 or in the server's configuration)"
+            ));
+        }
+    }
+    if u64::from(server_id) == own_id {
+        return Err(format!(
+            "--server-id {server_id} is the server's own server_id: give another"
+        ));
+    }
+    Ok(())
+}
+
+impl Source {
+    /// Reads the binlog up to where the server says it ends now, recording
+    /// the truth a batch at a time.
+    pub(super) async fn drain(&mut self, sender: &RecordSender) -> Result<(), String> {
+        let end = self.dump.end().await?;
+        let mut rows = Vec::new();
+        while self.dump.at < end {
+            let event = tokio::time::timeout(STALL, self.dump.next(&self.decoder))
+                .await
+                .map_err(|_| {
+                    format!(
+                        "MariaDB's binlog stream sent nothing for {} s while it owed events \
+                         up to {}:{}",
+                        STALL.as_secs(),
+                        end.file,
+                        end.pos
+                    )
+                })??;
+            rows.extend(self.decoder.feed(event, now_ms())?);
+            if rows.len() >= BATCH {
+                // The recorder's queue is bounded: a full queue waits here.
+                sender.log_truth(std::mem::take(&mut rows));
+            }
+        }
+        if !rows.is_empty() {
+            sender.log_truth(rows);
+        }
+        Ok(())
+    }
+
+    /// Ends the dump: nothing was made on the server, nothing to drop.
+    pub(super) async fn release(self) {
+        self.dump.close().await;
+    }
+
+    pub(super) fn counts(&self) -> &Counts {
+        &self.decoder.counts
+    }
+}
+

@@ -1,0 +1,138 @@
+//! watch's PostgreSQL source: a logical slot of `test_decoding` on the
+//! user's database. One the user made (`--slot NAME`, checked: it exists, is
+//! of that plugin on this database and no other consumer holds it; what it
+//! held from before is skipped), or, with `--create-slot`, one made here and
+//! dropped at the end; a slot watch did not make is never dropped. The
+//! session is read-only (`SET SESSION CHARACTERISTICS AS TRANSACTION READ
+//! ONLY`), its commit times in UTC, as the decoder reads them.
+
+use super::{CONNECT_TIMEOUT_MS, Opened, WatchArgs};
+use crate::logtruth::decode::{Counts, Decoder, parse_table};
+use crate::logtruth::slot::{self, BATCH, Slot, check_name};
+use crate::record::RecordSender;
+use crate::servers::postgres::{connect, db_error};
+use crate::targets::postgres::{own, quote_ident};
+
+/// The options, checked before anything connects.
+pub(super) struct Checked {
+    url: String,
+    config: tokio_postgres::Config,
+    schema: String,
+    table: String,
+    slot: String,
+    create: bool,
+}
+
+/// The slot read, and whether watch made it (then it drops it).
+pub(super) struct Source {
+    slot: Slot,
+    made: bool,
+    decoder: Decoder,
+}
+
+/// The URL, the table and the slot's name.
+pub(super) fn check(url: &str, args: &WatchArgs) -> Result<Checked, String> {
+    let (schema, table) = parse_table(&args.table)?;
+    let slot = args.slot.clone().ok_or(
+        "postgres needs --slot NAME: your logical slot of test_decoding, or a new one \
+         with --create-slot",
+    )?;
+    check_name(&slot)?;
+    let config = own::config(url, args.token_file.as_deref(), CONNECT_TIMEOUT_MS)?;
+    Ok(Checked {
+        url: url.into(),
+        config,
+        schema,
+        table,
+        slot,
+        create: args.create_slot,
+    })
+}
+
+/// Connects, checks the table's key column, and opens (or makes) the slot.
+pub(super) async fn open(c: Checked, key: &str) -> Result<Opened, String> {
+    let Checked {
+        url,
+        config,
+        schema,
+        table,
+        slot: name,
+        create,
+    } = c;
+    let client = connect(&config)
+        .await
+        .map_err(|e| format!("--target {url}: {e}"))?;
+    client
+        .batch_execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY; SET TimeZone = 'UTC'")
+        .await
+        .map_err(|e| db_error(&e))?;
+    let probe = format!(
+        "SELECT {} FROM {}.{} LIMIT 0",
+        quote_ident(key),
+        quote_ident(&schema),
+        quote_ident(&table)
+    );
+    client
+        .query(&probe, &[])
+        .await
+        .map_err(|e| format!("table {schema}.{table}, key column {key}: {}", db_error(&e)))?;
+    let (slot, made) = if create {
+        if slot::exists(&client, &name).await? {
+            return Err(format!(
+                "replication slot '{name}' exists already: watch drops only a slot it made; \
+                 to read that one, leave out --create-slot"
+            ));
+        }
+        (Slot::create(client, &name).await?, true)
+    } else {
+        (Slot::open(client, &name).await?, false)
+    };
+    Ok(Opened {
+        source: super::Source::Postgres(Source {
+            slot,
+            made,
+            decoder: Decoder::new(&schema, &table, key),
+        }),
+        table: format!("{schema}.{table}"),
+        from: format!(
+            "through slot '{name}'{}",
+            if made { " (made by watch)" } else { "" }
+        ),
+        target: analysis::consumers::TARGET,
+        config: vec![
+            ("url", url.into()),
+            ("slot", name.into()),
+            ("slot_made", made.into()),
+        ],
+        batch: i64::from(BATCH),
+    })
+}
+
+impl Source {
+    /// Takes batches from the slot until one is not full, recording each.
+    pub(super) async fn drain(&mut self, sender: &RecordSender) -> Result<(), String> {
+        loop {
+            let (rows, full) = self.slot.drain_batch(&mut self.decoder).await?;
+            if !rows.is_empty() {
+                // The recorder's queue is bounded: a full queue waits here.
+                sender.log_truth(rows);
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Drops the slot if watch made it; leaves the user's.
+    pub(super) async fn release(self) -> Result<(), String> {
+        if self.made {
+            self.slot.drop_slot().await
+        } else {
+            Ok(())
+        }
+    }
+
+    pub(super) fn counts(&self) -> &Counts {
+        &self.decoder.counts
+    }
+}

@@ -1,0 +1,334 @@
+//! `experiment watch --target mariadb:URL`: the truth of the user's own
+//! MariaDB read from its binary log, as a replica reads it, while the user's
+//! system runs. The test plays the user: a throwaway server with the binary
+//! log on in ROW format is "their" database, with their table, a row
+//! committed and delivered before watch starts, and their naive relay (`id >
+//! highest read`) run by hand: key 2 committed and delivered, then key 1
+//! committed behind it. Watch's verdict must be the one the relay's own
+//! file gives, its truth exactly the rows committed after it started. Then
+//! bad input: one line each, exit 2 (the binary log off, a setting not
+//! FULL, a table without the key column, no server, PostgreSQL's flags).
+
+use rusqlite::Connection;
+use snowleak::servers::mariadb::{LockMode, Server};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Stdio};
+
+mod common;
+use common::{command, signal, temp_dir};
+
+/// The binary log as watch needs it (docs/log-truth.md, "Your own database").
+const BINLOG: [&str; 5] = [
+    "--log-bin=binlog",
+    "--server-id=1",
+    "--binlog-format=ROW",
+    "--binlog-row-image=FULL",
+    "--binlog-row-metadata=FULL",
+];
+
+fn start(options: &[&str]) -> Server {
+    Server::start_with(LockMode::DEFAULT, options)
+        .expect("these tests need MariaDB (mariadbd, mariadb-install-db)")
+}
+
+/// Runs SQL with the `mariadb` client as root; its output (tab-separated).
+fn sql(server: &Server, db: &str, statement: &str) -> String {
+    let out = std::process::Command::new("mariadb")
+        .arg("-S")
+        .arg(server.socket())
+        .args(["-u", "root", "-N", "-B", db, "-e", statement])
+        .output()
+        .expect("the mariadb client runs");
+    assert!(
+        out.status.success(),
+        "{statement}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn target(server: &Server) -> String {
+    format!(
+        "mariadb:mysql://root@localhost/app?socket={}",
+        server.socket().display()
+    )
+}
+
+/// The naive relay's read: every row above the highest key it delivered,
+/// appended to its file.
+fn relay_read(server: &Server, last: &mut i64, out: &Path) {
+    let rows = sql(
+        server,
+        "app",
+        &format!("SELECT id FROM outbox WHERE id > {last} ORDER BY id"),
+    );
+    let mut text = String::new();
+    for id in rows.lines() {
+        text.push_str(id);
+        text.push('\n');
+        *last = id.parse().unwrap();
+    }
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(out)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+}
+
+/// Starts `experiment watch ARGS` and waits for its banner (it watches
+/// from there on); a watch that ends first fails the test with its output.
+// The child is handed to the caller, which waits for it.
+#[allow(clippy::zombie_processes)]
+fn start_watch(args: &[&str]) -> (Child, BufReader<std::process::ChildStderr>) {
+    let mut child = command(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("experiment watch runs");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "watch ended before it watched: {seen}{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        seen.push_str(&line);
+        if line.starts_with("watching ") {
+            return (child, stderr);
+        }
+    }
+}
+
+/// Runs `experiment watch ARGS` to its end: (exit code, stdout, stderr).
+fn watch(args: &[&str]) -> (i32, String, String) {
+    let out = command(args).output().expect("experiment watch runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn watch_reads_their_binlog_and_judges_their_naive_relay_as_its_own_file_says() {
+    let dir = temp_dir("watch-mariadb");
+    let server = start(&BINLOG);
+    let relay = dir.join("relay.csv");
+    let run_db = dir.join("watch.db");
+    // Their system before watch starts: the table, row 0 committed and
+    // delivered.
+    sql(&server, "", "CREATE DATABASE app");
+    sql(
+        &server,
+        "app",
+        "CREATE TABLE outbox (body text, id bigint PRIMARY KEY) ENGINE=InnoDB; \
+         CREATE TABLE other (id bigint) ENGINE=InnoDB; \
+         INSERT INTO outbox VALUES ('before', 0)",
+    );
+    let mut last = -1;
+    relay_read(&server, &mut last, &relay);
+    assert_eq!(last, 0);
+
+    let target = target(&server);
+    let (child, stderr) = start_watch(&[
+        "watch",
+        "--target",
+        &target,
+        "--table",
+        "outbox",
+        "--delivered",
+        &format!("relay={}", relay.display()),
+        "--db",
+        run_db.to_str().unwrap(),
+    ]);
+    // Key 2 committed and delivered; key 1 committed behind the relay's
+    // cursor; a rolled-back 3, another table's row. Each commit's GTID as
+    // the server gave it.
+    let gtid = |out: String| -> i64 { out.trim().rsplit('-').next().unwrap().parse().unwrap() };
+    let g2 = gtid(sql(
+        &server,
+        "app",
+        "INSERT INTO outbox VALUES ('two', 2); SELECT @@last_gtid",
+    ));
+    relay_read(&server, &mut last, &relay);
+    let g1 = gtid(sql(
+        &server,
+        "app",
+        "INSERT INTO outbox VALUES ('one', 1); SELECT @@last_gtid",
+    ));
+    sql(
+        &server,
+        "app",
+        "BEGIN; INSERT INTO outbox VALUES ('rolled back', 3); ROLLBACK",
+    );
+    sql(&server, "app", "INSERT INTO other VALUES (1)");
+    relay_read(&server, &mut last, &relay);
+    assert_eq!(last, 2);
+
+    signal(&child, "-INT");
+    let mut stderr = stderr;
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let code = out.status.code().unwrap_or(-1);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+
+    // The relay's own file: 0 (before watch), 2; 1 is missing below 2.
+    let mine: Vec<String> = std::fs::read_to_string(&relay)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(mine, ["0", "2"]);
+    assert_eq!(code, 1, "the relay lost a row: exit 1\n{stdout}\n{rest}");
+    assert!(
+        stdout.contains("relay: invalid (lost 1 committed rows;"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("(ended: interrupted): 2 rows of app.outbox committed"),
+        "{stdout}"
+    );
+    let lost = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("lost key 1 "))
+        .unwrap_or_else(|| panic!("no lost key 1 in\n{stdout}"));
+    assert!(lost.contains(&format!("(xid {g1}, commit binlog.")), "{lost}");
+    // The truth: exactly the rows committed after watch started, in commit
+    // order, with their GTIDs; not row 0, not the rolled-back 3, not the
+    // other table's row.
+    let conn = Connection::open(&run_db).unwrap();
+    let truth: Vec<(String, String, i64)> = conn
+        .prepare("SELECT key, op, xid FROM log_truth ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        truth,
+        [
+            ("2".to_string(), "insert".to_string(), g2),
+            ("1".to_string(), "insert".to_string(), g1)
+        ]
+    );
+    let (target_row, config): (String, String) = conn
+        .query_row("SELECT target, config FROM runs", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!(target_row, "mariadb-log");
+    let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    assert_eq!(config["server_id"], 1_734_921_553);
+    assert_eq!(config["delivered"][0]["name"], "relay");
+    // Nothing of theirs was written: the only table rows are theirs.
+    assert_eq!(
+        sql(&server, "app", "SELECT id FROM outbox ORDER BY id"),
+        "0\n1\n2\n"
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2_each() {
+    let dir = temp_dir("watch-mariadb-bad");
+    let run_db = dir.join("watch.db");
+    let run_db = run_db.to_str().unwrap();
+    let server = start(&BINLOG);
+    sql(&server, "", "CREATE DATABASE app");
+    sql(
+        &server,
+        "app",
+        "CREATE TABLE outbox (id bigint PRIMARY KEY); CREATE TABLE nokey (name text)",
+    );
+    let off = start(&[]);
+    sql(&off, "", "CREATE DATABASE app");
+    sql(&off, "app", "CREATE TABLE outbox (id bigint PRIMARY KEY)");
+    let theirs = target(&server);
+    let binlog_off = target(&off);
+    let nowhere = format!(
+        "mariadb:mysql://root@localhost/app?socket={}",
+        dir.join("no-server.sock").display()
+    );
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        (&binlog_off, vec![], "log_bin is OFF"),
+        (&theirs, vec!["--table", "nokey"], "table app.nokey, key column id"),
+        (&theirs, vec!["--table", "absent"], "table app.absent"),
+        (&nowhere, vec![], "cannot connect to MariaDB"),
+        (
+            &theirs,
+            vec!["--slot", "s"],
+            "--slot and --create-slot are PostgreSQL's",
+        ),
+        (
+            &theirs,
+            vec!["--create-slot"],
+            "--slot and --create-slot are PostgreSQL's",
+        ),
+        (
+            &theirs,
+            vec!["--server-id", "1"],
+            "--server-id 1 is the server's own server_id",
+        ),
+        (
+            "mariadb:mysql://root:secret@localhost/app",
+            vec![],
+            "put the password in MYSQL_PWD",
+        ),
+    ];
+    for (target, extra, expected) in &cases {
+        let mut args = vec!["watch", "--target", target, "--db", run_db];
+        if !extra.contains(&"--table") {
+            args.extend(["--table", "outbox"]);
+        }
+        args.extend(extra.iter().copied());
+        let (code, stdout, stderr) = watch(&args);
+        assert_eq!(code, 2, "{target} {extra:?}: exit 2\n{stdout}\n{stderr}");
+        assert_eq!(
+            stderr.trim().lines().count(),
+            1,
+            "{target} {extra:?}: one line\n{stderr}"
+        );
+        assert!(stderr.contains(expected), "{target} {extra:?}: {stderr}");
+    }
+    // Each setting the truth needs, refused by name when it is not as needed.
+    for (name, bad) in [
+        ("binlog_format", "MIXED"),
+        ("binlog_row_image", "MINIMAL"),
+        ("binlog_row_metadata", "MINIMAL"),
+    ] {
+        sql(&server, "", &format!("SET GLOBAL {name} = {bad}"));
+        let (code, _, stderr) = watch(&[
+            "watch", "--target", &theirs, "--table", "outbox", "--db", run_db,
+        ]);
+        let wanted = if name == "binlog_format" { "ROW" } else { "FULL" };
+        sql(&server, "", &format!("SET GLOBAL {name} = {wanted}"));
+        assert_eq!(code, 2, "{name}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{name}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{name} is {bad}: watch needs {name}={wanted}")),
+            "{name}: {stderr}"
+        );
+    }
+    // --duration ends a watch as Ctrl-C does; nothing committed: exit 0.
+    let (code, stdout, stderr) = watch(&[
+        "watch",
+        "--target",
+        &theirs,
+        "--table",
+        "outbox",
+        "--duration",
+        "300ms",
+        "--db",
+        run_db,
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("(ended: duration): 0 rows"), "{stdout}");
+}

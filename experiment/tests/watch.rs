@@ -384,7 +384,10 @@ fn a_slot_watch_makes_is_dropped_and_bad_input_is_one_line_a_slot_in_use_among_i
     for (target, expected) in [
         (nowhere.as_str(), "cannot connect to PostgreSQL"),
         (with_password.as_str(), "put the password in PGPASSWORD"),
-        ("mariadb:mysql://x", "--slot and --create-slot are PostgreSQL's"),
+        (
+            "mariadb:mysql://x",
+            "--slot and --create-slot are PostgreSQL's",
+        ),
         ("sqlite:x", "watch reads PostgreSQL or MariaDB"),
     ] {
         let (code, _, stderr) = watch(&[

@@ -201,7 +201,10 @@ fn watch_reads_their_binlog_and_judges_their_naive_relay_as_its_own_file_says() 
         .lines()
         .find(|l| l.trim_start().starts_with("lost key 1 "))
         .unwrap_or_else(|| panic!("no lost key 1 in\n{stdout}"));
-    assert!(lost.contains(&format!("(xid {g1}, commit binlog.")), "{lost}");
+    assert!(
+        lost.contains(&format!("(xid {g1}, commit binlog.")),
+        "{lost}"
+    );
     // The truth: exactly the rows committed after watch started, in commit
     // order, with their GTIDs; not row 0, not the rolled-back 3, not the
     // other table's row.
@@ -219,6 +222,22 @@ fn watch_reads_their_binlog_and_judges_their_naive_relay_as_its_own_file_says() 
             ("2".to_string(), "insert".to_string(), g2),
             ("1".to_string(), "insert".to_string(), g1)
         ]
+    );
+    // The lag rests on the times watch read the two commits (whole-second
+    // commit times cannot give it).
+    let read: Vec<i64> = conn
+        .prepare("SELECT read_ms FROM log_truth ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        lost.ends_with(&format!(
+            "committed {} ms after key 2, behind:n=2 reads it",
+            read[1] - read[0]
+        )),
+        "{lost}"
     );
     let (target_row, config): (String, String) = conn
         .query_row("SELECT target, config FROM runs", [], |r| {
@@ -259,7 +278,11 @@ fn bad_input_is_one_line_and_exit_2_each() {
     );
     let cases: Vec<(&str, Vec<&str>, &str)> = vec![
         (&binlog_off, vec![], "log_bin is OFF"),
-        (&theirs, vec!["--table", "nokey"], "table app.nokey, key column id"),
+        (
+            &theirs,
+            vec!["--table", "nokey"],
+            "table app.nokey, key column id",
+        ),
         (&theirs, vec!["--table", "absent"], "table app.absent"),
         (&nowhere, vec![], "cannot connect to MariaDB"),
         (
@@ -308,7 +331,11 @@ fn bad_input_is_one_line_and_exit_2_each() {
         let (code, _, stderr) = watch(&[
             "watch", "--target", &theirs, "--table", "outbox", "--db", run_db,
         ]);
-        let wanted = if name == "binlog_format" { "ROW" } else { "FULL" };
+        let wanted = if name == "binlog_format" {
+            "ROW"
+        } else {
+            "FULL"
+        };
         sql(&server, "", &format!("SET GLOBAL {name} = {wanted}"));
         assert_eq!(code, 2, "{name}: {stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "{name}: {stderr}");

@@ -13,7 +13,8 @@
 //! session is read-only). Each delivered file is read from its end as watch
 //! starts, then the source is opened: a row committed after the source's
 //! start is delivered after the files' start. Every [`PERIOD`] the files
-//! are read, then the log up to where it ends at that moment, into run.db's
+//! are read, then the log up to where it ends at that moment (the binlog is
+//! also read between, as its events come), into run.db's
 //! `log_truth` and `log_deliveries` (the tables and `runs.target` of
 //! `experiment judge --backend postgres|mariadb`, so `analyze` reads a watch
 //! run as a judge run); at `--duration` or Ctrl-C the files are read to
@@ -128,6 +129,20 @@ impl Source {
         }
     }
 
+    /// Waits `period` before the next drain. The binlog's events come as
+    /// the server writes them, so the MariaDB source reads them meanwhile
+    /// (each commit's read time is then when it arrived, not when the drain
+    /// came); the slot is only read when drained.
+    async fn wait(&mut self, period: Duration) -> Result<(), String> {
+        match self {
+            Source::Postgres(_) => {
+                tokio::time::sleep(period).await;
+                Ok(())
+            }
+            Source::MariaDb(s) => s.read_for(period).await,
+        }
+    }
+
     /// Lets go of the log: a slot watch made is dropped, a dump closed.
     async fn release(self) -> Result<(), String> {
         match self {
@@ -152,9 +167,11 @@ impl Source {
 fn check(args: &WatchArgs) -> Result<Target, String> {
     if let Some(url) = args.target.strip_prefix("postgres:") {
         if args.server_id.is_some() {
-            return Err("--server-id is MariaDB's (the binlog reader's id): postgres reads a \
+            return Err(
+                "--server-id is MariaDB's (the binlog reader's id): postgres reads a \
                         slot (--slot NAME)"
-                .into());
+                    .into(),
+            );
         }
         return postgres::check(url, args).map(Target::Postgres);
     }
@@ -290,7 +307,10 @@ async fn follow(
             }
         };
         let ended = tokio::select! {
-            _ = tokio::time::sleep(PERIOD) => None,
+            waited = source.wait(PERIOD) => match waited {
+                Ok(()) => None,
+                Err(m) => return ("failed", Err(m)),
+            },
             _ = until_deadline => Some("duration"),
             _ = signal.changed() => Some("interrupted"),
         };

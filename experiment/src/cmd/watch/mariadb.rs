@@ -22,6 +22,7 @@ use crate::record::RecordSender;
 use crate::servers::mariadb::db_error;
 use crate::targets::mariadb::{own, quote_ident};
 use mysql_async::prelude::Queryable;
+use rundb::LogTruthRow;
 use std::time::Duration;
 
 /// The server id watch's reader registers with unless `--server-id` says:
@@ -49,6 +50,8 @@ pub(super) struct Checked {
 pub(super) struct Source {
     dump: Dump,
     decoder: Decoder,
+    /// Truth rows read between drains, handed on at the next drain.
+    pending: Vec<LogTruthRow>,
 }
 
 /// The URL (no password in it), the table and the server id.
@@ -115,6 +118,7 @@ pub(super) async fn open(c: Checked, key: &str) -> Result<Opened, String> {
         source: super::Source::MariaDb(Source {
             dump,
             decoder: Decoder::new(&schema, &table, key),
+            pending: Vec::new(),
         }),
         table: format!("{schema}.{table}"),
         from: format!("from MariaDB's binary log at {start} (replica server id {server_id})"),
@@ -160,7 +164,11 @@ async fn settings(conn: &mut mysql_async::Conn, server_id: u32) -> Result<(), St
         ("binlog_row_image", &image),
         ("binlog_row_metadata", &metadata),
     ] {
-        let wanted = if name == "binlog_format" { "ROW" } else { "FULL" };
+        let wanted = if name == "binlog_format" {
+            "ROW"
+        } else {
+            "FULL"
+        };
         if !value.eq_ignore_ascii_case(wanted) {
             return Err(format!(
                 "{name} is {value}: watch needs {name}={wanted} (SET GLOBAL {name}={wanted}, \
@@ -177,11 +185,28 @@ async fn settings(conn: &mut mysql_async::Conn, server_id: u32) -> Result<(), St
 }
 
 impl Source {
+    /// Reads the events as they come for `period`, or until [`BATCH`] rows
+    /// wait for the drain. Cancelled (Ctrl-C, `--duration`), nothing is
+    /// lost: an event is taken from the stream whole or not at all, and the
+    /// rows read are kept for the drain.
+    pub(super) async fn read_for(&mut self, period: Duration) -> Result<(), String> {
+        let until = tokio::time::Instant::now() + period;
+        while self.pending.len() < BATCH {
+            let Ok(event) = tokio::time::timeout_at(until, self.dump.next(&self.decoder)).await
+            else {
+                return Ok(());
+            };
+            let rows = self.decoder.feed(event?, now_ms())?;
+            self.pending.extend(rows);
+        }
+        Ok(())
+    }
+
     /// Reads the binlog up to where the server says it ends now, recording
     /// the truth a batch at a time.
     pub(super) async fn drain(&mut self, sender: &RecordSender) -> Result<(), String> {
         let end = self.dump.end().await?;
-        let mut rows = Vec::new();
+        let mut rows = std::mem::take(&mut self.pending);
         while self.dump.at < end {
             let event = tokio::time::timeout(STALL, self.dump.next(&self.decoder))
                 .await
@@ -215,4 +240,3 @@ impl Source {
         &self.decoder.counts
     }
 }
-

@@ -95,7 +95,7 @@ pub struct Watched {
 
 /// The database the URL names, its options checked.
 enum Target {
-    Postgres(postgres::Checked),
+    Postgres(Box<postgres::Checked>),
     MariaDb(mariadb::Checked),
 }
 
@@ -173,7 +173,7 @@ fn check(args: &WatchArgs) -> Result<Target, String> {
                     .into(),
             );
         }
-        return postgres::check(url, args).map(Target::Postgres);
+        return postgres::check(url, args).map(|c| Target::Postgres(Box::new(c)));
     }
     if let Some(url) = args.target.strip_prefix("mariadb:") {
         if args.slot.is_some() || args.create_slot {
@@ -216,7 +216,7 @@ pub fn watch_command(args: WatchArgs) -> Result<Watched, String> {
     }
     let opened = runtime.block_on(async {
         match target {
-            Target::Postgres(t) => postgres::open(t, &args.key).await,
+            Target::Postgres(t) => postgres::open(*t, &args.key).await,
             Target::MariaDb(t) => mariadb::open(t, &args.key).await,
         }
     })?;

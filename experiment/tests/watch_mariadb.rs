@@ -347,6 +347,58 @@ fn bad_input_is_one_line_and_exit_2_each() {
             "{name}: {stderr}"
         );
     }
+    // The privileges docs/log-truth.md names are enough: a user with them
+    // alone, its password from MYSQL_PWD; without REPLICATION SLAVE, or
+    // without BINLOG MONITOR, one line and exit 2.
+    sql(
+        &server,
+        "",
+        "CREATE USER watcher@localhost IDENTIFIED BY 'pw'; \
+         GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO watcher@localhost; \
+         GRANT SELECT ON app.outbox TO watcher@localhost; \
+         CREATE USER nodump@localhost IDENTIFIED BY 'pw'; \
+         GRANT BINLOG MONITOR ON *.* TO nodump@localhost; \
+         GRANT SELECT ON app.outbox TO nodump@localhost; \
+         CREATE USER noend@localhost IDENTIFIED BY 'pw'; \
+         GRANT REPLICATION SLAVE ON *.* TO noend@localhost; \
+         GRANT SELECT ON app.outbox TO noend@localhost",
+    );
+    let as_user = |user: &str| {
+        format!(
+            "mariadb:mysql://{user}@localhost/app?socket={}",
+            server.socket().display()
+        )
+    };
+    let run_as = |user: &str| {
+        let out = command(&[
+            "watch",
+            "--target",
+            &as_user(user),
+            "--table",
+            "outbox",
+            "--duration",
+            "300ms",
+            "--db",
+            run_db,
+        ])
+        .env("MYSQL_PWD", "pw")
+        .output()
+        .expect("experiment watch runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = run_as("watcher");
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("(ended: duration): 0 rows"), "{stdout}");
+    for (user, expected) in [("nodump", "REPLICATION SLAVE"), ("noend", "BINLOG MONITOR")] {
+        let (code, _, stderr) = run_as(user);
+        assert_eq!(code, 2, "{user}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{user}: {stderr}");
+        assert!(stderr.contains(expected), "{user}: {stderr}");
+    }
     // --duration ends a watch as Ctrl-C does; nothing committed: exit 0.
     let (code, stdout, stderr) = watch(&[
         "watch",

@@ -92,10 +92,12 @@ impl Dump {
         let request = BinlogStreamRequest::new(server_id)
             .with_filename(at.file.as_bytes())
             .with_pos(at.pos);
-        let stream = conn
-            .get_binlog_stream(request)
-            .await
-            .map_err(|e| format!("cannot read MariaDB's binlog: {}", db_error(&e)))?;
+        let stream = conn.get_binlog_stream(request).await.map_err(|e| {
+            format!(
+                "cannot read MariaDB's binlog (a dump needs REPLICATION SLAVE): {}",
+                db_error(&e)
+            )
+        })?;
         Ok(Dump {
             stream,
             control,

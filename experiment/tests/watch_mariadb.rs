@@ -7,7 +7,9 @@
 //! committed behind it, in the next binlog file. Watch's verdict must be the one the relay's own
 //! file gives, its truth exactly the rows committed after it started. Then
 //! bad input: one line each, exit 2 (the binary log off, a setting not
-//! FULL, a table without the key column, no server, PostgreSQL's flags).
+//! FULL, a table without the key column, no server, PostgreSQL's flags, a
+//! user short of a privilege), and a user with only the documented
+//! privileges, which watches.
 
 use rusqlite::Connection;
 use snowleak::servers::mariadb::{LockMode, Server};

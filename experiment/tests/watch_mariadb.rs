@@ -416,3 +416,56 @@ fn bad_input_is_one_line_and_exit_2_each() {
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("(ended: duration): 0 rows"), "{stdout}");
 }
+
+#[test]
+fn a_second_reader_with_watchs_server_id_ends_its_watch_in_one_line() {
+    let dir = temp_dir("watch-mariadb-id");
+    let server = start(&BINLOG);
+    sql(&server, "", "CREATE DATABASE app");
+    sql(
+        &server,
+        "app",
+        "CREATE TABLE outbox (id bigint PRIMARY KEY)",
+    );
+    let target = target(&server);
+    let db = |n: &str| dir.join(n).display().to_string();
+    let (first_db, second_db) = (db("first.db"), db("second.db"));
+    let (first, first_err) = start_watch(&[
+        "watch",
+        "--target",
+        &target,
+        "--table",
+        "outbox",
+        "--server-id",
+        "77",
+        "--db",
+        &first_db,
+    ]);
+    // Another reader with the same id: the server ends the first one's dump
+    // (MariaDB's sql/sql_repl.cc, kill_zombie_dump_threads), and that watch
+    // ends by itself, exit 2, one line naming --server-id.
+    let (second, second_err) = start_watch(&[
+        "watch",
+        "--target",
+        &target,
+        "--table",
+        "outbox",
+        "--server-id",
+        "77",
+        "--db",
+        &second_db,
+    ]);
+    let mut first_err = first_err;
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut first_err, &mut rest).unwrap();
+    let out = first.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{rest}");
+    assert_eq!(rest.trim().lines().count(), 1, "{rest}");
+    assert!(rest.contains("give watch its own --server-id"), "{rest}");
+    signal(&second, "-INT");
+    let mut second_err = second_err;
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut second_err, &mut rest).unwrap();
+    let out = second.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{rest}");
+}

@@ -52,6 +52,9 @@ pub(super) struct Source {
     decoder: Decoder,
     /// Truth rows read between drains, handed on at the next drain.
     pending: Vec<LogTruthRow>,
+    /// The id the reader registered with, for the message when the server
+    /// ends its dump.
+    server_id: u32,
 }
 
 /// The URL (no password in it), the table and the server id.
@@ -119,6 +122,7 @@ pub(super) async fn open(c: Checked, key: &str) -> Result<Opened, String> {
             dump,
             decoder: Decoder::new(&schema, &table, key),
             pending: Vec::new(),
+            server_id,
         }),
         table: format!("{schema}.{table}"),
         from: format!("from MariaDB's binary log at {start} (replica server id {server_id})"),
@@ -196,7 +200,9 @@ impl Source {
             else {
                 return Ok(());
             };
-            let rows = self.decoder.feed(event?, now_ms())?;
+            let rows = self
+                .decoder
+                .feed(event.map_err(|m| self.ended(m))?, now_ms())?;
             self.pending.extend(rows);
         }
         Ok(())
@@ -218,7 +224,8 @@ impl Source {
                         end.file,
                         end.pos
                     )
-                })??;
+                })?
+                .map_err(|m| self.ended(m))?;
             rows.extend(self.decoder.feed(event, now_ms())?);
             if rows.len() >= BATCH {
                 // The recorder's queue is bounded: a full queue waits here.
@@ -229,6 +236,17 @@ impl Source {
             sender.log_truth(rows);
         }
         Ok(())
+    }
+
+    /// The stream's failure, with its likeliest cause on a server others
+    /// replicate from: a primary keeps one dump per server id and ends the
+    /// older when another replica registers with the same id (MariaDB's
+    /// sql/sql_repl.cc, `kill_zombie_dump_threads`).
+    fn ended(&self, m: String) -> String {
+        format!(
+            "{m} (a replica with server id {}? give watch its own --server-id)",
+            self.server_id
+        )
     }
 
     /// Ends the dump: nothing was made on the server, nothing to drop.

@@ -354,13 +354,8 @@ fn verdicts(
     counts: &Counts,
     ended: &str,
 ) -> Result<Watched, String> {
-    let conn = rundb::read::open(&args.db)?;
-    let truth = rundb::read::log_truth(&conn, run_id)?;
-    let lines = rundb::read::log_deliveries(&conn, run_id)?;
-    drop(conn);
-    let names: Vec<String> = delivered.iter().map(|(n, _)| n.clone()).collect();
-    let judged = analysis::consumers::judge(&truth, &lines, &names, args.expect_all);
-    let mut out = vec![format!(
+    let judged = crate::logtruth::verdict::read(&args.db, run_id, delivered, args.expect_all)?;
+    let mut lines = vec![format!(
         "watched run {run_id} of {} (ended: {ended}): {} rows of {table} committed \
          in {} transactions while it watched ({} deleted)",
         args.db.display(),
@@ -368,20 +363,9 @@ fn verdicts(
         counts.transactions,
         counts.deletes,
     )];
-    if names.is_empty() {
-        out.push("no --delivered consumer: the truth is recorded, nobody judged".into());
-    }
-    out.extend(
-        analysis::consumers::render(&judged)
-            .lines()
-            .map(str::to_string),
-    );
-    out.push(format!(
-        "the full report: analyze {} --run {run_id}",
-        args.db.display()
-    ));
+    lines.extend(judged.lines);
     Ok(Watched {
-        any_invalid: judged.any_invalid(),
-        lines: out,
+        any_invalid: judged.any_invalid,
+        lines,
     })
 }

@@ -101,38 +101,7 @@ pub fn gtid_event(data: &[u8], server: u32) -> Option<Event> {
 /// `default_db`; `DB.T` names the database. Either part may be in
 /// backquotes, as SQL writes a name that needs them (a backquote doubled).
 pub fn parse_table(spec: &str, default_db: &str) -> Result<(String, String), String> {
-    let bad = || format!("bad --table '{spec}': expected TABLE or DATABASE.TABLE");
-    let (first, rest) = identifier(spec).ok_or_else(bad)?;
-    if rest.is_empty() {
-        return Ok((default_db.into(), first));
-    }
-    let rest = rest.strip_prefix('.').ok_or_else(bad)?;
-    match identifier(rest) {
-        Some((second, "")) => Ok((first, second)),
-        _ => Err(bad()),
-    }
-}
-
-fn identifier(s: &str) -> Option<(String, &str)> {
-    if let Some(body) = s.strip_prefix('`') {
-        let mut out = String::new();
-        let mut chars = body.char_indices();
-        while let Some((i, c)) = chars.next() {
-            if c == '`' {
-                if body[i + 1..].starts_with('`') {
-                    out.push('`');
-                    chars.next();
-                } else {
-                    return (!out.is_empty()).then_some((out, &body[i + 1..]));
-                }
-            } else {
-                out.push(c);
-            }
-        }
-        return None;
-    }
-    let end = s.find(['.', '`']).unwrap_or(s.len());
-    (end > 0).then(|| (s[..end].to_string(), &s[end..]))
+    super::names::MARIADB.table(spec, default_db)
 }
 
 /// A transaction's changes held until its commit.

@@ -23,6 +23,7 @@
 //! never decoded, so its rows never reach the truth. A transaction's rows
 //! are held until its COMMIT, which gives them its LSN and time.
 
+use super::names::POSTGRES;
 use rundb::LogTruthRow;
 
 /// One decoded event.
@@ -54,40 +55,12 @@ pub struct Change {
 /// `--table T`: `T` is `public.T`; `S.T` names the schema. Either part may
 /// be double-quoted, as SQL writes a name that needs it.
 pub fn parse_table(spec: &str) -> Result<(String, String), String> {
-    let bad = || format!("bad --table '{spec}': expected TABLE or SCHEMA.TABLE");
-    let (first, rest) = identifier(spec).ok_or_else(bad)?;
-    if rest.is_empty() {
-        return Ok(("public".into(), first));
-    }
-    let rest = rest.strip_prefix('.').ok_or_else(bad)?;
-    match identifier(rest) {
-        Some((second, "")) => Ok((first, second)),
-        _ => Err(bad()),
-    }
+    POSTGRES.table(spec, "public")
 }
 
-/// An identifier at the start of `s` (bare up to `.`, `:`, `[` or a space,
-/// or double-quoted with `""` for a quote) and the rest.
+/// An identifier at the start of `s` and the rest ([`POSTGRES`]'s quoting).
 fn identifier(s: &str) -> Option<(String, &str)> {
-    if let Some(body) = s.strip_prefix('"') {
-        let mut out = String::new();
-        let mut chars = body.char_indices();
-        while let Some((i, c)) = chars.next() {
-            if c == '"' {
-                if body[i + 1..].starts_with('"') {
-                    out.push('"');
-                    chars.next();
-                } else {
-                    return Some((out, &body[i + 1..]));
-                }
-            } else {
-                out.push(c);
-            }
-        }
-        return None;
-    }
-    let end = s.find(['.', ':', '[', ' ']).unwrap_or(s.len());
-    (end > 0).then(|| (s[..end].to_string(), &s[end..]))
+    POSTGRES.identifier(s)
 }
 
 /// Reads one row of the plugin's output.

@@ -1,0 +1,47 @@
+//! Each consumer's verdict from what a log run recorded in run.db: the lines
+//! `experiment judge --backend ...` and `experiment watch` print after their
+//! own first line, and whether any consumer lost a row.
+
+use std::path::{Path, PathBuf};
+
+/// The consumers of run `run_id` of `db` judged (`analysis::consumers`).
+pub struct Verdicts {
+    /// Rows of the table committed while the run read the log.
+    pub committed: usize,
+    /// The lines after the command's own first line.
+    pub lines: Vec<String>,
+    pub any_invalid: bool,
+}
+
+/// Judges the consumers named by `delivered` on run `run_id` of `db`.
+pub fn read(
+    db: &Path,
+    run_id: i64,
+    delivered: &[(String, PathBuf)],
+    expect_all: bool,
+) -> Result<Verdicts, String> {
+    let conn = rundb::read::open(db)?;
+    let truth = rundb::read::log_truth(&conn, run_id)?;
+    let deliveries = rundb::read::log_deliveries(&conn, run_id)?;
+    drop(conn);
+    let names: Vec<String> = delivered.iter().map(|(n, _)| n.clone()).collect();
+    let judged = analysis::consumers::judge(&truth, &deliveries, &names, expect_all);
+    let mut lines = Vec::new();
+    if names.is_empty() {
+        lines.push("no --delivered consumer: the truth is recorded, nobody judged".into());
+    }
+    lines.extend(
+        analysis::consumers::render(&judged)
+            .lines()
+            .map(str::to_string),
+    );
+    lines.push(format!(
+        "the full report: analyze {} --run {run_id}",
+        db.display()
+    ));
+    Ok(Verdicts {
+        committed: judged.committed,
+        lines,
+        any_invalid: judged.any_invalid(),
+    })
+}

@@ -128,7 +128,7 @@ pub struct Summary {
     /// Runs flagged for the machine's load: writers more than 5 % short of
     /// the asked rate, or a load average above the core count.
     pub flagged_runs: usize,
-    /// Each cell against its reference ([`compare`]).
+    /// Each cell against its reference (`compare`).
     pub comparisons: Vec<Comparison>,
 }
 

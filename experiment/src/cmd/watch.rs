@@ -4,9 +4,9 @@
 //! runs (docs/log-truth.md, "Your own database"). One skeleton, two log
 //! sources:
 //!
-//! - [`postgres`]: a logical slot of `test_decoding`, the user's
+//! - `postgres`: a logical slot of `test_decoding`, the user's
 //!   (`--slot NAME`) or one made here and dropped (`--create-slot`);
-//! - [`mariadb`]: the binary log, read as a replica reads it
+//! - `mariadb`: the binary log, read as a replica reads it
 //!   (`--server-id N`) from where it ends as watch starts.
 //!
 //! The skeleton, the same for both: nothing of the user's is written (every

@@ -3,10 +3,10 @@
 //! any application's consumers against the database's own log
 //! (docs/log-truth.md). One skeleton, two log sources:
 //!
-//! - [`postgres`]: a throwaway cluster with `wal_level = logical` and a
+//! - `postgres`: a throwaway cluster with `wal_level = logical` and a
 //!   logical slot (`test_decoding`) made before COMMAND starts, drained every
 //!   [`PERIOD`];
-//! - [`mariadb`]: a throwaway MariaDB with its binary log in ROW format, read
+//! - `mariadb`: a throwaway MariaDB with its binary log in ROW format, read
 //!   as a replica reads it while it grows.
 //!
 //! The skeleton, the same for both: the source is opened (its server

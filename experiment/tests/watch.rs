@@ -7,11 +7,10 @@
 //! makes itself (`--create-slot`, dropped at the end), and bad input: one
 //! line each, exit 2, the user's slot left as it was.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
 mod common;
-use common::{command, signal, temp_dir};
+use common::{start_watch, stop_watch, temp_dir, watch};
 
 /// "Their" database: a cluster with logical decoding on and a connection.
 struct TheirDb {
@@ -81,72 +80,11 @@ fn relay_read(
         .runtime
         .block_on(client.query("SELECT id FROM outbox WHERE id > $1 ORDER BY id", &[&*last]))
         .unwrap();
-    let mut text = String::new();
-    for row in rows {
-        let id: i64 = row.get(0);
-        text.push_str(&format!("{id}\n"));
-        *last = id;
+    let ids: Vec<i64> = rows.iter().map(|row| row.get(0)).collect();
+    if let Some(id) = ids.last() {
+        *last = *id;
     }
-    use std::io::Write;
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(out)
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-}
-
-/// Starts `experiment watch ARGS` and waits for its banner (it watches
-/// from there on); a watch that ends first fails the test with its output.
-// The child is handed to the caller, which waits for it (`stop_watch`).
-#[allow(clippy::zombie_processes)]
-fn start_watch(args: &[&str]) -> (Child, BufReader<std::process::ChildStderr>) {
-    let mut child = command(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("experiment watch runs");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "watch ended before it watched: {seen}{}",
-                String::from_utf8_lossy(&out.stdout)
-            );
-        }
-        seen.push_str(&line);
-        if line.starts_with("watching ") {
-            return (child, stderr);
-        }
-    }
-}
-
-/// Ends a watch with Ctrl-C; its exit code, stdout and the rest of stderr.
-fn stop_watch(
-    mut child: Child,
-    mut stderr: BufReader<std::process::ChildStderr>,
-) -> (i32, String, String) {
-    signal(&child, "-INT");
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
-    let mut stdout = String::new();
-    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut stdout).unwrap();
-    let code = child.wait().unwrap().code().unwrap_or(-1);
-    (code, stdout, rest)
-}
-
-/// Runs `experiment watch ARGS` to its end: (exit code, stdout, stderr).
-fn watch(args: &[&str]) -> (i32, String, String) {
-    let out = command(args).output().expect("experiment watch runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::append_ids(out, &ids);
 }
 
 fn slots(db: &TheirDb, client: &tokio_postgres::Client) -> Vec<(String, bool)> {
@@ -209,7 +147,7 @@ fn watch_on_their_slot_judges_their_naive_relay_as_its_own_output_says() {
         "BEGIN; INSERT INTO outbox VALUES (7, 'rolled back'); ROLLBACK",
     );
     relay_read(&db, &reader, &mut last, &out);
-    let (code, stdout, stderr) = stop_watch(child, stderr);
+    let (code, stdout, stderr) = stop_watch((child, stderr));
 
     // The relay's own output, and what it says was lost: the rows committed
     // while watch watched, below the highest key delivered since, never in
@@ -295,7 +233,7 @@ fn a_slot_watch_makes_is_dropped_and_bad_input_is_one_line_a_slot_in_use_among_i
         run_db,
     ]);
     exec(&db, &admin, "INSERT INTO outbox VALUES (1, 'a')");
-    let (code, stdout, stderr) = stop_watch(child, stderr);
+    let (code, stdout, stderr) = stop_watch((child, stderr));
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(
         stdout.contains("1 rows of public.outbox committed"),

@@ -13,12 +13,10 @@
 
 use rusqlite::Connection;
 use snowleak::servers::mariadb::{LockMode, Server};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
 
 mod common;
-use common::{command, signal, temp_dir};
+use common::{command, start_watch, stop_watch, temp_dir, wait_watch, watch};
 
 /// The binary log as watch needs it (docs/log-truth.md, "Your own database").
 const BINLOG: [&str; 5] = [
@@ -65,58 +63,11 @@ fn relay_read(server: &Server, last: &mut i64, out: &Path) {
         "app",
         &format!("SELECT id FROM outbox WHERE id > {last} ORDER BY id"),
     );
-    let mut text = String::new();
-    for id in rows.lines() {
-        text.push_str(id);
-        text.push('\n');
-        *last = id.parse().unwrap();
+    let ids: Vec<i64> = rows.lines().map(|id| id.parse().unwrap()).collect();
+    if let Some(id) = ids.last() {
+        *last = *id;
     }
-    use std::io::Write;
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(out)
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-}
-
-/// Starts `experiment watch ARGS` and waits for its banner (it watches
-/// from there on); a watch that ends first fails the test with its output.
-// The child is handed to the caller, which waits for it.
-#[allow(clippy::zombie_processes)]
-fn start_watch(args: &[&str]) -> (Child, BufReader<std::process::ChildStderr>) {
-    let mut child = command(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("experiment watch runs");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "watch ended before it watched: {seen}{}",
-                String::from_utf8_lossy(&out.stdout)
-            );
-        }
-        seen.push_str(&line);
-        if line.starts_with("watching ") {
-            return (child, stderr);
-        }
-    }
-}
-
-/// Runs `experiment watch ARGS` to its end: (exit code, stdout, stderr).
-fn watch(args: &[&str]) -> (i32, String, String) {
-    let out = command(args).output().expect("experiment watch runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::append_ids(out, &ids);
 }
 
 #[test]
@@ -140,7 +91,7 @@ fn watch_reads_their_binlog_and_judges_their_naive_relay_as_its_own_file_says() 
     assert_eq!(last, 0);
 
     let target = target(&server);
-    let (child, stderr) = start_watch(&[
+    let watching = start_watch(&[
         "watch",
         "--target",
         &target,
@@ -178,13 +129,7 @@ fn watch_reads_their_binlog_and_judges_their_naive_relay_as_its_own_file_says() 
     relay_read(&server, &mut last, &relay);
     assert_eq!(last, 2);
 
-    signal(&child, "-INT");
-    let mut stderr = stderr;
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let code = out.status.code().unwrap_or(-1);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (code, stdout, rest) = stop_watch(watching);
 
     // The relay's own file: 0 (before watch), 2; 1 is missing below 2.
     let mine: Vec<String> = std::fs::read_to_string(&relay)
@@ -386,11 +331,7 @@ fn bad_input_is_one_line_and_exit_2_each() {
         .env("MYSQL_PWD", "pw")
         .output()
         .expect("experiment watch runs");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        common::outcome(out)
     };
     let (code, stdout, stderr) = run_as("watcher");
     assert_eq!(code, 0, "{stdout}\n{stderr}");
@@ -430,7 +371,7 @@ fn a_second_reader_with_watchs_server_id_ends_its_watch_in_one_line() {
     let target = target(&server);
     let db = |n: &str| dir.join(n).display().to_string();
     let (first_db, second_db) = (db("first.db"), db("second.db"));
-    let (first, first_err) = start_watch(&[
+    let first = start_watch(&[
         "watch",
         "--target",
         &target,
@@ -444,7 +385,7 @@ fn a_second_reader_with_watchs_server_id_ends_its_watch_in_one_line() {
     // Another reader with the same id: the server ends the first one's dump
     // (MariaDB's sql/sql_repl.cc, kill_zombie_dump_threads), and that watch
     // ends by itself, exit 2, one line naming --server-id.
-    let (second, second_err) = start_watch(&[
+    let second = start_watch(&[
         "watch",
         "--target",
         &target,
@@ -455,17 +396,10 @@ fn a_second_reader_with_watchs_server_id_ends_its_watch_in_one_line() {
         "--db",
         &second_db,
     ]);
-    let mut first_err = first_err;
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut first_err, &mut rest).unwrap();
-    let out = first.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{rest}");
+    let (code, _, rest) = wait_watch(first);
+    assert_eq!(code, 2, "{rest}");
     assert_eq!(rest.trim().lines().count(), 1, "{rest}");
     assert!(rest.contains("give watch its own --server-id"), "{rest}");
-    signal(&second, "-INT");
-    let mut second_err = second_err;
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut second_err, &mut rest).unwrap();
-    let out = second.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{rest}");
+    let (code, _, rest) = stop_watch(second);
+    assert_eq!(code, 0, "{rest}");
 }

@@ -259,3 +259,30 @@ pub fn assert_refused((code, stdout, stderr): (i32, String, String), expected: &
     );
     assert!(stderr.contains(expected), "{case}: {stderr}");
 }
+
+/// The line of a judge's or watch's report that names `key` lost (`lost key KEY ...`);
+/// a report without one fails the test with the report.
+pub fn lost_line<'a>(stdout: &'a str, key: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("lost key {key} ")))
+        .unwrap_or_else(|| panic!("no lost key {key} in\n{stdout}"))
+}
+
+/// Requires the report on a consumer whose file has a line without a key and a key the
+/// log never committed (99, on line 3 after line 2 `,no key`): both reported, not a crash.
+pub fn assert_junk_reported(stdout: &str) {
+    assert!(
+        stdout.contains("keys the log never committed: 1 (first: 99)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("lines that name no key: 1 (first: line 2: ,no key)"),
+        "{stdout}"
+    );
+}
+
+/// `base` then `extra`, as one argument list.
+pub fn joined<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+    base.iter().chain(extra).copied().collect()
+}

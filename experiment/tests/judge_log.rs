@@ -139,29 +139,21 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_left_behind() {
     let dir = temp_dir("judge-log-bad");
     let db = dir.join("judge.db");
     let db = db.to_str().unwrap();
-    let base = |extra: &[&'static str]| -> Vec<String> {
-        let mut v: Vec<String> = [
-            "judge",
-            "--backend",
-            "postgres",
-            "--db",
-            db,
-            "--drain",
-            "0s",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        v.extend(extra.iter().map(|s| s.to_string()));
-        v
-    };
-    let run = |args: Vec<String>, expected: &str| {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        bad_input(&args, expected);
+    let base = [
+        "judge",
+        "--backend",
+        "postgres",
+        "--db",
+        db,
+        "--drain",
+        "0s",
+    ];
+    let run = |extra: &[&str], expected: &str| {
+        bad_input(&common::joined(&base, extra), expected);
     };
     // The key column is not in the table.
     run(
-        base(&[
+        &[
             "--table",
             "outbox",
             "--key",
@@ -170,29 +162,29 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_left_behind() {
             "sh",
             "-c",
             "psql -X -q -c 'CREATE TABLE outbox (id bigint); INSERT INTO outbox VALUES (1)'",
-        ]),
+        ],
         "table public.outbox has no column 'event_id' (its columns: id)",
     );
     // A command that never writes the table.
     run(
-        base(&["--table", "outbox", "--", "true"]),
+        &["--table", "outbox", "--", "true"],
         "committed no row to public.outbox",
     );
     // A command that cannot run.
     run(
-        base(&["--table", "outbox", "--", "/no/such/program"]),
+        &["--table", "outbox", "--", "/no/such/program"],
         "cannot run '/no/such/program'",
     );
     // Not a slot name PostgreSQL accepts: refused before anything starts.
     run(
-        base(&["--table", "outbox", "--slot", "Bad-Name", "--", "true"]),
+        &["--table", "outbox", "--slot", "Bad-Name", "--", "true"],
         "bad --slot 'Bad-Name'",
     );
     // No table.
-    run(base(&["--", "true"]), "give --table T");
+    run(&["--", "true"], "give --table T");
     // The simulator's flags do not apply.
     run(
-        base(&["--table", "t", "--profile", "twitter", "--", "true"]),
+        &["--table", "t", "--profile", "twitter", "--", "true"],
         "--profile configures the simulator",
     );
     // And --table does not apply to the simulator.

@@ -269,21 +269,13 @@ fn bad_input_is_one_line_and_exit_2_with_no_server_left_behind() {
     let dir = temp_dir("judge-mariadb-bad");
     let db = dir.join("judge.db");
     let db = db.to_str().unwrap();
-    let base = |extra: &[&str]| -> Vec<String> {
-        let mut v: Vec<String> = ["judge", "--backend", "mariadb", "--db", db, "--drain", "0s"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        v.extend(extra.iter().map(|s| s.to_string()));
-        v
-    };
-    let run = |args: Vec<String>, expected: &str| {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        bad_input(&args, expected);
+    let base = ["judge", "--backend", "mariadb", "--db", db, "--drain", "0s"];
+    let run = |extra: &[&str], expected: &str| {
+        bad_input(&common::joined(&base, extra), expected);
     };
     // The key column is not in the table.
     run(
-        base(&[
+        &[
             "--table",
             "outbox",
             "--key",
@@ -293,29 +285,26 @@ fn bad_input_is_one_line_and_exit_2_with_no_server_left_behind() {
             "-c",
             "mariadb -S \"$MYSQL_UNIX_PORT\" -u root app -e \
              'CREATE TABLE outbox (id bigint, body text); INSERT INTO outbox VALUES (1, NULL)'",
-        ]),
+        ],
         "table app.outbox has no column 'event_id' (its columns: id, body)",
     );
     // A command that never writes the table.
     run(
-        base(&["--table", "outbox", "--", "true"]),
+        &["--table", "outbox", "--", "true"],
         "committed no row to app.outbox",
     );
     // A command that cannot run.
     run(
-        base(&["--table", "outbox", "--", "/no/such/program"]),
+        &["--table", "outbox", "--", "/no/such/program"],
         "cannot run '/no/such/program'",
     );
     // Refused before anything starts: a slot, a bad table name, no table.
     run(
-        base(&["--table", "outbox", "--slot", "s", "--", "true"]),
+        &["--table", "outbox", "--slot", "s", "--", "true"],
         "--slot names PostgreSQL's replication slot",
     );
-    run(
-        base(&["--table", "a.b.c", "--", "true"]),
-        "bad --table 'a.b.c'",
-    );
-    run(base(&["--", "true"]), "give --table T");
+    run(&["--table", "a.b.c", "--", "true"], "bad --table 'a.b.c'");
+    run(&["--", "true"], "give --table T");
 }
 
 #[test]

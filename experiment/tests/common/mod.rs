@@ -286,3 +286,10 @@ pub fn assert_junk_reported(stdout: &str) {
 pub fn joined<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
     base.iter().chain(extra).copied().collect()
 }
+
+/// Requires the outcome of a watch that `--duration` ended with nothing committed:
+/// exit 0 and a report of 0 rows.
+pub fn assert_ended_empty((code, stdout, stderr): (i32, String, String)) {
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("(ended: duration): 0 rows"), "{stdout}");
+}

@@ -44,27 +44,19 @@ fn a_naive_relay_loses_the_row_committed_behind_its_cursor_with_the_lag_the_log_
         dir.join("times.txt"),
     );
     let db = dir.join("judge.db");
-    let (code, stdout, stderr) = judge(&[
-        "judge",
-        "--backend",
+    let args = common::judge_outbox_args(
         "postgres",
-        "--table",
-        "outbox",
-        "--db",
-        db.to_str().unwrap(),
-        "--delivered",
-        &format!("naive={}", naive.display()),
-        "--delivered",
-        &format!("junk={}", junk.display()),
-        "--drain",
-        "0s",
-        "--",
-        "sh",
-        script.to_str().unwrap(),
-        naive.to_str().unwrap(),
-        junk.to_str().unwrap(),
-        times.to_str().unwrap(),
-    ]);
+        &db,
+        &[("naive", naive.as_path()), ("junk", junk.as_path())],
+        &[
+            "sh",
+            script.to_str().unwrap(),
+            naive.to_str().unwrap(),
+            junk.to_str().unwrap(),
+            times.to_str().unwrap(),
+        ],
+    );
+    let (code, stdout, stderr) = judge(&common::strs(&args));
     assert_eq!(code, 1, "a consumer lost a row: exit 1\n{stdout}\n{stderr}");
     // The commit times as the server keeps them, read by the application.
     let commit: std::collections::HashMap<i64, i64> = std::fs::read_to_string(&times)

@@ -48,27 +48,19 @@ fn a_naive_reader_loses_the_row_committed_behind_its_cursor_and_a_rollback_is_no
         dir.join("gtids.txt"),
     );
     let db = dir.join("judge.db");
-    let (code, stdout, stderr) = judge(&[
-        "judge",
-        "--backend",
+    let args = common::judge_outbox_args(
         "mariadb",
-        "--table",
-        "outbox",
-        "--db",
-        db.to_str().unwrap(),
-        "--delivered",
-        &format!("naive={}", naive.display()),
-        "--delivered",
-        &format!("junk={}", junk.display()),
-        "--drain",
-        "0s",
-        "--",
-        "sh",
-        script.to_str().unwrap(),
-        naive.to_str().unwrap(),
-        junk.to_str().unwrap(),
-        gtids.to_str().unwrap(),
-    ]);
+        &db,
+        &[("naive", naive.as_path()), ("junk", junk.as_path())],
+        &[
+            "sh",
+            script.to_str().unwrap(),
+            naive.to_str().unwrap(),
+            junk.to_str().unwrap(),
+            gtids.to_str().unwrap(),
+        ],
+    );
+    let (code, stdout, stderr) = judge(&common::strs(&args));
     assert_eq!(code, 1, "a consumer lost a row: exit 1\n{stdout}\n{stderr}");
     // The GTIDs as the server gave them: domain-server-seq.
     let gtid: HashMap<String, i64> = std::fs::read_to_string(&gtids)
@@ -195,25 +187,19 @@ fn a_naive_relay_under_concurrent_writers_loses_exactly_what_its_output_misses()
     let out = dir.join("naive.csv");
     let done = dir.join("writers.done");
     let db = dir.join("judge.db");
-    let (code, stdout, stderr) = judge(&[
-        "judge",
-        "--backend",
+    let args = common::judge_outbox_args(
         "mariadb",
-        "--table",
-        "outbox",
-        "--db",
-        db.to_str().unwrap(),
-        "--delivered",
-        &format!("naive={}", out.display()),
-        "--drain",
-        "0s",
-        "--",
-        "bash",
-        script.to_str().unwrap(),
-        out.to_str().unwrap(),
-        done.to_str().unwrap(),
-        "7",
-    ]);
+        &db,
+        &[("naive", out.as_path())],
+        &[
+            "bash",
+            script.to_str().unwrap(),
+            out.to_str().unwrap(),
+            done.to_str().unwrap(),
+            "7",
+        ],
+    );
+    let (code, stdout, stderr) = judge(&common::strs(&args));
     assert_eq!(
         code, 1,
         "the naive relay lost rows: exit 1\n{stdout}\n{stderr}"

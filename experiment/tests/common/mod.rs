@@ -293,3 +293,30 @@ pub fn assert_ended_empty((code, stdout, stderr): (i32, String, String)) {
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("(ended: duration): 0 rows"), "{stdout}");
 }
+
+/// The arguments of `experiment judge --backend BACKEND --table outbox`, recording to
+/// `db`, judging each `(name, file)` of `delivered`, draining for 0 s, around `program`
+/// (the application: a program and its arguments).
+pub fn judge_outbox_args(
+    backend: &str,
+    db: &std::path::Path,
+    delivered: &[(&str, &std::path::Path)],
+    program: &[&str],
+) -> Vec<String> {
+    let mut args: Vec<String> = ["judge", "--backend", backend, "--table", "outbox", "--db"]
+        .map(String::from)
+        .to_vec();
+    args.push(db.display().to_string());
+    for (name, file) in delivered {
+        args.push("--delivered".into());
+        args.push(format!("{name}={}", file.display()));
+    }
+    args.extend(["--drain", "0s", "--"].map(String::from));
+    args.extend(program.iter().map(|a| a.to_string()));
+    args
+}
+
+/// `args` as the `&str`s a command takes.
+pub fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}

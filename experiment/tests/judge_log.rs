@@ -36,27 +36,9 @@ q "SELECT id, floor(extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000)::
 #[test]
 fn a_naive_relay_loses_the_row_committed_behind_its_cursor_with_the_lag_the_log_gives() {
     let dir = temp_dir("judge-log");
-    let script = dir.join("app.sh");
-    std::fs::write(&script, APP).unwrap();
-    let (naive, junk, times) = (
-        dir.join("naive.csv"),
-        dir.join("junk.csv"),
-        dir.join("times.txt"),
-    );
-    let db = dir.join("judge.db");
-    let args = common::judge_outbox_args(
-        "postgres",
-        &db,
-        &[("naive", naive.as_path()), ("junk", junk.as_path())],
-        &[
-            "sh",
-            script.to_str().unwrap(),
-            naive.to_str().unwrap(),
-            junk.to_str().unwrap(),
-            times.to_str().unwrap(),
-        ],
-    );
-    let (code, stdout, stderr) = judge(&common::strs(&args));
+    let run = common::judge_naive_and_junk(&dir, "postgres", APP, "times.txt", judge);
+    let (db, naive, times) = (run.db, run.naive, run.facts);
+    let (code, stdout, stderr) = run.outcome;
     assert_eq!(code, 1, "a consumer lost a row: exit 1\n{stdout}\n{stderr}");
     // The commit times as the server keeps them, read by the application.
     let commit: std::collections::HashMap<i64, i64> = std::fs::read_to_string(&times)

@@ -40,27 +40,9 @@ printf '2\n,no key\n{"key": 99}\n' > "$2"
 #[test]
 fn a_naive_reader_loses_the_row_committed_behind_its_cursor_and_a_rollback_is_not_in_the_truth() {
     let dir = temp_dir("judge-mariadb");
-    let script = dir.join("app.sh");
-    std::fs::write(&script, APP).unwrap();
-    let (naive, junk, gtids) = (
-        dir.join("naive.csv"),
-        dir.join("junk.csv"),
-        dir.join("gtids.txt"),
-    );
-    let db = dir.join("judge.db");
-    let args = common::judge_outbox_args(
-        "mariadb",
-        &db,
-        &[("naive", naive.as_path()), ("junk", junk.as_path())],
-        &[
-            "sh",
-            script.to_str().unwrap(),
-            naive.to_str().unwrap(),
-            junk.to_str().unwrap(),
-            gtids.to_str().unwrap(),
-        ],
-    );
-    let (code, stdout, stderr) = judge(&common::strs(&args));
+    let run = common::judge_naive_and_junk(&dir, "mariadb", APP, "gtids.txt", judge);
+    let (db, naive, gtids) = (run.db, run.naive, run.facts);
+    let (code, stdout, stderr) = run.outcome;
     assert_eq!(code, 1, "a consumer lost a row: exit 1\n{stdout}\n{stderr}");
     // The GTIDs as the server gave them: domain-server-seq.
     let gtid: HashMap<String, i64> = std::fs::read_to_string(&gtids)

@@ -320,3 +320,48 @@ pub fn judge_outbox_args(
 pub fn strs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
 }
+
+/// The files of an application run by `judge_naive_and_junk`, and the judge's
+/// (exit code, stdout, stderr).
+pub struct AppRun {
+    pub db: std::path::PathBuf,
+    pub naive: std::path::PathBuf,
+    pub facts: std::path::PathBuf,
+    pub outcome: (i32, String, String),
+}
+
+/// Writes the shell script `app` in `dir` and judges it with `judge` on the outbox of
+/// `backend`, two consumers delivering to `naive.csv` and `junk.csv`; the script is run
+/// as `sh app.sh NAIVE JUNK FACTS`, FACTS (named `facts`) the file where it writes what
+/// the server reported, for the check.
+pub fn judge_naive_and_junk(
+    dir: &std::path::Path,
+    backend: &str,
+    app: &str,
+    facts: &str,
+    judge: fn(&[&str]) -> (i32, String, String),
+) -> AppRun {
+    let script = dir.join("app.sh");
+    std::fs::write(&script, app).unwrap();
+    let (naive, junk, facts) = (dir.join("naive.csv"), dir.join("junk.csv"), dir.join(facts));
+    let db = dir.join("judge.db");
+    let args = judge_outbox_args(
+        backend,
+        &db,
+        &[("naive", naive.as_path()), ("junk", junk.as_path())],
+        &[
+            "sh",
+            script.to_str().unwrap(),
+            naive.to_str().unwrap(),
+            junk.to_str().unwrap(),
+            facts.to_str().unwrap(),
+        ],
+    );
+    let outcome = judge(&strs(&args));
+    AppRun {
+        db,
+        naive,
+        facts,
+        outcome,
+    }
+}

@@ -8,31 +8,12 @@
 use rusqlite::Connection;
 
 mod common;
-use common::{command, temp_dir};
+use common::temp_dir;
 
 /// Runs the judge with `args`; returns (exit code, stdout, stderr) and
 /// checks that the run left no PostgreSQL cluster of its own behind.
 fn judge(args: &[&str]) -> (i32, String, String) {
-    let child = command(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("experiment judge runs");
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    let prefix = format!("snowleak-pg-{pid}-");
-    let left: Vec<String> = std::fs::read_dir(std::env::temp_dir())
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&prefix))
-        .collect();
-    assert!(left.is_empty(), "clusters left behind: {left:?}");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::run_leaving_nothing(args, "snowleak-pg", "clusters")
 }
 
 /// The application: key 2 commits, the relay reads (`id > 0`), key 1
@@ -55,35 +36,9 @@ q "SELECT id, floor(extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000)::
 #[test]
 fn a_naive_relay_loses_the_row_committed_behind_its_cursor_with_the_lag_the_log_gives() {
     let dir = temp_dir("judge-log");
-    let script = dir.join("app.sh");
-    std::fs::write(&script, APP).unwrap();
-    let (naive, junk, times) = (
-        dir.join("naive.csv"),
-        dir.join("junk.csv"),
-        dir.join("times.txt"),
-    );
-    let db = dir.join("judge.db");
-    let (code, stdout, stderr) = judge(&[
-        "judge",
-        "--backend",
-        "postgres",
-        "--table",
-        "outbox",
-        "--db",
-        db.to_str().unwrap(),
-        "--delivered",
-        &format!("naive={}", naive.display()),
-        "--delivered",
-        &format!("junk={}", junk.display()),
-        "--drain",
-        "0s",
-        "--",
-        "sh",
-        script.to_str().unwrap(),
-        naive.to_str().unwrap(),
-        junk.to_str().unwrap(),
-        times.to_str().unwrap(),
-    ]);
+    let run = common::judge_naive_and_junk(&dir, "postgres", APP, "times.txt", judge);
+    let (db, naive, times) = (run.db, run.naive, run.facts);
+    let (code, stdout, stderr) = run.outcome;
     assert_eq!(code, 1, "a consumer lost a row: exit 1\n{stdout}\n{stderr}");
     // The commit times as the server keeps them, read by the application.
     let commit: std::collections::HashMap<i64, i64> = std::fs::read_to_string(&times)
@@ -102,10 +57,7 @@ fn a_naive_relay_loses_the_row_committed_behind_its_cursor_with_the_lag_the_log_
         stdout.contains("naive: invalid (lost 1 committed rows;"),
         "{stdout}"
     );
-    let line = stdout
-        .lines()
-        .find(|l| l.trim_start().starts_with("lost key 1 "))
-        .unwrap_or_else(|| panic!("no lost key 1 in\n{stdout}"));
+    let line = common::lost_line(&stdout, "1");
     assert!(
         line.ends_with(&format!(
             "committed {lag} ms after key 2, behind:n=2 reads it"
@@ -122,24 +74,10 @@ fn a_naive_relay_loses_the_row_committed_behind_its_cursor_with_the_lag_the_log_
     );
     // The junk consumer: a line without a key and a key never committed are
     // reported, not a crash.
-    assert!(
-        stdout.contains("keys the log never committed: 1 (first: 99)"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("lines that name no key: 1 (first: line 2: ,no key)"),
-        "{stdout}"
-    );
+    common::assert_junk_reported(&stdout);
     // The truth in run.db: 2 then 1, in commit order; the rolled-back 3 and
     // the other table's row are not there.
-    let conn = Connection::open(&db).unwrap();
-    let rows: Vec<(String, String, i64)> = conn
-        .prepare("SELECT key, op, commit_ms FROM log_truth ORDER BY seq")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let rows = common::truth_rows(&db, "commit_ms");
     assert_eq!(
         rows,
         [
@@ -147,6 +85,7 @@ fn a_naive_relay_loses_the_row_committed_behind_its_cursor_with_the_lag_the_log_
             ("1".to_string(), "insert".to_string(), commit[&1]),
         ]
     );
+    let conn = Connection::open(&db).unwrap();
     let delivered: Vec<(String, i64, Option<String>)> = conn
         .prepare("SELECT consumer, line, key FROM log_deliveries ORDER BY consumer, line")
         .unwrap()
@@ -166,11 +105,7 @@ fn a_naive_relay_loses_the_row_committed_behind_its_cursor_with_the_lag_the_log_
 }
 
 fn bad_input(args: &[&str], expected: &str) {
-    let (code, stdout, stderr) = judge(args);
-    assert_eq!(code, 2, "bad input: exit 2\n{stdout}\n{stderr}");
-    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(errors.len(), 1, "one line:\n{stderr}");
-    assert!(errors[0].contains(expected), "{stderr}");
+    common::assert_bad_input(judge(args), expected);
 }
 
 #[test]
@@ -178,29 +113,21 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_left_behind() {
     let dir = temp_dir("judge-log-bad");
     let db = dir.join("judge.db");
     let db = db.to_str().unwrap();
-    let base = |extra: &[&'static str]| -> Vec<String> {
-        let mut v: Vec<String> = [
-            "judge",
-            "--backend",
-            "postgres",
-            "--db",
-            db,
-            "--drain",
-            "0s",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        v.extend(extra.iter().map(|s| s.to_string()));
-        v
-    };
-    let run = |args: Vec<String>, expected: &str| {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        bad_input(&args, expected);
+    let base = [
+        "judge",
+        "--backend",
+        "postgres",
+        "--db",
+        db,
+        "--drain",
+        "0s",
+    ];
+    let run = |extra: &[&str], expected: &str| {
+        bad_input(&common::joined(&base, extra), expected);
     };
     // The key column is not in the table.
     run(
-        base(&[
+        &[
             "--table",
             "outbox",
             "--key",
@@ -209,29 +136,29 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_left_behind() {
             "sh",
             "-c",
             "psql -X -q -c 'CREATE TABLE outbox (id bigint); INSERT INTO outbox VALUES (1)'",
-        ]),
+        ],
         "table public.outbox has no column 'event_id' (its columns: id)",
     );
     // A command that never writes the table.
     run(
-        base(&["--table", "outbox", "--", "true"]),
+        &["--table", "outbox", "--", "true"],
         "committed no row to public.outbox",
     );
     // A command that cannot run.
     run(
-        base(&["--table", "outbox", "--", "/no/such/program"]),
+        &["--table", "outbox", "--", "/no/such/program"],
         "cannot run '/no/such/program'",
     );
     // Not a slot name PostgreSQL accepts: refused before anything starts.
     run(
-        base(&["--table", "outbox", "--slot", "Bad-Name", "--", "true"]),
+        &["--table", "outbox", "--slot", "Bad-Name", "--", "true"],
         "bad --slot 'Bad-Name'",
     );
     // No table.
-    run(base(&["--", "true"]), "give --table T");
+    run(&["--", "true"], "give --table T");
     // The simulator's flags do not apply.
     run(
-        base(&["--table", "t", "--profile", "twitter", "--", "true"]),
+        &["--table", "t", "--profile", "twitter", "--", "true"],
         "--profile configures the simulator",
     );
     // And --table does not apply to the simulator.
@@ -241,58 +168,29 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_left_behind() {
 
 #[test]
 fn ctrl_c_stops_the_command_reads_the_log_a_last_time_and_leaves_nothing_behind() {
-    use std::io::BufRead;
     let dir = temp_dir("judge-log-int");
     let db = dir.join("judge.db");
-    let mut child = command(&[
-        "judge",
-        "--backend",
-        "postgres",
-        "--table",
-        "t",
-        "--db",
-        db.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        "psql -X -q -c 'CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)' \
-         && echo ready && exec sleep 600",
-    ])
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .expect("experiment judge runs");
-    let pid = child.id();
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while line.trim() != "ready" {
-        line.clear();
-        assert!(
-            stdout.read_line(&mut line).unwrap() > 0,
-            "the command never said ready"
-        );
-    }
-    // The row is committed; Ctrl-C as a user would.
-    common::signal(&child, "-INT");
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{rest}\n{stderr}");
+    let (code, rest, stderr) = common::interrupt_when_ready(
+        &[
+            "judge",
+            "--backend",
+            "postgres",
+            "--table",
+            "t",
+            "--db",
+            db.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "psql -X -q -c 'CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)' \
+             && echo ready && exec sleep 600",
+        ],
+        "snowleak-pg",
+        "cluster",
+    );
+    // The row is committed; Ctrl-C as a user would (at "ready").
+    assert_eq!(code, Some(0), "{rest}\n{stderr}");
     assert!(rest.contains("1 rows of public.t committed"), "{rest}");
-    let prefix = format!("snowleak-pg-{pid}-");
-    let left = std::fs::read_dir(std::env::temp_dir())
-        .unwrap()
-        .filter_map(Result::ok)
-        .any(|e| e.file_name().to_string_lossy().starts_with(&prefix));
-    assert!(!left, "the cluster is removed");
-    let conn = Connection::open(&db).unwrap();
-    let (reason, keys): (String, i64) = conn
-        .query_row(
-            "SELECT end_reason, (SELECT count(*) FROM log_truth) FROM runs",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
+    let (reason, keys) = common::end_reason_and_truth_rows(&db);
     assert_eq!((reason.as_str(), keys), ("interrupted", 1));
 }

@@ -13,31 +13,12 @@ use rusqlite::Connection;
 use std::collections::{BTreeSet, HashMap};
 
 mod common;
-use common::{command, temp_dir};
+use common::temp_dir;
 
 /// Runs the judge with `args`; returns (exit code, stdout, stderr) and
 /// checks that the run left no MariaDB server of its own behind.
 fn judge(args: &[&str]) -> (i32, String, String) {
-    let child = command(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("experiment judge runs");
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    let prefix = format!("snowleak-mariadbd-{pid}-");
-    let left: Vec<String> = std::fs::read_dir(std::env::temp_dir())
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&prefix))
-        .collect();
-    assert!(left.is_empty(), "servers left behind: {left:?}");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::run_leaving_nothing(args, "snowleak-mariadbd", "servers")
 }
 
 /// The application: key 2 commits, the reader reads (`id > 0`), key 1
@@ -59,35 +40,9 @@ printf '2\n,no key\n{"key": 99}\n' > "$2"
 #[test]
 fn a_naive_reader_loses_the_row_committed_behind_its_cursor_and_a_rollback_is_not_in_the_truth() {
     let dir = temp_dir("judge-mariadb");
-    let script = dir.join("app.sh");
-    std::fs::write(&script, APP).unwrap();
-    let (naive, junk, gtids) = (
-        dir.join("naive.csv"),
-        dir.join("junk.csv"),
-        dir.join("gtids.txt"),
-    );
-    let db = dir.join("judge.db");
-    let (code, stdout, stderr) = judge(&[
-        "judge",
-        "--backend",
-        "mariadb",
-        "--table",
-        "outbox",
-        "--db",
-        db.to_str().unwrap(),
-        "--delivered",
-        &format!("naive={}", naive.display()),
-        "--delivered",
-        &format!("junk={}", junk.display()),
-        "--drain",
-        "0s",
-        "--",
-        "sh",
-        script.to_str().unwrap(),
-        naive.to_str().unwrap(),
-        junk.to_str().unwrap(),
-        gtids.to_str().unwrap(),
-    ]);
+    let run = common::judge_naive_and_junk(&dir, "mariadb", APP, "gtids.txt", judge);
+    let (db, naive, gtids) = (run.db, run.naive, run.facts);
+    let (code, stdout, stderr) = run.outcome;
     assert_eq!(code, 1, "a consumer lost a row: exit 1\n{stdout}\n{stderr}");
     // The GTIDs as the server gave them: domain-server-seq.
     let gtid: HashMap<String, i64> = std::fs::read_to_string(&gtids)
@@ -142,10 +97,7 @@ fn a_naive_reader_loses_the_row_committed_behind_its_cursor_and_a_rollback_is_no
     }
     // The lag is measured on the read times (docs/log-truth.md, "MariaDB").
     let lag = rows[1].5 - rows[0].5;
-    let line = stdout
-        .lines()
-        .find(|l| l.trim_start().starts_with("lost key 1 "))
-        .unwrap_or_else(|| panic!("no lost key 1 in\n{stdout}"));
+    let line = common::lost_line(&stdout, "1");
     assert!(
         line.ends_with(&format!(
             "committed {lag} ms after key 2, behind:n=2 reads it"
@@ -158,14 +110,7 @@ fn a_naive_reader_loses_the_row_committed_behind_its_cursor_and_a_rollback_is_no
     );
     // The junk consumer: a line without a key and a key never committed are
     // reported, not a crash.
-    assert!(
-        stdout.contains("keys the log never committed: 1 (first: 99)"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("lines that name no key: 1 (first: line 2: ,no key)"),
-        "{stdout}"
-    );
+    common::assert_junk_reported(&stdout);
     let target: String = conn
         .query_row("SELECT target FROM runs", [], |r| r.get(0))
         .unwrap();
@@ -224,25 +169,19 @@ fn a_naive_relay_under_concurrent_writers_loses_exactly_what_its_output_misses()
     let out = dir.join("naive.csv");
     let done = dir.join("writers.done");
     let db = dir.join("judge.db");
-    let (code, stdout, stderr) = judge(&[
-        "judge",
-        "--backend",
+    let args = common::judge_outbox_args(
         "mariadb",
-        "--table",
-        "outbox",
-        "--db",
-        db.to_str().unwrap(),
-        "--delivered",
-        &format!("naive={}", out.display()),
-        "--drain",
-        "0s",
-        "--",
-        "bash",
-        script.to_str().unwrap(),
-        out.to_str().unwrap(),
-        done.to_str().unwrap(),
-        "7",
-    ]);
+        &db,
+        &[("naive", out.as_path())],
+        &[
+            "bash",
+            script.to_str().unwrap(),
+            out.to_str().unwrap(),
+            done.to_str().unwrap(),
+            "7",
+        ],
+    );
+    let (code, stdout, stderr) = judge(&common::strs(&args));
     assert_eq!(
         code, 1,
         "the naive relay lost rows: exit 1\n{stdout}\n{stderr}"
@@ -290,11 +229,7 @@ fn a_naive_relay_under_concurrent_writers_loses_exactly_what_its_output_misses()
 }
 
 fn bad_input(args: &[&str], expected: &str) {
-    let (code, stdout, stderr) = judge(args);
-    assert_eq!(code, 2, "bad input: exit 2\n{stdout}\n{stderr}");
-    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(errors.len(), 1, "one line:\n{stderr}");
-    assert!(errors[0].contains(expected), "{stderr}");
+    common::assert_bad_input(judge(args), expected);
 }
 
 #[test]
@@ -302,21 +237,13 @@ fn bad_input_is_one_line_and_exit_2_with_no_server_left_behind() {
     let dir = temp_dir("judge-mariadb-bad");
     let db = dir.join("judge.db");
     let db = db.to_str().unwrap();
-    let base = |extra: &[&str]| -> Vec<String> {
-        let mut v: Vec<String> = ["judge", "--backend", "mariadb", "--db", db, "--drain", "0s"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        v.extend(extra.iter().map(|s| s.to_string()));
-        v
-    };
-    let run = |args: Vec<String>, expected: &str| {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        bad_input(&args, expected);
+    let base = ["judge", "--backend", "mariadb", "--db", db, "--drain", "0s"];
+    let run = |extra: &[&str], expected: &str| {
+        bad_input(&common::joined(&base, extra), expected);
     };
     // The key column is not in the table.
     run(
-        base(&[
+        &[
             "--table",
             "outbox",
             "--key",
@@ -326,86 +253,54 @@ fn bad_input_is_one_line_and_exit_2_with_no_server_left_behind() {
             "-c",
             "mariadb -S \"$MYSQL_UNIX_PORT\" -u root app -e \
              'CREATE TABLE outbox (id bigint, body text); INSERT INTO outbox VALUES (1, NULL)'",
-        ]),
+        ],
         "table app.outbox has no column 'event_id' (its columns: id, body)",
     );
     // A command that never writes the table.
     run(
-        base(&["--table", "outbox", "--", "true"]),
+        &["--table", "outbox", "--", "true"],
         "committed no row to app.outbox",
     );
     // A command that cannot run.
     run(
-        base(&["--table", "outbox", "--", "/no/such/program"]),
+        &["--table", "outbox", "--", "/no/such/program"],
         "cannot run '/no/such/program'",
     );
     // Refused before anything starts: a slot, a bad table name, no table.
     run(
-        base(&["--table", "outbox", "--slot", "s", "--", "true"]),
+        &["--table", "outbox", "--slot", "s", "--", "true"],
         "--slot names PostgreSQL's replication slot",
     );
-    run(
-        base(&["--table", "a.b.c", "--", "true"]),
-        "bad --table 'a.b.c'",
-    );
-    run(base(&["--", "true"]), "give --table T");
+    run(&["--table", "a.b.c", "--", "true"], "bad --table 'a.b.c'");
+    run(&["--", "true"], "give --table T");
 }
 
 #[test]
 fn ctrl_c_stops_the_command_reads_the_log_to_its_end_and_leaves_nothing_behind() {
-    use std::io::BufRead;
     let dir = temp_dir("judge-mariadb-int");
     let db = dir.join("judge.db");
-    let mut child = command(&[
-        "judge",
-        "--backend",
-        "mariadb",
-        "--table",
-        "t",
-        "--db",
-        db.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        "mariadb -S \"$MYSQL_UNIX_PORT\" -u root app -e \
-         'CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)' \
-         && echo ready && exec sleep 600",
-    ])
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .expect("experiment judge runs");
-    let pid = child.id();
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while line.trim() != "ready" {
-        line.clear();
-        assert!(
-            stdout.read_line(&mut line).unwrap() > 0,
-            "the command never said ready"
-        );
-    }
-    // The row is committed; Ctrl-C as a user would.
-    common::signal(&child, "-INT");
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{rest}\n{stderr}");
+    let (code, rest, stderr) = common::interrupt_when_ready(
+        &[
+            "judge",
+            "--backend",
+            "mariadb",
+            "--table",
+            "t",
+            "--db",
+            db.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "mariadb -S \"$MYSQL_UNIX_PORT\" -u root app -e \
+             'CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)' \
+             && echo ready && exec sleep 600",
+        ],
+        "snowleak-mariadbd",
+        "server",
+    );
+    // The row is committed; Ctrl-C as a user would (at "ready").
+    assert_eq!(code, Some(0), "{rest}\n{stderr}");
     assert!(rest.contains("1 rows of app.t committed"), "{rest}");
-    let prefix = format!("snowleak-mariadbd-{pid}-");
-    let left = std::fs::read_dir(std::env::temp_dir())
-        .unwrap()
-        .filter_map(Result::ok)
-        .any(|e| e.file_name().to_string_lossy().starts_with(&prefix));
-    assert!(!left, "the server is removed");
-    let conn = Connection::open(&db).unwrap();
-    let (reason, keys): (String, i64) = conn
-        .query_row(
-            "SELECT end_reason, (SELECT count(*) FROM log_truth) FROM runs",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
+    let (reason, keys) = common::end_reason_and_truth_rows(&db);
     assert_eq!((reason.as_str(), keys), ("interrupted", 1));
 }

@@ -7,11 +7,10 @@
 //! makes itself (`--create-slot`, dropped at the end), and bad input: one
 //! line each, exit 2, the user's slot left as it was.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
 mod common;
-use common::{command, signal, temp_dir};
+use common::{start_watch, stop_watch, temp_dir, watch};
 
 /// "Their" database: a cluster with logical decoding on and a connection.
 struct TheirDb {
@@ -81,72 +80,11 @@ fn relay_read(
         .runtime
         .block_on(client.query("SELECT id FROM outbox WHERE id > $1 ORDER BY id", &[&*last]))
         .unwrap();
-    let mut text = String::new();
-    for row in rows {
-        let id: i64 = row.get(0);
-        text.push_str(&format!("{id}\n"));
-        *last = id;
+    let ids: Vec<i64> = rows.iter().map(|row| row.get(0)).collect();
+    if let Some(id) = ids.last() {
+        *last = *id;
     }
-    use std::io::Write;
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(out)
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-}
-
-/// Starts `experiment watch ARGS` and waits for its banner (it watches
-/// from there on); a watch that ends first fails the test with its output.
-// The child is handed to the caller, which waits for it (`stop_watch`).
-#[allow(clippy::zombie_processes)]
-fn start_watch(args: &[&str]) -> (Child, BufReader<std::process::ChildStderr>) {
-    let mut child = command(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("experiment watch runs");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "watch ended before it watched: {seen}{}",
-                String::from_utf8_lossy(&out.stdout)
-            );
-        }
-        seen.push_str(&line);
-        if line.starts_with("watching ") {
-            return (child, stderr);
-        }
-    }
-}
-
-/// Ends a watch with Ctrl-C; its exit code, stdout and the rest of stderr.
-fn stop_watch(
-    mut child: Child,
-    mut stderr: BufReader<std::process::ChildStderr>,
-) -> (i32, String, String) {
-    signal(&child, "-INT");
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
-    let mut stdout = String::new();
-    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut stdout).unwrap();
-    let code = child.wait().unwrap().code().unwrap_or(-1);
-    (code, stdout, rest)
-}
-
-/// Runs `experiment watch ARGS` to its end: (exit code, stdout, stderr).
-fn watch(args: &[&str]) -> (i32, String, String) {
-    let out = command(args).output().expect("experiment watch runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::append_ids(out, &ids);
 }
 
 fn slots(db: &TheirDb, client: &tokio_postgres::Client) -> Vec<(String, bool)> {
@@ -159,6 +97,11 @@ fn slots(db: &TheirDb, client: &tokio_postgres::Client) -> Vec<(String, bool)> {
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect()
+}
+
+/// The names of the cluster's replication slots, in order.
+fn slot_names(db: &TheirDb, client: &tokio_postgres::Client) -> Vec<String> {
+    slots(db, client).into_iter().map(|(n, _)| n).collect()
 }
 
 #[test]
@@ -209,7 +152,7 @@ fn watch_on_their_slot_judges_their_naive_relay_as_its_own_output_says() {
         "BEGIN; INSERT INTO outbox VALUES (7, 'rolled back'); ROLLBACK",
     );
     relay_read(&db, &reader, &mut last, &out);
-    let (code, stdout, stderr) = stop_watch(child, stderr);
+    let (code, stdout, stderr) = stop_watch((child, stderr));
 
     // The relay's own output, and what it says was lost: the rows committed
     // while watch watched, below the highest key delivered since, never in
@@ -295,13 +238,13 @@ fn a_slot_watch_makes_is_dropped_and_bad_input_is_one_line_a_slot_in_use_among_i
         run_db,
     ]);
     exec(&db, &admin, "INSERT INTO outbox VALUES (1, 'a')");
-    let (code, stdout, stderr) = stop_watch(child, stderr);
+    let (code, stdout, stderr) = stop_watch((child, stderr));
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(
         stdout.contains("1 rows of public.outbox committed"),
         "{stdout}"
     );
-    let names: Vec<String> = slots(&db, &admin).into_iter().map(|(n, _)| n).collect();
+    let names = slot_names(&db, &admin);
     assert_eq!(
         names,
         ["busy", "other_plugin", "physical"],
@@ -363,14 +306,8 @@ fn a_slot_watch_makes_is_dropped_and_bad_input_is_one_line_a_slot_in_use_among_i
     for (extra, expected) in cases {
         let mut args = vec!["watch", "--target", &target, "--db", run_db];
         args.extend(extra.iter().copied());
-        let (code, stdout, stderr) = watch(&args);
-        assert_eq!(code, 2, "{extra:?}: exit 2\n{stdout}\n{stderr}");
-        assert_eq!(
-            stderr.trim().lines().count(),
-            1,
-            "{extra:?}: one line\n{stderr}"
-        );
-        assert!(stderr.contains(expected), "{extra:?}: {stderr}");
+        let refused = watch(&args);
+        common::assert_refused(refused, expected, &format!("{extra:?}"));
     }
     let _ = recv.kill();
     let _ = recv.wait();
@@ -390,15 +327,13 @@ fn a_slot_watch_makes_is_dropped_and_bad_input_is_one_line_a_slot_in_use_among_i
         ),
         ("sqlite:x", "watch reads PostgreSQL or MariaDB"),
     ] {
-        let (code, _, stderr) = watch(&[
+        let refused = watch(&[
             "watch", "--target", target, "--table", "outbox", "--slot", "s", "--db", run_db,
         ]);
-        assert_eq!(code, 2, "{target}: {stderr}");
-        assert_eq!(stderr.trim().lines().count(), 1, "{target}: {stderr}");
-        assert!(stderr.contains(expected), "{target}: {stderr}");
+        common::assert_refused(refused, expected, target);
     }
     // --duration ends a watch as Ctrl-C does, its slot dropped.
-    let (code, stdout, stderr) = watch(&[
+    let ended = watch(&[
         "watch",
         "--target",
         &target,
@@ -412,9 +347,8 @@ fn a_slot_watch_makes_is_dropped_and_bad_input_is_one_line_a_slot_in_use_among_i
         "--db",
         run_db,
     ]);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert!(stdout.contains("(ended: duration): 0 rows"), "{stdout}");
+    common::assert_ended_empty(ended);
     // Their slots are as they were: watch dropped none it did not make.
-    let names: Vec<String> = slots(&db, &admin).into_iter().map(|(n, _)| n).collect();
+    let names = slot_names(&db, &admin);
     assert_eq!(names, ["busy", "other_plugin", "physical"]);
 }

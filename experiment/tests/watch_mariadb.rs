@@ -13,12 +13,10 @@
 
 use rusqlite::Connection;
 use snowleak::servers::mariadb::{LockMode, Server};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
 
 mod common;
-use common::{command, signal, temp_dir};
+use common::{command, start_watch, stop_watch, temp_dir, wait_watch, watch};
 
 /// The binary log as watch needs it (docs/log-truth.md, "Your own database").
 const BINLOG: [&str; 5] = [
@@ -65,58 +63,11 @@ fn relay_read(server: &Server, last: &mut i64, out: &Path) {
         "app",
         &format!("SELECT id FROM outbox WHERE id > {last} ORDER BY id"),
     );
-    let mut text = String::new();
-    for id in rows.lines() {
-        text.push_str(id);
-        text.push('\n');
-        *last = id.parse().unwrap();
+    let ids: Vec<i64> = rows.lines().map(|id| id.parse().unwrap()).collect();
+    if let Some(id) = ids.last() {
+        *last = *id;
     }
-    use std::io::Write;
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(out)
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-}
-
-/// Starts `experiment watch ARGS` and waits for its banner (it watches
-/// from there on); a watch that ends first fails the test with its output.
-// The child is handed to the caller, which waits for it.
-#[allow(clippy::zombie_processes)]
-fn start_watch(args: &[&str]) -> (Child, BufReader<std::process::ChildStderr>) {
-    let mut child = command(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("experiment watch runs");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "watch ended before it watched: {seen}{}",
-                String::from_utf8_lossy(&out.stdout)
-            );
-        }
-        seen.push_str(&line);
-        if line.starts_with("watching ") {
-            return (child, stderr);
-        }
-    }
-}
-
-/// Runs `experiment watch ARGS` to its end: (exit code, stdout, stderr).
-fn watch(args: &[&str]) -> (i32, String, String) {
-    let out = command(args).output().expect("experiment watch runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::append_ids(out, &ids);
 }
 
 #[test]
@@ -140,7 +91,7 @@ fn watch_reads_their_binlog_and_judges_their_naive_relay_as_its_own_file_says() 
     assert_eq!(last, 0);
 
     let target = target(&server);
-    let (child, stderr) = start_watch(&[
+    let watching = start_watch(&[
         "watch",
         "--target",
         &target,
@@ -178,13 +129,7 @@ fn watch_reads_their_binlog_and_judges_their_naive_relay_as_its_own_file_says() 
     relay_read(&server, &mut last, &relay);
     assert_eq!(last, 2);
 
-    signal(&child, "-INT");
-    let mut stderr = stderr;
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let code = out.status.code().unwrap_or(-1);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (code, stdout, rest) = stop_watch(watching);
 
     // The relay's own file: 0 (before watch), 2; 1 is missing below 2.
     let mine: Vec<String> = std::fs::read_to_string(&relay)
@@ -202,10 +147,7 @@ fn watch_reads_their_binlog_and_judges_their_naive_relay_as_its_own_file_says() 
         stdout.contains("(ended: interrupted): 2 rows of app.outbox committed"),
         "{stdout}"
     );
-    let lost = stdout
-        .lines()
-        .find(|l| l.trim_start().starts_with("lost key 1 "))
-        .unwrap_or_else(|| panic!("no lost key 1 in\n{stdout}"));
+    let lost = common::lost_line(&stdout, "1");
     assert!(
         lost.contains(&format!("(xid {g1}, commit binlog.000002:")),
         "{lost}"
@@ -213,14 +155,8 @@ fn watch_reads_their_binlog_and_judges_their_naive_relay_as_its_own_file_says() 
     // The truth: exactly the rows committed after watch started, in commit
     // order, with their GTIDs; not row 0, not the rolled-back 3, not the
     // other table's row.
+    let truth = common::truth_rows(&run_db, "xid");
     let conn = Connection::open(&run_db).unwrap();
-    let truth: Vec<(String, String, i64)> = conn
-        .prepare("SELECT key, op, xid FROM log_truth ORDER BY seq")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
     assert_eq!(
         truth,
         [
@@ -317,14 +253,8 @@ fn bad_input_is_one_line_and_exit_2_each() {
             args.extend(["--table", "outbox"]);
         }
         args.extend(extra.iter().copied());
-        let (code, stdout, stderr) = watch(&args);
-        assert_eq!(code, 2, "{target} {extra:?}: exit 2\n{stdout}\n{stderr}");
-        assert_eq!(
-            stderr.trim().lines().count(),
-            1,
-            "{target} {extra:?}: one line\n{stderr}"
-        );
-        assert!(stderr.contains(expected), "{target} {extra:?}: {stderr}");
+        let refused = watch(&args);
+        common::assert_refused(refused, expected, &format!("{target} {extra:?}"));
     }
     // Each setting the truth needs, refused by name when it is not as needed.
     for (name, bad) in [
@@ -333,7 +263,7 @@ fn bad_input_is_one_line_and_exit_2_each() {
         ("binlog_row_metadata", "MINIMAL"),
     ] {
         sql(&server, "", &format!("SET GLOBAL {name} = {bad}"));
-        let (code, _, stderr) = watch(&[
+        let refused = watch(&[
             "watch", "--target", &theirs, "--table", "outbox", "--db", run_db,
         ]);
         let wanted = if name == "binlog_format" {
@@ -342,11 +272,10 @@ fn bad_input_is_one_line_and_exit_2_each() {
             "FULL"
         };
         sql(&server, "", &format!("SET GLOBAL {name} = {wanted}"));
-        assert_eq!(code, 2, "{name}: {stderr}");
-        assert_eq!(stderr.trim().lines().count(), 1, "{name}: {stderr}");
-        assert!(
-            stderr.contains(&format!("{name} is {bad}: watch needs {name}={wanted}")),
-            "{name}: {stderr}"
+        common::assert_refused(
+            refused,
+            &format!("{name} is {bad}: watch needs {name}={wanted}"),
+            name,
         );
     }
     // The privileges docs/log-truth.md names are enough: a user with them
@@ -386,23 +315,16 @@ fn bad_input_is_one_line_and_exit_2_each() {
         .env("MYSQL_PWD", "pw")
         .output()
         .expect("experiment watch runs");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        common::outcome(out)
     };
-    let (code, stdout, stderr) = run_as("watcher");
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert!(stdout.contains("(ended: duration): 0 rows"), "{stdout}");
+    let ended = run_as("watcher");
+    common::assert_ended_empty(ended);
     for (user, expected) in [("nodump", "REPLICATION SLAVE"), ("noend", "BINLOG MONITOR")] {
-        let (code, _, stderr) = run_as(user);
-        assert_eq!(code, 2, "{user}: {stderr}");
-        assert_eq!(stderr.trim().lines().count(), 1, "{user}: {stderr}");
-        assert!(stderr.contains(expected), "{user}: {stderr}");
+        let refused = run_as(user);
+        common::assert_refused(refused, expected, user);
     }
     // --duration ends a watch as Ctrl-C does; nothing committed: exit 0.
-    let (code, stdout, stderr) = watch(&[
+    let ended = watch(&[
         "watch",
         "--target",
         &theirs,
@@ -413,8 +335,7 @@ fn bad_input_is_one_line_and_exit_2_each() {
         "--db",
         run_db,
     ]);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert!(stdout.contains("(ended: duration): 0 rows"), "{stdout}");
+    common::assert_ended_empty(ended);
 }
 
 #[test]
@@ -430,7 +351,7 @@ fn a_second_reader_with_watchs_server_id_ends_its_watch_in_one_line() {
     let target = target(&server);
     let db = |n: &str| dir.join(n).display().to_string();
     let (first_db, second_db) = (db("first.db"), db("second.db"));
-    let (first, first_err) = start_watch(&[
+    let first = start_watch(&[
         "watch",
         "--target",
         &target,
@@ -444,7 +365,7 @@ fn a_second_reader_with_watchs_server_id_ends_its_watch_in_one_line() {
     // Another reader with the same id: the server ends the first one's dump
     // (MariaDB's sql/sql_repl.cc, kill_zombie_dump_threads), and that watch
     // ends by itself, exit 2, one line naming --server-id.
-    let (second, second_err) = start_watch(&[
+    let second = start_watch(&[
         "watch",
         "--target",
         &target,
@@ -455,17 +376,10 @@ fn a_second_reader_with_watchs_server_id_ends_its_watch_in_one_line() {
         "--db",
         &second_db,
     ]);
-    let mut first_err = first_err;
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut first_err, &mut rest).unwrap();
-    let out = first.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{rest}");
+    let (code, _, rest) = wait_watch(first);
+    assert_eq!(code, 2, "{rest}");
     assert_eq!(rest.trim().lines().count(), 1, "{rest}");
     assert!(rest.contains("give watch its own --server-id"), "{rest}");
-    signal(&second, "-INT");
-    let mut second_err = second_err;
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut second_err, &mut rest).unwrap();
-    let out = second.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{rest}");
+    let (code, _, rest) = stop_watch(second);
+    assert_eq!(code, 0, "{rest}");
 }

@@ -67,3 +67,301 @@ pub fn read_banner(stdout: &mut impl std::io::BufRead) -> String {
         }
     }
 }
+
+/// (exit code, stdout, stderr) of a finished run; a run ended by a signal gives -1.
+pub fn outcome(out: Output) -> (i32, String, String) {
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The entries of the system's temporary directory a run with process id `pid` left
+/// behind, named `{prefix}-{pid}-...` (the scratch directories of the servers it starts).
+pub fn left_behind(prefix: &str, pid: u32) -> Vec<String> {
+    let prefix = format!("{prefix}-{pid}-");
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
+/// Runs `experiment ARGS` (a judge that starts its own server) to its end; returns
+/// (exit code, stdout, stderr) and checks that the run left no scratch directory named
+/// `{prefix}-{pid}-...` behind (`what` names those in the failure).
+pub fn run_leaving_nothing(args: &[&str], prefix: &str, what: &str) -> (i32, String, String) {
+    let child = command(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("experiment judge runs");
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let left = left_behind(prefix, pid);
+    assert!(left.is_empty(), "{what} left behind: {left:?}");
+    outcome(out)
+}
+
+/// Requires the outcome of bad input: exit 2 and exactly one `error:` line on stderr,
+/// which contains `expected`.
+pub fn assert_bad_input((code, stdout, stderr): (i32, String, String), expected: &str) {
+    assert_eq!(code, 2, "bad input: exit 2\n{stdout}\n{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "one line:\n{stderr}");
+    assert!(errors[0].contains(expected), "{stderr}");
+}
+
+/// Runs a judge whose command commits, prints `ready` and then waits; at `ready` sends
+/// Ctrl-C, as a user would. Returns (exit code, the rest of stdout, stderr) and checks
+/// that the run left no scratch directory `{prefix}-{pid}-...` behind (`what` names it).
+pub fn interrupt_when_ready(
+    args: &[&str],
+    prefix: &str,
+    what: &str,
+) -> (Option<i32>, String, String) {
+    use std::io::BufRead;
+    let mut child = command(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("experiment judge runs");
+    let pid = child.id();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while line.trim() != "ready" {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the command never said ready"
+        );
+    }
+    signal(&child, "-INT");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(left_behind(prefix, pid).is_empty(), "the {what} is removed");
+    (out.status.code(), rest, stderr)
+}
+
+/// The run's `end_reason` and the number of `log_truth` rows in the run.db at `db`
+/// (which holds one run).
+pub fn end_reason_and_truth_rows(db: &std::path::Path) -> (String, i64) {
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .query_row(
+            "SELECT end_reason, (SELECT count(*) FROM log_truth) FROM runs",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+}
+
+/// (key, op, one integer column) of each `log_truth` row in the run.db at `db`, in
+/// commit order; `column` names the integer (`commit_ms`, `xid`, ...).
+pub fn truth_rows(db: &std::path::Path, column: &str) -> Vec<(String, String, i64)> {
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .prepare(&format!(
+            "SELECT key, op, {column} FROM log_truth ORDER BY seq"
+        ))
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// Appends `ids`, one a line, to a relay's output file (made if missing), as a relay
+/// delivers them.
+pub fn append_ids<T: std::fmt::Display>(out: &std::path::Path, ids: &[T]) {
+    use std::io::Write;
+    let text: String = ids.iter().map(|id| format!("{id}\n")).collect();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(out)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+}
+
+/// A running `experiment watch` and its stderr, past the banner.
+pub type Watch = (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStderr>,
+);
+
+/// Starts `experiment watch ARGS` and waits for its banner (it watches from there on);
+/// a watch that ends first fails the test with its output.
+// The child is handed to the caller, which waits for it (`stop_watch`, `wait_watch`).
+#[allow(clippy::zombie_processes)]
+pub fn start_watch(args: &[&str]) -> Watch {
+    use std::io::BufRead;
+    let mut child = command(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("experiment watch runs");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "watch ended before it watched: {seen}{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        seen.push_str(&line);
+        if line.starts_with("watching ") {
+            return (child, stderr);
+        }
+    }
+}
+
+/// Waits for a watch to end by itself: its exit code (-1 for a signal), stdout and the
+/// rest of stderr.
+pub fn wait_watch((child, mut stderr): Watch) -> (i32, String, String) {
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        rest,
+    )
+}
+
+/// Ends a watch with Ctrl-C: its exit code, stdout and the rest of stderr.
+pub fn stop_watch(watch: Watch) -> (i32, String, String) {
+    signal(&watch.0, "-INT");
+    wait_watch(watch)
+}
+
+/// Runs `experiment watch ARGS` to its end: (exit code, stdout, stderr).
+pub fn watch(args: &[&str]) -> (i32, String, String) {
+    outcome(command(args).output().expect("experiment watch runs"))
+}
+
+/// Requires one refusal: exit 2 and a stderr of one line containing `expected`;
+/// `case` names the case in a failure.
+pub fn assert_refused((code, stdout, stderr): (i32, String, String), expected: &str, case: &str) {
+    assert_eq!(code, 2, "{case}: exit 2\n{stdout}\n{stderr}");
+    assert_eq!(
+        stderr.trim().lines().count(),
+        1,
+        "{case}: one line\n{stderr}"
+    );
+    assert!(stderr.contains(expected), "{case}: {stderr}");
+}
+
+/// The line of a judge's or watch's report that names `key` lost (`lost key KEY ...`);
+/// a report without one fails the test with the report.
+pub fn lost_line<'a>(stdout: &'a str, key: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("lost key {key} ")))
+        .unwrap_or_else(|| panic!("no lost key {key} in\n{stdout}"))
+}
+
+/// Requires the report on a consumer whose file has a line without a key and a key the
+/// log never committed (99, on line 3 after line 2 `,no key`): both reported, not a crash.
+pub fn assert_junk_reported(stdout: &str) {
+    assert!(
+        stdout.contains("keys the log never committed: 1 (first: 99)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("lines that name no key: 1 (first: line 2: ,no key)"),
+        "{stdout}"
+    );
+}
+
+/// `base` then `extra`, as one argument list.
+pub fn joined<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+    base.iter().chain(extra).copied().collect()
+}
+
+/// Requires the outcome of a watch that `--duration` ended with nothing committed:
+/// exit 0 and a report of 0 rows.
+pub fn assert_ended_empty((code, stdout, stderr): (i32, String, String)) {
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("(ended: duration): 0 rows"), "{stdout}");
+}
+
+/// The arguments of `experiment judge --backend BACKEND --table outbox`, recording to
+/// `db`, judging each `(name, file)` of `delivered`, draining for 0 s, around `program`
+/// (the application: a program and its arguments).
+pub fn judge_outbox_args(
+    backend: &str,
+    db: &std::path::Path,
+    delivered: &[(&str, &std::path::Path)],
+    program: &[&str],
+) -> Vec<String> {
+    let mut args: Vec<String> = ["judge", "--backend", backend, "--table", "outbox", "--db"]
+        .map(String::from)
+        .to_vec();
+    args.push(db.display().to_string());
+    for (name, file) in delivered {
+        args.push("--delivered".into());
+        args.push(format!("{name}={}", file.display()));
+    }
+    args.extend(["--drain", "0s", "--"].map(String::from));
+    args.extend(program.iter().map(|a| a.to_string()));
+    args
+}
+
+/// `args` as the `&str`s a command takes.
+pub fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// The files of an application run by `judge_naive_and_junk`, and the judge's
+/// (exit code, stdout, stderr).
+pub struct AppRun {
+    pub db: std::path::PathBuf,
+    pub naive: std::path::PathBuf,
+    pub facts: std::path::PathBuf,
+    pub outcome: (i32, String, String),
+}
+
+/// Writes the shell script `app` in `dir` and judges it with `judge` on the outbox of
+/// `backend`, two consumers delivering to `naive.csv` and `junk.csv`; the script is run
+/// as `sh app.sh NAIVE JUNK FACTS`, FACTS (named `facts`) the file where it writes what
+/// the server reported, for the check.
+pub fn judge_naive_and_junk(
+    dir: &std::path::Path,
+    backend: &str,
+    app: &str,
+    facts: &str,
+    judge: fn(&[&str]) -> (i32, String, String),
+) -> AppRun {
+    let script = dir.join("app.sh");
+    std::fs::write(&script, app).unwrap();
+    let (naive, junk, facts) = (dir.join("naive.csv"), dir.join("junk.csv"), dir.join(facts));
+    let db = dir.join("judge.db");
+    let args = judge_outbox_args(
+        backend,
+        &db,
+        &[("naive", naive.as_path()), ("junk", junk.as_path())],
+        &[
+            "sh",
+            script.to_str().unwrap(),
+            naive.to_str().unwrap(),
+            junk.to_str().unwrap(),
+            facts.to_str().unwrap(),
+        ],
+    );
+    let outcome = judge(&strs(&args));
+    AppRun {
+        db,
+        naive,
+        facts,
+        outcome,
+    }
+}

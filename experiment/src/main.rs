@@ -40,7 +40,7 @@ enum Command {
     /// Run a polling client against the leaky server and judge it:
     /// `experiment judge -- python3 my_bot.py` (exit 0: every client valid; 1: one lost a status).
     Judge(JudgeArgs),
-    /// Record the truth of your own PostgreSQL table from a logical slot while your system
+    /// Record the truth of your own PostgreSQL or MariaDB table from its log while your system
     /// runs, and judge its consumers (exit 0: every consumer valid; 1: one lost a row).
     Watch(WatchArgs),
 }

@@ -32,7 +32,8 @@ use crate::session::Shutdown;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// How often the files are read and the log drained: a delivery's time is
+/// How often the files are read and the log drained (a slot every
+/// `logtruth::slot::DRAIN_EVERY`, see there why): a delivery's time is
 /// known to within this.
 pub const PERIOD: Duration = Duration::from_millis(200);
 
@@ -121,10 +122,11 @@ struct Opened {
 }
 
 impl Source {
-    /// Reads the log up to where it ends now, recording each batch.
-    async fn drain(&mut self, sender: &RecordSender) -> Result<(), String> {
+    /// Reads the log up to where it ends now, recording each batch (a slot
+    /// only when it is due, or `last`).
+    async fn drain(&mut self, sender: &RecordSender, last: bool) -> Result<(), String> {
         match self {
-            Source::Postgres(s) => s.drain(sender).await,
+            Source::Postgres(s) => s.drain(sender, last).await,
             Source::MariaDb(s) => s.drain(sender).await,
         }
     }
@@ -318,7 +320,7 @@ async fn follow(
         // row is in the log when the log is read after the file.
         let read = read_files(tails, sender, ended.is_some());
         let read = match read {
-            Ok(()) => source.drain(sender).await,
+            Ok(()) => source.drain(sender, ended.is_some()).await,
             Err(m) => Err(m),
         };
         match (ended, read) {

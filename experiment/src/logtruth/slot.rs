@@ -23,6 +23,19 @@ use rundb::LogTruthRow;
 /// drained up to where the call began.
 pub const BATCH: i32 = 10_000;
 
+/// How often the slot is drained. Each call of
+/// `pg_logical_slot_get_changes` decodes the log again from the slot's
+/// `restart_lsn`, not from where the last call stopped, and `restart_lsn`
+/// moves only when the log holds a record of the running transactions,
+/// which the server writes at a checkpoint and about every 15 s otherwise
+/// (`LOG_SNAPSHOT_INTERVAL_MS` in PostgreSQL's `bgwriter.c`; on demand with
+/// `pg_log_standby_snapshot()` from version 16). So every call re-decodes
+/// up to 15 s of log: at five calls a second that was most of the reader's
+/// cost to the writers (docs/log-truth.md, "What reading the log costs").
+/// Draining less often costs nothing in the verdicts: each commit's time
+/// comes from the log itself, not from when it was drained.
+pub const DRAIN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A slot and the connection that drains it.
 pub struct Slot {
     client: tokio_postgres::Client,

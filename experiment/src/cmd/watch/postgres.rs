@@ -12,6 +12,7 @@ use crate::logtruth::slot::{self, BATCH, Slot, check_name};
 use crate::record::RecordSender;
 use crate::servers::postgres::{connect, db_error};
 use crate::targets::postgres::{own, quote_ident};
+use std::time::Instant;
 
 /// The options, checked before anything connects.
 pub(super) struct Checked {
@@ -28,6 +29,9 @@ pub(super) struct Source {
     slot: Slot,
     made: bool,
     decoder: Decoder,
+    /// When the slot was last drained: it is drained every
+    /// [`slot::DRAIN_EVERY`], not at every period of the files.
+    drained_at: Option<Instant>,
 }
 
 /// The URL, the table and the slot's name.
@@ -92,6 +96,7 @@ pub(super) async fn open(c: Checked, key: &str) -> Result<Opened, String> {
             slot,
             made,
             decoder: Decoder::new(&schema, &table, key),
+            drained_at: None,
         }),
         table: format!("{schema}.{table}"),
         from: format!(
@@ -103,14 +108,27 @@ pub(super) async fn open(c: Checked, key: &str) -> Result<Opened, String> {
             ("url", url.into()),
             ("slot", name.into()),
             ("slot_made", made.into()),
+            (
+                "drain_every_ms",
+                (slot::DRAIN_EVERY.as_millis() as i64).into(),
+            ),
         ],
         batch: i64::from(BATCH),
     })
 }
 
 impl Source {
-    /// Takes batches from the slot until one is not full, recording each.
-    pub(super) async fn drain(&mut self, sender: &RecordSender) -> Result<(), String> {
+    /// Takes batches from the slot until one is not full, recording each,
+    /// when [`slot::DRAIN_EVERY`] has passed since the last time, or `last`.
+    pub(super) async fn drain(&mut self, sender: &RecordSender, last: bool) -> Result<(), String> {
+        if !last
+            && self
+                .drained_at
+                .is_some_and(|at| at.elapsed() < slot::DRAIN_EVERY)
+        {
+            return Ok(());
+        }
+        self.drained_at = Some(Instant::now());
         loop {
             let (rows, full) = self.slot.drain_batch(&mut self.decoder).await?;
             if !rows.is_empty() {

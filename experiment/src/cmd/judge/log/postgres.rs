@@ -2,12 +2,12 @@
 //! and a logical slot (`test_decoding`) made on it before COMMAND starts,
 //! with `DATABASE_URL`, `PGHOST`, `PGPORT`, `PGUSER` and `PGDATABASE` in
 //! COMMAND's environment (and the server's binaries, `psql` among them, at
-//! the end of its `PATH`). The slot is drained every [`PERIOD`] and dropped
+//! the end of its `PATH`). The slot is drained every [`DRAIN_EVERY`] and dropped
 //! at the end.
 
-use super::{Event, Opened, PERIOD, ReaderCtx};
+use super::{Event, Opened, ReaderCtx};
 use crate::logtruth::decode::{Counts, Decoder, parse_table};
-use crate::logtruth::slot::{BATCH, Slot, check_name};
+use crate::logtruth::slot::{BATCH, DRAIN_EVERY, Slot, check_name};
 use crate::record::RecordSender;
 use crate::servers::postgres::{Cluster, connect};
 use std::sync::mpsc::Sender;
@@ -60,7 +60,10 @@ pub(super) fn open(
         table: format!("{schema}.{table}"),
         log: "PostgreSQL's log",
         target: analysis::consumers::TARGET,
-        config: vec![("slot", slot.into())],
+        config: vec![
+            ("slot", slot.into()),
+            ("drain_every_ms", (DRAIN_EVERY.as_millis() as i64).into()),
+        ],
         batch: BATCH as i64,
         reader: Box::new(move |ctx: ReaderCtx| {
             Box::pin(drain_slot(made, decoder, ctx.sender, ctx.stop, ctx.events))
@@ -68,7 +71,7 @@ pub(super) fn open(
     })
 }
 
-/// Drains the slot every [`PERIOD`] until told to stop, then a last time,
+/// Drains the slot every [`DRAIN_EVERY`] until told to stop, then a last time,
 /// and drops it. A failure is reported at once (the run stops), and the
 /// slot is dropped all the same.
 async fn drain_slot(
@@ -80,7 +83,7 @@ async fn drain_slot(
 ) -> Result<Counts, String> {
     let result = loop {
         let stopping = tokio::select! {
-            _ = tokio::time::sleep(PERIOD) => false,
+            _ = tokio::time::sleep(DRAIN_EVERY) => false,
             _ = stop.changed() => true,
         };
         let drained = drain_all(&slot, &mut decoder, &sender).await;

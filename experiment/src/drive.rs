@@ -7,6 +7,7 @@
 //! its event queue, and share [`settle`], which turns one response into the
 //! poller's next step and a recorded row.
 
+use crate::clock::now_ms;
 use crate::record::{RecordSender, RequestRecord, StatusRecord, TruthRow};
 use crate::sim::sync::lock;
 use since_id::id::{Id, Layout};
@@ -718,7 +719,7 @@ struct Channels {
 /// One poller in real time: its [`Schedule`] says when, tokio's timers wait,
 /// and a stop (Ctrl-C, SIGTERM, or the sender dropped) is told to the schedule.
 async fn poll_loop<M: Machine, T: PollTarget<M::Request, M::Row>>(
-    (mut poller, index, layout): (M, usize, Layout),
+    (poller, index, layout): (M, usize, Layout),
     target: T,
     channels: Channels,
     cadence: Cadence,
@@ -726,7 +727,7 @@ async fn poll_loop<M: Machine, T: PollTarget<M::Request, M::Row>>(
     let Channels {
         recorder,
         progress,
-        mut stop,
+        stop,
     } = channels;
     let Cadence {
         start_ms,
@@ -735,110 +736,128 @@ async fn poll_loop<M: Machine, T: PollTarget<M::Request, M::Row>>(
         final_wait_ms,
         tick_jitter,
     } = cadence;
-    use crate::clock::now_ms;
-    let mut schedule = Schedule::new(
+    let schedule = Schedule::new(
         start_ms,
         (end_ms - start_ms).max(0) as u64,
         interval_ms,
         final_wait_ms,
     )
     .with_jitter(tick_jitter);
-    let reason = |s: &Schedule| {
-        if s.stopped() {
+    let mut live = Live {
+        poller,
+        index,
+        layout,
+        target,
+        recorder,
+        progress,
+        stop,
+        schedule,
+    };
+    loop {
+        if live.recorder.failed() {
+            // Nothing more can be recorded: end the run; the recorder says why.
+            return live.reason();
+        }
+        if *live.stop.borrow() {
+            live.schedule.stop(now_ms());
+        }
+        let Some(at) = live.schedule.poll_timeout() else {
+            return live.reason();
+        };
+        if !live.wait_until(at).await {
+            continue;
+        }
+        let woke = now_ms();
+        let Some(start) = live.schedule.handle_timeout(woke.max(at)) else {
+            continue;
+        };
+        // How late this tick woke after it was due: the machine's load
+        // (`crate::load`, issue 34).
+        lock(&live.progress).tick_lateness.add(woke - at);
+        let Some(req) = live.poller.tick(now_ms(), start.last) else {
+            // The policy skipped this tick (its request budget): on to the next.
+            live.schedule.skip(now_ms());
+            continue;
+        };
+        if start.last {
+            // What the target will ever owe is readable before the last look.
+            live.target.settled().await;
+        }
+        live.cycle(req, start).await;
+    }
+}
+
+/// One poller of a real-time run, with everything its cycles touch: its
+/// machine and schedule, the target, and the run's channels.
+struct Live<M, T> {
+    poller: M,
+    /// Its place among the run's pollers.
+    index: usize,
+    layout: Layout,
+    target: T,
+    recorder: RecordSender,
+    progress: Arc<Mutex<Tally>>,
+    stop: watch::Receiver<bool>,
+    schedule: Schedule,
+}
+
+/// Sleeps `ms` (none if it is negative: the instant has passed).
+fn sleep_ms(ms: i64) -> tokio::time::Sleep {
+    tokio::time::sleep(std::time::Duration::from_millis(ms.max(0) as u64))
+}
+
+impl<M: Machine, T: PollTarget<M::Request, M::Row>> Live<M, T> {
+    /// Why the poller ended: a stop told to the schedule, or the duration.
+    fn reason(&self) -> StopReason {
+        if self.schedule.stopped() {
             StopReason::Interrupted
         } else {
             StopReason::Duration
         }
-    };
-    let sleep_ms = |ms: i64| tokio::time::sleep(std::time::Duration::from_millis(ms.max(0) as u64));
-    loop {
-        if recorder.failed() {
-            // Nothing more can be recorded: end the run; the recorder says why.
-            return reason(&schedule);
-        }
-        if *stop.borrow() {
-            schedule.stop(now_ms());
-        }
-        let Some(at) = schedule.poll_timeout() else {
-            return reason(&schedule);
-        };
-        if schedule.is_running() {
+    }
+
+    /// Waits until `at`. While the schedule runs, a stop cuts the wait
+    /// short: `false` then, and the caller looks at the schedule again.
+    async fn wait_until(&mut self, at: i64) -> bool {
+        if self.schedule.is_running() {
             tokio::select! {
                 _ = sleep_ms(at - now_ms()) => {}
-                changed = stop.changed() => {
+                changed = self.stop.changed() => {
                     // A dropped sender counts as a stop, so this never spins.
                     if changed.is_err() {
-                        schedule.stop(now_ms());
+                        self.schedule.stop(now_ms());
                     }
-                    continue;
+                    return false;
                 }
             }
         } else {
             sleep_ms(at - now_ms()).await;
         }
-        let woke = now_ms();
-        let Some(start) = schedule.handle_timeout(woke.max(at)) else {
-            continue;
-        };
-        // How late this tick woke after it was due: the machine's load
-        // (`crate::load`, issue 34).
-        lock(&progress).tick_lateness.add(woke - at);
-        let Some(mut req) = poller.tick(now_ms(), start.last) else {
-            // The policy skipped this tick (its request budget): on to the next.
-            schedule.skip(now_ms());
-            continue;
-        };
-        if start.last {
-            // What the target will ever owe is readable before the last look.
-            target.settled().await;
-        }
+        true
+    }
+
+    /// One cycle from its first request `req`: each page paced, sent,
+    /// settled and recorded until the poller asks for no next one, or the
+    /// cycle is abandoned; then the schedule (or the poller) is told.
+    async fn cycle(&mut self, mut req: M::Request, start: CycleStart) {
         let mut cycle_failed = false;
         let mut request_wait = start.wait_ms;
-        let mut abandoned = false;
         // The cycle's last recorded page, when it asked for a next one.
         let mut recorded: Option<(u64, u32)> = None;
-        loop {
-            // All pollers share the target's rate-limit budget: wait for a slot,
-            // as long as the schedule allows.
-            let pace_started = now_ms();
-            let cap = schedule.pace_cap_ms(pace_started);
-            let paced_ms = if start.last {
-                // The final cycle goes at its deadline anyway (a refusal is
-                // recorded as such): ending a run must not take a whole window.
-                tokio::time::timeout(std::time::Duration::from_millis(cap), target.pace())
-                    .await
-                    .unwrap_or(cap)
-            } else {
-                tokio::select! {
-                    waited = target.pace() => waited,
-                    // The budget's wait ends with the run: the cycle is abandoned,
-                    // cursor unchanged, and the wait is recorded with the final cycle.
-                    _ = sleep_ms(cap as i64) => {
-                        let waited = (now_ms() - pace_started).max(0) as u64;
-                        schedule.abandon(now_ms(), request_wait + waited);
-                        abandoned = true;
-                        break;
-                    }
-                    changed = stop.changed() => {
-                        schedule.abandon(now_ms(), 0);
-                        if changed.is_err() {
-                            schedule.stop(now_ms());
-                        }
-                        abandoned = true;
-                        break;
-                    }
-                }
+        let abandoned = loop {
+            let Some(paced_ms) = self.pace(start.last, request_wait).await else {
+                break true;
             };
-            let position = poller.position();
+            let position = self.poller.position();
             let sent = now_ms();
             // Paced after the policy let it go: its budget counts it from now.
-            poller.sending(sent);
-            let fetched = target.fetch(&req).await;
+            self.poller.sending(sent);
+            let fetched = self.target.fetch(&req).await;
             let received = now_ms();
             cycle_failed |= fetched.result.is_err();
-            schedule.on_response(received, fetched.retry_after_ms);
+            self.schedule.on_response(received, fetched.retry_after_ms);
             let next = {
-                let mut tally = lock(&progress);
+                let mut tally = lock(&self.progress);
                 let exchange = Exchange {
                     req: &req,
                     fetched,
@@ -846,7 +865,9 @@ async fn poll_loop<M: Machine, T: PollTarget<M::Request, M::Row>>(
                     received_at_ms: received,
                     wait_ms: request_wait + paced_ms,
                 };
-                poller.settle(index, &layout, exchange, &recorder, &mut tally)
+                let (index, layout) = (self.index, &self.layout);
+                self.poller
+                    .settle(index, layout, exchange, &self.recorder, &mut tally)
             };
             request_wait = 0;
             match next {
@@ -854,21 +875,57 @@ async fn poll_loop<M: Machine, T: PollTarget<M::Request, M::Row>>(
                     req = n;
                     recorded = Some(position);
                 }
-                None => break,
+                None => break false,
             }
-        }
+        };
         if abandoned {
-            poller.on_failure();
+            self.poller.on_failure();
             if let Some((cycle, page)) = recorded {
                 // Pages of this cycle were recorded, the last of them asking
                 // for the next: the window was cut there. Unmarked, the
                 // history shows a clean cycle whose full page was never
                 // followed, and the checker calls what lay below that page
                 // an unexplained miss when no later cycle returns it.
-                recorder.cycle_cut(index, cycle as i64, page as i64);
+                self.recorder
+                    .cycle_cut(self.index, cycle as i64, page as i64);
             }
         } else {
-            schedule.on_cycle_end(now_ms(), cycle_failed);
+            self.schedule.on_cycle_end(now_ms(), cycle_failed);
+        }
+    }
+
+    /// All pollers share the target's rate-limit budget: waits for a slot,
+    /// as long as the schedule allows. The ms waited, or `None` when the
+    /// cycle was abandoned (told to the schedule) because the run ended or
+    /// was stopped meanwhile; `request_wait` is the cycle's wait so far.
+    async fn pace(&mut self, last: bool, request_wait: u64) -> Option<u64> {
+        let pace_started = now_ms();
+        let cap = self.schedule.pace_cap_ms(pace_started);
+        if last {
+            // The final cycle goes at its deadline anyway (a refusal is
+            // recorded as such): ending a run must not take a whole window.
+            let waited =
+                tokio::time::timeout(std::time::Duration::from_millis(cap), self.target.pace())
+                    .await
+                    .unwrap_or(cap);
+            return Some(waited);
+        }
+        tokio::select! {
+            waited = self.target.pace() => Some(waited),
+            // The budget's wait ends with the run: the cycle is abandoned,
+            // cursor unchanged, and the wait is recorded with the final cycle.
+            _ = sleep_ms(cap as i64) => {
+                let waited = (now_ms() - pace_started).max(0) as u64;
+                self.schedule.abandon(now_ms(), request_wait + waited);
+                None
+            }
+            changed = self.stop.changed() => {
+                self.schedule.abandon(now_ms(), 0);
+                if changed.is_err() {
+                    self.schedule.stop(now_ms());
+                }
+                None
+            }
         }
     }
 }

@@ -121,15 +121,7 @@ enum End {
 /// Runs the command against a throwaway PostgreSQL and judges its consumers;
 /// `Err` is bad input (exit 2), with nothing left behind.
 pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
-    let delivered = parse_delivered(&args.delivered)?;
-    if args.key.is_empty() {
-        return Err("--key names the key column: it cannot be empty".into());
-    }
-    // The table's name and the slot's are checked before anything starts.
-    match &args.source {
-        Source::Postgres { slot } => postgres::check(&args.table, slot)?,
-        Source::MariaDb => mariadb::check(&args.table)?,
-    }
+    let delivered = check(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -145,6 +137,100 @@ pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
         Source::Postgres { slot } => postgres::open(&runtime, &args.table, &args.key, slot)?,
         Source::MariaDb => mariadb::open(&runtime, &args.table, &args.key)?,
     };
+    let recorder = record_run(&args, &opened, &delivered)?;
+    let run_id = recorder.run_id;
+    let sender = recorder.sender();
+    // The tables exist even when nothing arrives: the run was read.
+    sender.log_truth(Vec::new());
+    sender.deliveries(Vec::new());
+
+    let (events, received) = mpsc::channel::<Event>();
+    let (stop_drain, drain_stopped) = tokio::sync::watch::channel(false);
+    let Opened {
+        server,
+        env,
+        table,
+        log,
+        reader,
+        ..
+    } = opened;
+    let drain = runtime.spawn(reader(ReaderCtx {
+        sender: sender.clone(),
+        stop: drain_stopped,
+        events: events.clone(),
+    }));
+    let tails = spawn_tails(&delivered, &args.key, &sender, &events);
+    forward_signal(&runtime, &shutdown, &events);
+
+    eprintln!(
+        "judging `{}` against {log} of {table} (key {}), recording to {}",
+        args.command.join(" "),
+        args.key,
+        args.db.display()
+    );
+    let (mut end, status, mut failure) = run_command(&args, &env, &events, &received);
+    drop(events);
+    // The consumers catch up, unless the run is already over (or the
+    // command never ran).
+    if failure.is_none() && end != End::Interrupted && status.is_ok() {
+        match catch_up(&received, args.drain_ms) {
+            Some(Event::Failed(m)) => failure = Some(m),
+            Some(Event::Signal) => end = End::Interrupted,
+            _ => {}
+        }
+    }
+    // The last reads: the files, then the log (the slot dropped after it).
+    for tail in tails {
+        if let Err(m) = tail.last_read() {
+            failure.get_or_insert(m);
+        }
+    }
+    let _ = stop_drain.send(true);
+    let counts = runtime
+        .block_on(drain)
+        .map_err(|e| format!("the log's reader failed: {e}"))
+        .and_then(|r| r);
+    drop(sender);
+    drop(server);
+    let counts = match counts {
+        Ok(c) => Some(c),
+        Err(m) => {
+            failure.get_or_insert(m);
+            None
+        }
+    };
+    let finished = recorder.finish(now_ms(), failure.is_none(), end.reason());
+    drop(shutdown);
+    if let Some(m) = failure {
+        return Err(m);
+    }
+    finished?;
+    let counts = counts.unwrap_or_default();
+    let status = status?;
+    verdicts(&args, run_id, &table, &delivered, &counts, status)
+}
+
+/// Checks what can be checked before anything starts: the delivered files'
+/// `NAME=FILE`s (returned), the key, the table's name and the slot's.
+fn check(args: &LogArgs) -> Result<Vec<(String, PathBuf)>, String> {
+    let delivered = parse_delivered(&args.delivered)?;
+    if args.key.is_empty() {
+        return Err("--key names the key column: it cannot be empty".into());
+    }
+    match &args.source {
+        Source::Postgres { slot } => postgres::check(&args.table, slot)?,
+        Source::MariaDb => mariadb::check(&args.table)?,
+    }
+    Ok(delivered)
+}
+
+/// Records the run in run.db: the common flags and the source's own in
+/// `runs.config`, the reading period as its interval.
+fn record_run(
+    args: &LogArgs,
+    opened: &Opened,
+    delivered: &[(String, PathBuf)],
+) -> Result<Recorder, String> {
     let mut stored = serde_json::json!({
         "table": opened.table,
         "key": args.key,
@@ -169,113 +255,83 @@ pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
         version: rundb::VERSION.into(),
         ..RunRow::default()
     };
-    let recorder = Recorder::create(&args.db, &run, &[])?;
-    let run_id = recorder.run_id;
-    let sender = recorder.sender();
-    // The tables exist even when nothing arrives: the run was read.
-    sender.log_truth(Vec::new());
-    sender.deliveries(Vec::new());
+    Recorder::create(&args.db, &run, &[])
+}
 
-    let (events, received) = mpsc::channel::<Event>();
-    let (stop_drain, drain_stopped) = tokio::sync::watch::channel(false);
-    let Opened {
-        server,
-        env,
-        table,
-        log,
-        reader,
-        ..
-    } = opened;
-    let drain = runtime.spawn(reader(ReaderCtx {
-        sender: sender.clone(),
-        stop: drain_stopped,
-        events: events.clone(),
-    }));
-    let tails: Vec<_> = delivered
+/// A delivered file read by its own thread while the run goes on.
+struct TailThread {
+    /// Tells the thread to make its last read and end.
+    stop: Sender<()>,
+    thread: std::thread::JoinHandle<Result<i64, String>>,
+}
+
+impl TailThread {
+    /// Makes the file's last read and waits for it; `Err` is the thread's
+    /// failure (a thread that panicked reports none).
+    fn last_read(self) -> Result<(), String> {
+        let _ = self.stop.send(());
+        match self.thread.join() {
+            Ok(Err(m)) => Err(m),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Starts reading each delivered file into `log_deliveries` (keyed by
+/// `key`); a failure is reported on `events` at once.
+fn spawn_tails(
+    delivered: &[(String, PathBuf)],
+    key: &str,
+    sender: &RecordSender,
+    events: &Sender<Event>,
+) -> Vec<TailThread> {
+    delivered
         .iter()
         .map(|(name, path)| {
             let (stop, stopped) = mpsc::channel::<()>();
-            let tail = Tail::new(name, path.clone(), &args.key);
+            let tail = Tail::new(name, path.clone(), key);
             let (sender, events) = (sender.clone(), events.clone());
             let thread = std::thread::spawn(move || tail_file(tail, sender, stopped, events));
-            (stop, thread)
+            TailThread { stop, thread }
         })
-        .collect();
-    {
-        let mut requested = shutdown.requested.clone();
-        let events = events.clone();
-        runtime.spawn(async move {
-            if requested.changed().await.is_ok() {
-                let _ = events.send(Event::Signal);
-            }
-        });
-    }
+        .collect()
+}
 
-    eprintln!(
-        "judging `{}` against {log} of {table} (key {}), recording to {}",
-        args.command.join(" "),
-        args.key,
-        args.db.display()
-    );
-    let (end, status, failure) = run_command(&args, &env, &events, &received);
-    drop(events);
-    let mut failure = failure;
-    // The consumers catch up, unless the run is already over (or the
-    // command never ran).
-    let mut end = end;
-    if failure.is_none() && end != End::Interrupted && status.is_ok() {
-        let deadline = Instant::now() + Duration::from_millis(args.drain_ms);
-        loop {
-            match received.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(Event::Failed(m)) => {
-                    failure = Some(m);
-                    break;
-                }
-                Ok(Event::Signal) => {
-                    end = End::Interrupted;
-                    break;
-                }
-                Ok(Event::Exited(_)) => {}
-                Err(_) => break,
-            }
+/// A signal (Ctrl-C, SIGTERM) reaches the judge as an event, as a failure
+/// does: whatever it is waiting for, it stops the run.
+fn forward_signal(runtime: &tokio::runtime::Runtime, shutdown: &Shutdown, events: &Sender<Event>) {
+    let mut requested = shutdown.requested.clone();
+    let events = events.clone();
+    runtime.spawn(async move {
+        if requested.changed().await.is_ok() {
+            let _ = events.send(Event::Signal);
+        }
+    });
+}
+
+/// `--drain`: waits `drain_ms` for the consumers to catch up. Returns the
+/// event that cut it short (a failure or a signal), if one did.
+fn catch_up(received: &Receiver<Event>, drain_ms: u64) -> Option<Event> {
+    let deadline = Instant::now() + Duration::from_millis(drain_ms);
+    loop {
+        match received.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(Event::Exited(_)) => {}
+            Ok(event) => return Some(event),
+            Err(_) => return None,
         }
     }
-    // The last reads: the files, then the log (the slot dropped after it).
-    for (stop, thread) in tails {
-        let _ = stop.send(());
-        if let Ok(Err(m)) = thread.join() {
-            failure.get_or_insert(m);
+}
+
+impl End {
+    /// `runs.end_reason`: how the run ended.
+    fn reason(self) -> &'static str {
+        match self {
+            End::Exited => "command-exited",
+            End::Duration => "duration",
+            End::Interrupted => "interrupted",
+            End::Failed => "failed",
         }
     }
-    let _ = stop_drain.send(true);
-    let counts = runtime
-        .block_on(drain)
-        .map_err(|e| format!("the log's reader failed: {e}"))
-        .and_then(|r| r);
-    drop(sender);
-    drop(server);
-    let counts = match counts {
-        Ok(c) => Some(c),
-        Err(m) => {
-            failure.get_or_insert(m);
-            None
-        }
-    };
-    let reason = match end {
-        End::Exited => "command-exited",
-        End::Duration => "duration",
-        End::Interrupted => "interrupted",
-        End::Failed => "failed",
-    };
-    let finished = recorder.finish(now_ms(), failure.is_none(), reason);
-    drop(shutdown);
-    if let Some(m) = failure {
-        return Err(m);
-    }
-    finished?;
-    let counts = counts.unwrap_or_default();
-    let status = status?;
-    verdicts(&args, run_id, &table, &delivered, &counts, status)
 }
 
 /// Starts the command and waits for it to exit, for `--duration`, a

@@ -203,60 +203,17 @@ pub async fn run_creator(creator: Creator<impl RedisSource, impl PushGate>) {
         ftt_enabled,
         now,
     } = creator;
-    let mut rng = ChaCha8Rng::seed_from_u64(load.seed.wrapping_add(1 + index as u64));
-    let mut aidx = Aidx::new(&mut rng);
-    // A stream of its own, so that deleting leaves every other draw as it was.
-    let mut delete_rng = ChaCha8Rng::seed_from_u64(load.seed ^ 0xde1e_7e00 ^ u64::from(index));
-    let delete_after =
-        Exp::new(1.0 / load.deletes.after_ms.max(1) as f64).expect("a positive mean");
-    let per_creator = (load.local_rate_per_s + load.remote_rate_per_s) / load.creators as f64;
-    let gap = Exp::new(per_creator.max(1e-9) / 1000.0).expect("a positive rate");
-    let remote_share = load.remote_rate_per_s / (load.local_rate_per_s + load.remote_rate_per_s);
-    let arrival = load.arrival();
-    // `--arrivals grid`: each creator on an exact period, offset from the
-    // others; Poisson arrivals are the creators' own exponential gaps.
-    let mut grid = (load.arrivals == Arrivals::Grid).then(|| {
-        let total = load.local_rate_per_s + load.remote_rate_per_s;
-        WriterPace::of_writer(
-            Arrivals::Grid,
-            (index, load.creators),
-            total,
-            now(),
-            load.seed,
-        )
-    });
+    let mut draws = Draws::new(index, &load, now);
     loop {
-        let wait = match &mut grid {
-            Some(pace) => {
-                let wait = pace.wait_ms(now() as f64);
-                pace.wrote();
-                wait
-            }
-            None => gap.sample(&mut rng).min(60_000.0) as u64,
-        };
+        let wait = draws.wait_ms(now);
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
-        let remote = load.remote_users > 0 && rng.random_bool(remote_share.clamp(0.0, 1.0));
-        let user = if remote {
-            (load.local_users + rng.random_range(0..load.remote_users)) as i32
-        } else {
-            rng.random_range(0..load.local_users.max(1)) as i32
-        };
-        let started_ms = now();
-        let created_at = if remote {
-            started_ms - arrival.lateness_ms(&mut rng)
-        } else {
-            started_ms
-        };
-        let note = Note {
-            id: aidx.gen_at(created_at),
-            user_id: user,
-            is_local: !remote,
-            has_files: rng.random_bool(0.2),
-        };
-        if let Err(e) = store::insert_note(&pg, &note.id, user, !remote, note.has_files).await {
+        let (note, id_ms, started_ms) = draws.note(&load, now);
+        if let Err(e) =
+            store::insert_note(&pg, &note.id, note.user_id, note.is_local, note.has_files).await
+        {
             let _ = events.send(Event::Failed(e)).await;
             continue;
         }
@@ -264,13 +221,12 @@ pub async fn run_creator(creator: Creator<impl RedisSource, impl PushGate>) {
         let _ = events
             .send(Event::Created(Created {
                 note: note.clone(),
-                id_ms: created_at,
+                id_ms,
                 started_ms,
                 committed_ms,
             }))
             .await;
-        if load.deletes.share > 0.0 && delete_rng.random_bool(load.deletes.share.min(1.0)) {
-            let due_ms = committed_ms + delete_after.sample(&mut delete_rng) as i64;
+        if let Some(due_ms) = draws.deletion_due(&load, committed_ms) {
             tokio::spawn(delete_at(
                 due_ms,
                 note.id.clone(),
@@ -286,34 +242,167 @@ pub async fn run_creator(creator: Creator<impl RedisSource, impl PushGate>) {
         if !ftt_enabled.pushes_at(committed_ms) {
             continue;
         }
-        let push_seed = rng.random::<u64>();
-        let (pg, redis, events, caps) = (pg.clone(), redis.clone(), events.clone(), load.caps);
-        tokio::spawn(async move {
-            let result = async {
-                let followers = store::followers(&pg, note.user_id).await?;
-                let lists = push::lists_of(&note, &followers, &caps);
-                let ops = push::plan(
-                    &note.id,
-                    &lists,
-                    now(),
-                    &mut ChaCha8Rng::seed_from_u64(push_seed),
-                );
-                let (generation, mut conn) = redis.conn();
-                push::execute(&mut conn, &note.id, &ops, now)
-                    .await
-                    .inspect_err(|_| redis.failed(generation))
-            }
-            .await;
-            let event = match result {
-                Ok(report) => Event::Pushed {
-                    id: note.id,
-                    report,
-                },
-                Err(e) => Event::Failed(e),
-            };
-            let _ = events.send(event).await;
-        });
+        let push_seed = draws.rng.random::<u64>();
+        let pushing = Pushing {
+            pg: pg.clone(),
+            redis: redis.clone(),
+            events: events.clone(),
+            caps: load.caps,
+            now,
+        };
+        tokio::spawn(push_note(note, push_seed, pushing));
     }
+}
+
+/// One creator's seeded draws: when its notes come, whose they are, when
+/// a remote one was published, which are deleted and when. Kept in one
+/// place so that the draws stay in the order that makes a seed's run.
+struct Draws {
+    /// The notes' timing, authors, delays and push seeds, in that order per note.
+    rng: ChaCha8Rng,
+    /// The creator's process: its node ID is drawn from `rng` first.
+    aidx: Aidx,
+    /// A stream of its own, so that deleting leaves every other draw as it was.
+    delete_rng: ChaCha8Rng,
+    delete_after: Exp<f64>,
+    /// Poisson arrivals: the creator's own exponential gaps.
+    gap: Exp<f64>,
+    remote_share: f64,
+    arrival: Arrival,
+    /// `--arrivals grid`: each creator on an exact period, offset from the
+    /// others.
+    grid: Option<WriterPace>,
+}
+
+impl Draws {
+    /// The draws of the `index`th creator of `load`, its grid (if any)
+    /// starting at `now()`.
+    fn new(index: u32, load: &Load, now: fn() -> i64) -> Draws {
+        let mut rng = ChaCha8Rng::seed_from_u64(load.seed.wrapping_add(1 + index as u64));
+        let aidx = Aidx::new(&mut rng);
+        let delete_rng = ChaCha8Rng::seed_from_u64(load.seed ^ 0xde1e_7e00 ^ u64::from(index));
+        let delete_after =
+            Exp::new(1.0 / load.deletes.after_ms.max(1) as f64).expect("a positive mean");
+        let per_creator = (load.local_rate_per_s + load.remote_rate_per_s) / load.creators as f64;
+        let gap = Exp::new(per_creator.max(1e-9) / 1000.0).expect("a positive rate");
+        let remote_share =
+            load.remote_rate_per_s / (load.local_rate_per_s + load.remote_rate_per_s);
+        let arrival = load.arrival();
+        let grid = (load.arrivals == Arrivals::Grid).then(|| {
+            let total = load.local_rate_per_s + load.remote_rate_per_s;
+            WriterPace::of_writer(
+                Arrivals::Grid,
+                (index, load.creators),
+                total,
+                now(),
+                load.seed,
+            )
+        });
+        Draws {
+            rng,
+            aidx,
+            delete_rng,
+            delete_after,
+            gap,
+            remote_share,
+            arrival,
+            grid,
+        }
+    }
+
+    /// How long to wait before the next note (an exponential gap is capped
+    /// at a minute).
+    fn wait_ms(&mut self, now: fn() -> i64) -> u64 {
+        match &mut self.grid {
+            Some(pace) => {
+                let wait = pace.wait_ms(now() as f64);
+                pace.wrote();
+                wait
+            }
+            None => self.gap.sample(&mut self.rng).min(60_000.0) as u64,
+        }
+    }
+
+    /// The next note, as its `create()` starts at `now()`: the note, its
+    /// ID's time (a remote note's `published`, before its arrival), and
+    /// when `create()` started.
+    fn note(&mut self, load: &Load, now: fn() -> i64) -> (Note, i64, i64) {
+        let rng = &mut self.rng;
+        let remote = load.remote_users > 0 && rng.random_bool(self.remote_share.clamp(0.0, 1.0));
+        let user = if remote {
+            (load.local_users + rng.random_range(0..load.remote_users)) as i32
+        } else {
+            rng.random_range(0..load.local_users.max(1)) as i32
+        };
+        let started_ms = now();
+        let created_at = if remote {
+            started_ms - self.arrival.lateness_ms(rng)
+        } else {
+            started_ms
+        };
+        let note = Note {
+            id: self.aidx.gen_at(created_at),
+            user_id: user,
+            is_local: !remote,
+            has_files: rng.random_bool(0.2),
+        };
+        (note, created_at, started_ms)
+    }
+
+    /// When the note committed at `committed_ms` is deleted, if its author
+    /// deletes it (`--delete-share`).
+    fn deletion_due(&mut self, load: &Load, committed_ms: i64) -> Option<i64> {
+        if load.deletes.share > 0.0 && self.delete_rng.random_bool(load.deletes.share.min(1.0)) {
+            Some(committed_ms + self.delete_after.sample(&mut self.delete_rng) as i64)
+        } else {
+            None
+        }
+    }
+}
+
+/// What a note's push works with: its creator's handles.
+struct Pushing<R> {
+    pg: Arc<tokio_postgres::Client>,
+    redis: R,
+    events: mpsc::Sender<Event>,
+    caps: Caps,
+    now: fn() -> i64,
+}
+
+/// `pushToTl` for one note: its author's followers read, the lists it goes
+/// to planned (seeded by `push_seed`) and written; what it did, or its
+/// failure, is sent to the truth.
+async fn push_note(note: Note, push_seed: u64, pushing: Pushing<impl RedisSource>) {
+    let Pushing {
+        pg,
+        redis,
+        events,
+        caps,
+        now,
+    } = pushing;
+    let result = async {
+        let followers = store::followers(&pg, note.user_id).await?;
+        let lists = push::lists_of(&note, &followers, &caps);
+        let ops = push::plan(
+            &note.id,
+            &lists,
+            now(),
+            &mut ChaCha8Rng::seed_from_u64(push_seed),
+        );
+        let (generation, mut conn) = redis.conn();
+        push::execute(&mut conn, &note.id, &ops, now)
+            .await
+            .inspect_err(|_| redis.failed(generation))
+    }
+    .await;
+    let event = match result {
+        Ok(report) => Event::Pushed {
+            id: note.id,
+            report,
+        },
+        Err(e) => Event::Failed(e),
+    };
+    let _ = events.send(event).await;
 }
 
 /// `NoteDeleteService.delete` at `due_ms` (unless the run stops first): the

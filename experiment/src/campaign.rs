@@ -5,7 +5,7 @@
 //! `analysis::campaign` judges and sums it up.
 //!
 //! A run's flags are kept as (flag, value) pairs, as the command line gave
-//! them (`targets::given_flags`), so that a combination replaces a flag's
+//! them (`targets::GivenRun`), so that a combination replaces a flag's
 //! value rather than adding a second one.
 
 use std::path::{Path, PathBuf};

@@ -528,6 +528,23 @@ fn the_shared_modules_import_no_target_and_no_command() {
 }
 
 #[test]
+fn a_run_s_options_are_named_where_they_are_defined_and_parsed_only() {
+    // Issue 32: the run's options (`RunArgs`) belong to the targets' list,
+    // and the binary's root flattens them into `experiment [OPTIONS]`; any
+    // other command holds what it needs of them under a name of its own.
+    let src = workspace_root().join("experiment/src");
+    let naming: Vec<String> = read_crate(&src)
+        .into_iter()
+        .filter(|(_, text)| {
+            text.split(|c: char| !is_ident(c))
+                .any(|word| word == "RunArgs")
+        })
+        .map(|(rel, _)| rel)
+        .collect();
+    assert_eq!(naming, ["main.rs", "targets/mod.rs"]);
+}
+
+#[test]
 fn no_command_imports_another() {
     let wrong: Vec<String> = experiment_imports()
         .iter()

@@ -18,7 +18,7 @@ use crate::drive::Records;
 use crate::record::{PollerRow, RequestRecord, TruthRow};
 use crate::sim::sync::lock;
 use crate::targets::{
-    RunArgs, check_campaign_run, given_flags, resolve, run_flag, run_in_campaign, run_in_memory,
+    GivenRun, check_campaign_run, resolve, run_flag, run_in_campaign, run_in_memory,
 };
 use analysis::history::{History, PollerSpec, Visibility};
 use analysis::history_builder::{HistoryBuilder, StatusRef};
@@ -209,7 +209,7 @@ pub struct SweepArgs {
     /// The runs' own flags, as for `experiment` (--duration, --poller,
     /// --profile, --set, --timeline, and a target's flags).
     #[command(flatten)]
-    pub run: RunArgs,
+    pub run: GivenRun,
 }
 
 /// The pollers of a sweep without `--poller`.
@@ -241,7 +241,7 @@ const SET_BY_SWEEP: [&str; 5] = ["--seed", "--db", "--clock", "--start", "--dry-
 /// Runs `experiment sweep` and prints its table or JSON: a campaign of
 /// real runs on a database target, else the virtual sweep.
 pub fn sweep_command(args: SweepArgs) -> Result<(), String> {
-    let given = given_flags(&args.run);
+    let given = args.run.flags.clone();
     if let Some((flag, _)) = given
         .iter()
         .find(|(f, _)| SET_BY_SWEEP.contains(&f.as_str()))
@@ -250,7 +250,7 @@ pub fn sweep_command(args: SweepArgs) -> Result<(), String> {
             "{flag}: experiment sweep sets it for each run (--seeds, --out)"
         ));
     }
-    match args.run.shared.target.as_str() {
+    match args.run.target.as_str() {
         "postgres" | "mariadb" | "misskey-ftt" => campaign_command(args, given),
         "simulator" if args.vary.is_empty() => virtual_sweep(args, given),
         "simulator" => Err(
@@ -395,7 +395,7 @@ struct CampaignJson<'a> {
 /// `--vary` times every seed, each run's database under `--out`, each
 /// judged by the checker; one row per combination and poller.
 fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String> {
-    let target = args.run.shared.target.clone();
+    let target = args.run.target.clone();
     let seeds_text = args.seeds.clone().ok_or_else(|| {
         format!(
             "a campaign on --target {target} needs --seeds (each seed is a real run of --duration)"

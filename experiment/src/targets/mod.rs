@@ -184,11 +184,47 @@ pub fn run_flag(name: &str) -> Option<bool> {
         .map(|a| a.get_action().takes_values())
 }
 
+/// A run's flags as the command line gave them, not yet resolved: what
+/// `experiment sweep` reruns with each seed, database and combination, so
+/// it holds the flags themselves rather than a run's options. It parses as
+/// [`RunArgs`] does (the same flags, the same errors).
+#[derive(Debug, Clone)]
+pub struct GivenRun {
+    /// `--target`, or its default.
+    pub target: String,
+    /// The flags given, as [`given_flags`] lists them.
+    pub flags: Vec<(String, Option<String>)>,
+}
+
+impl FromArgMatches for GivenRun {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<GivenRun, clap::Error> {
+        let run = RunArgs::from_arg_matches(matches)?;
+        Ok(GivenRun {
+            flags: given_flags(&run),
+            target: run.shared.target,
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = GivenRun::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl Args for GivenRun {
+    fn augment_args(command: Command) -> Command {
+        RunArgs::augment_args(command)
+    }
+
+    fn augment_args_for_update(command: Command) -> Command {
+        RunArgs::augment_args(command)
+    }
+}
+
 /// The run flags given on the command line (not their defaults), as
 /// (flag, value) pairs, in the order the flags are declared, a repeated
-/// flag's values in the order given: what `experiment sweep` reruns with
-/// each seed, database and combination.
-pub fn given_flags(args: &RunArgs) -> Vec<(String, Option<String>)> {
+/// flag's values in the order given.
+fn given_flags(args: &RunArgs) -> Vec<(String, Option<String>)> {
     use clap::parser::ValueSource;
     let mut out = Vec::new();
     for arg in run_command().get_arguments() {
@@ -363,6 +399,21 @@ mod tests {
                 pair("--poller", Some("adaptive")),
                 pair("--interval", Some("2s")),
                 pair("--set", Some("a=1")),
+            ]
+        );
+        // What the sweep holds: the same flags, and the target they name.
+        let held = <GivenRun as FromArgMatches>::from_arg_matches(
+            &GivenRun::augment_args(Command::new("experiment"))
+                .try_get_matches_from(["experiment", "--target", "postgres", "--interval", "2s"])
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(held.target, "postgres");
+        assert_eq!(
+            held.flags,
+            [
+                pair("--target", Some("postgres")),
+                pair("--interval", Some("2s"))
             ]
         );
         assert_eq!(run_flag("interval"), Some(true));

@@ -232,51 +232,70 @@ impl ClientBook {
     }
 
     /// What to record of one exchange whose page is known ([`Page`]; its
-    /// statuses claimed): the server reads pages in parallel, and only the
-    /// placing, which needs the book, is done one at a time.
+    /// statuses claimed): [`ClientBook::place`] of its [`Reading`].
+    #[cfg(test)]
     pub fn observe_page(&mut self, ex: &Exchange, page: Page) -> Vec<Recorded> {
-        let Some(dialect) = timeline_of(&ex.method, &ex.path, &ex.query) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        let (timeline_key, label) = which_timeline(&dialect, ex);
-        let index = self.poller_of(ex, timeline_key, &label, &mut out);
-        let poller = &mut self.pollers[index];
-        let asked = Asked::read(&dialect, ex);
-        let parse_id =
-            |text: &Option<String>| text.as_deref().and_then(|t| self.layout.parse(t).ok());
-        let mut upper = parse_id(&asked.upper);
-        if asked.page_token && upper.is_none() {
-            // An opaque token continues below the last page.
-            upper = poller.last_oldest;
+        match self.reader().read(ex) {
+            Some(reading) => self.place(reading, page),
+            None => Vec::new(),
         }
-        let foreign = ForeignRequest {
-            lower: parse_id(&asked.lower),
+    }
+
+    /// What reads an exchange without the book ([`Reader::read`]).
+    pub fn reader(&self) -> Reader {
+        Reader {
+            layout: self.layout.clone(),
+            names: self.names.clone(),
+        }
+    }
+
+    /// What to record of one exchange, read ([`Reading`]) and its page
+    /// known ([`Page`]; its statuses claimed): the server reads exchanges
+    /// and pages in parallel, and only this, which needs the book, is done
+    /// one at a time.
+    pub fn place(&mut self, reading: Reading, page: Page) -> Vec<Recorded> {
+        let Reading {
+            who,
+            timeline_key,
+            label,
+            lower,
             upper,
-            forward: asked.forward,
-            limit: asked.limit,
+            page_token,
+            forward,
+            limit,
+            mut asked_row,
+            covered,
+            request,
+        } = reading;
+        let mut out = Vec::new();
+        let index = self.poller_of(who, timeline_key, &label, &mut out);
+        let poller = &mut self.pollers[index];
+        // An opaque token continues below the last page.
+        let upper = match upper {
+            None if page_token => poller.last_oldest,
+            upper => upper,
+        };
+        let foreign = ForeignRequest {
+            lower,
+            upper,
+            forward,
+            limit,
             served: page.ids,
         };
-        let placed = narrowed(poller.cycles.place(&foreign), ex.covered);
+        let placed = narrowed(poller.cycles.place(&foreign), covered);
         poller.last_oldest = foreign.served.iter().copied().min();
-        let error = (ex.status != 200).then(|| format!("HTTP {}", ex.status));
+        asked_row.client = poller.client.clone();
+        asked_row.served = Some(page.served);
         let request = rundb::RequestRow {
             cycle: placed.cycle as i64,
             page: placed.page as i64,
-            sent_at_ms: ex.sent_at_ms,
-            received_at_ms: ex.received_at_ms,
             since_id: placed.since.map(|id| self.layout.format(id)),
             since_key: placed.since.map(|id| id.sort_key()),
             before_id: placed.before.map(|id| self.layout.format(id)),
             before_key: placed.before.map(|id| id.sort_key()),
-            page_limit: asked.limit as i64,
-            http_status: Some(i64::from(ex.status)),
-            error,
-            bytes: Some(ex.response.len() as i64),
             new_items: foreign.served.len() as i64,
             items: foreign.served.len() as i64,
-            overflow: false,
-            ..Default::default()
+            ..request
         };
         let items = page
             .first_seen
@@ -297,21 +316,6 @@ impl ClientBook {
             request,
             items,
         };
-        let asked_row = rundb::ClientRequestRow {
-            client: poller.client.clone(),
-            method: ex.method.clone(),
-            // As sent, unless a hostile client made it long.
-            endpoint: ex.path.chars().take(MAX_PARAM).collect(),
-            params: asked.params.to_string(),
-            // A failed request served nothing; an unmarked success, everything.
-            scope: match (&ex.scope, ex.status) {
-                (_, status) if status != 200 => Scope::None,
-                (Some(scope), _) => scope.clone(),
-                (None, _) => Scope::All,
-            }
-            .to_string(),
-            served: Some(page.served),
-        };
         out.push(Recorded::Request(Box::new(row), asked_row));
         out
     }
@@ -321,12 +325,11 @@ impl ClientBook {
     /// allow; a new poller's row goes to `out`.
     fn poller_of(
         &mut self,
-        ex: &Exchange,
+        who: Who,
         timeline_key: u64,
         label: &str,
         out: &mut Vec<Recorded>,
     ) -> usize {
-        let who = who(ex, &self.names);
         // One poller is kept for OTHER_CLIENTS until it exists, and one for
         // each named client not seen yet (its first is its own).
         let known = self.clients.contains_key(&who.key);
@@ -407,6 +410,79 @@ impl ClientBook {
             last_oldest: None,
         });
         self.pollers.len() - 1
+    }
+}
+
+/// Reads exchanges for a book without holding it ([`ClientBook::reader`]):
+/// its layout and its client names.
+pub struct Reader {
+    layout: Layout,
+    names: HashMap<String, String>,
+}
+
+/// What one exchange says before the book places it: who sent it, which
+/// timeline it reads, its bounds as IDs, and its rows but for what the book
+/// adds (the placing, the client's name, the page served).
+pub struct Reading {
+    who: Who,
+    timeline_key: u64,
+    label: String,
+    lower: Option<Id>,
+    upper: Option<Id>,
+    page_token: bool,
+    forward: bool,
+    limit: usize,
+    asked_row: rundb::ClientRequestRow,
+    covered: Option<Covered>,
+    request: rundb::RequestRow,
+}
+
+impl Reader {
+    /// `ex` read, or `None` if it is not a timeline request. Pure.
+    pub fn read(&self, ex: &Exchange) -> Option<Reading> {
+        let dialect = timeline_of(&ex.method, &ex.path, &ex.query)?;
+        let (timeline_key, label) = which_timeline(&dialect, ex);
+        let asked = Asked::read(&dialect, ex);
+        let parse_id =
+            |text: &Option<String>| text.as_deref().and_then(|t| self.layout.parse(t).ok());
+        let request = rundb::RequestRow {
+            sent_at_ms: ex.sent_at_ms,
+            received_at_ms: ex.received_at_ms,
+            page_limit: asked.limit as i64,
+            http_status: Some(i64::from(ex.status)),
+            error: (ex.status != 200).then(|| format!("HTTP {}", ex.status)),
+            bytes: Some(ex.response.len() as i64),
+            overflow: false,
+            ..Default::default()
+        };
+        let asked_row = rundb::ClientRequestRow {
+            client: String::new(),
+            method: ex.method.clone(),
+            // As sent, unless a hostile client made it long.
+            endpoint: ex.path.chars().take(MAX_PARAM).collect(),
+            params: asked.params.to_string(),
+            // A failed request served nothing; an unmarked success, everything.
+            scope: match (&ex.scope, ex.status) {
+                (_, status) if status != 200 => Scope::None,
+                (Some(scope), _) => scope.clone(),
+                (None, _) => Scope::All,
+            }
+            .to_string(),
+            served: None,
+        };
+        Some(Reading {
+            who: who(ex, &self.names),
+            timeline_key,
+            label,
+            lower: parse_id(&asked.lower),
+            upper: parse_id(&asked.upper),
+            page_token: asked.page_token,
+            forward: asked.forward,
+            limit: asked.limit,
+            asked_row,
+            covered: ex.covered,
+            request,
+        })
     }
 }
 

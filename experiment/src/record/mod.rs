@@ -1,6 +1,7 @@
 //! Recording a run into SQLite: the schema and the writer.
 
 pub use rundb::schema;
+mod checkpoint;
 pub mod truth;
 pub mod writer;
 

@@ -11,6 +11,7 @@
 //! process loses at most the last second and leaves a database that opens; the
 //! run row says `complete = 0` until [`Recorder::finish`] runs.
 
+use super::checkpoint::Checkpointer;
 use crate::sim::sync::lock;
 use rundb::write::{self, OnConflict};
 use rusqlite::Connection;
@@ -402,6 +403,7 @@ impl Recorder {
         let (run_id, poller_ids) = write::add_run(&conn, run, pollers)?;
         conn.busy_timeout(WRITE_BUSY_TIMEOUT)
             .map_err(|e| format!("database {}: {e}", path.display()))?;
+        let checkpointer = Checkpointer::start(&conn, path);
         let (tx, rx) = mpsc::sync_channel(QUEUE_BOUND);
         let failed = Arc::new(AtomicBool::new(false));
         let writer_failed = failed.clone();
@@ -417,6 +419,7 @@ impl Recorder {
                     stats: WriterStats::default(),
                     gauge: writer_gauge,
                     in_transaction: false,
+                    checkpointer,
                 }
                 .run(rx);
                 if result.is_err() {
@@ -481,6 +484,9 @@ struct Writer {
     gauge: Arc<Gauge>,
     /// A transaction is open (BEGIN issued, not yet committed).
     in_transaction: bool,
+    /// Folds the WAL while the writer writes (`None`: the writer's own
+    /// checkpoints do).
+    checkpointer: Option<Checkpointer>,
 }
 
 /// Commit at least this often, so a kill loses at most this much.
@@ -687,6 +693,9 @@ impl Writer {
         reason: &str,
     ) -> Result<WriterStats, RecordError> {
         write::end_run(&self.conn, self.run_id, ended_at_ms, complete, reason)?;
+        if let Some(checkpointer) = self.checkpointer {
+            checkpointer.stop();
+        }
         write::close(self.conn)?;
         Ok(self.stats)
     }

@@ -8,11 +8,13 @@
 //! waits for room (back-pressure on the client), so that no record is lost
 //! and memory stays bounded whatever the clients' rate.
 
-use crate::clients::{ClientBook, Exchange, Page, Recorded, first_served, served, timeline_of};
+use crate::clients::{
+    ClientBook, Exchange, Page, Reader, Recorded, first_served, served, timeline_of,
+};
 use crate::record::RecordSender;
 use crate::sim::server::ServedIds;
 use crate::sim::sync::lock;
-use axum::body::Body;
+use axum::body::{Body, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
@@ -33,6 +35,9 @@ struct Recording {
     /// Held while a record is sent, so that a new client's poller row reaches
     /// the recorder before any request of it, in the order indexes were given.
     book: Mutex<ClientBook>,
+    /// Reads each exchange before the book is taken, so that the workers
+    /// hold it only to place the request ([`ClientBook::place`]).
+    reader: Reader,
     sender: RecordSender,
     layout: since_id::id::Layout,
 }
@@ -41,6 +46,7 @@ struct Recording {
 pub fn layer(router: axum::Router, book: ClientBook, sender: RecordSender) -> axum::Router {
     let state = Arc::new(Recording {
         layout: book.layout().clone(),
+        reader: book.reader(),
         book: Mutex::new(book),
         sender,
     });
@@ -71,14 +77,19 @@ async fn record(State(rec): State<Arc<Recording>>, request: Request, next: Next)
         )
     };
     let (parts, body) = request.into_parts();
-    let Ok(sent_body) = axum::body::to_bytes(body, MAX_REQUEST_BODY).await else {
-        return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
+    // A GET's empty body is neither read nor parsed: most requests are those.
+    let (body, json) = match body.size_hint().exact() {
+        Some(0) => (body, None),
+        _ => {
+            let Ok(sent_body) = axum::body::to_bytes(body, MAX_REQUEST_BODY).await else {
+                return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
+            };
+            let json = serde_json::from_slice(&sent_body).ok();
+            (Body::from(sent_body), json)
+        }
     };
-    let json = serde_json::from_slice(&sent_body).ok();
     let sent_at_ms = crate::clock::now_ms();
-    let response = next
-        .run(Request::from_parts(parts, Body::from(sent_body)))
-        .await;
+    let response = next.run(Request::from_parts(parts, body)).await;
     let received_at_ms = crate::clock::now_ms();
     let status = response.status().as_u16();
     let (mut parts, body) = response.into_parts();
@@ -126,9 +137,12 @@ async fn record(State(rec): State<Arc<Recording>>, request: Request, next: Next)
             lock(&rec.book).claim(ids)
         }),
     };
+    let Some(reading) = rec.reader.read(&exchange) else {
+        return Response::from_parts(parts, Body::from(sent));
+    };
     let record = || {
         let mut book = lock(&rec.book);
-        for recorded in book.observe_page(&exchange, page) {
+        for recorded in book.place(reading, page) {
             match recorded {
                 Recorded::NewClient(row) => rec.sender.poller(row),
                 Recorded::Request(row, asked) => rec.sender.client_request(*row, asked),

@@ -2,7 +2,7 @@
 //!
 //! A commit in WAL mode with `synchronous = NORMAL` is an append and no sync;
 //! a checkpoint, which copies the WAL's frames into the database, syncs both
-//! files (https://www.sqlite.org/wal.html#ckpt). Left to SQLite's automatic
+//! files (<https://www.sqlite.org/wal.html#ckpt>). Left to SQLite's automatic
 //! checkpoint, it runs inside the writer's commit: on this machine its two
 //! syncs took 130 to 150 ms, the queue filled behind it, and every client of
 //! `experiment serve --record` waited (wrk's worst latency 153 ms against 9 ms

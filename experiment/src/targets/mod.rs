@@ -192,7 +192,9 @@ pub fn run_flag(name: &str) -> Option<bool> {
 pub struct GivenRun {
     /// `--target`, or its default.
     pub target: String,
-    /// The flags given, as [`given_flags`] lists them.
+    /// The flags given (not their defaults), as (flag, value) pairs, in
+    /// the order the flags are declared, a repeated flag's values in the
+    /// order given.
     pub flags: Vec<(String, Option<String>)>,
 }
 

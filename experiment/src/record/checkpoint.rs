@@ -34,6 +34,9 @@ impl Checkpointer {
     /// be opened.
     pub fn start(writer: &Connection, path: &Path) -> Option<Checkpointer> {
         let conn = Connection::open(path).ok()?;
+        let automatic: i64 = writer
+            .query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+            .ok()?;
         writer.pragma_update(None, "wal_autocheckpoint", 0).ok()?;
         let (stop, stopped) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
@@ -48,7 +51,7 @@ impl Checkpointer {
         match thread {
             Ok(thread) => Some(Checkpointer { stop, thread }),
             Err(_) => {
-                let _ = writer.pragma_update(None, "wal_autocheckpoint", 1000);
+                let _ = writer.pragma_update(None, "wal_autocheckpoint", automatic);
                 None
             }
         }

@@ -365,4 +365,62 @@ mod tests {
             "a rewritten page is read, never taken from the mark"
         );
     }
+
+    /// Every exchange served before the server stopped is in the database:
+    /// eight clients at once, each on its own timeline, their exchanges
+    /// recorded by two serving threads.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_exchange_served_by_concurrent_clients_is_recorded() {
+        const CLIENTS: usize = 8;
+        const EACH: usize = 60;
+        let mut config = SimConfig::profile("mastodon").unwrap();
+        config.rate_per_s = 20.0;
+        let layout = config.layout();
+        let sim = Simulator::with_backlog(config, 7, NOW, 60_000);
+        let app = router_with_clock(
+            Arc::new(Mutex::new(sim)),
+            RateLimits::default(),
+            Arc::new(|| NOW),
+        );
+        let db = crate::record::writer::tests::temp_db("placer");
+        let recorder =
+            crate::record::Recorder::create(&db, &crate::record::writer::tests::run_info(), &[])
+                .unwrap();
+        let book = ClientBook::new(layout, HashMap::new());
+        let app = super::layer(app, book, recorder.sender());
+        let server = RunningServer::start(app).await.unwrap();
+        let http = crate::api::http_client(std::time::Duration::from_secs(10)).unwrap();
+        let mut clients = tokio::task::JoinSet::new();
+        for c in 0..CLIENTS {
+            let (http, url) = (
+                http.clone(),
+                server.url(&format!("/api/v1/timelines/tag/t{c}?limit=40")),
+            );
+            clients.spawn(async move {
+                for _ in 0..EACH {
+                    let sent = http.get(&url).bearer_auth("t").send().await.unwrap();
+                    assert_eq!(sent.status(), 200);
+                    sent.bytes().await.unwrap();
+                }
+            });
+        }
+        while let Some(done) = clients.join_next().await {
+            done.unwrap();
+        }
+        server.stop().await.unwrap();
+        recorder.finish(NOW, true, "stopped").unwrap();
+        let conn = rusqlite::Connection::open(&*db).unwrap();
+        let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(
+            count("SELECT count(*) FROM client_requests"),
+            (CLIENTS * EACH) as i64,
+            "every exchange recorded"
+        );
+        assert_eq!(
+            count("SELECT count(*) FROM pollers"),
+            CLIENTS as i64,
+            "one poller a timeline of the one client"
+        );
+        assert_eq!(count("SELECT complete FROM runs"), 1);
+    }
 }

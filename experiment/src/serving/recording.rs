@@ -212,6 +212,19 @@ mod tests {
         Response::from_parts(parts, axum::body::Body::from(bytes))
     }
 
+    /// The router of a simulator of `profile` holding a minute of statuses,
+    /// its clock stopped at [`NOW`].
+    fn simulator(profile: &str) -> axum::Router {
+        let mut config = SimConfig::profile(profile).unwrap();
+        config.rate_per_s = 20.0;
+        let sim = Simulator::with_backlog(config, 7, NOW, 60_000);
+        router_with_clock(
+            Arc::new(Mutex::new(sim)),
+            RateLimits::default(),
+            Arc::new(|| NOW),
+        )
+    }
+
     /// `requests` (method, path and query, JSON body) against a simulator of
     /// `profile` holding a minute of statuses, each seen by the layer above
     /// the simulator (and the faults layer, if `faults`).
@@ -220,14 +233,7 @@ mod tests {
         requests: &[Asked<'_>],
         faults: Option<FaultSpec>,
     ) -> Vec<(Exchange, Option<ServedIds>)> {
-        let mut config = SimConfig::profile(profile).unwrap();
-        config.rate_per_s = 20.0;
-        let sim = Simulator::with_backlog(config, 7, NOW, 60_000);
-        let mut app = router_with_clock(
-            Arc::new(Mutex::new(sim)),
-            RateLimits::default(),
-            Arc::new(|| NOW),
-        );
+        let mut app = simulator(profile);
         if let Some(spec) = faults {
             app = crate::sim::faults::layer(app, FaultPlan::new(spec, 3));
         }
@@ -373,16 +379,9 @@ mod tests {
     async fn every_exchange_served_by_concurrent_clients_is_recorded() {
         const CLIENTS: usize = 8;
         const EACH: usize = 60;
-        let mut config = SimConfig::profile("mastodon").unwrap();
-        config.rate_per_s = 20.0;
-        let layout = config.layout();
-        let sim = Simulator::with_backlog(config, 7, NOW, 60_000);
-        let app = router_with_clock(
-            Arc::new(Mutex::new(sim)),
-            RateLimits::default(),
-            Arc::new(|| NOW),
-        );
-        let db = crate::record::writer::tests::temp_db("placer");
+        let layout = SimConfig::profile("mastodon").unwrap().layout();
+        let app = simulator("mastodon");
+        let db = crate::record::writer::tests::temp_db("recording");
         let recorder =
             crate::record::Recorder::create(&db, &crate::record::writer::tests::run_info(), &[])
                 .unwrap();

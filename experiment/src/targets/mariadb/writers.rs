@@ -11,8 +11,9 @@
 //!
 //! Injected, and said so in the run's config (an assumption, like
 //! PostgreSQL's `--pg-tail`): `--stall-share S --stall D` makes a seeded share
-//! of transactions hold their ID for D after their inserts before COMMIT (the
-//! slow transaction of an application doing other work inside it), and
+//! of transactions hold their ID for D after their inserts, before the
+//! counter UPDATE and COMMIT (the slow transaction of an application doing
+//! other work inside it), and
 //! `--rollback-share S` makes a seeded share roll back after their inserts,
 //! so their AUTO_INCREMENT value is taken and never used (MariaDB KB
 //! "AUTO_INCREMENT": values are not reused after a rollback). Neither is
@@ -195,6 +196,33 @@ pub enum Fate {
     Commit { stall_ms: u64 },
     /// ROLLBACK after the inserts: the ID is taken and never visible.
     RollBack,
+}
+
+/// What a transaction does after its event and delivery rows, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// Hold the open transaction this long (ms).
+    Hold(u64),
+    /// The UPDATE of the stream's counter row.
+    Counter,
+    Commit,
+    RollBack,
+}
+
+impl Fate {
+    /// The steps after the inserts. A stall holds the ID *before* the
+    /// counter UPDATE: the counter rows are few and shared by every writer,
+    /// so one held locked for the stall queues every writer that draws its
+    /// stream behind it, and the injection would measure that convoy rather
+    /// than one slow transaction (at 0.1 % of 3 s the writers reached about
+    /// half the asked rate; docs/mariadb.md, the controls).
+    fn steps_after_inserts(self) -> Vec<Step> {
+        match self {
+            Fate::Commit { stall_ms: 0 } => vec![Step::Counter, Step::Commit],
+            Fate::Commit { stall_ms } => vec![Step::Hold(stall_ms), Step::Counter, Step::Commit],
+            Fate::RollBack => vec![Step::Counter, Step::RollBack],
+        }
+    }
 }
 
 /// The writers' clock offsets: seeded, uniform within `spread_ms` around 0.
@@ -399,24 +427,27 @@ async fn transaction(
             (id, event.subscriber),
         )
         .await?;
-        conn.exec_drop(
-            "UPDATE streams SET events_count = events_count + 1 WHERE id = ?",
-            (event.stream,),
-        )
-        .await?;
-        match event.fate {
-            Fate::RollBack => {
-                conn.query_drop("ROLLBACK").await?;
-                return Ok(None);
+        for step in event.fate.steps_after_inserts() {
+            match step {
+                Step::Hold(ms) => {
+                    // The ID is taken and its row locked: held open, as a
+                    // slow transaction holds it.
+                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                }
+                Step::Counter => {
+                    conn.exec_drop(
+                        "UPDATE streams SET events_count = events_count + 1 WHERE id = ?",
+                        (event.stream,),
+                    )
+                    .await?;
+                }
+                Step::RollBack => {
+                    conn.query_drop("ROLLBACK").await?;
+                    return Ok(None);
+                }
+                Step::Commit => conn.query_drop("COMMIT").await?,
             }
-            Fate::Commit { stall_ms } if stall_ms > 0 => {
-                // The ID is taken and its row locked: held open, as a slow
-                // transaction holds it, before COMMIT.
-                tokio::time::sleep(std::time::Duration::from_millis(stall_ms)).await;
-            }
-            Fate::Commit { .. } => {}
         }
-        conn.query_drop("COMMIT").await?;
         Ok::<_, mysql_async::Error>(Some(id))
     }
     .await;
@@ -522,6 +553,25 @@ mod tests {
         for bad in ["", "x", "101%", "-0.1", "2"] {
             assert!(parse_share(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A stalled transaction holds its ID before it locks the shared
+    /// counter row, so the other writers do not queue behind the stall; every
+    /// fate updates the counter once and ends once.
+    #[test]
+    fn a_stall_holds_the_id_before_the_shared_counter_row() {
+        assert_eq!(
+            Fate::Commit { stall_ms: 2000 }.steps_after_inserts(),
+            vec![Step::Hold(2000), Step::Counter, Step::Commit]
+        );
+        assert_eq!(
+            Fate::Commit { stall_ms: 0 }.steps_after_inserts(),
+            vec![Step::Counter, Step::Commit]
+        );
+        assert_eq!(
+            Fate::RollBack.steps_after_inserts(),
+            vec![Step::Counter, Step::RollBack]
+        );
     }
 
     /// Nothing injected draws nothing; a share draws its fates from the

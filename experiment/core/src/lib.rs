@@ -53,6 +53,7 @@ pub mod partitions;
 pub mod policy;
 pub mod poller;
 pub mod schedule;
+pub mod seed;
 pub mod snowflake;
 pub mod strategy;
 pub mod time;

@@ -25,6 +25,8 @@
 //!   of the run, then make one last cycle, waiting for the server at most
 //!   [`FINAL_PACE_CAP_MS`] past that moment.
 
+use crate::seed::splitmix64;
+
 /// The longest the final cycle waits for the server (Retry-After, the shared budget).
 ///
 /// ```
@@ -113,17 +115,6 @@ impl TickJitter {
         let h = splitmix64(self.seed ^ splitmix64(tick_ms as u64));
         (h % self.max_ms) as i64
     }
-}
-
-/// SplitMix64's output function (Steele, Lea and Flood, "Fast Splittable
-/// Pseudorandom Number Generators", OOPSLA 2014; the constants of Vigna's
-/// reference code, <https://prng.di.unimi.it/splitmix64.c>): a stateless
-/// 64-bit mix, so a tick's draw needs no generator state.
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

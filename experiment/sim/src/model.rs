@@ -673,12 +673,7 @@ fn serialize_id<S: serde::Serializer>(id: &Id, serializer: S) -> Result<S::Ok, S
 /// with probability 1/4, drawn from the seed by its own hash (splitmix64),
 /// so the timeline's random stream is untouched; never empty.
 pub fn home_follows(seed: u64, authors: u32) -> BTreeSet<u32> {
-    let splitmix = |x: u64| {
-        let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
+    let splitmix = since_id::seed::splitmix64;
     let mut set: BTreeSet<u32> = (0..authors.max(1))
         .filter(|&a| splitmix(seed ^ splitmix(u64::from(a))) % 4 == 0)
         .collect();

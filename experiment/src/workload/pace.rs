@@ -43,7 +43,7 @@ impl std::fmt::Display for Arrivals {
 /// The seed of writer `index`'s arrivals in a run seeded `seed`: one stream
 /// per writer, apart from the writers' other draws.
 pub fn arrival_seed(seed: u64, index: u32) -> u64 {
-    seed.wrapping_add(u64::from(index)) ^ 0x4152_5249_5641_4c53
+    since_id::seed::stream(seed, 0x4152_5249_5641_4c53, index)
 }
 
 /// A writer's pace: on a grid, one write every `period_ms` from `start_ms`;
@@ -216,6 +216,8 @@ mod tests {
         assert_eq!(poisson_gaps(3, 100), poisson_gaps(3, 100));
         assert_ne!(poisson_gaps(3, 100), poisson_gaps(4, 100));
         assert_ne!(arrival_seed(1, 0), arrival_seed(1, 1));
+        // Not the next run's writer before it: runs share no arrivals.
+        assert_ne!(arrival_seed(1, 1), arrival_seed(2, 0));
     }
 
     #[test]

@@ -281,11 +281,13 @@ async fn writer(
     output: Arc<Mutex<Output>>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut rng = ChaCha8Rng::seed_from_u64(w.seed ^ (0x4d41_5249_4144u64 << 8) ^ index as u64);
+    let mut rng =
+        ChaCha8Rng::seed_from_u64(since_id::seed::stream(w.seed, 0x4d41_5249_4144, index));
     let mut ids = snowflake::Generator::new(index);
     let offset_ms = w.clock_offsets_ms.get(index as usize).copied().unwrap_or(0);
     // A stream of its own, so that injecting leaves every other draw as it was.
-    let mut inject_rng = ChaCha8Rng::seed_from_u64(w.seed ^ 0x494e_4a45_4354 ^ u64::from(index));
+    let mut inject_rng =
+        ChaCha8Rng::seed_from_u64(since_id::seed::stream(w.seed, 0x494e_4a45_4354, index));
     let mut pace = WriterPace::of_writer(
         w.arrivals,
         (index, w.writers),

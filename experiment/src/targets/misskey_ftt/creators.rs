@@ -278,9 +278,11 @@ impl Draws {
     /// The draws of the `index`th creator of `load`, its grid (if any)
     /// starting at `now()`.
     fn new(index: u32, load: &Load, now: fn() -> i64) -> Draws {
-        let mut rng = ChaCha8Rng::seed_from_u64(load.seed.wrapping_add(1 + index as u64));
+        let mut rng =
+            ChaCha8Rng::seed_from_u64(since_id::seed::stream(load.seed, 0x4352_4541_5445, index));
         let aidx = Aidx::new(&mut rng);
-        let delete_rng = ChaCha8Rng::seed_from_u64(load.seed ^ 0xde1e_7e00 ^ u64::from(index));
+        let delete_rng =
+            ChaCha8Rng::seed_from_u64(since_id::seed::stream(load.seed, 0xde1e_7e00, index));
         let delete_after =
             Exp::new(1.0 / load.deletes.after_ms.max(1) as f64).expect("a positive mean");
         let per_creator = (load.local_rate_per_s + load.remote_rate_per_s) / load.creators as f64;

@@ -104,7 +104,8 @@ async fn writer(
     output: Arc<Mutex<Output>>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut rng = ChaCha8Rng::seed_from_u64(w.seed ^ (0x5752_4954_4552u64 << 8) ^ index as u64);
+    let mut rng =
+        ChaCha8Rng::seed_from_u64(since_id::seed::stream(w.seed, 0x5752_4954_4552, index));
     let mut ids = snowflake::Generator::new(index);
     let mut pace = WriterPace::of_writer(
         w.arrivals,

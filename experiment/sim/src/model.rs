@@ -675,7 +675,7 @@ fn serialize_id<S: serde::Serializer>(id: &Id, serializer: S) -> Result<S::Ok, S
 pub fn home_follows(seed: u64, authors: u32) -> BTreeSet<u32> {
     let splitmix = since_id::seed::splitmix64;
     let mut set: BTreeSet<u32> = (0..authors.max(1))
-        .filter(|&a| splitmix(seed ^ splitmix(u64::from(a))) % 4 == 0)
+        .filter(|&a| splitmix(seed ^ splitmix(u64::from(a))).is_multiple_of(4))
         .collect();
     if set.is_empty() {
         set.insert(0);

@@ -137,7 +137,7 @@ impl Slot {
     /// Takes one batch of changes from the slot through `decoder`: the
     /// truth rows of the transactions it completed, and whether the batch
     /// was full (so more may wait).
-    pub async fn drain_batch(
+    async fn drain_batch(
         &self,
         decoder: &mut Decoder,
     ) -> Result<(Vec<LogTruthRow>, bool), String> {
@@ -164,6 +164,25 @@ impl Slot {
             out.extend(decoder.feed(&lsn, &data)?);
         }
         Ok((out, full))
+    }
+
+    /// Takes batches from the slot until one is not full, handing each
+    /// batch's truth rows, if any, to `record` (which may wait for room in
+    /// the recorder's bounded queue).
+    pub async fn drain_all(
+        &self,
+        decoder: &mut Decoder,
+        mut record: impl FnMut(Vec<LogTruthRow>),
+    ) -> Result<(), String> {
+        loop {
+            let (rows, full) = self.drain_batch(decoder).await?;
+            if !rows.is_empty() {
+                record(rows);
+            }
+            if !full {
+                return Ok(());
+            }
+        }
     }
 
     /// Drops the slot: the server keeps no WAL for it any more.

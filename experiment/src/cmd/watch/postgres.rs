@@ -129,16 +129,9 @@ impl Source {
             return Ok(());
         }
         self.drained_at = Some(Instant::now());
-        loop {
-            let (rows, full) = self.slot.drain_batch(&mut self.decoder).await?;
-            if !rows.is_empty() {
-                // The recorder's queue is bounded: a full queue waits here.
-                sender.log_truth(rows);
-            }
-            if !full {
-                return Ok(());
-            }
-        }
+        self.slot
+            .drain_all(&mut self.decoder, |rows| sender.log_truth(rows))
+            .await
     }
 
     /// Drops the slot if watch made it; leaves the user's.

@@ -86,7 +86,12 @@ async fn drain_slot(
             _ = tokio::time::sleep(DRAIN_EVERY) => false,
             _ = stop.changed() => true,
         };
-        let drained = drain_all(&slot, &mut decoder, &sender).await;
+        // The recorder's queue is bounded: a full queue waits, off the runtime's worker.
+        let drained = slot
+            .drain_all(&mut decoder, |rows| {
+                tokio::task::block_in_place(|| sender.log_truth(rows))
+            })
+            .await;
         if let Err(m) = &drained {
             let _ = events.send(Event::Failed(m.clone()));
         }
@@ -96,22 +101,4 @@ async fn drain_slot(
     };
     let dropped = slot.drop_slot().await;
     result.and(dropped).map(|()| decoder.counts.clone())
-}
-
-/// Takes batches from the slot until one is not full, recording each.
-async fn drain_all(
-    slot: &Slot,
-    decoder: &mut Decoder,
-    sender: &RecordSender,
-) -> Result<(), String> {
-    loop {
-        let (rows, full) = slot.drain_batch(decoder).await?;
-        if !rows.is_empty() {
-            // The recorder's queue is bounded: a full queue waits here.
-            tokio::task::block_in_place(|| sender.log_truth(rows));
-        }
-        if !full {
-            return Ok(());
-        }
-    }
 }

@@ -137,10 +137,7 @@ impl Slot {
     /// Takes one batch of changes from the slot through `decoder`: the
     /// truth rows of the transactions it completed, and whether the batch
     /// was full (so more may wait).
-    async fn drain_batch(
-        &self,
-        decoder: &mut Decoder,
-    ) -> Result<(Vec<LogTruthRow>, bool), String> {
+    async fn drain_batch(&self, decoder: &mut Decoder) -> Result<(Vec<LogTruthRow>, bool), String> {
         let rows = self
             .client
             .query(

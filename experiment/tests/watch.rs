@@ -352,3 +352,103 @@ fn a_slot_watch_makes_is_dropped_and_bad_input_is_one_line_a_slot_in_use_among_i
     let names = slot_names(&db, &admin);
     assert_eq!(names, ["busy", "other_plugin", "physical"]);
 }
+
+/// A role that must give its password: watch takes it from PGPASSWORD or
+/// from `--token-file` (which wins), refuses a wrong one in one line, and
+/// never shows or stores it.
+#[test]
+fn watch_takes_the_password_from_pgpassword_or_its_file_and_never_shows_it() {
+    let db = TheirDb::start();
+    let dir = temp_dir("watch-password");
+    let admin = db.session();
+    // scram for this role alone, over the socket watch uses; the rest stays trusted.
+    let hba = db.cluster.dir().join("data/pg_hba.conf");
+    let rules = std::fs::read_to_string(&hba).unwrap();
+    std::fs::write(&hba, format!("local all watcher scram-sha-256\n{rules}")).unwrap();
+    for sql in [
+        "SELECT pg_reload_conf()",
+        "CREATE TABLE outbox (id bigint PRIMARY KEY, body text)",
+        // A slot needs REPLICATION; the table, SELECT.
+        "CREATE ROLE watcher LOGIN REPLICATION PASSWORD 'right-one'",
+        "GRANT SELECT ON outbox TO watcher",
+    ] {
+        exec(&db, &admin, sql);
+    }
+    let target = db.target().replace("postgres@", "watcher@");
+    let password_file = dir.join("password");
+    std::fs::write(&password_file, "right-one\n").unwrap();
+    let run_db = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let args = |db: &str| -> Vec<String> {
+        [
+            "watch",
+            "--target",
+            &target,
+            "--table",
+            "outbox",
+            "--slot",
+            "by_watcher",
+            "--create-slot",
+            "--db",
+            db,
+        ]
+        .map(str::to_string)
+        .to_vec()
+    };
+    let command = |args: &[String]| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::command(&args)
+    };
+
+    // A wrong password: one line, exit 2, the password not in it.
+    let wrong = common::outcome(
+        command(&args(&run_db("wrong.db")))
+            .env("PGPASSWORD", "wrong-one")
+            .output()
+            .unwrap(),
+    );
+    assert!(!wrong.2.contains("wrong-one"), "{}", wrong.2);
+    common::assert_refused(
+        wrong,
+        "password authentication failed",
+        "a wrong PGPASSWORD",
+    );
+
+    // The right one from PGPASSWORD, then from the file over a wrong PGPASSWORD.
+    for (name, env, file) in [
+        ("env.db", "right-one", None),
+        ("file.db", "wrong-one", Some(&password_file)),
+    ] {
+        let db_path = run_db(name);
+        let mut args = args(&db_path);
+        if let Some(file) = file {
+            args.extend(["--token-file".into(), file.to_str().unwrap().into()]);
+        }
+        let mut cmd = command(&args);
+        cmd.env("PGPASSWORD", env);
+        let running = common::start_watch_command(cmd);
+        exec(&db, &admin, "INSERT INTO outbox VALUES (1, 'a')");
+        let (code, stdout, stderr) = stop_watch(running);
+        exec(&db, &admin, "DELETE FROM outbox");
+        assert_eq!(code, 0, "{name}: {stdout}\n{stderr}");
+        assert!(
+            stdout.contains("1 rows of public.outbox committed"),
+            "{name}: read as watcher: {stdout}"
+        );
+        for text in [&stdout, &stderr] {
+            assert!(
+                !text.contains("right-one") && !text.contains("wrong-one"),
+                "{name}: {text}"
+            );
+        }
+        let stored = std::fs::read(&db_path).unwrap();
+        let shown = |secret: &[u8]| stored.windows(secret.len()).any(|w| w == secret);
+        assert!(
+            !shown(b"right-one") && !shown(b"wrong-one"),
+            "{name}: no password in the run database"
+        );
+    }
+    assert!(
+        slot_names(&db, &admin).is_empty(),
+        "the slots watch made are dropped"
+    );
+}

@@ -197,11 +197,16 @@ pub type Watch = (
 
 /// Starts `experiment watch ARGS` and waits for its banner (it watches from there on);
 /// a watch that ends first fails the test with its output.
+pub fn start_watch(args: &[&str]) -> Watch {
+    start_watch_command(command(args))
+}
+
+/// [`start_watch`] of a command the caller set up (its environment, say).
 // The child is handed to the caller, which waits for it (`stop_watch`, `wait_watch`).
 #[allow(clippy::zombie_processes)]
-pub fn start_watch(args: &[&str]) -> Watch {
+pub fn start_watch_command(mut command: Command) -> Watch {
     use std::io::BufRead;
-    let mut child = command(args)
+    let mut child = command
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -378,21 +378,12 @@ fn watch_takes_the_password_from_pgpassword_or_its_file_and_never_shows_it() {
     let password_file = dir.join("password");
     std::fs::write(&password_file, "right-one\n").unwrap();
     let run_db = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    // Made by watch and dropped at its end (the scratch paths hold no space).
     let args = |db: &str| -> Vec<String> {
-        [
-            "watch",
-            "--target",
-            &target,
-            "--table",
-            "outbox",
-            "--slot",
-            "by_watcher",
-            "--create-slot",
-            "--db",
-            db,
-        ]
-        .map(str::to_string)
-        .to_vec()
+        format!("watch --target {target} --table outbox --slot by_watcher --create-slot --db {db}")
+            .split(' ')
+            .map(str::to_string)
+            .collect()
     };
     let command = |args: &[String]| {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();

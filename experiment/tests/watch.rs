@@ -378,21 +378,18 @@ fn watch_takes_the_password_from_pgpassword_or_its_file_and_never_shows_it() {
     let password_file = dir.join("password");
     std::fs::write(&password_file, "right-one\n").unwrap();
     let run_db = |name: &str| dir.join(name).to_str().unwrap().to_string();
-    // Made by watch and dropped at its end (the scratch paths hold no space).
-    let args = |db: &str| -> Vec<String> {
-        format!("watch --target {target} --table outbox --slot by_watcher --create-slot --db {db}")
-            .split(' ')
-            .map(str::to_string)
-            .collect()
-    };
-    let command = |args: &[String]| {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        common::command(&args)
+    // The slot is made by watch and dropped at its end. The line is split on
+    // spaces, which the scratch paths hold none of.
+    let command = |db: &str| {
+        let line = format!(
+            "watch --target {target} --table outbox --slot by_watcher --create-slot --db {db}"
+        );
+        common::command(&line.split(' ').collect::<Vec<_>>())
     };
 
     // A wrong password: one line, exit 2, the password not in it.
     let wrong = common::outcome(
-        command(&args(&run_db("wrong.db")))
+        command(&run_db("wrong.db"))
             .env("PGPASSWORD", "wrong-one")
             .output()
             .unwrap(),
@@ -410,11 +407,10 @@ fn watch_takes_the_password_from_pgpassword_or_its_file_and_never_shows_it() {
         ("file.db", "wrong-one", Some(&password_file)),
     ] {
         let db_path = run_db(name);
-        let mut args = args(&db_path);
+        let mut cmd = command(&db_path);
         if let Some(file) = file {
-            args.extend(["--token-file".into(), file.to_str().unwrap().into()]);
+            cmd.arg("--token-file").arg(file);
         }
-        let mut cmd = command(&args);
         cmd.env("PGPASSWORD", env);
         let running = common::start_watch_command(cmd);
         exec(&db, &admin, "INSERT INTO outbox VALUES (1, 'a')");

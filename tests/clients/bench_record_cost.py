@@ -1,24 +1,39 @@
 #!/usr/bin/env python3
 """What recording costs `experiment serve` (issue 33, item 5):
 
-    python3 tests/clients/bench_record_cost.py EXPERIMENT [SECONDS] [PAIRS]
+    python3 tests/clients/bench_record_cost.py [--control] EXPERIMENT [SECONDS] [ROUNDS]
 
-Each pair runs `EXPERIMENT serve --profile twitter --set rate_per_s=100`
-twice, once alone and once with `--record` to a fresh run.db, the order
-alternating from pair to pair (alone first, then recording first), and loads
-each with wrk at full speed for SECONDS (default 10):
-`wrk -t1 -c8 -dSECONDS -H "Authorization: Bearer t"` on Twitter v1.1's list
-timeline, pages of 200. Prints each run's pages a second and each pair's
-ratio (recording / alone), then the medians with a 95 % bootstrap interval of
-the median (10,000 resamples of the pairs, seeded).
+Starts two servers side by side, `EXPERIMENT serve --profile twitter --set
+rate_per_s=100` alone and the same with `--record` to a fresh run.db, and
+loads them in turn with wrk at full speed, never both at once: bursts of
+SECONDS (default 10) of `wrk -t1 -c8 -dSECONDS -H "Authorization: Bearer t"`
+on Twitter v1.1's list timeline, pages of 200. A round is four bursts, in the
+order alone, recording, recording, alone (the next round the other way
+round), so that a drift of the machine within a round falls on both alike;
+after each burst the script waits 2 seconds, so that what a burst left to
+do (the recorder commits at least once a second, then the checkpoints) is
+done before the next burst is measured. That work, at most the last second
+of a burst's commits and checkpoints, is then measured in no burst: a bias
+in recording's favour, smaller the longer the bursts. One warm-up burst on each server
+is not counted. Each round's ratio is the recording server's pages over the
+alone server's; prints each round, then the medians with a 95 % bootstrap
+interval of the median (10,000 resamples of the rounds, seeded).
+
+Why side by side: from one 10 s run to the next the machine's speed moves by
+up to a quarter, in phases that last minutes (docs/benchmarks.md); two
+servers measured in the same few seconds share the phase.
+
+With `--control` the second server does not record either: two equal
+servers, whose ratio should be 1 within its interval, so that a bias of the
+method itself (the second port, the order of the bursts) would show.
 
 Every page recorded is checked: the run.db's `client_requests` rows are at
-least wrk's completed requests and at most that plus wrk's 8 connections (a
-request served as wrk stopped is recorded, not counted by wrk). A run that
-fails this exits 1.
+least wrk's completed requests on the recording server and at most that plus
+wrk's 8 connections a burst (a request served as wrk stopped is recorded,
+not counted by wrk). A run that fails this exits 1.
 
-Needs `wrk` on the PATH. Run it on a quiet machine: wrk and the server share
-the cores, and anything else running moves the figures.
+Needs `wrk` on the PATH. Run it on a quiet machine: wrk and the servers
+share the cores, and anything else running moves the figures.
 """
 
 import os
@@ -34,45 +49,50 @@ import sys
 import tempfile
 import time
 
-ADDR = ("127.0.0.1", 8093)
-URL = f"http://{ADDR[0]}:{ADDR[1]}/1.1/lists/statuses.json?list_id=1&count=200"
+HOST = "127.0.0.1"
+PORTS = {"alone": 8093, "record": 8094}
+PATH = "/1.1/lists/statuses.json?list_id=1&count=200"
 CONNECTIONS = 8
+GAP_SECONDS = 2
 
 
-def wait_for_port():
-    for _ in range(500):
-        try:
-            socket.create_connection(ADDR, timeout=0.1).close()
-            return
-        except OSError:
-            time.sleep(0.02)
-    sys.exit(f"the server did not listen on {ADDR[0]}:{ADDR[1]}")
-
-
-def one_run(experiment, seconds, db):
+def start(experiment, port, db):
+    # serve's default rate limit (a million requests in 5 minutes) is beyond
+    # any poller but not beyond wrk over a whole run: lifted, so that every
+    # page counted is a page of 200, never a short 429.
     args = [experiment, "serve", "--profile", "twitter", "--set", "rate_per_s=100",
-            "--addr", f"{ADDR[0]}:{ADDR[1]}"]
+            "--rate-limit", "4000000000/1s", "--addr", f"{HOST}:{port}"]
     if db:
         args += ["--record", db]
     server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for_port()
-        out = subprocess.run(
-            ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "-H", "Authorization: Bearer t", URL],
-            check=True, capture_output=True, text=True).stdout
-    finally:
-        server.send_signal(signal.SIGINT)
-        _, err = server.communicate(timeout=60)
+    for _ in range(500):
+        try:
+            socket.create_connection((HOST, port), timeout=0.1).close()
+            return server
+        except OSError:
+            time.sleep(0.02)
+    server.kill()
+    sys.exit(f"the server did not listen on {HOST}:{port}")
+
+
+def stop(server):
+    server.send_signal(signal.SIGINT)
+    _, err = server.communicate(timeout=120)
     if server.returncode != 0:
         sys.exit(f"experiment serve exited {server.returncode}: {err.strip()}")
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    done = int(re.search(r"(\d+) requests in", out).group(1))
-    if db:
-        with sqlite3.connect(db) as conn:
-            recorded = conn.execute("SELECT count(*) FROM client_requests").fetchone()[0]
-        if not done <= recorded <= done + CONNECTIONS:
-            sys.exit(f"{recorded} pages recorded, wrk completed {done}: not every page was recorded")
-    return rate
+
+
+def burst(port, seconds):
+    """wrk's completed requests in one burst."""
+    out = subprocess.run(
+        ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "-H", "Authorization: Bearer t",
+         f"http://{HOST}:{port}{PATH}"],
+        check=True, capture_output=True, text=True).stdout
+    time.sleep(GAP_SECONDS)
+    failed = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if failed:
+        sys.exit(f"{failed.group(1)} responses on port {port} were not pages: {out.strip()}")
+    return int(re.search(r"(\d+) requests in", out).group(1))
 
 
 def median_interval(values, rng):
@@ -81,34 +101,68 @@ def median_interval(values, rng):
 
 
 def main():
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    control = "--control" in args
+    args = [a for a in args if a != "--control"]
+    if not args:
         sys.exit(__doc__.strip().splitlines()[2].strip())
-    experiment = sys.argv[1]
-    seconds = int(sys.argv[2]) if len(sys.argv) > 2 else 10
-    pairs = int(sys.argv[3]) if len(sys.argv) > 3 else 16
+    experiment = args[0]
+    seconds = int(args[1]) if len(args) > 1 else 10
+    rounds = int(args[2]) if len(args) > 2 else 20
     if shutil.which("wrk") is None:
         sys.exit("wrk is not on the PATH (apt-get install wrk)")
     tmp = tempfile.mkdtemp(prefix="snowleak-bench-record-")
+    db = os.path.join(tmp, "rec.db")
+    servers = {"alone": start(experiment, PORTS["alone"], None),
+               "record": start(experiment, PORTS["record"], None if control else db)}
     alone, recording, ratios = [], [], []
+    second = "second" if control else "recording"
+    recorded_bursts, completed = 0, 0
     try:
-        for pair in range(pairs):
-            order = ("alone", "record") if pair % 2 == 0 else ("record", "alone")
-            rates = {}
+        # Warm-up, not counted but for the pages recorded.
+        burst(PORTS["alone"], seconds)
+        completed += burst(PORTS["record"], seconds)
+        recorded_bursts += 1
+        for r in range(rounds):
+            order = (("alone", "record", "record", "alone") if r % 2 == 0
+                     else ("record", "alone", "alone", "record"))
+            pages = {"alone": 0, "record": 0}
             for mode in order:
-                db = os.path.join(tmp, f"rec-{pair}.db") if mode == "record" else None
-                rates[mode] = one_run(experiment, seconds, db)
-            alone.append(rates["alone"])
-            recording.append(rates["record"])
-            ratios.append(rates["record"] / rates["alone"])
-            print(f"pair {pair + 1:2} ({order[0]} first): alone {rates['alone']:8.1f}, "
-                  f"recording {rates['record']:8.1f} pages/s, ratio {ratios[-1]:.3f}", flush=True)
+                pages[mode] += burst(PORTS[mode], seconds)
+            completed += pages["record"]
+            recorded_bursts += 2
+            alone.append(pages["alone"] / (2 * seconds))
+            recording.append(pages["record"] / (2 * seconds))
+            ratios.append(pages["record"] / pages["alone"])
+            first = "alone" if order[0] == "alone" else second
+            print(f"round {r + 1:2} ({first} first): alone {alone[-1]:8.1f}, "
+                  f"{second} {recording[-1]:8.1f} pages/s, ratio {ratios[-1]:.3f}", flush=True)
+        for server in servers.values():
+            stop(server)
+        if control:
+            print("control: the second server did not record")
+            return summary(alone, recording, ratios, second)
+        with sqlite3.connect(db) as conn:
+            recorded = conn.execute("SELECT count(*) FROM client_requests").fetchone()[0]
+        if not completed <= recorded <= completed + CONNECTIONS * recorded_bursts:
+            sys.exit(f"{recorded} pages recorded, wrk completed {completed}: "
+                     "not every page was recorded")
+        print(f"every page recorded: {recorded} rows for wrk's {completed} completed requests "
+              f"in {recorded_bursts} bursts")
     finally:
+        for server in servers.values():
+            if server.poll() is None:
+                server.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+    summary(alone, recording, ratios, second)
+
+
+def summary(alone, recording, ratios, second):
     rng = random.Random(33)
-    for name, values in (("alone", alone), ("recording", recording), ("ratio", ratios)):
+    for name, values in (("alone", alone), (second, recording), ("ratio", ratios)):
         lo, hi = median_interval(values, rng)
         print(f"{name:9} median {statistics.median(values):9.3f} (95 % interval {lo:.3f} to "
-              f"{hi:.3f}; min {min(values):.3f}, max {max(values):.3f}, {len(values)} pairs)")
+              f"{hi:.3f}; min {min(values):.3f}, max {max(values):.3f}, {len(values)} rounds)")
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ pub struct SimServeArgs {
     /// Override one simulator parameter (repeatable), e.g. --set rate_per_s=20.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
-    /// Rate limit per API, e.g. 300/5m (default: effectively unlimited).
+    /// Rate limit per API, e.g. 300/5m (default: 1000000/5m, beyond any real poller).
     #[arg(long, value_name = "N/WINDOW")]
     pub rate_limit: Option<String>,
     /// History the timeline holds when the server starts (default 5m; 0s: empty).

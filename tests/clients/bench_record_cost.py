@@ -14,8 +14,8 @@ after each burst the script waits 2 seconds, so that what a burst left to
 do (the recorder commits at least once a second, then the checkpoints) is
 done before the next burst is measured. That work, at most the last second
 of a burst's commits and checkpoints, is then measured in no burst: a bias
-in recording's favour, smaller the longer the bursts. One warm-up burst on each server
-is not counted. Each round's ratio is the recording server's pages over the
+in recording's favour, smaller the longer the bursts. One warm-up burst on
+each server is not counted. Each round's ratio is the recording server's pages over the
 alone server's; prints each round, then the medians with a 95 % bootstrap
 interval of the median (10,000 resamples of the rounds, seeded).
 
@@ -56,7 +56,7 @@ CONNECTIONS = 8
 GAP_SECONDS = 2
 
 
-def start(experiment, port, db):
+def start(experiment, port, db, log):
     # serve's default rate limit (a million requests in 5 minutes) is beyond
     # any poller but not beyond wrk over a whole run: lifted, so that every
     # page counted is a page of 200, never a short 429.
@@ -64,7 +64,9 @@ def start(experiment, port, db):
             "--rate-limit", "4000000000/1s", "--addr", f"{HOST}:{port}"]
     if db:
         args += ["--record", db]
-    server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # Its log goes to a file: a pipe nobody reads would stop a server kept up
+    # for minutes once it filled.
+    server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log)
     for _ in range(500):
         try:
             socket.create_connection((HOST, port), timeout=0.1).close()
@@ -75,11 +77,12 @@ def start(experiment, port, db):
     sys.exit(f"the server did not listen on {HOST}:{port}")
 
 
-def stop(server):
+def stop(server, log):
     server.send_signal(signal.SIGINT)
-    _, err = server.communicate(timeout=120)
+    server.wait(timeout=120)
     if server.returncode != 0:
-        sys.exit(f"experiment serve exited {server.returncode}: {err.strip()}")
+        log.seek(0)
+        sys.exit(f"experiment serve exited {server.returncode}: {log.read().decode().strip()}")
 
 
 def burst(port, seconds):
@@ -109,12 +112,16 @@ def main():
     experiment = args[0]
     seconds = int(args[1]) if len(args) > 1 else 10
     rounds = int(args[2]) if len(args) > 2 else 20
+    if not (os.path.isfile(experiment) and os.access(experiment, os.X_OK)):
+        sys.exit(f"{experiment}: no such program (build it: cargo build --release -p experiment)")
     if shutil.which("wrk") is None:
         sys.exit("wrk is not on the PATH (apt-get install wrk)")
     tmp = tempfile.mkdtemp(prefix="snowleak-bench-record-")
     db = os.path.join(tmp, "rec.db")
-    servers = {"alone": start(experiment, PORTS["alone"], None),
-               "record": start(experiment, PORTS["record"], None if control else db)}
+    logs = {mode: open(os.path.join(tmp, f"{mode}.log"), "w+b") for mode in PORTS}
+    servers = {"alone": start(experiment, PORTS["alone"], None, logs["alone"]),
+               "record": start(experiment, PORTS["record"], None if control else db,
+                               logs["record"])}
     alone, recording, ratios = [], [], []
     second = "second" if control else "recording"
     recorded_bursts, completed = 0, 0
@@ -137,8 +144,8 @@ def main():
             first = "alone" if order[0] == "alone" else second
             print(f"round {r + 1:2} ({first} first): alone {alone[-1]:8.1f}, "
                   f"{second} {recording[-1]:8.1f} pages/s, ratio {ratios[-1]:.3f}", flush=True)
-        for server in servers.values():
-            stop(server)
+        for mode, server in servers.items():
+            stop(server, logs[mode])
         if control:
             print("control: the second server did not record")
             return summary(alone, recording, ratios, second)
@@ -153,6 +160,8 @@ def main():
         for server in servers.values():
             if server.poll() is None:
                 server.kill()
+        for log in logs.values():
+            log.close()
         shutil.rmtree(tmp, ignore_errors=True)
     summary(alone, recording, ratios, second)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What recording costs `experiment serve` (issue 33, item 5):
 
-    python3 tests/clients/bench_record_cost.py [--control] EXPERIMENT [SECONDS] [ROUNDS]
+    python3 tests/clients/bench_record_cost.py [--control] [--swap] EXPERIMENT [SECONDS] [ROUNDS]
 
 Starts two servers side by side, `EXPERIMENT serve --profile twitter --set
 rate_per_s=100` alone and the same with `--record` to a fresh run.db, and
@@ -25,7 +25,9 @@ servers measured in the same few seconds share the phase.
 
 With `--control` the second server does not record either: two equal
 servers, whose ratio should be 1 within its interval, so that a bias of the
-method itself (the second port, the order of the bursts) would show.
+method itself (the second port, the order of the bursts) would show. With
+`--swap` the recording server is started first, on the first port (8093),
+and the alone server second, on 8094.
 
 Every page recorded is checked: the run.db's `client_requests` rows are at
 least wrk's completed requests on the recording server and at most that plus
@@ -106,7 +108,8 @@ def median_interval(values, rng):
 def main():
     args = sys.argv[1:]
     control = "--control" in args
-    args = [a for a in args if a != "--control"]
+    swap = "--swap" in args
+    args = [a for a in args if a not in ("--control", "--swap")]
     if not args:
         sys.exit(__doc__.strip().splitlines()[2].strip())
     experiment = args[0]
@@ -119,9 +122,12 @@ def main():
     tmp = tempfile.mkdtemp(prefix="snowleak-bench-record-")
     db = os.path.join(tmp, "rec.db")
     logs = {mode: open(os.path.join(tmp, f"{mode}.log"), "w+b") for mode in PORTS}
-    servers = {"alone": start(experiment, PORTS["alone"], None, logs["alone"]),
-               "record": start(experiment, PORTS["record"], None if control else db,
-                               logs["record"])}
+    if swap:
+        PORTS["alone"], PORTS["record"] = PORTS["record"], PORTS["alone"]
+    servers = {}
+    for mode in sorted(PORTS, key=PORTS.get):
+        servers[mode] = start(experiment, PORTS[mode], db if mode == "record" and not control
+                              else None, logs[mode])
     alone, recording, ratios = [], [], []
     second = "second" if control else "recording"
     recorded_bursts, completed = 0, 0

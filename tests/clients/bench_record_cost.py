@@ -52,7 +52,7 @@ import tempfile
 import time
 
 HOST = "127.0.0.1"
-PORTS = {"alone": 8093, "record": 8094}
+FIRST_PORT, SECOND_PORT = 8093, 8094
 PATH = "/1.1/lists/statuses.json?list_id=1&count=200"
 CONNECTIONS = 8
 GAP_SECONDS = 2
@@ -121,27 +121,28 @@ def main():
         sys.exit("wrk is not on the PATH (apt-get install wrk)")
     tmp = tempfile.mkdtemp(prefix="snowleak-bench-record-")
     db = os.path.join(tmp, "rec.db")
-    logs = {mode: open(os.path.join(tmp, f"{mode}.log"), "w+b") for mode in PORTS}
+    ports = {"alone": FIRST_PORT, "record": SECOND_PORT}
     if swap:
-        PORTS["alone"], PORTS["record"] = PORTS["record"], PORTS["alone"]
+        ports = {"alone": SECOND_PORT, "record": FIRST_PORT}
+    logs = {mode: open(os.path.join(tmp, f"{mode}.log"), "w+b") for mode in ports}
     servers = {}
-    for mode in sorted(PORTS, key=PORTS.get):
-        servers[mode] = start(experiment, PORTS[mode], db if mode == "record" and not control
-                              else None, logs[mode])
     alone, recording, ratios = [], [], []
     second = "second" if control else "recording"
     recorded_bursts, completed = 0, 0
     try:
+        for mode in sorted(ports, key=ports.get):
+            recorded_db = db if mode == "record" and not control else None
+            servers[mode] = start(experiment, ports[mode], recorded_db, logs[mode])
         # Warm-up, not counted but for the pages recorded.
-        burst(PORTS["alone"], seconds)
-        completed += burst(PORTS["record"], seconds)
+        burst(ports["alone"], seconds)
+        completed += burst(ports["record"], seconds)
         recorded_bursts += 1
         for r in range(rounds):
             order = (("alone", "record", "record", "alone") if r % 2 == 0
                      else ("record", "alone", "alone", "record"))
             pages = {"alone": 0, "record": 0}
             for mode in order:
-                pages[mode] += burst(PORTS[mode], seconds)
+                pages[mode] += burst(ports[mode], seconds)
             completed += pages["record"]
             recorded_bursts += 2
             alone.append(pages["alone"] / (2 * seconds))

@@ -4,12 +4,14 @@
 //! database's SQL (MariaDB's `REORGANIZE PARTITION` and `DROP PARTITION`,
 //! PostgreSQL's `PARTITION OF` and `DETACH PARTITION`) and report back.
 //!
-//! A Snowflake key's partitions are bounded by time, so the count alone ages
-//! them: beyond `retain`, the oldest ended `retain - 2` periods ago. A
+//! A Snowflake key's partitions are bounded by time ([`Timed`]), so the
+//! count alone ages them: beyond `retain`, the oldest ended `retain - 2`
+//! periods ago. A
 //! counter key's (AUTO_INCREMENT, BIGSERIAL) are made before their IDs
 //! exist, so their bounds are guesses; [`Counter`] sizes them by what the
 //! writers did and drops one only once it is as old as a Snowflake one.
 
+use crate::id::Layout;
 use std::collections::VecDeque;
 
 /// One bounded partition: the IDs `lo <= id < hi`.
@@ -176,10 +178,88 @@ impl Counter {
     }
 }
 
+/// A time-bounded key's partitions (Snowflake IDs: the time is in the ID's
+/// high bits), each covering one period of ID time: the first two cover the
+/// periods after the start, and each round adds the one that ends two
+/// periods ahead of the round. Their IDs are made at the times their bounds
+/// say, so the count alone ages them ([`Partitions::beyond_retain`] with
+/// `i64::MAX`).
+#[derive(Clone, Debug)]
+pub struct Timed {
+    layout: Layout,
+    every_ms: i64,
+}
+
+impl Timed {
+    /// Partitions of `every_ms` of ID time in `layout`.
+    pub fn new(layout: Layout, every_ms: u64) -> Timed {
+        Timed {
+            layout,
+            every_ms: every_ms.max(1) as i64,
+        }
+    }
+
+    /// The lowest ID made at `unix_ms` (a partition's bound).
+    fn at(&self, unix_ms: i64) -> i64 {
+        i64::try_from(self.layout.min_id_at(unix_ms).0).unwrap_or(i64::MAX)
+    }
+
+    /// The first two partitions, at a start of `start_ms`: IDs made before
+    /// one period after it, then before two.
+    pub fn first_plan(&self, start_ms: i64, retain: u32) -> Partitions {
+        Partitions::new(
+            self.at(start_ms + self.every_ms),
+            self.at(start_ms + 2 * self.every_ms),
+            retain,
+        )
+    }
+
+    /// A round at `now_ms`: the bound of the partition to add to `plan`
+    /// (the IDs made before two periods from now), or None if its newest one
+    /// reaches as far.
+    pub fn round(&self, plan: &Partitions, now_ms: i64) -> Option<i64> {
+        let bound = self.at(now_ms + 2 * self.every_ms);
+        (bound > plan.last_hi()).then_some(bound)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_time_keys_partitions_each_cover_a_period_of_id_time() {
+        let layout = Layout::twitter();
+        let every = 1000;
+        let timed = Timed::new(layout.clone(), every);
+        let start = 1_700_000_000_000;
+        let mut plan = timed.first_plan(start, 2);
+        let bounds: Vec<i64> = plan.bounded().map(|p| p.hi).collect();
+        let at = |ms: i64| layout.min_id_at(ms).0 as i64;
+        assert_eq!(bounds, [at(start + 1000), at(start + 2000)]);
+        assert_eq!(
+            timed.round(&plan, start),
+            None,
+            "p1 reaches two periods ahead"
+        );
+        // The rounds, each a period later: one partition each, ending two periods ahead.
+        for n in 1..=5 {
+            let now = start + n * every as i64;
+            let hi = timed.round(&plan, now).unwrap();
+            assert_eq!(hi, at(now + 2000));
+            let part = plan.next_partition(hi);
+            assert_eq!(part.lo, at(now + 1000), "contiguous: one period each");
+            plan.added(part);
+            assert_eq!(timed.round(&plan, now), None, "nothing more this round");
+            let gone = plan.beyond_retain(i64::MAX).unwrap();
+            // Keeping 2 (the one written to, the one ahead), the one dropped
+            // ends now (`retain - 2` periods ago): its IDs were all made.
+            assert_eq!(gone.hi, at(now));
+            plan.dropped();
+            assert_eq!(plan.len(), 2);
+        }
+    }
 
     #[test]
     fn the_plan_adds_ahead_and_drops_the_oldest_beyond_retain() {

@@ -19,10 +19,33 @@
 //! [`Decoder::feed`] takes the events in order ([`Event`]: what the
 //! judge needs of each, built by the reader from the stream) and returns a
 //! transaction's truth rows at its commit: the key as text, the GTID's
-//! `seq_no` as the transaction, `FILE:POS` of the commit event as the
-//! commit position, the header's time (whole seconds) in ms, and the time
-//! the harness read the commit.
+//! `seq_no` as the transaction, `FILE:POS GTID D-S-N` as the commit
+//! position (the binlog file and the end of the commit event, then the
+//! transaction's GTID, `domain-server-seq_no` as MariaDB writes it), the
+//! header's time (whole seconds) in ms, and the time the harness read the
+//! commit.
+//!
+//! GTID domains. A session may write in a domain of its own (`SET SESSION
+//! gtid_domain_id=N`, MariaDB KB "gtid_domain_id"), and a multi-source
+//! server holds several: each domain numbers its own `seq_no`, so two
+//! transactions of one log may share one. The log is still one sequence
+//! of whole transactions in commit order, whatever their domains, so the
+//! truth's order (`seq`) is the log's; the `xid` (the `seq_no`) alone can
+//! repeat across domains, the commit position never does, and it names the
+//! GTID whole.
+//!
+//! Statements without rows. DDL is written as its text (a query event, in
+//! a standalone GTID group), never as rows: so the decoder keeps the judged
+//! table's live keys (inserted and not deleted in the truth) to give a
+//! `TRUNCATE` of the table a delete of each, and reads the DDL that names
+//! the table ([`super::ddl`]): an `ALTER TABLE` that leaves the key column
+//! where it was is followed (the next table map names the columns again,
+//! and the key is found by name); one that drops or renames the key column,
+//! renames the table or drops a partition's rows is refused in one line, as
+//! are `DROP TABLE`, `CREATE OR REPLACE TABLE` and `RENAME TABLE` of it once
+//! its rows are in the truth. DDL of other tables is not read further.
 
+use super::ddl::{self, Clause, Ddl};
 use super::decode::Counts;
 use rundb::LogTruthRow;
 use std::collections::HashMap;
@@ -70,11 +93,14 @@ pub enum Event {
     },
     /// The commit of a transactional engine's transaction.
     Xid { at_s: u32, log_pos: u64 },
-    /// A statement as text: `BEGIN`, `COMMIT` and `ROLLBACK` bracket a
-    /// transaction without GTIDs or of a non-transactional engine; any query
-    /// ends a standalone GTID's group.
+    /// A statement as text, with the session's current database (`schema`,
+    /// which an unqualified table name is in): `BEGIN`, `COMMIT` and
+    /// `ROLLBACK` bracket a transaction without GTIDs or of a
+    /// non-transactional engine; any query ends a standalone GTID's group;
+    /// DDL is read for the judged table ([`super::ddl`]).
     Query {
         sql: String,
+        schema: String,
         at_s: u32,
         log_pos: u64,
     },
@@ -104,22 +130,51 @@ pub fn parse_table(spec: &str, default_db: &str) -> Result<(String, String), Str
     super::names::MARIADB.table(spec, default_db)
 }
 
+/// A MariaDB GTID: `domain-server-seq_no`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Gtid {
+    domain: u32,
+    server: u32,
+    seq: u64,
+}
+
+/// One change of the judged table in an open transaction.
+#[derive(Debug)]
+enum Change {
+    Insert(String),
+    Delete(String),
+    /// `TRUNCATE`: every live key deleted, at the commit.
+    Truncate,
+}
+
 /// A transaction's changes held until its commit.
 #[derive(Debug, Default)]
 struct Open {
-    /// The GTID's seq_no (0 before the first GTID: a log without GTIDs).
-    seq: u64,
+    /// Its GTID (`None` in a log without GTIDs).
+    gtid: Option<Gtid>,
     standalone: bool,
-    changes: Vec<(String, &'static str)>,
+    changes: Vec<Change>,
+}
+
+/// A live key: the truth `seq` of the insert that made it live (the order
+/// a TRUNCATE deletes in) and how many rows hold it (a key column without
+/// a unique index may repeat).
+#[derive(Clone, Copy, Debug)]
+struct Live {
+    since: i64,
+    rows: u64,
 }
 
 /// Reads the events, in order, into the truth of one table.
 ///
 /// Memory: one entry per table id of the judged table (a table's id changes
-/// only when the server reopens it), and the judged table's keys of the one
-/// open transaction (the binlog writes transactions whole, never
-/// interleaved): a transaction of n rows of the table holds n keys until
-/// its commit.
+/// only when the server reopens it, and an ALTER forgets them), the judged
+/// table's keys of the one open transaction (the binlog writes transactions
+/// whole, never interleaved): a transaction of n rows of the table holds n
+/// keys until its commit; and one entry per live key of the table (a key
+/// inserted in the truth and not deleted since), for TRUNCATE: an outbox
+/// whose relay deletes what it published holds few, a table that only grows
+/// holds every key inserted since the reader started.
 #[derive(Debug)]
 pub struct Decoder {
     schema: String,
@@ -127,6 +182,11 @@ pub struct Decoder {
     key: String,
     /// Table ids of the judged table, each with the key's column index.
     key_at: HashMap<u64, usize>,
+    /// A table map of the judged table was read: from there on the truth
+    /// depends on its key column, and the table cannot be dropped or
+    /// renamed under it.
+    seen: bool,
+    live: HashMap<String, Live>,
     file: String,
     open: Open,
     next_seq: i64,
@@ -140,6 +200,8 @@ impl Decoder {
             table: table.into(),
             key: key.into(),
             key_at: HashMap::new(),
+            seen: false,
+            live: HashMap::new(),
             file: String::new(),
             open: Open::default(),
             next_seq: 0,
@@ -169,10 +231,17 @@ impl Decoder {
                 Ok(Vec::new())
             }
             Event::Gtid {
-                seq, standalone, ..
+                domain,
+                server,
+                seq,
+                standalone,
             } => {
                 self.open = Open {
-                    seq,
+                    gtid: Some(Gtid {
+                        domain,
+                        server,
+                        seq,
+                    }),
                     standalone,
                     changes: Vec::new(),
                 };
@@ -203,6 +272,7 @@ impl Decoder {
                     ));
                 };
                 self.key_at.insert(table_id, at);
+                self.seen = true;
                 Ok(Vec::new())
             }
             Event::Rows { table_id, op, rows } => {
@@ -221,12 +291,12 @@ impl Decoder {
                                 ));
                             };
                             self.counts.inserts += 1;
-                            self.open.changes.push((key, "insert"));
+                            self.open.changes.push(Change::Insert(key));
                         }
                         Op::Delete => match key {
                             Some(key) => {
                                 self.counts.deletes += 1;
-                                self.open.changes.push((key, "delete"));
+                                self.open.changes.push(Change::Delete(key));
                             }
                             None => self.counts.deletes_without_key += 1,
                         },
@@ -236,43 +306,164 @@ impl Decoder {
                 Ok(Vec::new())
             }
             Event::Xid { at_s, log_pos } => Ok(self.commit(at_s, log_pos, read_ms)),
-            Event::Query { sql, at_s, log_pos } => {
+            Event::Query {
+                sql,
+                schema,
+                at_s,
+                log_pos,
+            } => {
                 let word = sql.trim().trim_end_matches(';').trim();
-                if self.open.standalone || word.eq_ignore_ascii_case("COMMIT") {
-                    Ok(self.commit(at_s, log_pos, read_ms))
-                } else if word.eq_ignore_ascii_case("BEGIN")
-                    || word.eq_ignore_ascii_case("ROLLBACK")
-                {
-                    self.open.changes.clear();
-                    Ok(Vec::new())
-                } else {
-                    Ok(Vec::new())
+                if word.eq_ignore_ascii_case("COMMIT") {
+                    return Ok(self.commit(at_s, log_pos, read_ms));
                 }
+                if word.eq_ignore_ascii_case("BEGIN") || word.eq_ignore_ascii_case("ROLLBACK") {
+                    self.open.changes.clear();
+                    return Ok(Vec::new());
+                }
+                self.statement(&sql, &schema, log_pos)?;
+                if self.open.standalone {
+                    return Ok(self.commit(at_s, log_pos, read_ms));
+                }
+                Ok(Vec::new())
             }
             Event::Other => Ok(Vec::new()),
         }
     }
 
+    /// Reads a statement of the log for the judged table: a TRUNCATE of it
+    /// is a change of the open group; an ALTER is followed (its table ids
+    /// forgotten, so that the next table map finds the key column again by
+    /// name) or refused; a DROP, a CREATE OR REPLACE or a RENAME of it is
+    /// refused once its rows are in the truth (a RENAME onto its name
+    /// always: that table's rows were never read as the judged table's).
+    fn statement(&mut self, sql: &str, schema: &str, log_pos: u64) -> Result<(), String> {
+        let judged =
+            |name: &ddl::Name| name.resolve(schema) == (self.schema.clone(), self.table.clone());
+        let at = format!("{}:{log_pos}", self.file);
+        let cannot = |what: String| format!("{what} at {at}: the judge cannot follow it");
+        let name = self.table_name();
+        match ddl::parse(sql) {
+            Ddl::Truncate(t) if judged(&t) => self.open.changes.push(Change::Truncate),
+            Ddl::Alter { table, clauses } if judged(&table) => {
+                self.key_at.clear();
+                if !self.seen {
+                    return Ok(());
+                }
+                let key = &self.key;
+                for clause in clauses {
+                    match clause {
+                        Clause::DropColumn(c) if c.eq_ignore_ascii_case(key) => {
+                            return Err(cannot(format!(
+                                "ALTER TABLE {name} dropped the key column {key}"
+                            )));
+                        }
+                        Clause::RenameColumn { from, to }
+                            if from.eq_ignore_ascii_case(key) && to != *key =>
+                        {
+                            return Err(cannot(format!(
+                                "ALTER TABLE {name} renamed the key column {key} to {to}"
+                            )));
+                        }
+                        Clause::RenameColumn { from, to }
+                            if to.eq_ignore_ascii_case(key) && !from.eq_ignore_ascii_case(key) =>
+                        {
+                            return Err(cannot(format!(
+                                "ALTER TABLE {name} renamed column {from} to the key column's \
+                                 name {key}"
+                            )));
+                        }
+                        Clause::RenameTable(to) => {
+                            let (db, t) = to.resolve(schema);
+                            return Err(cannot(format!(
+                                "ALTER TABLE {name} renamed the table to {db}.{t}"
+                            )));
+                        }
+                        Clause::DropsRows(what) => {
+                            return Err(cannot(format!(
+                                "ALTER TABLE {name} ... {what} deleted rows the binlog does \
+                                 not name"
+                            )));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Ddl::Drop(tables) if self.seen && tables.iter().any(judged) => {
+                return Err(cannot(format!("DROP TABLE dropped {name}")));
+            }
+            Ddl::Replace(t) if self.seen && judged(&t) => {
+                return Err(cannot(format!("CREATE OR REPLACE TABLE replaced {name}")));
+            }
+            Ddl::Rename(pairs) => {
+                for (from, to) in pairs {
+                    if judged(&to) || self.seen && judged(&from) {
+                        let ((a, b), (c, d)) = (from.resolve(schema), to.resolve(schema));
+                        return Err(cannot(format!("RENAME TABLE renamed {a}.{b} to {c}.{d}")));
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The open group's changes as truth rows, at its commit: `log_pos` in
+    /// the current file, `at_s` its time. The live keys follow each change.
     fn commit(&mut self, at_s: u32, log_pos: u64, read_ms: i64) -> Vec<LogTruthRow> {
         self.counts.transactions += 1;
         let open = std::mem::take(&mut self.open);
-        let position = format!("{}:{log_pos}", self.file);
-        open.changes
-            .into_iter()
-            .map(|(key, op)| {
-                let seq = self.next_seq;
-                self.next_seq += 1;
-                LogTruthRow {
-                    seq,
-                    key,
-                    xid: open.seq as i64,
-                    commit_lsn: position.clone(),
-                    commit_ms: i64::from(at_s) * 1000,
-                    op: op.into(),
-                    read_ms: Some(read_ms),
+        let mut position = format!("{}:{log_pos}", self.file);
+        if let Some(g) = open.gtid {
+            position.push_str(&format!(" GTID {}-{}-{}", g.domain, g.server, g.seq));
+        }
+        let xid = open.gtid.map_or(0, |g| g.seq as i64);
+        let mut out = Vec::new();
+        let mut row = |key: String, op: &str, next_seq: &mut i64| {
+            let seq = *next_seq;
+            *next_seq += 1;
+            out.push(LogTruthRow {
+                seq,
+                key,
+                xid,
+                commit_lsn: position.clone(),
+                commit_ms: i64::from(at_s) * 1000,
+                op: op.into(),
+                read_ms: Some(read_ms),
+            });
+            seq
+        };
+        for change in open.changes {
+            match change {
+                Change::Insert(key) => {
+                    let seq = row(key.clone(), "insert", &mut self.next_seq);
+                    self.live
+                        .entry(key)
+                        .or_insert(Live {
+                            since: seq,
+                            rows: 0,
+                        })
+                        .rows += 1;
                 }
-            })
-            .collect()
+                Change::Delete(key) => {
+                    if let Some(live) = self.live.get_mut(&key) {
+                        live.rows -= 1;
+                        if live.rows == 0 {
+                            self.live.remove(&key);
+                        }
+                    }
+                    row(key, "delete", &mut self.next_seq);
+                }
+                Change::Truncate => {
+                    let mut keys: Vec<(String, Live)> = self.live.drain().collect();
+                    keys.sort_by_key(|(_, live)| live.since);
+                    self.counts.deletes += keys.len() as u64;
+                    for (key, _) in keys {
+                        row(key, "delete", &mut self.next_seq);
+                    }
+                }
+            }
+        }
+        out
     }
 }
 
@@ -355,6 +546,7 @@ mod tests {
             },
             Event::Query {
                 sql: "CREATE TABLE outbox (body text, id bigint)".into(),
+                schema: "app".into(),
                 at_s: 1_795_725_030,
                 log_pos: 400,
             },
@@ -410,7 +602,7 @@ mod tests {
                     0,
                     "2",
                     2,
-                    "binlog.000001:900",
+                    "binlog.000001:900 GTID 0-1-2",
                     1_795_725_031_000,
                     "insert",
                     Some(5010)
@@ -419,7 +611,7 @@ mod tests {
                     1,
                     "3",
                     2,
-                    "binlog.000001:900",
+                    "binlog.000001:900 GTID 0-1-2",
                     1_795_725_031_000,
                     "insert",
                     Some(5010)
@@ -428,7 +620,7 @@ mod tests {
                     2,
                     "1",
                     3,
-                    "binlog.000001:1300",
+                    "binlog.000001:1300 GTID 0-1-3",
                     1_795_725_032_000,
                     "insert",
                     Some(5015)
@@ -437,7 +629,7 @@ mod tests {
                     3,
                     "2",
                     3,
-                    "binlog.000001:1300",
+                    "binlog.000001:1300 GTID 0-1-3",
                     1_795_725_032_000,
                     "delete",
                     Some(5015)
@@ -466,6 +658,7 @@ mod tests {
             },
             Event::Query {
                 sql: "BEGIN".into(),
+                schema: "app".into(),
                 at_s: 10,
                 log_pos: 100,
             },
@@ -473,6 +666,7 @@ mod tests {
             rows(5, Op::Insert, &[&[Some("1")]]),
             Event::Query {
                 sql: "ROLLBACK".into(),
+                schema: "app".into(),
                 at_s: 10,
                 log_pos: 200,
             },
@@ -481,6 +675,7 @@ mod tests {
             rows(5, Op::Insert, &[&[Some("2")]]),
             Event::Query {
                 sql: "COMMIT".into(),
+                schema: "app".into(),
                 at_s: 11,
                 log_pos: 300,
             },
@@ -490,7 +685,7 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!(
             (out[0].key.as_str(), out[0].xid, out[0].commit_lsn.as_str()),
-            ("2", 9, "binlog.000002:300")
+            ("2", 9, "binlog.000002:300 GTID 0-1-9")
         );
         assert!(d.wants(5) && !d.wants(6));
     }

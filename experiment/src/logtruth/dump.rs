@@ -196,6 +196,7 @@ impl Dump {
                 },
                 Some(EventData::QueryEvent(q)) => Event::Query {
                     sql: q.query().into_owned(),
+                    schema: q.schema().into_owned(),
                     at_s: header.timestamp(),
                     log_pos,
                 },

@@ -36,13 +36,30 @@
 //!   in src/backend/access/transam/xact.c calls `RecordTransactionCommit`
 //!   before `ProcArrayEndTransaction`, so two transactions committing at once
 //!   can become visible in the other order).
-//! - The **verdict**: `invalid` if it lost a row; else `unknown` if it
-//!   delivered no committed key (and `--expect-all` is off); else `valid`.
+//! - **Expired**: committed, never delivered, and gone with its partition
+//!   (the log truth's `expire` row: a partition of the judged table dropped
+//!   or detached, the retention of a partitioned table) or a `TRUNCATE`
+//!   before the consumer read it. A loss, not a lost row: the consumer's
+//!   cursor did not skip it, retention took it first.
+//! - **Restarts**: a fault the judge injected (`judge --kill-at`,
+//!   `--kill-every`, `--restart-server-at`), recorded in `runs.config`
+//!   (`nemesis`) with the number of lines each consumer's file held at that
+//!   moment. A duplicate is **redelivered** when its previous delivery came
+//!   before a restart (an earlier life of the consumer, or of its
+//!   connection): what a relay resuming from its last stored position
+//!   re-sends; any other duplicate is **duplicated**.
+//! - The **verdict**: `invalid` if it lost a row or one expired; else
+//!   `unknown` if it delivered no committed key (and `--expect-all` is off);
+//!   else `valid`. A consumer's **promise** (`judge --promise`) adds to
+//!   what invalidates: `exactly-once`, any duplicate (redelivered or not);
+//!   `ordered`, a delivery out of commit order; `at-least-once` nothing
+//!   more (duplicates are its price, as Jepsen's total-queue checker
+//!   reports them without failing).
 
 use rundb::{DeliveryRow, LogTruthRow};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// `runs.target` of a run judged against PostgreSQL's log.
 pub const TARGET: &str = "postgres-log";
@@ -111,6 +128,88 @@ impl Verdict {
     }
 }
 
+/// What a consumer promises its readers (`judge --promise`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Promise {
+    /// Every committed row, maybe more than once.
+    AtLeastOnce,
+    /// Every committed row, once.
+    ExactlyOnce,
+    /// Every committed row, first delivered in commit order.
+    Ordered,
+}
+
+impl std::str::FromStr for Promise {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Promise, String> {
+        match s {
+            "at-least-once" => Ok(Promise::AtLeastOnce),
+            "exactly-once" => Ok(Promise::ExactlyOnce),
+            "ordered" => Ok(Promise::Ordered),
+            _ => Err(format!(
+                "unknown promise '{s}': expected at-least-once, exactly-once or ordered"
+            )),
+        }
+    }
+}
+
+impl Promise {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Promise::AtLeastOnce => "at-least-once",
+            Promise::ExactlyOnce => "exactly-once",
+            Promise::Ordered => "ordered",
+        }
+    }
+}
+
+/// A fault the judge injected, as `runs.config`'s `nemesis` list holds it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Restart {
+    /// When, in ms since the epoch.
+    pub at_ms: i64,
+    /// `kill` (the command killed with SIGKILL and started again) or
+    /// `restart-server` (the database server stopped fast and started again).
+    pub action: String,
+    /// The lines each consumer's delivered file held at that moment: a
+    /// line after them was delivered after the restart.
+    pub lines: BTreeMap<String, i64>,
+}
+
+/// What the run says of its consumers beyond their lines: how much is owed,
+/// their promises, the faults injected.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Setting {
+    pub expect_all: bool,
+    /// A consumer's promise, by name.
+    pub promises: HashMap<String, Promise>,
+    pub restarts: Vec<Restart>,
+}
+
+impl Setting {
+    /// The setting a log run recorded in `runs.config`: `expect_all`,
+    /// `promises` (`{name: promise}`) and `nemesis` (a list of [`Restart`]s).
+    pub fn from_config(config: &serde_json::Value) -> Result<Setting, String> {
+        let promises = match config.get("promises") {
+            None | Some(serde_json::Value::Null) => HashMap::new(),
+            Some(v) => serde_json::from_value(v.clone())
+                .map_err(|e| format!("unreadable promises in the run's config: {e}"))?,
+        };
+        let restarts = match config.get("nemesis") {
+            None | Some(serde_json::Value::Null) => Vec::new(),
+            Some(v) => serde_json::from_value(v.clone())
+                .map_err(|e| format!("unreadable nemesis in the run's config: {e}"))?,
+        };
+        Ok(Setting {
+            expect_all: config["expect_all"].as_bool().unwrap_or(false),
+            promises,
+            restarts,
+        })
+    }
+}
+
 /// How late a lost row committed behind a higher key the consumer delivered.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Lag {
@@ -167,7 +266,13 @@ pub struct Consumer {
     pub lost: Vec<Lost>,
     /// Committed above the highest key delivered, never delivered.
     pub not_reached: usize,
-    /// Deliveries of a key already delivered (the key each time).
+    /// Committed, never delivered, gone with its partition (or a TRUNCATE).
+    pub expired: Examples,
+    /// What it promised (`judge --promise`), if anything.
+    pub promise: Option<Promise>,
+    /// Deliveries of a key last delivered before a restart (the key each time).
+    pub redelivered: Examples,
+    /// Other deliveries of a key already delivered (the key each time).
     pub duplicates: Examples,
     /// Deliveries of a key committed before one delivered earlier (`KEY after EARLIER`).
     pub out_of_order: Examples,
@@ -185,7 +290,11 @@ pub struct Consumer {
 pub struct Judged {
     /// Distinct keys committed.
     pub committed: usize,
+    /// Of them, gone with their partition (or a TRUNCATE).
+    pub expired: usize,
     pub expect_all: bool,
+    /// The faults injected, in order.
+    pub restarts: Vec<Restart>,
     pub consumers: Vec<Consumer>,
 }
 
@@ -200,6 +309,7 @@ struct Row<'a> {
     key: Key,
     truth: &'a LogTruthRow,
     deleted: bool,
+    expired: bool,
 }
 
 /// Judges each consumer `names` names (in that order) from the log's truth
@@ -208,7 +318,7 @@ pub fn judge(
     truth: &[LogTruthRow],
     deliveries: &[DeliveryRow],
     names: &[String],
-    expect_all: bool,
+    setting: &Setting,
 ) -> Judged {
     let mut rows: Vec<Row> = Vec::new();
     let mut index: HashMap<Key, usize> = HashMap::new();
@@ -223,9 +333,11 @@ pub fn judge(
                     key,
                     truth: t,
                     deleted: false,
+                    expired: false,
                 });
             }
             ("delete", Some(&i)) => rows[i].deleted = true,
+            ("expire", Some(&i)) => rows[i].expired = true,
             _ => {}
         }
     }
@@ -234,12 +346,14 @@ pub fn judge(
         .map(|name| {
             let mine: Vec<&DeliveryRow> =
                 deliveries.iter().filter(|d| d.consumer == *name).collect();
-            judge_one(name, &rows, &index, &mine, expect_all)
+            judge_one(name, &rows, &index, &mine, setting)
         })
         .collect();
     Judged {
         committed: rows.len(),
-        expect_all,
+        expired: rows.iter().filter(|r| r.expired).count(),
+        expect_all: setting.expect_all,
+        restarts: setting.restarts.clone(),
         consumers,
     }
 }
@@ -249,9 +363,22 @@ fn judge_one(
     rows: &[Row],
     index: &HashMap<Key, usize>,
     lines: &[&DeliveryRow],
-    expect_all: bool,
+    setting: &Setting,
 ) -> Consumer {
+    let expect_all = setting.expect_all;
+    // The line counts of this consumer's file at each restart, rising.
+    let mut marks: Vec<i64> = setting
+        .restarts
+        .iter()
+        .filter_map(|r| r.lines.get(name).copied())
+        .collect();
+    marks.sort_unstable();
+    // A line's life: how many restarts came before it was written.
+    let life = |line: i64| marks.partition_point(|&m| m < line);
+    // The line of each row's last delivery.
+    let mut delivered_at: Vec<i64> = vec![0; rows.len()];
     let mut delivered = vec![false; rows.len()];
+    let mut redelivered = Examples::default();
     let mut duplicates = Examples::default();
     let mut out_of_order = Examples::default();
     let mut never_committed = Examples::default();
@@ -270,10 +397,16 @@ fn judge_one(
             continue;
         };
         if delivered[i] {
-            duplicates.add(|| text.clone());
+            if life(delivered_at[i]) < life(d.line) {
+                redelivered.add(|| text.clone());
+            } else {
+                duplicates.add(|| text.clone());
+            }
+            delivered_at[i] = d.line;
             continue;
         }
         delivered[i] = true;
+        delivered_at[i] = d.line;
         match latest {
             Some(l) if l > i => out_of_order.add(|| format!("{text} after {}", rows[l].truth.key)),
             _ => latest = Some(i),
@@ -290,8 +423,11 @@ fn judge_one(
     let mut highs: Vec<usize> = Vec::new();
     let mut lost = Vec::new();
     let mut not_reached = 0;
+    let mut expired = Examples::default();
     for (i, row) in rows.iter().enumerate() {
-        if !delivered[i] {
+        if !delivered[i] && row.expired {
+            expired.add(|| row.truth.key.clone());
+        } else if !delivered[i] {
             let below = highest.is_some_and(|h| row.key < h.key);
             if below || expect_all {
                 lost.push(Lost {
@@ -315,38 +451,15 @@ fn judge_one(
         .max();
     let n_to_catch_all = lost.iter().filter_map(|l| l.lag.as_ref()?.behind_n).max();
     let distinct = delivered.iter().filter(|d| **d).count();
-    let (verdict, verdict_reason) = if !lost.is_empty() {
-        let skips = lost.iter().filter(|l| l.lag.is_none()).count();
-        (
-            Verdict::Invalid,
-            format!(
-                "lost {} committed rows{}",
-                lost.len(),
-                if skips > 0 {
-                    format!(
-                        " ({skips} with no delivered higher key committed before them in the log)"
-                    )
-                } else {
-                    String::new()
-                }
-            ),
-        )
-    } else if distinct == 0 && !expect_all {
-        (
-            Verdict::Unknown,
-            "delivered no committed key: nothing to judge it by (--expect-all owes it every row)"
-                .into(),
-        )
-    } else {
-        (
-            Verdict::Valid,
-            if expect_all {
-                "delivered every committed row".into()
-            } else {
-                "delivered every committed row up to the highest key it delivered".into()
-            },
-        )
+    let promise = setting.promises.get(name).copied();
+    let broken = Broken {
+        lost: &lost,
+        expired: expired.count,
+        redelivered: redelivered.count,
+        duplicates: duplicates.count,
+        out_of_order: out_of_order.count,
     };
+    let (verdict, verdict_reason) = verdict(&broken, promise, distinct, expect_all);
     Consumer {
         name: name.to_string(),
         verdict,
@@ -356,6 +469,9 @@ fn judge_one(
         highest: highest.map(|h| h.truth.key.clone()),
         lost,
         not_reached,
+        expired,
+        promise,
+        redelivered,
         duplicates,
         out_of_order,
         never_committed,
@@ -363,6 +479,85 @@ fn judge_one(
         k_to_catch_all_ms,
         n_to_catch_all,
     }
+}
+
+/// What a consumer did that a promise may forbid.
+struct Broken<'a> {
+    lost: &'a [Lost],
+    expired: usize,
+    redelivered: usize,
+    duplicates: usize,
+    out_of_order: usize,
+}
+
+/// The verdict and its reason (module docs, "The verdict").
+fn verdict(
+    b: &Broken,
+    promise: Option<Promise>,
+    distinct: usize,
+    expect_all: bool,
+) -> (Verdict, String) {
+    let mut broken = Vec::new();
+    if !b.lost.is_empty() {
+        let skips = b.lost.iter().filter(|l| l.lag.is_none()).count();
+        broken.push(format!(
+            "lost {} committed rows{}",
+            b.lost.len(),
+            if skips > 0 {
+                format!(" ({skips} with no delivered higher key committed before them in the log)")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if b.expired > 0 {
+        broken.push(format!(
+            "{} rows expired (their partition dropped or detached, or the table truncated,              before it read them)",
+            b.expired
+        ));
+    }
+    let said = |p: Promise| format!("it promised {}", p.as_str());
+    match promise {
+        Some(p @ Promise::ExactlyOnce) if b.redelivered + b.duplicates > 0 => broken.push(format!(
+            "delivered {} rows twice ({} redelivered after a restart); {}",
+            b.redelivered + b.duplicates,
+            b.redelivered,
+            said(p)
+        )),
+        Some(p @ Promise::Ordered) if b.out_of_order > 0 => broken.push(format!(
+            "delivered {} rows out of commit order; {}",
+            b.out_of_order,
+            said(p)
+        )),
+        _ => {}
+    }
+    if !broken.is_empty() {
+        return (Verdict::Invalid, broken.join("; "));
+    }
+    if distinct == 0 && !expect_all {
+        return (
+            Verdict::Unknown,
+            "delivered no committed key: nothing to judge it by (--expect-all owes it every row)"
+                .into(),
+        );
+    }
+    let mut reason = if expect_all {
+        "delivered every committed row".to_string()
+    } else {
+        "delivered every committed row up to the highest key it delivered".to_string()
+    };
+    if let Some(p) = promise {
+        reason.push_str(&format!(", as it promised ({})", p.as_str()));
+        if p != Promise::ExactlyOnce && b.redelivered + b.duplicates > 0 {
+            reason.push_str(&format!(
+                "; {} duplicates ({} redelivered after a restart) are within {}",
+                b.redelivered + b.duplicates,
+                b.redelivered,
+                p.as_str()
+            ));
+        }
+    }
+    (Verdict::Valid, reason)
 }
 
 /// The lag of `row`, from the delivered rows committed before it that set a
@@ -392,17 +587,33 @@ fn lag(rows: &[Row], highs: &[usize], row: &Row) -> Option<Lag> {
 /// The text report: a line per consumer, then its lost rows (the first 20).
 pub fn render(judged: &Judged) -> String {
     let mut out = String::new();
+    if !judged.restarts.is_empty() {
+        out.push_str(&format!(
+            "faults injected: {}\n",
+            timeline(judged).join(", ")
+        ));
+    }
     for c in &judged.consumers {
         out.push_str(&format!(
-            "{}: {} ({}; {} of {} committed rows delivered, {} lost, {} not reached, \
-             {} duplicated, {} out of commit order)\n",
+            "{}: {} ({}; {} of {} committed rows delivered, {} lost, {}{} not reached, \
+             {}{} duplicated, {} out of commit order)\n",
             c.name,
             c.verdict.as_str(),
             c.verdict_reason,
             c.delivered,
             judged.committed,
             c.lost.len(),
+            if judged.expired > 0 {
+                format!("{} expired, ", c.expired.count)
+            } else {
+                String::new()
+            },
             c.not_reached,
+            if judged.restarts.is_empty() {
+                String::new()
+            } else {
+                format!("{} redelivered after a restart, ", c.redelivered.count)
+            },
             c.duplicates.count,
             c.out_of_order.count,
         ));
@@ -446,6 +657,8 @@ pub fn render(judged: &Judged) -> String {
         for (what, ex) in [
             ("keys the log never committed", &c.never_committed),
             ("lines that name no key", &c.garbage),
+            ("expired", &c.expired),
+            ("redelivered after a restart", &c.redelivered),
             ("duplicates", &c.duplicates),
             ("out of commit order", &c.out_of_order),
         ] {
@@ -461,20 +674,65 @@ pub fn render(judged: &Judged) -> String {
     out
 }
 
-/// `--html` for a run judged against the log: the text report as one
-/// self-contained page.
+/// Each fault injected, `ACTION at +S s` from the first.
+fn timeline(judged: &Judged) -> Vec<String> {
+    let first = judged.restarts.first().map_or(0, |r| r.at_ms);
+    judged
+        .restarts
+        .iter()
+        .map(|r| {
+            format!(
+                "{} at +{:.1} s",
+                r.action,
+                (r.at_ms - first) as f64 / 1000.0
+            )
+        })
+        .collect()
+}
+
+/// `--html` for a run judged against the log: the faults' timeline (when
+/// each was injected, and how far each consumer's file had got), then the
+/// text report, as one self-contained page.
 pub fn html(title: &str, judged: &Judged) -> String {
+    let esc = crate::html::escape;
+    let mut faults = String::new();
+    if !judged.restarts.is_empty() {
+        let names: Vec<&str> = judged.consumers.iter().map(|c| c.name.as_str()).collect();
+        faults
+            .push_str("<h2>Timeline of the faults</h2>\n<table>\n<tr><th>time</th><th>fault</th>");
+        for n in &names {
+            faults.push_str(&format!("<th>lines of {}</th>", esc(n)));
+        }
+        faults.push_str("</tr>\n");
+        for r in &judged.restarts {
+            let at = since_id::time::rfc3339_ms(r.at_ms);
+            faults.push_str(&format!("<tr><td>{at}</td><td>{}</td>", esc(&r.action)));
+            for n in &names {
+                let lines = r.lines.get(*n).map_or("-".to_string(), |l| l.to_string());
+                faults.push_str(&format!("<td>{lines}</td>"));
+            }
+            faults.push_str("</tr>\n");
+        }
+        faults.push_str("</table>\n");
+    }
     format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title></head>\n\
-         <body><h1>{t}</h1>\n<pre>{}</pre>\n</body></html>\n",
-        crate::html::escape(&render(judged)),
-        t = crate::html::escape(title)
+         <body><h1>{t}</h1>\n{faults}<pre>{}</pre>\n</body></html>\n",
+        esc(&render(judged)),
+        t = esc(title)
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn all() -> Setting {
+        Setting {
+            expect_all: true,
+            ..Setting::default()
+        }
+    }
 
     fn insert(seq: i64, key: &str, commit_ms: i64) -> LogTruthRow {
         LogTruthRow {
@@ -521,7 +779,7 @@ mod tests {
             &truth(),
             &delivered("naive", &["1", "3", "5", "6"]),
             &names,
-            false,
+            &Setting::default(),
         );
         let c = &j.consumers[0];
         assert_eq!(c.verdict, Verdict::Invalid);
@@ -565,7 +823,7 @@ mod tests {
             &truth(),
             &delivered("r", &["1", "3", "2", "3", "5", "6", "4", "9", "!junk"]),
             &names,
-            false,
+            &Setting::default(),
         );
         let c = &j.consumers[0];
         assert_eq!(c.verdict, Verdict::Valid, "{}", c.verdict_reason);
@@ -578,7 +836,7 @@ mod tests {
             &truth(),
             &delivered("r", &["3", "1", "2", "5", "6", "4"]),
             &names,
-            false,
+            &Setting::default(),
         );
         assert_eq!(j.consumers[0].out_of_order.first, ["1 after 3"]);
     }
@@ -587,18 +845,18 @@ mod tests {
     fn above_the_highest_delivered_is_not_reached_unless_all_is_expected() {
         let names = ["r".to_string()];
         let rows = delivered("r", &["1", "3", "2"]);
-        let c = &judge(&truth(), &rows, &names, false).consumers[0];
+        let c = &judge(&truth(), &rows, &names, &Setting::default()).consumers[0];
         assert_eq!(
             (c.verdict, c.lost.len(), c.not_reached),
             (Verdict::Valid, 0, 3)
         );
-        let c = &judge(&truth(), &rows, &names, true).consumers[0];
+        let c = &judge(&truth(), &rows, &names, &all()).consumers[0];
         assert_eq!(c.verdict, Verdict::Invalid);
         let keys: Vec<&str> = c.lost.iter().map(|l| l.key.as_str()).collect();
         assert_eq!(keys, ["5", "6", "4"]);
         // Nothing above them was delivered: no lag.
         assert!(c.lost.iter().all(|l| l.lag.is_none()));
-        let c = &judge(&truth(), &[], &names, false).consumers[0];
+        let c = &judge(&truth(), &[], &names, &Setting::default()).consumers[0];
         assert_eq!(c.verdict, Verdict::Unknown);
     }
 
@@ -616,7 +874,7 @@ mod tests {
             },
         ];
         let names = ["r".to_string()];
-        let c = &judge(&truth, &delivered("r", &["2"]), &names, false).consumers[0];
+        let c = &judge(&truth, &delivered("r", &["2"]), &names, &Setting::default()).consumers[0];
         assert_eq!(c.lost.len(), 1);
         let lag = c.lost[0].lag.as_ref().unwrap();
         assert_eq!((lag.lag_ms, lag.after.as_str()), (35, "2"));
@@ -635,7 +893,7 @@ mod tests {
             &truth,
             &delivered("r", &["3", "2", "5", "6", "4"]),
             &names,
-            false,
+            &Setting::default(),
         )
         .consumers[0];
         assert_eq!(c.lost.len(), 1);
@@ -656,5 +914,145 @@ mod tests {
         assert_eq!(Key::parse("007"), Key::parse("7"));
         assert!(Key::parse("a") > Key::parse("99999"));
         assert!(Key::parse("b") > Key::parse("a"));
+    }
+
+    #[test]
+    fn an_expired_row_is_not_lost_but_still_invalidates_and_says_why() {
+        let names = ["r".to_string()];
+        let mut truth = truth();
+        // Keys 2 and 4 went with their partition before the relay read them.
+        truth.push(LogTruthRow {
+            op: "expire".into(),
+            ..insert(6, "2", 1200)
+        });
+        truth.push(LogTruthRow {
+            op: "expire".into(),
+            ..insert(7, "4", 1200)
+        });
+        let j = judge(
+            &truth,
+            &delivered("r", &["1", "3", "5", "6"]),
+            &names,
+            &Setting::default(),
+        );
+        let c = &j.consumers[0];
+        assert_eq!(j.expired, 2);
+        assert!(c.lost.is_empty(), "{:?}", c.lost);
+        assert_eq!(c.expired.first, ["2", "4"]);
+        assert_eq!(c.verdict, Verdict::Invalid);
+        assert!(
+            c.verdict_reason.starts_with("2 rows expired"),
+            "{}",
+            c.verdict_reason
+        );
+        // A row delivered before its partition went is not expired for the relay.
+        let c = &judge(
+            &truth,
+            &delivered("r", &["1", "3", "2", "5", "6", "4"]),
+            &names,
+            &Setting::default(),
+        )
+        .consumers[0];
+        assert_eq!((c.verdict, c.expired.count), (Verdict::Valid, 0));
+    }
+
+    fn restart_after(name: &str, lines: i64) -> Restart {
+        Restart {
+            at_ms: 5000,
+            action: "kill".into(),
+            lines: [(name.to_string(), lines)].into(),
+        }
+    }
+
+    #[test]
+    fn a_duplicate_across_a_restart_is_redelivered_one_within_a_life_is_duplicated() {
+        let names = ["r".to_string()];
+        // Lines 1-3 before the kill (after line 3), then it resumes at 3 and
+        // later sends 5 twice in one life.
+        let rows = delivered("r", &["1", "3", "2", "3", "5", "5", "6", "4"]);
+        let mut setting = Setting {
+            restarts: vec![restart_after("r", 3)],
+            ..Setting::default()
+        };
+        let c = &judge(&truth(), &rows, &names, &setting).consumers[0];
+        assert_eq!(c.redelivered.first, ["3"]);
+        assert_eq!(c.duplicates.first, ["5"]);
+        assert_eq!(c.verdict, Verdict::Valid, "{}", c.verdict_reason);
+        // At least once: both kept. Exactly once: both break it.
+        setting.promises.insert("r".into(), Promise::AtLeastOnce);
+        let c = &judge(&truth(), &rows, &names, &setting).consumers[0];
+        assert_eq!(c.verdict, Verdict::Valid);
+        assert!(
+            c.verdict_reason
+                .contains("2 duplicates (1 redelivered after a restart) are within at-least-once"),
+            "{}",
+            c.verdict_reason
+        );
+        setting.promises.insert("r".into(), Promise::ExactlyOnce);
+        let c = &judge(&truth(), &rows, &names, &setting).consumers[0];
+        assert_eq!(c.verdict, Verdict::Invalid);
+        assert_eq!(
+            c.verdict_reason,
+            "delivered 2 rows twice (1 redelivered after a restart); it promised exactly-once"
+        );
+        // Without the restart both are plain duplicates.
+        let c = &judge(&truth(), &rows, &names, &Setting::default()).consumers[0];
+        assert_eq!((c.redelivered.count, c.duplicates.count), (0, 2));
+    }
+
+    #[test]
+    fn ordered_is_broken_by_a_first_delivery_out_of_commit_order_not_by_a_redelivery() {
+        let names = ["r".to_string()];
+        let mut setting = Setting {
+            restarts: vec![restart_after("r", 2)],
+            ..Setting::default()
+        };
+        setting.promises.insert("r".into(), Promise::Ordered);
+        // Commit order is 1 3 2 5 6 4; the redelivery of 1 after the restart is not out of order.
+        let rows = delivered("r", &["1", "3", "1", "2", "5", "6", "4"]);
+        let c = &judge(&truth(), &rows, &names, &setting).consumers[0];
+        assert_eq!(c.verdict, Verdict::Valid, "{}", c.verdict_reason);
+        let rows = delivered("r", &["1", "2", "3", "5", "6", "4"]);
+        let c = &judge(&truth(), &rows, &names, &setting).consumers[0];
+        assert_eq!(c.verdict, Verdict::Invalid);
+        assert_eq!(
+            c.verdict_reason,
+            "delivered 1 rows out of commit order; it promised ordered"
+        );
+        // A loss breaks every promise, and is said first.
+        let rows = delivered("r", &["1", "3", "5", "6"]);
+        let c = &judge(&truth(), &rows, &names, &setting).consumers[0];
+        assert!(
+            c.verdict_reason.starts_with("lost 2 committed rows"),
+            "{}",
+            c.verdict_reason
+        );
+    }
+
+    #[test]
+    fn the_setting_reads_from_the_runs_config_and_bad_promises_are_one_line() {
+        let config = serde_json::json!({
+            "expect_all": true,
+            "promises": {"a": "exactly-once", "b": "ordered"},
+            "nemesis": [{"at_ms": 7, "action": "kill", "lines": {"a": 3}}],
+        });
+        let s = Setting::from_config(&config).unwrap();
+        assert!(s.expect_all);
+        assert_eq!(s.promises["a"], Promise::ExactlyOnce);
+        assert_eq!(
+            s.restarts,
+            vec![Restart {
+                at_ms: 7,
+                ..restart_after("a", 3)
+            }]
+        );
+        assert_eq!(
+            Setting::from_config(&serde_json::json!({})).unwrap(),
+            Setting::default()
+        );
+        assert_eq!(
+            "twice".parse::<Promise>().unwrap_err(),
+            "unknown promise 'twice': expected at-least-once, exactly-once or ordered"
+        );
     }
 }

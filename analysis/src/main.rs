@@ -260,10 +260,11 @@ fn run_log(
                 .collect()
         })
         .unwrap_or_default();
-    let expect_all = args.expect_all || config["expect_all"].as_bool().unwrap_or(false);
+    let mut setting = consumers::Setting::from_config(&config)?;
+    setting.expect_all |= args.expect_all;
     let truth = rundb::read::log_truth(conn, run.id).map_err(|e| e.to_string())?;
     let lines = rundb::read::log_deliveries(conn, run.id).map_err(|e| e.to_string())?;
-    let judged = consumers::judge(&truth, &lines, &names, expect_all);
+    let judged = consumers::judge(&truth, &lines, &names, &setting);
     let table = config["table"].as_str().unwrap_or("?");
     let title = format!(
         "run {}: consumers of {table} judged against {log} ({} rows committed)",

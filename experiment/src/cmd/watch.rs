@@ -356,7 +356,7 @@ fn verdicts(
     counts: &Counts,
     ended: &str,
 ) -> Result<Watched, String> {
-    let judged = crate::logtruth::verdict::read(&args.db, run_id, delivered, args.expect_all)?;
+    let judged = crate::logtruth::verdict::read(&args.db, run_id, delivered)?;
     let mut lines = vec![format!(
         "watched run {run_id} of {} (ended: {ended}): {} rows of {table} committed \
          in {} transactions while it watched ({} deleted)",

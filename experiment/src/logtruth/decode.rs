@@ -22,9 +22,25 @@
 //! key by default) or `(no-tuple-data)`. A transaction that rolled back is
 //! never decoded, so its rows never reach the truth. A transaction's rows
 //! are held until its COMMIT, which gives them its LSN and time.
+//!
+//! A partitioned table has no storage of its own: its rows live in its leaf
+//! partitions, and the log names each change by its leaf (the reorder
+//! buffer maps the change's relfilenode to the leaf's relation,
+//! `ReorderBufferProcessTXN` in src/backend/replication/logical/
+//! reorderbuffer.c; test_decoding prints that relation's name). The reader
+//! tells the decoder the judged table's leaves as the catalog lists them
+//! (`pg_partition_tree`, PostgreSQL manual 9.27.4) before each drain
+//! ([`Decoder::learn_leaves`]); a leaf stays known after it is detached or
+//! dropped, since changes made before are still decoded under its name
+//! (decoding reads the catalog as of each change). A leaf that leaves the
+//! tree takes its rows with it: they are **expired**
+//! ([`Decoder::expire_leaves`]), as are the rows a `TRUNCATE` empties.
+//! DDL itself is never decoded (PostgreSQL manual, "Logical Replication
+//! Restrictions").
 
 use super::names::POSTGRES;
 use rundb::LogTruthRow;
+use std::collections::{HashMap, HashSet};
 
 /// One decoded event.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,7 +53,12 @@ pub enum Event {
         at_ms: i64,
     },
     Change(Change),
-    /// Anything else the plugin prints (a logical message, TRUNCATE).
+    /// `TRUNCATE` of one or more tables (test_decoding prints them in one
+    /// line, `table public.a, public.b: TRUNCATE: (no-flags)`).
+    Truncate {
+        tables: Vec<(String, String)>,
+    },
+    /// Anything else the plugin prints (a logical message).
     Other,
 }
 
@@ -79,14 +100,29 @@ pub fn parse_line(data: &str) -> Result<Event, String> {
         let at_ms = timestamp_ms(at).ok_or_else(|| bad("unreadable commit time"))?;
         return Ok(Event::Commit { xid, at_ms });
     }
-    let Some(rest) = data.strip_prefix("table ") else {
+    let Some(mut rest) = data.strip_prefix("table ") else {
         return Ok(Event::Other);
     };
-    let (schema, rest) = identifier(rest).ok_or_else(|| bad("no schema"))?;
-    let rest = rest.strip_prefix('.').ok_or_else(|| bad("no table"))?;
-    let (table, rest) = identifier(rest).ok_or_else(|| bad("no table"))?;
+    let mut tables = Vec::new();
+    loop {
+        let (schema, after) = identifier(rest).ok_or_else(|| bad("no schema"))?;
+        let after = after.strip_prefix('.').ok_or_else(|| bad("no table"))?;
+        let (table, after) = identifier(after).ok_or_else(|| bad("no table"))?;
+        tables.push((schema, table));
+        match after.strip_prefix(", ") {
+            Some(next) => rest = next,
+            None => {
+                rest = after;
+                break;
+            }
+        }
+    }
     let rest = rest.strip_prefix(": ").ok_or_else(|| bad("no ': '"))?;
     let (op, mut rest) = rest.split_once(':').ok_or_else(|| bad("no operation"))?;
+    if op == "TRUNCATE" {
+        return Ok(Event::Truncate { tables });
+    }
+    let [(schema, table)] = <[_; 1]>::try_from(tables).map_err(|_| bad("several tables"))?;
     // An UPDATE with an old key prints `old-key: ... new-tuple: ...`: the new tuple counts.
     if let Some(at) = rest.find(" new-tuple:") {
         rest = &rest[at + " new-tuple:".len()..];
@@ -196,27 +232,99 @@ pub struct Decoder {
     schema: String,
     table: String,
     key: String,
-    /// The open transaction's changes: (key, op).
-    pending: Vec<(String, &'static str)>,
+    /// The relations whose changes are the table's: the table itself, and
+    /// every leaf partition of it ever listed. Each holds the keys its
+    /// committed rows have now (what a TRUNCATE or a dropped leaf expires).
+    places: HashMap<(String, String), HashSet<String>>,
+    /// The open transaction's changes: (key, op, relation).
+    pending: Vec<(String, &'static str, (String, String))>,
     next_seq: i64,
     pub counts: Counts,
 }
 
+/// A relation's name: (schema, name).
+pub type Relation = (String, String);
+
 impl Decoder {
     pub fn new(schema: &str, table: &str, key: &str) -> Decoder {
+        let mut places = HashMap::new();
+        places.insert((schema.to_string(), table.to_string()), HashSet::new());
         Decoder {
             schema: schema.into(),
             table: table.into(),
             key: key.into(),
+            places,
             pending: Vec::new(),
             next_seq: 0,
             counts: Counts::default(),
         }
     }
 
+    /// The table's leaf partitions as the catalog lists them now (none for
+    /// a table that is not partitioned). Returns the leaves known before
+    /// that are no longer listed: detached or dropped since, their rows to
+    /// be expired ([`Decoder::expire_leaves`]) once the log is read up to
+    /// where the list was taken.
+    pub fn learn_leaves(&mut self, leaves: &[Relation]) -> Vec<Relation> {
+        for leaf in leaves {
+            self.places.entry(leaf.clone()).or_default();
+        }
+        let root = (self.schema.clone(), self.table.clone());
+        let mut gone: Vec<Relation> = self
+            .places
+            .keys()
+            .filter(|p| **p != root && !leaves.contains(p))
+            .cloned()
+            .collect();
+        gone.sort();
+        gone
+    }
+
+    /// The rows still in `leaves` expire, at `lsn` and `at_ms` (where and
+    /// when the catalog no longer listed them), and the leaves are
+    /// forgotten. The rows come in key order within each leaf.
+    pub fn expire_leaves(
+        &mut self,
+        leaves: &[Relation],
+        lsn: &str,
+        at_ms: i64,
+    ) -> Vec<LogTruthRow> {
+        let mut keys = Vec::new();
+        for leaf in leaves {
+            if let Some(live) = self.places.remove(leaf) {
+                let mut live: Vec<String> = live.into_iter().collect();
+                live.sort();
+                keys.extend(live);
+            }
+        }
+        keys.into_iter()
+            .map(|key| self.row(key, 0, lsn, at_ms, "expire"))
+            .collect()
+    }
+
+    fn row(&mut self, key: String, xid: i64, lsn: &str, at_ms: i64, op: &str) -> LogTruthRow {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        LogTruthRow {
+            seq,
+            key,
+            xid,
+            commit_lsn: lsn.to_string(),
+            commit_ms: at_ms,
+            op: op.into(),
+            read_ms: None,
+        }
+    }
+
     /// The table's name as SQL would write it, for messages.
     pub fn table_name(&self) -> String {
         format!("{}.{}", self.schema, self.table)
+    }
+
+    /// The table's name quoted for `to_regclass` (which reads it as SQL does).
+    pub fn table_regclass(&self) -> String {
+        let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+        format!("{}.{}", quote(&self.schema), quote(&self.table))
     }
 
     /// Reads one row (`lsn` as PostgreSQL writes it, `data` the plugin's
@@ -228,69 +336,118 @@ impl Decoder {
                 self.pending.clear();
                 Ok(Vec::new())
             }
-            Event::Commit { xid, at_ms } => {
-                self.counts.transactions += 1;
-                let rows = self
-                    .pending
-                    .drain(..)
-                    .map(|(key, op)| {
-                        let seq = self.next_seq;
-                        self.next_seq += 1;
-                        LogTruthRow {
-                            seq,
-                            key,
-                            xid,
-                            commit_lsn: lsn.to_string(),
-                            commit_ms: at_ms,
-                            op: op.into(),
-                            read_ms: None,
-                        }
-                    })
-                    .collect();
-                Ok(rows)
-            }
-            Event::Change(change) if change.schema == self.schema && change.table == self.table => {
-                let key = change
-                    .columns
-                    .iter()
-                    .find(|(name, _)| *name == self.key)
-                    .map(|(_, v)| v.clone());
-                match change.op.as_str() {
-                    "INSERT" => {
-                        let Some(key) = key else {
-                            let names: Vec<&str> =
-                                change.columns.iter().map(|(n, _)| n.as_str()).collect();
-                            return Err(format!(
-                                "table {} has no column '{}' (its columns: {}): name the key with --key COLUMN",
-                                self.table_name(),
-                                self.key,
-                                names.join(", ")
-                            ));
-                        };
-                        let Some(key) = key else {
-                            return Err(format!(
-                                "a row of {} was inserted with a NULL {}: the key must never be NULL",
-                                self.table_name(),
-                                self.key
-                            ));
-                        };
-                        self.counts.inserts += 1;
-                        self.pending.push((key, "insert"));
-                    }
-                    "DELETE" => match key.flatten() {
-                        Some(key) => {
-                            self.counts.deletes += 1;
-                            self.pending.push((key, "delete"));
-                        }
-                        None => self.counts.deletes_without_key += 1,
-                    },
-                    "UPDATE" => self.counts.updates += 1,
-                    _ => {}
+            Event::Commit { xid, at_ms } => Ok(self.commit(xid, lsn, at_ms)),
+            Event::Change(change) => {
+                let place = (change.schema, change.table);
+                if self.places.contains_key(&place) {
+                    self.change(place, &change.op, &change.columns)?;
                 }
                 Ok(Vec::new())
             }
-            Event::Change(_) | Event::Other => Ok(Vec::new()),
+            Event::Truncate { tables } => {
+                // Emptied in this transaction: each row still there expires at its commit.
+                for place in tables {
+                    if let Some(live) = self.places.get(&place) {
+                        let mut keys: Vec<String> = live.iter().cloned().collect();
+                        keys.sort();
+                        self.pending
+                            .extend(keys.into_iter().map(|k| (k, "expire", place.clone())));
+                    }
+                }
+                Ok(Vec::new())
+            }
+            Event::Other => Ok(Vec::new()),
         }
+    }
+
+    /// A change of the table (or of one of its leaves, `place`) in the open transaction.
+    fn change(
+        &mut self,
+        place: Relation,
+        op: &str,
+        columns: &[(String, Option<String>)],
+    ) -> Result<(), String> {
+        let key = columns
+            .iter()
+            .find(|(name, _)| *name == self.key)
+            .map(|(_, v)| v.clone());
+        match op {
+            "INSERT" => {
+                let Some(key) = key else {
+                    let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
+                    let of = if place.0 == self.schema && place.1 == self.table {
+                        String::new()
+                    } else {
+                        format!(" (partition {}.{} of it)", place.0, place.1)
+                    };
+                    return Err(format!(
+                        "table {}{of} has no column '{}' (its columns: {}): name the key with --key COLUMN",
+                        self.table_name(),
+                        self.key,
+                        names.join(", ")
+                    ));
+                };
+                let Some(key) = key else {
+                    return Err(format!(
+                        "a row of {} was inserted with a NULL {}: the key must never be NULL",
+                        self.table_name(),
+                        self.key
+                    ));
+                };
+                self.pending.push((key, "insert", place));
+            }
+            "DELETE" => match key.flatten() {
+                Some(key) => self.pending.push((key, "delete", place)),
+                None => self.counts.deletes_without_key += 1,
+            },
+            "UPDATE" => self.counts.updates += 1,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The open transaction's rows, at its commit. An UPDATE that moves a
+    /// row to another partition is logged as a DELETE from one leaf and an
+    /// INSERT of the same key into another: the pair is a move, not a
+    /// delete and a new row, and is counted as an update.
+    fn commit(&mut self, xid: i64, lsn: &str, at_ms: i64) -> Vec<LogTruthRow> {
+        self.counts.transactions += 1;
+        let pending = std::mem::take(&mut self.pending);
+        // Where each key was last inserted: a delete before it is half a move.
+        let last_insert: HashMap<&str, usize> = pending
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, op, _))| *op == "insert")
+            .map(|(i, (k, _, _))| (k.as_str(), i))
+            .collect();
+        let mut moved: HashSet<String> = HashSet::new();
+        let mut rows = Vec::new();
+        for (i, (key, op, place)) in pending.iter().enumerate() {
+            match *op {
+                "delete" if last_insert.get(key.as_str()).is_some_and(|&at| at > i) => {
+                    moved.insert(key.clone());
+                    self.counts.updates += 1;
+                }
+                "insert" if moved.remove(key) => {}
+                "insert" => {
+                    self.counts.inserts += 1;
+                    rows.push(self.row(key.clone(), xid, lsn, at_ms, op));
+                }
+                "delete" => {
+                    self.counts.deletes += 1;
+                    rows.push(self.row(key.clone(), xid, lsn, at_ms, op));
+                }
+                _ => rows.push(self.row(key.clone(), xid, lsn, at_ms, op)),
+            }
+            if let Some(live) = self.places.get_mut(place) {
+                if *op == "insert" {
+                    live.insert(key.clone());
+                } else {
+                    live.remove(key);
+                }
+            }
+        }
+        rows
     }
 }
 
@@ -462,5 +619,168 @@ mod tests {
         );
         assert!(parse_table("").is_err());
         assert!(parse_table("a.b.c").is_err());
+    }
+
+    fn feed_all(d: &mut Decoder, lines: &[(&str, &str)]) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (lsn, line) in lines {
+            out.extend(d.feed(lsn, line).unwrap());
+        }
+        out.into_iter().map(|r| (r.key, r.op)).collect()
+    }
+
+    fn rel(s: &str, t: &str) -> Relation {
+        (s.into(), t.into())
+    }
+
+    fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_partitioned_tables_leaves_are_its_rows_and_a_leaf_that_goes_expires_its_rows() {
+        let mut d = Decoder::new("public", "parts", "id");
+        // Before the leaves are known, a leaf's change is another table's.
+        assert!(
+            d.learn_leaves(&[rel("public", "parts_0"), rel("public", "parts_1")])
+                .is_empty()
+        );
+        let c = "COMMIT 7 (at 2026-11-26 20:30:31.5+00)";
+        let rows = feed_all(
+            &mut d,
+            &[
+                ("0/1", "BEGIN 7"),
+                (
+                    "0/2",
+                    "table public.parts_0: INSERT: id[bigint]:1 p[integer]:0",
+                ),
+                (
+                    "0/3",
+                    "table public.parts_1: INSERT: id[bigint]:2 p[integer]:1",
+                ),
+                (
+                    "0/4",
+                    "table public.parts_0: INSERT: id[bigint]:3 p[integer]:0",
+                ),
+                ("0/5", "table public.other: INSERT: id[bigint]:9"),
+                ("0/6", c),
+                // An UPDATE moving 3 to the other leaf: a move, not a delete.
+                ("0/7", "BEGIN 8"),
+                ("0/8", "table public.parts_0: DELETE: id[bigint]:3"),
+                (
+                    "0/9",
+                    "table public.parts_1: INSERT: id[bigint]:3 p[integer]:1",
+                ),
+                (
+                    "0/a",
+                    "table public.parts_0: INSERT: id[bigint]:4 p[integer]:0",
+                ),
+                ("0/b", "table public.parts_0: DELETE: id[bigint]:4"),
+                ("0/c", "COMMIT 8 (at 2026-11-26 20:30:32+00)"),
+            ],
+        );
+        assert_eq!(
+            rows,
+            pairs(&[
+                ("1", "insert"),
+                ("2", "insert"),
+                ("3", "insert"),
+                ("4", "insert"),
+                ("4", "delete")
+            ])
+        );
+        assert_eq!(
+            (d.counts.inserts, d.counts.deletes, d.counts.updates),
+            (4, 1, 1)
+        );
+        // parts_1 is dropped (or detached): 2 and 3 (moved there) expire; a new leaf comes.
+        let gone = d.learn_leaves(&[rel("public", "parts_0"), rel("public", "parts_2")]);
+        assert_eq!(gone, [rel("public", "parts_1")]);
+        let expired: Vec<(String, String, String)> = d
+            .expire_leaves(&gone, "0/d", 5)
+            .into_iter()
+            .map(|r| (r.key, r.op, r.commit_lsn))
+            .collect();
+        assert_eq!(
+            expired,
+            [
+                ("2".into(), "expire".into(), "0/d".into()),
+                ("3".into(), "expire".into(), "0/d".into())
+            ]
+        );
+        // A forgotten leaf's later changes (a detached table) are not the table's.
+        let rows = feed_all(
+            &mut d,
+            &[
+                ("1/1", "BEGIN 9"),
+                (
+                    "1/2",
+                    "table public.parts_1: INSERT: id[bigint]:5 p[integer]:1",
+                ),
+                (
+                    "1/3",
+                    "table public.parts_2: INSERT: id[bigint]:6 p[integer]:2",
+                ),
+                ("1/4", "COMMIT 9 (at 2026-11-26 20:30:33+00)"),
+            ],
+        );
+        assert_eq!(rows, pairs(&[("6", "insert")]));
+    }
+
+    #[test]
+    fn a_truncate_expires_the_rows_still_there_and_reads_with_several_tables() {
+        assert_eq!(
+            parse_line("table public.a, \"S\".\"b c\": TRUNCATE: restart_seqs cascade").unwrap(),
+            Event::Truncate {
+                tables: vec![rel("public", "a"), rel("S", "b c")]
+            }
+        );
+        let mut d = Decoder::new("public", "outbox", "id");
+        let rows = feed_all(
+            &mut d,
+            &[
+                ("0/1", "BEGIN 1"),
+                ("0/2", "table public.outbox: INSERT: id[bigint]:1"),
+                ("0/3", "table public.outbox: INSERT: id[bigint]:2"),
+                ("0/4", "COMMIT 1 (at 2026-11-26 20:30:31+00)"),
+                ("0/5", "BEGIN 2"),
+                ("0/6", "table public.outbox: DELETE: id[bigint]:1"),
+                ("0/7", "COMMIT 2 (at 2026-11-26 20:30:31+00)"),
+                ("0/8", "BEGIN 3"),
+                (
+                    "0/9",
+                    "table public.other, public.outbox: TRUNCATE: (no-flags)",
+                ),
+                ("0/a", "table public.outbox: INSERT: id[bigint]:3"),
+                ("0/b", "COMMIT 3 (at 2026-11-26 20:30:32+00)"),
+            ],
+        );
+        assert_eq!(
+            rows,
+            pairs(&[
+                ("1", "insert"),
+                ("2", "insert"),
+                ("1", "delete"),
+                ("2", "expire"),
+                ("3", "insert")
+            ])
+        );
+    }
+
+    #[test]
+    fn a_leaf_without_the_key_column_is_named_in_the_one_line() {
+        let mut d = Decoder::new("public", "parts", "event_id");
+        d.learn_leaves(&[rel("public", "parts_0")]);
+        d.feed("0/1", "BEGIN 1").unwrap();
+        let e = d
+            .feed("0/2", "table public.parts_0: INSERT: id[bigint]:1")
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "table public.parts (partition public.parts_0 of it) has no column 'event_id' \
+             (its columns: id): name the key with --key COLUMN"
+        );
     }
 }

@@ -13,7 +13,7 @@ pub struct Quoting {
 /// PostgreSQL's, as `test_decoding` prints names (`public.t[bigint]:1`).
 pub const POSTGRES: Quoting = Quoting {
     quote: '"',
-    ends: &['.', ':', '[', ' '],
+    ends: &['.', ':', '[', ' ', ','],
     container: "SCHEMA",
 };
 

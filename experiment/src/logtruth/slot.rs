@@ -134,16 +134,20 @@ impl Slot {
         })
     }
 
-    /// Takes one batch of changes from the slot through `decoder`: the
-    /// truth rows of the transactions it completed, and whether the batch
-    /// was full (so more may wait).
-    async fn drain_batch(&self, decoder: &mut Decoder) -> Result<(Vec<LogTruthRow>, bool), String> {
+    /// Takes one batch of changes, up to `upto` (an LSN), from the slot
+    /// through `decoder`: the truth rows of the transactions it completed,
+    /// and whether the batch was full (so more may wait).
+    async fn drain_batch(
+        &self,
+        decoder: &mut Decoder,
+        upto: &str,
+    ) -> Result<(Vec<LogTruthRow>, bool), String> {
         let rows = self
             .client
             .query(
-                "SELECT lsn::text, data FROM pg_logical_slot_get_changes($1, NULL, $2, \
+                "SELECT lsn::text, data FROM pg_logical_slot_get_changes($1, $2::text::pg_lsn, $3, \
                  'include-xids', 'on', 'include-timestamp', 'on', 'skip-empty-xacts', 'on')",
-                &[&self.name, &BATCH],
+                &[&self.name, &upto, &BATCH],
             )
             .await
             .map_err(|e| {
@@ -166,20 +170,68 @@ impl Slot {
     /// Takes batches from the slot until one is not full, handing each
     /// batch's truth rows, if any, to `record` (which may wait for room in
     /// the recorder's bounded queue).
+    ///
+    /// First it notes where the log ends and then lists the table's leaf
+    /// partitions (`pg_partition_tree`; none for a table that is not
+    /// partitioned, or not yet made): every leaf a change up to that LSN
+    /// names existed when it was listed, unless it was made and gone
+    /// between two drains. Then the slot is drained up to that LSN only,
+    /// and the leaves no longer listed expire there (module docs of
+    /// [`super::decode`]).
     pub async fn drain_all(
         &self,
         decoder: &mut Decoder,
         mut record: impl FnMut(Vec<LogTruthRow>),
     ) -> Result<(), String> {
+        let read = |e: tokio_postgres::Error| {
+            format!(
+                "cannot read the replication slot '{}': {}",
+                self.name,
+                db_error(&e)
+            )
+        };
+        let end = self
+            .client
+            .query_one(
+                "SELECT pg_current_wal_lsn()::text, \
+                 (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+                &[],
+            )
+            .await
+            .map_err(read)?;
+        let (upto, at_ms): (String, i64) = (end.get(0), end.get(1));
+        let leaves: Vec<(String, String)> = self
+            .client
+            .query(
+                "SELECT n.nspname::text, c.relname::text \
+                 FROM pg_partition_tree(to_regclass($1)) t \
+                 JOIN pg_class c ON c.oid = t.relid \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE t.isleaf AND t.level > 0",
+                &[&decoder.table_regclass()],
+            )
+            .await
+            .map_err(read)?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let gone = decoder.learn_leaves(&leaves);
         loop {
-            let (rows, full) = self.drain_batch(decoder).await?;
+            let (rows, full) = self.drain_batch(decoder, &upto).await?;
             if !rows.is_empty() {
                 record(rows);
             }
             if !full {
-                return Ok(());
+                break;
             }
         }
+        if !gone.is_empty() {
+            let rows = decoder.expire_leaves(&gone, &upto, at_ms);
+            if !rows.is_empty() {
+                record(rows);
+            }
+        }
+        Ok(())
     }
 
     /// Drops the slot: the server keeps no WAL for it any more.

@@ -13,19 +13,21 @@ pub struct Verdicts {
     pub any_invalid: bool,
 }
 
-/// Judges the consumers named by `delivered` on run `run_id` of `db`.
-pub fn read(
-    db: &Path,
-    run_id: i64,
-    delivered: &[(String, PathBuf)],
-    expect_all: bool,
-) -> Result<Verdicts, String> {
+/// Judges the consumers named by `delivered` on run `run_id` of `db`, with
+/// what the run recorded of them in `runs.config` (`--expect-all`, the
+/// promises, the faults injected).
+pub fn read(db: &Path, run_id: i64, delivered: &[(String, PathBuf)]) -> Result<Verdicts, String> {
     let conn = rundb::read::open(db)?;
+    let run = rundb::read::run(&conn, run_id)?
+        .ok_or_else(|| format!("{} holds no run {run_id}", db.display()))?;
     let truth = rundb::read::log_truth(&conn, run_id)?;
     let deliveries = rundb::read::log_deliveries(&conn, run_id)?;
     drop(conn);
+    let config: serde_json::Value = serde_json::from_str(&run.config)
+        .map_err(|e| format!("run {run_id}: unreadable config: {e}"))?;
+    let setting = analysis::consumers::Setting::from_config(&config)?;
     let names: Vec<String> = delivered.iter().map(|(n, _)| n.clone()).collect();
-    let judged = analysis::consumers::judge(&truth, &deliveries, &names, expect_all);
+    let judged = analysis::consumers::judge(&truth, &deliveries, &names, &setting);
     let mut lines = Vec::new();
     if names.is_empty() {
         lines.push("no --delivered consumer: the truth is recorded, nobody judged".into());

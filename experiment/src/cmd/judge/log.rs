@@ -476,7 +476,7 @@ fn verdicts(
             counts.transactions
         ));
     }
-    let judged = crate::logtruth::verdict::read(&args.db, run_id, delivered, args.expect_all)?;
+    let judged = crate::logtruth::verdict::read(&args.db, run_id, delivered)?;
     let mut lines = vec![format!(
         "judged run {run_id} of {} (the command {exited}): {} rows of {table} committed \
          in {} transactions ({} deleted{})",

@@ -694,7 +694,7 @@ fn mariadb_flags_are_refused_where_they_do_not_apply() {
         ),
         (
             vec!["--target", "postgres", "--partition-every", "1m"],
-            "--partition-every applies to --target mariadb and --target postgres --schema partitioned only",
+            "--partition-every applies to --target mariadb and --target postgres --schema partitioned or partitioned-snowflake only",
         ),
         (
             vec!["--target", "mariadb", "--pg-tail", "2%:3s"],
@@ -720,7 +720,7 @@ fn mariadb_flags_are_refused_where_they_do_not_apply() {
             vec![
                 "--target", "postgres", "--schema", "outbox", "--retain", "3",
             ],
-            "--retain applies to --target mariadb and --target postgres --schema partitioned only",
+            "--retain applies to --target mariadb and --target postgres --schema partitioned or partitioned-snowflake only",
         ),
         (
             vec!["--target", "postgres", "--writer-lock", "get-lock"],

@@ -334,6 +334,7 @@ mod tests {
         for (schema, expected) in [
             ("outbox", "naive xmin"),
             ("partitioned", "naive xmin"),
+            ("partitioned-snowflake", "naive compensated:k=1s"),
             ("mastodon", "naive compensated:k=1s"),
         ] {
             let flags: Vec<String> = [

@@ -4,7 +4,7 @@
 //! skeleton (`crate::workload`). Wiring only.
 
 use super::retention::RetentionJob;
-use super::schema::{Schema, partition_sql};
+use super::schema::partition_sql;
 use super::source::SqlTarget;
 use super::writers::{self, Workload};
 use super::{PgOpts, Via};
@@ -42,7 +42,9 @@ pub fn run(common: Common, opts: PgOpts) -> Result<RunSummary, String> {
         seed: common.seed,
     };
     let config = cluster.config();
-    let retention = (schema == Schema::Partitioned).then(|| RetentionJob::new(&opts));
+    let retention = schema
+        .partitioned()
+        .then(|| RetentionJob::new(&opts, crate::clock::now_ms()));
     let admin = runtime.block_on(async {
         let client = connect(&config).await?;
         // The per-installation secret of timestamp_id, from the seed.
@@ -100,7 +102,7 @@ pub(super) struct Setup {
     pub commit_ts_truth: bool,
     /// How the pollers read: SQL, or the Mastodon API served from the table.
     pub via: Via,
-    /// The partitioned schema's retention job.
+    /// The partitioned schemas' retention job.
     pub retention: Option<RetentionJob>,
 }
 

@@ -65,7 +65,7 @@ pub struct PgOpts {
     /// How the writers' transactions are spaced (`--arrivals`).
     pub arrivals: crate::workload::Arrivals,
     pub via: Via,
-    /// The partitioned schema's retention job: how often it adds a
+    /// The partitioned schemas' retention job: how often it adds a
     /// partition and drops the oldest (`--partition-every`), and how many
     /// bounded partitions it keeps (`--retain`).
     pub partition_every_ms: u64,

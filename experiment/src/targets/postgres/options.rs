@@ -59,7 +59,7 @@ const CLUSTER: Kind = Kind {
         "--arrivals",
         "--pg-tail",
         "--via",
-        // The partitioned schema's retention job (checked against the schema).
+        // The partitioned schemas' retention job (checked against the schema).
         "--partition-every",
         "--retain",
     ],
@@ -152,11 +152,11 @@ fn cluster(shared: &SharedArgs, own: &PostgresArgs) -> Result<Box<dyn Launch>, S
              there; use naive and xmin"
         ));
     }
-    if schema != Schema::Partitioned {
-        // Read by the partitioned schema only: a refusal that depends on a value, not on the kind.
+    if !schema.partitioned() {
+        // Read by the partitioned schemas only: a refusal that depends on a value, not on the kind.
         let only = format!(
-            "{{flag}} applies to --target mariadb and --target postgres --schema partitioned only, \
-             not --schema {schema}"
+            "{{flag}} applies to --target mariadb and --target postgres --schema partitioned \
+             or partitioned-snowflake only, not --schema {schema}"
         );
         options::refuse_given(&shared.retention.flags(), &only)?;
     }

@@ -1,30 +1,70 @@
-//! The partitioned schema's retention job: the pure plan shared with the
+//! The partitioned schemas' retention job: the pure plan shared with the
 //! MariaDB target (`since_id::partitions`), run with PostgreSQL's SQL
 //! (`partition_sql`) on the skeleton's schedule (`crate::workload`).
-//! BIGSERIAL is a counter key: each round adds a partition ahead of the
-//! writers sized by the IDs they took, and detaches and drops the oldest
-//! beyond `--retain` once aged (`Counter`).
+//! BIGSERIAL (`partitioned`) is a counter key: each round adds a partition
+//! ahead of the writers sized by the IDs they took, and detaches and drops
+//! the oldest beyond `--retain` once aged (`Counter`). Snowflake IDs
+//! (`partitioned-snowflake`) carry their time: each partition holds a
+//! period of ID time, the one added ends two periods ahead, and the count
+//! alone ages them (`Timed`, as the MariaDB target's `--schema snowflake`).
 
 use super::PgOpts;
 use super::schema::partition_sql;
 use crate::sim::sync::lock;
 use crate::workload::{Retention, Rounds};
-use since_id::partitions::{Counter, Partitions};
+use since_id::partitions::{Counter, Partitions, Timed};
 use std::sync::{Arc, Mutex};
 
-/// The job's plan and where the writers were.
+/// How the job bounds its partitions: by the IDs the writers took, or by time.
+enum Key {
+    Counter(Counter),
+    Timed(Timed),
+}
+
+/// The job's plan and, for a counter key, where the writers were.
 pub(super) struct RetentionJob {
     pub plan: Partitions,
     pub every_ms: u64,
-    counter: Counter,
+    key: Key,
 }
 
 impl RetentionJob {
-    pub fn new(opts: &PgOpts) -> RetentionJob {
-        RetentionJob {
-            plan: Counter::first_plan(opts.write_rate, opts.partition_every_ms, opts.retain),
-            every_ms: opts.partition_every_ms,
-            counter: Counter::new(opts.retain),
+    /// The first two partitions: each holds one `--partition-every` of rows
+    /// (by the rate asked for BIGSERIAL, from the first round on by the rate
+    /// reached; by ID time from `start_ms` for Snowflake IDs).
+    pub fn new(opts: &PgOpts, start_ms: i64) -> RetentionJob {
+        let every_ms = opts.partition_every_ms;
+        if opts.schema.client_ids() {
+            let timed = Timed::new(opts.schema.layout(), every_ms);
+            RetentionJob {
+                plan: timed.first_plan(start_ms, opts.retain),
+                every_ms,
+                key: Key::Timed(timed),
+            }
+        } else {
+            RetentionJob {
+                plan: Counter::first_plan(opts.write_rate, every_ms, opts.retain),
+                every_ms,
+                key: Key::Counter(Counter::new(opts.retain)),
+            }
+        }
+    }
+
+    /// The bound of the partition to add at a round at `now_ms` where the
+    /// writers' highest ID is `max_id`, if one is needed.
+    fn next_bound(&mut self, now_ms: i64, max_id: i64) -> Option<i64> {
+        match &mut self.key {
+            Key::Counter(counter) => counter.round(&self.plan, max_id),
+            Key::Timed(timed) => timed.round(&self.plan, now_ms),
+        }
+    }
+
+    /// Below it, a partition beyond `--retain` is old enough to drop: a
+    /// time-bounded one whatever its bound.
+    fn aged_below(&self) -> i64 {
+        match &self.key {
+            Key::Counter(counter) => counter.aged_below(),
+            Key::Timed(_) => i64::MAX,
         }
     }
 
@@ -51,12 +91,15 @@ impl Rounds for PgRounds {
     async fn round(&mut self, out: &Arc<Mutex<Retention<Self::Dropped>>>) -> Result<(), String> {
         let (client, job) = (&self.client, &mut self.job);
         let e = |e: tokio_postgres::Error| super::db_error(&e);
-        let max_id: i64 = client
-            .query_one("SELECT COALESCE(MAX(id), 0) FROM events", &[])
-            .await
-            .map_err(e)?
-            .get(0);
-        if let Some(bound) = job.counter.round(&job.plan, max_id) {
+        let max_id: i64 = match job.key {
+            Key::Counter(_) => client
+                .query_one("SELECT COALESCE(MAX(id), 0) FROM events", &[])
+                .await
+                .map_err(e)?
+                .get(0),
+            Key::Timed(_) => 0,
+        };
+        if let Some(bound) = job.next_bound(crate::clock::now_ms(), max_id) {
             let part = job.plan.next_partition(bound);
             client
                 .batch_execute(&partition_sql::create(&part))
@@ -65,7 +108,7 @@ impl Rounds for PgRounds {
             job.plan.added(part);
             lock(out).added += 1;
         }
-        while let Some(part) = job.plan.beyond_retain(job.counter.aged_below()) {
+        while let Some(part) = job.plan.beyond_retain(job.aged_below()) {
             let rows: i64 = client
                 .query_one(&partition_sql::count(&part), &[])
                 .await

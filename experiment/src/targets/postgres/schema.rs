@@ -1,4 +1,5 @@
-//! The schemas the writers load (`--schema mastodon|outbox|snowflake|partitioned`).
+//! The schemas the writers load
+//! (`--schema mastodon|outbox|snowflake|partitioned|partitioned-snowflake`).
 //! Each has a main table whose IDs are fixed before the row commits, a
 //! second row per post (a mention, an outbox delivery) and counter rows that
 //! posts contend for, and each row records its writing transaction
@@ -21,6 +22,11 @@ pub enum Schema {
     /// job that adds the next partition and detaches and drops the oldest
     /// (the MariaDB target's plan, `since_id::partitions`).
     Partitioned,
+    /// The snowflake schema's event table `PARTITION BY RANGE (id)`: each
+    /// partition holds a period of ID time (`since_id::partitions::Timed`,
+    /// as the MariaDB target's `--schema snowflake`), the same job.
+    #[serde(rename = "partitioned-snowflake")]
+    PartitionedSnowflake,
 }
 
 /// How many counter rows posts pick from (the accounts of a busy instance's hot posters).
@@ -35,8 +41,10 @@ impl std::str::FromStr for Schema {
             "outbox" => Ok(Schema::Outbox),
             "snowflake" => Ok(Schema::Snowflake),
             "partitioned" => Ok(Schema::Partitioned),
+            "partitioned-snowflake" => Ok(Schema::PartitionedSnowflake),
             _ => Err(format!(
-                "unknown schema '{s}': expected one of mastodon, outbox, snowflake, partitioned"
+                "unknown schema '{s}': expected one of mastodon, outbox, snowflake, partitioned, \
+                 partitioned-snowflake"
             )),
         }
     }
@@ -49,6 +57,7 @@ impl std::fmt::Display for Schema {
             Schema::Outbox => "outbox",
             Schema::Snowflake => "snowflake",
             Schema::Partitioned => "partitioned",
+            Schema::PartitionedSnowflake => "partitioned-snowflake",
         })
     }
 }
@@ -58,8 +67,16 @@ impl Schema {
     pub fn table(&self) -> &'static str {
         match self {
             Schema::Mastodon => "statuses",
-            Schema::Outbox | Schema::Snowflake | Schema::Partitioned => "events",
+            Schema::Outbox
+            | Schema::Snowflake
+            | Schema::Partitioned
+            | Schema::PartitionedSnowflake => "events",
         }
+    }
+
+    /// Whether its event table is range-partitioned, with the retention job.
+    pub fn partitioned(&self) -> bool {
+        matches!(self, Schema::Partitioned | Schema::PartitionedSnowflake)
     }
 
     /// Whether its IDs carry no time (BIGSERIAL).
@@ -76,13 +93,13 @@ impl Schema {
             Schema::Outbox | Schema::Partitioned => {
                 "custom:epoch=0,shift=0".parse().expect("custom layout")
             }
-            Schema::Snowflake => Layout::twitter(),
+            Schema::Snowflake | Schema::PartitionedSnowflake => Layout::twitter(),
         }
     }
 
     /// Whether the writer makes the ID itself (Snowflake) rather than the database.
     pub fn client_ids(&self) -> bool {
-        *self == Schema::Snowflake
+        matches!(self, Schema::Snowflake | Schema::PartitionedSnowflake)
     }
 
     /// The DDL, with the per-installation secret of `timestamp_id` (a hex string).
@@ -127,9 +144,9 @@ impl Schema {
             // the DEFAULT one takes what lies beyond them, as MariaDB's
             // `pmax` does. A partitioned table's primary key must hold the
             // partition key (PostgreSQL manual 5.11.2.3): it is the key.
-            Schema::Partitioned => format!(
+            Schema::Partitioned | Schema::PartitionedSnowflake => format!(
                 "CREATE TABLE events (
-                     id bigserial,
+                     id {},
                      stream integer NOT NULL,
                      payload text NOT NULL,
                      created_at timestamptz NOT NULL DEFAULT now(),
@@ -143,7 +160,8 @@ impl Schema {
                      subscriber integer NOT NULL
                  );
                  CREATE INDEX events_by_xid ON events (xid, id);
-                 {counters}"
+                 {counters}",
+                self.id_type()
             ),
             Schema::Outbox | Schema::Snowflake => format!(
                 "CREATE TABLE events (
@@ -160,12 +178,17 @@ impl Schema {
                  );
                  CREATE INDEX events_by_xid ON events (xid, id);
                  {counters}",
-                if self.client_ids() {
-                    "bigint"
-                } else {
-                    "bigserial"
-                }
+                self.id_type()
             ),
+        }
+    }
+
+    /// The event table's ID column: the writer's (Snowflake) or a sequence's.
+    fn id_type(&self) -> &'static str {
+        if self.client_ids() {
+            "bigint"
+        } else {
+            "bigserial"
         }
     }
 
@@ -182,7 +205,7 @@ impl Schema {
                 "INSERT INTO events (stream, payload) VALUES ($1, $2)
                  RETURNING id, xid::text, floor(extract(epoch FROM now()) * 1000)::bigint"
             }
-            Schema::Snowflake => {
+            Schema::Snowflake | Schema::PartitionedSnowflake => {
                 "INSERT INTO events (stream, payload, id) VALUES ($1, $2, $3)
                  RETURNING id, xid::text, floor(extract(epoch FROM now()) * 1000)::bigint"
             }
@@ -193,14 +216,17 @@ impl Schema {
     pub fn side_sql(&self) -> &'static str {
         match self {
             Schema::Mastodon => "INSERT INTO mentions (status_id, account_id) VALUES ($1, $2)",
-            Schema::Outbox | Schema::Snowflake | Schema::Partitioned => {
+            Schema::Outbox
+            | Schema::Snowflake
+            | Schema::Partitioned
+            | Schema::PartitionedSnowflake => {
                 "INSERT INTO deliveries (event_id, subscriber) VALUES ($1, $2)"
             }
         }
     }
 }
 
-/// The partitioned schema's SQL for the retention plan's partitions
+/// The partitioned schemas' SQL for the retention plan's partitions
 /// (`since_id::partitions`, pure and shared with MariaDB): each
 /// bounded partition is a table `events_<name>`.
 pub mod partition_sql {
@@ -251,10 +277,19 @@ mod tests {
 
     #[test]
     fn names_parse_and_print() {
-        for name in ["mastodon", "outbox", "snowflake", "partitioned"] {
+        for name in [
+            "mastodon",
+            "outbox",
+            "snowflake",
+            "partitioned",
+            "partitioned-snowflake",
+        ] {
             assert_eq!(name.parse::<Schema>().unwrap().to_string(), name);
         }
         let err = "oracle".parse::<Schema>().unwrap_err();
         assert!(err.starts_with("unknown schema 'oracle'"), "{err}");
+        // runs.config stores the name as the flag takes it.
+        let stored = serde_json::to_string(&Schema::PartitionedSnowflake).unwrap();
+        assert_eq!(stored, "\"partitioned-snowflake\"");
     }
 }

@@ -337,9 +337,10 @@ mod database_tests {
             Schema::Outbox,
             Schema::Snowflake,
             Schema::Partitioned,
+            Schema::PartitionedSnowflake,
         ] {
             rt.block_on(async {
-                let db = format!("s_{schema}");
+                let db = format!("s_{}", schema.to_string().replace('-', "_"));
                 crate::targets::postgres::testing::connect(&cluster, None)
                     .await
                     .batch_execute(&format!("CREATE DATABASE {db}"))
@@ -373,7 +374,7 @@ mod database_tests {
                             assert_eq!(id_time, w.xact_start_ms);
                         }
                         // The writer's clock, read after BEGIN.
-                        Schema::Snowflake => {
+                        Schema::Snowflake | Schema::PartitionedSnowflake => {
                             assert!(id_time >= w.xact_start_ms && id_time <= w.commit_returned_ms);
                             assert_eq!((w.id >> 12) & 1023, 7);
                         }

@@ -1,0 +1,173 @@
+//! `experiment judge --backend mariadb` on what the binary log holds beside
+//! rows: transactions of two GTID domains (a session's `SET SESSION
+//! gtid_domain_id`), a `TRUNCATE` of the judged table, an `ALTER TABLE` of
+//! it that keeps its key column (followed) and one that drops it (refused:
+//! exit 2, one line). The application is a shell script over the `mariadb`
+//! client that writes what the server reports of each commit (`@@last_gtid`)
+//! to a file; the truth in run.db is checked against it row by row.
+
+use std::collections::HashMap;
+
+mod common;
+use common::temp_dir;
+
+/// Runs the judge with `args`; returns (exit code, stdout, stderr) and
+/// checks that the run left no MariaDB server of its own behind.
+fn judge(args: &[&str]) -> (i32, String, String) {
+    common::run_leaving_nothing(args, "snowleak-mariadbd", "servers")
+}
+
+/// Keys 1 and 2 commit in domain 0, 3 and 4 in domain 5 (one transaction,
+/// given key 1's seq_no: `SET SESSION gtid_seq_no`, MariaDB KB
+/// "gtid_seq_no"), 5 in domain 0 again; 2 is deleted; the table is truncated (in domain 5);
+/// an ALTER puts a column before the key and drops another; 6 commits
+/// after it. Another table is truncated and loses a column named `id`. The
+/// relay delivered every key but 5. Each commit of the outbox writes
+/// `NAME<TAB>GTID` to "$3" (`@@last_gtid`, in the committing session).
+const APP: &str = r#"set -eu
+q() { mariadb -S "$MYSQL_UNIX_PORT" -u root -N -B "$MYSQL_DATABASE" -e "$1"; }
+fact() { printf '%s\t%s\n' "$1" "$(q "$2; SELECT @@last_gtid")" >> "$3"; }
+q "CREATE TABLE outbox (id bigint PRIMARY KEY, body text) ENGINE=InnoDB; CREATE TABLE other (id int, x int) ENGINE=InnoDB"
+fact i1 "INSERT INTO outbox VALUES (1, 'one')" "$3"
+fact i2 "INSERT INTO outbox VALUES (2, 'two')" "$3"
+seq=$(grep '^i1' "$3" | cut -f2 | cut -d- -f3)
+fact i34 "SET SESSION gtid_domain_id=5, gtid_seq_no=$seq; BEGIN; INSERT INTO outbox VALUES (3, NULL); INSERT INTO outbox VALUES (4, NULL); COMMIT" "$3"
+q "INSERT INTO other VALUES (1, 1)"
+fact i5 "INSERT INTO outbox VALUES (5, 'five')" "$3"
+fact d2 "DELETE FROM outbox WHERE id = 2" "$3"
+q "TRUNCATE other; ALTER TABLE other DROP COLUMN id"
+fact truncate "SET SESSION gtid_domain_id=5; TRUNCATE TABLE outbox" "$3"
+q "ALTER TABLE outbox ADD COLUMN note text FIRST, DROP COLUMN body"
+fact i6 "INSERT INTO outbox (note, id) VALUES ('six', 6)" "$3"
+printf '1\n2\n3\n4\n6\n' > "$1"
+"#;
+
+#[test]
+fn two_domains_a_truncate_and_an_alter_that_keeps_the_key_are_in_the_truth() {
+    let dir = temp_dir("judge-mariadb-log");
+    let script = dir.join("app.sh");
+    std::fs::write(&script, APP).unwrap();
+    let (relay, facts, db) = (
+        dir.join("relay.csv"),
+        dir.join("gtids.txt"),
+        dir.join("judge.db"),
+    );
+    let args = common::judge_outbox_args(
+        "mariadb",
+        &db,
+        &[("relay", relay.as_path())],
+        &[
+            "sh",
+            script.to_str().unwrap(),
+            relay.to_str().unwrap(),
+            dir.join("unused").to_str().unwrap(),
+            facts.to_str().unwrap(),
+        ],
+    );
+    let (code, stdout, stderr) = judge(&common::strs(&args));
+    assert_eq!(code, 1, "the relay lost key 5: exit 1\n{stdout}\n{stderr}");
+    // The GTIDs as the server gave them: domain-server-seq.
+    let gtid: HashMap<String, String> = std::fs::read_to_string(&facts)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (name, g) = l.split_once('\t').unwrap();
+            (name.to_string(), g.to_string())
+        })
+        .collect();
+    assert!(
+        gtid["i34"].starts_with("5-") && gtid["truncate"].starts_with("5-"),
+        "{gtid:?}"
+    );
+    assert!(gtid["i1"].starts_with("0-") && gtid["i5"].starts_with("0-"));
+    // The truth, in commit order, each row with the GTID of its commit:
+    // the TRUNCATE deletes the keys live at it (1, 3, 4, 5: 2 was deleted
+    // before) in the order they committed; 6 is read after the ALTER by the
+    // key column's name, not by its old place.
+    let expected = [
+        ("1", "insert", "i1"),
+        ("2", "insert", "i2"),
+        ("3", "insert", "i34"),
+        ("4", "insert", "i34"),
+        ("5", "insert", "i5"),
+        ("2", "delete", "d2"),
+        ("1", "delete", "truncate"),
+        ("3", "delete", "truncate"),
+        ("4", "delete", "truncate"),
+        ("5", "delete", "truncate"),
+        ("6", "insert", "i6"),
+    ];
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let rows: Vec<(String, String, i64, String)> = conn
+        .prepare("SELECT key, op, xid, commit_lsn FROM log_truth ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        rows.iter()
+            .map(|r| (r.0.as_str(), r.1.as_str()))
+            .collect::<Vec<_>>(),
+        expected.map(|(k, o, _)| (k, o)),
+        "{rows:?}"
+    );
+    for (row, (_, _, fact)) in rows.iter().zip(expected) {
+        let g = &gtid[fact];
+        let seq: i64 = g.rsplit('-').next().unwrap().parse().unwrap();
+        assert_eq!(row.2, seq, "{row:?}: the xid is the GTID's seq_no ({g})");
+        assert!(
+            row.3.starts_with("binlog.") && row.3.ends_with(&format!(" GTID {g}")),
+            "{row:?}: the commit position names the GTID {g}"
+        );
+    }
+    // The commit positions tell the domains apart where seq_no repeats.
+    assert_eq!(
+        rows[0].2, rows[2].2,
+        "keys 1 and 3: one seq_no in two domains"
+    );
+    assert_ne!(rows[0].3, rows[2].3);
+    let positions: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.3.as_str()).collect();
+    assert_eq!(positions.len(), 7, "one per commit: {positions:?}");
+    // Key 5 is lost, and the log shows it deleted (by the TRUNCATE).
+    assert!(
+        stdout.contains("relay: invalid (lost 1 committed rows"),
+        "{stdout}"
+    );
+    let line = common::lost_line(&stdout, "5");
+    assert!(line.contains(&format!("GTID {}", gtid["i5"])), "{line}");
+    assert!(line.contains("deleted"), "{line}");
+    assert!(
+        stdout.contains("6 rows of app.outbox committed"),
+        "{stdout}"
+    );
+}
+
+/// Keys 1 and 2 commit, then an ALTER drops the key column and a column of
+/// the same type is left where it was: the judge must not take it as the key.
+const DROPS_KEY: &str = r#"set -eu
+q() { mariadb -S "$MYSQL_UNIX_PORT" -u root -N -B "$MYSQL_DATABASE" -e "$1"; }
+q "CREATE TABLE outbox (id bigint, n bigint) ENGINE=InnoDB"
+q "INSERT INTO outbox VALUES (1, 10), (2, 20)"
+q "ALTER TABLE outbox DROP COLUMN id"
+q "INSERT INTO outbox VALUES (30)"
+"#;
+
+#[test]
+fn an_alter_that_drops_the_key_column_is_one_line_and_exit_2() {
+    let dir = temp_dir("judge-mariadb-log-bad");
+    let script = dir.join("app.sh");
+    std::fs::write(&script, DROPS_KEY).unwrap();
+    let db = dir.join("judge.db");
+    let args = common::judge_outbox_args("mariadb", &db, &[], &["sh", script.to_str().unwrap()]);
+    let outcome = judge(&common::strs(&args));
+    common::assert_bad_input(
+        outcome.clone(),
+        "ALTER TABLE app.outbox dropped the key column id at binlog.000001:",
+    );
+    assert!(
+        outcome.2.contains(": the judge cannot follow it"),
+        "{}",
+        outcome.2
+    );
+}

@@ -87,8 +87,8 @@ pub struct SharedArgs {
 /// refused rather than ignored; the defaults are the methods'.
 #[derive(Args, Debug, Clone, Default)]
 pub struct WorkloadArgs {
-    /// The schema the writers load: PostgreSQL mastodon, outbox, snowflake, partitioned (default mastodon);
-    /// MariaDB autoinc, snowflake (default autoinc).
+    /// The schema the writers load: PostgreSQL mastodon, outbox, snowflake, partitioned (BIGSERIAL),
+    /// partitioned-snowflake (default mastodon); MariaDB autoinc, snowflake (default autoinc).
     #[arg(long)]
     pub schema: Option<String>,
     /// PostgreSQL target: concurrent writer connections, 1 to 50 (default 8).
@@ -118,14 +118,14 @@ impl WorkloadArgs {
 }
 
 /// The retention job of a range-partitioned table (MariaDB's, PostgreSQL's
-/// partitioned schema): `None` unless given.
+/// partitioned schemas): `None` unless given.
 #[derive(Args, Debug, Clone, Default)]
 pub struct RetentionArgs {
-    /// MariaDB target and PostgreSQL's partitioned schema: how often the retention job adds a
+    /// MariaDB target and PostgreSQL's partitioned schemas: how often the retention job adds a
     /// partition and drops the oldest (default 10m).
     #[arg(long, value_parser = parse_interval)]
     pub partition_every: Option<u64>,
-    /// MariaDB target and PostgreSQL's partitioned schema: how many partitions the retention job
+    /// MariaDB target and PostgreSQL's partitioned schemas: how many partitions the retention job
     /// keeps, at least 2 (default 6).
     #[arg(long, value_parser = clap::value_parser!(u32).range(2..=100_000))]
     pub retain: Option<u32>,

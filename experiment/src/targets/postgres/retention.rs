@@ -101,10 +101,18 @@ impl Rounds for PgRounds {
         };
         if let Some(bound) = job.next_bound(crate::clock::now_ms(), max_id) {
             let part = job.plan.next_partition(bound);
-            client
-                .batch_execute(&partition_sql::create(&part))
+            let overtaken: bool = client
+                .query_one(&partition_sql::in_default(&part), &[])
                 .await
-                .map_err(e)?;
+                .map_err(e)?
+                .get(0);
+            let sql = if overtaken {
+                tracing::info!(partition = %part.name, "partition made out of the default one");
+                partition_sql::split_default(&part)
+            } else {
+                partition_sql::create(&part)
+            };
+            client.batch_execute(&sql).await.map_err(e)?;
             job.plan.added(part);
             lock(out).added += 1;
         }
@@ -135,4 +143,68 @@ impl Rounds for PgRounds {
     }
 
     async fn close(self) {}
+}
+
+#[cfg(test)]
+mod database_tests {
+    use super::*;
+    use crate::targets::postgres::schema::Schema;
+    use crate::targets::postgres::{Via, testing};
+
+    /// Writers that passed the partition ahead before the job made it (their
+    /// rows in the `DEFAULT` partition): the next round makes it all the same,
+    /// moving those rows into it, and loses none.
+    #[test]
+    fn a_partition_the_writers_passed_is_made_out_of_the_default_one() {
+        let (cluster, rt) = testing::start();
+        rt.block_on(async {
+            let opts = PgOpts {
+                schema: Schema::Partitioned,
+                writers: 1,
+                write_rate: 50.0,
+                tail: None,
+                arrivals: Default::default(),
+                via: Via::Sql,
+                partition_every_ms: 500,
+                retain: 3,
+            };
+            let job = RetentionJob::new(&opts, 0);
+            let client = testing::connect(&cluster, None).await;
+            client
+                .batch_execute(&opts.schema.ddl("00ff"))
+                .await
+                .unwrap();
+            for p in job.plan.bounded() {
+                client
+                    .batch_execute(&partition_sql::create(p))
+                    .await
+                    .unwrap();
+            }
+            let last_hi = job.plan.last_hi();
+            let insert = "INSERT INTO events (stream, payload) \
+                          SELECT 1, 'x' FROM generate_series(1, 80)";
+            client.batch_execute(insert).await.unwrap();
+            let count = |sql: &'static str| {
+                let client = &client;
+                async move { client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) }
+            };
+            let beyond = count("SELECT count(*) FROM events_pmax").await;
+            assert_eq!(
+                beyond,
+                80 - (last_hi - 1),
+                "rows past {last_hi} in the default"
+            );
+            let mut rounds = job.connect(cluster.config()).await.unwrap();
+            let out = Arc::new(Mutex::new(Retention::default()));
+            rounds.round(&out).await.unwrap();
+            assert_eq!(lock(&out).added, 1);
+            assert_eq!(count("SELECT count(*) FROM events_pmax").await, 0);
+            assert_eq!(count("SELECT count(*) FROM events_p2").await, beyond);
+            assert_eq!(count("SELECT count(*) FROM events").await, 80);
+            // The default is attached again, and the next rows go to the new partition.
+            client.batch_execute(insert).await.unwrap();
+            assert_eq!(count("SELECT count(*) FROM events_pmax").await, 0);
+            assert_eq!(count("SELECT count(*) FROM events").await, 160);
+        });
+    }
 }

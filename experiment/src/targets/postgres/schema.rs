@@ -240,6 +240,39 @@ pub mod partition_sql {
         )
     }
 
+    /// Whether the `DEFAULT` partition holds rows of its range: the
+    /// writers passed the partition ahead before it was made (a late
+    /// round, a burst), and it cannot be made as it is (PostgreSQL manual,
+    /// `CREATE TABLE`, "PARTITION OF": the default partition must hold no
+    /// row of the new one).
+    pub fn in_default(p: &Partition) -> String {
+        format!(
+            "SELECT EXISTS (SELECT 1 FROM events_pmax WHERE id >= {} AND id < {})",
+            p.lo, p.hi
+        )
+    }
+
+    /// Creates it out of the `DEFAULT` partition, as MariaDB's `REORGANIZE
+    /// PARTITION pmax` does: the default detached, the partition created, its
+    /// rows moved from the default into it, the default attached again, all
+    /// in one transaction (a simple query's statements are one, PostgreSQL
+    /// manual 55.2.2.1, "Multiple Statements in a Simple Query"), so a
+    /// poller's query, which waits for the locks, sees the rows before or
+    /// after, never neither. The moved rows keep their `xid` column but get
+    /// a new `xmin`, so their commit timestamps are the move's.
+    pub fn split_default(p: &Partition) -> String {
+        format!(
+            "ALTER TABLE events DETACH PARTITION events_pmax;
+             {create};
+             WITH moved AS (DELETE FROM events_pmax WHERE id >= {lo} AND id < {hi} RETURNING *)
+             INSERT INTO events SELECT * FROM moved;
+             ALTER TABLE events ATTACH PARTITION events_pmax DEFAULT",
+            create = create(p),
+            lo = p.lo,
+            hi = p.hi
+        )
+    }
+
     /// Counts its rows.
     pub fn count(p: &Partition) -> String {
         format!("SELECT count(*) FROM events_{}", p.name)

@@ -512,7 +512,8 @@ fn verdict(
     }
     if b.expired > 0 {
         broken.push(format!(
-            "{} rows expired (their partition dropped or detached, or the table truncated,              before it read them)",
+            "{} rows expired (their partition dropped or detached, or the table truncated, \
+             before it read them)",
             b.expired
         ));
     }

@@ -63,6 +63,25 @@ pub struct JudgeArgs {
     /// `--backend postgres`: the replication slot's name (default snowleak).
     #[arg(long, value_name = "NAME")]
     pub slot: Option<String>,
+    /// `--backend postgres|mariadb`: kill the command's process group with
+    /// SIGKILL at these offsets from its start (`5s,12s`) and start it again
+    /// with the same arguments and environment (SNOWLEAK_START counts the starts).
+    #[arg(long, value_name = "T1,T2,...")]
+    pub kill_at: Option<String>,
+    /// `--backend postgres|mariadb`: kill and start it again about this often
+    /// (each gap drawn from [D/2, 3D/2) with --seed, which seeds the
+    /// simulator elsewhere), until --duration.
+    #[arg(long, value_parser = since_id::time::parse_duration_ms, value_name = "D")]
+    pub kill_every: Option<u64>,
+    /// `--backend postgres`: restart the database server (fast shutdown, then
+    /// start) at these offsets; the command runs on.
+    #[arg(long, value_name = "T1,T2,...")]
+    pub restart_server_at: Option<String>,
+    /// `--backend postgres|mariadb`: what a consumer promises, its verdict
+    /// judged against it: `at-least-once`, `exactly-once` or `ordered`, for
+    /// every consumer, or `NAME=PROMISE` for one. Repeatable.
+    #[arg(long, value_name = "[NAME=]PROMISE")]
+    pub promise: Vec<String>,
     /// The client to run, and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -89,6 +108,10 @@ pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
         (args.drain.is_some(), "--drain"),
         (args.expect_all, "--expect-all"),
         (args.slot.is_some(), "--slot"),
+        (args.kill_at.is_some(), "--kill-at"),
+        (args.kill_every.is_some(), "--kill-every"),
+        (args.restart_server_at.is_some(), "--restart-server-at"),
+        (!args.promise.is_empty(), "--promise"),
     ];
     if let Some((_, flag)) = log_flags.iter().find(|(given, _)| *given) {
         return Err(format!(
@@ -189,6 +212,24 @@ fn judge_database(args: JudgeArgs) -> Result<Judgement, String> {
             "--slot names PostgreSQL's replication slot: MariaDB's binary log has none".into(),
         );
     }
+    if mariadb && args.restart_server_at.is_some() {
+        return Err(
+            "--restart-server-at applies to --backend postgres: MariaDB's binlog \
+                    reader does not reconnect yet"
+                .into(),
+        );
+    }
+    let times = |flag: &str, given: &Option<String>| match given {
+        Some(text) => log::nemesis::parse_times(flag, text),
+        None => Ok(Vec::new()),
+    };
+    let faults = log::nemesis::plan(
+        &times("--kill-at", &args.kill_at)?,
+        args.kill_every,
+        &times("--restart-server-at", &args.restart_server_at)?,
+        args.duration,
+        args.serve.listen.seed,
+    )?;
     let table = args.table.ok_or_else(|| {
         format!(
             "--backend {backend} judges a table against {log}: give --table T (docs/log-truth.md)"
@@ -212,6 +253,8 @@ fn judge_database(args: JudgeArgs) -> Result<Judgement, String> {
         source,
         command: args.command,
         grace: GRACE,
+        faults,
+        promises: args.promise,
     })
 }
 

@@ -93,7 +93,9 @@ impl Slot {
         check_name(name)?;
         let Some(found) = find(&client, name).await? else {
             return Err(format!(
-                "no replication slot '{name}' on this server: make one with                  SELECT pg_create_logical_replication_slot('{name}', 'test_decoding'),                  or give --create-slot"
+                "no replication slot '{name}' on this server: make one with \
+                 SELECT pg_create_logical_replication_slot('{name}', 'test_decoding'), \
+                 or give --create-slot"
             ));
         };
         if found.plugin.as_deref() != Some("test_decoding") {
@@ -113,7 +115,9 @@ impl Slot {
         }
         if let Some(pid) = found.active_pid {
             return Err(format!(
-                "replication slot '{name}' is in use by another consumer (process {pid}):                  a slot has one reader at a time; make one for watch (or give --create-slot                  and another --slot name)"
+                "replication slot '{name}' is in use by another consumer (process {pid}): \
+                 a slot has one reader at a time; make one for watch (or give --create-slot \
+                 and another --slot name)"
             ));
         }
         client
@@ -132,6 +136,20 @@ impl Slot {
             client,
             name: name.into(),
         })
+    }
+
+    /// The judge's own slot again, on a new connection (after the server
+    /// restarted: a slot survives a restart).
+    pub fn resume(client: tokio_postgres::Client, name: &str) -> Slot {
+        Slot {
+            client,
+            name: name.into(),
+        }
+    }
+
+    /// Whether its connection closed (the server went away).
+    pub fn is_closed(&self) -> bool {
+        self.client.is_closed()
     }
 
     /// Takes one batch of changes, up to `upto` (an LSN), from the slot

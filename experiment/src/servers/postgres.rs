@@ -176,6 +176,28 @@ impl Cluster {
         config
     }
 
+    /// Stops the server fast (`pg_ctl restart -m fast`: clients are
+    /// disconnected, a shutdown checkpoint written, replication slots saved
+    /// with it) and starts it again with the same options; ready on return.
+    pub fn restart(&self) -> Result<(), String> {
+        let data = self.data_dir();
+        self.pg(
+            "pg_ctl",
+            &[
+                "-D".as_ref(),
+                data.as_os_str(),
+                "-m".as_ref(),
+                "fast".as_ref(),
+                "-w".as_ref(),
+                "-t".as_ref(),
+                "60".as_ref(),
+                "-l".as_ref(),
+                self.dir.join("server.log").as_os_str(),
+                "restart".as_ref(),
+            ],
+        )
+    }
+
     /// Runs one of the cluster's binaries (as `postgres` when we are root).
     fn pg(&self, program: &str, args: &[&std::ffi::OsStr]) -> Result<(), String> {
         run_pg(&self.bin, self.run_as.as_deref(), program, args)

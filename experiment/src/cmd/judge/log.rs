@@ -19,8 +19,17 @@
 //! then the files and the log are read a last time and the server stopped,
 //! on every way out (an error, Ctrl-C), and each consumer is judged
 //! (`analysis::consumers`).
+//!
+//! The nemesis ([`nemesis`]): at planned offsets the command's process
+//! group is killed with SIGKILL and the command started again (its
+//! `SNOWLEAK_START` counts the starts), or the server is restarted fast
+//! (PostgreSQL; the slot survives it, and its reader reconnects). Each
+//! fault goes into `runs.config` (`nemesis`) as it happens, with the lines
+//! each delivered file held then, so that a redelivery after a restart is
+//! told from a duplicate; `--promise` is recorded there too.
 
 mod mariadb;
+pub mod nemesis;
 mod postgres;
 
 use crate::clock::now_ms;
@@ -28,8 +37,11 @@ use crate::logtruth::decode::Counts;
 use crate::logtruth::tail::{Tail, parse_delivered};
 use crate::record::{RecordSender, Recorder, RunRow};
 use crate::session::Shutdown;
+use analysis::consumers::{Promise, Restart};
+use nemesis::{Action, Fault};
 use std::ffi::OsString;
 use std::future::Future;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::process::{Command, ExitStatus};
@@ -67,6 +79,17 @@ pub struct LogArgs {
     pub source: Source,
     pub command: Vec<String>,
     pub grace: Duration,
+    /// The faults to inject, in time order.
+    pub faults: Vec<Fault>,
+    /// `--promise [NAME=]PROMISE`: a consumer's (or, without a name, every
+    /// consumer's) promise.
+    pub promises: Vec<String>,
+}
+
+/// The throwaway server the log comes from: dropping it stops and removes it.
+pub trait Server: Send {
+    /// Stops it fast and starts it again (`--restart-server-at`).
+    fn restart(&mut self) -> Result<(), String>;
 }
 
 /// What a source's reader is given once the run is recorded.
@@ -84,7 +107,7 @@ type ReaderFuture = Pin<Box<dyn Future<Output = Result<Counts, String>> + Send>>
 struct Opened {
     /// Kept to the end, after the reader is done: dropping it stops the
     /// server and removes it.
-    server: Box<dyn Send>,
+    server: Box<dyn Server>,
     /// COMMAND's environment: the connection to the server.
     env: Vec<(&'static str, OsString)>,
     /// The judged table as messages name it (`schema.table`).
@@ -122,6 +145,7 @@ enum End {
 /// `Err` is bad input (exit 2), with nothing left behind.
 pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
     let delivered = check(&args)?;
+    let promises = promises(&args.promises, &delivered)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -137,7 +161,7 @@ pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
         Source::Postgres { slot } => postgres::open(&runtime, &args.table, &args.key, slot)?,
         Source::MariaDb => mariadb::open(&runtime, &args.table, &args.key)?,
     };
-    let recorder = record_run(&args, &opened, &delivered)?;
+    let (recorder, mut config) = record_run(&args, &opened, &delivered, &promises)?;
     let run_id = recorder.run_id;
     let sender = recorder.sender();
     // The tables exist even when nothing arrives: the run was read.
@@ -147,7 +171,7 @@ pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
     let (events, received) = mpsc::channel::<Event>();
     let (stop_drain, drain_stopped) = tokio::sync::watch::channel(false);
     let Opened {
-        server,
+        mut server,
         env,
         table,
         log,
@@ -168,7 +192,17 @@ pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
         args.key,
         args.db.display()
     );
-    let (mut end, status, mut failure) = run_command(&args, &env, &events, &received);
+    let mut nemesis = Nemesis {
+        faults: &args.faults,
+        server: server.as_mut(),
+        delivered: &delivered,
+        done: Vec::new(),
+        record: |done: &[Restart]| {
+            config["nemesis"] = serde_json::to_value(done).unwrap_or_default();
+            sender.run_config(config.to_string());
+        },
+    };
+    let (mut end, status, mut failure) = run_command(&args, &env, &events, &received, &mut nemesis);
     drop(events);
     // The consumers catch up, unless the run is already over (or the
     // command never ran).
@@ -230,7 +264,8 @@ fn record_run(
     args: &LogArgs,
     opened: &Opened,
     delivered: &[(String, PathBuf)],
-) -> Result<Recorder, String> {
+    promises: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(Recorder, serde_json::Value), String> {
     let mut stored = serde_json::json!({
         "table": opened.table,
         "key": args.key,
@@ -240,6 +275,9 @@ fn record_run(
         "duration_ms": args.duration_ms,
         "drain_ms": args.drain_ms,
         "period_ms": PERIOD.as_millis() as i64,
+        "promises": promises,
+        "nemesis": [],
+        "planned_faults": args.faults.iter().map(|f| serde_json::json!({"at_ms": f.at_ms, "action": f.action.as_str()})).collect::<Vec<_>>(),
     });
     for (name, value) in &opened.config {
         stored[*name] = value.clone();
@@ -255,7 +293,80 @@ fn record_run(
         version: rundb::VERSION.into(),
         ..RunRow::default()
     };
-    Recorder::create(&args.db, &run, &[])
+    Ok((Recorder::create(&args.db, &run, &[])?, stored))
+}
+
+/// `--promise [NAME=]PROMISE`s as `runs.config` holds them: `{name: promise}`
+/// for every consumer a promise names (a bare one names them all; a named
+/// one wins over it).
+fn promises(
+    given: &[String],
+    delivered: &[(String, PathBuf)],
+) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let mut out = serde_json::Map::new();
+    let mut named = Vec::new();
+    for spec in given {
+        match spec.split_once('=') {
+            Some((name, promise)) => {
+                let promise: Promise = promise.parse()?;
+                if !delivered.iter().any(|(n, _)| n == name) {
+                    return Err(format!(
+                        "--promise {spec}: no --delivered consumer is named '{name}'"
+                    ));
+                }
+                named.push((name.to_string(), promise));
+            }
+            None => {
+                let promise: Promise = spec.parse()?;
+                for (name, _) in delivered {
+                    out.insert(name.clone(), promise.as_str().into());
+                }
+            }
+        }
+    }
+    for (name, promise) in named {
+        out.insert(name, promise.as_str().into());
+    }
+    Ok(out)
+}
+
+/// The faults still to inject, and what was injected.
+struct Nemesis<'a, F: FnMut(&[Restart])> {
+    faults: &'a [Fault],
+    server: &'a mut dyn Server,
+    delivered: &'a [(String, PathBuf)],
+    done: Vec<Restart>,
+    /// Puts the faults injected so far into the run's config.
+    record: F,
+}
+
+impl<F: FnMut(&[Restart])> Nemesis<'_, F> {
+    /// The next fault, if any.
+    fn next(&self) -> Option<Fault> {
+        self.faults.get(self.done.len()).copied()
+    }
+
+    /// Notes the fault injected at `at_ms`, with the lines each delivered
+    /// file holds now (the command is dead, or the server was down: what
+    /// they wrote before is on disk).
+    fn injected(&mut self, fault: Fault, at_ms: i64) {
+        let lines = self
+            .delivered
+            .iter()
+            .map(|(name, path)| (name.clone(), count_lines(path)))
+            .collect();
+        self.done.push(Restart {
+            at_ms,
+            action: fault.action.as_str().into(),
+            lines,
+        });
+        (self.record)(&self.done);
+    }
+}
+
+/// The complete lines of a file (0 for one not there yet).
+fn count_lines(path: &std::path::Path) -> i64 {
+    std::fs::read(path).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count() as i64)
 }
 
 /// A delivered file read by its own thread while the run goes on.
@@ -335,59 +446,113 @@ impl End {
 }
 
 /// Starts the command and waits for it to exit, for `--duration`, a
-/// signal or a failure; stops it if it still runs. Returns how it ended,
-/// its exit status (`Err`: it could not run), and a failure if one came.
-fn run_command(
+/// signal or a failure; stops it if it still runs. On the way, the
+/// nemesis's faults: the command killed and started again, the server
+/// restarted. Returns how it ended, its exit status (`Err`: it could not
+/// run), and a failure if one came.
+fn run_command<F: FnMut(&[Restart])>(
     args: &LogArgs,
     env: &[(&'static str, OsString)],
     events: &Sender<Event>,
     received: &Receiver<Event>,
+    nemesis: &mut Nemesis<F>,
 ) -> (End, Result<ExitStatus, String>, Option<String>) {
     let program = &args.command[0];
-    let child = Command::new(program)
-        .args(&args.command[1..])
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => {
-            return (
-                End::Failed,
-                Err(format!("cannot run '{program}': {e}")),
-                None,
-            );
-        }
-    };
-    let pid = child.id() as libc::pid_t;
-    {
+    let started = Instant::now();
+    let mut starts = 0u32;
+    let spawn = |start: u32| {
+        // Its own process group: a kill reaches whatever it started.
+        let child = Command::new(program)
+            .args(&args.command[1..])
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env("SNOWLEAK_START", start.to_string())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot run '{program}': {e}"))?;
+        let pid = child.id() as libc::pid_t;
         let events = events.clone();
+        let mut child = child;
         std::thread::spawn(move || {
             let _ = events.send(Event::Exited(child.wait()));
         });
-    }
+        Ok::<_, String>(pid)
+    };
+    let mut pid = match spawn(starts) {
+        Ok(pid) => pid,
+        Err(m) => return (End::Failed, Err(m), None),
+    };
     let deadline = args
         .duration_ms
-        .map(|ms| Instant::now() + Duration::from_millis(ms));
-    // The first of: the command's exit, a failure, a signal, the deadline.
-    let event = match deadline {
-        Some(d) => received.recv_timeout(d.saturating_duration_since(Instant::now())),
-        None => received.recv().map_err(|_| RecvTimeoutError::Disconnected),
-    };
-    let (end, mut failure) = match event {
-        Ok(Event::Exited(status)) => {
-            let status = status.map_err(|e| format!("cannot wait for the command: {e}"));
-            return (End::Exited, status, None);
+        .map(|ms| started + Duration::from_millis(ms));
+    // The first of: the command's exit, a failure, a signal, the deadline;
+    // a fault's time comes between.
+    let (end, mut failure) = loop {
+        let fault = nemesis.next();
+        let wake = fault
+            .map(|f| started + Duration::from_millis(f.at_ms))
+            .into_iter()
+            .chain(deadline)
+            .min();
+        let event = match wake {
+            Some(at) => received.recv_timeout(at.saturating_duration_since(Instant::now())),
+            None => received.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match event {
+            Ok(Event::Exited(status)) => {
+                let status = status.map_err(|e| format!("cannot wait for the command: {e}"));
+                return (End::Exited, status, None);
+            }
+            Ok(Event::Failed(m)) => break (End::Failed, Some(m)),
+            Ok(Event::Signal) => break (End::Interrupted, None),
+            Err(RecvTimeoutError::Disconnected) => break (End::Failed, None),
+            Err(RecvTimeoutError::Timeout) => {}
         }
-        Ok(Event::Failed(m)) => (End::Failed, Some(m)),
-        Ok(Event::Signal) => (End::Interrupted, None),
-        Err(_) => (End::Duration, None),
+        let Some(fault) =
+            fault.filter(|f| started + Duration::from_millis(f.at_ms) <= Instant::now())
+        else {
+            break (End::Duration, None);
+        };
+        let at_ms = now_ms();
+        match fault.action {
+            Action::Kill => {
+                // SAFETY: kill(2) on our own child's process group; the child
+                // is not yet reaped (its waiting thread has not reported).
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL);
+                }
+                match wait_exit(received, args.grace) {
+                    Ok(false) => {}
+                    // Ctrl-C while it died: the run ends, with no new start.
+                    Ok(true) => return (End::Interrupted, Ok(ExitStatus::default()), None),
+                    Err(m) => break (End::Failed, Some(m)),
+                }
+                nemesis.injected(fault, at_ms);
+                starts += 1;
+                pid = match spawn(starts) {
+                    Ok(pid) => pid,
+                    Err(m) => {
+                        return (
+                            End::Failed,
+                            Err(format!("{m} (start {starts}, after a kill)")),
+                            None,
+                        );
+                    }
+                };
+            }
+            Action::RestartServer => {
+                if let Err(m) = nemesis.server.restart() {
+                    break (End::Failed, Some(format!("restarting the server: {m}")));
+                }
+                nemesis.injected(fault, at_ms);
+            }
+        }
     };
     // SIGINT, then SIGTERM, then SIGKILL, each after a grace period.
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
-        // SAFETY: kill(2) on our own child, not yet reaped: the waiting
-        // thread has not reported its exit.
+        // SAFETY: kill(2) on our own child's process group, not yet reaped:
+        // the waiting thread has not reported its exit.
         unsafe {
-            libc::kill(pid, signal);
+            libc::kill(-pid, signal);
         }
         let until = Instant::now() + args.grace;
         while let Ok(event) = received.recv_timeout(until.saturating_duration_since(Instant::now()))
@@ -409,6 +574,21 @@ fn run_command(
         Err("the command did not end, even after SIGKILL".into()),
         failure,
     )
+}
+
+/// After a kill: waits for the command's exit to be reported; `true` if a
+/// signal (Ctrl-C) came meanwhile. A failure reported meanwhile ends the run.
+fn wait_exit(received: &Receiver<Event>, grace: Duration) -> Result<bool, String> {
+    let until = Instant::now() + grace;
+    let mut signalled = false;
+    loop {
+        match received.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(Event::Exited(_)) => return Ok(signalled),
+            Ok(Event::Failed(m)) => return Err(m),
+            Ok(Event::Signal) => signalled = true,
+            Err(_) => return Err("the command did not end after SIGKILL".into()),
+        }
+    }
 }
 
 impl Event {

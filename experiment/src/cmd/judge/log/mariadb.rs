@@ -12,6 +12,14 @@ use crate::logtruth::binlog::{Decoder, parse_table};
 use crate::logtruth::decode::Counts;
 use crate::logtruth::dump::{Dump, Position};
 use crate::servers::mariadb::{LockMode, Server, db_error};
+
+impl super::Server for Server {
+    /// `judge` refuses `--restart-server-at` on MariaDB before it starts: its
+    /// binlog reader does not yet reconnect.
+    fn restart(&mut self) -> Result<(), String> {
+        Err("--restart-server-at applies to --backend postgres".into())
+    }
+}
 use mysql_async::prelude::Queryable;
 use rundb::LogTruthRow;
 use std::time::Instant;

@@ -5,12 +5,10 @@
 //! the end of its `PATH`). The slot is drained every [`DRAIN_EVERY`] and dropped
 //! at the end.
 
-use super::{Event, Opened, ReaderCtx};
+use super::{Event, Opened, ReaderCtx, Server};
 use crate::logtruth::decode::{Counts, Decoder, parse_table};
 use crate::logtruth::slot::{BATCH, DRAIN_EVERY, Slot, check_name};
-use crate::record::RecordSender;
 use crate::servers::postgres::{Cluster, connect};
-use std::sync::mpsc::Sender;
 
 /// The table and the slot's name, checked before anything starts.
 pub(super) fn check(table: &str, slot: &str) -> Result<(), String> {
@@ -54,6 +52,8 @@ pub(super) fn open(
         ("PATH", path),
     ];
     let decoder = Decoder::new(&schema, &table, key);
+    let reconnect = config.clone();
+    let name = slot.to_string();
     Ok(Opened {
         server: Box::new(cluster),
         env,
@@ -66,32 +66,78 @@ pub(super) fn open(
         ],
         batch: BATCH as i64,
         reader: Box::new(move |ctx: ReaderCtx| {
-            Box::pin(drain_slot(made, decoder, ctx.sender, ctx.stop, ctx.events))
+            Box::pin(drain_slot(
+                made,
+                decoder,
+                Reconnect {
+                    config: reconnect,
+                    name,
+                },
+                ctx,
+            ))
         }),
     })
 }
 
+impl Server for Cluster {
+    fn restart(&mut self) -> Result<(), String> {
+        Cluster::restart(self)
+    }
+}
+
+/// How the reader gets its slot back after the server restarted.
+struct Reconnect {
+    config: tokio_postgres::Config,
+    name: String,
+}
+
+/// How long the reader tries to reconnect after its connection closed (a
+/// restart of the server, `--restart-server-at`, takes a few seconds).
+const RECONNECT_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Drains the slot every [`DRAIN_EVERY`] until told to stop, then a last time,
-/// and drops it. A failure is reported at once (the run stops), and the
-/// slot is dropped all the same.
+/// and drops it. If the connection closes (the server restarted), it
+/// connects again and goes on with the same slot: the slot survives a
+/// restart, and what a failed call did not return is returned again (a
+/// call consumes only when it completes). Any other failure is reported at
+/// once (the run stops), and the slot is dropped all the same.
 async fn drain_slot(
-    slot: Slot,
+    mut slot: Slot,
     mut decoder: Decoder,
-    sender: RecordSender,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-    events: Sender<Event>,
+    reconnect: Reconnect,
+    ctx: ReaderCtx,
 ) -> Result<Counts, String> {
+    let ReaderCtx {
+        sender,
+        mut stop,
+        events,
+    } = ctx;
+    let mut stopping = false;
     let result = loop {
-        let stopping = tokio::select! {
-            _ = tokio::time::sleep(DRAIN_EVERY) => false,
-            _ = stop.changed() => true,
-        };
+        if !stopping {
+            stopping = tokio::select! {
+                _ = tokio::time::sleep(DRAIN_EVERY) => false,
+                _ = stop.changed() => true,
+            };
+        }
         // The recorder's queue is bounded: a full queue waits, off the runtime's worker.
         let drained = slot
             .drain_all(&mut decoder, |rows| {
                 tokio::task::block_in_place(|| sender.log_truth(rows))
             })
             .await;
+        if drained.is_err() && slot.is_closed() {
+            match resume(&reconnect).await {
+                Ok(again) => {
+                    slot = again;
+                    continue;
+                }
+                Err(m) => {
+                    let _ = events.send(Event::Failed(m.clone()));
+                    break Err(m);
+                }
+            }
+        }
         if let Err(m) = &drained {
             let _ = events.send(Event::Failed(m.clone()));
         }
@@ -101,4 +147,21 @@ async fn drain_slot(
     };
     let dropped = slot.drop_slot().await;
     result.and(dropped).map(|()| decoder.counts.clone())
+}
+
+/// Connects again to the judge's own slot, trying for [`RECONNECT_FOR`].
+async fn resume(r: &Reconnect) -> Result<Slot, String> {
+    let until = tokio::time::Instant::now() + RECONNECT_FOR;
+    loop {
+        match connect(&r.config).await {
+            Ok(client) => return Ok(Slot::resume(client, &r.name)),
+            Err(m) if tokio::time::Instant::now() >= until => {
+                return Err(format!(
+                    "the connection to the server closed and did not come back in {} s: {m}",
+                    RECONNECT_FOR.as_secs()
+                ));
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
+    }
 }

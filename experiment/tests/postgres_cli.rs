@@ -339,6 +339,18 @@ fn bad_postgres_targets_get_one_line_and_exit_2() {
             ],
             "carry no time",
         ),
+        (
+            vec![
+                "--target",
+                "postgres",
+                "--schema",
+                "snowflake",
+                "--retain",
+                "3",
+            ],
+            "--retain applies to --target mariadb and --target postgres --schema partitioned \
+             or partitioned-snowflake only, not --schema snowflake",
+        ),
     ];
     for (args, expected) in cases {
         let mut all = args.clone();

@@ -14,8 +14,9 @@ use common::temp_dir;
 
 /// One writer (its commits come in ID order, so nothing leaks by commit
 /// order) at 50 rows/s, the job adding a partition and dropping the oldest
-/// beyond 3 every 500 ms, pollers every 2 s: a page of a cycle's 100 rows is
-/// never full (200), and rows are dropped before the next cycle reads them.
+/// beyond 3 every 500 ms, pollers every 2 s: a cycle's page (about 100 new
+/// rows, 150 for k = 1 s) is never full (1,000), and rows are dropped before
+/// the next cycle reads them.
 fn lagging_run(name: &str, schema: &str, pollers: &[&str]) -> (common::TempDir, String) {
     let dir = temp_dir(name);
     let db = dir.join("run.db");
@@ -36,6 +37,8 @@ fn lagging_run(name: &str, schema: &str, pollers: &[&str]) -> (common::TempDir, 
         "500ms",
         "--retain",
         "3",
+        "--limit",
+        "1000",
         "--db",
         db.to_str().unwrap(),
     ];

@@ -33,8 +33,12 @@ the runs with a loss, lost rows median and max, duplicates after a restart,
 other duplicates, deliveries out of commit order. Exits 1 with a message on
 any difference (after all runs).
 
+With `--server-restarts`, PostgreSQL's relays also run with the server
+restarted (fast shutdown, then start) at 5 s and 10 s while the relay runs
+on (`--restart-server-at 5s,10s`), held to the same promises.
+
 If the judge has no `--kill-at` (`experiment judge --help`), the runs with
-kills are skipped with a message.
+faults are skipped with a message.
 """
 
 import argparse
@@ -56,6 +60,8 @@ CONFIGS = (
     ("pg-listen", "postgres", None),
 )
 FAULTS = (("none", []), ("kills", ["--kill-at", "5s,10s"]))
+# With --server-restarts, PostgreSQL's relays also run with the server restarted under them.
+SERVER_RESTARTS = ("server-restarts", ["--restart-server-at", "5s,10s"])
 KILLS = 2
 
 
@@ -165,7 +171,7 @@ def run_once(experiment, analyze, relay, backend, promise, fault, fault_args, se
         if (redelivered, duplicated, out_of_order) != (counts["redelivered"], counts["duplicates"], counts["out_of_order"]):
             differ(f"its own file counts {redelivered} redelivered, {duplicated} other duplicates, "
                    f"{out_of_order} out of order; the judge {counts}")
-        if fault == "kills" and len(restarts) != KILLS:
+        if fault != "none" and len(restarts) != KILLS:
             differ(f"the judge recorded {len(restarts)} restarts, not {KILLS}")
 
         verdict = consumer["verdict"]
@@ -175,8 +181,8 @@ def run_once(experiment, analyze, relay, backend, promise, fault, fault_args, se
             differ(f"promises at-least-once but lost {len(lost)} rows")
         if promise is None and fault == "none" and lost:
             differ(f"lost {len(lost)} rows without a fault")
-        if promise is None and fault == "kills" and not lost:
-            differ("lost nothing across two kills: the check proves nothing")
+        if promise is None and fault != "none" and not lost:
+            differ(f"lost nothing across two faults ({fault}): the check proves nothing")
         if not differences:
             print(f"ok: {relay} ({fault}, seed {seed}): {verdict}, {len(lost)} of {len(truth)} committed "
                   f"rows lost, {redelivered} redelivered, {duplicated} other duplicates, {out_of_order} out "
@@ -215,6 +221,8 @@ def main():
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--only", help="one relay (pg-logical-replication, mysql-replication, pg-listen)")
+    parser.add_argument("--server-restarts", action="store_true",
+                        help="also run PostgreSQL's relays with the server restarted at 5 s and 10 s")
     args = parser.parse_args()
     has_kills, has_promise = judge_flags(args.experiment)
     if not has_kills:
@@ -223,7 +231,8 @@ def main():
     for relay, backend, promise in CONFIGS:
         if args.only and relay != args.only:
             continue
-        for fault, fault_args in FAULTS:
+        faults = FAULTS + ((SERVER_RESTARTS,) if args.server_restarts and backend == "postgres" else ())
+        for fault, fault_args in faults:
             if fault_args and not has_kills:
                 continue
             results[(relay, fault)] = []

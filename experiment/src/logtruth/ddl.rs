@@ -117,8 +117,8 @@ fn tokens(sql: &str) -> Option<Vec<Token>> {
             chars.next();
             continue;
         }
-        if rest.starts_with("/*") {
-            let end = rest[2..].find("*/")? + 4;
+        if let Some(body) = rest.strip_prefix("/*") {
+            let end = body.find("*/")? + 4;
             while chars.peek().is_some_and(|(j, _)| *j < i + end) {
                 chars.next();
             }

@@ -39,7 +39,7 @@ enum Command {
     Sweep(SweepArgs),
     /// Run a polling client against the leaky server and judge it:
     /// `experiment judge -- python3 my_bot.py` (exit 0: every client valid; 1: one lost a status).
-    Judge(JudgeArgs),
+    Judge(Box<JudgeArgs>),
     /// Record the truth of your own PostgreSQL or MariaDB table from its log while your system
     /// runs, and judge its consumers (exit 0: every consumer valid; 1: one lost a row).
     Watch(WatchArgs),
@@ -57,7 +57,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Id(cmd)) => snowleak::cmd::id::id_command(cmd),
         Some(Command::Sweep(args)) => sweep_command(args),
-        Some(Command::Judge(args)) => match judge_command(args) {
+        Some(Command::Judge(args)) => match judge_command(*args) {
             Ok(judgement) => {
                 for line in &judgement.lines {
                     println!("{line}");

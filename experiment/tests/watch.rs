@@ -439,3 +439,103 @@ fn watch_takes_the_password_from_pgpassword_or_its_file_and_never_shows_it() {
         "the slots watch made are dropped"
     );
 }
+
+/// Waits until watch's slot `name` has read the log past where it ends now
+/// (its confirmed position passes the current WAL position): every
+/// transaction committed before is in the truth, and the table's partitions
+/// were listed after it.
+fn wait_read_past_now(db: &TheirDb, client: &tokio_postgres::Client, name: &str) {
+    let lsn: String = db
+        .runtime
+        .block_on(client.query_one("SELECT pg_current_wal_lsn()::text", &[]))
+        .unwrap()
+        .get(0);
+    loop {
+        let past: Option<bool> = db
+            .runtime
+            .block_on(client.query_one(
+                "SELECT confirmed_flush_lsn >= $1::text::pg_lsn FROM pg_replication_slots \
+                 WHERE slot_name = $2",
+                &[&lsn, &name],
+            ))
+            .unwrap()
+            .get(0);
+        if past == Some(true) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn watch_judges_a_partitioned_table_as_its_root_and_a_dropped_partitions_unread_rows_expire() {
+    let db = TheirDb::start();
+    let dir = temp_dir("watch-parts");
+    let out = dir.join("relay.csv");
+    let run_db = dir.join("watch.db");
+    let admin = db.session();
+    exec(
+        &db,
+        &admin,
+        "CREATE TABLE parts (id bigint NOT NULL, p int NOT NULL) PARTITION BY LIST (p); \
+         CREATE TABLE parts_0 PARTITION OF parts FOR VALUES IN (0)",
+    );
+    let watching = start_watch(&[
+        "watch",
+        "--target",
+        &db.target(),
+        "--table",
+        "parts",
+        "--slot",
+        "w",
+        "--create-slot",
+        "--delivered",
+        &format!("relay={}", out.display()),
+        "--db",
+        run_db.to_str().unwrap(),
+    ]);
+    // Rows in the first leaf, a leaf made while watch runs and a row in it;
+    // the relay delivers 1 and 3, not 2.
+    exec(&db, &admin, "INSERT INTO parts VALUES (1, 0), (2, 0)");
+    exec(
+        &db,
+        &admin,
+        "CREATE TABLE parts_1 PARTITION OF parts FOR VALUES IN (1)",
+    );
+    exec(&db, &admin, "INSERT INTO parts VALUES (3, 1)");
+    common::append_ids(&out, &[1, 3]);
+    wait_read_past_now(&db, &admin, "w");
+    // Retention drops the first leaf, 2 unread; a last row, delivered.
+    exec(&db, &admin, "DROP TABLE parts_0");
+    exec(&db, &admin, "INSERT INTO parts VALUES (4, 1)");
+    common::append_ids(&out, &[4]);
+    wait_read_past_now(&db, &admin, "w");
+    let (code, stdout, stderr) = stop_watch(watching);
+    assert_eq!(code, 1, "an expired row: invalid\n{stdout}\n{stderr}");
+    let rows = common::truth_rows(&run_db, "xid");
+    let ops: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|(k, op, _)| (k.as_str(), op.as_str()))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("1", "insert"),
+            ("2", "insert"),
+            ("3", "insert"),
+            // The drop is not in the log: the leaf's rows expire at the
+            // first drain that no longer lists it, after what committed before.
+            ("4", "insert"),
+            ("1", "expire"),
+            ("2", "expire")
+        ],
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("relay: invalid (1 rows expired"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("0 lost, 1 expired"), "{stdout}");
+    // The slot watch made is gone.
+    assert!(slot_names(&db, &admin).is_empty());
+}

@@ -212,7 +212,12 @@ fn a_naive_relay_under_concurrent_writers_loses_exactly_what_its_output_misses()
     // The judge's lost rows, as run.db gives them to the checker.
     let truth = rundb::read::log_truth(&conn, 1).unwrap();
     let lines = rundb::read::log_deliveries(&conn, 1).unwrap();
-    let judged = analysis::consumers::judge(&truth, &lines, &["naive".to_string()], &analysis::consumers::Setting::default());
+    let judged = analysis::consumers::judge(
+        &truth,
+        &lines,
+        &["naive".to_string()],
+        &analysis::consumers::Setting::default(),
+    );
     let lost: BTreeSet<i64> = judged.consumers[0]
         .lost
         .iter()

@@ -1056,4 +1056,39 @@ mod tests {
             "unknown promise 'twice': expected at-least-once, exactly-once or ordered"
         );
     }
+
+    #[test]
+    fn the_html_report_has_the_faults_timeline_with_each_consumers_lines() {
+        let names = ["r".to_string()];
+        let mut setting = Setting {
+            restarts: vec![restart_after("r", 3)],
+            ..Setting::default()
+        };
+        setting.restarts.push(Restart {
+            at_ms: 7500,
+            action: "restart-server".into(),
+            lines: [("r".to_string(), 5)].into(),
+        });
+        let rows = delivered("r", &["1", "3", "2", "3", "5", "6", "4"]);
+        let judged = judge(&truth(), &rows, &names, &setting);
+        let page = html("run 1 <x>", &judged);
+        assert!(page.contains("<h2>Timeline of the faults</h2>"), "{page}");
+        assert!(page.contains("<th>lines of r</th>"), "{page}");
+        assert!(
+            page.contains("<td>1970-01-01T00:00:05.000Z</td><td>kill</td><td>3</td>"),
+            "{page}"
+        );
+        assert!(page.contains("<td>restart-server</td><td>5</td>"), "{page}");
+        assert!(page.contains("run 1 &lt;x&gt;"));
+        // And the text report's first line.
+        assert!(
+            render(&judged)
+                .starts_with("faults injected: kill at +0.0 s, restart-server at +2.5 s\n"),
+            "{}",
+            render(&judged)
+        );
+        // No faults, no timeline.
+        let plain = html("t", &judge(&truth(), &rows, &names, &Setting::default()));
+        assert!(!plain.contains("Timeline"));
+    }
 }

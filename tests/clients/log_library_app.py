@@ -9,6 +9,11 @@ RELAY is one of
                           pg-logical-replication 2.5.0, pgoutput, its own slot
                           and publication, each message acknowledged after its
                           key is written;
+  pg-logical-replication-commit-lsn
+                          the same relay acknowledging a Commit message at its
+                          commitLsn instead of the message's LSN (docs/relays.md:
+                          the message's LSN + 1, which acknowledge() reports,
+                          can pass the next transaction's commit record);
   pg-listen               (PostgreSQL) js/pg_listen_relay.mjs: the npm package
                           pg-listen 1.7.0 LISTENs to what a trigger NOTIFYs on
                           each insert;
@@ -47,10 +52,13 @@ WRITERS = 4
 HOLD_MS = 30
 READY_TIMEOUT_S = 60.0
 
+# relay: (backend, program, its options after STATEDIR NAME)
 RELAYS = {
-    "pg-logical-replication": ("postgres", ["node", os.path.join(HERE, "js", "pg_logical_relay.mjs")]),
-    "pg-listen": ("postgres", ["node", os.path.join(HERE, "js", "pg_listen_relay.mjs")]),
-    "mysql-replication": ("mariadb", [sys.executable, os.path.join(HERE, "mysql_replication_relay.py")]),
+    "pg-logical-replication": ("postgres", ["node", os.path.join(HERE, "js", "pg_logical_relay.mjs")], []),
+    "pg-logical-replication-commit-lsn": (
+        "postgres", ["node", os.path.join(HERE, "js", "pg_logical_relay.mjs")], ["--ack-commit-lsn"]),
+    "pg-listen": ("postgres", ["node", os.path.join(HERE, "js", "pg_listen_relay.mjs")], []),
+    "mysql-replication": ("mariadb", [sys.executable, os.path.join(HERE, "mysql_replication_relay.py")], []),
 }
 
 
@@ -164,7 +172,7 @@ def main():
     relay, statedir, seconds, seed = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
     if relay not in RELAYS:
         sys.exit(f"unknown relay {relay!r}: one of {', '.join(RELAYS)}")
-    backend, command = RELAYS[relay]
+    backend, command, options = RELAYS[relay]
     os.makedirs(statedir, exist_ok=True)
     if os.environ.get("SNOWLEAK_START", "0") == "0":
         setup(backend, relay)
@@ -176,7 +184,7 @@ def main():
                 stdout=log,
                 stderr=log,
             )
-    os.execvp(command[0], command + [statedir, relay])
+    os.execvp(command[0], command + [statedir, relay] + options)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 // A relay on pg-logical-replication 2.5.0 (npm), written as its README shows
 // ("2. Usage", "3-3. acknowledge", "3-4. Flow Control", "4-1. PgoutputPlugin"):
 //
-//     node pg_logical_relay.mjs STATEDIR NAME
+//     node pg_logical_relay.mjs STATEDIR NAME [--ack-commit-lsn]
 //
 // Reads `outbox`'s inserts through the pgoutput plugin from a slot of its own
 // (`relay_slot`) and a publication on the table (`relay_pub`), both made if
@@ -14,6 +14,15 @@
 // when asked for an earlier one: PostgreSQL manual, "Streaming Replication
 // Protocol", START_REPLICATION ... LOGICAL).
 //
+// acknowledge(lsn) reports lsn + 1 as written and flushed, and a Commit
+// message's LSN is the end of its commit record (PostgreSQL's logical.c,
+// commit_cb_wrapper), so acknowledging it claims the first byte of the next
+// WAL record: when that is the next transaction's commit record, a relay
+// started again on the slot never receives that transaction
+// (pg_logical_adjacent_commits.mjs shows it; docs/relays.md). With
+// --ack-commit-lsn a Commit message is acknowledged at its `commitLsn`, where
+// its commit record begins, instead: not a line of the README.
+//
 // Connection from the judge's environment (DATABASE_URL, PGHOST, PGPORT, ...).
 // Makes STATEDIR/ready once the slot exists (it then keeps every later
 // commit for the relay); exits 3 s after STATEDIR/writers-done appears.
@@ -23,7 +32,8 @@ import path from 'node:path';
 import pg from 'pg';
 import { LogicalReplicationService, PgoutputPlugin } from 'pg-logical-replication';
 
-const [statedir, name] = process.argv.slice(2);
+const [statedir, name, option] = process.argv.slice(2);
+const ackCommitLsn = option === '--ack-commit-lsn';
 const SLOT = 'relay_slot';
 const PUBLICATION = 'relay_pub';
 const CATCH_UP_MS = 3000;
@@ -51,7 +61,7 @@ service.on('data', async (lsn, log) => {
     fs.writeSync(out, `${log.new.id}\n`);
   }
   // Acknowledge only after the key is written (README, "Manual acknowledge example").
-  await service.acknowledge(lsn);
+  await service.acknowledge(ackCommitLsn && log.tag === 'commit' ? log.commitLsn : lsn);
 });
 
 service.on('error', (e) => console.error(`${name}: ${e}`));

@@ -320,6 +320,20 @@ impl Decoder {
                     self.open.changes.clear();
                     return Ok(Vec::new());
                 }
+                if word.len() > 3
+                    && word[..3].eq_ignore_ascii_case("XA ")
+                    && !self.open.changes.is_empty()
+                {
+                    // An XA transaction's group ends at `XA PREPARE`, and its
+                    // commit is another group (MariaDB KB "XA Transactions"):
+                    // refused rather than read as rolled back.
+                    return Err(format!(
+                        "an XA transaction wrote {} ({word} at {}:{log_pos}): the judge cannot \
+                         follow it",
+                        self.table_name(),
+                        self.file
+                    ));
+                }
                 self.statement(&sql, &schema, log_pos)?;
                 if self.open.standalone {
                     return Ok(self.commit(at_s, log_pos, read_ms));
@@ -945,6 +959,25 @@ mod tests {
             ),
             "RENAME TABLE renamed app.outbox to app.outbox_old at binlog.000002:321: the judge \
              cannot follow it"
+        );
+        let mut d = Decoder::new("app", "outbox", "id");
+        for e in [
+            gtid(1),
+            map(4, "outbox", &["id"]),
+            rows(4, Op::Insert, &[&[Some("1")]]),
+        ] {
+            d.feed(e, 0).unwrap();
+        }
+        let xa = Event::Query {
+            sql: "XA PREPARE 'x'".into(),
+            schema: "app".into(),
+            at_s: 1,
+            log_pos: 50,
+        };
+        assert!(
+            d.feed(xa, 0)
+                .unwrap_err()
+                .starts_with("an XA transaction wrote app.outbox")
         );
         // Before the table's first row: nothing of it is in the truth yet, so
         // a drop (a script's `DROP TABLE IF EXISTS` first) or an ALTER is

@@ -56,7 +56,10 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Some(Command::Id(cmd)) => snowleak::cmd::id::id_command(cmd),
-        Some(Command::Sweep(args)) => sweep_command(args),
+        Some(Command::Sweep(args)) => match sweep_command(args) {
+            Ok(code) => return ExitCode::from(code),
+            Err(message) => Err(message),
+        },
         Some(Command::Judge(args)) => match judge_command(*args) {
             Ok(judgement) => {
                 for line in &judgement.lines {

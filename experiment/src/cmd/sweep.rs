@@ -13,6 +13,14 @@
 //! run goes through `targets` as `experiment [OPTIONS]` would, and the
 //! judging and summary are `analysis::campaign`'s.
 
+mod collect;
+mod files;
+mod machine;
+mod merge;
+mod plan;
+mod run;
+mod store;
+
 use crate::campaign::{self, FlagPair};
 use crate::drive::Records;
 use crate::record::{PollerRow, RequestRecord, TruthRow};
@@ -183,7 +191,11 @@ fn in_parallel<I: Sync, R: Send>(
 /// (docs/campaigns.md): every combination of `--vary` times every seed, one
 /// run after another, each run's database kept under `--out` and judged.
 #[derive(clap::Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct SweepArgs {
+    /// Run one run of a plan, or merge a plan's runs (docs/campaigns.md, "On a cluster").
+    #[command(subcommand)]
+    pub action: Option<SweepAction>,
     /// Seeds: A-B, N, or a comma list of them (default 1-100 in virtual time;
     /// a campaign needs them given).
     #[arg(long)]
@@ -206,10 +218,44 @@ pub struct SweepArgs {
     /// or of a --set key (set:NAME), KEY=V1,V2,... (repeatable: every combination).
     #[arg(long = "vary", value_name = "KEY=V1,V2,...")]
     pub vary: Vec<String>,
+    /// Plan the sweep instead of running it: DIR/plan.json (one entry per
+    /// run, in a seeded random order), DIR/slurm.sh (a Slurm job array) and
+    /// DIR/job.yaml (a Kubernetes Indexed Job), each task calling
+    /// `experiment sweep run DIR` (docs/campaigns.md, "On a cluster").
+    #[arg(long, value_name = "DIR")]
+    pub plan: Option<std::path::PathBuf>,
+    /// With --plan: the seed of the runs' random order (default 1).
+    #[arg(long, value_name = "N", requires = "plan")]
+    pub order_seed: Option<u64>,
     /// The runs' own flags, as for `experiment` (--duration, --poller,
     /// --profile, --set, --timeline, and a target's flags).
     #[command(flatten)]
     pub run: GivenRun,
+}
+
+/// `experiment sweep run` and `experiment sweep merge`: a planned sweep's
+/// runs, one per task, and their summary.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum SweepAction {
+    /// Run one run of the plan in DIR: --index N, else SLURM_ARRAY_TASK_ID,
+    /// else JOB_COMPLETION_INDEX; written to DIR/runs/N.db once finished (a
+    /// finished index does nothing).
+    Run {
+        /// The plan's directory (`experiment sweep ... --plan DIR`).
+        dir: std::path::PathBuf,
+        /// The run's index in the plan.
+        #[arg(long)]
+        index: Option<usize>,
+    },
+    /// Merge the plan's finished runs into the sweep's summary, with the
+    /// machines that ran them; missing and failed runs listed (exit 1).
+    Merge {
+        /// The plan's directory.
+        dir: std::path::PathBuf,
+        /// Print JSON (documented in analysis/JSON.md) instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// The pollers of a sweep without `--poller`.
@@ -239,8 +285,16 @@ struct JsonOut {
 const SET_BY_SWEEP: [&str; 5] = ["--seed", "--db", "--clock", "--start", "--dry-run"];
 
 /// Runs `experiment sweep` and prints its table or JSON: a campaign of
-/// real runs on a database target, else the virtual sweep.
-pub fn sweep_command(args: SweepArgs) -> Result<(), String> {
+/// real runs on a database target, else the virtual sweep; with `--plan`
+/// writes the plan instead; `sweep run` and `sweep merge` a plan's run and
+/// summary. The exit status: 0, or 1 when a planned run failed or a merge
+/// lacks runs.
+pub fn sweep_command(args: SweepArgs) -> Result<u8, String> {
+    match &args.action {
+        Some(SweepAction::Run { dir, index }) => return run::run_command(dir, *index),
+        Some(SweepAction::Merge { dir, json }) => return collect::merge_command(dir, *json),
+        None => {}
+    }
     let given = args.run.flags.clone();
     if let Some((flag, _)) = given
         .iter()
@@ -250,9 +304,12 @@ pub fn sweep_command(args: SweepArgs) -> Result<(), String> {
             "{flag}: experiment sweep sets it for each run (--seeds, --out)"
         ));
     }
+    if let Some(dir) = args.plan.clone() {
+        return plan_command(&args, given, &dir).map(|()| 0);
+    }
     match args.run.target.as_str() {
-        "postgres" | "mariadb" | "misskey-ftt" => campaign_command(args, given),
-        "simulator" if args.vary.is_empty() => virtual_sweep(args, given),
+        "postgres" | "mariadb" | "misskey-ftt" => campaign_command(args, given).map(|()| 0),
+        "simulator" if args.vary.is_empty() => virtual_sweep(args, given).map(|()| 0),
         "simulator" => Err(
             "--vary runs a campaign on --target postgres, mariadb or misskey-ftt; the simulator's sweep varies seeds only".into(),
         ),
@@ -271,12 +328,23 @@ fn given_value(given: &[FlagPair], flag: &str) -> Option<String> {
         .and_then(|(_, v)| v.clone())
 }
 
-/// The virtual sweep over many seeds (issue 15, docs/policies.md).
-fn virtual_sweep(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String> {
-    use analysis::sweep;
-    use std::io::IsTerminal;
+/// A virtual sweep's runs and what its summary names.
+struct VirtualSetup {
+    seeds_text: String,
+    seeds: Vec<u64>,
+    pollers: Vec<String>,
+    duration: String,
+    profile: String,
+    timeline: Option<String>,
+    sets: Vec<String>,
+    /// Every run's flags, but its seed.
+    base: Vec<String>,
+}
+
+/// Reads a virtual sweep's flags, each checked once by the experiment's parser.
+fn virtual_setup(args: &SweepArgs, given: Vec<FlagPair>) -> Result<VirtualSetup, String> {
     let seeds_text = args.seeds.clone().unwrap_or_else(|| "1-100".into());
-    let seeds = sweep::parse_seeds(&seeds_text)?;
+    let seeds = analysis::sweep::parse_seeds(&seeds_text)?;
     let given_pollers: Vec<String> = given
         .iter()
         .filter(|(f, _)| f == "--poller")
@@ -304,6 +372,32 @@ fn virtual_sweep(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String> {
     // Every option checked once, before any run, by the experiment's parser
     // (and the simulator's, for --set and --profile).
     resolve(run_args(&base, seeds[0])?)?;
+    Ok(VirtualSetup {
+        seeds_text,
+        seeds,
+        pollers,
+        duration,
+        profile,
+        timeline,
+        sets,
+        base,
+    })
+}
+
+/// The virtual sweep over many seeds (issue 15, docs/policies.md).
+fn virtual_sweep(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String> {
+    use analysis::sweep;
+    use std::io::IsTerminal;
+    let VirtualSetup {
+        seeds_text,
+        seeds,
+        pollers,
+        duration,
+        profile,
+        timeline,
+        sets,
+        base,
+    } = virtual_setup(&args, given)?;
     let out_dir = args
         .out
         .clone()
@@ -391,10 +485,21 @@ struct CampaignJson<'a> {
     runs: &'a [analysis::campaign::RunResult],
 }
 
-/// A campaign of real runs (docs/campaigns.md): every combination of
-/// `--vary` times every seed, each run's database under `--out`, each
-/// judged by the checker; one row per combination and poller.
-fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String> {
+/// A campaign's runs and what its summary names.
+struct CampaignSetup {
+    target: String,
+    seeds_text: String,
+    seeds: Vec<u64>,
+    duration: String,
+    combinations: Vec<campaign::Combination>,
+    /// Each run in the one-machine order (combinations outermost, then
+    /// seeds): its combination's label, its flags but the seed, its seed.
+    cells: Vec<(String, Vec<String>, u64)>,
+}
+
+/// Reads a campaign's flags: every combination checked by the target
+/// before any run starts.
+fn campaign_setup(args: &SweepArgs, given: Vec<FlagPair>) -> Result<CampaignSetup, String> {
     let target = args.run.target.clone();
     let seeds_text = args.seeds.clone().ok_or_else(|| {
         format!(
@@ -408,22 +513,13 @@ fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String>
         .ok_or_else(|| {
             format!("a campaign on --target {target} needs --duration (each run takes that long)")
         })?;
-    let out = args
-        .out
-        .clone()
-        .ok_or("a campaign needs --out DIR, where each run's database is kept")?;
     let varies = args
         .vary
         .iter()
         .map(|v| campaign::parse_vary(v, run_flag))
         .collect::<Result<Vec<_>, _>>()?;
-    if args.jobs == Some(0) {
-        return Err("--jobs 0: at least one run at a time".into());
-    }
-    let jobs = args.jobs.unwrap_or(1);
     let combinations = campaign::combinations(&varies);
-    // Every combination checked by the target before any run starts.
-    let mut plan = Vec::new();
+    let mut cells = Vec::new();
     for c in &combinations {
         let flags = campaign::argv(&c.apply(&given));
         check_campaign_run(&flags).map_err(|e| match c.settings.is_empty() {
@@ -431,15 +527,179 @@ fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String>
             false => format!("{}: {e}", c.label()),
         })?;
         for &seed in &seeds {
-            let db = c.db(&out, seed);
-            if db.exists() {
-                return Err(format!(
-                    "{} exists: a campaign writes each run's database afresh (another --out)",
-                    db.display()
-                ));
-            }
-            plan.push((c.label(), flags.clone(), seed, db));
+            cells.push((c.label(), flags.clone(), seed));
         }
+    }
+    Ok(CampaignSetup {
+        target,
+        seeds_text,
+        seeds,
+        duration,
+        combinations,
+        cells,
+    })
+}
+
+/// `experiment sweep ... --plan DIR`: the sweep's runs planned, not run
+/// (docs/campaigns.md, "On a cluster"): DIR/plan.json, DIR/slurm.sh and
+/// DIR/job.yaml, DIR/runs and DIR/logs made; a directory that holds a plan
+/// already is refused.
+fn plan_command(
+    args: &SweepArgs,
+    given: Vec<FlagPair>,
+    dir: &std::path::Path,
+) -> Result<(), String> {
+    for (given, flag) in [
+        (args.out.is_some(), "--out"),
+        (args.jobs.is_some(), "--jobs"),
+        (args.json, "--json"),
+        (args.no_plots, "--no-plots"),
+    ] {
+        if given {
+            return Err(format!(
+                "{flag} does not apply with --plan: each run is one task, its result DIR/runs/INDEX.db (`experiment sweep merge DIR` sums them up)"
+            ));
+        }
+    }
+    let (kind, header, seeds_text, duration, cells) = match args.run.target.as_str() {
+        "postgres" | "mariadb" | "misskey-ftt" => {
+            let s = campaign_setup(args, given)?;
+            let header = plan::Header {
+                vary: args.vary.clone(),
+                combinations: s.combinations.len(),
+                ..plan::Header::default()
+            };
+            let cells = s
+                .cells
+                .into_iter()
+                .map(|(combination, flags, seed)| plan::Cell {
+                    combination,
+                    seed,
+                    flags,
+                })
+                .collect();
+            ("campaign", header, s.seeds_text, s.duration, cells)
+        }
+        "simulator" if args.vary.is_empty() => {
+            let s = virtual_setup(args, given)?;
+            let header = plan::Header {
+                profile: Some(s.profile),
+                timeline: s.timeline,
+                pollers: s.pollers,
+                sets: s.sets,
+                ..plan::Header::default()
+            };
+            let cells = s
+                .seeds
+                .iter()
+                .map(|&seed| plan::Cell {
+                    combination: String::new(),
+                    seed,
+                    flags: s.base.clone(),
+                })
+                .collect();
+            ("virtual", header, s.seeds_text, s.duration, cells)
+        }
+        "simulator" => {
+            return Err("--vary runs a campaign on --target postgres, mariadb or misskey-ftt; the simulator's sweep varies seeds only".into());
+        }
+        other => {
+            return Err(format!(
+                "experiment sweep plans the simulator's sweep or a campaign on --target postgres, mariadb or misskey-ftt, not '{other}'"
+            ));
+        }
+    };
+    let existing = files::plan_path(dir);
+    if existing.exists() {
+        return Err(format!(
+            "{} exists: a directory holds one plan (another --plan DIR)",
+            existing.display()
+        ));
+    }
+    for sub in ["runs", "logs"] {
+        let d = dir.join(sub);
+        std::fs::create_dir_all(&d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+    }
+    let absolute = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let binary = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| format!("cannot find this experiment binary: {e}"))?;
+    let p = plan::build(
+        plan::Draft {
+            kind,
+            target: args.run.target.clone(),
+            seeds: seeds_text,
+            duration,
+            order_seed: args.order_seed.unwrap_or(1),
+            experiment: env!("CARGO_PKG_VERSION").into(),
+            binary: binary.display().to_string(),
+            dir: absolute.display().to_string(),
+            header,
+        },
+        cells,
+    );
+    let json = serde_json::to_string_pretty(&p).map_err(|e| e.to_string())? + "\n";
+    files::write_atomically(&dir.join("slurm.sh"), plan::slurm_script(&p).as_bytes())?;
+    files::write_atomically(&dir.join("job.yaml"), plan::kubernetes_job(&p).as_bytes())?;
+    // The plan last: a directory with plan.json holds the whole.
+    files::write_atomically(&existing, json.as_bytes())?;
+    println!(
+        "plan {}: {} run(s) in a seeded order (--order-seed {}), {}",
+        plan::short(&p.id),
+        p.runs.len(),
+        p.order_seed,
+        existing.display()
+    );
+    println!(
+        "Slurm:      sbatch {}   (one task per run and node; sbatch --wait blocks until all ended)",
+        dir.join("slurm.sh").display()
+    );
+    println!(
+        "Kubernetes: kubectl apply -f {}   (set its image and volume claim first)",
+        dir.join("job.yaml").display()
+    );
+    println!(
+        "one run:    experiment sweep run {} --index N;  the summary: experiment sweep merge {}",
+        dir.display(),
+        dir.display()
+    );
+    Ok(())
+}
+
+/// A campaign of real runs (docs/campaigns.md): every combination of
+/// `--vary` times every seed, each run's database under `--out`, each
+/// judged by the checker; one row per combination and poller.
+fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String> {
+    let out = args
+        .out
+        .clone()
+        .ok_or("a campaign needs --out DIR, where each run's database is kept")?;
+    if args.jobs == Some(0) {
+        return Err("--jobs 0: at least one run at a time".into());
+    }
+    let jobs = args.jobs.unwrap_or(1);
+    let CampaignSetup {
+        target,
+        seeds_text,
+        seeds,
+        duration,
+        combinations,
+        cells,
+    } = campaign_setup(&args, given)?;
+    let mut plan = Vec::new();
+    for ((label, flags, seed), c) in cells.into_iter().zip(
+        combinations
+            .iter()
+            .flat_map(|c| seeds.iter().map(move |_| c)),
+    ) {
+        let db = c.db(&out, seed);
+        if db.exists() {
+            return Err(format!(
+                "{} exists: a campaign writes each run's database afresh (another --out)",
+                db.display()
+            ));
+        }
+        plan.push((label, flags, seed, db));
     }
     for (_, _, _, db) in &plan {
         if let Some(dir) = db.parent() {

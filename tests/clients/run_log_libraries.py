@@ -232,6 +232,7 @@ def main():
     parser.add_argument("--only", help="one relay: " + ", ".join(c[0] for c in CONFIGS))
     parser.add_argument("--server-restarts", action="store_true",
                         help="also run PostgreSQL's relays with the server restarted at 5 s and 10 s")
+    parser.add_argument("--faults", help="only these fault settings, comma-separated: none, kills, server-restarts")
     args = parser.parse_args()
     has_kills, has_promise = judge_flags(args.experiment)
     if not has_kills:
@@ -242,6 +243,8 @@ def main():
             continue
         faults = FAULTS + ((SERVER_RESTARTS,) if args.server_restarts and backend == "postgres" else ())
         for fault, fault_args in faults:
+            if args.faults and fault not in args.faults.split(","):
+                continue
             if fault_args and not has_kills:
                 continue
             results[(relay, fault)] = []

@@ -41,10 +41,15 @@ pub fn entry(name: &str) -> Entry {
         let Some((index, rest)) = rest.split_once(".tmp-") else {
             return Entry::Other;
         };
-        let Some((host, pid)) = rest.rsplit_once('-') else {
+        // HOST-PID.EXT, the host possibly with dashes and dots, a journal's
+        // suffix possibly after the extension: the last dash before digits.
+        let split = rest.match_indices('-').rev().find_map(|(at, _)| {
+            let pid = rest[at + 1..].split('.').next().unwrap_or("");
+            (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then(|| (&rest[..at], pid))
+        });
+        let Some((host, pid)) = split else {
             return Entry::Other;
         };
-        let pid = pid.split('.').next().unwrap_or("");
         return match (index.parse(), pid.parse()) {
             (Ok(index), Ok(pid)) => Entry::Partial {
                 index,

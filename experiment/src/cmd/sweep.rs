@@ -218,9 +218,9 @@ pub struct SweepArgs {
     /// or of a --set key (set:NAME), KEY=V1,V2,... (repeatable: every combination).
     #[arg(long = "vary", value_name = "KEY=V1,V2,...")]
     pub vary: Vec<String>,
-    /// Plan the sweep instead of running it: DIR/plan.json (one entry per
-    /// run, in a seeded random order), DIR/slurm.sh (a Slurm job array) and
-    /// DIR/job.yaml (a Kubernetes Indexed Job), each task calling
+    /// Plan the sweep instead of running it: in DIR, plan.json (one entry per
+    /// run, in a seeded random order), slurm.sh (a Slurm job array) and
+    /// job.yaml (a Kubernetes Indexed Job), each task calling
     /// `experiment sweep run DIR` (docs/campaigns.md, "On a cluster").
     #[arg(long, value_name = "DIR")]
     pub plan: Option<std::path::PathBuf>,
@@ -541,8 +541,8 @@ fn campaign_setup(args: &SweepArgs, given: Vec<FlagPair>) -> Result<CampaignSetu
 }
 
 /// `experiment sweep ... --plan DIR`: the sweep's runs planned, not run
-/// (docs/campaigns.md, "On a cluster"): DIR/plan.json, DIR/slurm.sh and
-/// DIR/job.yaml, DIR/runs and DIR/logs made; a directory that holds a plan
+/// (docs/campaigns.md, "On a cluster"): plan.json, slurm.sh and job.yaml
+/// written in DIR, its runs and logs folders made; a directory that holds a plan
 /// already is refused.
 fn plan_command(
     args: &SweepArgs,

@@ -81,7 +81,7 @@ pub fn runs_dir(dir: &Path) -> PathBuf {
     dir.join("runs")
 }
 
-/// Reads and checks `DIR/plan.json`.
+/// Reads and checks the plan in `dir`.
 pub fn read_plan(dir: &Path) -> Result<Plan, String> {
     let path = plan_path(dir);
     let text = std::fs::read_to_string(&path).map_err(|e| match e.kind() {

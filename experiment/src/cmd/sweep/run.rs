@@ -5,7 +5,7 @@
 //! `runs/INDEX.db` once finished (`files.rs`), with the machine it ran on;
 //! an index already finished does nothing, so a requeued task or a pod
 //! started twice loses no finished run; a failed attempt leaves
-//! `runs/INDEX.failed.json` (with its error), which the next success removes.
+//! `INDEX.failed.json` in `runs` (with its error), which the next success removes.
 
 use super::files::{self, Entry};
 use super::machine::Machine;
@@ -15,7 +15,7 @@ use crate::clock::now_ms;
 use crate::targets::run_in_campaign;
 use std::path::Path;
 
-/// A failed attempt, as `runs/INDEX.failed.json` keeps it.
+/// A failed attempt, as `INDEX.failed.json` in `runs` keeps it.
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct Failure {
     pub plan: String,

@@ -357,3 +357,99 @@ fn a_campaign_plans_each_cell_and_seed_interleaved() {
     one_line_exit_2(&o, "nosuch");
     assert!(!bad.exists());
 }
+
+/// Runs on two machines (named as Slurm names a task's node): the column
+/// counts them, and each row gets the machines' means and the test.
+#[test]
+fn runs_on_two_machines_get_their_means_and_a_test_of_the_machine() {
+    let scratch = common::temp_dir("sweep-plan-machines");
+    let dir = scratch.join("plan");
+    plan(&dir, &[]);
+    for index in 0..8 {
+        let node = if index % 2 == 0 { "node-a" } else { "node-b" };
+        let o = common::command(&[
+            "sweep",
+            "run",
+            dir.to_str().unwrap(),
+            "--index",
+            &index.to_string(),
+        ])
+        .env("SLURMD_NODENAME", node)
+        .output()
+        .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = merge(&dir, true);
+    assert!(o.status.success());
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let nodes: Vec<&str> = v["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(nodes, ["node-a", "node-b"]);
+    let effects = v["machine_effect"].as_array().unwrap();
+    assert_eq!(effects.len(), 2, "one per poller: {v}");
+    for e in effects {
+        let means = e["means"].as_array().unwrap();
+        assert_eq!(means.len(), 2);
+        assert_eq!(means[0]["runs"], 4);
+        let p = e["p_value"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&p), "{e}");
+        assert_eq!(e["differs"], p < 0.05);
+    }
+    let text = String::from_utf8(merge(&dir, false).stdout).unwrap();
+    assert!(text.contains("2 machines"), "{text}");
+    assert!(text.contains("does the machine matter?"), "{text}");
+}
+
+/// A real run planned and run as a task would run it: its database kept
+/// as `runs/0.db`, judged by the merge as a campaign's run.
+#[test]
+fn a_planned_postgres_run_is_kept_and_merged_as_a_campaign_run() {
+    let scratch = common::temp_dir("sweep-plan-postgres");
+    let dir = scratch.join("plan");
+    let o = experiment(&[
+        "sweep",
+        "--target",
+        "postgres",
+        "--write-rate",
+        "100",
+        "--seeds",
+        "1",
+        "--duration",
+        "3s",
+        "--plan",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = common::command(&["sweep", "run", dir.to_str().unwrap()])
+        .env("JOB_COMPLETION_INDEX", "0")
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let db = dir.join("runs/0.db");
+    let conn = analysis::load::open(&db).unwrap();
+    let ids = rundb::read::run_ids(&conn).unwrap();
+    let loaded = analysis::load::load(&conn, ids[0]).unwrap();
+    assert_eq!(loaded.run.seed, Some(1));
+    assert!(loaded.machine_load().is_some(), "the run's own load kept");
+    let o = merge(&dir, true);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["target"], "postgres");
+    assert_eq!(v["summary"]["runs"], 1);
+    assert!(v["runs"][0]["rows"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["run_machines"][0]["index"], 0);
+    let remaining: Vec<String> = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        remaining,
+        ["0.db"],
+        "one file, no journal or aside file left"
+    );
+}

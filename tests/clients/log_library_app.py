@@ -33,7 +33,10 @@ slot made, its stream or LISTEN started), then for SECONDS run WRITERS
 threads, each on its own connection (psycopg on PostgreSQL, PyMySQL on
 MariaDB), inserting 1-3 rows per transaction and holding it open 0-30 ms
 (seeded) before COMMIT; each appends the keys of a transaction whose COMMIT
-returned to STATEDIR/committed-N.txt, as outbox_app.py's writers do. When all
+returned to STATEDIR/committed-N.txt, as outbox_app.py's writers do. A
+PostgreSQL writer whose connection is lost (`judge --restart-server-at`)
+connects again; the keys of a transaction lost during its COMMIT, which may
+or may not have committed, go to STATEDIR/uncertain-N.txt. When all
 have stopped they make STATEDIR/writers-done, and the relay exits CATCH_UP_S
 seconds after it sees that file. The relay appends each key it delivers to
 STATEDIR/RELAY.csv.
@@ -103,25 +106,55 @@ def setup(backend, relay):
         conn.close()
 
 
+def pg_connect(stop):
+    """A connection, retried every 100 ms while the server is down
+    (`judge --restart-server-at`); None once the writers are stopped."""
+    import psycopg
+
+    while not stop.is_set():
+        try:
+            return psycopg.connect(os.environ["DATABASE_URL"])
+        except psycopg.OperationalError:
+            time.sleep(0.1)
+    return None
+
+
 def pg_writer(n, seed, stop, statedir):
     import psycopg
 
     rng = random.Random(seed * 1000 + n)
-    with psycopg.connect(os.environ["DATABASE_URL"]) as conn, open(
-        os.path.join(statedir, f"committed-{n}.txt"), "a"
-    ) as out:
-        while not stop.is_set():
+    conn = pg_connect(stop)
+    with open(os.path.join(statedir, f"committed-{n}.txt"), "a") as out, open(
+        os.path.join(statedir, f"uncertain-{n}.txt"), "a"
+    ) as uncertain:
+        while conn is not None and not stop.is_set():
             keys = []
-            with conn.transaction():
+            try:
                 for _ in range(rng.randint(1, 3)):
                     (key,) = conn.execute(
                         "INSERT INTO outbox (payload) VALUES (%s) RETURNING id", (f"w{n}",)
                     ).fetchone()
                     keys.append(key)
                 time.sleep(rng.uniform(0, HOLD_MS) / 1000)
-            # The transaction block has returned: COMMIT succeeded.
+            except psycopg.OperationalError:
+                # The server went away before COMMIT: the transaction did not commit.
+                conn.close()
+                conn = pg_connect(stop)
+                continue
+            try:
+                conn.commit()
+            except psycopg.OperationalError:
+                # Lost during COMMIT: it may or may not have committed.
+                uncertain.write("".join(f"{k}\n" for k in keys))
+                uncertain.flush()
+                conn.close()
+                conn = pg_connect(stop)
+                continue
+            # COMMIT returned.
             out.write("".join(f"{k}\n" for k in keys))
             out.flush()
+    if conn is not None:
+        conn.close()
 
 
 def mariadb_writer(n, seed, stop, statedir):

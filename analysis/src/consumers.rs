@@ -39,8 +39,10 @@
 //! - **Expired**: committed, never delivered, and gone with its partition
 //!   (the log truth's `expire` row: a partition of the judged table dropped
 //!   or detached, the retention of a partitioned table) or a `TRUNCATE`
-//!   before the consumer read it. A loss, not a lost row: the consumer's
-//!   cursor did not skip it, retention took it first.
+//!   before the consumer had delivered any key above it. A loss, not a lost
+//!   row: the consumer's cursor had not passed it, retention took it
+//!   first. One the consumer had passed (a higher key delivered, read by
+//!   the harness before the expiry) is lost.
 //! - **Restarts**: a fault the judge injected (`judge --kill-at`,
 //!   `--kill-every`, `--restart-server-at`), recorded in `runs.config`
 //!   (`nemesis`) with the number of lines each consumer's file held at that
@@ -309,7 +311,8 @@ struct Row<'a> {
     key: Key,
     truth: &'a LogTruthRow,
     deleted: bool,
-    expired: bool,
+    /// When it expired (its first `expire` row's time), if it did.
+    expired_ms: Option<i64>,
 }
 
 /// Judges each consumer `names` names (in that order) from the log's truth
@@ -333,11 +336,16 @@ pub fn judge(
                     key,
                     truth: t,
                     deleted: false,
-                    expired: false,
+                    expired_ms: None,
                 });
             }
             ("delete", Some(&i)) => rows[i].deleted = true,
-            ("expire", Some(&i)) => rows[i].expired = true,
+            ("expire", Some(&i)) => {
+                // MariaDB's commit times are whole seconds: its read time, if kept.
+                rows[i]
+                    .expired_ms
+                    .get_or_insert(t.read_ms.unwrap_or(t.commit_ms));
+            }
             _ => {}
         }
     }
@@ -351,7 +359,7 @@ pub fn judge(
         .collect();
     Judged {
         committed: rows.len(),
-        expired: rows.iter().filter(|r| r.expired).count(),
+        expired: rows.iter().filter(|r| r.expired_ms.is_some()).count(),
         expect_all: setting.expect_all,
         restarts: setting.restarts.clone(),
         consumers,
@@ -375,8 +383,9 @@ fn judge_one(
     marks.sort_unstable();
     // A line's life: how many restarts came before it was written.
     let life = |line: i64| marks.partition_point(|&m| m < line);
-    // The line of each row's last delivery.
+    // The line of each row's last delivery, and when its first was read.
     let mut delivered_at: Vec<i64> = vec![0; rows.len()];
+    let mut first_read: Vec<i64> = vec![i64::MAX; rows.len()];
     let mut delivered = vec![false; rows.len()];
     let mut redelivered = Examples::default();
     let mut duplicates = Examples::default();
@@ -407,6 +416,7 @@ fn judge_one(
         }
         delivered[i] = true;
         delivered_at[i] = d.line;
+        first_read[i] = d.read_at_ms;
         match latest {
             Some(l) if l > i => out_of_order.add(|| format!("{text} after {}", rows[l].truth.key)),
             _ => latest = Some(i),
@@ -424,8 +434,12 @@ fn judge_one(
     let mut lost = Vec::new();
     let mut not_reached = 0;
     let mut expired = Examples::default();
+    let passed = Passed::new(rows, &first_read);
     for (i, row) in rows.iter().enumerate() {
-        if !delivered[i] && row.expired {
+        let gone_first = row
+            .expired_ms
+            .is_some_and(|at| passed.first_above(&row.key) >= at);
+        if !delivered[i] && gone_first {
             expired.add(|| row.truth.key.clone());
         } else if !delivered[i] {
             let below = highest.is_some_and(|h| row.key < h.key);
@@ -478,6 +492,40 @@ fn judge_one(
         garbage,
         k_to_catch_all_ms,
         n_to_catch_all,
+    }
+}
+
+/// When the consumer first delivered a key above a given one: the
+/// delivered keys in key order, each with the earliest read time of it or
+/// any key above it.
+struct Passed<'a> {
+    keys: Vec<&'a Key>,
+    earliest: Vec<i64>,
+}
+
+impl<'a> Passed<'a> {
+    fn new(rows: &'a [Row], first_read: &[i64]) -> Passed<'a> {
+        let mut delivered: Vec<(&Key, i64)> = rows
+            .iter()
+            .zip(first_read)
+            .filter(|(_, at)| **at != i64::MAX)
+            .map(|(r, at)| (&r.key, *at))
+            .collect();
+        delivered.sort_by(|a, b| a.0.cmp(b.0));
+        let mut earliest: Vec<i64> = delivered.iter().map(|(_, at)| *at).collect();
+        for i in (0..earliest.len().saturating_sub(1)).rev() {
+            earliest[i] = earliest[i].min(earliest[i + 1]);
+        }
+        Passed {
+            keys: delivered.into_iter().map(|(k, _)| k).collect(),
+            earliest,
+        }
+    }
+
+    /// The earliest read of a delivered key above `key` (`i64::MAX`: none).
+    fn first_above(&self, key: &Key) -> i64 {
+        let at = self.keys.partition_point(|k| *k <= key);
+        self.earliest.get(at).copied().unwrap_or(i64::MAX)
     }
 }
 
@@ -921,7 +969,7 @@ mod tests {
     fn an_expired_row_is_not_lost_but_still_invalidates_and_says_why() {
         let names = ["r".to_string()];
         let mut truth = truth();
-        // Keys 2 and 4 went with their partition before the relay read them.
+        // Keys 2 and 4 went with their partition at 1200.
         truth.push(LogTruthRow {
             op: "expire".into(),
             ..insert(6, "2", 1200)
@@ -930,9 +978,19 @@ mod tests {
             op: "expire".into(),
             ..insert(7, "4", 1200)
         });
+        // Read after the expiry: the relay had not passed 2 or 4 when they went.
+        let late = |keys: &[&str]| -> Vec<DeliveryRow> {
+            delivered("r", keys)
+                .into_iter()
+                .map(|d| DeliveryRow {
+                    read_at_ms: 2000,
+                    ..d
+                })
+                .collect()
+        };
         let j = judge(
             &truth,
-            &delivered("r", &["1", "3", "5", "6"]),
+            &late(&["1", "3", "5", "6"]),
             &names,
             &Setting::default(),
         );
@@ -946,10 +1004,20 @@ mod tests {
             "{}",
             c.verdict_reason
         );
+        // Read before it: 3 and 5 were delivered above them while they were
+        // there, so the cursor skipped them: lost, not expired.
+        let c = &judge(
+            &truth,
+            &delivered("r", &["1", "3", "5", "6"]),
+            &names,
+            &Setting::default(),
+        )
+        .consumers[0];
+        assert_eq!((c.lost.len(), c.expired.count), (2, 0));
         // A row delivered before its partition went is not expired for the relay.
         let c = &judge(
             &truth,
-            &delivered("r", &["1", "3", "2", "5", "6", "4"]),
+            &late(&["1", "3", "2", "5", "6", "4"]),
             &names,
             &Setting::default(),
         )

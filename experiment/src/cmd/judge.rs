@@ -73,8 +73,8 @@ pub struct JudgeArgs {
     /// simulator elsewhere), until --duration.
     #[arg(long, value_parser = since_id::time::parse_duration_ms, value_name = "D")]
     pub kill_every: Option<u64>,
-    /// `--backend postgres`: restart the database server (fast shutdown, then
-    /// start) at these offsets; the command runs on.
+    /// `--backend postgres|mariadb`: restart the database server (a fast or
+    /// normal shutdown, then start) at these offsets; the command runs on.
     #[arg(long, value_name = "T1,T2,...")]
     pub restart_server_at: Option<String>,
     /// `--backend postgres|mariadb`: what a consumer promises, its verdict
@@ -210,13 +210,6 @@ fn judge_database(args: JudgeArgs) -> Result<Judgement, String> {
     if mariadb && args.slot.is_some() {
         return Err(
             "--slot names PostgreSQL's replication slot: MariaDB's binary log has none".into(),
-        );
-    }
-    if mariadb && args.restart_server_at.is_some() {
-        return Err(
-            "--restart-server-at applies to --backend postgres: MariaDB's binlog \
-                    reader does not reconnect yet"
-                .into(),
         );
     }
     let times = |flag: &str, given: &Option<String>| match given {

@@ -470,9 +470,10 @@ impl Decoder {
                 Change::Truncate => {
                     let mut keys: Vec<(String, Live)> = self.live.drain().collect();
                     keys.sort_by_key(|(_, live)| live.since);
-                    self.counts.deletes += keys.len() as u64;
+                    // Emptied, as a dropped partition is: each row expires
+                    // (analysis::consumers), it is not deleted one by one.
                     for (key, _) in keys {
-                        row(key, "delete", &mut self.next_seq);
+                        row(key, "expire", &mut self.next_seq);
                     }
                 }
             }
@@ -810,7 +811,7 @@ mod tests {
     }
 
     #[test]
-    fn a_truncate_of_the_table_deletes_every_live_key_in_commit_order() {
+    fn a_truncate_of_the_table_expires_every_live_key_in_commit_order() {
         let mut d = Decoder::new("app", "outbox", "id");
         let mut events = vec![
             Event::Rotate {
@@ -851,15 +852,16 @@ mod tests {
                 ("3", "delete", 2, "binlog.000001:200 GTID 0-1-2"),
                 ("2", "delete", 2, "binlog.000001:200 GTID 0-1-2"),
                 // Live at the TRUNCATE: 1 (committed first), then 2 (one row left).
-                ("1", "delete", 500, "binlog.000001:500 GTID 0-1-500"),
-                ("2", "delete", 500, "binlog.000001:500 GTID 0-1-500"),
+                ("1", "expire", 500, "binlog.000001:500 GTID 0-1-500"),
+                ("2", "expire", 500, "binlog.000001:500 GTID 0-1-500"),
                 ("4", "insert", 6, "binlog.000001:600 GTID 0-1-6"),
-                ("4", "delete", 700, "binlog.000001:700 GTID 0-1-700"),
+                ("4", "expire", 700, "binlog.000001:700 GTID 0-1-700"),
             ])
         );
         assert_eq!(
             (d.counts.transactions, d.counts.inserts, d.counts.deletes),
-            (8, 5, 5)
+            (8, 5, 2),
+            "the TRUNCATEs' rows expire, they are not counted as deletes"
         );
     }
 

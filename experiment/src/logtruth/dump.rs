@@ -25,13 +25,16 @@ use std::pin::Pin;
 pub const READER_SERVER_ID: u32 = 4242;
 
 /// Where a dump starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Start {
     /// The first binlog the server keeps, from its first event.
     First,
     /// Where the log ends as the dump starts (`SHOW MASTER STATUS`): only
     /// what commits after it is read.
     End,
+    /// Where an earlier dump stopped (after the server restarted: the
+    /// dump goes on from there into the files written since).
+    At(Position),
 }
 
 /// Where in the binlog an event ends: the file and the offset after it.
@@ -47,6 +50,9 @@ pub struct Dump {
     control: Conn,
     /// The end of the last event read.
     pub at: Position,
+    /// Whether an event was read yet: only the dump's first ROTATE is the
+    /// fake one naming the file asked for.
+    started: bool,
 }
 
 impl Dump {
@@ -84,6 +90,7 @@ impl Dump {
                 Position { file, pos: 4 }
             }
             Start::End => end_of(&mut control).await?,
+            Start::At(at) => at,
         };
         let mut conn = connect("the binlog").await?;
         conn.query_drop("SET @mariadb_slave_capability=4")
@@ -102,7 +109,14 @@ impl Dump {
             stream,
             control,
             at,
+            started: false,
         })
+    }
+
+    /// Whether the server still answers on the dump's second connection
+    /// (after a failed read: a server that went away, or a bad event).
+    pub async fn server_answers(&mut self) -> bool {
+        self.control.ping().await.is_ok()
     }
 
     /// Where the server's binlog ends now (`SHOW MASTER STATUS`: the file
@@ -125,6 +139,7 @@ impl Dump {
         };
         let header = event.header();
         let log_pos = u64::from(header.log_pos());
+        let first = !std::mem::replace(&mut self.started, true);
         let bad = |e: std::io::Error| format!("cannot decode a binlog event at {log_pos}: {e}");
         let converted = if header.event_type_raw() == MARIADB_GTID_EVENT {
             gtid_event(event.data(), header.server_id())
@@ -132,8 +147,11 @@ impl Dump {
         } else {
             match event.read_data().map_err(bad)? {
                 // The dump's first, fake, ROTATE (log_pos 0) names the file
-                // asked for; the position stays the one asked for.
-                Some(EventData::RotateEvent(_)) if log_pos == 0 => {
+                // asked for; the position stays the one asked for. A later
+                // fake one (the dump moving on to the next file, as after a
+                // restart) names the new file, read after the format
+                // description, so its name is whole.
+                Some(EventData::RotateEvent(_)) if log_pos == 0 && first => {
                     return Ok(Event::Rotate {
                         file: self.at.file.clone(),
                     });

@@ -106,6 +106,8 @@ pub struct Server {
     dir: PathBuf,
     child: Option<Child>,
     lock_mode: LockMode,
+    /// How the server was started, to start it again ([`Server::restart`]).
+    command: Option<(PathBuf, Vec<std::ffi::OsString>)>,
 }
 
 impl Server {
@@ -125,6 +127,7 @@ impl Server {
             dir,
             child: None,
             lock_mode,
+            command: None,
         };
         let root = running_as_root();
         let data = server.dir.join("data");
@@ -170,12 +173,44 @@ impl Server {
         if root {
             command.arg("--user=root");
         }
-        let child = command
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", bin.server.display()))?;
-        server.child = Some(child);
-        server.wait_ready(&log)?;
+        server.command = Some((
+            bin.server.clone(),
+            command.get_args().map(|a| a.to_os_string()).collect(),
+        ));
+        server.spawn()?;
         Ok(server)
+    }
+
+    /// Starts `mariadbd` as it was configured, and waits until it is ready.
+    fn spawn(&mut self) -> Result<(), String> {
+        let (program, args) = self.command.clone().ok_or("the server was never started")?;
+        let child = Command::new(&program)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+        self.child = Some(child);
+        let log = self.dir.join("server.log");
+        self.wait_ready(&log)
+    }
+
+    /// Stops the server cleanly (SIGTERM: a normal shutdown, MariaDB KB
+    /// "mariadbd Options"/"Shutdown") and starts it again with the same
+    /// options; ready on return. What committed is in the binary log, which
+    /// the server starts a new file of.
+    pub fn restart(&mut self) -> Result<(), String> {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: kill(2) on our own child, not yet reaped.
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+            }
+            child
+                .wait()
+                .map_err(|e| format!("cannot wait for mariadbd to stop: {e}"))?;
+        }
+        self.spawn()
     }
 
     /// The directory holding the data directory, the socket and the server log.

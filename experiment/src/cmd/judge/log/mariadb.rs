@@ -10,16 +10,8 @@ use super::{Event, Opened, PERIOD, ReaderCtx};
 use crate::clock::now_ms;
 use crate::logtruth::binlog::{Decoder, parse_table};
 use crate::logtruth::decode::Counts;
-use crate::logtruth::dump::{Dump, Position};
+use crate::logtruth::dump::{Dump, Position, READER_SERVER_ID, Start};
 use crate::servers::mariadb::{LockMode, Server, db_error};
-
-impl super::Server for Server {
-    /// `judge` refuses `--restart-server-at` on MariaDB before it starts: its
-    /// binlog reader does not yet reconnect.
-    fn restart(&mut self) -> Result<(), String> {
-        Err("--restart-server-at applies to --backend postgres".into())
-    }
-}
 use mysql_async::prelude::Queryable;
 use rundb::LogTruthRow;
 use std::time::Instant;
@@ -66,6 +58,7 @@ pub(super) fn open(
         let _ = conn.disconnect().await;
         Dump::open(opts).await
     })?;
+    let reopen = server.opts(None);
     let socket = server.socket();
     let env = vec![
         (
@@ -89,13 +82,20 @@ pub(super) fn open(
         target: analysis::consumers::TARGET_MARIADB,
         config: vec![("backend", "mariadb".into())],
         batch: BATCH as i64,
-        reader: Box::new(move |ctx: ReaderCtx| Box::pin(read_binlog(dump, decoder, ctx))),
+        reader: Box::new(move |ctx: ReaderCtx| Box::pin(read_binlog(dump, decoder, reopen, ctx))),
     })
 }
 
 /// Reads the binlog as it grows until told to stop, then up to where the
-/// server says it ends; a failure is reported at once (the run stops).
-async fn read_binlog(dump: Dump, decoder: Decoder, ctx: ReaderCtx) -> Result<Counts, String> {
+/// server says it ends; a failure is reported at once (the run stops). If
+/// the server goes away (`--restart-server-at`), the dump goes on from
+/// where it stopped once the server is back.
+async fn read_binlog(
+    dump: Dump,
+    decoder: Decoder,
+    opts: mysql_async::Opts,
+    ctx: ReaderCtx,
+) -> Result<Counts, String> {
     let ReaderCtx {
         sender,
         mut stop,
@@ -113,6 +113,7 @@ async fn read_binlog(dump: Dump, decoder: Decoder, ctx: ReaderCtx) -> Result<Cou
         }
     };
     let mut end: Option<Position> = None;
+    let mut idle = 0u32;
     let result = loop {
         if let Some(end) = &end
             && dump.at >= *end
@@ -133,9 +134,26 @@ async fn read_binlog(dump: Dump, decoder: Decoder, ctx: ReaderCtx) -> Result<Cou
                     Err(_) => {
                         flush(&mut rows);
                         flushed = Instant::now();
+                        // The last read is bounded: a log that stops short of
+                        // where the server said it ends is a failure, not a wait.
+                        if let Some(end) = &end {
+                            idle += 1;
+                            if idle * PERIOD >= LAST_READ_WITHIN {
+                                break Err(format!(
+                                    "the binlog's last read stopped at {}:{}, short of its end {}:{}",
+                                    dump.at.file, dump.at.pos, end.file, end.pos
+                                ));
+                            }
+                        }
                         continue;
                     }
-                    Ok(Err(m)) => break Err(m),
+                    Ok(Err(m)) => match resume(&mut dump, &opts, m).await {
+                        Ok(again) => {
+                            std::mem::replace(&mut dump, again).close().await;
+                            continue;
+                        }
+                        Err(m) => break Err(m),
+                    },
                     Ok(Ok(event)) => event,
                 };
                 match decoder.feed(event, now_ms()) {
@@ -155,4 +173,42 @@ async fn read_binlog(dump: Dump, decoder: Decoder, ctx: ReaderCtx) -> Result<Cou
         let _ = events.send(Event::Failed(m.clone()));
     }
     result.map(|()| decoder.counts.clone())
+}
+
+impl super::Server for Server {
+    fn restart(&mut self) -> Result<(), String> {
+        Server::restart(self)
+    }
+}
+
+/// How long the last read may go without an event before it fails.
+const LAST_READ_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long the reader tries to reconnect after the server went away (a
+/// restart, `--restart-server-at`, takes a few seconds).
+const RECONNECT_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// After a failed read: if the server went away, the dump again from where
+/// it stopped, once the server is back; else the failure.
+async fn resume(
+    dump: &mut Dump,
+    opts: &mysql_async::Opts,
+    failure: String,
+) -> Result<Dump, String> {
+    if dump.server_answers().await {
+        return Err(failure);
+    }
+    let until = Instant::now() + RECONNECT_FOR;
+    loop {
+        match Dump::open_with(opts.clone(), READER_SERVER_ID, Start::At(dump.at.clone())).await {
+            Ok(again) => return Ok(again),
+            Err(m) if Instant::now() >= until => {
+                return Err(format!(
+                    "the server went away ({failure}) and the binlog could not be read again in {} s: {m}",
+                    RECONNECT_FOR.as_secs()
+                ));
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
+    }
 }

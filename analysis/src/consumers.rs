@@ -172,6 +172,9 @@ impl Promise {
 pub struct Restart {
     /// When, in ms since the epoch.
     pub at_ms: i64,
+    /// When, in ms since the command's first start (as planned: `--kill-at`).
+    #[serde(default)]
+    pub offset_ms: i64,
     /// `kill` (the command killed with SIGKILL and started again) or
     /// `restart-server` (the database server stopped fast and started again).
     pub action: String,
@@ -723,19 +726,12 @@ pub fn render(judged: &Judged) -> String {
     out
 }
 
-/// Each fault injected, `ACTION at +S s` from the first.
+/// Each fault injected, `ACTION at +S s` from the command's first start.
 fn timeline(judged: &Judged) -> Vec<String> {
-    let first = judged.restarts.first().map_or(0, |r| r.at_ms);
     judged
         .restarts
         .iter()
-        .map(|r| {
-            format!(
-                "{} at +{:.1} s",
-                r.action,
-                (r.at_ms - first) as f64 / 1000.0
-            )
-        })
+        .map(|r| format!("{} at +{:.1} s", r.action, r.offset_ms as f64 / 1000.0))
         .collect()
 }
 
@@ -748,14 +744,18 @@ pub fn html(title: &str, judged: &Judged) -> String {
     if !judged.restarts.is_empty() {
         let names: Vec<&str> = judged.consumers.iter().map(|c| c.name.as_str()).collect();
         faults
-            .push_str("<h2>Timeline of the faults</h2>\n<table>\n<tr><th>time</th><th>fault</th>");
+            .push_str("<h2>Timeline of the faults</h2>\n<table>\n<tr><th>time</th><th>after the start</th><th>fault</th>");
         for n in &names {
             faults.push_str(&format!("<th>lines of {}</th>", esc(n)));
         }
         faults.push_str("</tr>\n");
         for r in &judged.restarts {
             let at = since_id::time::rfc3339_ms(r.at_ms);
-            faults.push_str(&format!("<tr><td>{at}</td><td>{}</td>", esc(&r.action)));
+            faults.push_str(&format!(
+                "<tr><td>{at}</td><td>{:.1} s</td><td>{}</td>",
+                r.offset_ms as f64 / 1000.0,
+                esc(&r.action)
+            ));
             for n in &names {
                 let lines = r.lines.get(*n).map_or("-".to_string(), |l| l.to_string());
                 faults.push_str(&format!("<td>{lines}</td>"));
@@ -1028,6 +1028,7 @@ mod tests {
     fn restart_after(name: &str, lines: i64) -> Restart {
         Restart {
             at_ms: 5000,
+            offset_ms: 1000,
             action: "kill".into(),
             lines: [(name.to_string(), lines)].into(),
         }
@@ -1112,6 +1113,7 @@ mod tests {
             s.restarts,
             vec![Restart {
                 at_ms: 7,
+                offset_ms: 0,
                 ..restart_after("a", 3)
             }]
         );
@@ -1134,6 +1136,7 @@ mod tests {
         };
         setting.restarts.push(Restart {
             at_ms: 7500,
+            offset_ms: 3500,
             action: "restart-server".into(),
             lines: [("r".to_string(), 5)].into(),
         });
@@ -1143,7 +1146,7 @@ mod tests {
         assert!(page.contains("<h2>Timeline of the faults</h2>"), "{page}");
         assert!(page.contains("<th>lines of r</th>"), "{page}");
         assert!(
-            page.contains("<td>1970-01-01T00:00:05.000Z</td><td>kill</td><td>3</td>"),
+            page.contains("<td>1970-01-01T00:00:05.000Z</td><td>1.0 s</td><td>kill</td><td>3</td>"),
             "{page}"
         );
         assert!(page.contains("<td>restart-server</td><td>5</td>"), "{page}");
@@ -1151,7 +1154,7 @@ mod tests {
         // And the text report's first line.
         assert!(
             render(&judged)
-                .starts_with("faults injected: kill at +0.0 s, restart-server at +2.5 s\n"),
+                .starts_with("faults injected: kill at +1.0 s, restart-server at +3.5 s\n"),
             "{}",
             render(&judged)
         );

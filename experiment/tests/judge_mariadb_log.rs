@@ -172,16 +172,22 @@ fn an_alter_that_drops_the_key_column_is_one_line_and_exit_2() {
 }
 
 /// A relay that stores its cursor one key behind the last it delivered (so
-/// a restart redelivers exactly that key), its writers started detached on
-/// the first start only; each start noted.
+/// a restart redelivers exactly that key), its writer started detached on
+/// the first start only: it writes until the relay has started a third
+/// time and 100 rows committed, appending each key whose COMMIT returned
+/// (a failed one, while the server restarts, is tried again); each start
+/// noted.
 const RESTARTED: &str = r#"set -u
 dir=$1
 m() { mariadb -N -B -S "$MYSQL_UNIX_PORT" -u root "$MYSQL_DATABASE" -e "$1" 2>/dev/null; }
 echo "${SNOWLEAK_START:-unset}" >> "$dir/starts"
 if [ "${SNOWLEAK_START:-0}" = 0 ]; then
   m "CREATE TABLE outbox (id bigint AUTO_INCREMENT PRIMARY KEY, body text) ENGINE=InnoDB"
-  setsid bash -c 'for i in $(seq 1 150); do
-      until mariadb -S "$MYSQL_UNIX_PORT" -u root "$MYSQL_DATABASE" -e "INSERT INTO outbox (body) VALUES (1)" 2>/dev/null; do sleep 0.1; done
+  setsid bash -c 'i=0
+    while [ $i -lt 100 ] || [ "$(wc -l < "$0/starts")" -lt 3 ]; do
+      id=$(mariadb -N -B -S "$MYSQL_UNIX_PORT" -u root "$MYSQL_DATABASE" \
+        -e "INSERT INTO outbox (body) VALUES (1); SELECT LAST_INSERT_ID()" 2>/dev/null) \
+        && echo "$id" >> "$0/committed" && i=$((i + 1))
     done; touch "$0/writers.done"' "$dir" > /dev/null 2>&1 &
 fi
 last=$(cat "$dir/cursor" 2>/dev/null || echo 0)
@@ -234,27 +240,47 @@ fn a_relay_killed_twice_and_the_server_restarted_breaks_exactly_once_with_its_re
         std::fs::read_to_string(dir.join("starts")).unwrap(),
         "0\n1\n2\n"
     );
-    // Every row committed before and after the restart is in the truth: the
-    // reader dumped on from where it stopped into the server's new binlog.
+    // Every row the writer saw commit, before and after the restart, is in
+    // the truth: the reader dumped on from where it stopped into the
+    // server's new binlog. (A COMMIT cut off by the shutdown may be in it
+    // too, unseen by the writer.)
     let conn = rusqlite::Connection::open(&db).unwrap();
-    let inserted: Vec<i64> = conn
-        .prepare("SELECT CAST(key AS INTEGER) FROM log_truth WHERE op = 'insert' ORDER BY 1")
+    let inserted: std::collections::BTreeSet<i64> = conn
+        .prepare("SELECT CAST(key AS INTEGER) FROM log_truth WHERE op = 'insert'")
         .unwrap()
         .query_map([], |r| r.get(0))
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(inserted, (1..=150).collect::<Vec<_>>());
+    let committed: std::collections::BTreeSet<i64> = std::fs::read_to_string(dir.join("committed"))
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert!(committed.len() >= 100);
+    let unseen: Vec<&i64> = inserted.difference(&committed).collect();
     assert!(
-        stdout.contains("faults injected: kill at +0.0 s, restart-server at +1."),
+        committed.is_subset(&inserted) && unseen.len() <= 1,
+        "{unseen:?}"
+    );
+    assert!(
+        stdout
+            .contains("faults injected: kill at +1.0 s, restart-server at +2.0 s, kill at +3.0 s"),
         "{stdout}"
     );
     // Each kill redelivers one key; nothing is lost; exactly-once is broken by the two.
     assert!(
         stdout.contains(
             "relay: invalid (delivered 2 rows twice (2 redelivered after a restart); \
-             it promised exactly-once; 150 of 150 committed rows delivered, 0 lost"
+             it promised exactly-once; "
         ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "{n} of {n} committed rows delivered, 0 lost, 0 not reached, 2 redelivered",
+            n = inserted.len()
+        )),
         "{stdout}"
     );
 }

@@ -236,6 +236,9 @@ pub struct Decoder {
     /// every leaf partition of it ever listed. Each holds the keys its
     /// committed rows have now (what a TRUNCATE or a dropped leaf expires).
     places: HashMap<(String, String), HashSet<String>>,
+    /// When each leaf was last listed: the earliest a leaf no longer listed
+    /// can have gone.
+    listed_ms: HashMap<Relation, i64>,
     /// The open transaction's changes: (key, op, relation).
     pending: Vec<(String, &'static str, (String, String))>,
     next_seq: i64,
@@ -254,20 +257,22 @@ impl Decoder {
             table: table.into(),
             key: key.into(),
             places,
+            listed_ms: HashMap::new(),
             pending: Vec::new(),
             next_seq: 0,
             counts: Counts::default(),
         }
     }
 
-    /// The table's leaf partitions as the catalog lists them now (none for
-    /// a table that is not partitioned). Returns the leaves known before
-    /// that are no longer listed: detached or dropped since, their rows to
-    /// be expired ([`Decoder::expire_leaves`]) once the log is read up to
-    /// where the list was taken.
-    pub fn learn_leaves(&mut self, leaves: &[Relation]) -> Vec<Relation> {
+    /// The table's leaf partitions as the catalog lists them at `at_ms`
+    /// (none for a table that is not partitioned). Returns the leaves known
+    /// before that are no longer listed: detached or dropped since, their
+    /// rows to be expired ([`Decoder::expire_leaves`]) once the log is read
+    /// up to where the list was taken.
+    pub fn learn_leaves(&mut self, leaves: &[Relation], at_ms: i64) -> Vec<Relation> {
         for leaf in leaves {
             self.places.entry(leaf.clone()).or_default();
+            self.listed_ms.insert(leaf.clone(), at_ms);
         }
         let root = (self.schema.clone(), self.table.clone());
         let mut gone: Vec<Relation> = self
@@ -280,26 +285,25 @@ impl Decoder {
         gone
     }
 
-    /// The rows still in `leaves` expire, at `lsn` and `at_ms` (where and
-    /// when the catalog no longer listed them), and the leaves are
-    /// forgotten. The rows come in key order within each leaf.
-    pub fn expire_leaves(
-        &mut self,
-        leaves: &[Relation],
-        lsn: &str,
-        at_ms: i64,
-    ) -> Vec<LogTruthRow> {
-        let mut keys = Vec::new();
+    /// The rows still in `leaves` expire at `lsn` (where the catalog no
+    /// longer listed them), and the leaves are forgotten. Each row's time is
+    /// when its leaf was last listed: the leaf went after it, and before
+    /// `lsn`; a consumer is said to have passed a row before it expired
+    /// only if it did so before that time (analysis::consumers). The rows
+    /// come in key order within each leaf.
+    pub fn expire_leaves(&mut self, leaves: &[Relation], lsn: &str) -> Vec<LogTruthRow> {
+        let mut rows = Vec::new();
         for leaf in leaves {
+            let at_ms = self.listed_ms.remove(leaf).unwrap_or(0);
             if let Some(live) = self.places.remove(leaf) {
                 let mut live: Vec<String> = live.into_iter().collect();
                 live.sort();
-                keys.extend(live);
+                for key in live {
+                    rows.push(self.row(key, 0, lsn, at_ms, "expire"));
+                }
             }
         }
-        keys.into_iter()
-            .map(|key| self.row(key, 0, lsn, at_ms, "expire"))
-            .collect()
+        rows
     }
 
     fn row(&mut self, key: String, xid: i64, lsn: &str, at_ms: i64, op: &str) -> LogTruthRow {
@@ -644,7 +648,7 @@ mod tests {
         let mut d = Decoder::new("public", "parts", "id");
         // Before the leaves are known, a leaf's change is another table's.
         assert!(
-            d.learn_leaves(&[rel("public", "parts_0"), rel("public", "parts_1")])
+            d.learn_leaves(&[rel("public", "parts_0"), rel("public", "parts_1")], 1)
                 .is_empty()
         );
         let c = "COMMIT 7 (at 2026-11-26 20:30:31.5+00)";
@@ -696,18 +700,19 @@ mod tests {
             (4, 1, 1)
         );
         // parts_1 is dropped (or detached): 2 and 3 (moved there) expire; a new leaf comes.
-        let gone = d.learn_leaves(&[rel("public", "parts_0"), rel("public", "parts_2")]);
+        let gone = d.learn_leaves(&[rel("public", "parts_0"), rel("public", "parts_2")], 9);
         assert_eq!(gone, [rel("public", "parts_1")]);
-        let expired: Vec<(String, String, String)> = d
-            .expire_leaves(&gone, "0/d", 5)
+        // Each at the time its leaf was last listed (1), not when it was missed (9).
+        let expired: Vec<(String, String, String, i64)> = d
+            .expire_leaves(&gone, "0/d")
             .into_iter()
-            .map(|r| (r.key, r.op, r.commit_lsn))
+            .map(|r| (r.key, r.op, r.commit_lsn, r.commit_ms))
             .collect();
         assert_eq!(
             expired,
             [
-                ("2".into(), "expire".into(), "0/d".into()),
-                ("3".into(), "expire".into(), "0/d".into())
+                ("2".into(), "expire".into(), "0/d".into(), 1),
+                ("3".into(), "expire".into(), "0/d".into(), 1)
             ]
         );
         // A forgotten leaf's later changes (a detached table) are not the table's.
@@ -772,7 +777,7 @@ mod tests {
     #[test]
     fn a_leaf_without_the_key_column_is_named_in_the_one_line() {
         let mut d = Decoder::new("public", "parts", "event_id");
-        d.learn_leaves(&[rel("public", "parts_0")]);
+        d.learn_leaves(&[rel("public", "parts_0")], 1);
         d.feed("0/1", "BEGIN 1").unwrap();
         let e = d
             .feed("0/2", "table public.parts_0: INSERT: id[bigint]:1")

@@ -233,7 +233,7 @@ impl Slot {
             .iter()
             .map(|r| (r.get(0), r.get(1)))
             .collect();
-        let gone = decoder.learn_leaves(&leaves);
+        let gone = decoder.learn_leaves(&leaves, at_ms);
         loop {
             let (rows, full) = self.drain_batch(decoder, &upto).await?;
             if !rows.is_empty() {
@@ -244,7 +244,7 @@ impl Slot {
             }
         }
         if !gone.is_empty() {
-            let rows = decoder.expire_leaves(&gone, &upto, at_ms);
+            let rows = decoder.expire_leaves(&gone, &upto);
             if !rows.is_empty() {
                 record(rows);
             }

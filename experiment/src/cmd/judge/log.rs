@@ -357,6 +357,7 @@ impl<F: FnMut(&[Restart])> Nemesis<'_, F> {
             .collect();
         self.done.push(Restart {
             at_ms,
+            offset_ms: fault.at_ms as i64,
             action: fault.action.as_str().into(),
             lines,
         });

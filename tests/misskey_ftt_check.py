@@ -11,7 +11,11 @@ local, hybrid), the paging rules the docs state:
 - untilId: pages newest first, each below the last, continuing down;
 - sinceId with untilId: newest first, inside the window, and walking the
   same window again finds every note paging down found;
-- the hybrid timeline holds the home and local timelines' notes.
+- the hybrid timeline holds the home and local timelines' notes;
+- the global timeline is read from PostgreSQL alone (every page's path is
+  db-direct), pages as the others do, and holds the hybrid timeline's notes;
+- an endpoint the server lacks answers as Misskey does, a 404 with its JSON
+  error (UNKNOWN_API_ENDPOINT), which Misskey.py raises as an API error.
 
     experiment serve --backend misskey-ftt --addr 127.0.0.1:8080 &
     python3 tests/misskey_ftt_check.py http://127.0.0.1:8080
@@ -22,9 +26,11 @@ call here says with_files=False.
 
 import json
 import sys
+import urllib.error
 import urllib.request
 
 from misskey import Misskey
+from misskey.exceptions import MisskeyAPIException
 
 from checklib import check, contains_all, in_order, key, page_back, poll, wait_for
 
@@ -114,6 +120,39 @@ def main():
         theirs = walk_window(lambda s, u: ids(read(limit=100, since_id=s, until_id=u)), low, top)
         mixed = walk_window(lambda s, u: ids(hybrid(limit=100, since_id=s, until_id=u)), low, top)
         contains_all(mixed, theirs, f"hybrid holds the {name} timeline's notes between {low} and {top}")
+
+    # The global timeline: PostgreSQL alone, every note.
+    glob = lambda **kw: api.notes_global_timeline(with_files=False, **kw)
+    first = wait_for(lambda: ids(glob(limit=20)), 20)
+    check(in_order(first, True), "global: the first page is newest first")
+    for body in ({"limit": 5}, {"limit": 5, "sinceId": first[-1]}, {"limit": 5, "untilId": first[0]}):
+        check(read_path(base, "global-timeline", body) == "db-direct",
+              f"global: {body} is read from PostgreSQL alone")
+    bottom = first[-1]
+    up = poll(lambda cursor: ids(glob(limit=5, since_id=cursor)), bottom, newest_first=False, rounds=4, pause_s=0.2)
+    top = max(up + first, key=key)
+    back = page_back(lambda cursor: ids(glob(limit=5, until_id=cursor)), top, pages=4)
+    low = back[-1]
+    window = walk_window(lambda s, u: ids(glob(limit=7, since_id=s, until_id=u)), low, top)
+    contains_all(window, back[:-1], "global: walking the window with sinceId and untilId")
+    mixed = walk_window(lambda s, u: ids(hybrid(limit=100, since_id=s, until_id=u)), low, top)
+    contains_all(window, mixed, f"global holds the hybrid timeline's notes between {low} and {top}")
+
+    # An endpoint the server lacks: Misskey's 404 and JSON error, raised by Misskey.py as one.
+    request = urllib.request.Request(f"{base}/api/notes/favorites/create", data=b"{}",
+                                     headers={"Content-Type": "application/json"}, method="POST")
+    try:
+        urllib.request.urlopen(request, timeout=10)
+        check(False, "an unknown endpoint answers 404")
+    except urllib.error.HTTPError as e:
+        body = json.loads(e.read())
+        check(e.code == 404 and body["error"]["code"] == "UNKNOWN_API_ENDPOINT",
+              "an unknown endpoint: 404 and Misskey's UNKNOWN_API_ENDPOINT error")
+    try:
+        api.notes_favorites_create(first[0])
+        check(False, "Misskey.py raises on an unknown endpoint")
+    except MisskeyAPIException as e:
+        check(e.code == "UNKNOWN_API_ENDPOINT", "Misskey.py reads the unknown endpoint's error as an API error")
     print("all checks passed")
 
 

@@ -62,9 +62,68 @@ pub fn router_on(reader: Reader, counts: PathCounts, slot: Option<RedisSlot>) ->
         .route("/api/notes/timeline", post(home))
         .route("/api/notes/local-timeline", post(local))
         .route("/api/notes/hybrid-timeline", post(hybrid))
+        .route("/api/notes/global-timeline", post(global))
         .route("/api/meta", post(meta))
         .route("/api/i", post(i))
+        .fallback(unknown_endpoint)
         .with_state(app)
+}
+
+/// Any other path: Misskey's answer to an API endpoint it lacks, a 404 with
+/// its JSON error (`UNKNOWN_API_ENDPOINT`, the catch-all route at the end of
+/// packages/backend/src/server/api/ApiServerService.ts), so that a client
+/// reads an API error, not an empty body. The body is read first, as in
+/// [`meta`].
+async fn unknown_endpoint(_body: Bytes) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "UNKNOWN_API_ENDPOINT",
+        "Unknown API endpoint.",
+        "2ca3b769-540a-4f08-9dd5-b5a825b6d0f1",
+    )
+}
+
+/// `POST /api/notes/global-timeline`: from PostgreSQL alone, as Misskey
+/// reads it (`store::global_page`); its page's path is `db-direct`.
+async fn global(State(app): State<App>, body: Bytes) -> Response {
+    let req = {
+        let ids = app.ids.clone();
+        parse_request(&body, |ms| lock(&ids).gen_at(ms))
+    };
+    let req = match req {
+        Ok(r) => r,
+        Err(message) => return invalid(&message),
+    };
+    let query = super::read::DbQuery {
+        until_id: req.until_id.clone(),
+        since_id: req.since_id.clone(),
+        limit: req.limit,
+        with_files: req.with_files,
+    };
+    let ids = match super::store::global_page(&app.reader.pg, &query).await {
+        Ok(ids) => ids,
+        Err(e) => {
+            *lock(&app.counts).entry(FAILED).or_default() += 1;
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "INTERNAL_ERROR",
+                &e,
+                "5d37dbcb-891e-41ca-a3d6-e690c97775ac",
+            );
+        }
+    };
+    let path = super::read::Path::DbDirect.as_str();
+    *lock(&app.counts).entry(path).or_default() += 1;
+    let notes: Vec<Value> = ids.iter().map(|id| note_json(id, req.with_files)).collect();
+    let mut response = json_ok(Value::Array(notes));
+    if req.with_files {
+        response.extensions_mut().insert(rundb::scope::Scope::None);
+    }
+    response.headers_mut().insert(
+        "x-snowleak-ftt-path",
+        axum::http::HeaderValue::from_static(path),
+    );
+    response
 }
 
 async fn home(State(app): State<App>, body: Bytes) -> Response {
@@ -92,8 +151,8 @@ async fn meta(_body: Bytes) -> Response {
         "langs": ["en"],
         "disableRegistration": true,
         "maxNoteTextLength": 3000,
-        "policies": {"ltlAvailable": true, "gtlAvailable": false},
-        "features": {"localTimeline": true, "globalTimeline": false, "miauth": true},
+        "policies": {"ltlAvailable": true, "gtlAvailable": true},
+        "features": {"localTimeline": true, "globalTimeline": true, "miauth": true},
     }))
 }
 

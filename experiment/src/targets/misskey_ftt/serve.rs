@@ -164,13 +164,15 @@ impl Served {
     }
 
     /// The notes a timeline endpoint (`timeline`, `local-timeline`,
-    /// `hybrid-timeline`) serves, for `--record`: a client is owed only
+    /// `hybrid-timeline`, `global-timeline`) serves, for `--record`: a client is owed only
     /// those. The hybrid timeline's local notes are the local users'.
     pub fn scope(&self, endpoint: &str) -> Option<Scope> {
         let locals = || (0..i64::from(self.load.local_users)).collect::<BTreeSet<i64>>();
         match endpoint {
             "timeline" => Some(Scope::Authors(self.follows_of_me.clone())),
             "local-timeline" => Some(Scope::Local),
+            // Every note: Misskey's global timeline is every public note.
+            "global-timeline" => Some(Scope::All),
             "hybrid-timeline" => {
                 let mut both = locals();
                 both.extend(self.follows_of_me.iter().copied());
@@ -237,7 +239,12 @@ impl Served {
 }
 
 /// The timeline endpoints, under `/api/notes/`.
-const ENDPOINTS: [&str; 3] = ["timeline", "local-timeline", "hybrid-timeline"];
+const ENDPOINTS: [&str; 4] = [
+    "timeline",
+    "local-timeline",
+    "hybrid-timeline",
+    "global-timeline",
+];
 
 /// The notes each timeline endpoint shows.
 type Scopes = Arc<HashMap<&'static str, rundb::scope::Scope>>;

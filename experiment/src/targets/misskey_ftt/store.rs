@@ -108,6 +108,31 @@ pub async fn existing(client: &Client, ids: &[String]) -> Result<Vec<String>, St
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
+/// `notes/global-timeline`'s query: every note between the bounds (Misskey
+/// reads the global timeline from the database alone, with no Fanout
+/// Timeline: packages/backend/src/server/api/endpoints/notes/global-timeline.ts,
+/// `makePaginationQuery` on `note` where it is public; every note here is),
+/// in the same order as [`page`], at most `limit`.
+pub async fn global_page(client: &Client, q: &DbQuery) -> Result<Vec<String>, String> {
+    let order = if q.ascending() { "ASC" } else { "DESC" };
+    let files = if q.with_files { "AND n.has_files" } else { "" };
+    let sql = format!(
+        "SELECT n.id FROM note n WHERE ($1::text IS NULL OR n.id < $1) \
+         AND ($2::text IS NULL OR n.id > $2) {files} ORDER BY n.id {order} LIMIT $3"
+    );
+    let limit = q.limit as i64;
+    let rows = client
+        .query(&sql, &[&q.until_id, &q.since_id, &limit])
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot read the global timeline from PostgreSQL: {}",
+                db_error(&e)
+            )
+        })?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
 /// A `dbFallback` query: the timeline's notes between the bounds, in the
 /// order of `makePaginationQuery`, at most `limit`.
 pub async fn page(client: &Client, source: Source, q: &DbQuery) -> Result<Vec<String>, String> {

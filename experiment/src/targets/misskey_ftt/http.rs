@@ -86,56 +86,19 @@ async fn unknown_endpoint(_body: Bytes) -> Response {
 /// `POST /api/notes/global-timeline`: from PostgreSQL alone, as Misskey
 /// reads it (`store::global_page`); its page's path is `db-direct`.
 async fn global(State(app): State<App>, body: Bytes) -> Response {
-    let req = {
-        let ids = app.ids.clone();
-        parse_request(&body, |ms| lock(&ids).gen_at(ms))
-    };
-    let req = match req {
-        Ok(r) => r,
-        Err(message) => return invalid(&message),
-    };
-    let query = super::read::DbQuery {
-        until_id: req.until_id.clone(),
-        since_id: req.since_id.clone(),
-        limit: req.limit,
-        with_files: req.with_files,
-    };
-    let ids = match super::store::global_page(&app.reader.pg, &query).await {
-        Ok(ids) => ids,
-        Err(e) => {
-            *lock(&app.counts).entry(FAILED).or_default() += 1;
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "INTERNAL_ERROR",
-                &e,
-                "5d37dbcb-891e-41ca-a3d6-e690c97775ac",
-            );
-        }
-    };
-    let path = super::read::Path::DbDirect.as_str();
-    *lock(&app.counts).entry(path).or_default() += 1;
-    let notes: Vec<Value> = ids.iter().map(|id| note_json(id, req.with_files)).collect();
-    let mut response = json_ok(Value::Array(notes));
-    if req.with_files {
-        response.extensions_mut().insert(rundb::scope::Scope::None);
-    }
-    response.headers_mut().insert(
-        "x-snowleak-ftt-path",
-        axum::http::HeaderValue::from_static(path),
-    );
-    response
+    timeline(app, None, body).await
 }
 
 async fn home(State(app): State<App>, body: Bytes) -> Response {
-    timeline(app, Source::Home { me: ME }, body).await
+    timeline(app, Some(Source::Home { me: ME }), body).await
 }
 
 async fn local(State(app): State<App>, body: Bytes) -> Response {
-    timeline(app, Source::Local, body).await
+    timeline(app, Some(Source::Local), body).await
 }
 
 async fn hybrid(State(app): State<App>, body: Bytes) -> Response {
-    timeline(app, Source::Hybrid { me: ME }, body).await
+    timeline(app, Some(Source::Hybrid { me: ME }), body).await
 }
 
 // `meta` and `i` take their body and drop it: a handler that leaves the
@@ -262,7 +225,9 @@ pub fn parse_request(body: &[u8], gen_at: impl FnMut(i64) -> String) -> Result<R
     })
 }
 
-async fn timeline(app: App, source: Source, body: Bytes) -> Response {
+/// A timeline endpoint: `source`'s, through the Fanout Timeline
+/// (`Reader::read`), or with none the global timeline, from PostgreSQL alone.
+async fn timeline(app: App, source: Option<Source>, body: Bytes) -> Response {
     let req = {
         let ids = app.ids.clone();
         parse_request(&body, |ms| lock(&ids).gen_at(ms))
@@ -277,7 +242,13 @@ async fn timeline(app: App, source: Source, body: Bytes) -> Response {
         reader.redis = conn;
         generation
     });
-    let served = match reader.read(source, &req).await {
+    let read = match source {
+        Some(source) => reader.read(source, &req).await.map(|s| (s.ids, s.path)),
+        None => global_page(&reader, &req)
+            .await
+            .map(|ids| (ids, Path::DbDirect)),
+    };
+    let (ids, path) = match read {
         Ok(s) => s,
         Err(e) => {
             // Redis's errors are prefixed so (`timeline.rs`); PostgreSQL's are not.
@@ -295,12 +266,8 @@ async fn timeline(app: App, source: Source, body: Bytes) -> Response {
             );
         }
     };
-    *lock(&app.counts).entry(served.path.as_str()).or_default() += 1;
-    let notes: Vec<Value> = served
-        .ids
-        .iter()
-        .map(|id| note_json(id, req.with_files))
-        .collect();
+    *lock(&app.counts).entry(path.as_str()).or_default() += 1;
+    let notes: Vec<Value> = ids.iter().map(|id| note_json(id, req.with_files)).collect();
     let mut response = json_ok(Value::Array(notes));
     if req.with_files {
         // Which notes have files is not in the truth a recording keeps, so a
@@ -310,9 +277,20 @@ async fn timeline(app: App, source: Source, body: Bytes) -> Response {
     }
     response.headers_mut().insert(
         "x-snowleak-ftt-path",
-        axum::http::HeaderValue::from_static(served.path.as_str()),
+        axum::http::HeaderValue::from_static(path.as_str()),
     );
     response
+}
+
+/// The global timeline's page: every note between the request's bounds.
+async fn global_page(reader: &Reader, req: &Request) -> Result<Vec<String>, String> {
+    let query = super::read::DbQuery {
+        until_id: req.until_id.clone(),
+        since_id: req.since_id.clone(),
+        limit: req.limit,
+        with_files: req.with_files,
+    };
+    super::store::global_page(&reader.pg, &query).await
 }
 
 /// A note in the shape Misskey packs it; `createdAt` from the ID, as

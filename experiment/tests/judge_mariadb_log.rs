@@ -207,34 +207,25 @@ done
 fn a_relay_killed_twice_and_the_server_restarted_breaks_exactly_once_with_its_redeliveries() {
     let dir = temp_dir("judge-mariadb-nemesis");
     let db = dir.join("judge.db");
-    let delivered = format!("relay={}", dir.join("relay.txt").display());
-    let (code, stdout, stderr) = judge(&[
-        "judge",
-        "--backend",
+    let relay = dir.join("relay.txt");
+    let (code, stdout, stderr) = judge(&common::strs(&common::judge_outbox_args_with(
         "mariadb",
-        "--table",
-        "outbox",
-        "--db",
-        db.to_str().unwrap(),
-        "--drain",
-        "1s",
-        "--delivered",
-        &delivered,
-        "--kill-at",
-        "1s,3s",
-        "--restart-server-at",
-        "2s",
-        "--promise",
-        "exactly-once",
-        "--duration",
-        "120s",
-        "--",
-        "bash",
-        "-c",
-        RESTARTED,
-        "restarted",
-        dir.to_str().unwrap(),
-    ]);
+        &db,
+        &[("relay", &relay)],
+        &[
+            "--drain",
+            "1s",
+            "--kill-at",
+            "1s,3s",
+            "--restart-server-at",
+            "2s",
+            "--promise",
+            "exactly-once",
+            "--duration",
+            "120s",
+        ],
+        &["bash", "-c", RESTARTED, "restarted", dir.to_str().unwrap()],
+    )));
     assert_eq!(code, 1, "exactly-once broken\n{stdout}\n{stderr}");
     assert_eq!(
         std::fs::read_to_string(dir.join("starts")).unwrap(),

@@ -133,25 +133,13 @@ fn the_same_writers_and_relay_are_judged_alike_on_a_partitioned_and_a_plain_tabl
         let naive = dir.join("naive.txt");
         let app = dir.join("app.sh");
         std::fs::write(&app, WRITERS_AND_RELAY).unwrap();
-        let delivered = format!("naive={}", naive.display());
-        let (code, stdout, stderr) = judge(&[
-            "judge",
-            "--backend",
+        let (code, stdout, stderr) = judge(&common::strs(&common::judge_outbox_args_with(
             "postgres",
-            "--table",
-            "outbox",
-            "--db",
-            db.to_str().unwrap(),
-            "--drain",
-            "0s",
-            "--delivered",
-            &delivered,
-            "--",
-            "bash",
-            app.to_str().unwrap(),
-            layout,
-            dir.to_str().unwrap(),
-        ]);
+            &db,
+            &[("naive", &naive)],
+            &["--drain", "0s"],
+            &["bash", app.to_str().unwrap(), layout, dir.to_str().unwrap()],
+        )));
         assert!(
             code == 0 || code == 1,
             "{layout}: {code}\n{stdout}\n{stderr}"
@@ -205,26 +193,19 @@ fn rows_of_a_partition_detached_or_dropped_before_the_relay_read_them_expire_and
     let dir = temp_dir("judge-parts-retention");
     let db = dir.join("judge.db");
     let relay = dir.join("relay.txt");
-    let delivered = format!("relay={}", relay.display());
-    let (code, stdout, stderr) = judge(&[
-        "judge",
-        "--backend",
+    let (code, stdout, stderr) = judge(&common::strs(&common::judge_outbox_args_with(
         "postgres",
-        "--table",
-        "outbox",
-        "--db",
-        db.to_str().unwrap(),
-        "--drain",
-        "0s",
-        "--delivered",
-        &delivered,
-        "--",
-        "bash",
-        "-c",
-        RETENTION,
-        "retention",
-        relay.to_str().unwrap(),
-    ]);
+        &db,
+        &[("relay", &relay)],
+        &["--drain", "0s"],
+        &[
+            "bash",
+            "-c",
+            RETENTION,
+            "retention",
+            relay.to_str().unwrap(),
+        ],
+    )));
     assert_eq!(code, 1, "expired rows make it invalid\n{stdout}\n{stderr}");
     let c = consumer(&db, "relay");
     assert_eq!(c["lost"].as_array().unwrap().len(), 0, "{c}");
@@ -273,34 +254,24 @@ fn a_relay_killed_twice_and_a_server_restart_keep_at_least_once_and_each_fault_i
     let dir = temp_dir("judge-parts-nemesis");
     let db = dir.join("judge.db");
     let relay = dir.join("relay.txt");
-    let delivered = format!("relay={}", relay.display());
-    let (code, stdout, stderr) = judge(&[
-        "judge",
-        "--backend",
+    let (code, stdout, stderr) = judge(&common::strs(&common::judge_outbox_args_with(
         "postgres",
-        "--table",
-        "outbox",
-        "--db",
-        db.to_str().unwrap(),
-        "--drain",
-        "1s",
-        "--delivered",
-        &delivered,
-        "--kill-at",
-        "1s,3s",
-        "--restart-server-at",
-        "2s",
-        "--promise",
-        "at-least-once",
-        "--duration",
-        "60s",
-        "--",
-        "bash",
-        "-c",
-        RESTARTED,
-        "restarted",
-        dir.to_str().unwrap(),
-    ]);
+        &db,
+        &[("relay", &relay)],
+        &[
+            "--drain",
+            "1s",
+            "--kill-at",
+            "1s,3s",
+            "--restart-server-at",
+            "2s",
+            "--promise",
+            "at-least-once",
+            "--duration",
+            "60s",
+        ],
+        &["bash", "-c", RESTARTED, "restarted", dir.to_str().unwrap()],
+    )));
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(
         std::fs::read_to_string(dir.join("starts")).unwrap(),

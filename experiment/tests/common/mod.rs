@@ -308,6 +308,17 @@ pub fn judge_outbox_args(
     delivered: &[(&str, &std::path::Path)],
     program: &[&str],
 ) -> Vec<String> {
+    judge_outbox_args_with(backend, db, delivered, &["--drain", "0s"], program)
+}
+
+/// [`judge_outbox_args`] with `flags` (the drain, faults, promises) in place of `--drain 0s`.
+pub fn judge_outbox_args_with(
+    backend: &str,
+    db: &std::path::Path,
+    delivered: &[(&str, &std::path::Path)],
+    flags: &[&str],
+    program: &[&str],
+) -> Vec<String> {
     let mut args: Vec<String> = ["judge", "--backend", backend, "--table", "outbox", "--db"]
         .map(String::from)
         .to_vec();
@@ -316,7 +327,8 @@ pub fn judge_outbox_args(
         args.push("--delivered".into());
         args.push(format!("{name}={}", file.display()));
     }
-    args.extend(["--drain", "0s", "--"].map(String::from));
+    args.extend(flags.iter().map(|f| f.to_string()));
+    args.push("--".into());
     args.extend(program.iter().map(|a| a.to_string()));
     args
 }

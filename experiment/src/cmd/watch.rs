@@ -1,5 +1,6 @@
 //! `experiment watch --target postgres:URL|mariadb:URL --table T [--key COL]
-//! [--delivered NAME=FILE]... [--expect-all] [--duration D] [--db FILE]`:
+//! [--delivered NAME=FILE]... [--expect-all] [--duration D] [--db FILE]
+//! [--metrics ADDR] [--max-slot-lag SIZE]`:
 //! records the truth of the user's own database while their own system
 //! runs (docs/log-truth.md, "Your own database"). One skeleton, two log
 //! sources:
@@ -19,9 +20,12 @@
 //! `experiment judge --backend postgres|mariadb`, so `analyze` reads a watch
 //! run as a judge run); at `--duration` or Ctrl-C the files are read to
 //! their end, the log a last time, the source released, and each consumer
-//! judged (`analysis::consumers`).
+//! judged (`analysis::consumers`). Meanwhile every few seconds the run so
+//! far is judged for the live line on stderr and `/metrics`
+//! ([`metrics`]), and a slot's retained WAL is held under `--max-slot-lag`.
 
 mod mariadb;
+pub mod metrics;
 mod postgres;
 
 use crate::clock::now_ms;
@@ -83,6 +87,15 @@ pub struct WatchArgs {
     /// Stop after this long (else at Ctrl-C).
     #[arg(long, value_parser = since_id::time::parse_duration_ms)]
     pub duration: Option<u64>,
+    /// Serve GET /metrics (Prometheus text format 0.0.4) on this address
+    /// while watch runs, e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+    /// postgres: warn when the slot keeps more than half of SIZE of WAL;
+    /// beyond SIZE stop with exit 2 (dropping the slot if watch made it).
+    /// E.g. 64MiB, 1GiB.
+    #[arg(long, value_name = "SIZE")]
+    pub max_slot_lag: Option<String>,
     /// The run database (a run is added to it).
     #[arg(long, default_value = "data/watch.db")]
     pub db: PathBuf,
@@ -156,6 +169,14 @@ impl Source {
         }
     }
 
+    /// A slot's status at its last drain (none for the binlog).
+    fn slot_status(&self) -> Option<metrics::SlotStatus> {
+        match self {
+            Source::Postgres(s) => s.status(),
+            Source::MariaDb(_) => None,
+        }
+    }
+
     fn counts(&self) -> &Counts {
         match self {
             Source::Postgres(s) => s.counts(),
@@ -185,6 +206,13 @@ fn check(args: &WatchArgs) -> Result<Target, String> {
                     .into(),
             );
         }
+        if args.max_slot_lag.is_some() {
+            return Err(
+                "--max-slot-lag is PostgreSQL's (the WAL a slot keeps): mariadb reads the \
+                 binary log as a replica and holds none of it back"
+                    .into(),
+            );
+        }
         return mariadb::check(url, args).map(Target::MariaDb);
     }
     Err(format!(
@@ -204,6 +232,12 @@ pub fn watch_command(args: WatchArgs) -> Result<Watched, String> {
         return Err("--key names the key column: it cannot be empty".into());
     }
     let runtime = crate::session::runtime()?;
+    // Bound before the source opens: an address taken is refused before
+    // a slot is made.
+    let mut live = metrics::Live::default();
+    if let Some(addr) = &args.metrics {
+        metrics::serve(&runtime, addr, live.body.clone())?;
+    }
     let shutdown = {
         let _inside = runtime.enter();
         Shutdown::install("the last read of the files and the log")
@@ -270,12 +304,15 @@ pub fn watch_command(args: WatchArgs) -> Result<Watched, String> {
         args.key,
         args.db.display()
     );
+    let names: Vec<String> = delivered.iter().map(|(n, _)| n.clone()).collect();
+    let mut tick = |source: &Source| live.tick(&args.db, run_id, &names, source.slot_status());
     let (ended, outcome) = runtime.block_on(follow(
         &mut source,
         &mut tails,
         &sender,
         args.duration.map(Duration::from_millis),
         shutdown.requested.clone(),
+        &mut tick,
     ));
     let counts = source.counts().clone();
     let released = runtime.block_on(source.release());
@@ -299,6 +336,7 @@ async fn follow(
     sender: &RecordSender,
     limit: Option<Duration>,
     mut signal: tokio::sync::watch::Receiver<bool>,
+    tick: &mut impl FnMut(&Source),
 ) -> (&'static str, Result<(), String>) {
     let deadline = limit.map(|d| tokio::time::Instant::now() + d);
     loop {
@@ -326,7 +364,7 @@ async fn follow(
         match (ended, read) {
             (_, Err(m)) => return ("failed", Err(m)),
             (Some(reason), Ok(())) => return (reason, Ok(())),
-            (None, Ok(())) => {}
+            (None, Ok(())) => tick(source),
         }
     }
 }

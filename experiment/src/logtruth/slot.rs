@@ -252,6 +252,31 @@ impl Slot {
         Ok(())
     }
 
+    /// The slot's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The WAL the slot keeps, in bytes
+    /// (`pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)`: `restart_lsn`
+    /// is the oldest WAL the slot's consumer may still need, PostgreSQL
+    /// manual, "pg_replication_slots"), and its `confirmed_flush_lsn` (up
+    /// to where it was read) as a number of bytes.
+    pub async fn status(&self) -> Result<(i64, i64), String> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn), 0)::bigint, \
+                 coalesce(pg_wal_lsn_diff(confirmed_flush_lsn, '0/0'), 0)::bigint \
+                 FROM pg_replication_slots WHERE slot_name = $1",
+                &[&self.name],
+            )
+            .await
+            .map_err(|e| format!("cannot read pg_replication_slots: {}", db_error(&e)))?
+            .ok_or_else(|| format!("the replication slot '{}' is gone", self.name))?;
+        Ok((row.get(0), row.get(1)))
+    }
+
     /// Drops the slot: the server keeps no WAL for it any more.
     pub async fn drop_slot(self) -> Result<(), String> {
         self.client

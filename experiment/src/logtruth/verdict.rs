@@ -17,17 +17,8 @@ pub struct Verdicts {
 /// what the run recorded of them in `runs.config` (`--expect-all`, the
 /// promises, the faults injected).
 pub fn read(db: &Path, run_id: i64, delivered: &[(String, PathBuf)]) -> Result<Verdicts, String> {
-    let conn = rundb::read::open(db)?;
-    let run = rundb::read::run(&conn, run_id)?
-        .ok_or_else(|| format!("{} holds no run {run_id}", db.display()))?;
-    let truth = rundb::read::log_truth(&conn, run_id)?;
-    let deliveries = rundb::read::log_deliveries(&conn, run_id)?;
-    drop(conn);
-    let config: serde_json::Value = serde_json::from_str(&run.config)
-        .map_err(|e| format!("run {run_id}: unreadable config: {e}"))?;
-    let setting = analysis::consumers::Setting::from_config(&config)?;
     let names: Vec<String> = delivered.iter().map(|(n, _)| n.clone()).collect();
-    let judged = analysis::consumers::judge(&truth, &deliveries, &names, &setting);
+    let judged = judge(db, run_id, &names)?;
     let mut lines = Vec::new();
     if names.is_empty() {
         lines.push("no --delivered consumer: the truth is recorded, nobody judged".into());
@@ -46,4 +37,28 @@ pub fn read(db: &Path, run_id: i64, delivered: &[(String, PathBuf)]) -> Result<V
         lines,
         any_invalid: judged.any_invalid(),
     })
+}
+
+/// The consumers `names` of run `run_id` of `db` judged on what the run
+/// recorded so far (`experiment watch` judges a run still recording).
+pub fn judge(
+    db: &Path,
+    run_id: i64,
+    names: &[String],
+) -> Result<analysis::consumers::Judged, String> {
+    let conn = rundb::read::open(db)?;
+    let run = rundb::read::run(&conn, run_id)?
+        .ok_or_else(|| format!("{} holds no run {run_id}", db.display()))?;
+    let truth = rundb::read::log_truth(&conn, run_id)?;
+    let deliveries = rundb::read::log_deliveries(&conn, run_id)?;
+    drop(conn);
+    let config: serde_json::Value = serde_json::from_str(&run.config)
+        .map_err(|e| format!("run {run_id}: unreadable config: {e}"))?;
+    let setting = analysis::consumers::Setting::from_config(&config)?;
+    Ok(analysis::consumers::judge(
+        &truth,
+        &deliveries,
+        names,
+        &setting,
+    ))
 }

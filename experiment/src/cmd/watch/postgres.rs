@@ -6,6 +6,7 @@
 //! session is read-only (`SET SESSION CHARACTERISTICS AS TRANSACTION READ
 //! ONLY`), its commit times in UTC, as the decoder reads them.
 
+use super::metrics::SlotStatus;
 use super::{CONNECT_TIMEOUT_MS, Opened, WatchArgs};
 use crate::logtruth::decode::{Counts, Decoder, parse_table};
 use crate::logtruth::slot::{self, BATCH, Slot, check_name};
@@ -22,6 +23,8 @@ pub(super) struct Checked {
     table: String,
     slot: String,
     create: bool,
+    /// `--max-slot-lag`: the most WAL the slot may keep, in bytes.
+    max_lag: Option<u64>,
 }
 
 /// The slot read, and whether watch made it (then it drops it).
@@ -32,6 +35,11 @@ pub(super) struct Source {
     /// When the slot was last drained: it is drained every
     /// [`slot::DRAIN_EVERY`], not at every period of the files.
     drained_at: Option<Instant>,
+    /// The slot as the last drain left it.
+    status: Option<SlotStatus>,
+    max_lag: Option<u64>,
+    /// Whether the warning at half of `max_lag` was printed.
+    warned: bool,
 }
 
 /// The URL, the table and the slot's name.
@@ -50,6 +58,11 @@ pub(super) fn check(url: &str, args: &WatchArgs) -> Result<Checked, String> {
         table,
         slot,
         create: args.create_slot,
+        max_lag: args
+            .max_slot_lag
+            .as_deref()
+            .map(super::metrics::parse_size)
+            .transpose()?,
     })
 }
 
@@ -62,6 +75,7 @@ pub(super) async fn open(c: Checked, key: &str) -> Result<Opened, String> {
         table,
         slot: name,
         create,
+        max_lag,
     } = c;
     let client = connect(&config)
         .await
@@ -97,6 +111,9 @@ pub(super) async fn open(c: Checked, key: &str) -> Result<Opened, String> {
             made,
             decoder: Decoder::new(&schema, &table, key),
             drained_at: None,
+            status: None,
+            max_lag,
+            warned: false,
         }),
         table: format!("{schema}.{table}"),
         from: format!(
@@ -131,7 +148,48 @@ impl Source {
         self.drained_at = Some(Instant::now());
         self.slot
             .drain_all(&mut self.decoder, |rows| sender.log_truth(rows))
-            .await
+            .await?;
+        let (retained, position) = self.slot.status().await?;
+        self.status = Some(SlotStatus { retained, position });
+        self.guard(retained)
+    }
+
+    /// `--max-slot-lag`: a warning once past half of it; past it, an
+    /// error (so watch ends with exit 2, dropping the slot if it made it)
+    /// before the WAL the slot keeps fills the server's disk.
+    fn guard(&mut self, retained: i64) -> Result<(), String> {
+        let Some(max) = self.max_lag else {
+            return Ok(());
+        };
+        let retained = retained.max(0) as u64;
+        let name = self.slot.name();
+        if retained > max {
+            return Err(if self.made {
+                format!(
+                    "replication slot '{name}' keeps {retained} bytes of WAL, more than \
+                     --max-slot-lag {max}: watch drops the slot it made and stops"
+                )
+            } else {
+                format!(
+                    "replication slot '{name}' keeps {retained} bytes of WAL, more than \
+                     --max-slot-lag {max}: watch stops; your slot is left as it was \
+                     (drop it with pg_drop_replication_slot if nothing reads it)"
+                )
+            });
+        }
+        if retained > max / 2 && !self.warned {
+            self.warned = true;
+            eprintln!(
+                "watch: replication slot '{name}' keeps {retained} bytes of WAL, more than \
+                 half of --max-slot-lag {max}"
+            );
+        }
+        Ok(())
+    }
+
+    /// The slot as the last drain left it.
+    pub(super) fn status(&self) -> Option<SlotStatus> {
+        self.status
     }
 
     /// Drops the slot if watch made it; leaves the user's.

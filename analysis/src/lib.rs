@@ -20,6 +20,7 @@
 //! - [`interval`]: a value per run summarised: mean, bootstrap 95 % interval, min,
 //!   median, max; the smallest difference a design could have detected.
 //! - [`cli`]: the binaries' one-line usage errors.
+//! - [`progress`]: the progress bar on stderr (a terminal only) for long work.
 //! - [`synth`]: writes synthetic run databases (for tests and the benchmark).
 
 pub mod campaign;
@@ -38,6 +39,7 @@ pub mod load;
 pub mod machine;
 pub mod oracle;
 pub mod plot;
+pub mod progress;
 pub mod report;
 pub mod sweep;
 pub mod sweep_plot;

@@ -294,6 +294,28 @@ fn opt_key(text: Option<String>) -> Result<Option<u128>, LoadError> {
 
 /// Loads run `run_id` from an opened database.
 pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
+    load_with(conn, run_id, &mut |_, _| {})
+}
+
+/// How often [`load_with`] reports the rows read: every 65,536 rows, so that
+/// ten million rows cost 150 calls, not ten million.
+const REPORT_EVERY: u64 = 1 << 16;
+
+/// [`load`], telling `progress` the table being read (`"statuses"`,
+/// `"truth"`, `"observations"`) and the rows of it read so far: at its
+/// first row and every [`REPORT_EVERY`] rows after. `analyze` draws
+/// its bar from it ([`crate::progress`]).
+pub fn load_with(
+    conn: &Connection,
+    run_id: i64,
+    progress: &mut dyn FnMut(&'static str, u64),
+) -> Result<Loaded, LoadError> {
+    let mut counted = |table: &'static str, n: &mut u64| {
+        if n.is_multiple_of(REPORT_EVERY) {
+            progress(table, *n);
+        }
+        *n += 1;
+    };
     let Some(run) = rundb::read::run(conn, run_id)? else {
         return err(format!("no run {run_id} in the database"));
     };
@@ -334,7 +356,9 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
             .prepare("SELECT id, id_key, id_time_ms FROM statuses WHERE run_id = ?1")
             .map_err(sql)?;
         let mut rows = st.query([run_id]).map_err(sql)?;
+        let mut n = 0;
         while let Some(r) = rows.next().map_err(sql)? {
+            counted("statuses", &mut n);
             let id = r.get_ref(0).and_then(|v| Ok(v.as_str()?)).map_err(sql)?;
             let key = parse_key(r.get_ref(1).and_then(|v| Ok(v.as_str()?)).map_err(sql)?)?;
             let id_time_ms = r.get(2).map_err(sql)?;
@@ -352,7 +376,9 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
             )
             .map_err(sql)?;
         let mut rows = st.query([run_id]).map_err(sql)?;
+        let mut n = 0;
         while let Some(r) = rows.next().map_err(sql)? {
+            counted("truth", &mut n);
             has_truth = true;
             let id = r.get_ref(0).and_then(|v| Ok(v.as_str()?)).map_err(sql)?;
             let idx = match ids.get(&statuses, id.as_bytes()) {
@@ -436,7 +462,9 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Loaded, LoadError> {
         let mut rows = st.query([first, last]).map_err(sql)?;
         let mut at = 0usize; // index into requests of the current request
         let mut current: Option<i64> = None;
+        let mut n = 0;
         while let Some(r) = rows.next().map_err(sql)? {
+            counted("observations", &mut n);
             let rid: i64 = r.get(0).map_err(sql)?;
             if current != Some(rid) {
                 if current.is_some() {

@@ -6,7 +6,7 @@
 //! history (pure), `report` and `json` print, `plot` draws. Bad input
 //! ends with one line on stderr and exit status 2; never a panic.
 
-use analysis::{consumers, delivered, diff, ftt, html, json, load, plot, report};
+use analysis::{consumers, delivered, diff, ftt, html, json, load, plot, progress, report};
 
 use clap::Parser;
 use std::path::PathBuf;
@@ -145,7 +145,29 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
             },
         ));
     }
-    let mut loaded = load::load(&conn, run_id).map_err(|e| e.to_string())?;
+    // On a terminal only (analysis::progress): a bar over each table's rows
+    // as they are read, sized from the footprint, then the phases by name.
+    let bar = progress::counted(size.statuses, "rows");
+    let mut table = "";
+    let loaded = load::load_with(&conn, run_id, &mut |t, rows| {
+        if t != table {
+            table = t;
+            let expected = match t {
+                "observations" => size.observations,
+                _ => size.statuses,
+            };
+            bar.set_length(expected.max(rows));
+            bar.set_position(rows);
+            bar.reset_eta();
+            bar.set_message(format!("reading {t}"));
+        } else {
+            bar.set_position(rows);
+        }
+    });
+    bar.finish_and_clear();
+    let mut loaded = loaded.map_err(|e| e.to_string())?;
+    let phase = progress::phases();
+    phase.set_message("reading the Fanout Timeline's truth");
     let ftt_truth = ftt::load(&conn, run_id)?;
     drop(conn);
     let mut delivered_notes = Vec::new();
@@ -162,7 +184,9 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
             ));
         }
     }
+    phase.set_message("checking the pollers against the reference");
     let analysis = diff::analyze(&loaded.history);
+    phase.set_message("drawing the plots");
     let out_dir = match &args.out {
         Some(d) => d.clone(),
         None => args
@@ -188,6 +212,7 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
         ),
     };
     notes.extend(delivered_notes);
+    phase.set_message("writing the report");
     // One computation of the fates, for the text, --json and --html alike.
     let lost = ftt_truth
         .as_ref()
@@ -209,6 +234,8 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
         std::fs::write(path, html::render(&report, &svgs))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
+    // Cleared before anything is printed, so no bar is left between the lines.
+    phase.finish_and_clear();
     if args.json {
         let out = json::build(&loaded, &analysis, &plots, lost.as_deref());
         // Streamed, not built as one string: a run with millions of misses

@@ -387,7 +387,6 @@ fn virtual_setup(args: &SweepArgs, given: Vec<FlagPair>) -> Result<VirtualSetup,
 /// The virtual sweep over many seeds (issue 15, docs/policies.md).
 fn virtual_sweep(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String> {
     use analysis::sweep;
-    use std::io::IsTerminal;
     let VirtualSetup {
         seeds_text,
         seeds,
@@ -407,15 +406,12 @@ fn virtual_sweep(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String> {
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let terminal = std::io::stderr().is_terminal();
-    let results = run_all(&base, &seeds, jobs, |done, total| {
-        if terminal {
-            eprint!("\r{done}/{total} seeds");
-        }
-    })?;
-    if terminal {
-        eprintln!();
-    }
+    // Seeds done of seeds total, with an estimate, on a terminal only
+    // (analysis::progress): nothing reaches piped stderr or --json.
+    let bar = analysis::progress::counted(seeds.len() as u64, "seeds");
+    let results = run_all(&base, &seeds, jobs, |done, _| bar.set_position(done as u64));
+    bar.finish_and_clear();
+    let results = results?;
     let config = serde_json::json!({
         "seeds": seeds_text, "duration": duration, "profile": profile,
         "timeline": timeline, "pollers": pollers, "sets": sets, "version": env!("CARGO_PKG_VERSION"),
@@ -708,23 +704,31 @@ fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String>
         }
     }
     let total = plan.len();
+    // Runs done of runs total, with an estimate, on a terminal only
+    // (analysis::progress); each run's line shows everywhere, above the bar.
+    let bar = analysis::progress::counted(total as u64, "runs");
     let results = run_plan(&plan, jobs, |done, r| {
-        eprintln!(
-            "campaign: run {done}/{total} done: {} seed {} ({}){}",
-            if r.combination.is_empty() {
-                "-"
-            } else {
-                &r.combination
-            },
-            r.seed,
-            r.db,
-            if r.flags.is_empty() {
-                String::new()
-            } else {
-                format!(", flagged: {}", r.flags.join("; "))
-            }
-        );
-    })?;
+        bar.set_position(done as u64);
+        bar.suspend(|| {
+            eprintln!(
+                "campaign: run {done}/{total} done: {} seed {} ({}){}",
+                if r.combination.is_empty() {
+                    "-"
+                } else {
+                    &r.combination
+                },
+                r.seed,
+                r.db,
+                if r.flags.is_empty() {
+                    String::new()
+                } else {
+                    format!(", flagged: {}", r.flags.join("; "))
+                }
+            )
+        });
+    });
+    bar.finish_and_clear();
+    let results = results?;
     let summary = analysis::campaign::summarize(&results);
     if args.json {
         let out = CampaignJson {

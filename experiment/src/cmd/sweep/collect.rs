@@ -18,20 +18,26 @@ use std::path::{Path, PathBuf};
 pub fn merge_command(dir: &Path, json: bool) -> Result<u8, String> {
     let plan = files::read_plan(dir)?;
     let shown = dir.display().to_string();
+    // The plan's runs read (and a campaign's judged), with an estimate, on a
+    // terminal only (analysis::progress); cleared before the summary prints.
+    let bar = analysis::progress::counted(plan.runs.len() as u64, "runs read");
     let merged: Merged = match plan.kind.as_str() {
         "virtual" => {
             let c = collect(dir, &plan, |_, _, result| {
+                bar.inc(1);
                 result.ok_or_else(|| "a virtual run without its result".to_string())
             })?;
             merge::merge_virtual(&plan, &shown, &c)
         }
         _ => {
             let c = collect(dir, &plan, |path, run, _| {
+                bar.inc(1);
                 analysis::campaign::judge_run(path, &run.combination, run.seed)
             })?;
             merge::merge_campaign(&plan, &shown, &c)
         }
     };
+    bar.finish_and_clear();
     if json {
         println!("{}", merged.json);
     } else {

@@ -1,7 +1,7 @@
 //! `experiment watch --metrics ADDR` scraped by a real Prometheus (Debian's
-//! `prometheus` package), and `--max-slot-lag` on a slot watch made. The
-//! user's database is a throwaway cluster with `wal_level = logical`, as in
-//! `tests/watch.rs`.
+//! `prometheus` package), and `--max-slot-lag` on a slot watch made and on
+//! the user's own (left as it was). The user's database is a throwaway
+//! cluster with `wal_level = logical`, as in `tests/watch.rs`.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -339,6 +339,61 @@ fn past_max_slot_lag_watch_drops_the_slot_it_made_and_exits_2_in_one_line() {
     assert!(
         db.slot_names(&admin).is_empty(),
         "the slot watch made is gone"
+    );
+}
+
+#[test]
+fn past_max_slot_lag_watch_stops_and_leaves_the_users_slot_as_it_was() {
+    let db = TheirDb::start();
+    let dir = temp_dir("watch-slot-lag-theirs");
+    let run_db = dir.join("watch.db");
+    let admin = db.session();
+    for sql in [
+        "CREATE TABLE outbox (id bigint PRIMARY KEY, body text)",
+        "SELECT pg_create_logical_replication_slot('theirs', 'test_decoding')",
+    ] {
+        db.exec(&admin, sql);
+    }
+    let mut watching = start_watch(&[
+        "watch",
+        "--target",
+        &db.target(),
+        "--table",
+        "outbox",
+        "--slot",
+        "theirs",
+        "--max-slot-lag",
+        "64KiB",
+        "--db",
+        run_db.to_str().unwrap(),
+    ]);
+    let mut next = 0;
+    let ended = poll(Duration::from_secs(120), || {
+        db.exec(
+            &admin,
+            &format!(
+                "INSERT INTO outbox SELECT g, repeat('x', 50) FROM generate_series({}, {}) g",
+                next + 1,
+                next + 1000
+            ),
+        );
+        next += 1000;
+        watching.0.try_wait().unwrap()
+    });
+    assert!(ended.is_some(), "watch still runs past 120 s of inserts");
+    let (code, stdout, stderr) = wait_watch(watching);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0]
+            .contains("more than --max-slot-lag 65536: watch stops; your slot is left as it was"),
+        "{stderr}"
+    );
+    assert_eq!(
+        db.slot_names(&admin),
+        ["theirs"],
+        "their slot is still there"
     );
 }
 

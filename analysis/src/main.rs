@@ -289,9 +289,15 @@ fn run_log(
         .unwrap_or_default();
     let mut setting = consumers::Setting::from_config(&config)?;
     setting.expect_all |= args.expect_all;
+    // The phases on a terminal only (analysis::progress), cleared before printing.
+    let phase = progress::phases();
+    phase.set_message(format!("reading {log}'s truth"));
     let truth = rundb::read::log_truth(conn, run.id).map_err(|e| e.to_string())?;
+    phase.set_message("reading the consumers' deliveries");
     let lines = rundb::read::log_deliveries(conn, run.id).map_err(|e| e.to_string())?;
+    phase.set_message("judging the consumers");
     let judged = consumers::judge(&truth, &lines, &names, &setting);
+    phase.finish_and_clear();
     let table = config["table"].as_str().unwrap_or("?");
     let title = format!(
         "run {}: consumers of {table} judged against {log} ({} rows committed)",

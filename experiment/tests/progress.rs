@@ -53,10 +53,16 @@ fn piped(args: &[String]) -> (String, String) {
 }
 
 /// `experiment ARGS > stdout_file` under a pseudo-terminal made by
-/// util-linux's `script`: what the terminal received (stderr, where the bar draws).
+/// util-linux's `script`, with TERM=xterm: what the terminal received
+/// (stderr, where the bar draws).
 fn in_terminal(args: &[String], stdout_file: &Path) -> String {
+    in_terminal_as("xterm", "warn", args, stdout_file)
+}
+
+/// [`in_terminal`] with this `TERM` and `RUST_LOG`.
+fn in_terminal_as(term: &str, log: &str, args: &[String], stdout_file: &Path) -> String {
     let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
-    let mut line = format!("RUST_LOG=warn {}", quote(env!("CARGO_BIN_EXE_experiment")));
+    let mut line = format!("RUST_LOG={log} {}", quote(env!("CARGO_BIN_EXE_experiment")));
     for a in args {
         line.push(' ');
         line.push_str(&quote(a));
@@ -65,7 +71,7 @@ fn in_terminal(args: &[String], stdout_file: &Path) -> String {
     line.push_str(&quote(stdout_file.to_str().unwrap()));
     let o = std::process::Command::new("script")
         .args(["-qec", &line, "/dev/null"])
-        .env("TERM", "xterm")
+        .env("TERM", term)
         .output()
         .expect("util-linux's script runs (the pseudo-terminal of this test)");
     let seen = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -105,4 +111,33 @@ fn piped_stderr_gets_no_progress_and_stdout_is_unchanged() {
             .replace(term_out.to_str().unwrap(), piped_out.to_str().unwrap());
         assert_eq!(on_terminal, stdout, "json: {json}");
     }
+}
+
+/// A run's own bar (`session::progress`): drawn on a terminal; where
+/// indicatif hides it (TERM=dumb, even on a terminal) the run logs its
+/// progress lines instead of showing nothing.
+#[test]
+fn a_runs_bar_on_a_terminal_and_log_lines_under_a_dumb_terminal() {
+    let scratch = common::temp_dir("progress-run");
+    let run = |term: &str| {
+        let db = scratch.join(format!("{term}.db"));
+        let args = ["--duration", "1m", "--clock", "virtual", "--db"]
+            .map(String::from)
+            .into_iter()
+            .chain([db.to_str().unwrap().to_string()])
+            .collect::<Vec<_>>();
+        in_terminal_as(term, "info", &args, &scratch.join(format!("{term}.txt")))
+    };
+    let xterm = run("xterm");
+    assert!(xterm.contains("(eta "), "no bar drawn: {xterm:?}");
+    assert!(
+        !xterm.contains(" elapsed: "),
+        "log lines beside the bar: {xterm:?}"
+    );
+    let dumb = run("dumb");
+    assert!(!dumb.contains("(eta "), "a bar under TERM=dumb: {dumb:?}");
+    assert!(
+        dumb.contains(" elapsed: "),
+        "no progress lines under TERM=dumb: {dumb:?}"
+    );
 }

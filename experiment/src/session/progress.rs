@@ -5,7 +5,6 @@ use crate::drive::Progress;
 use crate::sim::sync::lock;
 use indicatif::{ProgressBar, ProgressStyle};
 use since_id::time::format_duration_ms;
-use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 
 /// One line of live counters.
@@ -33,19 +32,23 @@ pub struct Bar {
 }
 
 impl Bar {
-    /// A bar over `duration_ms` on a terminal, log lines elsewhere.
+    /// A bar over `duration_ms` on a terminal, log lines elsewhere. The bar
+    /// is indicatif's on stderr, which indicatif hides off a terminal and
+    /// when `TERM` is unset or `dumb` (`ProgressDrawTarget::term`,
+    /// https://docs.rs/indicatif/0.18/indicatif/struct.ProgressDrawTarget.html);
+    /// a hidden bar is dropped, so the log lines show there instead.
     pub fn new(duration_ms: u64, log_every_ms: u64) -> Bar {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new(duration_ms.div_ceil(1000));
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "{elapsed_precise} [{bar:30}] {pos}/{len}s (eta {eta}) {msg}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-            );
-            bar
-        });
+        let bar = Some(ProgressBar::new(duration_ms.div_ceil(1000)))
+            .filter(|bar| !bar.is_hidden())
+            .inspect(|bar| {
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{elapsed_precise} [{bar:30}] {pos}/{len}s (eta {eta}) {msg}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+                );
+            });
         Bar {
             bar,
             log_every_ms,

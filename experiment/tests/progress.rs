@@ -141,3 +141,50 @@ fn a_runs_bar_on_a_terminal_and_log_lines_under_a_dumb_terminal() {
         "no progress lines under TERM=dumb: {dumb:?}"
     );
 }
+
+/// `experiment sweep merge`'s bar (runs read): none piped, the same stdout
+/// (table and --json) on a terminal, where the bar is drawn.
+#[test]
+fn merge_shows_its_bar_on_a_terminal_only() {
+    let scratch = common::temp_dir("progress-merge");
+    let dir = scratch.join("plan");
+    let d = dir.to_str().unwrap().to_string();
+    let mut plan: Vec<String> = [
+        "sweep",
+        "--seeds",
+        "1-2",
+        "--duration",
+        "1m",
+        "--poller",
+        "naive",
+        "--plan",
+    ]
+    .map(String::from)
+    .to_vec();
+    plan.push(d.clone());
+    piped(&plan);
+    for index in ["0", "1"] {
+        piped(&["sweep", "run", &d, "--index", index].map(String::from));
+    }
+    for json in [false, true] {
+        let mut args = ["sweep", "merge", &d].map(String::from).to_vec();
+        if json {
+            args.push("--json".into());
+        }
+        let (stdout, stderr) = piped(&args);
+        assert!(
+            !stderr.contains('\r')
+                && !stderr.contains("runs read done")
+                && !stderr.contains("\x1b["),
+            "progress reached a piped stderr: {stderr:?}"
+        );
+        let file = scratch.join(format!("merge-{json}.txt"));
+        let seen = in_terminal(&args, &file);
+        assert!(seen.contains("runs read done"), "no bar drawn: {seen:?}");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            stdout,
+            "json: {json}"
+        );
+    }
+}

@@ -303,7 +303,7 @@ const REPORT_EVERY: u64 = 1 << 16;
 
 /// [`load`], telling `progress` the table being read (`"statuses"`,
 /// `"truth"`, `"observations"`) and the rows of it read so far: at its
-/// first row and every [`REPORT_EVERY`] rows after. `analyze` draws
+/// first row and every `REPORT_EVERY` rows after. `analyze` draws
 /// its bar from it ([`crate::progress`]).
 pub fn load_with(
     conn: &Connection,

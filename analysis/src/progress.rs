@@ -5,7 +5,7 @@
 //! Both draw to indicatif's default target, `ProgressDrawTarget::stderr()`,
 //! which indicatif hides when stderr is not a terminal or `TERM` is unset or
 //! `dumb` (indicatif 0.18, `ProgressDrawTarget::term`,
-//! https://docs.rs/indicatif/0.18/indicatif/struct.ProgressDrawTarget.html):
+//! <https://docs.rs/indicatif/0.18/indicatif/struct.ProgressDrawTarget.html>):
 //! piped output, a CI log and `--json` get no progress lines. On a hidden bar
 //! `println` prints nothing, so a line that must always show goes through
 //! [`ProgressBar::suspend`] and `eprintln!` instead. A bar dropped

@@ -10,62 +10,12 @@
 use std::process::Stdio;
 
 mod common;
+use common::their_db::TheirDb;
 use common::{start_watch, stop_watch, temp_dir, watch};
 
-/// "Their" database: a cluster with logical decoding on and a connection.
-struct TheirDb {
-    cluster: snowleak::servers::postgres::Cluster,
-    runtime: tokio::runtime::Runtime,
-}
-
-impl TheirDb {
-    fn start() -> TheirDb {
-        let cluster = snowleak::servers::postgres::Cluster::start_with(&[
-            ("wal_level", "logical"),
-            ("max_replication_slots", "8"),
-            ("max_wal_senders", "8"),
-        ])
-        .expect("these tests need PostgreSQL (initdb, pg_ctl)");
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        TheirDb { cluster, runtime }
-    }
-
-    /// A new session (each writer and the relay have their own).
-    fn session(&self) -> tokio_postgres::Client {
-        self.runtime.block_on(async {
-            let (client, conn) = self
-                .cluster
-                .config()
-                .connect(tokio_postgres::NoTls)
-                .await
-                .expect("a session on the cluster");
-            tokio::spawn(conn);
-            client
-        })
-    }
-
-    fn target(&self) -> String {
-        format!(
-            "postgres:postgresql://postgres@/postgres?host={}&port=5432",
-            self.cluster.dir().display()
-        )
-    }
-}
-
+/// Runs `sql` on `client` (`TheirDb::exec`).
 fn exec(db: &TheirDb, client: &tokio_postgres::Client, sql: &str) {
-    db.runtime
-        .block_on(client.batch_execute(sql))
-        .unwrap_or_else(|e| {
-            panic!(
-                "{sql}: {}",
-                e.as_db_error()
-                    .map_or(e.to_string(), |d| d.message().into())
-            )
-        });
+    db.exec(client, sql);
 }
 
 /// The naive relay's read: every row above the highest key it delivered,
@@ -88,20 +38,12 @@ fn relay_read(
 }
 
 fn slots(db: &TheirDb, client: &tokio_postgres::Client) -> Vec<(String, bool)> {
-    db.runtime
-        .block_on(client.query(
-            "SELECT slot_name::text, active FROM pg_replication_slots ORDER BY 1",
-            &[],
-        ))
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect()
+    db.slots(client)
 }
 
 /// The names of the cluster's replication slots, in order.
 fn slot_names(db: &TheirDb, client: &tokio_postgres::Client) -> Vec<String> {
-    slots(db, client).into_iter().map(|(n, _)| n).collect()
+    db.slot_names(client)
 }
 
 #[test]

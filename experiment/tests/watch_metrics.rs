@@ -8,65 +8,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 mod common;
+use common::their_db::TheirDb;
 use common::{assert_refused, start_watch, stop_watch, temp_dir, wait_watch, watch};
-
-/// "Their" database: a cluster with logical decoding on.
-struct TheirDb {
-    cluster: snowleak::servers::postgres::Cluster,
-    runtime: tokio::runtime::Runtime,
-}
-
-impl TheirDb {
-    fn start() -> TheirDb {
-        let cluster = snowleak::servers::postgres::Cluster::start_with(&[
-            ("wal_level", "logical"),
-            ("max_replication_slots", "8"),
-            ("max_wal_senders", "8"),
-        ])
-        .expect("these tests need PostgreSQL (initdb, pg_ctl)");
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        TheirDb { cluster, runtime }
-    }
-
-    fn session(&self) -> tokio_postgres::Client {
-        self.runtime.block_on(async {
-            let (client, conn) = self
-                .cluster
-                .config()
-                .connect(tokio_postgres::NoTls)
-                .await
-                .expect("a session on the cluster");
-            tokio::spawn(conn);
-            client
-        })
-    }
-
-    fn exec(&self, client: &tokio_postgres::Client, sql: &str) {
-        self.runtime
-            .block_on(client.batch_execute(sql))
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    }
-
-    fn target(&self) -> String {
-        format!(
-            "postgres:postgresql://postgres@/postgres?host={}&port=5432",
-            self.cluster.dir().display()
-        )
-    }
-
-    fn slot_names(&self, client: &tokio_postgres::Client) -> Vec<String> {
-        self.runtime
-            .block_on(client.query("SELECT slot_name::text FROM pg_replication_slots", &[]))
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect()
-    }
-}
 
 /// A loopback port free a moment ago.
 fn free_port() -> u16 {

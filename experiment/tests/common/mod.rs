@@ -7,6 +7,8 @@ use std::process::{Command, Output};
 
 pub use testkit::{TempDir, temp_dir};
 
+pub mod their_db;
+
 /// The `experiment` binary with `args`, logging warnings only, and with no API token in its
 /// environment (a test that wants one sets it).
 pub fn command(args: &[&str]) -> Command {

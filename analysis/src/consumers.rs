@@ -431,37 +431,7 @@ fn judge_one(
         .filter(|(_, d)| **d)
         .map(|(r, _)| r)
         .max_by(|a, b| a.key.cmp(&b.key));
-    // In commit order: each delivered row that set a new highest key, so
-    // that the first delivered row above a key is found by a binary search.
-    let mut highs: Vec<usize> = Vec::new();
-    let mut lost = Vec::new();
-    let mut not_reached = 0;
-    let mut expired = Examples::default();
-    let passed = Passed::new(rows, &first_read);
-    for (i, row) in rows.iter().enumerate() {
-        let gone_first = row
-            .expired_ms
-            .is_some_and(|at| passed.first_above(&row.key) >= at);
-        if !delivered[i] && gone_first {
-            expired.add(|| row.truth.key.clone());
-        } else if !delivered[i] {
-            let below = highest.is_some_and(|h| row.key < h.key);
-            if below || expect_all {
-                lost.push(Lost {
-                    key: row.truth.key.clone(),
-                    xid: row.truth.xid,
-                    commit_lsn: row.truth.commit_lsn.clone(),
-                    commit_ms: row.truth.commit_ms,
-                    deleted: row.deleted,
-                    lag: lag(rows, &highs, row),
-                });
-            } else {
-                not_reached += 1;
-            }
-        } else if highs.last().is_none_or(|&h| rows[h].key < row.key) {
-            highs.push(i);
-        }
-    }
+    let (lost, not_reached, expired) = losses(rows, &delivered, &first_read, highest, expect_all);
     let k_to_catch_all_ms = lost
         .iter()
         .filter_map(|l| Some(l.lag.as_ref()?.lag_ms))
@@ -496,6 +466,49 @@ fn judge_one(
         k_to_catch_all_ms,
         n_to_catch_all,
     }
+}
+
+/// The rows a consumer did not deliver, judged: lost (below the highest key
+/// it delivered, or any with `expect_all`), not reached, or expired first.
+fn losses(
+    rows: &[Row],
+    delivered: &[bool],
+    first_read: &[i64],
+    highest: Option<&Row>,
+    expect_all: bool,
+) -> (Vec<Lost>, usize, Examples) {
+    // In commit order: each delivered row that set a new highest key, so
+    // that the first delivered row above a key is found by a binary search.
+    let mut highs: Vec<usize> = Vec::new();
+    let mut lost = Vec::new();
+    let mut not_reached = 0;
+    let mut expired = Examples::default();
+    let passed = Passed::new(rows, first_read);
+    for (i, row) in rows.iter().enumerate() {
+        let gone_first = row
+            .expired_ms
+            .is_some_and(|at| passed.first_above(&row.key) >= at);
+        if !delivered[i] && gone_first {
+            expired.add(|| row.truth.key.clone());
+        } else if !delivered[i] {
+            let below = highest.is_some_and(|h| row.key < h.key);
+            if below || expect_all {
+                lost.push(Lost {
+                    key: row.truth.key.clone(),
+                    xid: row.truth.xid,
+                    commit_lsn: row.truth.commit_lsn.clone(),
+                    commit_ms: row.truth.commit_ms,
+                    deleted: row.deleted,
+                    lag: lag(rows, &highs, row),
+                });
+            } else {
+                not_reached += 1;
+            }
+        } else if highs.last().is_none_or(|&h| rows[h].key < row.key) {
+            highs.push(i);
+        }
+    }
+    (lost, not_reached, expired)
 }
 
 /// When the consumer first delivered a key above a given one: the

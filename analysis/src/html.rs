@@ -77,44 +77,8 @@ pub fn inline_svg(svg: &str) -> &str {
 /// The page: `report` is the `--json` object, `plots` the (title, SVG text)
 /// of each plot drawn.
 pub fn render(report: &Value, plots: &[(String, String)]) -> String {
-    let run = &report["run"];
     let mut out = String::new();
-    let title = format!(
-        "snowleak run {}: {}",
-        cell(&run["id"]),
-        cell(&run["target"])
-    );
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n\
-         <meta charset=\"utf-8\"/>\n<title>{title}</title>\n<style>\n\
-         body {{ font-family: sans-serif; margin: 2em; max-width: 80em; }}\n\
-         table {{ border-collapse: collapse; margin: 1em 0; }}\n\
-         th, td {{ border: 1px solid #bbb; padding: 0.2em 0.5em; text-align: left; }}\n\
-         .valid {{ color: #176617; font-weight: bold; }} .invalid {{ color: #b00; font-weight: bold; }}\n\
-         .unknown {{ color: #8a6d00; font-weight: bold; }} svg {{ max-width: 100%; height: auto; }}\n\
-         </style>\n</head>\n<body>\n<h1>{title}</h1>\n"
-    );
-    let _ = writeln!(
-        out,
-        "<p>profile {}, seed {}, clock {}, layout {}; {} to {}; {}</p>",
-        cell(&run["profile"]),
-        cell(&run["seed"]),
-        cell(&run["clock"]),
-        cell(&run["layout"]),
-        cell(&run["started_at"]),
-        cell(&run["ended_at"]),
-        if run["complete"].as_bool() == Some(true) {
-            "complete".to_string()
-        } else {
-            "INCOMPLETE".to_string()
-        }
-    );
-    let _ = writeln!(
-        out,
-        "<p>reference: {} (README, \"Definitions\", says what every word here means)</p>",
-        cell(&report["reference"])
-    );
+    head(&mut out, report);
 
     out.push_str("<h2>Verdicts</h2>\n<ul>\n");
     let empty = Vec::new();
@@ -211,6 +175,47 @@ pub fn render(report: &Value, plots: &[(String, String)]) -> String {
     }
     out.push_str("</body>\n</html>\n");
     out
+}
+
+/// The page's head, its title and the run's line and reference.
+fn head(out: &mut String, report: &Value) {
+    let run = &report["run"];
+    let title = format!(
+        "snowleak run {}: {}",
+        cell(&run["id"]),
+        cell(&run["target"])
+    );
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n\
+         <meta charset=\"utf-8\"/>\n<title>{title}</title>\n<style>\n\
+         body {{ font-family: sans-serif; margin: 2em; max-width: 80em; }}\n\
+         table {{ border-collapse: collapse; margin: 1em 0; }}\n\
+         th, td {{ border: 1px solid #bbb; padding: 0.2em 0.5em; text-align: left; }}\n\
+         .valid {{ color: #176617; font-weight: bold; }} .invalid {{ color: #b00; font-weight: bold; }}\n\
+         .unknown {{ color: #8a6d00; font-weight: bold; }} svg {{ max-width: 100%; height: auto; }}\n\
+         </style>\n</head>\n<body>\n<h1>{title}</h1>\n"
+    );
+    let _ = writeln!(
+        out,
+        "<p>profile {}, seed {}, clock {}, layout {}; {} to {}; {}</p>",
+        cell(&run["profile"]),
+        cell(&run["seed"]),
+        cell(&run["clock"]),
+        cell(&run["layout"]),
+        cell(&run["started_at"]),
+        cell(&run["ended_at"]),
+        if run["complete"].as_bool() == Some(true) {
+            "complete".to_string()
+        } else {
+            "INCOMPLETE".to_string()
+        }
+    );
+    let _ = writeln!(
+        out,
+        "<p>reference: {} (README, \"Definitions\", says what every word here means)</p>",
+        cell(&report["reference"])
+    );
 }
 
 /// A misskey-ftt run's lost notes by fate (the JSON's `ftt`): per poller,

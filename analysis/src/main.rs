@@ -125,47 +125,8 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
             "--expect-all applies to a run of `experiment judge --backend postgres`; run {run_id} is not one"
         ));
     }
-    // The check holds the whole history in memory: refuse a run that cannot
-    // fit with one line, rather than be killed by the kernel halfway.
-    let size = load::footprint(&conn, run_id).map_err(|e| e.to_string())?;
-    let needed = size.estimated_bytes();
-    if let Some(limit) = args.max_memory.or_else(available_memory)
-        && needed > limit
-    {
-        return Err(format!(
-            "run {run_id} holds {} statuses and {} observations: analyzing it needs about {}, more than the {} {}",
-            size.statuses,
-            size.observations,
-            human(needed),
-            human(limit),
-            if args.max_memory.is_some() {
-                "--max-memory allows"
-            } else {
-                "available (--max-memory to set another limit)"
-            },
-        ));
-    }
-    // On a terminal only (analysis::progress): a bar over each table's rows
-    // as they are read, sized from the footprint, then the phases by name.
-    let bar = progress::counted(size.statuses, "rows");
-    let mut table = "";
-    let loaded = load::load_with(&conn, run_id, &mut |t, rows| {
-        if t != table {
-            table = t;
-            let expected = match t {
-                "observations" => size.observations,
-                _ => size.statuses,
-            };
-            bar.set_length(expected.max(rows));
-            bar.set_position(rows);
-            bar.reset_eta();
-            bar.set_message(format!("reading {t}"));
-        } else {
-            bar.set_position(rows);
-        }
-    });
-    bar.finish_and_clear();
-    let mut loaded = loaded.map_err(|e| e.to_string())?;
+    let size = fits_in_memory(args, &conn, run_id)?;
+    let mut loaded = load_with_bar(&conn, run_id, size)?;
     let phase = progress::phases();
     phase.set_message("reading the Fanout Timeline's truth");
     let ftt_truth = ftt::load(&conn, run_id)?;
@@ -187,20 +148,7 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
     phase.set_message("checking the pollers against the reference");
     let analysis = diff::analyze(&loaded.history);
     phase.set_message("drawing the plots");
-    let out_dir = match &args.out {
-        Some(d) => d.clone(),
-        None => args
-            .db
-            .parent()
-            .map(|p| {
-                if p.as_os_str().is_empty() {
-                    PathBuf::from(".")
-                } else {
-                    p.to_path_buf()
-                }
-            })
-            .unwrap_or_else(|| PathBuf::from(".")),
-    };
+    let out_dir = out_dir(args);
     // Plots never decide the exit status: a report without pictures is still a report.
     let drawn = std::panic::catch_unwind(|| plot::write_all(&loaded, &analysis, &out_dir));
     let (plots, mut notes) = match drawn {
@@ -218,21 +166,7 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
         .as_ref()
         .map(|truth| ftt::fates(&loaded, &analysis, truth));
     if let Some(path) = &args.html {
-        let report = serde_json::to_value(json::build(&loaded, &analysis, &plots, lost.as_deref()))
-            .map_err(|e| e.to_string())?;
-        let svgs: Vec<(String, String)> = plots
-            .iter()
-            .filter(|p| p.ends_with(".svg"))
-            .filter_map(|p| {
-                let title = std::path::Path::new(p)
-                    .file_stem()?
-                    .to_string_lossy()
-                    .into_owned();
-                Some((title, std::fs::read_to_string(p).ok()?))
-            })
-            .collect();
-        std::fs::write(path, html::render(&report, &svgs))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        write_html(path, &loaded, &analysis, &plots, lost.as_deref())?;
     }
     // Cleared before anything is printed, so no bar is left between the lines.
     phase.finish_and_clear();
@@ -255,6 +189,108 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
             print!("{}", ftt::render(&loaded, lost));
         }
     }
+    Ok(())
+}
+
+/// The run's size, or a one-line refusal when analyzing it cannot fit in memory.
+fn fits_in_memory(
+    args: &AnalyzeArgs,
+    conn: &rusqlite::Connection,
+    run_id: i64,
+) -> Result<load::Footprint, String> {
+    // The check holds the whole history in memory: refuse a run that cannot
+    // fit with one line, rather than be killed by the kernel halfway.
+    let size = load::footprint(conn, run_id).map_err(|e| e.to_string())?;
+    let needed = size.estimated_bytes();
+    if let Some(limit) = args.max_memory.or_else(available_memory)
+        && needed > limit
+    {
+        return Err(format!(
+            "run {run_id} holds {} statuses and {} observations: analyzing it needs about {}, more than the {} {}",
+            size.statuses,
+            size.observations,
+            human(needed),
+            human(limit),
+            if args.max_memory.is_some() {
+                "--max-memory allows"
+            } else {
+                "available (--max-memory to set another limit)"
+            },
+        ));
+    }
+    Ok(size)
+}
+
+/// Loads the run, with a bar over each table's rows as they are read.
+fn load_with_bar(
+    conn: &rusqlite::Connection,
+    run_id: i64,
+    size: load::Footprint,
+) -> Result<load::Loaded, String> {
+    // On a terminal only (analysis::progress): a bar over each table's rows
+    // as they are read, sized from the footprint, then the phases by name.
+    let bar = progress::counted(size.statuses, "rows");
+    let mut table = "";
+    let loaded = load::load_with(conn, run_id, &mut |t, rows| {
+        if t != table {
+            table = t;
+            let expected = match t {
+                "observations" => size.observations,
+                _ => size.statuses,
+            };
+            bar.set_length(expected.max(rows));
+            bar.set_position(rows);
+            bar.reset_eta();
+            bar.set_message(format!("reading {t}"));
+        } else {
+            bar.set_position(rows);
+        }
+    });
+    bar.finish_and_clear();
+    loaded.map_err(|e| e.to_string())
+}
+
+/// Where the plots go: `--out`, or the database's folder.
+fn out_dir(args: &AnalyzeArgs) -> PathBuf {
+    match &args.out {
+        Some(d) => d.clone(),
+        None => args
+            .db
+            .parent()
+            .map(|p| {
+                if p.as_os_str().is_empty() {
+                    PathBuf::from(".")
+                } else {
+                    p.to_path_buf()
+                }
+            })
+            .unwrap_or_else(|| PathBuf::from(".")),
+    }
+}
+
+/// `--html`: the page, from the `--json` object and the SVG plots.
+fn write_html(
+    path: &std::path::Path,
+    loaded: &load::Loaded,
+    analysis: &diff::Analysis,
+    plots: &[String],
+    lost: Option<&[ftt::Lost]>,
+) -> Result<(), String> {
+    let report = serde_json::to_value(json::build(loaded, analysis, plots, lost))
+        .map_err(|e| e.to_string())?;
+    let svgs: Vec<(String, String)> = plots
+        .iter()
+        .filter(|p| p.ends_with(".svg"))
+        .filter_map(|p| {
+            let title = std::path::Path::new(p)
+                .file_stem()?
+                .to_string_lossy()
+                .into_owned();
+            Some((title, std::fs::read_to_string(p).ok()?))
+        })
+        .collect();
+    std::fs::write(path, html::render(&report, &svgs))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(())
 }
 

@@ -17,6 +17,19 @@ pub const LIST_CAP: usize = 25;
 /// Renders the report. `plots` are the files written; `plot_notes` says what was skipped.
 pub fn render(loaded: &Loaded, a: &Analysis, plots: &[String], plot_notes: &[String]) -> String {
     let mut o = String::new();
+    let width = name_width(loaded);
+    render_header(&mut o, loaded, a);
+    render_pollers(&mut o, loaded, a, width);
+    render_leaks(&mut o, loaded, a);
+    render_misses(&mut o, loaded, a, width);
+    render_future_ids(&mut o, loaded, a);
+    render_required_k(&mut o, a);
+    render_costs(&mut o, loaded, a);
+    render_verdicts(&mut o, loaded, a, width, plots, plot_notes);
+    o
+}
+
+fn render_header(o: &mut String, loaded: &Loaded, a: &Analysis) {
     let run = &loaded.run;
     let h = &loaded.history;
     let end_ms = run.ended_at_ms.or(loaded.last_activity_ms);
@@ -101,9 +114,9 @@ pub fn render(loaded: &Loaded, a: &Analysis, plots: &[String], plot_notes: &[Str
         let _ = writeln!(o, "{line}");
     }
     o.push('\n');
+}
 
-    // Per-poller table.
-    let width = name_width(loaded);
+fn render_pollers(o: &mut String, loaded: &Loaded, a: &Analysis, width: usize) {
     let _ = writeln!(
         o,
         "{:width$}  {:>8} {:>6} {:>9} {:>10} {:>8} {:>6} {:>6} {:>7} {:>6}  verdict",
@@ -163,7 +176,10 @@ pages+: back-paging requests; late: late arrivals the poller returned)"
         );
     }
     o.push('\n');
+}
 
+fn render_leaks(o: &mut String, loaded: &Loaded, a: &Analysis) {
+    let h = &loaded.history;
     // Leaks.
     let leaks: Vec<_> = a.leaks().collect();
     if a.reference == Reference::None {
@@ -207,7 +223,9 @@ required_k_ms = the smallest k sure to have caught it, README \"Definitions\"):"
         }
     }
     o.push('\n');
+}
 
+fn render_misses(o: &mut String, loaded: &Loaded, a: &Analysis, width: usize) {
     // Misses that are not leaks, and what was not owed.
     if a.reference != Reference::None {
         let _ = writeln!(
@@ -290,7 +308,9 @@ This is a bug in the target, the poller or the recorder:",
         }
         o.push('\n');
     }
+}
 
+fn render_future_ids(o: &mut String, loaded: &Loaded, a: &Analysis) {
     // IDs from the future: a server's clock (or a hostile ID) far ahead.
     if !a.future_ids.is_empty() {
         let _ = writeln!(
@@ -316,7 +336,9 @@ This is a bug in the target, the poller or the recorder:",
         }
         o.push('\n');
     }
+}
 
+fn render_required_k(o: &mut String, a: &Analysis) {
     // The part-2 numbers.
     match a.k_to_catch_all_ms {
         Some(k) => {
@@ -345,8 +367,17 @@ This is a bug in the target, the poller or the recorder:",
         }
     }
     o.push('\n');
-    render_costs(&mut o, loaded, a);
+}
 
+fn render_verdicts(
+    o: &mut String,
+    loaded: &Loaded,
+    a: &Analysis,
+    width: usize,
+    plots: &[String],
+    plot_notes: &[String],
+) {
+    let run = &loaded.run;
     // Verdicts.
     let _ = writeln!(o, "verdict:");
     for i in by_client(loaded) {
@@ -377,7 +408,6 @@ This is a bug in the target, the poller or the recorder:",
             let _ = writeln!(o, "  {p}");
         }
     }
-    o
 }
 
 /// Distinct statuses returned by any poller (truth-only statuses excluded).

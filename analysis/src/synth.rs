@@ -242,37 +242,7 @@ impl Default for SimSpec {
 pub fn simulate(spec: &SimSpec) -> (Vec<SynthRequest>, Vec<SynthTruth>) {
     let layout: Layout = "mastodon".parse().expect("a known layout");
     let mut rng = Rng::new(spec.seed);
-    // Truth: IDs in ID order, with their visibility.
-    let end_ms = spec.start_ms + spec.ticks * spec.interval_ms;
-    let mut truth = Vec::new();
-    let mut t = spec.start_ms as f64 - 30_000.0; // a backlog before the first tick
-    let mut seq = 0u128;
-    while t < end_ms as f64 {
-        t += -(1.0 - rng.f64()).ln() * 1000.0 / spec.rate_per_s;
-        let ms = t as i64;
-        seq = (seq + 1) & 0xffff;
-        // Drawn only when asked for, so that other runs keep their stream.
-        let ahead = if spec.ahead_fraction > 0.0 && rng.f64() < spec.ahead_fraction {
-            (rng.f64() * spec.max_ahead_ms as f64) as i64
-        } else {
-            0
-        };
-        let id = ((ms + ahead) as u128) << 16 | seq;
-        let lag = if rng.f64() < spec.late_fraction {
-            200 + (rng.f64() * (spec.max_late_ms - 200).max(1) as f64) as i64
-        } else {
-            (rng.f64() * 30.0) as i64
-        };
-        let deleted =
-            (rng.f64() < spec.delete_fraction).then(|| ms + lag + (rng.f64() * 3000.0) as i64);
-        truth.push(SynthTruth {
-            id,
-            posted_at_ms: ms,
-            visible_at_ms: ms + lag,
-            deleted_at_ms: deleted,
-        });
-    }
-    truth.sort_by_key(|s| s.id);
+    let truth = simulate_truth(spec, &mut rng);
     let keys: Vec<u128> = truth.iter().map(|s| s.id).collect();
 
     let policies: Vec<CursorPolicy> = spec
@@ -366,6 +336,42 @@ pub fn simulate(spec: &SimSpec) -> (Vec<SynthRequest>, Vec<SynthTruth>) {
         }
     }
     (requests, truth)
+}
+
+/// The truth of [`simulate`]: IDs in ID order, with their visibility, drawn
+/// from `rng` before any request.
+fn simulate_truth(spec: &SimSpec, rng: &mut Rng) -> Vec<SynthTruth> {
+    let end_ms = spec.start_ms + spec.ticks * spec.interval_ms;
+    let mut truth = Vec::new();
+    let mut t = spec.start_ms as f64 - 30_000.0; // a backlog before the first tick
+    let mut seq = 0u128;
+    while t < end_ms as f64 {
+        t += -(1.0 - rng.f64()).ln() * 1000.0 / spec.rate_per_s;
+        let ms = t as i64;
+        seq = (seq + 1) & 0xffff;
+        // Drawn only when asked for, so that other runs keep their stream.
+        let ahead = if spec.ahead_fraction > 0.0 && rng.f64() < spec.ahead_fraction {
+            (rng.f64() * spec.max_ahead_ms as f64) as i64
+        } else {
+            0
+        };
+        let id = ((ms + ahead) as u128) << 16 | seq;
+        let lag = if rng.f64() < spec.late_fraction {
+            200 + (rng.f64() * (spec.max_late_ms - 200).max(1) as f64) as i64
+        } else {
+            (rng.f64() * 30.0) as i64
+        };
+        let deleted =
+            (rng.f64() < spec.delete_fraction).then(|| ms + lag + (rng.f64() * 3000.0) as i64);
+        truth.push(SynthTruth {
+            id,
+            posted_at_ms: ms,
+            visible_at_ms: ms + lag,
+            deleted_at_ms: deleted,
+        });
+    }
+    truth.sort_by_key(|s| s.id);
+    truth
 }
 
 /// Simulates and records a run at `path` (created fresh); returns the run id.

@@ -5,7 +5,7 @@
 
 use mysql_async::prelude::Queryable;
 use rusqlite::Connection;
-use snowleak::servers::mariadb::{LockMode, Server, settings, sweep_stale};
+use snowleak::targets::mariadb::server::{LockMode, Server, settings, sweep_stale};
 use std::path::{Path, PathBuf};
 
 mod common;
@@ -690,7 +690,7 @@ fn mariadb_flags_are_refused_where_they_do_not_apply() {
         ),
         (
             vec!["--retain", "3"],
-            "--retain applies to --target mariadb only",
+            "--retain applies to --target postgres and --target mariadb only",
         ),
         (
             vec!["--target", "postgres", "--partition-every", "1m"],

@@ -12,7 +12,7 @@
 //! privileges, which watches.
 
 use rusqlite::Connection;
-use snowleak::servers::mariadb::{LockMode, Server};
+use snowleak::targets::mariadb::server::{LockMode, Server};
 use std::path::Path;
 
 mod common;

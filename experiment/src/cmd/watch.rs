@@ -29,7 +29,7 @@ pub mod metrics;
 mod postgres;
 
 use crate::clock::now_ms;
-use crate::logtruth::decode::Counts;
+use crate::logtruth::Counts;
 use crate::logtruth::tail::{Tail, parse_delivered};
 use crate::record::{RecordSender, Recorder, RunRow};
 use crate::session::Shutdown;
@@ -37,7 +37,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// How often the files are read and the log drained (a slot every
-/// `logtruth::slot::DRAIN_EVERY`, see there why): a delivery's time is
+/// `targets::postgres::slot::DRAIN_EVERY`, see there why): a delivery's time is
 /// known to within this.
 pub const PERIOD: Duration = Duration::from_millis(200);
 

@@ -5,20 +5,30 @@
 //! Below the commands, beside the targets: it imports `servers` and
 //! `record`'s rows, never a target or a command.
 //!
-//! - [`decode`]: `test_decoding`'s text into truth rows (pure).
-//! - [`slot`]: the slot: made, drained a bounded batch at a time, dropped.
-//! - [`binlog`]: MariaDB's binlog events into truth rows (pure).
-//! - [`ddl`]: the DDL statements of MariaDB's binlog that touch a table, read (pure).
-//! - [`dump`]: MariaDB's binlog read as it grows, as a replica reads it.
 //! - [`names`]: SQL names, bare or quoted, as `--table` and the logs write them (pure).
 //! - [`tail`]: a delivered file read as it grows.
 //! - [`verdict`]: each consumer's verdict from what the run recorded.
+//!
+//! Each database's own reading of its log lives in its folder:
+//! PostgreSQL's slot and `test_decoding` decoder in `targets/postgres/`
+//! (`slot.rs`, `decode.rs`), MariaDB's binlog dump and decoder in
+//! `targets/mariadb/` (`dump.rs`, `binlog.rs`, `ddl.rs`).
 
-pub mod binlog;
-pub mod ddl;
-pub mod decode;
-pub mod dump;
 pub mod names;
-pub mod slot;
 pub mod tail;
 pub mod verdict;
+
+/// What the decoder has read so far, beyond the truth rows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Transactions committed (every one the log gave, the judged table's or not).
+    pub transactions: u64,
+    /// Rows of the judged table inserted and deleted (in the truth).
+    pub inserts: u64,
+    pub deletes: u64,
+    /// Updates of the judged table (not in the truth: a key stays committed).
+    pub updates: u64,
+    /// Deletes whose old row the log does not show with the key (the
+    /// table's replica identity lacks it).
+    pub deletes_without_key: u64,
+}

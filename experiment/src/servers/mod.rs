@@ -1,10 +1,12 @@
 //! Throwaway servers a run starts from the system's binaries and removes at
-//! its end: shared by the targets that need them, so that no target imports
-//! another to get one.
+//! its end. A server only one target uses lives in that target's folder
+//! (MariaDB's in `targets/mariadb/server.rs`, Redis in
+//! `targets/misskey_ftt/redis.rs`); PostgreSQL's is here because two targets
+//! start it (`postgres` and `misskey_ftt`), and no target imports another to
+//! get one. What every server shares (its directory, its stale sweep, its
+//! kill) is this file's.
 
-pub mod mariadb;
 pub mod postgres;
-pub mod redis;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus};

@@ -33,7 +33,7 @@ pub mod nemesis;
 mod postgres;
 
 use crate::clock::now_ms;
-use crate::logtruth::decode::Counts;
+use crate::logtruth::Counts;
 use crate::logtruth::tail::{Tail, parse_delivered};
 use crate::record::{RecordSender, Recorder, RunRow};
 use crate::session::Shutdown;

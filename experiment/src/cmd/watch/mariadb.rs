@@ -1,6 +1,6 @@
 //! watch's MariaDB source: the user's binary log, read as a replica reads it
-//! (logtruth::dump, registered as `--server-id N`) from where the log ends
-//! as watch starts (`SHOW MASTER STATUS`), decoded by logtruth::binlog.
+//! (targets::mariadb::dump, registered as `--server-id N`) from where the log ends
+//! as watch starts (`SHOW MASTER STATUS`), decoded by targets::mariadb::binlog.
 //!
 //! What the server must have (MariaDB KB "Replication and Binary Log System
 //! Variables"), checked first, each refused by name: `log_bin` on,
@@ -15,11 +15,11 @@
 
 use super::{CONNECT_TIMEOUT_MS, Opened, WatchArgs};
 use crate::clock::now_ms;
-use crate::logtruth::binlog::{Decoder, parse_table};
-use crate::logtruth::decode::Counts;
-use crate::logtruth::dump::{Dump, Start};
+use crate::logtruth::Counts;
 use crate::record::RecordSender;
-use crate::servers::mariadb::db_error;
+use crate::targets::mariadb::binlog::{Decoder, parse_table};
+use crate::targets::mariadb::dump::{Dump, Start};
+use crate::targets::mariadb::server::db_error;
 use crate::targets::mariadb::{own, quote_ident};
 use mysql_async::prelude::Queryable;
 use rundb::LogTruthRow;

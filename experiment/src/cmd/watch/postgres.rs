@@ -8,10 +8,11 @@
 
 use super::metrics::SlotStatus;
 use super::{CONNECT_TIMEOUT_MS, Opened, WatchArgs};
-use crate::logtruth::decode::{Counts, Decoder, parse_table};
-use crate::logtruth::slot::{self, BATCH, Slot, check_name};
+use crate::logtruth::Counts;
 use crate::record::RecordSender;
 use crate::servers::postgres::{connect, db_error};
+use crate::targets::postgres::decode::{Decoder, parse_table};
+use crate::targets::postgres::slot::{self, BATCH, Slot, check_name};
 use crate::targets::postgres::{own, quote_ident};
 use std::time::Instant;
 

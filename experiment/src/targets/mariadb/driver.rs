@@ -8,10 +8,10 @@ use super::id_pollers::{DropLog, IdTarget};
 use super::retention::{Dropped, Job, MariaRounds, Retention};
 use super::roster::Roster;
 use super::schema::{Partitions, Schema};
+use super::server::{self as server, Server};
 use super::source::MariaTarget;
 use super::writers::{self, Output, Workload};
 use crate::record::{RecordSender, Recorder, TruthRow};
-use crate::servers::mariadb::{self as server, Server};
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
 use crate::sim::sync::lock;
 use crate::workload::{self, Database, RetentionTask, take_written};
@@ -364,8 +364,8 @@ use super::retention::retention_round;
 
 #[cfg(test)]
 mod database_tests {
+    use super::server::LockMode;
     use super::*;
-    use crate::servers::mariadb::LockMode;
     use crate::targets::mariadb::writers::{Event, Fate, WriterLock, write_event};
 
     fn r_sent(out: &Arc<Mutex<Retention>>) -> i64 {

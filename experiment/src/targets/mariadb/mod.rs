@@ -1,26 +1,30 @@
 //! `--target mariadb`: MariaDB event tables as a real leak source. A
-//! throwaway server (`crate::servers::mariadb`), an event table keyed by
+//! throwaway server (`server.rs`), an event table keyed by
 //! AUTO_INCREMENT or by Snowflake IDs its writers make, range-partitioned by
 //! the key with a retention job that adds and drops partitions
 //! (`schema.rs`), writers shaped like an application's (`writers.rs`), and
 //! pollers over SQL (`source.rs`), run by the one real-time poll loop.
 //! The mechanism and the figures: docs/mariadb.md.
 
+pub mod binlog;
+pub mod ddl;
 pub mod driver;
+pub mod dump;
 pub mod id_pollers;
 pub mod options;
 pub mod own;
 mod retention;
 pub mod roster;
 pub mod schema;
+pub mod server;
 pub mod source;
 pub mod writers;
 
 pub use driver::run;
 pub use own::run as run_own;
 
-use crate::servers::mariadb::LockMode;
 use schema::Schema;
+use server::LockMode;
 
 /// The throwaway server's options, resolved (`options.rs` refuses the rest).
 #[derive(Clone, Debug, serde::Serialize)]
@@ -70,5 +74,5 @@ pub fn quote_ident(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
 }
 
-/// A MariaDB error in one line (one home, with the server: `servers/mariadb.rs`).
-pub use crate::servers::mariadb::db_error;
+/// A MariaDB error in one line (one home, with the server: `server.rs`).
+pub use server::db_error;

@@ -5,10 +5,10 @@
 
 use super::id_pollers::IdPollerSpec;
 use super::schema::Schema;
+use super::server::LockMode;
 use super::writers::{Injected, WriterLock, parse_share};
 use super::{MariaOpts, OwnMariaOpts};
 use crate::options::{self, DryRun, Flag, Kind, Launch, SharedArgs, TargetOptions};
-use crate::servers::mariadb::LockMode;
 use crate::session::{Common, RunSummary};
 use clap::{ArgMatches, Args, Command};
 use since_id::policy::CursorPolicy;

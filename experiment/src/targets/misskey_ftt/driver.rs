@@ -6,6 +6,7 @@
 use super::creators::{self, Creator, Event, Load};
 use super::http::{self, ME};
 use super::read::{Switches, Window};
+use super::redis::Redis;
 use super::store::{self, Source};
 use super::timeline::{LiveSwitches, Reader, RedisSlot, RedisSource, redis_keys};
 use super::truth::{Membership, TruthSink};
@@ -13,7 +14,6 @@ use crate::api::{Dialect, HttpTarget};
 use crate::drive::{self, Tally};
 use crate::record::{RecordSender, Recorder};
 use crate::servers::postgres::{Cluster, connect};
-use crate::servers::redis::Redis;
 use crate::session::{self, Common, RunRowParts, RunSummary, Shutdown, StoredConfig};
 use crate::sim::sync::lock;
 use crate::workload::{self, Database};

@@ -12,6 +12,7 @@ pub mod http;
 pub mod options;
 pub mod push;
 pub mod read;
+pub mod redis;
 pub mod serve;
 pub mod store;
 pub mod timeline;

@@ -6,10 +6,10 @@
 use super::aidx::Aidx;
 use super::push::{self, Op};
 use super::read::{Path, Request, Switches};
+use super::redis::Redis;
 use super::store::{self, Source};
 use super::timeline::{LiveSwitches, Reader};
 use crate::servers::postgres::Cluster;
-use crate::servers::redis::Redis;
 use rand::SeedableRng;
 use std::sync::Arc;
 

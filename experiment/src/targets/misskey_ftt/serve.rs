@@ -10,13 +10,13 @@
 use super::creators::{self, Event, Load};
 use super::http::{self, ME, PathCounts};
 use super::read::Switches;
+use super::redis::Redis;
 use super::store::{self, Source};
 use super::timeline::{LiveSwitches, Reader, redis_keys};
 use crate::clients::ClientBook;
 use crate::record::Recorder;
 use crate::servers::postgres::Cluster;
 use crate::servers::postgres::connect;
-use crate::servers::redis::Redis;
 use crate::serving::{ListenArgs, recording};
 use crate::sim::sync::lock;
 use axum::extract::{Request, State};

@@ -4,6 +4,7 @@
 //! writers that load it, and pollers that read it over SQL or over the
 //! Mastodon API served from it; or your own table, read-only.
 
+pub mod decode;
 pub mod driver;
 pub mod http;
 pub mod options;
@@ -11,6 +12,7 @@ pub mod own;
 mod retention;
 pub mod schema;
 pub mod serve;
+pub mod slot;
 pub mod source;
 mod truth;
 pub mod writers;

@@ -1,17 +1,17 @@
-//! The mariadb judge's log: a throwaway MariaDB (servers::mariadb) with its
+//! The mariadb judge's log: a throwaway MariaDB (targets::mariadb::server) with its
 //! binary log on in ROW format with full row images and full table-map
 //! metadata (column names), read as a replica reads it from before COMMAND
-//! starts (logtruth::dump) and decoded (logtruth::binlog) into the truth.
+//! starts (targets::mariadb::dump) and decoded (targets::mariadb::binlog) into the truth.
 //! COMMAND gets `DATABASE_URL` (`mysql://root@localhost/app?socket=...`),
 //! `MYSQL_UNIX_PORT` (read by the `mariadb` client), `MYSQL_USER` and
 //! `MYSQL_DATABASE`; the database `app` is made before it starts.
 
 use super::{Event, Opened, PERIOD, ReaderCtx};
 use crate::clock::now_ms;
-use crate::logtruth::binlog::{Decoder, parse_table};
-use crate::logtruth::decode::Counts;
-use crate::logtruth::dump::{Dump, Position, READER_SERVER_ID, Start};
-use crate::servers::mariadb::{LockMode, Server, db_error};
+use crate::logtruth::Counts;
+use crate::targets::mariadb::binlog::{Decoder, parse_table};
+use crate::targets::mariadb::dump::{Dump, Position, READER_SERVER_ID, Start};
+use crate::targets::mariadb::server::{LockMode, Server, db_error};
 use mysql_async::prelude::Queryable;
 use rundb::LogTruthRow;
 use std::time::Instant;

@@ -6,9 +6,10 @@
 //! at the end.
 
 use super::{Event, Opened, ReaderCtx, Server};
-use crate::logtruth::decode::{Counts, Decoder, parse_table};
-use crate::logtruth::slot::{BATCH, DRAIN_EVERY, Slot, check_name};
+use crate::logtruth::Counts;
 use crate::servers::postgres::{Cluster, connect};
+use crate::targets::postgres::decode::{Decoder, parse_table};
+use crate::targets::postgres::slot::{BATCH, DRAIN_EVERY, Slot, check_name};
 
 /// The table and the slot's name, checked before anything starts.
 pub(super) fn check(table: &str, slot: &str) -> Result<(), String> {

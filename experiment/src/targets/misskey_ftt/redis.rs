@@ -55,7 +55,7 @@ impl Redis {
     pub fn start() -> Result<Redis, String> {
         let exe = find_binary()?;
         sweep_stale();
-        let dir = super::make_dir(PREFIX, "Redis")?;
+        let dir = crate::servers::make_dir(PREFIX, "Redis")?;
         // From here on, dropping `redis` cleans up whatever was made.
         let mut redis = Redis {
             dir,
@@ -91,7 +91,7 @@ impl Redis {
     pub fn restart(&mut self) -> Result<(i64, i64), String> {
         let exe = find_binary()?;
         // As a crash or `SHUTDOWN NOSAVE` leaves it: nothing saved.
-        super::kill(&mut self.child);
+        crate::servers::kill(&mut self.child);
         let stopped_ms = crate::clock::now_ms();
         // redis-server replaces a stale socket file itself; removing it here
         // keeps `wait_ready` from connecting to the dead one's path early.
@@ -136,7 +136,7 @@ impl Redis {
                     Err(e) => last = e.to_string(),
                 }
             }
-            if let Some(status) = super::exited(&mut self.child) {
+            if let Some(status) = crate::servers::exited(&mut self.child) {
                 return Err(format!(
                     "redis-server exited at start ({status}): {}",
                     self.last_log_line()
@@ -221,12 +221,12 @@ fn stop_pid_and_remove(dir: &Path) {
             }
         }
     }
-    super::remove_dir(dir, "Redis");
+    crate::servers::remove_dir(dir, "Redis");
 }
 
 /// Removes the servers of processes that no longer exist (runs killed with SIGKILL).
 fn sweep_stale() {
-    for dir in super::stale_dirs(PREFIX) {
+    for dir in crate::servers::stale_dirs(PREFIX) {
         tracing::info!(dir = %dir.display(), "removing a Redis server left by a killed run");
         stop_pid_and_remove(&dir);
     }
@@ -235,8 +235,8 @@ fn sweep_stale() {
 impl Drop for Redis {
     fn drop(&mut self) {
         // No persistence to flush: SIGKILL is as good as SHUTDOWN NOSAVE here.
-        super::kill(&mut self.child);
-        super::remove_dir(&self.dir, "Redis");
+        crate::servers::kill(&mut self.child);
+        crate::servers::remove_dir(&self.dir, "Redis");
     }
 }
 

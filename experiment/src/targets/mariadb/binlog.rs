@@ -46,7 +46,7 @@
 //! its rows are in the truth. DDL of other tables is not read further.
 
 use super::ddl::{self, Clause, Ddl};
-use super::decode::Counts;
+use crate::logtruth::Counts;
 use rundb::LogTruthRow;
 use std::collections::HashMap;
 
@@ -127,7 +127,7 @@ pub fn gtid_event(data: &[u8], server: u32) -> Option<Event> {
 /// `default_db`; `DB.T` names the database. Either part may be in
 /// backquotes, as SQL writes a name that needs them (a backquote doubled).
 pub fn parse_table(spec: &str, default_db: &str) -> Result<(String, String), String> {
-    super::names::MARIADB.table(spec, default_db)
+    crate::logtruth::names::MARIADB.table(spec, default_db)
 }
 
 /// A MariaDB GTID: `domain-server-seq_no`.

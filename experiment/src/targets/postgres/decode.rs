@@ -38,7 +38,8 @@
 //! DDL itself is never decoded (PostgreSQL manual, "Logical Replication
 //! Restrictions").
 
-use super::names::POSTGRES;
+use crate::logtruth::Counts;
+use crate::logtruth::names::POSTGRES;
 use rundb::LogTruthRow;
 use std::collections::{HashMap, HashSet};
 
@@ -207,21 +208,6 @@ fn cut(s: &str) -> &str {
         Some((i, _)) => &s[..i],
         None => s,
     }
-}
-
-/// What the decoder has read so far, beyond the truth rows.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Counts {
-    /// Transactions committed (every one the log gave, the judged table's or not).
-    pub transactions: u64,
-    /// Rows of the judged table inserted and deleted (in the truth).
-    pub inserts: u64,
-    pub deletes: u64,
-    /// Updates of the judged table (not in the truth: a key stays committed).
-    pub updates: u64,
-    /// Deletes whose old row the log does not show with the key (the
-    /// table's replica identity lacks it).
-    pub deletes_without_key: u64,
 }
 
 /// Reads the plugin's rows, in order, into the truth of one table: each

@@ -121,7 +121,7 @@ impl Server {
     pub fn start_with(lock_mode: LockMode, options: &[&str]) -> Result<Server, String> {
         let bin = find_binaries()?;
         sweep_stale();
-        let dir = super::make_dir(PREFIX, "server")?;
+        let dir = crate::servers::make_dir(PREFIX, "server")?;
         // From here on, dropping `server` cleans up whatever was made.
         let mut server = Server {
             dir,
@@ -242,7 +242,7 @@ impl Server {
     fn wait_ready(&mut self, log: &Path) -> Result<(), String> {
         let deadline = Instant::now() + READY_WITHIN;
         loop {
-            if let Some(status) = super::exited(&mut self.child) {
+            if let Some(status) = crate::servers::exited(&mut self.child) {
                 return Err(format!(
                     "mariadbd exited at start ({status}): {}",
                     last_error_line(log)
@@ -352,7 +352,7 @@ fn kill_and_remove(dir: &Path) {
             wait_gone(pid);
         }
     }
-    super::remove_dir(dir, "MariaDB server");
+    crate::servers::remove_dir(dir, "MariaDB server");
 }
 
 /// Waits (bounded) until a killed process that is not our child is gone.
@@ -377,7 +377,7 @@ fn wait_gone(pid: i32) {
 /// Removes the servers of processes that no longer exist (runs killed with SIGKILL).
 pub fn sweep_stale() {
     // Only directories this module made: a data directory inside.
-    for dir in super::stale_dirs(PREFIX) {
+    for dir in crate::servers::stale_dirs(PREFIX) {
         if dir.join("data").is_dir() {
             tracing::info!(dir = %dir.display(), "removing a MariaDB server left by a killed run");
             kill_and_remove(&dir);
@@ -387,8 +387,8 @@ pub fn sweep_stale() {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        super::kill(&mut self.child);
-        super::remove_dir(&self.dir, "MariaDB server");
+        crate::servers::kill(&mut self.child);
+        crate::servers::remove_dir(&self.dir, "MariaDB server");
     }
 }
 

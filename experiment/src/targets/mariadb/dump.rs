@@ -14,7 +14,7 @@
 //! format description event announces and mysql_common strips.
 
 use super::binlog::{Decoder, Event, MARIADB_GTID_EVENT, Op, gtid_event};
-use crate::servers::mariadb::db_error;
+use super::server::db_error;
 use mysql_async::binlog::events::{EventData, OptionalMetadataField, RowsEventData};
 use mysql_async::binlog::value::BinlogValue;
 use mysql_async::prelude::Queryable;

@@ -25,8 +25,9 @@ pub struct SharedArgs {
     /// How long to poll (1h, 90s, 1500ms; at most 366 days).
     #[arg(long, default_value = "1h", value_parser = parse_run_duration)]
     pub duration: u64,
-    // The APIs' options are described where they are parsed (`api/spec.rs`).
-    #[arg(long, default_value = "simulator", help = spec::target_help())]
+    // Its help lists every target and the flags each reads, from the
+    // applies-to table (`targets/mod.rs`, `target_help`).
+    #[arg(long, default_value = "simulator")]
     pub target: String,
     #[arg(long, help = spec::TIMELINE_HELP)]
     pub timeline: Option<String>,
@@ -91,10 +92,10 @@ pub struct WorkloadArgs {
     /// partitioned-snowflake (default mastodon); MariaDB autoinc, snowflake (default autoinc).
     #[arg(long)]
     pub schema: Option<String>,
-    /// PostgreSQL target: concurrent writer connections, 1 to 50 (default 8).
+    /// PostgreSQL and MariaDB targets: concurrent writer connections, 1 to 50 (default 8).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=50))]
     pub writers: Option<u32>,
-    /// PostgreSQL target: posts per second, all writers together (default 300).
+    /// PostgreSQL and MariaDB targets: posts per second, all writers together (default 300).
     #[arg(long, value_parser = parse_rate)]
     pub write_rate: Option<f64>,
     /// Database targets' writers: poisson (exponential gaps of the mean period, seeded by
@@ -139,20 +140,12 @@ impl RetentionArgs {
     pub fn retain(&self) -> u32 {
         self.retain.unwrap_or(6)
     }
-
-    pub fn flags(&self) -> [Flag; 2] {
-        let only = "{flag} applies to --target mariadb only, not '{target}'";
-        [
-            Flag::new("--partition-every", self.partition_every.is_some(), only),
-            Flag::new("--retain", self.retain.is_some(), only),
-        ]
-    }
 }
 
 /// Your own table, polled read-only (`--target postgres:URL`, `mariadb:URL`).
 #[derive(Args, Debug, Clone, Default)]
 pub struct TableArgs {
-    /// Your own database (--target postgres:URL): the table to poll.
+    /// Your own database (--target postgres:URL or mariadb:URL): the table to poll.
     #[arg(long)]
     pub table: Option<String>,
     /// Your own database: the table's ID column (default id).
@@ -182,37 +175,6 @@ impl SharedArgs {
             );
         }
         Ok(())
-    }
-
-    /// The shared flags some kinds of target refuse, with whether each was
-    /// given and how a kind that does not read it refuses it by default.
-    pub fn flags(&self) -> Vec<Flag> {
-        let postgres = "{flag} applies to --target postgres only, not '{target}'";
-        let real = "{flag} applies to real targets only, not '{target}'";
-        let (w, t) = (&self.workload, &self.table);
-        let mut flags = vec![
-            Flag::new("--schema", w.schema.is_some(), postgres),
-            Flag::new("--writers", w.writers.is_some(), postgres),
-            Flag::new("--write-rate", w.write_rate.is_some(), postgres),
-            Flag::new(
-                "--arrivals",
-                w.arrivals.is_some(),
-                "{flag} paces the writers of a database target (postgres, mariadb, misskey-ftt), not '{target}'",
-            ),
-            Flag::new("--table", t.table.is_some(), postgres),
-            Flag::new("--id-column", t.id_column.is_some(), postgres),
-        ];
-        flags.extend(self.retention.flags());
-        flags.extend([
-            Flag::new(
-                "--timeline",
-                self.timeline.is_some(),
-                "{flag} does not apply to '{target}'",
-            ),
-            Flag::new("--layout", self.layout.is_some(), real),
-            Flag::new("--token-file", self.token_file.is_some(), real),
-        ]);
-        flags
     }
 
     /// The options every run has, with the pollers it runs.
@@ -331,125 +293,247 @@ pub fn token_file_help() -> String {
     )
 }
 
-/// A flag that some kinds of target read and others refuse: a column of
-/// the table [`table`] builds.
-#[derive(Clone, Debug)]
-pub struct Flag {
+/// A kind of target as the refusals see it. A target has one or two: the
+/// throwaway server (`postgres`) and your own table (`postgres:URL`). Its
+/// `reads` are its rows of the applies-to table ([`table`]): a flag is
+/// defined once, by clap, and declared here by the kinds that read it.
+#[derive(Debug)]
+pub struct Kind {
+    /// Its name in the table. `--target` claims it by that name, or, for a
+    /// name ending in `:URL`, by the prefix before `URL` (`postgres:`).
     pub name: &'static str,
-    pub given: bool,
-    /// Its refusal where it does not apply, unless that kind words its own
-    /// ([`Kind::refusals`]); `{flag}` and `{target}` are filled in.
-    pub elsewhere: &'static str,
+    /// How `--help` writes it and a test passes it to `--target`.
+    pub form: &'static str,
+    /// What it is, in `--help`.
+    pub about: &'static str,
+    /// How a refusal names it ("--target postgres", "real targets").
+    pub named: &'static str,
+    /// The kinds whose `named` covers it too: a refusal that names one of
+    /// them does not name it again (`postgres:URL` is "--target postgres").
+    pub within: &'static [&'static str],
+    /// The flags of the table it reads; every other one given is refused.
+    pub reads: &'static [&'static str],
+    /// Its own wording for some flags it refuses (`{flag}` and `{target}`
+    /// filled in); any other is refused in the table's ([`Row::refusal`]).
+    pub refusals: &'static [(&'static [&'static str], &'static str)],
 }
 
-impl Flag {
-    pub fn new(name: &'static str, given: bool, elsewhere: &'static str) -> Flag {
-        Flag {
-            name,
-            given,
-            elsewhere,
+impl Kind {
+    /// Whether `--target TEXT` names this kind (by its name, or a `:URL`
+    /// kind by its prefix).
+    pub fn claims(&self, target: &str) -> bool {
+        match self.name.strip_suffix("URL") {
+            Some(prefix) => target.starts_with(prefix),
+            None => target == self.name,
         }
     }
 }
 
-/// A kind of target as the refusals see it. A target has one or two: the
-/// throwaway server (`postgres`) and your own table (`postgres:URL`).
-#[derive(Debug)]
-pub struct Kind {
-    /// Its name in the table.
-    pub name: &'static str,
-    /// The flags of the table it reads; every other one given is refused.
-    pub reads: &'static [&'static str],
-    /// Its own wording for some flags it refuses (`{flag}` and `{target}`
-    /// filled in); any other is refused in the flag's ([`Flag::elsewhere`]).
-    pub refusals: &'static [(&'static [&'static str], &'static str)],
-}
+/// The flags whose refusal is worded otherwise than "applies to ... only";
+/// a unit test checks each names every kind that reads it.
+const SHAPES: &[(&str, &str)] = &[(
+    "--arrivals",
+    "{flag} paces the writers of a database target (postgres, mariadb, misskey-ftt), not '{target}'",
+)];
 
-/// A row of the table: a flag, whether it was given, and the kinds it applies to.
+/// A row of the applies-to table: a flag and the kinds that read it.
 #[derive(Debug)]
 pub struct Row {
-    pub flag: Flag,
-    pub applies_to: Vec<&'static str>,
+    pub flag: &'static str,
+    pub applies_to: Vec<&'static Kind>,
 }
 
-/// Which flag applies to which kind of target: one row per flag, the kinds
-/// that read it gathered from every kind's [`Kind::reads`] (so that a new
-/// target declares what it reads in its own folder).
-pub fn table(flags: Vec<Flag>, kinds: &[&Kind]) -> Vec<Row> {
-    flags
-        .into_iter()
-        .map(|flag| Row {
-            applies_to: kinds
+impl Row {
+    /// Whether `kind` reads the flag.
+    pub fn reads(&self, kind: &Kind) -> bool {
+        self.applies_to.iter().any(|k| k.name == kind.name)
+    }
+
+    /// Its refusal where it does not apply, `{target}` left to fill in:
+    /// "--schema applies to --target postgres and --target mariadb only,
+    /// not '{target}'", each kind that reads it named once.
+    pub fn refusal(&self) -> String {
+        if let Some((_, shape)) = SHAPES.iter().find(|(flag, _)| *flag == self.flag) {
+            return shape.replace("{flag}", self.flag);
+        }
+        let mut named: Vec<&str> = Vec::new();
+        for kind in &self.applies_to {
+            let covered = kind
+                .within
                 .iter()
-                .filter(|k| k.reads.contains(&flag.name))
-                .map(|k| k.name)
-                .collect(),
-            flag,
+                .any(|w| self.applies_to.iter().any(|k| k.name == *w));
+            if !covered && !named.contains(&kind.named) {
+                named.push(kind.named);
+            }
+        }
+        let list = match named.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+            None => "no target".to_string(),
+        };
+        format!("{} applies to {list} only, not '{{target}}'", self.flag)
+    }
+}
+
+/// The applies-to table: one row per flag some kind reads, in the order
+/// `flags` lists them (the command line's), each with the kinds that read it.
+pub fn table(flags: &[String], kinds: &[&'static Kind]) -> Vec<Row> {
+    flags
+        .iter()
+        .filter_map(|flag| {
+            let applies_to: Vec<&'static Kind> = kinds
+                .iter()
+                .copied()
+                .filter(|k| k.reads.contains(&flag.as_str()))
+                .collect();
+            let name = *applies_to.first()?.reads.iter().find(|f| **f == flag)?;
+            Some(Row {
+                flag: name,
+                applies_to,
+            })
         })
         .collect()
 }
 
 /// The one loop of the "flag X does not apply here" refusals: the first
-/// flag given that does not apply to `kind`, in `kind`'s words if it has
-/// its own for that flag, else in the flag's. `target` is `--target` as given.
-pub fn refuse_unread(table: &[Row], kind: &Kind, target: &str) -> Result<(), String> {
-    match table
+/// flag `given` (as `--name`) that `kind` does not read, in `kind`'s words
+/// if it has its own for that flag, else in the table's. `target` is
+/// `--target` as given.
+pub fn refuse_unread(
+    table: &[Row],
+    kind: &Kind,
+    given: &[String],
+    target: &str,
+) -> Result<(), String> {
+    let Some(row) = table
         .iter()
-        .find(|row| row.flag.given && !row.applies_to.contains(&kind.name))
-    {
-        Some(Row { flag, .. }) => {
-            let wording = kind
-                .refusals
-                .iter()
-                .find(|(flags, _)| flags.contains(&flag.name))
-                .map_or(flag.elsewhere, |(_, wording)| *wording);
-            Err(wording
-                .replace("{flag}", flag.name)
-                .replace("{target}", target))
-        }
-        None => Ok(()),
-    }
+        .find(|row| given.iter().any(|g| g == row.flag) && !row.reads(kind))
+    else {
+        return Ok(());
+    };
+    let wording = match kind.refusals.iter().find(|(f, _)| f.contains(&row.flag)) {
+        Some((_, own)) => own.replace("{flag}", row.flag),
+        None => row.refusal(),
+    };
+    Err(wording.replace("{target}", target))
 }
 
-/// The first of `flags` given, refused in `wording` (`{flag}` filled in):
-/// for a refusal that depends on a value (PostgreSQL's schema), not on the
-/// kind of target.
-pub fn refuse_given(flags: &[Flag], wording: &str) -> Result<(), String> {
-    match flags.iter().find(|f| f.given) {
-        Some(flag) => Err(wording.replace("{flag}", flag.name)),
-        None => Ok(()),
-    }
+/// The flags given on the command line, as `--name`, in the order `command`
+/// declares them: clap's own record of where each value came from
+/// (`ArgMatches::value_source`), not a default.
+pub fn given(command: &Command, matches: &ArgMatches) -> Vec<String> {
+    command
+        .get_arguments()
+        .filter(|a| {
+            matches.value_source(a.get_id().as_str())
+                == Some(clap::parser::ValueSource::CommandLine)
+        })
+        .filter_map(|a| a.get_long().map(|long| format!("--{long}")))
+        .collect()
 }
 
-/// A target's face to the command line: its own flag group, the kinds of
-/// `--target` it answers to, and its options from the command line. Each
-/// target's `options.rs` implements it; `targets/mod.rs` lists them.
-pub trait TargetOptions: Sync {
-    /// Adds its own flag group (`<Group as clap::Args>::augment_args`).
-    fn augment(&self, command: Command) -> Command;
+/// A target's face to the command line: its own flag group, its kinds, and
+/// its options from them. Each target's `options.rs` implements it;
+/// `targets/mod.rs` lists them (as [`TargetOptions`]).
+pub trait Target: Sync {
+    /// Its own flag group.
+    type Flags: Args + FromArgMatches;
     /// Every kind it has (the table's kinds).
-    fn kinds(&self) -> &'static [&'static Kind];
+    const KINDS: &'static [&'static Kind];
+
     /// The kind `--target TEXT` names if it is this target's; an error if
     /// TEXT is meant for it but malformed.
-    fn kind(&self, target: &str) -> Result<Option<&'static Kind>, String>;
-    /// Its own flags that other kinds refuse, each with whether it was given.
-    fn flags(&self, matches: &ArgMatches) -> Result<Vec<Flag>, String>;
+    fn kind(&self, target: &str) -> Result<Option<&'static Kind>, String> {
+        Ok(Self::KINDS.iter().copied().find(|k| k.claims(target)))
+    }
+
+    /// How `--help` shows `kind`: its form and what it is.
+    fn shown(&self, kind: &Kind) -> String {
+        format!("`{}` ({})", kind.form, kind.about)
+    }
+
     /// Its options, checked, or a one-line refusal; every flag its kind
-    /// does not read is refused before ([`refuse_unread`]).
-    fn resolve(&self, shared: &SharedArgs, matches: &ArgMatches)
-    -> Result<Box<dyn Launch>, String>;
+    /// does not read is refused before ([`refuse_unread`]). `given` are
+    /// the flags given, as `--name`.
+    fn resolve(
+        &self,
+        shared: &SharedArgs,
+        own: Self::Flags,
+        given: &[String],
+    ) -> Result<Box<dyn Launch>, String>;
+}
+
+/// [`Target`] as `targets/mod.rs` lists them, side by side.
+pub trait TargetOptions: Sync {
+    /// Adds its own flag group.
+    fn augment(&self, command: Command) -> Command;
+    /// Every kind it has.
+    fn kinds(&self) -> &'static [&'static Kind];
+    /// See [`Target::kind`].
+    fn kind(&self, target: &str) -> Result<Option<&'static Kind>, String>;
+    /// See [`Target::shown`].
+    fn shown(&self, kind: &Kind) -> String;
+    /// Its own group read from `matches`, then [`Target::resolve`].
+    fn resolve(
+        &self,
+        shared: &SharedArgs,
+        matches: &ArgMatches,
+        given: &[String],
+    ) -> Result<Box<dyn Launch>, String>;
+}
+
+impl<T: Target> TargetOptions for T {
+    fn augment(&self, command: Command) -> Command {
+        T::Flags::augment_args(command)
+    }
+
+    fn kinds(&self) -> &'static [&'static Kind] {
+        T::KINDS
+    }
+
+    fn kind(&self, target: &str) -> Result<Option<&'static Kind>, String> {
+        Target::kind(self, target)
+    }
+
+    fn shown(&self, kind: &Kind) -> String {
+        Target::shown(self, kind)
+    }
+
+    fn resolve(
+        &self,
+        shared: &SharedArgs,
+        matches: &ArgMatches,
+        given: &[String],
+    ) -> Result<Box<dyn Launch>, String> {
+        Target::resolve(self, shared, group(matches)?, given)
+    }
 }
 
 /// A target's own flag group, read from the command line clap parsed.
-pub fn group<A: FromArgMatches>(matches: &ArgMatches) -> Result<A, String> {
+fn group<A: FromArgMatches>(matches: &ArgMatches) -> Result<A, String> {
     A::from_arg_matches(matches).map_err(|e| {
         let text = e.to_string();
         text.lines().next().unwrap_or("bad arguments").to_string()
     })
 }
 
-/// A target's options, resolved: what runs, and what `--dry-run` shows.
-pub trait Launch: std::fmt::Debug {
+/// A target's options, resolved, as `dyn Any`: what [`Launch::into_any`]
+/// is for every `'static` type, written once.
+pub trait IntoAny {
+    /// The options themselves, for a caller that needs one target's.
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+impl<T: Any> IntoAny for T {
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// A target's options, resolved: what runs, and what `--dry-run` shows;
+/// `into_any` (from [`IntoAny`]) for a caller that needs one target's (a
+/// run in memory needs the simulator's).
+pub trait Launch: std::fmt::Debug + IntoAny {
     /// Runs the experiment.
     fn run(self: Box<Self>, common: Common) -> Result<RunSummary, String>;
     /// Where the pollers' first requests would go, or why this target has
@@ -459,9 +543,6 @@ pub trait Launch: std::fmt::Debug {
     fn default_pollers(&self) -> Vec<CursorPolicy> {
         crate::session::default_pollers()
     }
-    /// The options themselves, for a caller that needs one target's (a run
-    /// in memory needs the simulator's).
-    fn into_any(self: Box<Self>) -> Box<dyn Any>;
 }
 
 /// What `--dry-run` shows of a target: where its pollers' requests go.
@@ -512,45 +593,73 @@ mod tests {
     use super::*;
 
     const OWN: Kind = Kind {
-        name: "own",
-        reads: &["--table"],
+        name: "own:URL",
+        form: "own:URL",
+        about: "yours",
+        named: "--target own:URL",
+        within: &["cluster"],
+        reads: &["--table", "--via"],
         refusals: &[(&["--writers"], "{flag} writes nothing to '{target}'")],
     };
     const CLUSTER: Kind = Kind {
         name: "cluster",
-        reads: &["--writers"],
+        form: "cluster",
+        about: "ours",
+        named: "--target cluster",
+        within: &[],
+        reads: &["--writers", "--via", "--schema"],
+        refusals: &[],
+    };
+    const OTHER: Kind = Kind {
+        name: "other",
+        form: "other",
+        about: "theirs",
+        named: "--target other",
+        within: &[],
+        reads: &["--schema"],
         refusals: &[],
     };
 
-    fn rows(writers: bool, table_given: bool) -> Vec<Row> {
-        let elsewhere = "{flag} applies to cluster only, not '{target}'";
-        table(
-            vec![
-                Flag::new("--writers", writers, elsewhere),
-                Flag::new("--table", table_given, "{flag} is your own table's"),
-            ],
-            &[&OWN, &CLUSTER],
-        )
+    fn rows() -> Vec<Row> {
+        let flags = ["--writers", "--table", "--via", "--schema", "--unread"].map(String::from);
+        table(&flags, &[&OWN, &CLUSTER, &OTHER])
     }
 
     #[test]
-    fn the_table_gathers_the_kinds_each_flag_applies_to() {
-        let t = rows(false, false);
-        assert_eq!(t[0].applies_to, ["cluster"]);
-        assert_eq!(t[1].applies_to, ["own"]);
-    }
-
-    #[test]
-    fn a_flag_given_where_it_does_not_apply_is_refused_in_the_kinds_words_or_its_own() {
+    fn the_table_gathers_the_kinds_each_flag_applies_to_and_words_its_refusal() {
+        let t = rows();
+        let names = |r: &Row| r.applies_to.iter().map(|k| k.name).collect::<Vec<_>>();
+        assert_eq!(t.len(), 4, "a flag no kind reads is no row");
+        assert_eq!(names(&t[0]), ["cluster"]);
+        assert_eq!(names(&t[1]), ["own:URL"]);
         assert_eq!(
-            refuse_unread(&rows(true, false), &OWN, "own:x").unwrap_err(),
+            t[1].refusal(),
+            "--table applies to --target own:URL only, not '{target}'"
+        );
+        // own:URL is within cluster: named once, as cluster.
+        assert_eq!(
+            t[2].refusal(),
+            "--via applies to --target cluster only, not '{target}'"
+        );
+        assert_eq!(
+            t[3].refusal(),
+            "--schema applies to --target cluster and --target other only, not '{target}'"
+        );
+        assert!(OWN.claims("own:x") && !OWN.claims("own") && CLUSTER.claims("cluster"));
+    }
+
+    #[test]
+    fn a_flag_given_where_it_does_not_apply_is_refused_in_the_kinds_words_or_the_tables() {
+        let given = |f: &str| vec![f.to_string()];
+        assert_eq!(
+            refuse_unread(&rows(), &OWN, &given("--writers"), "own:x").unwrap_err(),
             "--writers writes nothing to 'own:x'"
         );
         assert_eq!(
-            refuse_unread(&rows(false, true), &CLUSTER, "cluster").unwrap_err(),
-            "--table is your own table's"
+            refuse_unread(&rows(), &CLUSTER, &given("--table"), "cluster").unwrap_err(),
+            "--table applies to --target own:URL only, not 'cluster'"
         );
-        assert!(refuse_unread(&rows(true, false), &CLUSTER, "cluster").is_ok());
-        assert!(refuse_unread(&rows(false, false), &OWN, "own:x").is_ok());
+        assert!(refuse_unread(&rows(), &CLUSTER, &given("--writers"), "cluster").is_ok());
+        assert!(refuse_unread(&rows(), &OWN, &[], "own:x").is_ok());
     }
 }

@@ -667,3 +667,31 @@ fn tick_jitter_moves_each_tick_within_its_bound_the_same_for_a_seed() {
     assert_eq!(a, sends("b.db", "1"), "the same seed, the same ticks");
     assert_ne!(a, sends("c.db", "2"));
 }
+
+/// `experiment --help` lists every target `--target` accepts (the
+/// simulator and its profiles, each API's forms, the databases and your own
+/// tables, misskey-ftt), each with the flags it reads (issue 51).
+#[test]
+fn the_help_names_every_target() {
+    let out = experiment(&["--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for form in [
+        "`simulator`",
+        "--profile twitter|mastodon|misskey|discord",
+        "`postgres`",
+        "`postgres:postgresql://USER@HOST/DB`",
+        "`mariadb`",
+        "`mariadb:mysql://USER@HOST/DB`",
+        "`misskey-ftt`",
+        "`mastodon:https://HOST`",
+        "`x:users/ID/tweets`",
+        "`x:search?query=...`",
+        "`twitter-v1:https://HOST`",
+        "`misskey:https://HOST`",
+        "`discord:CHANNEL_ID`",
+    ] {
+        assert!(help.contains(form), "{form} is not in --help:\n{help}");
+    }
+    assert!(help.contains("`misskey-ftt` (Misskey's Fanout Timeline on Redis and PostgreSQL): --timeline, --arrivals, --creators"));
+}

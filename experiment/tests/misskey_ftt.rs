@@ -33,7 +33,7 @@ fn flags_where_they_do_nothing_are_refused_in_one_line() {
     );
     one_line_error(
         &["--target", "misskey-ftt", "--writers", "2", "--db", db],
-        "--writers applies to --target postgres only",
+        "--writers applies to --target postgres and --target mariadb only",
     );
     one_line_error(
         &[

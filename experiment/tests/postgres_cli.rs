@@ -49,15 +49,15 @@ fn postgres_flags_where_they_do_nothing_are_refused_in_one_line() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["--writers", "3"],
-            "--writers applies to --target postgres only, not 'simulator'",
+            "--writers applies to --target postgres and --target mariadb only, not 'simulator'",
         ),
         (
             vec!["--schema", "outbox"],
-            "--schema applies to --target postgres only",
+            "--schema applies to --target postgres and --target mariadb only",
         ),
         (
             vec!["--write-rate", "10"],
-            "--write-rate applies to --target postgres only",
+            "--write-rate applies to --target postgres and --target mariadb only",
         ),
         (
             vec!["--pg-tail", "1%:1s"],
@@ -65,11 +65,11 @@ fn postgres_flags_where_they_do_nothing_are_refused_in_one_line() {
         ),
         (
             vec!["--table", "posts"],
-            "--table applies to --target postgres only",
+            "--table applies to --target postgres:URL and --target mariadb:URL only",
         ),
         (
             vec!["--id-column", "uid"],
-            "--id-column applies to --target postgres only",
+            "--id-column applies to --target postgres:URL and --target mariadb:URL only",
         ),
         (
             vec!["--via", "http"],
@@ -82,7 +82,7 @@ fn postgres_flags_where_they_do_nothing_are_refused_in_one_line() {
                 "--writers",
                 "3",
             ],
-            "--writers applies to --target postgres only, not 'mastodon:https://example.invalid'",
+            "--writers applies to --target postgres and --target mariadb only, not 'mastodon:https://example.invalid'",
         ),
         (
             vec!["--target", "postgres", "--table", "posts"],

@@ -65,17 +65,66 @@ impl FromArgMatches for RunArgs {
 }
 
 /// The shared flags, then each target's group: written by hand rather than
-/// derived so that the list above is the only place that names the groups.
+/// derived so that the list above is the only place that names the groups;
+/// `--target`'s help from the applies-to table ([`target_help`]).
 impl Args for RunArgs {
     fn augment_args(command: Command) -> Command {
-        TARGETS
+        let command = TARGETS
             .iter()
-            .fold(SharedArgs::augment_args(command), |c, t| t.augment(c))
+            .fold(SharedArgs::augment_args(command), |c, t| t.augment(c));
+        let help = target_help(&command);
+        // Each in place: `mut_arg` would move `--target` to the end.
+        command.mut_args(|a| {
+            if a.get_id() == "target" {
+                a.help(help.clone())
+            } else {
+                a
+            }
+        })
     }
 
     fn augment_args_for_update(command: Command) -> Command {
         RunArgs::augment_args(command)
     }
+}
+
+/// Every kind of every target, in the order of `TARGETS`.
+fn kinds() -> Vec<&'static Kind> {
+    TARGETS
+        .iter()
+        .flat_map(|t| t.kinds().iter().copied())
+        .collect()
+}
+
+/// The applies-to table of the run's command line: one row per flag some
+/// kind reads, in the order the command line declares them.
+fn applies_to(command: &Command) -> Vec<options::Row> {
+    let flags: Vec<String> = command
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(|long| format!("--{long}")))
+        .collect();
+    options::table(&flags, &kinds())
+}
+
+/// `--help` of `--target`: every kind of every target, each with the flags
+/// it reads besides those every run has (the applies-to table's columns).
+fn target_help(command: &Command) -> String {
+    let table = applies_to(command);
+    let mut help = String::from(
+        "What to poll; each target reads the flags named after it besides those every run has, \
+         and refuses the others':",
+    );
+    for t in TARGETS {
+        for kind in t.kinds() {
+            let reads: Vec<&str> = table
+                .iter()
+                .filter(|row| row.reads(kind))
+                .map(|row| row.flag)
+                .collect();
+            help.push_str(&format!("\n- {}: {}", t.shown(kind), reads.join(", ")));
+        }
+    }
+    help
 }
 
 /// The target `--target` names, and its kind.
@@ -95,14 +144,10 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Box<dyn Launch>), String> {
     let RunArgs { shared, matches } = args;
     shared.check()?;
     let (target, kind) = claimed(&shared.target)?;
-    let mut flags = shared.flags();
-    let mut kinds = Vec::new();
-    for t in TARGETS {
-        flags.extend(t.flags(&matches)?);
-        kinds.extend(t.kinds());
-    }
-    options::refuse_unread(&options::table(flags, &kinds), kind, &shared.target)?;
-    let launch = target.resolve(&shared, &matches)?;
+    let command = run_command();
+    let given = options::given(&command, &matches);
+    options::refuse_unread(&applies_to(&command), kind, &given, &shared.target)?;
+    let launch = target.resolve(&shared, &matches, &given)?;
     let pollers = if shared.pollers.is_empty() {
         launch.default_pollers()
     } else {
@@ -317,16 +362,9 @@ pub async fn serve(
 mod tests {
     use super::*;
 
-    /// The table of a command line with no target flag given.
+    /// The run's applies-to table.
     fn rows() -> Vec<options::Row> {
-        let args = run_args(&[], 1).unwrap();
-        let mut flags = args.shared.flags();
-        let mut kinds = Vec::new();
-        for t in TARGETS {
-            flags.extend(t.flags(&args.matches).unwrap());
-            kinds.extend(t.kinds());
-        }
-        options::table(flags, &kinds)
+        applies_to(&run_command())
     }
 
     #[test]
@@ -351,15 +389,6 @@ mod tests {
     #[test]
     fn every_flag_a_kind_names_is_a_row_of_the_table_and_a_flag_of_the_command_line() {
         let rows = rows();
-        let command = RunArgs::augment_args(Command::new("experiment"));
-        for row in &rows {
-            let long = row.flag.name.trim_start_matches("--");
-            assert!(
-                command.get_arguments().any(|a| a.get_long() == Some(long)),
-                "{} is no flag of the command line",
-                row.flag.name
-            );
-        }
         for t in TARGETS {
             for kind in t.kinds() {
                 let named = kind
@@ -368,8 +397,8 @@ mod tests {
                     .chain(kind.refusals.iter().flat_map(|(flags, _)| flags.iter()));
                 for flag in named {
                     assert!(
-                        rows.iter().any(|r| r.flag.name == *flag),
-                        "{} names {flag}, which is no row of the table",
+                        rows.iter().any(|r| r.flag == *flag),
+                        "{} names {flag}, which is no flag of the command line",
                         kind.name
                     );
                 }
@@ -430,8 +459,8 @@ mod tests {
         let rows = rows();
         let applies = |name: &str| {
             rows.iter()
-                .find(|r| r.flag.name == name)
-                .map(|r| r.applies_to.clone())
+                .find(|r| r.flag == name)
+                .map(|r| r.applies_to.iter().map(|k| k.name).collect::<Vec<_>>())
                 .unwrap()
         };
         assert_eq!(applies("--schema"), ["postgres", "mariadb"]);
@@ -440,6 +469,147 @@ mod tests {
         assert_eq!(applies("--via"), ["postgres", "postgres:URL"]);
         assert_eq!(applies("--timeline"), ["simulator", "misskey-ftt", "api"]);
         assert_eq!(applies("--creators"), ["misskey-ftt"]);
-        assert!(rows.iter().all(|r| !r.flag.given), "nothing given");
+    }
+
+    /// A value `flag` accepts, the first of a few that clap's parser of it
+    /// takes (`None` for a flag that takes none).
+    fn sample_value(flag: &str) -> Option<&'static str> {
+        if run_flag(flag.trim_start_matches("--")) == Some(false) {
+            return None;
+        }
+        let candidates = [
+            "1",
+            "2",
+            "1s",
+            "1%",
+            "0.1",
+            "1s..2s",
+            "50,50,20",
+            "1%:1s",
+            "t",
+            "poisson",
+            "sql",
+            "incrementing",
+            "exponential",
+            "none",
+            "5xx=1%",
+            "a=1",
+        ];
+        let parses = |v: &str| parse_run(&[flag.to_string(), v.to_string()]).is_ok();
+        Some(*candidates.iter().find(|v| parses(v)).unwrap_or_else(|| {
+            panic!("no sample value parses for {flag}");
+        }))
+    }
+
+    /// Every flag of the table against every kind of target: given where
+    /// the table says the kind reads it, it passes the refusals (given as
+    /// clap saw it given); elsewhere the run is refused, in one line, with
+    /// the kind's own words for it or else the table's sentence.
+    #[test]
+    fn every_flag_is_refused_exactly_where_the_table_says_no_kind_reads_it() {
+        let rows = rows();
+        let command = run_command();
+        for row in &rows {
+            let value = sample_value(row.flag);
+            for kind in kinds() {
+                let mut argv = vec!["--target".to_string(), kind.form.to_string()];
+                argv.push(row.flag.to_string());
+                argv.extend(value.map(String::from));
+                let args = parse_run(&argv).unwrap();
+                let given = options::given(&command, &args.matches);
+                assert!(given.iter().any(|g| g == row.flag), "{argv:?}: {given:?}");
+                let (_, claimed_kind) = claimed(kind.form).unwrap();
+                assert_eq!(claimed_kind.name, kind.name, "{argv:?}");
+                let refused = options::refuse_unread(&rows, kind, &given, kind.form);
+                if row.reads(kind) {
+                    assert!(refused.is_ok(), "{argv:?}: {refused:?}");
+                    continue;
+                }
+                let expected = match kind.refusals.iter().find(|(f, _)| f.contains(&row.flag)) {
+                    Some((_, own)) => own.replace("{flag}", row.flag),
+                    None => row.refusal(),
+                }
+                .replace("{target}", kind.form);
+                assert_eq!(refused.as_ref().unwrap_err(), &expected, "{argv:?}");
+                let err = resolve(args).map(|_| ()).unwrap_err();
+                assert_eq!(err, expected, "{argv:?}");
+                assert_eq!(err.lines().count(), 1, "{argv:?}");
+            }
+        }
+    }
+
+    /// The sentences of the seven flags whose refusal used to name too
+    /// few targets, as the table words them now.
+    #[test]
+    fn the_refusals_name_every_target_that_reads_the_flag() {
+        let rows = rows();
+        let refusal = |flag: &str| rows.iter().find(|r| r.flag == flag).unwrap().refusal();
+        for flag in [
+            "--schema",
+            "--writers",
+            "--write-rate",
+            "--partition-every",
+            "--retain",
+        ] {
+            assert_eq!(
+                refusal(flag),
+                format!(
+                    "{flag} applies to --target postgres and --target mariadb only, not '{{target}}'"
+                )
+            );
+        }
+        for flag in ["--table", "--id-column"] {
+            assert_eq!(
+                refusal(flag),
+                format!(
+                    "{flag} applies to --target postgres:URL and --target mariadb:URL only, not '{{target}}'"
+                )
+            );
+        }
+        // The others as they were.
+        assert_eq!(
+            refusal("--via"),
+            "--via applies to --target postgres only, not '{target}'"
+        );
+        assert_eq!(
+            refusal("--id-poller"),
+            "--id-poller applies to --target mariadb only, not '{target}'"
+        );
+        assert_eq!(
+            refusal("--layout"),
+            "--layout applies to real targets only, not '{target}'"
+        );
+        assert_eq!(
+            refusal("--set"),
+            "--set applies to the simulator only, not '{target}'"
+        );
+        // A sentence of its own shape names every kind that reads its flag.
+        let arrivals = rows.iter().find(|r| r.flag == "--arrivals").unwrap();
+        for kind in &arrivals.applies_to {
+            assert!(arrivals.refusal().contains(kind.name), "{}", kind.name);
+        }
+    }
+
+    /// `--target`'s help names every kind of every target, each form
+    /// `resolve` accepts, with the flags each reads.
+    #[test]
+    fn the_target_help_names_every_target_and_what_it_reads() {
+        let mut command = run_command();
+        let help = command.render_long_help().to_string();
+        for kind in kinds() {
+            assert!(
+                help.contains(&format!("`{}`", kind.form)),
+                "{}: {help}",
+                kind.form
+            );
+            claimed(kind.form).unwrap();
+        }
+        for api in crate::api::Api::all() {
+            for form in api.specs {
+                assert!(help.contains(&format!("`{form}`")), "{form}");
+            }
+        }
+        assert!(help.contains("`mariadb` (a throwaway MariaDB server): --schema, --writers"));
+        assert!(help.contains("--profile twitter|mastodon|misskey|discord"));
     }
 }

@@ -3,10 +3,9 @@
 
 use super::ApiOpts;
 use crate::api::spec::{self, TargetSpec};
-use crate::options::{self, DryRun, Flag, Kind, Launch, SharedArgs, TargetOptions};
+use crate::options::{DryRun, Kind, Launch, SharedArgs, Target};
 use crate::session::{Common, RunSummary};
-use clap::{ArgMatches, Args, Command};
-use std::any::Any;
+use clap::Args;
 
 /// A real API's own flags.
 #[derive(Args, Debug, Clone)]
@@ -17,18 +16,12 @@ pub struct ApiArgs {
     pub base_url: Option<String>,
 }
 
-impl ApiArgs {
-    fn flags(&self) -> Vec<Flag> {
-        let only = "{flag} applies to real targets only, not '{target}'";
-        vec![
-            Flag::new("--list-id", self.list_id.is_some(), only),
-            Flag::new("--base-url", self.base_url.is_some(), only),
-        ]
-    }
-}
-
 const API: Kind = Kind {
     name: "api",
+    form: "mastodon:https://HOST",
+    about: "a real API",
+    named: "real targets",
+    within: &[],
     reads: &[
         "--timeline",
         "--layout",
@@ -55,14 +48,9 @@ const API: Kind = Kind {
 /// A real API on the command line.
 pub struct Api;
 
-impl TargetOptions for Api {
-    fn augment(&self, command: Command) -> Command {
-        ApiArgs::augment_args(command)
-    }
-
-    fn kinds(&self) -> &'static [&'static Kind] {
-        &[&API]
-    }
+impl Target for Api {
+    type Flags = ApiArgs;
+    const KINDS: &'static [&'static Kind] = &[&API];
 
     /// Any `KIND:SPEC` of an API; a bad one is refused here, before any flag.
     fn kind(&self, target: &str) -> Result<Option<&'static Kind>, String> {
@@ -72,16 +60,22 @@ impl TargetOptions for Api {
         })
     }
 
-    fn flags(&self, matches: &ArgMatches) -> Result<Vec<Flag>, String> {
-        Ok(options::group::<ApiArgs>(matches)?.flags())
+    /// Every API's forms (`api/spec.rs` parses them).
+    fn shown(&self, kind: &Kind) -> String {
+        let forms: Vec<String> = crate::api::Api::all()
+            .into_iter()
+            .flat_map(|api| api.specs)
+            .map(|form| format!("`{form}`"))
+            .collect();
+        format!("{} ({})", forms.join(", "), kind.about)
     }
 
     fn resolve(
         &self,
         shared: &SharedArgs,
-        matches: &ArgMatches,
+        own: ApiArgs,
+        _given: &[String],
     ) -> Result<Box<dyn Launch>, String> {
-        let own: ApiArgs = options::group(matches)?;
         shared.no_xmin(&format!("'{}'", shared.target))?;
         shared.real_time_only("real targets are polled in real time")?;
         let spec: TargetSpec = shared.target.parse()?;
@@ -113,9 +107,5 @@ impl Launch for ApiOpts {
             layout: r.layout.clone(),
             token: token.is_some(),
         })
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
     }
 }

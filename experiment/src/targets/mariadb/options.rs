@@ -8,12 +8,11 @@ use super::schema::Schema;
 use super::server::LockMode;
 use super::writers::{Injected, WriterLock, parse_share};
 use super::{MariaOpts, OwnMariaOpts};
-use crate::options::{self, DryRun, Flag, Kind, Launch, SharedArgs, TargetOptions};
+use crate::options::{self, DryRun, Kind, Launch, SharedArgs, Target};
 use crate::session::{Common, RunSummary};
-use clap::{ArgMatches, Args, Command};
+use clap::Args;
 use since_id::policy::CursorPolicy;
 use since_id::time::parse_duration_ms;
-use std::any::Any;
 
 /// MariaDB's own flags; `None` unless given, so that one given elsewhere is refused.
 #[derive(Args, Debug, Clone, Default)]
@@ -52,29 +51,13 @@ pub struct MariaArgs {
     pub rollback_share: Option<f64>,
 }
 
-impl MariaArgs {
-    fn flags(&self) -> Vec<Flag> {
-        let only = "{flag} applies to --target mariadb only, not '{target}'";
-        vec![
-            Flag::new("--writer-lock", self.writer_lock.is_some(), only),
-            Flag::new("--bare-inserts", self.bare_inserts.is_some(), only),
-            Flag::new("--id-poller", !self.id_pollers.is_empty(), only),
-            Flag::new(
-                "--autoinc-lock-mode",
-                self.autoinc_lock_mode.is_some(),
-                only,
-            ),
-            Flag::new("--clock-skew", self.clock_skew.is_some(), only),
-            Flag::new("--stall-share", self.stall_share.is_some(), only),
-            Flag::new("--stall", self.stall.is_some(), only),
-            Flag::new("--rollback-share", self.rollback_share.is_some(), only),
-        ]
-    }
-}
-
 /// `--target mariadb`: the throwaway server.
 const SERVER: Kind = Kind {
     name: "mariadb",
+    form: "mariadb",
+    about: "a throwaway MariaDB server",
+    named: "--target mariadb",
+    within: &[],
     reads: &[
         "--schema",
         "--writers",
@@ -114,6 +97,10 @@ const SERVER: Kind = Kind {
 /// `--target mariadb:URL`: your own table, read-only.
 const OWN: Kind = Kind {
     name: "mariadb:URL",
+    form: "mariadb:mysql://USER@HOST/DB",
+    about: "your own table, with --table",
+    named: "--target mariadb:URL",
+    within: &["mariadb", "api"],
     reads: &[
         "--table",
         "--id-column",
@@ -165,33 +152,16 @@ const OWN: Kind = Kind {
 /// MariaDB on the command line.
 pub struct Mariadb;
 
-impl TargetOptions for Mariadb {
-    fn augment(&self, command: Command) -> Command {
-        MariaArgs::augment_args(command)
-    }
-
-    fn kinds(&self) -> &'static [&'static Kind] {
-        &[&SERVER, &OWN]
-    }
-
-    fn kind(&self, target: &str) -> Result<Option<&'static Kind>, String> {
-        Ok(match target {
-            "mariadb" => Some(&SERVER),
-            _ if target.starts_with("mariadb:") => Some(&OWN),
-            _ => None,
-        })
-    }
-
-    fn flags(&self, matches: &ArgMatches) -> Result<Vec<Flag>, String> {
-        Ok(options::group::<MariaArgs>(matches)?.flags())
-    }
+impl Target for Mariadb {
+    type Flags = MariaArgs;
+    const KINDS: &'static [&'static Kind] = &[&SERVER, &OWN];
 
     fn resolve(
         &self,
         shared: &SharedArgs,
-        matches: &ArgMatches,
+        own: MariaArgs,
+        _given: &[String],
     ) -> Result<Box<dyn Launch>, String> {
-        let own: MariaArgs = options::group(matches)?;
         shared.real_time_only("MariaDB runs in real time")?;
         match shared.target.strip_prefix("mariadb:") {
             Some(url) => {
@@ -325,10 +295,6 @@ impl Launch for MariaOpts {
             crate::session::default_pollers()
         }
     }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
 }
 
 impl Launch for OwnMariaOpts {
@@ -347,10 +313,6 @@ impl Launch for OwnMariaOpts {
         } else {
             Vec::new()
         }
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
     }
 }
 

@@ -6,11 +6,10 @@ use super::creators::{Deletes, Load};
 use super::federation::{DelayDist, LATE_MAX_DEFAULT_MS};
 use super::read::{Switches, Window};
 use super::{FttOpts, Timeline};
-use crate::options::{self, DryRun, Flag, Kind, Launch, SharedArgs, TargetOptions};
+use crate::options::{self, DryRun, Kind, Launch, SharedArgs, Target};
 use crate::session::{Common, RunSummary};
-use clap::{ArgMatches, Args, Command};
+use clap::Args;
 use since_id::time::parse_duration_ms;
-use std::any::Any;
 
 /// The target's own flags. Each is `None` unless given, so that one given
 /// elsewhere is refused.
@@ -67,37 +66,12 @@ pub struct FttArgs {
     pub redis_restart_at: Vec<u64>,
 }
 
-impl FttArgs {
-    fn flags(&self) -> Vec<Flag> {
-        let only = "{flag} applies to --target misskey-ftt only, not '{target}'";
-        [
-            ("--creators", self.creators.is_some()),
-            ("--note-rate", self.note_rate.is_some()),
-            ("--remote-rate", self.remote_rate.is_some()),
-            ("--federation-delay", self.federation_delay.is_some()),
-            (
-                "--federation-delay-dist",
-                self.federation_delay_dist.is_some(),
-            ),
-            ("--late-share", self.late_share.is_some()),
-            ("--late-max", self.late_max.is_some()),
-            ("--graph-seed", self.graph_seed.is_some()),
-            ("--delete-share", self.delete_share.is_some()),
-            ("--delete-after", self.delete_after.is_some()),
-            ("--users", self.users.is_some()),
-            ("--no-db-fallback", self.no_db_fallback),
-            ("--no-fanout-timeline", self.no_fanout_timeline),
-            ("--ftt-off", !self.ftt_off.is_empty()),
-            ("--redis-restart-at", !self.redis_restart_at.is_empty()),
-        ]
-        .into_iter()
-        .map(|(name, given)| Flag::new(name, given, only))
-        .collect()
-    }
-}
-
 const FTT: Kind = Kind {
     name: "misskey-ftt",
+    form: "misskey-ftt",
+    about: "Misskey's Fanout Timeline on Redis and PostgreSQL",
+    named: "--target misskey-ftt",
+    within: &[],
     reads: &[
         "--timeline",
         "--creators",
@@ -135,29 +109,16 @@ const FTT: Kind = Kind {
 /// Misskey's Fanout Timeline on the command line.
 pub struct MisskeyFtt;
 
-impl TargetOptions for MisskeyFtt {
-    fn augment(&self, command: Command) -> Command {
-        FttArgs::augment_args(command)
-    }
-
-    fn kinds(&self) -> &'static [&'static Kind] {
-        &[&FTT]
-    }
-
-    fn kind(&self, target: &str) -> Result<Option<&'static Kind>, String> {
-        Ok((target == "misskey-ftt").then_some(&FTT))
-    }
-
-    fn flags(&self, matches: &ArgMatches) -> Result<Vec<Flag>, String> {
-        Ok(options::group::<FttArgs>(matches)?.flags())
-    }
+impl Target for MisskeyFtt {
+    type Flags = FttArgs;
+    const KINDS: &'static [&'static Kind] = &[&FTT];
 
     fn resolve(
         &self,
         shared: &SharedArgs,
-        matches: &ArgMatches,
+        f: FttArgs,
+        _given: &[String],
     ) -> Result<Box<dyn Launch>, String> {
-        let f: FttArgs = options::group(matches)?;
         shared.no_xmin("'misskey-ftt'")?;
         shared.real_time_only("misskey-ftt runs in real time")?;
         if f.no_fanout_timeline && !f.ftt_off.is_empty() {
@@ -222,10 +183,6 @@ impl Launch for FttOpts {
              (docs/misskey-ftt.md)"
                 .into(),
         )
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
     }
 }
 

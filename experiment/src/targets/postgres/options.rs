@@ -6,11 +6,10 @@
 use super::schema::Schema;
 use super::writers::Tail;
 use super::{OwnDbOpts, PgOpts, Via};
-use crate::options::{self, DryRun, Flag, Kind, Launch, SharedArgs, TargetOptions};
+use crate::options::{DryRun, Kind, Launch, SharedArgs, Target};
 use crate::session::{Common, RunSummary};
-use clap::{ArgMatches, Args, Command};
+use clap::Args;
 use since_id::policy::CursorPolicy;
-use std::any::Any;
 
 /// PostgreSQL's own flags; `None` unless given, so that one given where it
 /// does nothing is refused rather than ignored.
@@ -23,16 +22,6 @@ pub struct PostgresArgs {
     /// PostgreSQL target: how the pollers read, `sql` (the table, the default) or `http`.
     #[arg(long, value_parser = |s: &str| s.parse::<Via>())]
     pub via: Option<Via>,
-}
-
-impl PostgresArgs {
-    fn flags(&self) -> Vec<Flag> {
-        let only = "{flag} applies to --target postgres only, not '{target}'";
-        vec![
-            Flag::new("--pg-tail", self.pg_tail.is_some(), only),
-            Flag::new("--via", self.via.is_some(), only),
-        ]
-    }
 }
 
 /// The simulator's and the real APIs' flags, which no PostgreSQL target reads.
@@ -52,6 +41,10 @@ const NOT_POSTGRES: (&[&str], &str) = (
 /// `--target postgres`: the throwaway cluster.
 const CLUSTER: Kind = Kind {
     name: "postgres",
+    form: "postgres",
+    about: "a throwaway PostgreSQL cluster",
+    named: "--target postgres",
+    within: &[],
     reads: &[
         "--schema",
         "--writers",
@@ -79,6 +72,10 @@ const CLUSTER: Kind = Kind {
 /// `--target postgres:URL`: your own table, read-only.
 const OWN: Kind = Kind {
     name: "postgres:URL",
+    form: "postgres:postgresql://USER@HOST/DB",
+    about: "your own table, with --table",
+    named: "--target postgres:URL",
+    within: &["postgres", "api"],
     reads: &[
         "--table",
         "--id-column",
@@ -104,43 +101,30 @@ const OWN: Kind = Kind {
 /// PostgreSQL on the command line.
 pub struct Postgres;
 
-impl TargetOptions for Postgres {
-    fn augment(&self, command: Command) -> Command {
-        PostgresArgs::augment_args(command)
-    }
-
-    fn kinds(&self) -> &'static [&'static Kind] {
-        &[&CLUSTER, &OWN]
-    }
-
-    fn kind(&self, target: &str) -> Result<Option<&'static Kind>, String> {
-        Ok(match target {
-            "postgres" => Some(&CLUSTER),
-            _ if target.starts_with("postgres:") => Some(&OWN),
-            _ => None,
-        })
-    }
-
-    fn flags(&self, matches: &ArgMatches) -> Result<Vec<Flag>, String> {
-        Ok(options::group::<PostgresArgs>(matches)?.flags())
-    }
+impl Target for Postgres {
+    type Flags = PostgresArgs;
+    const KINDS: &'static [&'static Kind] = &[&CLUSTER, &OWN];
 
     fn resolve(
         &self,
         shared: &SharedArgs,
-        matches: &ArgMatches,
+        own: PostgresArgs,
+        given: &[String],
     ) -> Result<Box<dyn Launch>, String> {
-        let own: PostgresArgs = options::group(matches)?;
         shared.real_time_only("PostgreSQL runs in real time")?;
         match shared.target.strip_prefix("postgres:") {
             Some(url) => own_table(shared, &own, url),
-            None => cluster(shared, &own),
+            None => cluster(shared, &own, given),
         }
     }
 }
 
 /// The throwaway cluster's options.
-fn cluster(shared: &SharedArgs, own: &PostgresArgs) -> Result<Box<dyn Launch>, String> {
+fn cluster(
+    shared: &SharedArgs,
+    own: &PostgresArgs,
+    given: &[String],
+) -> Result<Box<dyn Launch>, String> {
     let schema: Schema = shared
         .workload
         .schema
@@ -152,13 +136,15 @@ fn cluster(shared: &SharedArgs, own: &PostgresArgs) -> Result<Box<dyn Launch>, S
              there; use naive and xmin"
         ));
     }
-    if !schema.partitioned() {
-        // Read by the partitioned schemas only: a refusal that depends on a value, not on the kind.
-        let only = format!(
-            "{{flag}} applies to --target mariadb and --target postgres --schema partitioned \
+    // Read by the partitioned schemas only: a refusal that depends on a value, not on the kind.
+    let retention = ["--partition-every", "--retain"];
+    if !schema.partitioned()
+        && let Some(flag) = given.iter().find(|g| retention.contains(&g.as_str()))
+    {
+        return Err(format!(
+            "{flag} applies to --target mariadb and --target postgres --schema partitioned \
              or partitioned-snowflake only, not --schema {schema}"
-        );
-        options::refuse_given(&shared.retention.flags(), &only)?;
+        ));
     }
     let via = own.via.unwrap_or_default();
     if via == Via::Http && schema != Schema::Mastodon {
@@ -229,10 +215,6 @@ impl Launch for PgOpts {
             crate::session::default_pollers()
         }
     }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
 }
 
 impl Launch for OwnDbOpts {
@@ -242,10 +224,6 @@ impl Launch for OwnDbOpts {
 
     fn dry_run(&self) -> Result<DryRun, String> {
         no_dry_run()
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
     }
 }
 

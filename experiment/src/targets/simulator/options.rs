@@ -3,12 +3,11 @@
 //! and its options from them.
 
 use super::SimOpts;
-use crate::options::{self, DryRun, Flag, Kind, Launch, SharedArgs, TargetOptions};
+use crate::options::{DryRun, Kind, Launch, SharedArgs, Target};
 use crate::session::{Common, RunSummary};
 use crate::sim::faults::FaultSpec;
-use clap::{ArgMatches, Args, Command};
+use clap::Args;
 use since_id::time::parse_duration_ms;
-use std::any::Any;
 use std::path::PathBuf;
 
 /// The simulator's own flags.
@@ -35,21 +34,14 @@ fn parse_faults(text: &str) -> Result<FaultSpec, String> {
     text.parse()
 }
 
-impl SimArgs {
-    /// `--profile` has a default, so it cannot be told given: it is not refused.
-    fn flags(&self) -> Vec<Flag> {
-        let only = "{flag} applies to the simulator only, not '{target}'";
-        vec![
-            Flag::new("--config", self.config.is_some(), only),
-            Flag::new("--set", !self.sets.is_empty(), only),
-            Flag::new("--faults", self.faults.is_some(), only),
-            Flag::new("--backlog", self.backlog.is_some(), only),
-        ]
-    }
-}
-
+/// `--profile` has a default and is not refused anywhere, so it is no row
+/// of the table.
 const SIMULATOR: Kind = Kind {
     name: "simulator",
+    form: "simulator",
+    about: "the embedded leaky timeline, the default",
+    named: "the simulator",
+    within: &[],
     reads: &["--timeline", "--config", "--set", "--faults", "--backlog"],
     refusals: &[(
         &["--list-id", "--base-url", "--layout", "--token-file"],
@@ -60,29 +52,22 @@ const SIMULATOR: Kind = Kind {
 /// The embedded simulator on the command line.
 pub struct Simulator;
 
-impl TargetOptions for Simulator {
-    fn augment(&self, command: Command) -> Command {
-        SimArgs::augment_args(command)
-    }
+impl Target for Simulator {
+    type Flags = SimArgs;
+    const KINDS: &'static [&'static Kind] = &[&SIMULATOR];
 
-    fn kinds(&self) -> &'static [&'static Kind] {
-        &[&SIMULATOR]
-    }
-
-    fn kind(&self, target: &str) -> Result<Option<&'static Kind>, String> {
-        Ok((target == "simulator").then_some(&SIMULATOR))
-    }
-
-    fn flags(&self, matches: &ArgMatches) -> Result<Vec<Flag>, String> {
-        Ok(options::group::<SimArgs>(matches)?.flags())
+    /// With its profiles, from the simulator's own list.
+    fn shown(&self, kind: &Kind) -> String {
+        let profiles = crate::sim::model::SimConfig::PROFILES.join("|");
+        format!("`{}` ({}; --profile {profiles})", kind.form, kind.about)
     }
 
     fn resolve(
         &self,
         shared: &SharedArgs,
-        matches: &ArgMatches,
+        own: SimArgs,
+        _given: &[String],
     ) -> Result<Box<dyn Launch>, String> {
-        let own: SimArgs = options::group(matches)?;
         shared.no_xmin(&format!("'{}'", shared.target))?;
         let config_text = match &own.config {
             Some(path) => Some(
@@ -119,9 +104,5 @@ impl Launch for SimOpts {
             layout: Some(layout),
             token: false,
         })
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
     }
 }

@@ -311,7 +311,11 @@ pub struct Kind {
     /// The kinds whose `named` covers it too: a refusal that names one of
     /// them does not name it again (`postgres:URL` is "--target postgres").
     pub within: &'static [&'static str],
-    /// The flags of the table it reads; every other one given is refused.
+    /// Whether it reads every flag of its target's own group (the
+    /// target's `Flags`), which it then need not name in `reads`.
+    pub reads_own_group: bool,
+    /// The flags it reads besides (the shared ones, or some of its
+    /// target's group); every other one given is refused.
     pub reads: &'static [&'static str],
     /// Its own wording for some flags it refuses (`{flag}` and `{target}`
     /// filled in); any other is refused in the table's ([`Row::refusal`]).
@@ -339,7 +343,7 @@ const SHAPES: &[(&str, &str)] = &[(
 /// A row of the applies-to table: a flag and the kinds that read it.
 #[derive(Debug)]
 pub struct Row {
-    pub flag: &'static str,
+    pub flag: String,
     pub applies_to: Vec<&'static Kind>,
 }
 
@@ -354,7 +358,7 @@ impl Row {
     /// not '{target}'", each kind that reads it named once.
     pub fn refusal(&self) -> String {
         if let Some((_, shape)) = SHAPES.iter().find(|(flag, _)| *flag == self.flag) {
-            return shape.replace("{flag}", self.flag);
+            return shape.replace("{flag}", &self.flag);
         }
         let mut named: Vec<&str> = Vec::new();
         for kind in &self.applies_to {
@@ -376,22 +380,21 @@ impl Row {
 }
 
 /// The applies-to table: one row per flag some kind reads, in the order
-/// `flags` lists them (the command line's), each with the kinds that read it.
-pub fn table(flags: &[String], kinds: &[&'static Kind]) -> Vec<Row> {
+/// `flags` lists them (the command line's), each with the kinds that read
+/// it. `kinds` are each kind with every flag it reads (its `reads`, and its
+/// target's group if it reads that).
+pub fn table(flags: &[String], kinds: &[(&'static Kind, Vec<String>)]) -> Vec<Row> {
     flags
         .iter()
-        .filter_map(|flag| {
-            let applies_to: Vec<&'static Kind> = kinds
+        .map(|flag| Row {
+            flag: flag.clone(),
+            applies_to: kinds
                 .iter()
-                .copied()
-                .filter(|k| k.reads.contains(&flag.as_str()))
-                .collect();
-            let name = *applies_to.first()?.reads.iter().find(|f| **f == flag)?;
-            Some(Row {
-                flag: name,
-                applies_to,
-            })
+                .filter(|(_, reads)| reads.contains(flag))
+                .map(|(kind, _)| *kind)
+                .collect(),
         })
+        .filter(|row| !row.applies_to.is_empty())
         .collect()
 }
 
@@ -407,12 +410,16 @@ pub fn refuse_unread(
 ) -> Result<(), String> {
     let Some(row) = table
         .iter()
-        .find(|row| given.iter().any(|g| g == row.flag) && !row.reads(kind))
+        .find(|row| given.contains(&row.flag) && !row.reads(kind))
     else {
         return Ok(());
     };
-    let wording = match kind.refusals.iter().find(|(f, _)| f.contains(&row.flag)) {
-        Some((_, own)) => own.replace("{flag}", row.flag),
+    let wording = match kind
+        .refusals
+        .iter()
+        .find(|(f, _)| f.contains(&row.flag.as_str()))
+    {
+        Some((_, own)) => own.replace("{flag}", &row.flag),
         None => row.refusal(),
     };
     Err(wording.replace("{target}", target))
@@ -598,6 +605,7 @@ mod tests {
         about: "yours",
         named: "--target own:URL",
         within: &["cluster"],
+        reads_own_group: false,
         reads: &["--table", "--via"],
         refusals: &[(&["--writers"], "{flag} writes nothing to '{target}'")],
     };
@@ -607,6 +615,7 @@ mod tests {
         about: "ours",
         named: "--target cluster",
         within: &[],
+        reads_own_group: false,
         reads: &["--writers", "--via", "--schema"],
         refusals: &[],
     };
@@ -616,13 +625,18 @@ mod tests {
         about: "theirs",
         named: "--target other",
         within: &[],
+        reads_own_group: false,
         reads: &["--schema"],
         refusals: &[],
     };
 
     fn rows() -> Vec<Row> {
         let flags = ["--writers", "--table", "--via", "--schema", "--unread"].map(String::from);
-        table(&flags, &[&OWN, &CLUSTER, &OTHER])
+        let kinds: Vec<(&'static Kind, Vec<String>)> = [&OWN, &CLUSTER, &OTHER]
+            .into_iter()
+            .map(|k| (k, k.reads.iter().map(|f| f.to_string()).collect()))
+            .collect();
+        table(&flags, &kinds)
     }
 
     #[test]

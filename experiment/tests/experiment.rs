@@ -678,7 +678,7 @@ fn the_help_names_every_target() {
     let help = String::from_utf8(out.stdout).unwrap();
     for form in [
         "`simulator`",
-        "--profile twitter|mastodon|misskey|discord",
+        "profiles twitter|mastodon|misskey|discord): --timeline, --profile",
         "`postgres`",
         "`postgres:postgresql://USER@HOST/DB`",
         "`mariadb`",

@@ -88,22 +88,30 @@ impl Args for RunArgs {
     }
 }
 
-/// Every kind of every target, in the order of `TARGETS`.
-fn kinds() -> Vec<&'static Kind> {
-    TARGETS
-        .iter()
-        .flat_map(|t| t.kinds().iter().copied())
+/// The flags of `command`, as `--name`, in the order it declares them.
+fn longs(command: &Command) -> Vec<String> {
+    command
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(|long| format!("--{long}")))
         .collect()
 }
 
 /// The applies-to table of the run's command line: one row per flag some
-/// kind reads, in the order the command line declares them.
+/// kind reads (its target's group if it reads that, and its `reads`), in
+/// the order the command line declares them.
 fn applies_to(command: &Command) -> Vec<options::Row> {
-    let flags: Vec<String> = command
-        .get_arguments()
-        .filter_map(|a| a.get_long().map(|long| format!("--{long}")))
-        .collect();
-    options::table(&flags, &kinds())
+    let mut kinds = Vec::new();
+    for t in TARGETS {
+        let group = longs(&t.augment(Command::new("group")));
+        for kind in t.kinds() {
+            let mut reads: Vec<String> = kind.reads.iter().map(|f| f.to_string()).collect();
+            if kind.reads_own_group {
+                reads.extend(group.iter().cloned());
+            }
+            kinds.push((*kind, reads));
+        }
+    }
+    options::table(&longs(command), &kinds)
 }
 
 /// `--help` of `--target`: every kind of every target, each with the flags
@@ -119,7 +127,7 @@ fn target_help(command: &Command) -> String {
             let reads: Vec<&str> = table
                 .iter()
                 .filter(|row| row.reads(kind))
-                .map(|row| row.flag)
+                .map(|row| row.flag.as_str())
                 .collect();
             help.push_str(&format!("\n- {}: {}", t.shown(kind), reads.join(", ")));
         }
@@ -362,6 +370,14 @@ pub async fn serve(
 mod tests {
     use super::*;
 
+    /// Every kind of every target, in the order of `TARGETS`.
+    fn kinds() -> Vec<&'static Kind> {
+        TARGETS
+            .iter()
+            .flat_map(|t| t.kinds().iter().copied())
+            .collect()
+    }
+
     /// The run's applies-to table.
     fn rows() -> Vec<options::Row> {
         applies_to(&run_command())
@@ -510,14 +526,14 @@ mod tests {
         let rows = rows();
         let command = run_command();
         for row in &rows {
-            let value = sample_value(row.flag);
+            let value = sample_value(&row.flag);
             for kind in kinds() {
                 let mut argv = vec!["--target".to_string(), kind.form.to_string()];
-                argv.push(row.flag.to_string());
+                argv.push(row.flag.clone());
                 argv.extend(value.map(String::from));
                 let args = parse_run(&argv).unwrap();
                 let given = options::given(&command, &args.matches);
-                assert!(given.iter().any(|g| g == row.flag), "{argv:?}: {given:?}");
+                assert!(given.contains(&row.flag), "{argv:?}: {given:?}");
                 let (_, claimed_kind) = claimed(kind.form).unwrap();
                 assert_eq!(claimed_kind.name, kind.name, "{argv:?}");
                 let refused = options::refuse_unread(&rows, kind, &given, kind.form);
@@ -525,8 +541,12 @@ mod tests {
                     assert!(refused.is_ok(), "{argv:?}: {refused:?}");
                     continue;
                 }
-                let expected = match kind.refusals.iter().find(|(f, _)| f.contains(&row.flag)) {
-                    Some((_, own)) => own.replace("{flag}", row.flag),
+                let own = kind
+                    .refusals
+                    .iter()
+                    .find(|(f, _)| f.contains(&row.flag.as_str()));
+                let expected = match own {
+                    Some((_, own)) => own.replace("{flag}", &row.flag),
                     None => row.refusal(),
                 }
                 .replace("{target}", kind.form);
@@ -610,6 +630,8 @@ mod tests {
             }
         }
         assert!(help.contains("`mariadb` (a throwaway MariaDB server): --schema, --writers"));
-        assert!(help.contains("--profile twitter|mastodon|misskey|discord"));
+        assert!(help.contains(
+            "profiles twitter|mastodon|misskey|discord): --timeline, --profile, --config"
+        ));
     }
 }

@@ -22,13 +22,8 @@ const API: Kind = Kind {
     about: "a real API",
     named: "real targets",
     within: &[],
-    reads: &[
-        "--timeline",
-        "--layout",
-        "--token-file",
-        "--list-id",
-        "--base-url",
-    ],
+    reads_own_group: true,
+    reads: &["--timeline", "--layout", "--token-file"],
     refusals: &[
         (
             &["--config", "--set"],

@@ -58,6 +58,7 @@ const SERVER: Kind = Kind {
     about: "a throwaway MariaDB server",
     named: "--target mariadb",
     within: &[],
+    reads_own_group: true,
     reads: &[
         "--schema",
         "--writers",
@@ -65,14 +66,6 @@ const SERVER: Kind = Kind {
         "--arrivals",
         "--partition-every",
         "--retain",
-        "--autoinc-lock-mode",
-        "--clock-skew",
-        "--bare-inserts",
-        "--id-poller",
-        "--writer-lock",
-        "--stall-share",
-        "--stall",
-        "--rollback-share",
     ],
     refusals: &[(
         &[
@@ -101,6 +94,7 @@ const OWN: Kind = Kind {
     about: "your own table, with --table",
     named: "--target mariadb:URL",
     within: &["mariadb", "api"],
+    reads_own_group: false,
     reads: &[
         "--table",
         "--id-column",

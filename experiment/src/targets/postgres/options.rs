@@ -45,13 +45,12 @@ const CLUSTER: Kind = Kind {
     about: "a throwaway PostgreSQL cluster",
     named: "--target postgres",
     within: &[],
+    reads_own_group: true,
     reads: &[
         "--schema",
         "--writers",
         "--write-rate",
         "--arrivals",
-        "--pg-tail",
-        "--via",
         // The partitioned schemas' retention job (checked against the schema).
         "--partition-every",
         "--retain",
@@ -76,6 +75,7 @@ const OWN: Kind = Kind {
     about: "your own table, with --table",
     named: "--target postgres:URL",
     within: &["postgres", "api"],
+    reads_own_group: false,
     reads: &[
         "--table",
         "--id-column",

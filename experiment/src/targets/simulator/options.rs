@@ -34,15 +34,14 @@ fn parse_faults(text: &str) -> Result<FaultSpec, String> {
     text.parse()
 }
 
-/// `--profile` has a default and is not refused anywhere, so it is no row
-/// of the table.
 const SIMULATOR: Kind = Kind {
     name: "simulator",
     form: "simulator",
     about: "the embedded leaky timeline, the default",
     named: "the simulator",
     within: &[],
-    reads: &["--timeline", "--config", "--set", "--faults", "--backlog"],
+    reads_own_group: true,
+    reads: &["--timeline"],
     refusals: &[(
         &["--list-id", "--base-url", "--layout", "--token-file"],
         "{flag} applies to real targets only (the simulator is configured with --profile and --set)",
@@ -59,7 +58,7 @@ impl Target for Simulator {
     /// With its profiles, from the simulator's own list.
     fn shown(&self, kind: &Kind) -> String {
         let profiles = crate::sim::model::SimConfig::PROFILES.join("|");
-        format!("`{}` ({}; --profile {profiles})", kind.form, kind.about)
+        format!("`{}` ({}; profiles {profiles})", kind.form, kind.about)
     }
 
     fn resolve(

@@ -8,9 +8,10 @@
 //!
 //! Every function takes the `rusqlite::Connection` it works on, so that a
 //! caller keeps its own transactions (the recorder commits once a second of
-//! wall time, the synthetic databases once per run) and its own statements
-//! for queries of its own (`analyze` reads the large tables in its own loops
-//! where it must). Errors are [`Error`]: one line for the user.
+//! wall time, the synthetic databases once per run). `analyze` reads run.db
+//! through [`read`] only; a side table (created on first use) is read by one
+//! generic reader, [`read::side_rows`]. Errors are [`Error`]: one line for
+//! the user.
 
 pub mod pages;
 pub mod read;

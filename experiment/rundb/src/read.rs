@@ -10,8 +10,8 @@
 
 use crate::Error;
 use crate::rows::{
-    DeliveryRow, LogTruthRow, ObservationRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow,
-    WriterBracketRow,
+    DeliveryRow, FttDeleteRow, FttPushRow, FttTrimRow, LogTruthRow, ObservationRow,
+    PartitionDropRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow, WriterBracketRow,
 };
 use crate::schema::{APPLICATION_ID, OLD_WRITER_BRACKETS, SCHEMA_VERSION};
 use rusqlite::types::ValueRef;
@@ -473,4 +473,243 @@ pub fn log_deliveries(conn: &Connection, run_id: i64) -> Result<Vec<DeliveryRow>
         .collect()
     })
     .map_err(read_error)
+}
+
+/// How many rows run `run_id` holds in its large tables, counted without
+/// scanning `observations` (the requests carry their item counts).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableSizes {
+    pub statuses: i64,
+    pub truth: i64,
+    pub requests: i64,
+    /// The requests' item counts, summed: the rows of `observations` (or
+    /// the IDs of served pages) the run's requests returned.
+    pub items: i64,
+}
+
+/// The sizes of run `run_id`'s tables: O(statuses + truth rows + requests).
+pub fn table_sizes(conn: &Connection, run_id: i64) -> Result<TableSizes, Error> {
+    conn.query_row(
+        "SELECT (SELECT count(*) FROM statuses WHERE run_id = ?1),
+                (SELECT count(*) FROM truth WHERE run_id = ?1),
+                (SELECT count(*) FROM requests WHERE run_id = ?1),
+                (SELECT coalesce(sum(items), 0) FROM requests WHERE run_id = ?1)",
+        [run_id],
+        |r| {
+            Ok(TableSizes {
+                statuses: r.get(0)?,
+                truth: r.get(1)?,
+                requests: r.get(2)?,
+                items: r.get(3)?,
+            })
+        },
+    )
+    .map_err(read_error)
+}
+
+/// Lends each page stored as one value (`client_requests.served`,
+/// [`crate::pages`]) of the requests with ids in `requests` to `f`, with its
+/// request's id, in request order; none in a file without the column. Pages
+/// of another run's requests inside the range are lent too: the caller
+/// skips them.
+pub fn for_each_served<E: From<Error>>(
+    conn: &Connection,
+    requests: RangeInclusive<i64>,
+    mut f: impl FnMut(i64, &[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    if !has_column(conn, "client_requests", "served")? {
+        return Ok(());
+    }
+    for_each_row(
+        conn,
+        "SELECT request_id, served FROM client_requests
+         WHERE request_id BETWEEN ?1 AND ?2 AND served IS NOT NULL ORDER BY request_id",
+        [*requests.start(), *requests.end()],
+        |r| {
+            let id: i64 = r.get(0).map_err(read_error)?;
+            let bytes = r
+                .get_ref(1)
+                .and_then(|v| Ok(v.as_blob()?))
+                .map_err(read_error)?;
+            f(id, bytes)
+        },
+    )
+}
+
+/// Per poller of run `run_id` (its `pollers.id`), the distinct values of
+/// `client_requests.{column}` its recorded requests hold, in SQLite's order.
+fn per_poller(conn: &Connection, run_id: i64, column: &str) -> Result<Vec<(i64, String)>, Error> {
+    if !has_column(conn, "client_requests", column)? {
+        return Ok(Vec::new());
+    }
+    conn.prepare(&format!(
+        "SELECT DISTINCT r.poller_id, c.{column} FROM client_requests c
+         JOIN requests r ON r.id = c.request_id WHERE r.run_id = ?1"
+    ))
+    .and_then(|mut st| {
+        st.query_map([run_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect()
+    })
+    .map_err(read_error)
+}
+
+/// The clients (`client_requests.client`) each poller of run `run_id` was
+/// recorded for, as (poller id, client); none without recorded clients.
+pub fn poller_clients(conn: &Connection, run_id: i64) -> Result<Vec<(i64, String)>, Error> {
+    per_poller(conn, run_id, "client")
+}
+
+/// The scopes (`client_requests.scope`, [`crate::scope::Scope`]'s text) of
+/// each poller's recorded requests in run `run_id`, as (poller id, scope);
+/// none without recorded clients.
+pub fn poller_scopes(conn: &Connection, run_id: i64) -> Result<Vec<(i64, String)>, Error> {
+    per_poller(conn, run_id, "scope")
+}
+
+/// Lends to `f` the ID of each truth row of run `run_id` that a retention
+/// job dropped: whose deletion is the drop of a partition that held it
+/// (the experiment marks a dropped range's rows deleted at the drop's send:
+/// [`crate::write::insert_partition_drops`]); none without `partition_drops`.
+pub fn for_each_expired<E: From<Error>>(
+    conn: &Connection,
+    run_id: i64,
+    mut f: impl FnMut(&str) -> Result<(), E>,
+) -> Result<(), E> {
+    if !has_table(conn, "partition_drops")? {
+        return Ok(());
+    }
+    for_each_row(
+        conn,
+        "SELECT t.id FROM partition_drops d JOIN truth t
+            ON t.run_id = d.run_id AND t.deleted_at_ms = d.sent_at_ms
+          WHERE d.run_id = ?1
+            AND CAST(t.id AS INTEGER) >= d.lo_id AND CAST(t.id AS INTEGER) < d.hi_id",
+        [run_id],
+        |r| f(text(r, 0).map_err(read_error)?),
+    )
+}
+
+/// Lends each (status ID, author) of run `run_id`'s `truth_authors` to `f`;
+/// none without the table.
+pub fn for_each_truth_author<E: From<Error>>(
+    conn: &Connection,
+    run_id: i64,
+    mut f: impl FnMut(&str, i64) -> Result<(), E>,
+) -> Result<(), E> {
+    if !has_table(conn, "truth_authors")? {
+        return Ok(());
+    }
+    for_each_row(
+        conn,
+        "SELECT id, author FROM truth_authors WHERE run_id = ?1",
+        [run_id],
+        |r| {
+            f(
+                text(r, 0).map_err(read_error)?,
+                r.get(1).map_err(read_error)?,
+            )
+        },
+    )
+}
+
+/// The delays of poller `poller` of run `run_id`, ms, ascending: per row of
+/// `writer_brackets` with a commit timestamp that the poller returned, its
+/// first response's receipt minus that timestamp.
+pub fn delays_after_commit(
+    conn: &Connection,
+    run_id: i64,
+    poller: &str,
+) -> Result<Vec<i64>, Error> {
+    conn.prepare(
+        "SELECT MIN(r.received_at_ms) - g.commit_ts_ms AS delay
+         FROM writer_brackets g
+         JOIN observations o ON o.status_id = g.id
+         JOIN requests r ON r.id = o.request_id AND r.run_id = g.run_id
+         JOIN pollers p ON p.id = r.poller_id AND p.name = ?2
+         WHERE g.run_id = ?1 AND g.commit_ts_ms IS NOT NULL
+         GROUP BY g.id ORDER BY delay",
+    )
+    .and_then(|mut st| {
+        st.query_map(rusqlite::params![run_id, poller], |r| r.get(0))?
+            .collect()
+    })
+    .map_err(read_error)
+}
+
+/// A side table: one created on first use, whose rows belong to a run
+/// (`run_id`) and are read whole by [`side_rows`].
+pub trait SideTable: Sized {
+    /// The table's name.
+    const TABLE: &'static str;
+    /// The columns read, in the order [`SideTable::from_row`] takes them.
+    const COLUMNS: &'static str;
+    fn from_row(r: &Row) -> rusqlite::Result<Self>;
+}
+
+/// The rows of side table `T` of run `run_id`, in the table's order; none in
+/// a file without the table.
+pub fn side_rows<T: SideTable>(conn: &Connection, run_id: i64) -> Result<Vec<T>, Error> {
+    if !has_table(conn, T::TABLE)? {
+        return Ok(Vec::new());
+    }
+    conn.prepare(&format!(
+        "SELECT {} FROM {} WHERE run_id = ?1",
+        T::COLUMNS,
+        T::TABLE
+    ))
+    .and_then(|mut st| st.query_map([run_id], |r| T::from_row(r))?.collect())
+    .map_err(read_error)
+}
+
+impl SideTable for FttPushRow {
+    const TABLE: &'static str = "ftt_pushes";
+    const COLUMNS: &'static str = "id, list, committed_at_ms, pushed_at_ms, path";
+    fn from_row(r: &Row) -> rusqlite::Result<Self> {
+        Ok(FttPushRow {
+            id: r.get(0)?,
+            list: r.get(1)?,
+            committed_at_ms: r.get(2)?,
+            pushed_at_ms: r.get(3)?,
+            path: r.get(4)?,
+        })
+    }
+}
+
+impl SideTable for FttTrimRow {
+    const TABLE: &'static str = "ftt_trims";
+    const COLUMNS: &'static str = "id, list, trimmed_at_ms";
+    fn from_row(r: &Row) -> rusqlite::Result<Self> {
+        Ok(FttTrimRow {
+            id: r.get(0)?,
+            list: r.get(1)?,
+            trimmed_at_ms: r.get(2)?,
+        })
+    }
+}
+
+impl SideTable for FttDeleteRow {
+    const TABLE: &'static str = "ftt_deletes";
+    const COLUMNS: &'static str = "id, sent_at_ms, returned_at_ms";
+    fn from_row(r: &Row) -> rusqlite::Result<Self> {
+        Ok(FttDeleteRow {
+            id: r.get(0)?,
+            sent_at_ms: r.get(1)?,
+            returned_at_ms: r.get(2)?,
+        })
+    }
+}
+
+impl SideTable for PartitionDropRow {
+    const TABLE: &'static str = "partition_drops";
+    const COLUMNS: &'static str = "partition, lo_id, hi_id, sent_at_ms, returned_at_ms, rows";
+    fn from_row(r: &Row) -> rusqlite::Result<Self> {
+        Ok(PartitionDropRow {
+            partition: r.get(0)?,
+            lo_id: r.get(1)?,
+            hi_id: r.get(2)?,
+            sent_at_ms: r.get(3)?,
+            returned_at_ms: r.get(4)?,
+            rows: r.get(5)?,
+        })
+    }
 }

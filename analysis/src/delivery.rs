@@ -8,23 +8,9 @@ use std::path::Path;
 /// The delays of `poller` in run `run_id` of the database at `db`, ms,
 /// ascending: one per row it returned that has a commit timestamp.
 pub fn after_commit_ms(db: &Path, run_id: i64, poller: &str) -> Result<Vec<i64>, String> {
-    let e = |e: rusqlite::Error| format!("cannot read {}: {e}", db.display());
     let conn = rundb::read::open(db).map_err(|e| e.to_string())?;
-    let mut st = conn
-        .prepare(
-            "SELECT MIN(r.received_at_ms) - g.commit_ts_ms AS delay
-             FROM writer_brackets g
-             JOIN observations o ON o.status_id = g.id
-             JOIN requests r ON r.id = o.request_id AND r.run_id = g.run_id
-             JOIN pollers p ON p.id = r.poller_id AND p.name = ?2
-             WHERE g.run_id = ?1 AND g.commit_ts_ms IS NOT NULL
-             GROUP BY g.id ORDER BY delay",
-        )
-        .map_err(e)?;
-    st.query_map(rusqlite::params![run_id, poller], |r| r.get(0))
-        .map_err(e)?
-        .collect::<Result<_, _>>()
-        .map_err(e)
+    rundb::read::delays_after_commit(&conn, run_id, poller)
+        .map_err(|e| format!("cannot read {}: {e}", db.display()))
 }
 
 /// The summary line of `poller`'s delays ([`after_commit_ms`]): p50, p99

@@ -72,39 +72,18 @@ pub struct FttTruth {
 /// The run's FTT truth; `None` when the run has none (not a misskey-ftt
 /// run, or a file written before the tables existed).
 pub fn load(conn: &Connection, run_id: i64) -> Result<Option<FttTruth>, String> {
-    let tables: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table'
-               AND name IN ('ftt_pushes', 'ftt_trims')",
-            [],
-            |r| r.get(0),
-        )
-        .map_err(|e| format!("cannot read the FTT tables: {e}"))?;
-    if tables < 2 {
-        return Ok(None);
+    let e = |e: rundb::Error| format!("cannot read the FTT tables: {e}");
+    for table in ["ftt_pushes", "ftt_trims"] {
+        if !rundb::read::has_table(conn, table).map_err(e)? {
+            return Ok(None);
+        }
     }
     let mut truth = FttTruth::default();
-    let e = |e: rusqlite::Error| format!("cannot read the FTT tables: {e}");
-    let mut pushes = conn
-        .prepare("SELECT id, pushed_at_ms IS NOT NULL FROM ftt_pushes WHERE run_id = ?1")
-        .map_err(e)?;
-    let rows = pushes
-        .query_map([run_id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?))
-        })
-        .map_err(e)?;
-    for row in rows {
-        let (id, pushed) = row.map_err(e)?;
-        truth.notes.entry(id).or_default().pushed |= pushed;
+    for row in rundb::read::side_rows::<rundb::FttPushRow>(conn, run_id).map_err(e)? {
+        truth.notes.entry(row.id).or_default().pushed |= row.pushed_at_ms.is_some();
     }
-    let mut trims = conn
-        .prepare("SELECT DISTINCT id FROM ftt_trims WHERE run_id = ?1")
-        .map_err(e)?;
-    let rows = trims
-        .query_map([run_id], |r| r.get::<_, String>(0))
-        .map_err(e)?;
-    for row in rows {
-        truth.notes.entry(row.map_err(e)?).or_default().trimmed = true;
+    for row in rundb::read::side_rows::<rundb::FttTrimRow>(conn, run_id).map_err(e)? {
+        truth.notes.entry(row.id).or_default().trimmed = true;
     }
     Ok((!truth.notes.is_empty()).then_some(truth))
 }

@@ -1,8 +1,9 @@
 //! The history the checker judges: a run's statuses, its truth, its pollers
 //! and their requests, with every status a dense `u32` index.
 //!
-//! [`load`](crate::load) reads it from run.db and
-//! [`history_builder`](crate::history_builder) makes it in memory;
+//! [`history_builder`](crate::history_builder) builds it from a run's
+//! records, read back from run.db by [`load`](crate::load) or as they are
+//! made;
 //! [`diff`](crate::diff) judges it. A run at 3,000 statuses a second holds
 //! tens of millions of statuses, so what is kept per status is counted in
 //! bytes: 16 for the key ([`Status`]), 16 for the truth ([`TruthTable`]), and

@@ -8,7 +8,7 @@
 //! - [`diff`]: the pure checker: misses, leaks, late arrivals, skews, verdicts.
 //! - [`oracle`]: the oracle's cost (the floor of duplicates) and detection delays.
 //! - [`report`]: the text report; [`json`]: the `--json` output; [`plot`]: PNG and SVG plots.
-//! - [`history_builder`]: a run's records → [`history::History`] in memory, as [`load`] reads them.
+//! - [`history_builder`]: a run's records → [`history::History`], the one way it is built ([`load`] and `experiment sweep`).
 //! - [`sweep`]: `experiment sweep`'s judging: one row per seed and poller, the summary;
 //!   [`sweep_plot`]: its frontier and lateness survival plots.
 //! - [`campaign`]: `experiment sweep --target postgres|mariadb|misskey-ftt`: each run's

@@ -261,15 +261,7 @@ fn a_partition_drop_deletes_the_rows_of_its_range_posted_before_it_returned() {
         })
         .collect();
     write::insert_truth(&conn, run_id, &truth, OnConflict::Ignore).unwrap();
-    let drop = rundb::PartitionDropRow {
-        partition: "p0".into(),
-        lo_id: 0,
-        hi_id: 5,
-        sent_at_ms: 250,
-        returned_at_ms: 300,
-        rows: 3,
-    };
-    write::insert_partition_drops(&conn, run_id, &[drop], key).unwrap();
+    write::insert_partition_drops(&conn, run_id, &[drop_row()], key).unwrap();
     let deleted: Vec<(i64, Option<i64>)> = conn
         .prepare("SELECT CAST(id AS INTEGER), deleted_at_ms FROM truth ORDER BY 1")
         .unwrap()
@@ -287,6 +279,95 @@ fn a_partition_drop_deletes_the_rows_of_its_range_posted_before_it_returned() {
             (5, None)
         ],
         "1-3 posted before the drop returned; 4 after it; 5 beyond the range"
+    );
+    assert_eq!(
+        read::side_rows::<rundb::PartitionDropRow>(&conn, run_id).unwrap(),
+        vec![drop_row()]
+    );
+    let mut expired = Vec::new();
+    read::for_each_expired(&conn, run_id, |id| {
+        expired.push(id.to_string());
+        Ok::<_, rundb::Error>(())
+    })
+    .unwrap();
+    expired.sort();
+    assert_eq!(expired, ["1", "2", "3"], "the rows the drop deleted");
+}
+
+fn drop_row() -> rundb::PartitionDropRow {
+    rundb::PartitionDropRow {
+        partition: "p0".into(),
+        lo_id: 0,
+        hi_id: 5,
+        sent_at_ms: 250,
+        returned_at_ms: 300,
+        rows: 3,
+    }
+}
+
+#[test]
+fn side_tables_read_back_whole_and_a_file_without_them_has_none() {
+    let dir = testkit::temp_dir("side-tables");
+    let conn = write::open(&dir.join("run.db"), "--db").unwrap();
+    let run = RunRow {
+        target: "misskey-ftt".into(),
+        clock: "real".into(),
+        layout: "aid".into(),
+        config: "{}".into(),
+        version: rundb::VERSION.into(),
+        ..RunRow::default()
+    };
+    let (run_id, _) = write::add_run(&conn, &run, &[]).unwrap();
+    assert!(
+        read::side_rows::<rundb::FttPushRow>(&conn, run_id)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        read::side_rows::<rundb::PartitionDropRow>(&conn, run_id)
+            .unwrap()
+            .is_empty()
+    );
+    let rows = rundb::FttRows {
+        pushes: vec![rundb::FttPushRow {
+            id: "a".into(),
+            list: "l".into(),
+            committed_at_ms: 1,
+            pushed_at_ms: None,
+            path: "pipeline".into(),
+        }],
+        trims: vec![rundb::FttTrimRow {
+            id: "b".into(),
+            list: "l".into(),
+            trimmed_at_ms: 2,
+        }],
+        deletes: vec![rundb::FttDeleteRow {
+            id: "c".into(),
+            sent_at_ms: 3,
+            returned_at_ms: 4,
+        }],
+    };
+    write::insert_ftt(&conn, run_id, &rows).unwrap();
+    assert_eq!(
+        read::side_rows::<rundb::FttPushRow>(&conn, run_id).unwrap(),
+        rows.pushes
+    );
+    assert_eq!(
+        read::side_rows::<rundb::FttTrimRow>(&conn, run_id).unwrap(),
+        rows.trims
+    );
+    assert_eq!(
+        read::side_rows::<rundb::FttDeleteRow>(&conn, run_id).unwrap(),
+        rows.deletes
+    );
+    assert!(
+        read::side_rows::<rundb::FttPushRow>(&conn, run_id + 1)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        read::table_sizes(&conn, run_id).unwrap(),
+        read::TableSizes::default()
     );
 }
 

@@ -4,7 +4,7 @@
 //! [`TableArgs`]); the table of which flag applies to which kind of target,
 //! with the one loop that refuses a flag where it does nothing
 //! ([`refuse_unread`]); and the two faces of a target: to the command line
-//! ([`TargetOptions`], in the target's own `options.rs`) and to the run
+//! ([`Target`], in the target's own `options.rs`) and to the run
 //! ([`Launch`], its options resolved). `targets/mod.rs` lists the targets.
 
 use crate::api::{Dialect, spec};
@@ -524,8 +524,8 @@ fn group<A: FromArgMatches>(matches: &ArgMatches) -> Result<A, String> {
     })
 }
 
-/// A target's options, resolved, as `dyn Any`: what [`Launch::into_any`]
-/// is for every `'static` type, written once.
+/// A target's options, resolved, as `dyn Any`: `into_any` for every
+/// `'static` type, written once.
 pub trait IntoAny {
     /// The options themselves, for a caller that needs one target's.
     fn into_any(self: Box<Self>) -> Box<dyn Any>;

@@ -1,6 +1,6 @@
 //! The targets, peers side by side, and a run from the command line. Each
 //! target is one folder: its `options.rs` parses and checks its own flags
-//! (`TargetOptions`) into its options, which run against what it is and
+//! (`options::Target`) into its options, which run against what it is and
 //! return a [`RunSummary`]. A target imports the shared lower modules
 //! (options, session, drive, record, api, sim, servers), never another
 //! target nor a command (`tests/architecture.rs` checks it).
@@ -66,7 +66,7 @@ impl FromArgMatches for RunArgs {
 
 /// The shared flags, then each target's group: written by hand rather than
 /// derived so that the list above is the only place that names the groups;
-/// `--target`'s help from the applies-to table ([`target_help`]).
+/// `--target`'s help from the applies-to table (`target_help`).
 impl Args for RunArgs {
     fn augment_args(command: Command) -> Command {
         let command = TARGETS

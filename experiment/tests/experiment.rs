@@ -694,4 +694,15 @@ fn the_help_names_every_target() {
         assert!(help.contains(form), "{form} is not in --help:\n{help}");
     }
     assert!(help.contains("`misskey-ftt` (Misskey's Fanout Timeline on Redis and PostgreSQL): --timeline, --arrivals, --creators"));
+    // `-h`, shorter, names every kind too.
+    let short = String::from_utf8(experiment(&["-h"]).stdout).unwrap();
+    for name in [
+        "simulator",
+        "postgres",
+        "mariadb",
+        "misskey-ftt",
+        "mastodon:",
+    ] {
+        assert!(short.contains(name), "{name} is not in -h:\n{short}");
+    }
 }

@@ -73,10 +73,18 @@ impl Args for RunArgs {
             .iter()
             .fold(SharedArgs::augment_args(command), |c, t| t.augment(c));
         let help = target_help(&command);
+        let forms: Vec<&str> = TARGETS
+            .iter()
+            .flat_map(|t| t.kinds().iter().map(|k| k.form))
+            .collect();
+        let short = format!(
+            "What to poll: {}, ... (--help: every form, with the flags each reads)",
+            forms.join(", ")
+        );
         // Each in place: `mut_arg` would move `--target` to the end.
         command.mut_args(|a| {
             if a.get_id() == "target" {
-                a.help(help.clone())
+                a.help(short.clone()).long_help(help.clone())
             } else {
                 a
             }

@@ -583,3 +583,64 @@ fn a_log_truth_made_before_read_ms_reads_without_it_and_gains_it_on_the_next_wri
     assert_eq!(both.len(), 2);
     assert_eq!((both[0].read_ms, &both[1]), (None, &row));
 }
+
+#[test]
+fn a_pollers_delays_run_from_each_commit_to_its_first_response() {
+    let dir = testkit::temp_dir("delays");
+    let conn = write::open(&dir.join("run.db"), "--db").unwrap();
+    let run = RunRow {
+        target: "postgres".into(),
+        clock: "real".into(),
+        layout: "integer".into(),
+        config: "{}".into(),
+        version: rundb::VERSION.into(),
+        ..RunRow::default()
+    };
+    let poller = |name: &str| PollerRow {
+        name: name.into(),
+        policy: "xmin".into(),
+        ..PollerRow::default()
+    };
+    let (run_id, ids) = write::add_run(&conn, &run, &[poller("xmin"), poller("other")]).unwrap();
+    let bracket = |id: &str, commit_ts_ms: Option<i64>| WriterBracketRow {
+        id: id.into(),
+        xid: "1".into(),
+        commit_ts_ms,
+        ..WriterBracketRow::default()
+    };
+    let brackets = [
+        bracket("1", Some(100)),
+        bracket("2", Some(100)),
+        bracket("3", None),
+    ];
+    write::insert_writer_brackets(&conn, run_id, &brackets).unwrap();
+    // "1" returned at 150 and again at 400, "2" at 400, "3" (no commit
+    // timestamp) at 150; the other poller's "2" at 120 is not the xmin's.
+    for (poller_id, received_at_ms, items) in [
+        (ids[0], 150, vec!["1", "3"]),
+        (ids[0], 400, vec!["2", "1"]),
+        (ids[1], 120, vec!["2"]),
+    ] {
+        let request: RequestRow = RequestRow {
+            poller_id,
+            received_at_ms,
+            items: items.len() as i64,
+            ..RequestRow::default()
+        };
+        let request_id = write::insert_request(&conn, run_id, &request).unwrap();
+        write::insert_observations(&conn, request_id, &items).unwrap();
+    }
+    assert_eq!(
+        read::delays_after_commit(&conn, run_id, "xmin").unwrap(),
+        [50, 300]
+    );
+    assert_eq!(
+        read::delays_after_commit(&conn, run_id, "other").unwrap(),
+        [20]
+    );
+    assert!(
+        read::delays_after_commit(&conn, run_id, "none")
+            .unwrap()
+            .is_empty()
+    );
+}

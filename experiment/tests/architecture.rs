@@ -505,7 +505,7 @@ fn the_shared_modules_import_no_target_and_no_command() {
     // The rule holds for any top-level module but `cmd` and `targets`; these
     // must be among them, or the reading above went wrong.
     for known in [
-        "api", "clients", "clock", "drive", "record", "servers", "session",
+        "api", "clients", "clock", "drive", "logtruth", "record", "servers", "session",
     ] {
         assert!(shared.contains(known), "{known} in {shared:?}");
     }
@@ -524,6 +524,74 @@ fn the_shared_modules_import_no_target_and_no_command() {
         wrong.is_empty(),
         "the shared modules lie below the targets and the commands:\n  {}",
         wrong.join("\n  ")
+    );
+}
+
+/// The databases with a folder of their own under `targets/` whose log the
+/// commands read (`targets::LOGS`).
+const DATABASES: [&str; 2] = ["postgres", "mariadb"];
+
+#[test]
+fn a_database_is_one_folder() {
+    // Issue 51: a database's target, server, log reader, judge backend and
+    // watch source are its folder's; only the targets' list (`targets/mod.rs`:
+    // `TARGETS`, `LOGS`) names a module of it from outside.
+    let wrong: Vec<String> = experiment_imports()
+        .into_iter()
+        .filter(|(from, _, _, to_role)| {
+            DATABASES
+                .iter()
+                .any(|db| *to_role == Role::Target(db.to_string()) && role(from) != *to_role)
+                && role(from) != Role::Targets
+        })
+        .map(|(from, _, to, _)| format!("{from} -> {to}"))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "a database's modules are named only in its folder and targets/mod.rs:\n  {}",
+        wrong.join("\n  ")
+    );
+    // No file outside the targets is a database's own (servers/postgres.rs
+    // is the one server two targets start: postgres and misskey_ftt).
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let named: Vec<String> = read_crate(&src)
+        .into_iter()
+        .map(|(rel, _)| rel)
+        .filter(|rel| {
+            !rel.starts_with("targets/")
+                && rel != "servers/postgres.rs"
+                && DATABASES.iter().any(|db| rel.contains(db))
+        })
+        .collect();
+    assert!(
+        named.is_empty(),
+        "files of a database outside its folder: {named:?}"
+    );
+    // The commands that read a database's log only dispatch: no branch on a
+    // database's name or its backend in them, nor in the log-truth modules
+    // every database shares.
+    let branching: Vec<String> = read_crate(&src)
+        .into_iter()
+        .filter(|(rel, _)| {
+            ["cmd/judge", "cmd/watch", "cmd/serve", "logtruth/"]
+                .iter()
+                .any(|p| rel.starts_with(p))
+        })
+        .filter(|(_, text)| {
+            [
+                "\"postgres\"",
+                "\"mariadb\"",
+                "Backend::Postgres",
+                "Backend::MariaDb",
+            ]
+            .iter()
+            .any(|name| text.contains(name))
+        })
+        .map(|(rel, _)| rel)
+        .collect();
+    assert!(
+        branching.is_empty(),
+        "judge, watch, serve and logtruth name no database (targets::LOGS does): {branching:?}"
     );
 }
 

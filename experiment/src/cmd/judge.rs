@@ -95,11 +95,9 @@ pub struct Judgement {
 
 /// Runs the judge; `Ok` carries the verdicts, `Err` is bad input (exit 2).
 pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
-    if matches!(
-        args.serve.listen.backend,
-        Backend::Postgres | Backend::MariaDb
-    ) {
-        return judge_database(args);
+    let backend = args.serve.listen.backend;
+    if let Some((_, source)) = crate::targets::LOGS.iter().find(|(b, _)| *b == backend) {
+        return judge_database(args, *source);
     }
     let log_flags = [
         (args.table.is_some(), "--table"),
@@ -194,24 +192,18 @@ pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
 
 /// `--backend postgres` or `mariadb`: the command's table judged against
 /// the database's log.
-fn judge_database(args: JudgeArgs) -> Result<Judgement, String> {
-    let mariadb = args.serve.listen.backend == Backend::MariaDb;
-    let (backend, log) = if mariadb {
-        ("mariadb", "MariaDB's binary log")
-    } else {
-        ("postgres", "PostgreSQL's log")
-    };
+fn judge_database(
+    args: JudgeArgs,
+    source: &'static dyn crate::logtruth::source::LogSource,
+) -> Result<Judgement, String> {
+    let (backend, log) = (source.name(), source.log());
     args.serve.simulator.refuse_on(backend)?;
     if args.serve.listen.record.is_some() || !args.serve.listen.clients.is_empty() {
         return Err(format!(
             "--record and --client are serve's: the judge on --backend {backend} records to --db"
         ));
     }
-    if mariadb && args.slot.is_some() {
-        return Err(
-            "--slot names PostgreSQL's replication slot: MariaDB's binary log has none".into(),
-        );
-    }
+    let slot = source.judge_slot(args.slot)?;
     let times = |flag: &str, given: &Option<String>| match given {
         Some(text) => log::nemesis::parse_times(flag, text),
         None => Ok(Vec::new()),
@@ -228,13 +220,6 @@ fn judge_database(args: JudgeArgs) -> Result<Judgement, String> {
             "--backend {backend} judges a table against {log}: give --table T (docs/log-truth.md)"
         )
     })?;
-    let source = if mariadb {
-        log::Source::MariaDb
-    } else {
-        log::Source::Postgres {
-            slot: args.slot.unwrap_or_else(|| log::DEFAULT_SLOT.into()),
-        }
-    };
     log::judge_log(log::LogArgs {
         db: args.db,
         table,
@@ -244,6 +229,7 @@ fn judge_database(args: JudgeArgs) -> Result<Judgement, String> {
         drain_ms: args.drain.unwrap_or(log::DEFAULT_DRAIN_MS),
         expect_all: args.expect_all,
         source,
+        slot,
         command: args.command,
         grace: GRACE,
         faults,

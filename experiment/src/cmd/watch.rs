@@ -24,12 +24,12 @@
 //! far is judged for the live line on stderr and `/metrics`
 //! ([`metrics`]), and a slot's retained WAL is held under `--max-slot-lag`.
 
-mod mariadb;
 pub mod metrics;
-mod postgres;
 
 use crate::clock::now_ms;
 use crate::logtruth::Counts;
+pub use crate::logtruth::source::WatchArgs;
+use crate::logtruth::source::{WatchOpened, WatchOpening, WatchSource};
 use crate::logtruth::tail::{Tail, parse_delivered};
 use crate::record::{RecordSender, Recorder, RunRow};
 use crate::session::Shutdown;
@@ -41,184 +41,32 @@ use std::time::Duration;
 /// known to within this.
 pub const PERIOD: Duration = Duration::from_millis(200);
 
-/// How long connecting may take before the URL counts as not connecting.
-const CONNECT_TIMEOUT_MS: u64 = 10_000;
-
-/// Record the truth of your own PostgreSQL or MariaDB table from its log
-/// while your system runs, and judge its consumers.
-#[derive(clap::Args, Debug, Clone)]
-pub struct WatchArgs {
-    /// `postgres:URL` (postgresql://USER@HOST:PORT/DB, or ?host=/socket/dir)
-    /// or `mariadb:URL` (mysql://USER@HOST:PORT/DB, or ?socket=/path): your
-    /// database. The password comes from PGPASSWORD or MYSQL_PWD, or
-    /// --token-file, never the URL.
-    #[arg(long, value_name = "postgres:URL|mariadb:URL")]
-    pub target: String,
-    /// The password's file (else PGPASSWORD, or MYSQL_PWD for mariadb).
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
-    /// The watched table (postgres: `T` is `public.T`, `SCHEMA.T` names the
-    /// schema; mariadb: `T` is in the URL's database, `DB.T` names it).
-    #[arg(long, value_name = "T")]
-    pub table: String,
-    /// Its key column: the value every consumer names.
-    #[arg(long, value_name = "COLUMN", default_value = "id")]
-    pub key: String,
-    /// postgres: the logical replication slot (of `test_decoding`) the truth
-    /// is read from: yours, or with --create-slot one watch makes and drops.
-    #[arg(long, value_name = "NAME")]
-    pub slot: Option<String>,
-    /// postgres: make the slot (needs the REPLICATION attribute or
-    /// superuser) and drop it at the end.
-    #[arg(long)]
-    pub create_slot: bool,
-    /// mariadb: the server id watch's binlog reader registers with, unique
-    /// among the server's replicas (default 1734921553).
-    #[arg(long, value_name = "N")]
-    pub server_id: Option<u32>,
-    /// A consumer's delivered keys, one a line (CSV's first field, or JSON
-    /// lines with "key" or "id"), read from the file's end as it grows. Repeatable.
-    #[arg(long = "delivered", value_name = "NAME=FILE")]
-    pub delivered: Vec<String>,
-    /// Every committed row is owed to every consumer, not only those below
-    /// the highest key it delivered.
-    #[arg(long)]
-    pub expect_all: bool,
-    /// Stop after this long (else at Ctrl-C).
-    #[arg(long, value_parser = since_id::time::parse_duration_ms)]
-    pub duration: Option<u64>,
-    /// Serve GET /metrics (Prometheus text format 0.0.4) on this address
-    /// while watch runs, e.g. 127.0.0.1:9464.
-    #[arg(long, value_name = "ADDR")]
-    pub metrics: Option<String>,
-    /// postgres: warn when the slot keeps more than half of SIZE of WAL;
-    /// beyond SIZE stop with exit 2 (dropping the slot if watch made it).
-    /// E.g. 64MiB, 1GiB.
-    #[arg(long, value_name = "SIZE")]
-    pub max_slot_lag: Option<String>,
-    /// The run database (a run is added to it).
-    #[arg(long, default_value = "data/watch.db")]
-    pub db: PathBuf,
-}
-
 /// What watch found: one line a consumer, and whether any lost a row.
 pub struct Watched {
     pub lines: Vec<String>,
     pub any_invalid: bool,
 }
 
-/// The database the URL names, its options checked.
-enum Target {
-    Postgres(Box<postgres::Checked>),
-    MariaDb(mariadb::Checked),
-}
-
-/// A log opened and read: the slot, or the binlog's dump.
-enum Source {
-    Postgres(postgres::Source),
-    MariaDb(mariadb::Source),
-}
-
-/// A source opened, with what the run records and says about it.
-struct Opened {
-    source: Source,
-    /// The watched table as messages name it (`schema.table`).
-    table: String,
-    /// The banner's words for where the truth comes from.
-    from: String,
-    /// The run's `runs.target`.
-    target: &'static str,
-    /// What `runs.config` holds beyond the common flags.
-    config: Vec<(&'static str, serde_json::Value)>,
-    /// `runs.page_limit`: the most rows a read of the log takes at once.
-    batch: i64,
-}
-
-impl Source {
-    /// Reads the log up to where it ends now, recording each batch (a slot
-    /// only when it is due, or `last`).
-    async fn drain(&mut self, sender: &RecordSender, last: bool) -> Result<(), String> {
-        match self {
-            Source::Postgres(s) => s.drain(sender, last).await,
-            Source::MariaDb(s) => s.drain(sender).await,
+/// Which database `--target` names (a line of `targets::LOGS`), its
+/// options checked by it; everything checked before anything connects.
+fn check(args: &WatchArgs) -> Result<WatchOpening, String> {
+    for (_, log) in crate::targets::LOGS {
+        if let Some(url) = args
+            .target
+            .strip_prefix(log.name())
+            .and_then(|t| t.strip_prefix(':'))
+        {
+            return log.watch_check(url, args);
         }
     }
-
-    /// Waits `period` before the next drain. The binlog's events come as
-    /// the server writes them, so the MariaDB source reads them meanwhile
-    /// (each commit's read time is then when it arrived, not when the drain
-    /// came); the slot is only read when drained.
-    async fn wait(&mut self, period: Duration) -> Result<(), String> {
-        match self {
-            Source::Postgres(_) => {
-                tokio::time::sleep(period).await;
-                Ok(())
-            }
-            Source::MariaDb(s) => s.read_for(period).await,
-        }
-    }
-
-    /// Lets go of the log: a slot watch made is dropped, a dump closed.
-    async fn release(self) -> Result<(), String> {
-        match self {
-            Source::Postgres(s) => s.release().await,
-            Source::MariaDb(s) => {
-                s.release().await;
-                Ok(())
-            }
-        }
-    }
-
-    /// A slot's status at its last drain (none for the binlog).
-    fn slot_status(&self) -> Option<metrics::SlotStatus> {
-        match self {
-            Source::Postgres(s) => s.status(),
-            Source::MariaDb(_) => None,
-        }
-    }
-
-    fn counts(&self) -> &Counts {
-        match self {
-            Source::Postgres(s) => s.counts(),
-            Source::MariaDb(s) => s.counts(),
-        }
-    }
-}
-
-/// Which database `--target` names, with the flags only the other one has
-/// refused; everything checked before anything connects.
-fn check(args: &WatchArgs) -> Result<Target, String> {
-    if let Some(url) = args.target.strip_prefix("postgres:") {
-        if args.server_id.is_some() {
-            return Err(
-                "--server-id is MariaDB's (the binlog reader's id): postgres reads a \
-                        slot (--slot NAME)"
-                    .into(),
-            );
-        }
-        return postgres::check(url, args).map(|c| Target::Postgres(Box::new(c)));
-    }
-    if let Some(url) = args.target.strip_prefix("mariadb:") {
-        if args.slot.is_some() || args.create_slot {
-            return Err(
-                "--slot and --create-slot are PostgreSQL's: mariadb reads the binary log \
-                 as a replica (--server-id N)"
-                    .into(),
-            );
-        }
-        if args.max_slot_lag.is_some() {
-            return Err(
-                "--max-slot-lag is PostgreSQL's (the WAL a slot keeps): mariadb reads the \
-                 binary log as a replica and holds none of it back"
-                    .into(),
-            );
-        }
-        return mariadb::check(url, args).map(Target::MariaDb);
-    }
+    let examples: Vec<&str> = crate::targets::LOGS
+        .iter()
+        .map(|(_, l)| l.watch_example())
+        .collect();
     Err(format!(
-        "bad --target '{}': watch reads PostgreSQL or MariaDB: \
-         postgres:postgresql://USER@HOST/DB or mariadb:mysql://USER@HOST/DB",
-        args.target
+        "bad --target '{}': watch reads PostgreSQL or MariaDB: {}",
+        args.target,
+        examples.join(" or ")
     ))
 }
 
@@ -250,13 +98,8 @@ pub fn watch_command(args: WatchArgs) -> Result<Watched, String> {
         tail.skip_existing()?;
         tails.push(tail);
     }
-    let opened = runtime.block_on(async {
-        match target {
-            Target::Postgres(t) => postgres::open(*t, &args.key).await,
-            Target::MariaDb(t) => mariadb::open(t, &args.key).await,
-        }
-    })?;
-    let Opened {
+    let opened = runtime.block_on(target)?;
+    let WatchOpened {
         mut source,
         table,
         from,
@@ -305,9 +148,10 @@ pub fn watch_command(args: WatchArgs) -> Result<Watched, String> {
         args.db.display()
     );
     let names: Vec<String> = delivered.iter().map(|(n, _)| n.clone()).collect();
-    let mut tick = |source: &Source| live.tick(&args.db, run_id, &names, source.slot_status());
+    let mut tick =
+        |source: &dyn WatchSource| live.tick(&args.db, run_id, &names, source.slot_status());
     let (ended, outcome) = runtime.block_on(follow(
-        &mut source,
+        source.as_mut(),
         &mut tails,
         &sender,
         args.duration.map(Duration::from_millis),
@@ -331,12 +175,12 @@ pub fn watch_command(args: WatchArgs) -> Result<Watched, String> {
 /// a signal, then the files to their end and the log a last time.
 /// Returns the run's end reason and whether every read succeeded.
 async fn follow(
-    source: &mut Source,
+    source: &mut dyn WatchSource,
     tails: &mut [Tail],
     sender: &RecordSender,
     limit: Option<Duration>,
     mut signal: tokio::sync::watch::Receiver<bool>,
-    tick: &mut impl FnMut(&Source),
+    tick: &mut impl FnMut(&dyn WatchSource),
 ) -> (&'static str, Result<(), String>) {
     let deadline = limit.map(|d| tokio::time::Instant::now() + d);
     loop {

@@ -6,6 +6,8 @@
 //! `record`'s rows, never a target or a command.
 //!
 //! - [`names`]: SQL names, bare or quoted, as `--table` and the logs write them (pure).
+//! - [`source`]: what judge and watch ask of a database's log (`LogSource`),
+//!   implemented in each database's folder.
 //! - [`tail`]: a delivered file read as it grows.
 //! - [`verdict`]: each consumer's verdict from what the run recorded.
 //!
@@ -15,6 +17,7 @@
 //! `targets/mariadb/` (`dump.rs`, `binlog.rs`, `ddl.rs`).
 
 pub mod names;
+pub mod source;
 pub mod tail;
 pub mod verdict;
 

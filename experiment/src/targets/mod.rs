@@ -18,6 +18,14 @@ pub mod misskey_ftt;
 pub mod postgres;
 pub mod simulator;
 
+/// The databases whose log `judge --backend NAME` and `watch --target
+/// NAME:URL` read (`logtruth::source::LogSource`), one line each, with the
+/// `--backend` that names it: the one place the commands learn of them.
+pub const LOGS: [(Backend, &dyn crate::logtruth::source::LogSource); 2] = [
+    (Backend::Postgres, &postgres::log::Log),
+    (Backend::MariaDb, &mariadb::log::Log),
+];
+
 use crate::drive::Records;
 use crate::options::{self, Kind, Launch, SharedArgs, TargetOptions};
 use crate::record::PollerRow;

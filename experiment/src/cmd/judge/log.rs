@@ -1,7 +1,9 @@
 //! `experiment judge --backend postgres|mariadb --table T [--key COL]
 //! [--delivered NAME=FILE]... [--duration D] [--drain D] -- COMMAND`: judges
 //! any application's consumers against the database's own log
-//! (docs/log-truth.md). One skeleton, two log sources:
+//! (docs/log-truth.md). One skeleton; each database's log source is in its
+//! folder (`targets/postgres/judge.rs`, `targets/mariadb/judge.rs`, listed
+//! in `targets::LOGS`):
 //!
 //! - `postgres`: a throwaway cluster with `wal_level = logical` and a
 //!   logical slot (`test_decoding`) made before COMMAND starts, drained every
@@ -28,44 +30,26 @@
 //! each delivered file held then, so that a redelivery after a restart is
 //! told from a duplicate; `--promise` is recorded there too.
 
-mod mariadb;
 pub mod nemesis;
-mod postgres;
 
 use crate::clock::now_ms;
 use crate::logtruth::Counts;
+pub use crate::logtruth::source::PERIOD;
+use crate::logtruth::source::{JudgeOpened, LogSource, ReaderCtx, Server};
 use crate::logtruth::tail::{Tail, parse_delivered};
 use crate::record::{RecordSender, Recorder, RunRow};
 use crate::session::Shutdown;
 use analysis::consumers::{Promise, Restart};
 use nemesis::{Action, Fault};
 use std::ffi::OsString;
-use std::future::Future;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::process::{Command, ExitStatus};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-/// How often the slot is drained (and the binlog's rows handed to the
-/// recorder) and the delivered files are read: a delivery's time is known
-/// to within this.
-pub const PERIOD: Duration = Duration::from_millis(200);
-
 /// `--drain`'s default: how long consumers have to catch up after COMMAND ends.
 pub const DEFAULT_DRAIN_MS: u64 = 10_000;
-
-/// The slot's name unless `--slot` gives one.
-pub const DEFAULT_SLOT: &str = "snowleak";
-
-/// The log the truth is read from.
-pub enum Source {
-    /// PostgreSQL's logical decoding, through the slot of this name.
-    Postgres { slot: String },
-    /// MariaDB's binary log.
-    MariaDb,
-}
 
 /// What the log judge is asked to do (checked by [`judge_log`]).
 pub struct LogArgs {
@@ -76,7 +60,10 @@ pub struct LogArgs {
     pub duration_ms: Option<u64>,
     pub drain_ms: u64,
     pub expect_all: bool,
-    pub source: Source,
+    /// The database whose log is read (a line of `targets::LOGS`).
+    pub source: &'static dyn LogSource,
+    /// `--slot`, as the source took it (`LogSource::judge_slot`).
+    pub slot: Option<String>,
     pub command: Vec<String>,
     pub grace: Duration,
     /// The faults to inject, in time order.
@@ -84,44 +71,6 @@ pub struct LogArgs {
     /// `--promise [NAME=]PROMISE`: a consumer's (or, without a name, every
     /// consumer's) promise.
     pub promises: Vec<String>,
-}
-
-/// The throwaway server the log comes from: dropping it stops and removes it.
-pub trait Server: Send {
-    /// Stops it fast and starts it again (`--restart-server-at`).
-    fn restart(&mut self) -> Result<(), String>;
-}
-
-/// What a source's reader is given once the run is recorded.
-struct ReaderCtx {
-    sender: RecordSender,
-    /// Changes to `true` when the run ends: read the log to its end, then stop.
-    stop: tokio::sync::watch::Receiver<bool>,
-    /// A failure is reported here at once (the run stops).
-    events: Sender<Event>,
-}
-
-type ReaderFuture = Pin<Box<dyn Future<Output = Result<Counts, String>> + Send>>;
-
-/// A log source opened before COMMAND starts.
-struct Opened {
-    /// Kept to the end, after the reader is done: dropping it stops the
-    /// server and removes it.
-    server: Box<dyn Server>,
-    /// COMMAND's environment: the connection to the server.
-    env: Vec<(&'static str, OsString)>,
-    /// The judged table as messages name it (`schema.table`).
-    table: String,
-    /// "PostgreSQL's log", "MariaDB's binary log".
-    log: &'static str,
-    /// The run's `runs.target`.
-    target: &'static str,
-    /// What `runs.config` holds beyond the common flags.
-    config: Vec<(&'static str, serde_json::Value)>,
-    /// `runs.page_limit`: the most rows a read of the log takes at once.
-    batch: i64,
-    /// Reads the log into the truth until told to stop, then to its end.
-    reader: Box<dyn FnOnce(ReaderCtx) -> ReaderFuture + Send>,
 }
 
 /// What the judge's threads and tasks report to it.
@@ -157,10 +106,9 @@ pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
         let _inside = runtime.enter();
         Shutdown::install("stopping the command, then the last read of the log")
     };
-    let opened = match &args.source {
-        Source::Postgres { slot } => postgres::open(&runtime, &args.table, &args.key, slot)?,
-        Source::MariaDb => mariadb::open(&runtime, &args.table, &args.key)?,
-    };
+    let opened = args
+        .source
+        .judge_open(&runtime, &args.table, &args.key, args.slot.as_deref())?;
     let (recorder, mut config) = record_run(&args, &opened, &delivered, &promises)?;
     let run_id = recorder.run_id;
     let sender = recorder.sender();
@@ -170,7 +118,7 @@ pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
 
     let (events, received) = mpsc::channel::<Event>();
     let (stop_drain, drain_stopped) = tokio::sync::watch::channel(false);
-    let Opened {
+    let JudgeOpened {
         mut server,
         env,
         table,
@@ -181,7 +129,12 @@ pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
     let drain = runtime.spawn(reader(ReaderCtx {
         sender: sender.clone(),
         stop: drain_stopped,
-        events: events.clone(),
+        failed: {
+            let events = events.clone();
+            Box::new(move |m| {
+                let _ = events.send(Event::Failed(m));
+            })
+        },
     }));
     let tails = spawn_tails(&delivered, &args.key, &sender, &events);
     forward_signal(&runtime, &shutdown, &events);
@@ -251,10 +204,7 @@ fn check(args: &LogArgs) -> Result<Vec<(String, PathBuf)>, String> {
     if args.key.is_empty() {
         return Err("--key names the key column: it cannot be empty".into());
     }
-    match &args.source {
-        Source::Postgres { slot } => postgres::check(&args.table, slot)?,
-        Source::MariaDb => mariadb::check(&args.table)?,
-    }
+    args.source.judge_check(&args.table, args.slot.as_deref())?;
     Ok(delivered)
 }
 
@@ -262,7 +212,7 @@ fn check(args: &LogArgs) -> Result<Vec<(String, PathBuf)>, String> {
 /// `runs.config`, the reading period as its interval.
 fn record_run(
     args: &LogArgs,
-    opened: &Opened,
+    opened: &JudgeOpened,
     delivered: &[(String, PathBuf)],
     promises: &serde_json::Map<String, serde_json::Value>,
 ) -> Result<(Recorder, serde_json::Value), String> {

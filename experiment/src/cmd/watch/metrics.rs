@@ -12,6 +12,7 @@
 //! formats", text-based format; the names as "Metric and label naming"
 //! asks: one prefix, base units, counters ending in `_total`).
 
+pub use crate::logtruth::source::{SlotStatus, parse_size};
 use analysis::consumers::Judged;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -88,38 +89,6 @@ pub fn encode(families: &[Family]) -> String {
         }
     }
     out
-}
-
-/// A size in bytes: `N`, `NB`, `NKiB`, `NMiB`, `NGiB` or `NTiB`, above 0.
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let bad = || {
-        format!("bad --max-slot-lag '{text}': a size above 0 such as 64MiB, 1GiB or 500000 (bytes)")
-    };
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let n: u64 = digits.parse().map_err(|_| bad())?;
-    let scale: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "TiB" => 1 << 40,
-        _ => return Err(bad()),
-    };
-    match n.checked_mul(scale) {
-        Some(v) if v > 0 => Ok(v),
-        _ => Err(bad()),
-    }
-}
-
-/// A slot as `pg_replication_slots` shows it at a drain.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SlotStatus {
-    /// WAL the slot keeps: `pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)`.
-    pub retained: i64,
-    /// Up to where it was read: `confirmed_flush_lsn` as a number of bytes.
-    pub position: i64,
 }
 
 /// The exposition of a judgement so far (and the slot's status, if any).

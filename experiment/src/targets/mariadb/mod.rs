@@ -11,6 +11,8 @@ pub mod ddl;
 pub mod driver;
 pub mod dump;
 pub mod id_pollers;
+mod judge;
+pub mod log;
 pub mod options;
 pub mod own;
 mod retention;
@@ -18,6 +20,7 @@ pub mod roster;
 pub mod schema;
 pub mod server;
 pub mod source;
+mod watch;
 pub mod writers;
 
 pub use driver::run;

@@ -7,6 +7,8 @@
 pub mod decode;
 pub mod driver;
 pub mod http;
+mod judge;
+pub mod log;
 pub mod options;
 pub mod own;
 mod retention;
@@ -15,6 +17,7 @@ pub mod serve;
 pub mod slot;
 pub mod source;
 mod truth;
+mod watch;
 pub mod writers;
 pub mod xmin;
 

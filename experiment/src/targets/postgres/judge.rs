@@ -5,11 +5,11 @@
 //! the end of its `PATH`). The slot is drained every [`DRAIN_EVERY`] and dropped
 //! at the end.
 
-use super::{Event, Opened, ReaderCtx, Server};
+use super::decode::{Decoder, parse_table};
+use super::slot::{BATCH, DRAIN_EVERY, Slot, check_name};
 use crate::logtruth::Counts;
+use crate::logtruth::source::{JudgeOpened, ReaderCtx, Server};
 use crate::servers::postgres::{Cluster, connect};
-use crate::targets::postgres::decode::{Decoder, parse_table};
-use crate::targets::postgres::slot::{BATCH, DRAIN_EVERY, Slot, check_name};
 
 /// The table and the slot's name, checked before anything starts.
 pub(super) fn check(table: &str, slot: &str) -> Result<(), String> {
@@ -23,7 +23,7 @@ pub(super) fn open(
     table: &str,
     key: &str,
     slot: &str,
-) -> Result<Opened, String> {
+) -> Result<JudgeOpened, String> {
     let (schema, table) = parse_table(table)?;
     let cluster = Cluster::start_with(&[
         ("wal_level", "logical"),
@@ -55,7 +55,7 @@ pub(super) fn open(
     let decoder = Decoder::new(&schema, &table, key);
     let reconnect = config.clone();
     let name = slot.to_string();
-    Ok(Opened {
+    Ok(JudgeOpened {
         server: Box::new(cluster),
         env,
         table: format!("{schema}.{table}"),
@@ -111,7 +111,7 @@ async fn drain_slot(
     let ReaderCtx {
         sender,
         mut stop,
-        events,
+        failed,
     } = ctx;
     let mut stopping = false;
     let result = loop {
@@ -134,13 +134,13 @@ async fn drain_slot(
                     continue;
                 }
                 Err(m) => {
-                    let _ = events.send(Event::Failed(m.clone()));
+                    failed(m.clone());
                     break Err(m);
                 }
             }
         }
         if let Err(m) = &drained {
-            let _ = events.send(Event::Failed(m.clone()));
+            failed(m.clone());
         }
         if stopping || drained.is_err() {
             break drained;

@@ -6,14 +6,15 @@
 //! session is read-only (`SET SESSION CHARACTERISTICS AS TRANSACTION READ
 //! ONLY`), its commit times in UTC, as the decoder reads them.
 
-use super::metrics::SlotStatus;
-use super::{CONNECT_TIMEOUT_MS, Opened, WatchArgs};
+use super::decode::{Decoder, parse_table};
+use super::slot::{self, BATCH, Slot, check_name};
+use super::{own, quote_ident};
 use crate::logtruth::Counts;
+use crate::logtruth::source::{
+    CONNECT_TIMEOUT_MS, SlotStatus, WatchArgs, WatchOpened, WatchSource, parse_size,
+};
 use crate::record::RecordSender;
 use crate::servers::postgres::{connect, db_error};
-use crate::targets::postgres::decode::{Decoder, parse_table};
-use crate::targets::postgres::slot::{self, BATCH, Slot, check_name};
-use crate::targets::postgres::{own, quote_ident};
 use std::time::Instant;
 
 /// The options, checked before anything connects.
@@ -43,8 +44,15 @@ pub(super) struct Source {
     warned: bool,
 }
 
-/// The URL, the table and the slot's name.
+/// The URL, the table and the slot's name (MariaDB's flag refused).
 pub(super) fn check(url: &str, args: &WatchArgs) -> Result<Checked, String> {
+    if args.server_id.is_some() {
+        return Err(
+            "--server-id is MariaDB's (the binlog reader's id): postgres reads a \
+                    slot (--slot NAME)"
+                .into(),
+        );
+    }
     let (schema, table) = parse_table(&args.table)?;
     let slot = args.slot.clone().ok_or(
         "postgres needs --slot NAME: your logical slot of test_decoding, or a new one \
@@ -59,16 +67,13 @@ pub(super) fn check(url: &str, args: &WatchArgs) -> Result<Checked, String> {
         table,
         slot,
         create: args.create_slot,
-        max_lag: args
-            .max_slot_lag
-            .as_deref()
-            .map(super::metrics::parse_size)
-            .transpose()?,
+        max_lag: args.max_slot_lag.as_deref().map(parse_size).transpose()?,
     })
 }
 
 /// Connects, checks the table's key column, and opens (or makes) the slot.
-pub(super) async fn open(c: Checked, key: &str) -> Result<Opened, String> {
+pub(super) async fn open(c: Checked, key: String) -> Result<WatchOpened, String> {
+    let key = key.as_str();
     let Checked {
         url,
         config,
@@ -106,8 +111,8 @@ pub(super) async fn open(c: Checked, key: &str) -> Result<Opened, String> {
     } else {
         (Slot::open(client, &name).await?, false)
     };
-    Ok(Opened {
-        source: super::Source::Postgres(Source {
+    Ok(WatchOpened {
+        source: Box::new(Source {
             slot,
             made,
             decoder: Decoder::new(&schema, &table, key),
@@ -204,5 +209,38 @@ impl Source {
 
     pub(super) fn counts(&self) -> &Counts {
         &self.decoder.counts
+    }
+}
+
+impl WatchSource for Source {
+    fn drain<'a>(
+        &'a mut self,
+        sender: &'a RecordSender,
+        last: bool,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + 'a>> {
+        Box::pin(Source::drain(self, sender, last))
+    }
+
+    /// The slot is only read when drained.
+    fn wait(
+        &mut self,
+        period: std::time::Duration,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + '_>> {
+        Box::pin(async move {
+            tokio::time::sleep(period).await;
+            Ok(())
+        })
+    }
+
+    fn release(self: Box<Self>) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>>>> {
+        Box::pin(Source::release(*self))
+    }
+
+    fn slot_status(&self) -> Option<SlotStatus> {
+        self.status()
+    }
+
+    fn counts(&self) -> &Counts {
+        Source::counts(self)
     }
 }

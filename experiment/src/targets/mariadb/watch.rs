@@ -1,6 +1,6 @@
 //! watch's MariaDB source: the user's binary log, read as a replica reads it
-//! (targets::mariadb::dump, registered as `--server-id N`) from where the log ends
-//! as watch starts (`SHOW MASTER STATUS`), decoded by targets::mariadb::binlog.
+//! (dump.rs, registered as `--server-id N`) from where the log ends
+//! as watch starts (`SHOW MASTER STATUS`), decoded by binlog.rs.
 //!
 //! What the server must have (MariaDB KB "Replication and Binary Log System
 //! Variables"), checked first, each refused by name: `log_bin` on,
@@ -13,14 +13,13 @@
 //! TRANSACTION READ ONLY`); the password comes from `MYSQL_PWD` or
 //! `--token-file`.
 
-use super::{CONNECT_TIMEOUT_MS, Opened, WatchArgs};
-use crate::clock::now_ms;
+use super::binlog::{Decoder, parse_table};
+use super::dump::{Dump, Start};
+use super::server::db_error;
+use super::{own, quote_ident};
 use crate::logtruth::Counts;
+use crate::logtruth::source::{CONNECT_TIMEOUT_MS, WatchArgs, WatchOpened, WatchSource};
 use crate::record::RecordSender;
-use crate::targets::mariadb::binlog::{Decoder, parse_table};
-use crate::targets::mariadb::dump::{Dump, Start};
-use crate::targets::mariadb::server::db_error;
-use crate::targets::mariadb::{own, quote_ident};
 use mysql_async::prelude::Queryable;
 use rundb::LogTruthRow;
 use std::time::Duration;
@@ -59,6 +58,20 @@ pub(super) struct Source {
 
 /// The URL (no password in it), the table and the server id.
 pub(super) fn check(url: &str, args: &WatchArgs) -> Result<Checked, String> {
+    if args.slot.is_some() || args.create_slot {
+        return Err(
+            "--slot and --create-slot are PostgreSQL's: mariadb reads the binary log \
+             as a replica (--server-id N)"
+                .into(),
+        );
+    }
+    if args.max_slot_lag.is_some() {
+        return Err(
+            "--max-slot-lag is PostgreSQL's (the WAL a slot keeps): mariadb reads the \
+             binary log as a replica and holds none of it back"
+                .into(),
+        );
+    }
     let opts = own::opts(url, args.token_file.as_deref())?;
     let default_db = opts.db_name().unwrap_or_default().to_string();
     let (schema, table) = parse_table(&args.table, &default_db)?;
@@ -83,7 +96,8 @@ pub(super) fn check(url: &str, args: &WatchArgs) -> Result<Checked, String> {
 
 /// Connects, checks the binlog's settings and the table's key column, and
 /// starts the dump where the log ends now.
-pub(super) async fn open(c: Checked, key: &str) -> Result<Opened, String> {
+pub(super) async fn open(c: Checked, key: String) -> Result<WatchOpened, String> {
+    let key = key.as_str();
     let Checked {
         url,
         opts,
@@ -117,8 +131,8 @@ pub(super) async fn open(c: Checked, key: &str) -> Result<Opened, String> {
     checked?;
     let dump = Dump::open_with(opts, server_id, Start::End).await?;
     let start = format!("{}:{}", dump.at.file, dump.at.pos);
-    Ok(Opened {
-        source: super::Source::MariaDb(Source {
+    Ok(WatchOpened {
+        source: Box::new(Source {
             dump,
             decoder: Decoder::new(&schema, &table, key),
             pending: Vec::new(),
@@ -202,7 +216,7 @@ impl Source {
             };
             let rows = self
                 .decoder
-                .feed(event.map_err(|m| self.ended(m))?, now_ms())?;
+                .feed(event.map_err(|m| self.ended(m))?, self.dump.stamp_ms())?;
             self.pending.extend(rows);
         }
         Ok(())
@@ -226,7 +240,7 @@ impl Source {
                     )
                 })?
                 .map_err(|m| self.ended(m))?;
-            rows.extend(self.decoder.feed(event, now_ms())?);
+            rows.extend(self.decoder.feed(event, self.dump.stamp_ms())?);
             if rows.len() >= BATCH {
                 // The recorder's queue is bounded: a full queue waits here.
                 sender.log_truth(std::mem::take(&mut rows));
@@ -256,5 +270,41 @@ impl Source {
 
     pub(super) fn counts(&self) -> &Counts {
         &self.decoder.counts
+    }
+}
+
+impl WatchSource for Source {
+    fn drain<'a>(
+        &'a mut self,
+        sender: &'a RecordSender,
+        _last: bool,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + 'a>> {
+        Box::pin(Source::drain(self, sender))
+    }
+
+    /// The binlog's events come as the server writes them, so they are read
+    /// meanwhile (each commit's read time is then when it arrived, not when
+    /// the drain came).
+    fn wait(
+        &mut self,
+        period: Duration,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + '_>> {
+        Box::pin(self.read_for(period))
+    }
+
+    fn release(self: Box<Self>) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>>>> {
+        Box::pin(async move {
+            Source::release(*self).await;
+            Ok(())
+        })
+    }
+
+    /// The binlog has no slot.
+    fn slot_status(&self) -> Option<crate::logtruth::source::SlotStatus> {
+        None
+    }
+
+    fn counts(&self) -> &Counts {
+        Source::counts(self)
     }
 }

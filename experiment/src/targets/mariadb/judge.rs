@@ -1,17 +1,16 @@
-//! The mariadb judge's log: a throwaway MariaDB (targets::mariadb::server) with its
+//! The mariadb judge's log: a throwaway MariaDB (server.rs) with its
 //! binary log on in ROW format with full row images and full table-map
 //! metadata (column names), read as a replica reads it from before COMMAND
-//! starts (targets::mariadb::dump) and decoded (targets::mariadb::binlog) into the truth.
+//! starts (dump.rs) and decoded (binlog.rs) into the truth.
 //! COMMAND gets `DATABASE_URL` (`mysql://root@localhost/app?socket=...`),
 //! `MYSQL_UNIX_PORT` (read by the `mariadb` client), `MYSQL_USER` and
 //! `MYSQL_DATABASE`; the database `app` is made before it starts.
 
-use super::{Event, Opened, PERIOD, ReaderCtx};
-use crate::clock::now_ms;
+use super::binlog::{Decoder, parse_table};
+use super::dump::{Dump, Position, READER_SERVER_ID, Start};
+use super::server::{LockMode, Server, db_error};
 use crate::logtruth::Counts;
-use crate::targets::mariadb::binlog::{Decoder, parse_table};
-use crate::targets::mariadb::dump::{Dump, Position, READER_SERVER_ID, Start};
-use crate::targets::mariadb::server::{LockMode, Server, db_error};
+use crate::logtruth::source::{JudgeOpened, PERIOD, ReaderCtx};
 use mysql_async::prelude::Queryable;
 use rundb::LogTruthRow;
 use std::time::Instant;
@@ -44,7 +43,7 @@ pub(super) fn open(
     runtime: &tokio::runtime::Runtime,
     table: &str,
     key: &str,
-) -> Result<Opened, String> {
+) -> Result<JudgeOpened, String> {
     let (schema, table) = parse_table(table, DATABASE)?;
     let server = Server::start_with(LockMode::DEFAULT, &BINLOG_OPTIONS)?;
     let opts = server.opts(None);
@@ -74,7 +73,7 @@ pub(super) fn open(
         ("MYSQL_DATABASE", DATABASE.into()),
     ];
     let decoder = Decoder::new(&schema, &table, key);
-    Ok(Opened {
+    Ok(JudgeOpened {
         server: Box::new(server),
         env,
         table: format!("{schema}.{table}"),
@@ -99,7 +98,7 @@ async fn read_binlog(
     let ReaderCtx {
         sender,
         mut stop,
-        events,
+        failed,
     } = ctx;
     let mut dump = dump;
     let mut decoder = decoder;
@@ -156,7 +155,7 @@ async fn read_binlog(
                     },
                     Ok(Ok(event)) => event,
                 };
-                match decoder.feed(event, now_ms()) {
+                match decoder.feed(event, dump.stamp_ms()) {
                     Ok(done) => rows.extend(done),
                     Err(m) => break Err(m),
                 }
@@ -170,12 +169,12 @@ async fn read_binlog(
     flush(&mut rows);
     dump.close().await;
     if let Err(m) = &result {
-        let _ = events.send(Event::Failed(m.clone()));
+        failed(m.clone());
     }
     result.map(|()| decoder.counts.clone())
 }
 
-impl super::Server for Server {
+impl crate::logtruth::source::Server for Server {
     fn restart(&mut self) -> Result<(), String> {
         Server::restart(self)
     }

@@ -17,6 +17,7 @@ use super::binlog::{Decoder, parse_table};
 use super::dump::{Dump, Start};
 use super::server::db_error;
 use super::{own, quote_ident};
+use crate::clock::now_ms;
 use crate::logtruth::Counts;
 use crate::logtruth::source::{CONNECT_TIMEOUT_MS, WatchArgs, WatchOpened, WatchSource};
 use crate::record::RecordSender;
@@ -216,7 +217,7 @@ impl Source {
             };
             let rows = self
                 .decoder
-                .feed(event.map_err(|m| self.ended(m))?, self.dump.stamp_ms())?;
+                .feed(event.map_err(|m| self.ended(m))?, now_ms())?;
             self.pending.extend(rows);
         }
         Ok(())
@@ -240,7 +241,7 @@ impl Source {
                     )
                 })?
                 .map_err(|m| self.ended(m))?;
-            rows.extend(self.decoder.feed(event, self.dump.stamp_ms())?);
+            rows.extend(self.decoder.feed(event, now_ms())?);
             if rows.len() >= BATCH {
                 // The recorder's queue is bounded: a full queue waits here.
                 sender.log_truth(std::mem::take(&mut rows));

@@ -9,9 +9,7 @@
 //!
 //! With `--backend postgres --table T` (or `--backend mariadb`), the command
 //! is an application with its own writers and consumers, judged against
-//! PostgreSQL's own log (MariaDB's binary log) ([`log`], docs/log-truth.md).
-
-pub mod log;
+//! PostgreSQL's own log (MariaDB's binary log) (`logtruth::judge`, docs/log-truth.md).
 
 use crate::serving::Backend;
 use crate::targets::ServeArgs;
@@ -87,11 +85,7 @@ pub struct JudgeArgs {
     pub command: Vec<String>,
 }
 
-/// What the judge found: one line a client, and whether any lost a status.
-pub struct Judgement {
-    pub lines: Vec<String>,
-    pub any_invalid: bool,
-}
+pub use crate::logtruth::verdict::Judgement;
 
 /// Runs the judge; `Ok` carries the verdicts, `Err` is bad input (exit 2).
 pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
@@ -205,10 +199,10 @@ fn judge_database(
     }
     let slot = source.judge_slot(args.slot)?;
     let times = |flag: &str, given: &Option<String>| match given {
-        Some(text) => log::nemesis::parse_times(flag, text),
+        Some(text) => crate::logtruth::nemesis::parse_times(flag, text),
         None => Ok(Vec::new()),
     };
-    let faults = log::nemesis::plan(
+    let faults = crate::logtruth::nemesis::plan(
         &times("--kill-at", &args.kill_at)?,
         args.kill_every,
         &times("--restart-server-at", &args.restart_server_at)?,
@@ -220,13 +214,15 @@ fn judge_database(
             "--backend {backend} judges a table against {log}: give --table T (docs/log-truth.md)"
         )
     })?;
-    log::judge_log(log::LogArgs {
+    crate::logtruth::judge::judge_log(crate::logtruth::judge::LogArgs {
         db: args.db,
         table,
         key: args.key.unwrap_or_else(|| "id".into()),
         delivered: args.delivered,
         duration_ms: args.duration,
-        drain_ms: args.drain.unwrap_or(log::DEFAULT_DRAIN_MS),
+        drain_ms: args
+            .drain
+            .unwrap_or(crate::logtruth::judge::DEFAULT_DRAIN_MS),
         expect_all: args.expect_all,
         source,
         slot,

@@ -5,6 +5,11 @@
 //! Below the commands, beside the targets: it imports `servers` and
 //! `record`'s rows, never a target or a command.
 //!
+//! - [`judge`]: `judge --backend NAME`'s skeleton: the command run (and
+//!   its faults, [`nemesis`]) against a throwaway server, its log and the
+//!   delivered files read, the verdicts.
+//! - [`watch`]: `watch`'s skeleton: your database's log and the delivered
+//!   files read every period, the live line and `/metrics` ([`metrics`]).
 //! - [`names`]: SQL names, bare or quoted, as `--table` and the logs write them (pure).
 //! - [`source`]: what judge and watch ask of a database's log (`LogSource`),
 //!   implemented in each database's folder.
@@ -16,10 +21,14 @@
 //! (`slot.rs`, `decode.rs`), MariaDB's binlog dump and decoder in
 //! `targets/mariadb/` (`dump.rs`, `binlog.rs`, `ddl.rs`).
 
+pub mod judge;
+pub mod metrics;
 pub mod names;
+pub mod nemesis;
 pub mod source;
 pub mod tail;
 pub mod verdict;
+pub mod watch;
 
 /// What the decoder has read so far, beyond the truth rows.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -62,3 +62,9 @@ pub fn judge(
         &setting,
     ))
 }
+
+/// What a judge found: one line a client (or consumer), and whether any lost one.
+pub struct Judgement {
+    pub lines: Vec<String>,
+    pub any_invalid: bool,
+}

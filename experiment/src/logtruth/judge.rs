@@ -30,8 +30,7 @@
 //! each delivered file held then, so that a redelivery after a restart is
 //! told from a duplicate; `--promise` is recorded there too.
 
-pub mod nemesis;
-
+use super::nemesis::{Action, Fault};
 use crate::clock::now_ms;
 use crate::logtruth::Counts;
 pub use crate::logtruth::source::PERIOD;
@@ -40,7 +39,6 @@ use crate::logtruth::tail::{Tail, parse_delivered};
 use crate::record::{RecordSender, Recorder, RunRow};
 use crate::session::Shutdown;
 use analysis::consumers::{Promise, Restart};
-use nemesis::{Action, Fault};
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -92,7 +90,7 @@ enum End {
 
 /// Runs the command against a throwaway PostgreSQL and judges its consumers;
 /// `Err` is bad input (exit 2), with nothing left behind.
-pub fn judge_log(args: LogArgs) -> Result<super::Judgement, String> {
+pub fn judge_log(args: LogArgs) -> Result<super::verdict::Judgement, String> {
     let delivered = check(&args)?;
     let promises = promises(&args.promises, &delivered)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -595,7 +593,7 @@ fn verdicts(
     delivered: &[(String, PathBuf)],
     counts: &Counts,
     status: ExitStatus,
-) -> Result<super::Judgement, String> {
+) -> Result<super::verdict::Judgement, String> {
     let exited = match status.code() {
         Some(code) => format!("exited with status {code}"),
         None => "was stopped by a signal".into(),
@@ -625,7 +623,7 @@ fn verdicts(
         }
     )];
     lines.extend(judged.lines);
-    Ok(super::Judgement {
+    Ok(super::verdict::Judgement {
         any_invalid: judged.any_invalid,
         lines,
     })

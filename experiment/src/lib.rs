@@ -12,8 +12,8 @@
 //!   re-exported; embed it in your own tests with that one dependency.
 //! - [`api`]: each API's client side, one file per API.
 //! - [`record`]: the recorder, the run database's one writer thread.
-//! - [`servers`]: the throwaway servers a run starts (PostgreSQL).
-//! - [`logtruth`]: truth from PostgreSQL's log and consumers' delivered files (`judge --backend postgres`).
+//! - [`servers`]: what every throwaway server shares, and PostgreSQL's (two targets start it).
+//! - [`logtruth`]: truth from a database's log and consumers' delivered files (`judge --backend postgres|mariadb`, `watch`); each database's reader is in its target's folder.
 //!
 //! Private: the drivers (`drive`), the command line below the targets
 //! (`options`), what every `serve` backend shares (`serving`), the options

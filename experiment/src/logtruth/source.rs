@@ -2,7 +2,7 @@
 //! and `watch --target NAME:URL` ask of a database, written once here and
 //! implemented in the database's own folder (`targets/postgres/log.rs`,
 //! `targets/mariadb/log.rs`); `targets::LOGS` lists them, one line each.
-//! The commands hold the skeletons (cmd/judge/log.rs, cmd/watch.rs) and
+//! The skeletons (`logtruth/judge.rs`, `logtruth/watch.rs`) and the commands
 //! never name a database.
 
 use super::Counts;

@@ -1,10 +1,13 @@
-//! `analyze DB [--run N] [--out DIR] [--json] [--html FILE] [--delivered NAME=FILE.csv]... [--max-memory SIZE] [--expect-all]`: reads one run of the leak
+//! `analyze DB [--run N] [--out DIR] [--json] [--html FILE] [--delivered NAME=FILE.csv]... [--max-memory SIZE] [--expect-all] [--follow]`: reads one run of the leak
 //! harness, diffs the pollers against truth (or each other), and prints a
-//! report with a verdict per poller, plus plots.
+//! report with a verdict per poller, plus plots. `--follow` first prints
+//! each leak as it settles while the run is written (`follow.rs`).
 //!
 //! A thin shell over the `analysis` library: `load` reads run.db (read-only), `diff` judges the
 //! history (pure), `report` and `json` print, `plot` draws. Bad input
 //! ends with one line on stderr and exit status 2; never a panic.
+
+mod follow;
 
 use analysis::{consumers, delivered, diff, ftt, html, json, load, plot, progress, report};
 
@@ -46,6 +49,60 @@ struct AnalyzeArgs {
     /// every committed row, not only those below the highest key it delivered.
     #[arg(long)]
     expect_all: bool,
+    /// Follow the run while it is written: print each leak, one line, as it
+    /// settles; when the run ends (or on Ctrl-C) print the usual report.
+    #[arg(long)]
+    follow: bool,
+}
+
+/// Set by SIGINT or SIGTERM while `--follow` waits for the run to end.
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_stop(_: i32) {
+    // Only an atomic store: async-signal-safe (POSIX, signal-safety(7)).
+    STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Makes SIGINT (Ctrl-C) and SIGTERM set [`STOP`] (`on`), or kill the
+/// process again (`!on`: `SIG_DFL`). C's `signal`, from the C library std
+/// links; SIGINT is 2 and SIGTERM 15 on Linux, macOS and the BSDs.
+fn catch_stop(on: bool) {
+    unsafe extern "C" {
+        fn signal(signum: i32, handler: usize) -> usize;
+    }
+    let handler = if on {
+        on_stop as extern "C" fn(i32) as usize
+    } else {
+        0 // SIG_DFL
+    };
+    for signum in [2, 15] {
+        // SAFETY: installs a handler that only stores an atomic, or the default.
+        unsafe {
+            signal(signum, handler);
+        }
+    }
+}
+
+/// `--follow`: the leaks as they settle, until the run ends or a stop; the
+/// run followed, for the report.
+fn follow_run(args: &AnalyzeArgs) -> Result<i64, String> {
+    if args.json {
+        return Err(
+            "--follow prints leak lines then the text report; --json is for a run that ended (analyze DB --json)"
+                .into(),
+        );
+    }
+    catch_stop(true);
+    let mut stdout = std::io::stdout().lock();
+    let followed = follow::follow(
+        &args.db,
+        args.run,
+        &STOP,
+        std::time::Duration::from_millis(500),
+        &mut stdout,
+    );
+    catch_stop(false);
+    followed
 }
 
 /// `N`, `NKiB`, `NMiB`, `NGiB` or `NTiB` (binary units; `N` in bytes).
@@ -103,7 +160,16 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         eprintln!("analyze: internal error (please report): {info}");
     }));
-    let args: AnalyzeArgs = analysis::cli::parse_args_or_exit();
+    let mut args: AnalyzeArgs = analysis::cli::parse_args_or_exit();
+    if args.follow {
+        match follow_run(&args) {
+            Ok(run_id) => args.run = Some(run_id),
+            Err(msg) => {
+                eprintln!("analyze: {msg}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {

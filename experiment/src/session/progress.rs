@@ -85,6 +85,16 @@ impl Bar {
         }
     }
 
+    /// Prints `line` on stderr: above the bar on a terminal (indicatif's
+    /// `ProgressBar::println`, so the bar is drawn again below it), as is
+    /// elsewhere.
+    pub fn println(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
     pub fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();

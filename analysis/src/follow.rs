@@ -157,6 +157,10 @@ pub fn follow(
         .map_err(|e| e.to_string())?
         .is_some_and(|r| !analysis::consumers::is_log_run(&r.target));
     let mut frontier = Frontier::new(&conn, run_id)?;
+    eprintln!(
+        "analyze: following run {run_id} of {}: each leak as it settles, the report when the run ends (Ctrl-C: now)",
+        path.display()
+    );
     let mut printed: HashSet<String> = HashSet::new();
     let mut next_judgement = Instant::now();
     let mut pending = false;

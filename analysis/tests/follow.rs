@@ -162,6 +162,55 @@ fn follows_a_run_that_has_ended() {
     assert_follow_agrees(&db, &dir, followed);
 }
 
+/// A run whose row never says it ended (as a killed run's): `--follow` waits
+/// for it until Ctrl-C, then prints the leaks not printed yet and the report.
+#[test]
+fn ctrl_c_ends_following_with_the_report() {
+    let dir = common::temp_dir("follow-ctrl-c");
+    let db = dir.join("run.db");
+    let mut args = vec!["--db", db.to_str().unwrap(), "--clock", "virtual"];
+    args.extend(LEAKY);
+    common::experiment(&args);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute("UPDATE runs SET ended_at_ms = NULL, complete = 0", [])
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_analyze"))
+        .args([
+            "--follow",
+            db.to_str().unwrap(),
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("analyze --follow starts");
+    // Its first line on stderr comes once Ctrl-C is caught.
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.starts_with("analyze: following run 1 of "), "{line}");
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let (printed, report) = split(&stdout);
+    assert_eq!(printed, leaks_of(&db, &dir));
+    let after = analyze(&[db.to_str().unwrap(), "--out", dir.to_str().unwrap()]);
+    assert_eq!(report, String::from_utf8(after.stdout).unwrap());
+}
+
 #[test]
 fn follow_refuses_in_one_line() {
     let dir = common::temp_dir("follow-missing");

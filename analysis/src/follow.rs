@@ -198,7 +198,16 @@ fn judge(
     printed: &mut HashSet<String>,
     out: &mut dyn Write,
 ) -> Result<(), String> {
-    let loaded = load::load(conn, run_id).map_err(|e| e.to_string())?;
+    // One read transaction: the tables are read from one snapshot of the
+    // file (SQLite's WAL mode, https://sqlite.org/wal.html: a reader sees
+    // the database as of its transaction's first read), not each table at
+    // another commit of the writer.
+    conn.execute_batch("BEGIN")
+        .map_err(|e| format!("cannot read the database: {e}"))?;
+    let loaded = load::load(conn, run_id);
+    // Ending a read-only transaction cannot fail in a way that matters here.
+    let _ = conn.execute_batch("COMMIT");
+    let loaded = loaded.map_err(|e| e.to_string())?;
     let analysis = diff::analyze(&loaded.history);
     let h = &loaded.history;
     let interval_ms = loaded.run.interval_ms;

@@ -16,7 +16,7 @@ use snowleak::targets::mariadb::server::{LockMode, Server};
 use std::path::Path;
 
 mod common;
-use common::{command, start_watch, stop_watch, temp_dir, wait_watch, watch};
+use common::{assert_refused, command, start_watch, stop_watch, temp_dir, watch};
 
 /// The binary log as watch needs it (docs/log-truth.md, "Your own database").
 const BINLOG: [&str; 5] = [
@@ -339,7 +339,7 @@ fn bad_input_is_one_line_and_exit_2_each() {
 }
 
 #[test]
-fn a_second_reader_with_watchs_server_id_ends_its_watch_in_one_line() {
+fn a_replica_with_watchs_server_id_is_refused_in_one_line() {
     let dir = temp_dir("watch-mariadb-id");
     let server = start(&BINLOG);
     sql(&server, "", "CREATE DATABASE app");
@@ -348,38 +348,55 @@ fn a_second_reader_with_watchs_server_id_ends_its_watch_in_one_line() {
         "app",
         "CREATE TABLE outbox (id bigint PRIMARY KEY)",
     );
-    let target = target(&server);
-    let db = |n: &str| dir.join(n).display().to_string();
-    let (first_db, second_db) = (db("first.db"), db("second.db"));
-    let first = start_watch(&[
+    // A replica holding its dump open with server id 77, registered as
+    // MariaDB's own replicas are (COM_REGISTER_SLAVE, then the dump).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let replica = runtime.block_on(async {
+        let conn = mysql_async::Conn::new(server.opts(None)).await.unwrap();
+        conn.get_binlog_stream(mysql_async::BinlogStreamRequest::new(77))
+            .await
+            .unwrap()
+    });
+    let listed = sql(&server, "", "SHOW SLAVE HOSTS");
+    assert!(listed.starts_with("77\t"), "{listed}");
+    // watch reads the log in rounds, each a dump registered again: with
+    // the replica's id each round would end the replica's dump
+    // (sql/sql_repl.cc, kill_zombie_dump_threads), so the id is refused
+    // before the first, in one line naming --server-id.
+    let db = dir.join("watch.db");
+    assert_refused(
+        watch(&[
+            "watch",
+            "--target",
+            &target(&server),
+            "--table",
+            "outbox",
+            "--server-id",
+            "77",
+            "--db",
+            db.to_str().unwrap(),
+        ]),
+        "registered with server id 77 (SHOW SLAVE HOSTS): give watch its own --server-id",
+        "a replica's id",
+    );
+    // The replica's dump was left alone: it still reads.
+    let listed = sql(&server, "", "SHOW SLAVE HOSTS");
+    assert!(listed.starts_with("77\t"), "{listed}");
+    runtime.block_on(replica.close()).unwrap();
+    // Another id is taken.
+    let (code, _, rest) = stop_watch(start_watch(&[
         "watch",
         "--target",
-        &target,
+        &target(&server),
         "--table",
         "outbox",
         "--server-id",
-        "77",
+        "78",
         "--db",
-        &first_db,
-    ]);
-    // Another reader with the same id: the server ends the first one's dump
-    // (MariaDB's sql/sql_repl.cc, kill_zombie_dump_threads), and that watch
-    // ends by itself, exit 2, one line naming --server-id.
-    let second = start_watch(&[
-        "watch",
-        "--target",
-        &target,
-        "--table",
-        "outbox",
-        "--server-id",
-        "77",
-        "--db",
-        &second_db,
-    ]);
-    let (code, _, rest) = wait_watch(first);
-    assert_eq!(code, 2, "{rest}");
-    assert_eq!(rest.trim().lines().count(), 1, "{rest}");
-    assert!(rest.contains("give watch its own --server-id"), "{rest}");
-    let (code, _, rest) = stop_watch(second);
+        dir.join("other.db").to_str().unwrap(),
+    ]));
     assert_eq!(code, 0, "{rest}");
 }

@@ -17,9 +17,10 @@ judge's); what a phase adds is its reader.
 
 The run alternates phases of PHASE_SECONDS, "without" a reader and "with"
 `EXPERIMENT watch --target mariadb:URL --table app.outbox --server-id 4243`
-(the judge's own reader: registered as a replica, the binlog streamed as the
-server writes it, every event decoded, the truth written to a run.db, in its
-own process, competing for the machine's cores as the judge does). A pair is
+(the judge's own reader: registered as a replica, the binlog read in
+rounds a second apart and stamped every 5 ms, every event decoded, the truth
+written to a run.db, in its own process, competing for the machine's cores
+as the judge does). A pair is
 one phase of each, in ABBA order over the pairs (without-with, with-without,
 ...), so that a drift of the machine's speed over the run weighs on both.
 Commits are counted from the moment watch prints its banner (its dump

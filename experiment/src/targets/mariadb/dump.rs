@@ -1,9 +1,30 @@
 //! MariaDB's binary log read as it grows: a connection registered as a
-//! replica (`COM_REGISTER_SLAVE`, then `COM_BINLOG_DUMP` from the first
-//! binlog file; mysql_async's `Conn::get_binlog_stream`), whose events are
-//! read one at a time and turned into [`super::binlog::Event`]s for the
-//! pure decoder. A second connection asks the server where its log ends
-//! (`SHOW MASTER STATUS`), for the last read.
+//! replica (`COM_REGISTER_SLAVE`, then `COM_BINLOG_DUMP`; mysql_async's
+//! `Conn::get_binlog_stream`), whose events are read one at a time and
+//! turned into [`super::binlog::Event`]s for the pure decoder. A second
+//! connection asks the server where its log ends (`SHOW MASTER STATUS`),
+//! for the last read.
+//!
+//! The log is read in rounds, [`READ_EVERY`] apart, as PostgreSQL's slot
+//! is drained: each round is a non-blocking dump (`BINLOG_DUMP_NON_BLOCK`,
+//! MariaDB's sql/sql_repl.cc), which sends what the log holds from where
+//! the last round stopped and ends with an EOF packet, and a round starts
+//! only when `SHOW MASTER STATUS` says the log grew. A dump held open
+//! instead sends each event as it is written and wakes the reader for
+//! each: on a machine whose cores the writers keep busy that cost them
+//! 13-16 % of their commits (docs/benchmarks.md). Each round's dump is
+//! one "Start binlog_dump" note in the server's error log when
+//! `log_warnings` is 2 or more (its default), as each drain of a
+//! PostgreSQL slot is one "starting logical decoding" line.
+//!
+//! A commit's time: the log's own stamps are whole seconds, and a round
+//! reads an event up to [`READ_EVERY`] after its commit, which would
+//! place an expiry after a delivery that followed it. So a task of its
+//! own asks where the log ends every [`STAMP_EVERY`] (a query that wakes
+//! the server for nothing else), and an event is stamped with the first
+//! of those times at which the log had reached it ([`Dump::stamp_ms`]):
+//! its commit is known to within [`STAMP_EVERY`], as a held-open dump
+//! knew it to within its read.
 //!
 //! Before the dump, the session says `SET @mariadb_slave_capability=4`
 //! (`MARIA_SLAVE_CAPABILITY_GTID` in MariaDB's sql/log_event.h): a replica
@@ -20,6 +41,22 @@ use mysql_async::binlog::value::BinlogValue;
 use mysql_async::prelude::Queryable;
 use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Value};
 use std::pin::Pin;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How often a round reads the log (see the module's comment).
+pub const READ_EVERY: Duration = Duration::from_secs(1);
+
+/// How often the stamping task asks where the log ends.
+pub const STAMP_EVERY: Duration = Duration::from_millis(5);
+
+/// The most (end, time) pairs kept for stamping: 5 minutes of a log that
+/// grows at every ask. A reader further behind stamps its oldest events
+/// with the oldest time kept, never later than their commit was known.
+const STAMPS_KEPT: usize = 60_000;
+
+/// Where the log was seen to end, and when (ms), oldest first.
+type Seen = std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<(Position, i64)>>>;
 
 /// The server id the judge's reader registers with: any id but the server's own.
 pub const READER_SERVER_ID: u32 = 4242;
@@ -46,13 +83,20 @@ pub struct Position {
 
 /// The binlog being read, and a connection to ask where it ends.
 pub struct Dump {
-    stream: BinlogStream,
+    /// This round's dump; `None` between rounds.
+    stream: Option<BinlogStream>,
     control: Conn,
+    opts: Opts,
+    server_id: u32,
     /// The end of the last event read.
     pub at: Position,
-    /// Whether an event was read yet: only the dump's first ROTATE is the
-    /// fake one naming the file asked for.
+    /// Whether this round's dump sent an event yet: only its first ROTATE
+    /// is the fake one naming the file asked for.
     started: bool,
+    /// When the next round may start.
+    next_round: Instant,
+    /// What the stamping task saw; it stops when the dump is dropped.
+    seen: Seen,
 }
 
 impl Dump {
@@ -92,25 +136,54 @@ impl Dump {
             Start::End => end_of(&mut control).await?,
             Start::At(at) => at,
         };
-        let mut conn = connect("the binlog").await?;
-        conn.query_drop("SET @mariadb_slave_capability=4")
-            .await
-            .map_err(|e| format!("cannot ask for GTID events: {}", db_error(&e)))?;
-        let request = BinlogStreamRequest::new(server_id)
-            .with_filename(at.file.as_bytes())
-            .with_pos(at.pos);
-        let stream = conn.get_binlog_stream(request).await.map_err(|e| {
-            format!(
-                "cannot read MariaDB's binlog (a dump needs REPLICATION SLAVE): {}",
-                db_error(&e)
-            )
-        })?;
+        refuse_a_taken_id(&mut control, server_id).await?;
+        let conn = connect("the binlog").await?;
+        // The first round at once: a user without REPLICATION SLAVE is
+        // refused here, before anything is recorded.
+        let stream = dump_from(conn, server_id, &at).await?;
+        let seen = Seen::default();
+        tokio::spawn(stamp(opts.clone(), std::sync::Arc::downgrade(&seen)));
         Ok(Dump {
-            stream,
+            stream: Some(stream),
             control,
+            opts,
+            server_id,
             at,
             started: false,
+            next_round: Instant::now() + READ_EVERY,
+            seen,
         })
+    }
+
+    /// The time (ms) the event last read was known committed: the first
+    /// time the stamping task saw the log reach its end, or now if it has
+    /// not yet. Forgets what earlier positions needed.
+    pub fn stamp_ms(&self) -> i64 {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        while seen.len() > 1 && seen[0].0 < self.at {
+            seen.pop_front();
+        }
+        match seen.front() {
+            Some((end, at_ms)) if *end >= self.at => *at_ms,
+            _ => crate::clock::now_ms(),
+        }
+    }
+
+    /// Waits for the next round and starts it once the log grew past
+    /// [`Dump::at`]. Cancelled (a caller's timeout), nothing is half done:
+    /// the new connection is this call's own until it is the round's.
+    async fn next_round(&mut self) -> Result<BinlogStream, String> {
+        loop {
+            tokio::time::sleep_until(self.next_round).await;
+            self.next_round = Instant::now() + READ_EVERY;
+            let mut conn = Conn::new(self.opts.clone()).await.map_err(|e| {
+                format!("cannot connect to MariaDB for the binlog: {}", db_error(&e))
+            })?;
+            if end_of(&mut conn).await? > self.at {
+                return dump_from(conn, self.server_id, &self.at).await;
+            }
+            let _ = conn.disconnect().await;
+        }
     }
 
     /// Whether the server still answers on the dump's second connection
@@ -121,21 +194,46 @@ impl Dump {
 
     /// Where the server's binlog ends now (`SHOW MASTER STATUS`: the file
     /// and the offset after its last event).
+    /// The control connection is made again once when it fails: a server
+    /// restarted between two rounds closed it, unseen by the rounds.
     pub async fn end(&mut self) -> Result<Position, String> {
+        if let Ok(end) = end_of(&mut self.control).await {
+            return Ok(end);
+        }
+        self.control = Conn::new(self.opts.clone()).await.map_err(|e| {
+            format!(
+                "cannot connect to MariaDB for the log's end: {}",
+                db_error(&e)
+            )
+        })?;
         end_of(&mut self.control).await
     }
 
     /// Reads the next event (waiting for it) and converts it for `decoder`:
     /// only the rows of the tables it wants are decoded.
     pub async fn next(&mut self, decoder: &Decoder) -> Result<Event, String> {
-        let stream = &mut self.stream;
-        let read =
-            std::future::poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut *stream), cx))
-                .await;
-        let event = match read {
-            Some(Ok(event)) => event,
-            Some(Err(e)) => return Err(format!("cannot read MariaDB's binlog: {}", db_error(&e))),
-            None => return Err("MariaDB ended the binlog stream".into()),
+        let event = loop {
+            let Some(stream) = &mut self.stream else {
+                self.stream = Some(self.next_round().await?);
+                self.started = false;
+                continue;
+            };
+            let read = std::future::poll_fn(|cx| {
+                futures_core::Stream::poll_next(Pin::new(&mut *stream), cx)
+            })
+            .await;
+            match read {
+                Some(Ok(event)) => break event,
+                Some(Err(e)) => {
+                    return Err(format!("cannot read MariaDB's binlog: {}", db_error(&e)));
+                }
+                // The round's EOF: the log is read to where it ended.
+                None => {
+                    if let Some(done) = self.stream.take() {
+                        let _ = done.close().await;
+                    }
+                }
+            }
         };
         let header = event.header();
         let log_pos = u64::from(header.log_pos());
@@ -189,7 +287,7 @@ impl Dump {
                         };
                     let mut out = Vec::new();
                     if decoder.wants(table_id)
-                        && let Some(tme) = self.stream.get_tme(table_id)
+                        && let Some(tme) = self.stream.as_ref().and_then(|s| s.get_tme(table_id))
                     {
                         for row in rows.rows(tme) {
                             let (before, after) = row.map_err(bad)?;
@@ -237,9 +335,94 @@ impl Dump {
 
     /// Ends the dump and the control connection.
     pub async fn close(self) {
-        let _ = self.stream.close().await;
+        if let Some(stream) = self.stream {
+            let _ = stream.close().await;
+        }
         let _ = self.control.disconnect().await;
     }
+}
+
+/// The stamping task: every [`STAMP_EVERY`], where the log ends, kept when
+/// it moved. A failed ask is tried again at the next (a server restarting
+/// answers nothing for a while; the events read meanwhile are stamped when
+/// read). Ends when the dump is gone.
+async fn stamp(
+    opts: Opts,
+    seen: std::sync::Weak<std::sync::Mutex<std::collections::VecDeque<(Position, i64)>>>,
+) {
+    let mut conn: Option<Conn> = None;
+    let mut tick = tokio::time::interval(STAMP_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if seen.strong_count() == 0 {
+            break;
+        }
+        if conn.is_none() {
+            conn = Conn::new(opts.clone()).await.ok();
+        }
+        let Some(c) = conn.as_mut() else { continue };
+        let Ok(end) = end_of(c).await else {
+            conn = None;
+            continue;
+        };
+        let at_ms = crate::clock::now_ms();
+        let Some(seen) = seen.upgrade() else { break };
+        let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.back().is_none_or(|(last, _)| end > *last) {
+            if seen.len() == STAMPS_KEPT {
+                seen.pop_front();
+            }
+            seen.push_back((end, at_ms));
+        }
+    }
+    if let Some(c) = conn {
+        let _ = c.disconnect().await;
+    }
+}
+
+/// Starts a round on `conn`: a non-blocking dump from `at`, registered as
+/// replica `server_id`.
+async fn dump_from(mut conn: Conn, server_id: u32, at: &Position) -> Result<BinlogStream, String> {
+    conn.query_drop("SET @mariadb_slave_capability=4")
+        .await
+        .map_err(|e| format!("cannot ask for GTID events: {}", db_error(&e)))?;
+    let request = BinlogStreamRequest::new(server_id)
+        .with_filename(at.file.as_bytes())
+        .with_pos(at.pos)
+        .with_non_blocking();
+    conn.get_binlog_stream(request).await.map_err(|e| {
+        format!(
+            "cannot read MariaDB's binlog (a dump needs REPLICATION SLAVE): {}",
+            db_error(&e)
+        )
+    })
+}
+
+/// Refuses `server_id` when a replica registered with it is connected
+/// (`SHOW SLAVE HOSTS`): each round registers again, and a server ends
+/// the older dump of an id (sql/sql_repl.cc, `kill_zombie_dump_threads`),
+/// so the reader would cut that replica off once a round. Listing the
+/// replicas needs REPLICATION MASTER ADMIN (MariaDB KB "GRANT"), which a
+/// reader needs for nothing else: without it the check is not made.
+async fn refuse_a_taken_id(control: &mut Conn, server_id: u32) -> Result<(), String> {
+    // Server_id, Host, Port, Master_id.
+    let hosts: Vec<mysql_async::Row> = match control.query("SHOW SLAVE HOSTS").await {
+        Ok(hosts) => hosts,
+        // ER_SPECIFIC_ACCESS_DENIED_ERROR (MariaDB's include/mysqld_error.h).
+        Err(mysql_async::Error::Server(e)) if e.code == 1227 => return Ok(()),
+        Err(e) => return Err(format!("cannot list MariaDB's replicas: {}", db_error(&e))),
+    };
+    if hosts
+        .iter()
+        .any(|row| row.get::<u64, _>(0) == Some(u64::from(server_id)))
+    {
+        return Err(format!(
+            "a replica of the server is registered with server id {server_id} (SHOW SLAVE \
+             HOSTS): give watch its own --server-id"
+        ));
+    }
+    Ok(())
 }
 
 /// Where the server's binlog ends now (`SHOW MASTER STATUS`: the file and

@@ -9,7 +9,6 @@
 use super::binlog::{Decoder, parse_table};
 use super::dump::{Dump, Position, READER_SERVER_ID, Start};
 use super::server::{LockMode, Server, db_error};
-use crate::clock::now_ms;
 use crate::logtruth::Counts;
 use crate::logtruth::source::{JudgeOpened, PERIOD, ReaderCtx};
 use mysql_async::prelude::Queryable;
@@ -156,7 +155,7 @@ async fn read_binlog(
                     },
                     Ok(Ok(event)) => event,
                 };
-                match decoder.feed(event, now_ms()) {
+                match decoder.feed(event, dump.stamp_ms()) {
                     Ok(done) => rows.extend(done),
                     Err(m) => break Err(m),
                 }

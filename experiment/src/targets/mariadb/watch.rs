@@ -17,7 +17,6 @@ use super::binlog::{Decoder, parse_table};
 use super::dump::{Dump, Start};
 use super::server::db_error;
 use super::{own, quote_ident};
-use crate::clock::now_ms;
 use crate::logtruth::Counts;
 use crate::logtruth::source::{CONNECT_TIMEOUT_MS, WatchArgs, WatchOpened, WatchSource};
 use crate::record::RecordSender;
@@ -217,7 +216,7 @@ impl Source {
             };
             let rows = self
                 .decoder
-                .feed(event.map_err(|m| self.ended(m))?, now_ms())?;
+                .feed(event.map_err(|m| self.ended(m))?, self.dump.stamp_ms())?;
             self.pending.extend(rows);
         }
         Ok(())
@@ -241,7 +240,7 @@ impl Source {
                     )
                 })?
                 .map_err(|m| self.ended(m))?;
-            rows.extend(self.decoder.feed(event, now_ms())?);
+            rows.extend(self.decoder.feed(event, self.dump.stamp_ms())?);
             if rows.len() >= BATCH {
                 // The recorder's queue is bounded: a full queue waits here.
                 sender.log_truth(std::mem::take(&mut rows));

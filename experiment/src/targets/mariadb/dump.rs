@@ -48,9 +48,9 @@ use tokio::time::Instant;
 pub const READ_EVERY: Duration = Duration::from_secs(1);
 
 /// How often the stamping task asks where the log ends.
-pub const STAMP_EVERY: Duration = Duration::from_millis(5);
+pub const STAMP_EVERY: Duration = Duration::from_millis(10);
 
-/// The most (end, time) pairs kept for stamping: 5 minutes of a log that
+/// The most (end, time) pairs kept for stamping: 10 minutes of a log that
 /// grows at every ask. A reader further behind stamps its oldest events
 /// with the oldest time kept, never later than their commit was known.
 const STAMPS_KEPT: usize = 60_000;

@@ -64,21 +64,17 @@ extern "C" fn on_stop(_: i32) {
 }
 
 /// Makes SIGINT (Ctrl-C) and SIGTERM set [`STOP`] (`on`), or kill the
-/// process again (`!on`: `SIG_DFL`). C's `signal`, from the C library std
-/// links; SIGINT is 2 and SIGTERM 15 on Linux, macOS and the BSDs.
+/// process again (`!on`: `SIG_DFL`).
 fn catch_stop(on: bool) {
-    unsafe extern "C" {
-        fn signal(signum: i32, handler: usize) -> usize;
-    }
     let handler = if on {
-        on_stop as extern "C" fn(i32) as usize
+        on_stop as extern "C" fn(i32) as libc::sighandler_t
     } else {
-        0 // SIG_DFL
+        libc::SIG_DFL
     };
-    for signum in [2, 15] {
+    for signum in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: installs a handler that only stores an atomic, or the default.
         unsafe {
-            signal(signum, handler);
+            libc::signal(signum, handler);
         }
     }
 }

@@ -16,8 +16,8 @@
 //! plotters is built with `ab_glyph` instead of its default `ttf` feature
 //! (font-kit, which needs fontconfig at build and run time), so it finds no
 //! system font: Noto Sans, from the ttf-noto-sans crate, is registered as
-//! "sans-serif" before anything is drawn (the workspace Cargo.toml; README,
-//! the dependency paragraph in "Code layout").
+//! "sans-serif" before anything is drawn (the workspace Cargo.toml; docs/layout.md,
+//! the dependencies' paragraph).
 
 use crate::diff::Analysis;
 use crate::load::Loaded;

@@ -329,7 +329,7 @@ fn one_line(text: &str) -> String {
 ///
 /// What the assumption carries, measured with the harness (`experiment
 /// --clock virtual --duration 1h --seed N [--set tail_probability=P]`, then
-/// `analyze`, seeds 1-30, README "What an hour shows"): with the tail, k = 1 s
+/// `analyze`, seeds 1-30, docs/results.md "The simulator"): with the tail, k = 1 s
 /// leaks in 30 of 30 seeds (2-15 statuses, every one needing k > 1 s; naive
 /// 21-58); ten times rarer (`tail_probability=0.0001`), in 14 of 30 (0-3);
 /// with `tail_probability=0`, k = 1 s leaks in 0 of 30 seeds while

@@ -22,7 +22,7 @@
 //! on every way out (an error, Ctrl-C), and each consumer is judged
 //! (`analysis::consumers`).
 //!
-//! The nemesis ([`nemesis`]): at planned offsets the command's process
+//! The nemesis ([`super::nemesis`]): at planned offsets the command's process
 //! group is killed with SIGKILL and the command started again (its
 //! `SNOWLEAK_START` counts the starts), or the server is restarted fast
 //! (PostgreSQL; the slot survives it, and its reader reconnects). Each

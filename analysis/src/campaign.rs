@@ -42,6 +42,9 @@ pub struct RunResult {
     /// It ended on a signal (Ctrl-C, SIGTERM) rather than at its duration:
     /// the campaign stops there.
     pub interrupted: bool,
+    /// When it started (ms since the epoch, from its `runs` row): the
+    /// campaign's time, which the drift check orders the runs by.
+    pub started_at_ms: i64,
 }
 
 /// The unit a target's loss is counted per: 1,000 notes for misskey-ftt
@@ -94,6 +97,7 @@ pub fn judge_run(path: &Path, combination: &str, seed: u64) -> Result<RunResult,
             .map(|m: MachineLoad| m.flags())
             .unwrap_or_default(),
         interrupted: loaded.run.end_reason.as_deref() == Some("interrupted"),
+        started_at_ms: loaded.run.started_at_ms,
     })
 }
 
@@ -126,6 +130,23 @@ pub struct Summary {
     /// The equivalence margin stated before the runs (`--equivalence-margin`,
     /// in the rows' unit): "no difference" is claimed only inside it.
     pub margin: Option<f64>,
+    /// Whether the loss drifted over the campaign's time ([`drift`]);
+    /// `None` with fewer than 4 runs that lost anything in their cell.
+    pub drift: Option<Drift>,
+}
+
+/// The loss against the campaign's time: Spearman's rank correlation of
+/// each run's start with its loss relative to its cells (the mean over its
+/// pollers of the run's rate over its cell's rate; cells that lost nothing
+/// left out), and the correlation's two-sided p value. A campaign whose
+/// later runs lose more (or less) than its earlier ones, whatever their
+/// cell, has something besides the cells moving its figures: a machine
+/// that grew busier, a build that changed, the night.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Drift {
+    pub rho: f64,
+    pub p: f64,
+    pub runs: usize,
 }
 
 /// One cell (a combination and poller) against its reference, in the rows'
@@ -194,13 +215,52 @@ pub fn summarize_with(results: &[RunResult], margin: Option<f64>) -> Summary {
         row.lost = crate::interval::rate_over_runs(&counts, scale);
     }
     let comparisons = compare(&rows, &scales, margin);
+    let drift = drift(results, &rows);
     Summary {
         rows,
         runs: results.len(),
         flagged_runs: results.iter().filter(|r| !r.flags.is_empty()).count(),
+        drift,
         comparisons,
         margin,
     }
+}
+
+/// The drift check of [`Drift`]: one point per run, its start and its
+/// loss relative to its cells.
+fn drift(results: &[RunResult], rows: &[Row]) -> Option<Drift> {
+    let points: Vec<(f64, f64)> = results
+        .iter()
+        .filter_map(|r| {
+            let (scale, _) = per(&r.target);
+            let relative: Vec<f64> = r
+                .pollers
+                .iter()
+                .filter_map(|p| {
+                    let cell = rows
+                        .iter()
+                        .find(|c| c.combination == r.combination && c.poller == p.poller)?;
+                    let rate = p.lost as f64 * scale / r.rows.max(1) as f64;
+                    (cell.lost.rate > 0.0).then(|| rate / cell.lost.rate)
+                })
+                .collect();
+            (!relative.is_empty()).then(|| {
+                let mean = relative.iter().sum::<f64>() / relative.len() as f64;
+                (r.started_at_ms as f64, mean)
+            })
+        })
+        .collect();
+    let n = points.len();
+    if n < 4 {
+        return None;
+    }
+    let (x, y): (Vec<f64>, Vec<f64>) = points.into_iter().unzip();
+    let rho = crate::interval::spearman(&x, &y);
+    Some(Drift {
+        rho,
+        p: crate::interval::correlation_p(rho, n),
+        runs: n,
+    })
 }
 
 /// A combination's label as its settings: `interval=1s,limit=200` as
@@ -383,6 +443,19 @@ pub fn render(s: &Summary) -> String {
         "{} of {} runs flagged (writers more than 5% short of the asked rate, or a load average above the cores)\n",
         s.flagged_runs, s.runs
     ));
+    if let Some(d) = &s.drift {
+        o.push_str(&format!(
+            "drift over the campaign's time: Spearman's rho {:.2} over {} runs (p {:.3}){}\n",
+            d.rho,
+            d.runs,
+            d.p,
+            if d.p < 0.05 {
+                ": the later runs lost more or less than the earlier ones whatever their cell; read the cells with care"
+            } else {
+                ""
+            }
+        ));
+    }
     o.push_str(&render_comparisons(s, unit, cw, pw));
     o
 }
@@ -508,6 +581,7 @@ mod tests {
                 Vec::new()
             },
             interrupted: false,
+            started_at_ms: seed as i64 * 1_000,
         }
     }
 
@@ -708,6 +782,43 @@ mod tests {
         let line = text.lines().rev().nth(1).unwrap();
         assert!(line.contains("paired") && line.contains(" - "), "{text}");
         assert!(text.ends_with("1 comparison, each at 5% (about 0.1 would differ by chance alone); no equivalence margin was stated, so no comparison is called equivalent\n"), "{text}");
+    }
+
+    /// Later runs losing more, whatever their cell, is drift; the same
+    /// losses in a shuffled time order are not.
+    #[test]
+    fn drift_over_the_campaigns_time_is_checked() {
+        let losses = [10u64, 12, 15, 18, 20, 25, 28, 30, 35, 40];
+        let rising: Vec<RunResult> = losses
+            .iter()
+            .zip(1..)
+            .flat_map(|(&l, seed)| {
+                ["limit=200", "limit=1000"].map(|c| run(c, seed, [l, l / 2], 100_000, false))
+            })
+            .collect();
+        let s = summarize(&rising);
+        let d = s.drift.as_ref().unwrap();
+        assert_eq!((d.rho, d.runs), (1.0, 20));
+        assert!(d.p < 0.001, "{d:?}");
+        assert!(
+            render(&s).contains("read the cells with care"),
+            "{}",
+            render(&s)
+        );
+        // The same runs, started in an order unrelated to their loss.
+        let mut shuffled = rising.clone();
+        for (r, at) in shuffled
+            .iter_mut()
+            .zip([7, 2, 9, 4, 1, 10, 6, 3, 8, 5].iter().cycle().zip(0..))
+        {
+            r.started_at_ms = (at.0 * 100 + at.1) as i64;
+        }
+        let s = summarize(&shuffled);
+        let d = s.drift.as_ref().unwrap();
+        assert!(d.p > 0.05, "{d:?}");
+        assert!(!render(&s).contains("read the cells with care"));
+        // Too few runs with a loss: no check.
+        assert_eq!(summarize(&rising[..2]).drift, None);
     }
 
     #[test]

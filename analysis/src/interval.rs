@@ -335,6 +335,58 @@ pub fn paired(a: &[f64], b: &[f64], floor: f64) -> Option<Difference> {
     ))
 }
 
+/// The ranks of `v`, 1-based, ties given their mean rank.
+fn ranks(v: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..v.len()).collect();
+    order.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
+    let mut out = vec![0.0; v.len()];
+    let mut i = 0;
+    while i < order.len() {
+        let mut j = i;
+        while j + 1 < order.len() && v[order[j + 1]] == v[order[i]] {
+            j += 1;
+        }
+        for &k in &order[i..=j] {
+            out[k] = (i + j) as f64 / 2.0 + 1.0;
+        }
+        i = j + 1;
+    }
+    out
+}
+
+/// Spearman's rank correlation of `x` and `y` (the same length, at least
+/// 2): Pearson's correlation of their ranks; 0 when either is constant.
+pub fn spearman(x: &[f64], y: &[f64]) -> f64 {
+    let (rx, ry) = (ranks(x), ranks(y));
+    let (mx, _) = mean_var(&rx);
+    let (my, _) = mean_var(&ry);
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for (a, b) in rx.iter().zip(&ry) {
+        sxy += (a - mx) * (b - my);
+        sxx += (a - mx).powi(2);
+        syy += (b - my).powi(2);
+    }
+    if sxx == 0.0 || syy == 0.0 {
+        0.0
+    } else {
+        sxy / (sxx * syy).sqrt()
+    }
+}
+
+/// The two-sided p value of a correlation `r` over `n` (> 2) points being
+/// zero: Student's t with `n - 2` degrees of freedom,
+/// `t = r · sqrt((n - 2) / (1 - r²))` (for Spearman's rho an approximation
+/// that holds from about 10 points).
+pub fn correlation_p(r: f64, n: usize) -> f64 {
+    if r.abs() >= 1.0 {
+        return 0.0;
+    }
+    let df = (n - 2) as f64;
+    let t = r * (df / (1.0 - r * r)).sqrt();
+    let dist = StudentsT::new(0.0, 1.0, df).expect("df > 0");
+    (2.0 * (1.0 - dist.cdf(t.abs()))).min(1.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,6 +547,20 @@ mod tests {
         assert!((d.difference - 9.5).abs() < 1e-9 && d.p < 0.001, "{d:?}");
         assert!(d.ci95.0 < d.ci90.0 && d.ci90.1 < d.ci95.1);
         assert_eq!(welch(&[1.0], &b, 0.0, 0.0), None);
+    }
+
+    #[test]
+    fn spearman_ranks_with_ties_and_its_p() {
+        assert_eq!(
+            spearman(&[1.0, 2.0, 3.0, 4.0], &[10.0, 20.0, 30.0, 45.0]),
+            1.0
+        );
+        assert_eq!(spearman(&[1.0, 2.0, 3.0, 4.0], &[4.0, 3.0, 2.0, 1.0]), -1.0);
+        assert_eq!(ranks(&[5.0, 1.0, 5.0, 2.0]), vec![3.5, 1.0, 3.5, 2.0]);
+        assert_eq!(spearman(&[1.0, 2.0, 3.0], &[7.0, 7.0, 7.0]), 0.0);
+        // r 0.5 over 12 points: t = 0.5 · sqrt(10 / 0.75) = 1.826, p = 0.098.
+        assert!((correlation_p(0.5, 12) - 0.098).abs() < 0.001);
+        assert_eq!(correlation_p(1.0, 5), 0.0);
     }
 
     proptest! {

@@ -533,8 +533,8 @@ const DATABASES: [&str; 2] = ["postgres", "mariadb"];
 
 /// What would name a target in the commands: each kind's name in its
 /// `options.rs` (`name: "postgres"`, `name: "postgres:URL"`) as a string
-/// literal (`"postgres"`, `"postgres:`), and each variant of the served
-/// backends (`Backend::Postgres`, from `serving/mod.rs`).
+/// literal, and each variant of the served backends (`Backend::Postgres`,
+/// from `serving/mod.rs`).
 fn target_names() -> Vec<String> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut names = Vec::new();
@@ -544,11 +544,7 @@ fn target_names() -> Vec<String> {
         }
         let text = std::fs::read_to_string(&file).unwrap();
         for rest in text.split("name: \"").skip(1) {
-            let name = &rest[..rest.find('"').unwrap()];
-            names.push(match name.strip_suffix("URL") {
-                Some(prefix) => format!("\"{prefix}"),
-                None => format!("\"{name}\""),
-            });
+            names.push(format!("\"{}\"", &rest[..rest.find('"').unwrap()]));
         }
     }
     let serving = std::fs::read_to_string(src.join("serving/mod.rs")).unwrap();
@@ -562,7 +558,7 @@ fn target_names() -> Vec<String> {
     }
     for expected in [
         "\"postgres\"",
-        "\"mariadb:",
+        "\"mariadb:URL\"",
         "\"misskey-ftt\"",
         "Backend::Simulator",
     ] {

@@ -1,4 +1,4 @@
-//! `analyze` on a run of `experiment judge --backend postgres`: the
+//! `analyze` on a run of `experiment judge --log postgres`: the
 //! consumers judged against the log's truth, as text, `--json` and `--html`,
 //! from a run database written here through `rundb` (no PostgreSQL needed:
 //! `experiment/tests/judge_log.rs` runs the real thing).

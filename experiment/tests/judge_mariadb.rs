@@ -1,4 +1,4 @@
-//! `experiment judge --backend mariadb`: an application's consumer judged
+//! `experiment judge --log mariadb`: an application's consumer judged
 //! against MariaDB's binary log, on a throwaway server the harness starts
 //! from the system's binaries (a test that cannot start one fails). The
 //! applications are shell scripts over the `mariadb` command-line client.
@@ -242,7 +242,7 @@ fn bad_input_is_one_line_and_exit_2_with_no_server_left_behind() {
     let dir = temp_dir("judge-mariadb-bad");
     let db = dir.join("judge.db");
     let db = db.to_str().unwrap();
-    let base = ["judge", "--backend", "mariadb", "--db", db, "--drain", "0s"];
+    let base = ["judge", "--log", "mariadb", "--db", db, "--drain", "0s"];
     let run = |extra: &[&str], expected: &str| {
         bad_input(&common::joined(&base, extra), expected);
     };
@@ -287,7 +287,7 @@ fn ctrl_c_stops_the_command_reads_the_log_to_its_end_and_leaves_nothing_behind()
     let (code, rest, stderr) = common::interrupt_when_ready(
         &[
             "judge",
-            "--backend",
+            "--log",
             "mariadb",
             "--table",
             "t",

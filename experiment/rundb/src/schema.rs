@@ -212,7 +212,7 @@ pub const TRUTH_AUTHORS: &str = "CREATE TABLE IF NOT EXISTS truth_authors (
     PRIMARY KEY (run_id, id)
 ) WITHOUT ROWID;";
 
-/// The truth of `experiment judge --backend postgres` (docs/log-truth.md),
+/// The truth of `experiment judge --log postgres` (docs/log-truth.md),
 /// read from PostgreSQL's logical decoding: one row per change to the judged
 /// table that a committed transaction made, in the order the log gave them
 /// (`seq`, commit order): the row's key as text, its transaction, the LSN and
@@ -220,7 +220,7 @@ pub const TRUTH_AUTHORS: &str = "CREATE TABLE IF NOT EXISTS truth_authors (
 /// transaction is never in the log. Created by the first such run, so that
 /// other runs' files keep the tables of [`CREATE`].
 ///
-/// `read_ms` (NULL unless set; added by `judge --backend mariadb`, and to a
+/// `read_ms` (NULL unless set; added by `judge --log mariadb`, and to a
 /// file written before it existed): when the harness read the row's commit
 /// from the log, for a log whose commit times are in whole seconds (MariaDB's
 /// binlog); the consumers' lags are then measured on it.
@@ -236,7 +236,7 @@ pub const LOG_TRUTH: &str = "CREATE TABLE IF NOT EXISTS log_truth (
     PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;";
 
-/// What each consumer of `experiment judge --backend postgres` delivered
+/// What each consumer of `experiment judge --log postgres` delivered
 /// (`--delivered NAME=FILE`), in the file's order: the consumer's name, the
 /// line's number in the file, the key it names (NULL for a line that names
 /// none, whose text is in `raw`, cut at 200 bytes), and when the harness read

@@ -677,7 +677,7 @@ pub fn insert_cursor_flags(
 }
 
 /// Inserts changes of the judged table from the log (`experiment judge
-/// --backend postgres`), creating `log_truth` if needed; a row already there
+/// --log postgres`), creating `log_truth` if needed; a row already there
 /// (the same `seq`) is replaced.
 pub fn insert_log_truth(conn: &Connection, run_id: i64, rows: &[LogTruthRow]) -> Result<(), Error> {
     let sql = "INSERT OR REPLACE INTO log_truth (run_id, seq, key, xid, commit_lsn, commit_ms, op, \

@@ -26,7 +26,7 @@ use crate::drive::Records;
 use crate::record::{PollerRow, RequestRecord, TruthRow};
 use crate::sim::sync::lock;
 use crate::targets::{
-    GivenRun, check_campaign_run, resolve, run_flag, run_in_campaign, run_in_memory,
+    GivenRun, Sweep, check_campaign_run, resolve, run_flag, run_in_campaign, run_in_memory,
 };
 use analysis::history::{History, PollerSpec, Visibility};
 use analysis::history_builder::{HistoryBuilder, StatusRef};
@@ -307,14 +307,29 @@ pub fn sweep_command(args: SweepArgs) -> Result<u8, String> {
     if let Some(dir) = args.plan.clone() {
         return plan_command(&args, given, &dir).map(|()| 0);
     }
-    match args.run.target.as_str() {
-        "postgres" | "mariadb" | "misskey-ftt" => campaign_command(args, given).map(|()| 0),
-        "simulator" if args.vary.is_empty() => virtual_sweep(args, given).map(|()| 0),
-        "simulator" => Err(
-            "--vary runs a campaign on --target postgres, mariadb or misskey-ftt; the simulator's sweep varies seeds only".into(),
-        ),
-        other => Err(format!(
-            "experiment sweep runs the simulator in virtual time or a campaign on --target postgres, mariadb or misskey-ftt, not '{other}'"
+    match sweep_of(
+        &args.run.target,
+        &args.vary,
+        "runs the simulator in virtual time",
+    )? {
+        Sweep::Campaign => campaign_command(args, given).map(|()| 0),
+        Sweep::Virtual => virtual_sweep(args, given).map(|()| 0),
+    }
+}
+
+/// What the sweep runs on `target` (the targets' table says, `targets::
+/// sweep_of`): a campaign, or the simulator's sweep of seeds when nothing
+/// is varied; else why not, `what` saying what the sweep does with the
+/// simulator.
+fn sweep_of(target: &str, vary: &[String], what: &str) -> Result<Sweep, String> {
+    let campaigns = crate::targets::sweep_targets(Sweep::Campaign);
+    match crate::targets::sweep_of(target) {
+        Some(Sweep::Virtual) if !vary.is_empty() => Err(format!(
+            "--vary runs a campaign on --target {campaigns}; the simulator's sweep varies seeds only"
+        )),
+        Some(sweep) => Ok(sweep),
+        None => Err(format!(
+            "experiment sweep {what} or a campaign on --target {campaigns}, not '{target}'"
         )),
     }
 }
@@ -557,8 +572,9 @@ fn plan_command(
             ));
         }
     }
-    let (kind, header, seeds_text, duration, cells) = match args.run.target.as_str() {
-        "postgres" | "mariadb" | "misskey-ftt" => {
+    let sweep = sweep_of(&args.run.target, &args.vary, "plans the simulator's sweep")?;
+    let (kind, header, seeds_text, duration, cells) = match sweep {
+        Sweep::Campaign => {
             let s = campaign_setup(args, given)?;
             let header = plan::Header {
                 vary: args.vary.clone(),
@@ -576,7 +592,7 @@ fn plan_command(
                 .collect();
             ("campaign", header, s.seeds_text, s.duration, cells)
         }
-        "simulator" if args.vary.is_empty() => {
+        Sweep::Virtual => {
             let s = virtual_setup(args, given)?;
             let header = plan::Header {
                 profile: Some(s.profile),
@@ -595,14 +611,6 @@ fn plan_command(
                 })
                 .collect();
             ("virtual", header, s.seeds_text, s.duration, cells)
-        }
-        "simulator" => {
-            return Err("--vary runs a campaign on --target postgres, mariadb or misskey-ftt; the simulator's sweep varies seeds only".into());
-        }
-        other => {
-            return Err(format!(
-                "experiment sweep plans the simulator's sweep or a campaign on --target postgres, mariadb or misskey-ftt, not '{other}'"
-            ));
         }
     };
     let existing = files::plan_path(dir);

@@ -1,4 +1,4 @@
-//! `experiment judge --backend postgres|mariadb --table T [--key COL]
+//! `experiment judge --log postgres|mariadb --table T [--key COL]
 //! [--delivered NAME=FILE]... [--duration D] [--drain D] -- COMMAND`: judges
 //! any application's consumers against the database's own log
 //! (docs/log-truth.md). One skeleton; each database's log source is in its

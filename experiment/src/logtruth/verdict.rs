@@ -1,5 +1,5 @@
 //! Each consumer's verdict from what a log run recorded in run.db: the lines
-//! `experiment judge --backend ...` and `experiment watch` print after their
+//! `experiment judge --log ...` and `experiment watch` print after their
 //! own first line, and whether any consumer lost a row.
 
 use std::path::{Path, PathBuf};

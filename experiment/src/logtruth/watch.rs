@@ -17,7 +17,7 @@
 //! are read, then the log up to where it ends at that moment (the binlog is
 //! also read between, as its events come), into run.db's
 //! `log_truth` and `log_deliveries` (the tables and `runs.target` of
-//! `experiment judge --backend postgres|mariadb`, so `analyze` reads a watch
+//! `experiment judge --log postgres|mariadb`, so `analyze` reads a watch
 //! run as a judge run); at `--duration` or Ctrl-C the files are read to
 //! their end, the log a last time, the source released, and each consumer
 //! judged (`analysis::consumers`). Meanwhile every few seconds the run so

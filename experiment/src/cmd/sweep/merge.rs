@@ -550,7 +550,7 @@ pub fn merge_campaign(plan: &Plan, dir: &str, c: &Collected<RunResult>) -> Merge
     let mut done: Vec<&(usize, RunRecord, RunResult)> = c.done.iter().collect();
     done.sort_by_key(|(i, _, _)| plan.runs[*i].position);
     let results: Vec<RunResult> = done.iter().map(|(_, _, r)| r.clone()).collect();
-    let summary = analysis::campaign::summarize(&results);
+    let summary = analysis::campaign::summarize_with(&results, plan.header.margin);
     let machines = machines(c);
     let mut cells = Vec::new();
     let mut effects = Vec::new();
@@ -597,7 +597,7 @@ pub fn merge_campaign(plan: &Plan, dir: &str, c: &Collected<RunResult>) -> Merge
     ));
     text.push_str(&tail(plan, dir, &machines, &effects, &not_done));
     let json = CampaignJson {
-        schema: 1,
+        schema: 2,
         target: &plan.target,
         seeds: &plan.seeds,
         duration: &plan.duration,

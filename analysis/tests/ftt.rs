@@ -140,7 +140,7 @@ fn the_fates_in_the_text_json_and_html_are_the_same_and_agree_with_our_sql() {
         trims,
         deletes: Vec::new(),
     };
-    rows.write(&conn, 1).unwrap();
+    rundb::write::insert_ftt(&conn, 1, &rows).unwrap();
 
     let page = dir.join("report.html");
     let analyze = |args: &[&str]| {

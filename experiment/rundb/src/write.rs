@@ -9,7 +9,7 @@
 //! rows per statement: far fewer statement executions than one row each.
 
 use crate::Error;
-use crate::rows::{PollerRow, RequestRow, RunRow, StatusRow, SweepRunRow, TruthRow};
+use crate::rows::{FttRows, PollerRow, RequestRow, RunRow, StatusRow, SweepRunRow, TruthRow};
 use crate::schema::{APPLICATION_ID, CREATE, SCHEMA_VERSION, TABLES};
 use crate::tables::SideTable;
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
@@ -465,6 +465,14 @@ pub fn side_rows<T: SideTable>(conn: &Connection, run_id: i64, rows: &[T]) -> Re
         row.mark(conn, run_id).map_err(write_error)?;
     }
     Ok(())
+}
+
+/// Writes the FTT truth of run `run_id` ([`FttRows`]: its three tables, each
+/// created, rows or none), the deletions last, after the pushes.
+pub fn insert_ftt(conn: &Connection, run_id: i64, rows: &FttRows) -> Result<(), Error> {
+    side_rows(conn, run_id, &rows.pushes)?;
+    side_rows(conn, run_id, &rows.trims)?;
+    side_rows(conn, run_id, &rows.deletes)
 }
 
 /// Replaces run `run_id`'s stored configuration (`runs.config`) with one

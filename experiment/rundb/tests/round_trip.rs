@@ -350,7 +350,7 @@ fn side_tables_read_back_whole_and_a_file_without_them_has_none() {
             returned_at_ms: 4,
         }],
     };
-    rows.write(&conn, run_id).unwrap();
+    write::insert_ftt(&conn, run_id, &rows).unwrap();
     assert_eq!(
         read::side_rows::<rundb::FttPushRow>(&conn, run_id).unwrap(),
         rows.pushes

@@ -78,7 +78,7 @@ pub fn append_ftt(db: &Path, run_id: i64, rows: &FttRows) -> Result<(), String> 
         Connection::open(db).map_err(|e| format!("cannot open {}: {e}", db.display()))?;
     let e = |e: rusqlite::Error| format!("cannot write ftt_pushes: {e}");
     let tx = conn.transaction().map_err(e)?;
-    rows.write(&tx, run_id)
+    write::insert_ftt(&tx, run_id, rows)
         .map_err(|err| format!("cannot write ftt_pushes: {err}"))?;
     tx.commit().map_err(e)
 }

@@ -139,20 +139,10 @@ impl SideTable for FttDeleteRow {
     }
 }
 
-/// The FTT truth of one run, written when it ends ([`FttRows::write`]).
+/// The FTT truth of one run, written when it ends ([`crate::write::insert_ftt`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FttRows {
     pub pushes: Vec<FttPushRow>,
     pub trims: Vec<FttTrimRow>,
     pub deletes: Vec<FttDeleteRow>,
-}
-
-impl FttRows {
-    /// Writes the three tables' rows of run `run_id` (each table created,
-    /// rows or none) through [`crate::write::side_rows`].
-    pub fn write(&self, conn: &Connection, run_id: i64) -> Result<(), crate::Error> {
-        crate::write::side_rows(conn, run_id, &self.pushes)?;
-        crate::write::side_rows(conn, run_id, &self.trims)?;
-        crate::write::side_rows(conn, run_id, &self.deletes)
-    }
 }

@@ -390,9 +390,11 @@ fn run_log(
     // The phases on a terminal only (analysis::progress), cleared before printing.
     let phase = progress::phases();
     phase.set_message(format!("reading {log}'s truth"));
-    let truth = rundb::read::log_truth(conn, run.id).map_err(|e| e.to_string())?;
+    let truth =
+        rundb::read::side_rows::<rundb::LogTruthRow>(conn, run.id).map_err(|e| e.to_string())?;
     phase.set_message("reading the consumers' deliveries");
-    let lines = rundb::read::log_deliveries(conn, run.id).map_err(|e| e.to_string())?;
+    let lines =
+        rundb::read::side_rows::<rundb::DeliveryRow>(conn, run.id).map_err(|e| e.to_string())?;
     phase.set_message("judging the consumers");
     let judged = consumers::judge(&truth, &lines, &names, &setting);
     phase.finish_and_clear();

@@ -2,8 +2,9 @@
 //! no file of any crate of the workspace imports itself back through a
 //! circle; a target imports only its own files and the shared modules below
 //! the targets, never another target or a command; the shared modules
-//! import no target and no command; no command imports another; and the
-//! simulator imports nothing of the clients, PostgreSQL or the harness.
+//! import no target and no command; no command imports another; the
+//! simulator imports nothing of the clients, PostgreSQL or the harness; and
+//! no file but rundb's writes SQL to run.db.
 //!
 //! An import is a path a file writes from `crate::`, `super::` or `self::`
 //! (in a `use` or in an expression), read as the file that defines the
@@ -657,6 +658,44 @@ fn a_run_s_options_are_named_where_they_are_defined_and_parsed_only() {
         .map(|(rel, _)| rel)
         .collect();
     assert_eq!(naming, ["main.rs", "targets/mod.rs"]);
+}
+
+/// Issue 51.2: rundb is the one writer of run.db (and of a planned run's
+/// `sweep_run`): no file of the experiment outside the folders of the
+/// database targets, whose SQL is their own server's (PostgreSQL, MariaDB,
+/// Misskey's PostgreSQL), writes SQL; the recorder hands rundb rows.
+#[test]
+fn run_db_is_written_by_rundb_only() {
+    let src = workspace_root().join("experiment/src");
+    let servers = [
+        "targets/postgres/",
+        "targets/mariadb/",
+        "targets/misskey_ftt/",
+    ];
+    let writes = [
+        "INSERT ",
+        "UPDATE ",
+        "DELETE FROM",
+        "CREATE TABLE",
+        "ALTER TABLE",
+        "DROP TABLE",
+    ];
+    let wrong: Vec<String> = read_crate(&src)
+        .into_iter()
+        .filter(|(rel, _)| !servers.iter().any(|s| rel.starts_with(s)))
+        .flat_map(|(rel, text)| {
+            writes
+                .iter()
+                .filter(|w| text.contains(*w))
+                .map(|w| format!("{rel} writes SQL ({})", w.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "run.db is written through rundb (rundb::write, a side table of rundb::tables):\n  {}",
+        wrong.join("\n  ")
+    );
 }
 
 #[test]

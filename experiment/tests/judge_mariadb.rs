@@ -210,8 +210,8 @@ fn a_naive_relay_under_concurrent_writers_loses_exactly_what_its_output_misses()
         .collect();
     assert!(expected.contains(&1), "key 1 is lost: {expected:?}");
     // The judge's lost rows, as run.db gives them to the checker.
-    let truth = rundb::read::log_truth(&conn, 1).unwrap();
-    let lines = rundb::read::log_deliveries(&conn, 1).unwrap();
+    let truth = rundb::read::side_rows::<rundb::LogTruthRow>(&conn, 1).unwrap();
+    let lines = rundb::read::side_rows::<rundb::DeliveryRow>(&conn, 1).unwrap();
     let judged = analysis::consumers::judge(
         &truth,
         &lines,

@@ -111,8 +111,8 @@ fn consumer(db: &Path, name: &str) -> serde_json::Value {
     let run = rundb::read::run(&conn, 1).unwrap().unwrap();
     let config: serde_json::Value = serde_json::from_str(&run.config).unwrap();
     let setting = analysis::consumers::Setting::from_config(&config).unwrap();
-    let truth = rundb::read::log_truth(&conn, 1).unwrap();
-    let lines = rundb::read::log_deliveries(&conn, 1).unwrap();
+    let truth = rundb::read::side_rows::<rundb::LogTruthRow>(&conn, 1).unwrap();
+    let lines = rundb::read::side_rows::<rundb::DeliveryRow>(&conn, 1).unwrap();
     let judged = analysis::consumers::judge(&truth, &lines, &[name.to_string()], &setting);
     serde_json::to_value(&judged.consumers[0]).unwrap()
 }

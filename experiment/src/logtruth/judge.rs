@@ -111,8 +111,8 @@ pub fn judge_log(args: LogArgs) -> Result<super::verdict::Judgement, String> {
     let run_id = recorder.run_id;
     let sender = recorder.sender();
     // The tables exist even when nothing arrives: the run was read.
-    sender.log_truth(Vec::new());
-    sender.deliveries(Vec::new());
+    sender.side(Vec::<rundb::LogTruthRow>::new());
+    sender.side(Vec::<rundb::DeliveryRow>::new());
 
     let (events, received) = mpsc::channel::<Event>();
     let (stop_drain, drain_stopped) = tokio::sync::watch::channel(false);
@@ -573,7 +573,7 @@ fn tail_file(
                 }
             };
             if !rows.is_empty() {
-                sender.deliveries(rows);
+                sender.side(rows);
             }
             if !more {
                 break;

@@ -268,9 +268,12 @@ impl TruthSink {
                     recorder.sender().latest_truth(rows);
                     let authors = batch
                         .iter()
-                        .map(|s| (layout.format(s.id), i64::from(s.author)))
+                        .map(|s| rundb::TruthAuthorRow {
+                            id: layout.format(s.id),
+                            author: i64::from(s.author),
+                        })
                         .collect();
-                    recorder.sender().truth_authors(authors);
+                    recorder.sender().side(authors);
                 }
             }
         }

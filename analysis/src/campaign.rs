@@ -45,6 +45,11 @@ pub struct RunResult {
     /// When it started (ms since the epoch, from its `runs` row): the
     /// campaign's time, which the drift check orders the runs by.
     pub started_at_ms: i64,
+    /// The writers' commit latency in the run (from the transaction's start
+    /// to COMMIT returned, `machine_load.writers`): its median and 99th
+    /// percentile, ms; `None` where the target has no writers' brackets.
+    pub commit_p50_ms: Option<i64>,
+    pub commit_p99_ms: Option<i64>,
 }
 
 /// The unit a target's loss is counted per: 1,000 notes for misskey-ftt
@@ -85,6 +90,7 @@ pub fn judge_run(path: &Path, combination: &str, seed: u64) -> Result<RunResult,
             verdict: v.as_str().to_string(),
         })
         .collect();
+    let writers = loaded.machine_load().and_then(|m| m.writers);
     Ok(RunResult {
         combination: combination.to_string(),
         seed,
@@ -98,6 +104,8 @@ pub fn judge_run(path: &Path, combination: &str, seed: u64) -> Result<RunResult,
             .unwrap_or_default(),
         interrupted: loaded.run.end_reason.as_deref() == Some("interrupted"),
         started_at_ms: loaded.run.started_at_ms,
+        commit_p50_ms: writers.as_ref().and_then(|w| w.commit_p50_ms),
+        commit_p99_ms: writers.as_ref().and_then(|w| w.commit_p99_ms),
     })
 }
 
@@ -115,6 +123,23 @@ pub struct Row {
     pub runs: Vec<(u64, u64, u64)>,
     /// Runs flagged for the machine's load.
     pub flagged: usize,
+    /// The writers' commit p99 over the cell's runs: its median, ms.
+    pub commit_p99_ms: Option<i64>,
+    /// Spearman's rank correlation of the runs' loss with their commit p99
+    /// (at least 4 runs with both): does the loss follow the writers'
+    /// latency more than the cell's setting?
+    pub loss_vs_p99: Option<f64>,
+}
+
+/// A run whose writers' commit p99 departs from its cell's: more than
+/// twice, or less than half, the cell's median. Its loss is then as much
+/// the latency's as the setting's.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LatencyOutlier {
+    pub combination: String,
+    pub seed: u64,
+    pub commit_p99_ms: i64,
+    pub cell_p99_ms: i64,
 }
 
 /// The summary of a campaign.
@@ -130,6 +155,8 @@ pub struct Summary {
     /// The equivalence margin stated before the runs (`--equivalence-margin`,
     /// in the rows' unit): "no difference" is claimed only inside it.
     pub margin: Option<f64>,
+    /// Runs whose writers' commit p99 departs from their cell's.
+    pub latency_outliers: Vec<LatencyOutlier>,
     /// Whether the loss drifted over the campaign's time ([`drift`]);
     /// `None` with fewer than 4 runs that lost anything in their cell.
     pub drift: Option<Drift>,
@@ -202,6 +229,8 @@ pub fn summarize_with(results: &[RunResult], margin: Option<f64>) -> Summary {
                     lost: crate::interval::rate_over_runs(&[], scale),
                     runs: Vec::new(),
                     flagged: 0,
+                    commit_p99_ms: None,
+                    loss_vs_p99: None,
                 });
                 scales.push(scale);
                 rows.len() - 1
@@ -214,6 +243,7 @@ pub fn summarize_with(results: &[RunResult], margin: Option<f64>) -> Summary {
         let counts: Vec<(u64, u64)> = row.runs.iter().map(|&(_, c, n)| (c, n)).collect();
         row.lost = crate::interval::rate_over_runs(&counts, scale);
     }
+    let latency_outliers = latency(results, &mut rows);
     let comparisons = compare(&rows, &scales, margin);
     let drift = drift(results, &rows);
     Summary {
@@ -221,9 +251,58 @@ pub fn summarize_with(results: &[RunResult], margin: Option<f64>) -> Summary {
         runs: results.len(),
         flagged_runs: results.iter().filter(|r| !r.flags.is_empty()).count(),
         drift,
+        latency_outliers,
         comparisons,
         margin,
     }
+}
+
+/// Each row's writers' commit p99 (the median over its runs) and its
+/// loss's rank correlation with it; the runs whose p99 departs from their
+/// cell's (more than twice, or under half, the median).
+fn latency(results: &[RunResult], rows: &mut [Row]) -> Vec<LatencyOutlier> {
+    let mut outliers = Vec::new();
+    for row in rows.iter_mut() {
+        let runs: Vec<(&RunResult, i64, f64)> = results
+            .iter()
+            .filter(|r| r.combination == row.combination)
+            .filter_map(|r| {
+                let p = r.pollers.iter().find(|p| p.poller == row.poller)?;
+                Some((r, r.commit_p99_ms?, p.lost as f64 / r.rows.max(1) as f64))
+            })
+            .collect();
+        let mut p99s: Vec<i64> = runs.iter().map(|&(_, p, _)| p).collect();
+        p99s.sort_unstable();
+        let Some(median) = p99s.get(p99s.len() / 2).copied() else {
+            continue;
+        };
+        row.commit_p99_ms = Some(median);
+        if runs.len() >= 4 {
+            let x: Vec<f64> = runs.iter().map(|&(_, p, _)| p as f64).collect();
+            let y: Vec<f64> = runs.iter().map(|&(_, _, l)| l).collect();
+            row.loss_vs_p99 = Some(crate::interval::spearman(&x, &y));
+        }
+        // One line per run, not per poller: the first poller's row says it.
+        if results
+            .iter()
+            .find(|r| r.combination == row.combination)
+            .and_then(|r| r.pollers.first())
+            .is_some_and(|p| p.poller != row.poller)
+        {
+            continue;
+        }
+        for &(r, p99, _) in &runs {
+            if p99 > 2 * median || 2 * p99 < median {
+                outliers.push(LatencyOutlier {
+                    combination: r.combination.clone(),
+                    seed: r.seed,
+                    commit_p99_ms: p99,
+                    cell_p99_ms: median,
+                });
+            }
+        }
+    }
+    outliers
 }
 
 /// The drift check of [`Drift`]: one point per run, its start and its
@@ -410,7 +489,7 @@ pub fn render(s: &Summary) -> String {
         .unwrap_or(6);
     let unit = s.rows.first().map_or("", |r| r.unit.as_str());
     let mut o = format!(
-        "{:cw$}  {:pw$}  {:>10} {:>24} {:>10} {:>10} {:>10} {:>5} {:>8}   (loss {unit}: leaks, misses and expired rows)\n",
+        "{:cw$}  {:pw$}  {:>10} {:>24} {:>10} {:>10} {:>10} {:>5} {:>8} {:>10} {:>8}   (loss {unit}: leaks, misses and expired rows; commit p99: the writers', median over the runs; loss~p99: Spearman's rho of the runs' loss and commit p99)\n",
         "combination",
         "poller",
         "rate",
@@ -419,11 +498,13 @@ pub fn render(s: &Summary) -> String {
         "median",
         "max",
         "runs",
-        "flagged"
+        "flagged",
+        "commit p99",
+        "loss~p99"
     );
     for r in &s.rows {
         o.push_str(&format!(
-            "{:cw$}  {:pw$}  {:>10.2} {:>24} {:>10.2} {:>10.2} {:>10.2} {:>5} {:>8}\n",
+            "{:cw$}  {:pw$}  {:>10.2} {:>24} {:>10.2} {:>10.2} {:>10.2} {:>5} {:>8} {:>10} {:>8}\n",
             if r.combination.is_empty() {
                 "-"
             } else {
@@ -436,13 +517,26 @@ pub fn render(s: &Summary) -> String {
             r.lost.median,
             r.lost.max,
             r.lost.runs,
-            r.flagged
+            r.flagged,
+            r.commit_p99_ms
+                .map_or_else(|| "-".to_string(), |p| format!("{p} ms")),
+            r.loss_vs_p99
+                .map_or_else(|| "-".to_string(), |rho| format!("{rho:.2}")),
         ));
     }
     o.push_str(&format!(
         "{} of {} runs flagged (writers more than 5% short of the asked rate, or a load average above the cores)\n",
         s.flagged_runs, s.runs
     ));
+    for l in &s.latency_outliers {
+        o.push_str(&format!(
+            "{} seed {}: the writers' commit p99 was {} ms, its cell's median {} ms: its loss is as much the latency's as the setting's\n",
+            if l.combination.is_empty() { "-" } else { &l.combination },
+            l.seed,
+            l.commit_p99_ms,
+            l.cell_p99_ms
+        ));
+    }
     if let Some(d) = &s.drift {
         o.push_str(&format!(
             "drift over the campaign's time: Spearman's rho {:.2} over {} runs (p {:.3}){}\n",
@@ -582,6 +676,8 @@ mod tests {
             },
             interrupted: false,
             started_at_ms: seed as i64 * 1_000,
+            commit_p50_ms: Some(5),
+            commit_p99_ms: Some(40),
         }
     }
 
@@ -819,6 +915,51 @@ mod tests {
         assert!(!render(&s).contains("read the cells with care"));
         // Too few runs with a loss: no check.
         assert_eq!(summarize(&rising[..2]).drift, None);
+    }
+
+    /// Each cell's writers' commit p99 beside its loss, the loss's rank
+    /// correlation with it, and a run whose p99 departs from its cell's.
+    #[test]
+    fn the_writers_latency_stands_beside_each_cell() {
+        let mut results: Vec<RunResult> = (1..=5)
+            .map(|seed| run("", seed, [seed * 10, 0], 100_000, false))
+            .collect();
+        for (r, p99) in results.iter_mut().zip([30, 35, 40, 45, 200]) {
+            r.commit_p99_ms = Some(p99);
+        }
+        let s = summarize(&results);
+        let naive = &s.rows[0];
+        assert_eq!(naive.commit_p99_ms, Some(40));
+        // Loss rises with the p99, run by run.
+        assert_eq!(naive.loss_vs_p99, Some(1.0));
+        assert_eq!(
+            s.latency_outliers,
+            [LatencyOutlier {
+                combination: String::new(),
+                seed: 5,
+                commit_p99_ms: 200,
+                cell_p99_ms: 40,
+            }],
+            "one line per run, not per poller"
+        );
+        let text = render(&s);
+        assert!(
+            text.contains("- seed 5: the writers' commit p99 was 200 ms, its cell's median 40 ms"),
+            "{text}"
+        );
+        assert!(
+            text.lines().nth(1).unwrap().contains("40 ms     1.00"),
+            "{text}"
+        );
+        // A target without writers' brackets: dashes.
+        for r in &mut results {
+            r.commit_p99_ms = None;
+        }
+        let s = summarize(&results);
+        assert_eq!(
+            (s.rows[0].commit_p99_ms, s.latency_outliers.len()),
+            (None, 0)
+        );
     }
 
     #[test]

@@ -157,7 +157,7 @@ pub struct Summary {
     pub margin: Option<f64>,
     /// Runs whose writers' commit p99 departs from their cell's.
     pub latency_outliers: Vec<LatencyOutlier>,
-    /// Whether the loss drifted over the campaign's time ([`drift`]);
+    /// Whether the loss drifted over the campaign's time ([`Drift`]);
     /// `None` with fewer than 4 runs that lost anything in their cell.
     pub drift: Option<Drift>,
 }

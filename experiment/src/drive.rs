@@ -215,6 +215,32 @@ pub struct Exchange<'a, Q = PageRequest, R = Item> {
     pub wait_ms: u64,
 }
 
+impl<Q, R> Exchange<'_, Q, R> {
+    /// Its `requests` row, of the `index`th poller of the run at `(cycle,
+    /// page)`, asking for `page_limit`: when it was sent and returned and how
+    /// long it waited; the machine fills in the rest.
+    pub fn record(
+        &self,
+        index: usize,
+        (cycle, page): (u64, u32),
+        page_limit: usize,
+    ) -> RequestRecord {
+        RequestRecord {
+            poller: index,
+            request: rundb::RequestRow {
+                cycle: cycle as i64,
+                page: page as i64,
+                sent_at_ms: self.sent_at_ms,
+                received_at_ms: self.received_at_ms,
+                page_limit: page_limit as i64,
+                wait_ms: self.wait_ms as i64,
+                ..Default::default()
+            },
+            items: Vec::new(),
+        }
+    }
+}
+
 /// A poller's state machine as the one poll loop drives it: the core's
 /// since_id [`Poller`] or its [`KeysetPoller`]. The loop asks for a request at
 /// each tick, sends it, and settles the response: the machine moves its
@@ -271,7 +297,62 @@ impl Machine for Poller {
         recorder: &dyn Records,
         tally: &mut Tally,
     ) -> Option<PageRequest> {
-        settle(self, index, layout, exchange, recorder, tally)
+        let base = exchange.record(index, self.position(), exchange.req.limit);
+        let Exchange {
+            req,
+            fetched,
+            received_at_ms,
+            ..
+        } = exchange;
+        let mut row = RequestRecord {
+            request: rundb::RequestRow {
+                since_id: req.since.map(|id| layout.format(id)),
+                since_key: req.since.map(|id| id.sort_key()),
+                before_id: req.before.map(|id| layout.format(id)),
+                before_key: req.before.map(|id| id.sort_key()),
+                retrieved_at_ms: req.since.and(self.retrieved_at_ms()),
+                http_status: fetched.http_status.map(i64::from),
+                bytes: fetched.bytes.map(|b| b as i64),
+                ..base.request
+            },
+            ..base
+        };
+        let next = match counted(tally, &mut row, fetched.result) {
+            None => {
+                self.on_failure();
+                None
+            }
+            Some(items) => {
+                let outcome = self.on_page(items, received_at_ms);
+                if let Some(first) = outcome.future.first() {
+                    // Flagged here and by `analyze` (from the recorded ID times).
+                    tracing::warn!(
+                        poller = self.name(),
+                        count = outcome.future.len(),
+                        id = %layout.format(*first),
+                        "IDs more than {} s ahead of the client clock: recorded, the cursor does not follow them",
+                        since_id::poller::FUTURE_TOLERANCE_MS / 1000
+                    );
+                    tally.progress.future_ids += outcome.future.len() as u64;
+                }
+                row.request.new_items = outcome.new_items as i64;
+                row.request.reordered = outcome.reordered;
+                row.request.overflow = outcome.overflow;
+                tally.progress.late_arrivals[index].1 += outcome.late_arrivals.len() as u64;
+                row.items = outcome
+                    .items
+                    .into_iter()
+                    .map(|item| status_record(tally, layout, item))
+                    .collect();
+                if outcome.next.is_some() {
+                    self.next_page_sent();
+                }
+                tally.passed(index, self.since());
+                outcome.next
+            }
+        };
+        recorder.request(row);
+        next
     }
 }
 
@@ -301,28 +382,8 @@ impl Machine for KeysetPoller {
         recorder: &dyn Records,
         tally: &mut Tally,
     ) -> Option<KeysetRequest> {
-        let (cycle, page) = self.position();
-        let Exchange {
-            req,
-            fetched,
-            sent_at_ms,
-            received_at_ms,
-            wait_ms,
-        } = exchange;
-        let mut row = RequestRecord {
-            poller: index,
-            request: rundb::RequestRow {
-                cycle: cycle as i64,
-                page: page as i64,
-                sent_at_ms,
-                received_at_ms,
-                page_limit: req.limit as i64,
-                wait_ms: wait_ms as i64,
-                ..Default::default()
-            },
-            items: Vec::new(),
-        };
-        let next = match counted(tally, &mut row, fetched.result) {
+        let mut row = exchange.record(index, self.position(), exchange.req.limit);
+        let next = match counted(tally, &mut row, exchange.fetched.result) {
             None => {
                 self.on_failure();
                 None
@@ -335,15 +396,7 @@ impl Machine for KeysetPoller {
                 row.items = outcome
                     .ids
                     .iter()
-                    .map(|&id| {
-                        let item = Item {
-                            id: Id(id as u128),
-                            id_text: id.to_string(),
-                            created_at: None,
-                            author: None,
-                        };
-                        status_record(tally, layout, item)
-                    })
+                    .map(|&id| key_record(tally, layout, Id(id as u128), id.to_string()))
                     .collect();
                 outcome.next
             }
@@ -368,10 +421,26 @@ fn status_record(tally: &mut Tally, layout: &Layout, item: Item) -> StatusRecord
     }
 }
 
+/// The record of a row a database poller returned: its key, read as an ID
+/// and as text, without a creation time or an author.
+pub fn key_record(tally: &mut Tally, layout: &Layout, id: Id, id_text: String) -> StatusRecord {
+    let item = Item {
+        id,
+        id_text,
+        created_at: None,
+        author: None,
+    };
+    status_record(tally, layout, item)
+}
+
 /// Counts one request in the live counters; a failed one is counted as
 /// such and its error goes into its row. Returns what it returned, if it
 /// succeeded.
-fn counted<R>(tally: &mut Tally, row: &mut RequestRecord, result: Result<R, String>) -> Option<R> {
+pub fn counted<R>(
+    tally: &mut Tally,
+    row: &mut RequestRecord,
+    result: Result<R, String>,
+) -> Option<R> {
     tally.progress.requests += 1;
     match result {
         Ok(rows) => Some(rows),
@@ -381,82 +450,6 @@ fn counted<R>(tally: &mut Tally, row: &mut RequestRecord, result: Result<R, Stri
             None
         }
     }
-}
-
-/// Applies one response to its poller (the `index`th of the run), records
-/// it, and says what to send next.
-pub fn settle(
-    poller: &mut Poller,
-    index: usize,
-    layout: &Layout,
-    exchange: Exchange<'_>,
-    recorder: &dyn Records,
-    tally: &mut Tally,
-) -> Option<PageRequest> {
-    let Exchange {
-        req,
-        fetched,
-        sent_at_ms,
-        received_at_ms,
-        wait_ms,
-    } = exchange;
-    let (cycle, page) = poller.position();
-    let mut row = RequestRecord {
-        poller: index,
-        request: rundb::RequestRow {
-            cycle: cycle as i64,
-            page: page as i64,
-            sent_at_ms,
-            received_at_ms,
-            since_id: req.since.map(|id| layout.format(id)),
-            since_key: req.since.map(|id| id.sort_key()),
-            before_id: req.before.map(|id| layout.format(id)),
-            before_key: req.before.map(|id| id.sort_key()),
-            page_limit: req.limit as i64,
-            retrieved_at_ms: req.since.and(poller.retrieved_at_ms()),
-            http_status: fetched.http_status.map(i64::from),
-            bytes: fetched.bytes.map(|b| b as i64),
-            wait_ms: wait_ms as i64,
-            ..Default::default()
-        },
-        items: Vec::new(),
-    };
-    let next = match counted(tally, &mut row, fetched.result) {
-        None => {
-            poller.on_failure();
-            None
-        }
-        Some(items) => {
-            let outcome = poller.on_page(items, received_at_ms);
-            if let Some(first) = outcome.future.first() {
-                // Flagged here and by `analyze` (from the recorded ID times).
-                tracing::warn!(
-                    poller = poller.name(),
-                    count = outcome.future.len(),
-                    id = %layout.format(*first),
-                    "IDs more than {} s ahead of the client clock: recorded, the cursor does not follow them",
-                    since_id::poller::FUTURE_TOLERANCE_MS / 1000
-                );
-                tally.progress.future_ids += outcome.future.len() as u64;
-            }
-            row.request.new_items = outcome.new_items as i64;
-            row.request.reordered = outcome.reordered;
-            row.request.overflow = outcome.overflow;
-            tally.progress.late_arrivals[index].1 += outcome.late_arrivals.len() as u64;
-            row.items = outcome
-                .items
-                .into_iter()
-                .map(|item| status_record(tally, layout, item))
-                .collect();
-            if outcome.next.is_some() {
-                poller.next_page_sent();
-            }
-            tally.passed(index, poller.since());
-            outcome.next
-        }
-    };
-    recorder.request(row);
-    next
 }
 
 /// A target reachable in-process at a simulated time.
@@ -557,7 +550,7 @@ pub fn run_virtual(
             received_at_ms: received,
             wait_ms,
         };
-        let next = settle(&mut plan.pollers[i], i, &layout, exchange, recorder, tally);
+        let next = Machine::settle(&mut plan.pollers[i], i, &layout, exchange, recorder, tally);
         match next {
             Some(next) => {
                 cycles[i] = Some(CycleUnderWay {

@@ -13,8 +13,7 @@
 //! Each request is recorded as every other: its cursor as `since_id`, the
 //! rows it returned (descending), the late arrivals it caught.
 
-use crate::drive::{Exchange, Fetched, Machine, PollTarget, Records, Tally};
-use crate::record::{RequestRecord, StatusRecord};
+use crate::drive::{Exchange, Fetched, Machine, PollTarget, Records, Tally, counted, key_record};
 use crate::sim::sync::lock;
 use mysql_async::prelude::Queryable;
 use since_id::gaps::IdPolicy;
@@ -290,12 +289,13 @@ impl Machine for IdMachine {
         tally: &mut Tally,
     ) -> Option<IdRequest> {
         let (cycle, page) = self.poller.position();
+        let mut row = exchange.record(index, (cycle, page), exchange.req.page_limit());
         let Exchange {
             req,
             fetched,
             sent_at_ms,
             received_at_ms,
-            wait_ms,
+            ..
         } = exchange;
         let since = req.after.map(|a| Id(a.max(0) as u128));
         // Below the oldest partition kept when it was sent: the IDs in
@@ -313,31 +313,15 @@ impl Machine for IdMachine {
                 oldest_kept,
             });
         }
-        let mut row = RequestRecord {
-            poller: index,
-            request: rundb::RequestRow {
-                cycle: cycle as i64,
-                page: page as i64,
-                sent_at_ms,
-                received_at_ms,
-                since_id: since.map(|s| s.0.to_string()),
-                since_key: since.map(|s| s.sort_key()),
-                page_limit: req.page_limit() as i64,
-                wait_ms: wait_ms as i64,
-                ..Default::default()
-            },
-            items: Vec::new(),
-        };
-        tally.progress.requests += 1;
+        row.request.since_id = since.map(|s| s.0.to_string());
+        row.request.since_key = since.map(|s| s.sort_key());
         self.poller.query_ended(received_at_ms);
-        let next = match fetched.result {
-            Err(error) => {
-                tally.progress.failed += 1;
-                row.request.error = Some(error);
+        let next = match counted(tally, &mut row, fetched.result) {
+            None => {
                 self.poller.on_failure();
                 None
             }
-            Ok(ids) => {
+            Some(ids) => {
                 let outcome = self.poller.on_page(&ids);
                 // Stored descending, as every response is.
                 row.request.reordered = ids.len() > 1;
@@ -351,16 +335,7 @@ impl Machine for IdMachine {
                     .iter()
                     .map(|&id| {
                         let id = Id(id.max(0) as u128);
-                        StatusRecord {
-                            first_sighting: tally.sighted(id),
-                            status: rundb::StatusRow {
-                                id: id.0.to_string(),
-                                id_key: id.sort_key(),
-                                id_time_ms: layout.ts_ms(id),
-                                created_at: None,
-                                author: None,
-                            },
-                        }
+                        key_record(tally, layout, id, id.0.to_string())
                     })
                     .collect();
                 let floor = self.poller.floor().map(|f| Id(f.max(0) as u128));

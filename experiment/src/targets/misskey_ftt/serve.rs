@@ -281,22 +281,14 @@ pub async fn serve(
     let mut served = Served::start(load.clone(), args.record.is_some()).await?;
     let recorder = match &args.record {
         Some(path) => {
-            let run = rundb::RunRow {
-                started_at_ms: crate::clock::now_ms(),
-                target: "misskey-ftt-serve".into(),
-                profile: Some("misskey-ftt".into()),
-                seed: Some(args.seed as i64),
-                clock: "wall".into(),
-                layout: layout.name().into(),
-                config: serde_json::json!({
-                    "load": &load,
-                    "redis_version": served.redis_version,
-                    "postgres_version": served.postgres_version,
-                })
-                .to_string(),
-                version: rundb::VERSION.into(),
-                ..rundb::RunRow::default()
-            };
+            let config = serde_json::json!({
+                "load": &load,
+                "redis_version": served.redis_version,
+                "postgres_version": served.postgres_version,
+            });
+            let now = crate::clock::now_ms();
+            let target = ("misskey-ftt-serve", "misskey-ftt");
+            let run = recording::run_row(target, args.seed, now, &layout, config);
             Some(Recorder::create(path, &run, &[])?)
         }
         None => None,
@@ -322,10 +314,7 @@ pub async fn serve(
             served.postgres_dir().display()
         );
         if let Some(path) = &args.record {
-            println!(
-                "  recording       {} (every client's requests, and the truth)",
-                path.display()
-            );
+            println!("{}", recording::banner_line(path));
         }
         println!("Ctrl-C stops (and removes both servers).");
     }

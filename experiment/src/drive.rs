@@ -4,7 +4,7 @@
 //! Both drivers follow one [`Schedule`] per poller (the cadence aligned to
 //! multiples of the interval, backoff, `Retry-After`, the final drain: see
 //! `schedule.rs`), the real-time one by tokio's timers, the virtual-time one by
-//! its event queue, and share [`settle`], which turns one response into the
+//! its event queue, and share [`Machine::settle`], which turns one response into the
 //! poller's next step and a recorded row.
 
 use crate::clock::now_ms;

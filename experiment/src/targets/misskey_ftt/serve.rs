@@ -388,27 +388,19 @@ async fn take_events(mut events: mpsc::Receiver<Event>, taken: Arc<Mutex<Taken>>
                 if !keep {
                     continue;
                 }
-                let Ok(key) = layout.parse(&c.note.id).map(|id| id.sort_key()) else {
-                    taken.failures += 1;
-                    taken.last_failure = Some(format!("not an aidx: {}", c.note.id));
-                    continue;
+                let row = match super::truth::note_row(&layout, &c) {
+                    Ok(row) => row,
+                    Err(m) => {
+                        taken.failures += 1;
+                        taken.last_failure = Some(m);
+                        continue;
+                    }
                 };
-                let origin = c.origin();
                 taken
                     .authors
                     .push((c.note.id.clone(), i64::from(c.note.user_id)));
-                taken.committed.insert(c.note.id.clone(), c.committed_ms);
-                taken.rows.push(TruthRow {
-                    id: c.note.id,
-                    id_key: key,
-                    id_time_ms: c.id_ms,
-                    posted_at_ms: c.started_ms,
-                    // Owed from the ms after the INSERT returned: a request
-                    // with a sinceId reads PostgreSQL (docs/misskey-ftt.md).
-                    visible_at_ms: c.committed_ms + 1,
-                    deleted_at_ms: None,
-                    origin: origin.into(),
-                });
+                taken.committed.insert(c.note.id, c.committed_ms);
+                taken.rows.push(row);
             }
             Event::Pushed { id, report } => {
                 if !keep {
@@ -417,17 +409,9 @@ async fn take_events(mut events: mpsc::Receiver<Event>, taken: Arc<Mutex<Taken>>
                 let committed = taken.committed.remove(&id).unwrap_or_default();
                 super::driver::ftt_rows(&id, committed, report, &keys, &mut taken.ftt);
             }
-            Event::Deleted {
-                id,
-                sent_ms,
-                returned_ms,
-            } => {
+            Event::Deleted(row) => {
                 if keep {
-                    taken.ftt.deletes.push(rundb::FttDeleteRow {
-                        id,
-                        sent_at_ms: sent_ms,
-                        returned_at_ms: returned_ms,
-                    });
+                    taken.ftt.deletes.push(row);
                 }
             }
             Event::Failed(e) => {

@@ -257,16 +257,23 @@ pub trait Machine: Send + 'static {
     fn position(&self) -> (u64, u32);
     /// The cycle was abandoned: the cursor stays.
     fn on_failure(&mut self);
-    /// Applies one response (this poller is the `index`th of the run),
-    /// records it, and says what to send next within the cycle.
+    /// Applies one response, records it, and says what to send next
+    /// within the cycle.
     fn settle(
         &mut self,
-        index: usize,
-        layout: &Layout,
         exchange: Exchange<'_, Self::Request, Self::Row>,
-        recorder: &dyn Records,
-        tally: &mut Tally,
+        run: Settling<'_>,
     ) -> Option<Self::Request>;
+}
+
+/// What a response is settled with besides itself: the poller's place in
+/// the run (the `index`th), the IDs' layout, where the records go and the
+/// live counters.
+pub struct Settling<'a> {
+    pub index: usize,
+    pub layout: &'a Layout,
+    pub recorder: &'a dyn Records,
+    pub tally: &'a mut Tally,
 }
 
 impl Machine for Poller {
@@ -289,15 +296,8 @@ impl Machine for Poller {
         Poller::on_failure(self);
     }
 
-    fn settle(
-        &mut self,
-        index: usize,
-        layout: &Layout,
-        exchange: Exchange<'_>,
-        recorder: &dyn Records,
-        tally: &mut Tally,
-    ) -> Option<PageRequest> {
-        let base = exchange.record(index, self.position(), exchange.req.limit);
+    fn settle(&mut self, exchange: Exchange<'_>, run: Settling<'_>) -> Option<PageRequest> {
+        let base = exchange.record(run.index, self.position(), exchange.req.limit);
         let Exchange {
             req,
             fetched,
@@ -306,9 +306,9 @@ impl Machine for Poller {
         } = exchange;
         let mut row = RequestRecord {
             request: rundb::RequestRow {
-                since_id: req.since.map(|id| layout.format(id)),
+                since_id: req.since.map(|id| run.layout.format(id)),
                 since_key: req.since.map(|id| id.sort_key()),
-                before_id: req.before.map(|id| layout.format(id)),
+                before_id: req.before.map(|id| run.layout.format(id)),
                 before_key: req.before.map(|id| id.sort_key()),
                 retrieved_at_ms: req.since.and(self.retrieved_at_ms()),
                 http_status: fetched.http_status.map(i64::from),
@@ -317,7 +317,7 @@ impl Machine for Poller {
             },
             ..base
         };
-        let next = match counted(tally, &mut row, fetched.result) {
+        let next = match counted(run.tally, &mut row, fetched.result) {
             None => {
                 self.on_failure();
                 None
@@ -329,29 +329,29 @@ impl Machine for Poller {
                     tracing::warn!(
                         poller = self.name(),
                         count = outcome.future.len(),
-                        id = %layout.format(*first),
+                        id = %run.layout.format(*first),
                         "IDs more than {} s ahead of the client clock: recorded, the cursor does not follow them",
                         since_id::poller::FUTURE_TOLERANCE_MS / 1000
                     );
-                    tally.progress.future_ids += outcome.future.len() as u64;
+                    run.tally.progress.future_ids += outcome.future.len() as u64;
                 }
                 row.request.new_items = outcome.new_items as i64;
                 row.request.reordered = outcome.reordered;
                 row.request.overflow = outcome.overflow;
-                tally.progress.late_arrivals[index].1 += outcome.late_arrivals.len() as u64;
+                run.tally.progress.late_arrivals[run.index].1 += outcome.late_arrivals.len() as u64;
                 row.items = outcome
                     .items
                     .into_iter()
-                    .map(|item| status_record(tally, layout, item))
+                    .map(|item| status_record(run.tally, run.layout, item))
                     .collect();
                 if outcome.next.is_some() {
                     self.next_page_sent();
                 }
-                tally.passed(index, self.since());
+                run.tally.passed(run.index, self.since());
                 outcome.next
             }
         };
-        recorder.request(row);
+        run.recorder.request(row);
         next
     }
 }
@@ -376,14 +376,11 @@ impl Machine for KeysetPoller {
     /// since_id (the cursor is `(xid, id)`, not an ID).
     fn settle(
         &mut self,
-        index: usize,
-        layout: &Layout,
         exchange: Exchange<'_, KeysetRequest, KeysetRow>,
-        recorder: &dyn Records,
-        tally: &mut Tally,
+        run: Settling<'_>,
     ) -> Option<KeysetRequest> {
-        let mut row = exchange.record(index, self.position(), exchange.req.limit);
-        let next = match counted(tally, &mut row, exchange.fetched.result) {
+        let mut row = exchange.record(run.index, self.position(), exchange.req.limit);
+        let next = match counted(run.tally, &mut row, exchange.fetched.result) {
             None => {
                 self.on_failure();
                 None
@@ -392,16 +389,16 @@ impl Machine for KeysetPoller {
                 let outcome = self.on_page(&rows);
                 row.request.reordered = outcome.reordered;
                 row.request.new_items = outcome.ids.len() as i64;
-                tally.progress.late_arrivals[index].1 += outcome.late_arrivals as u64;
+                run.tally.progress.late_arrivals[run.index].1 += outcome.late_arrivals as u64;
                 row.items = outcome
                     .ids
                     .iter()
-                    .map(|&id| key_record(tally, layout, Id(id as u128), id.to_string()))
+                    .map(|&id| key_record(run.tally, run.layout, Id(id as u128), id.to_string()))
                     .collect();
                 outcome.next
             }
         };
-        recorder.request(row);
+        run.recorder.request(row);
         next
     }
 }
@@ -550,7 +547,13 @@ pub fn run_virtual(
             received_at_ms: received,
             wait_ms,
         };
-        let next = Machine::settle(&mut plan.pollers[i], i, &layout, exchange, recorder, tally);
+        let run = Settling {
+            index: i,
+            layout: &layout,
+            recorder,
+            tally: &mut *tally,
+        };
+        let next = Machine::settle(&mut plan.pollers[i], exchange, run);
         match next {
             Some(next) => {
                 cycles[i] = Some(CycleUnderWay {
@@ -858,9 +861,13 @@ impl<M: Machine, T: PollTarget<M::Request, M::Row>> Live<M, T> {
                     received_at_ms: received,
                     wait_ms: request_wait + paced_ms,
                 };
-                let (index, layout) = (self.index, &self.layout);
-                self.poller
-                    .settle(index, layout, exchange, &self.recorder, &mut tally)
+                let run = Settling {
+                    index: self.index,
+                    layout: &self.layout,
+                    recorder: &self.recorder,
+                    tally: &mut tally,
+                };
+                self.poller.settle(exchange, run)
             };
             request_wait = 0;
             match next {

@@ -13,12 +13,12 @@
 //! Each request is recorded as every other: its cursor as `since_id`, the
 //! rows it returned (descending), the late arrivals it caught.
 
-use crate::drive::{Exchange, Fetched, Machine, PollTarget, Records, Tally, counted, key_record};
+use crate::drive::{Exchange, Fetched, Machine, PollTarget, Settling, counted, key_record};
 use crate::sim::sync::lock;
 use mysql_async::prelude::Queryable;
 use since_id::gaps::IdPolicy;
 use since_id::gaps::{GapStats, IdPoller, IdRequest};
-use since_id::id::{Id, Layout};
+use since_id::id::Id;
 use since_id::time::{format_duration_ms, parse_duration_ms};
 use std::sync::{Arc, Mutex};
 
@@ -282,14 +282,11 @@ impl Machine for IdMachine {
 
     fn settle(
         &mut self,
-        index: usize,
-        layout: &Layout,
         exchange: Exchange<'_, IdRequest, i64>,
-        recorder: &dyn Records,
-        tally: &mut Tally,
+        run: Settling<'_>,
     ) -> Option<IdRequest> {
         let (cycle, page) = self.poller.position();
-        let mut row = exchange.record(index, (cycle, page), exchange.req.page_limit());
+        let mut row = exchange.record(run.index, (cycle, page), exchange.req.page_limit());
         let Exchange {
             req,
             fetched,
@@ -316,7 +313,7 @@ impl Machine for IdMachine {
         row.request.since_id = since.map(|s| s.0.to_string());
         row.request.since_key = since.map(|s| s.sort_key());
         self.poller.query_ended(received_at_ms);
-        let next = match counted(tally, &mut row, fetched.result) {
+        let next = match counted(run.tally, &mut row, fetched.result) {
             None => {
                 self.poller.on_failure();
                 None
@@ -327,7 +324,7 @@ impl Machine for IdMachine {
                 row.request.reordered = ids.len() > 1;
                 row.request.overflow = outcome.overflow;
                 row.request.new_items = outcome.ids.len() as i64;
-                if let Some(late) = tally.progress.late_arrivals.get_mut(index) {
+                if let Some(late) = run.tally.progress.late_arrivals.get_mut(run.index) {
                     late.1 += outcome.late_arrivals as u64;
                 }
                 row.items = outcome
@@ -335,15 +332,15 @@ impl Machine for IdMachine {
                     .iter()
                     .map(|&id| {
                         let id = Id(id.max(0) as u128);
-                        key_record(tally, layout, id, id.0.to_string())
+                        key_record(run.tally, run.layout, id, id.0.to_string())
                     })
                     .collect();
                 let floor = self.poller.floor().map(|f| Id(f.max(0) as u128));
-                tally.passed(index, floor);
+                run.tally.passed(run.index, floor);
                 outcome.next
             }
         };
-        recorder.request(row);
+        run.recorder.request(row);
         if let Some(slot) = lock(&self.stats).get_mut(self.slot) {
             slot.gaps = self.poller.stats();
             if expired.is_some() {

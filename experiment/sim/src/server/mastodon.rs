@@ -453,16 +453,16 @@ async fn mastodon_tag(
 
 /// The rate limiter's answer to a Mastodon request: its rate-limit
 /// headers, or the 429 that refuses it.
-fn mastodon_allowed(app: &AppState) -> Result<HeaderMap, Response> {
+fn mastodon_allowed(app: &AppState) -> Result<HeaderMap, Box<Response>> {
     let allowance = app.limiter.check(ServedApi::Mastodon, (app.clock)());
     let mut headers = mastodon_rate_headers(&allowance);
     if !allowance.allowed {
         retry_after(&allowance, &mut headers);
-        return Err(mastodon_error(
+        return Err(Box::new(mastodon_error(
             StatusCode::TOO_MANY_REQUESTS,
             "Too many requests",
             headers,
-        ));
+        )));
     }
     Ok(headers)
 }
@@ -476,7 +476,7 @@ fn mastodon_timeline(
 ) -> Response {
     let mut headers = match mastodon_allowed(&app) {
         Ok(headers) => headers,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let layout = app.layout();
     let paging = Paging::parse(&params, |_, v| {
@@ -832,7 +832,7 @@ async fn notifications(
 ) -> Response {
     let mut headers = match mastodon_allowed(&app) {
         Ok(headers) => headers,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let params = params(&raw);
     let number = |name: &str| param(&params, name).map(|v| ruby_to_i(v).max(0) as u64);

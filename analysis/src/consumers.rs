@@ -1,6 +1,6 @@
 //! A consumer's verdict against the truth of PostgreSQL's log (`experiment
-//! judge --backend postgres`, docs/log-truth.md) or MariaDB's binary log
-//! (`--backend mariadb`): what a relay, a projection or a follower lost,
+//! judge --log postgres`, docs/log-truth.md) or MariaDB's binary log
+//! (`--log mariadb`): what a relay, a projection or a follower lost,
 //! delivered twice or delivered out of commit order. Where the log's commit
 //! times are whole seconds (MariaDB's), each row carries the time the
 //! harness read its commit (`read_ms`), and lags are measured on that.

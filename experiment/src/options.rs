@@ -508,6 +508,40 @@ pub fn given(command: &Command, matches: &ArgMatches) -> Vec<String> {
         .collect()
 }
 
+/// A flag group `A` with the flags of it given on the command line (as
+/// `--name`, from clap's [`given`]): for a command whose group applies in
+/// one case only (`judge`'s log flags), so that one given elsewhere is
+/// refused without a hand-written "was it given" row per flag.
+#[derive(Debug, Clone)]
+pub struct Given<A> {
+    pub args: A,
+    pub given: Vec<String>,
+}
+
+impl<A: Args + FromArgMatches> FromArgMatches for Given<A> {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Given<A>, clap::Error> {
+        Ok(Given {
+            args: A::from_arg_matches(matches)?,
+            given: given(&A::augment_args(Command::new("group")), matches),
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Given::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl<A: Args> Args for Given<A> {
+    fn augment_args(command: Command) -> Command {
+        A::augment_args(command)
+    }
+
+    fn augment_args_for_update(command: Command) -> Command {
+        A::augment_args_for_update(command)
+    }
+}
+
 /// A target's face to the command line: its own flag group, its kinds, and
 /// its options from them. Each target's `options.rs` implements it;
 /// `targets/mod.rs` lists them (as [`TargetOptions`]).

@@ -103,8 +103,21 @@ fn a_postgres_campaign_keeps_every_runs_database_and_sums_up_each_combination_an
         ],
         "{summary}"
     );
+    // Two runs a side: each difference has its interval, p value and finding.
     for c in comparisons {
-        assert!(c["detectable"].as_f64().unwrap() > 0.0, "{c}");
+        let d = &c["difference"];
+        let (lo, hi) = (
+            d["ci95"][0].as_f64().unwrap(),
+            d["ci95"][1].as_f64().unwrap(),
+        );
+        assert!(
+            lo <= hi && (0.0..=1.0).contains(&d["p"].as_f64().unwrap()),
+            "{c}"
+        );
+        assert!(
+            ["differs", "inconclusive"].contains(&c["finding"].as_str().unwrap()),
+            "{c}"
+        );
     }
 }
 

@@ -1,4 +1,4 @@
-//! `experiment judge --backend postgres|mariadb --table T [--key COL]
+//! `experiment judge --log postgres|mariadb --table T [--key COL]
 //! [--delivered NAME=FILE]... [--duration D] [--drain D] -- COMMAND`: judges
 //! any application's consumers against the database's own log
 //! (docs/log-truth.md). One skeleton; each database's log source is in its
@@ -111,8 +111,8 @@ pub fn judge_log(args: LogArgs) -> Result<super::verdict::Judgement, String> {
     let run_id = recorder.run_id;
     let sender = recorder.sender();
     // The tables exist even when nothing arrives: the run was read.
-    sender.log_truth(Vec::new());
-    sender.deliveries(Vec::new());
+    sender.side(Vec::<rundb::LogTruthRow>::new());
+    sender.side(Vec::<rundb::DeliveryRow>::new());
 
     let (events, received) = mpsc::channel::<Event>();
     let (stop_drain, drain_stopped) = tokio::sync::watch::channel(false);
@@ -573,7 +573,7 @@ fn tail_file(
                 }
             };
             if !rows.is_empty() {
-                sender.deliveries(rows);
+                sender.side(rows);
             }
             if !more {
                 break;

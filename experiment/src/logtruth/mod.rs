@@ -1,11 +1,11 @@
-//! Truth from the database's own log (`experiment judge --backend postgres`
-//! and `--backend mariadb`, docs/log-truth.md): the judged table's committed
+//! Truth from the database's own log (`experiment judge --log postgres`
+//! and `--log mariadb`, docs/log-truth.md): the judged table's committed
 //! rows read from PostgreSQL's logical replication slot or MariaDB's binary
 //! log, and each consumer's deliveries read from the file it appends to.
 //! Below the commands, beside the targets: it imports `servers` and
 //! `record`'s rows, never a target or a command.
 //!
-//! - [`judge`]: `judge --backend NAME`'s skeleton: the command run (and
+//! - [`judge`]: `judge --log NAME`'s skeleton: the command run (and
 //!   its faults, [`nemesis`]) against a throwaway server, its log and the
 //!   delivered files read, the verdicts.
 //! - [`watch`]: `watch`'s skeleton: your database's log and the delivered

@@ -612,7 +612,7 @@ struct CampaignJson<'a> {
 pub fn merge_campaign(plan: &Plan, dir: &str, c: &Collected<RunResult>) -> Merged {
     let done = in_plan_order(plan, c);
     let results: Vec<RunResult> = done.iter().map(|(_, _, r)| r.clone()).collect();
-    let summary = analysis::campaign::summarize(&results);
+    let summary = analysis::campaign::summarize_with(&results, plan.header.margin);
     let machines = machines(c);
     let mut cells = Vec::new();
     let mut effects = Vec::new();
@@ -653,7 +653,7 @@ pub fn merge_campaign(plan: &Plan, dir: &str, c: &Collected<RunResult>) -> Merge
     );
     let text = beside.text(head, &analysis::campaign::render(&summary));
     let json = CampaignJson {
-        schema: 1,
+        schema: 2,
         target: &plan.target,
         seeds: &plan.seeds,
         duration: &plan.duration,

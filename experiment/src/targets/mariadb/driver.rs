@@ -337,14 +337,14 @@ impl Database for MariaDatabase {
     }
 
     async fn side_rows(&mut self, sender: &RecordSender) {
-        sender.writer_brackets(std::mem::take(&mut self.brackets));
+        sender.side(std::mem::take(&mut self.brackets));
         let dropped = match &self.retention {
             Some(job) => job.report().dropped.iter().map(Dropped::row).collect(),
             None => Vec::new(),
         };
-        sender.partition_drops(dropped);
+        sender.side(dropped);
         let flags = std::mem::take(&mut *lock(&self.flags));
-        sender.cursor_flags(flags);
+        sender.side(flags);
     }
 }
 

@@ -243,11 +243,11 @@ impl Source {
             rows.extend(self.decoder.feed(event, self.dump.stamp_ms())?);
             if rows.len() >= BATCH {
                 // The recorder's queue is bounded: a full queue waits here.
-                sender.log_truth(std::mem::take(&mut rows));
+                sender.side(std::mem::take(&mut rows));
             }
         }
         if !rows.is_empty() {
-            sender.log_truth(rows);
+            sender.side(rows);
         }
         Ok(())
     }

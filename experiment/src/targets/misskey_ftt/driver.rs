@@ -531,7 +531,10 @@ impl Database for FttDatabase {
     /// The FTT tables, in every run, empty or not; after the last truth,
     /// whose deleted notes they mark.
     async fn side_rows(&mut self, sender: &RecordSender) {
-        sender.ftt(lock(&self.sink).take_ftt());
+        let ftt = lock(&self.sink).take_ftt();
+        sender.side(ftt.pushes);
+        sender.side(ftt.trims);
+        sender.side(ftt.deletes);
     }
 }
 

@@ -59,7 +59,7 @@ pub fn serve_load(seed: u64) -> Load {
 struct Taken {
     rows: Vec<TruthRow>,
     /// (ID, author), for the home and hybrid timelines' scopes.
-    authors: Vec<(String, i64)>,
+    authors: Vec<rundb::TruthAuthorRow>,
     /// Commit times of notes whose push has not been reported yet.
     committed: HashMap<String, i64>,
     /// `ftt_pushes` and `ftt_trims` rows, for the lists of the three
@@ -184,7 +184,7 @@ impl Served {
 
     /// The truth of every note committed since the last call, and the
     /// authors of those notes (nothing without `keep_truth`).
-    pub fn take_truth(&self) -> (Vec<TruthRow>, Vec<(String, i64)>) {
+    pub fn take_truth(&self) -> (Vec<TruthRow>, Vec<rundb::TruthAuthorRow>) {
         let mut taken = lock(&self.taken);
         (
             std::mem::take(&mut taken.rows),
@@ -338,7 +338,7 @@ pub async fn serve(
         if let Some(recorder) = &recorder {
             let (rows, authors) = served.take_truth();
             recorder.sender().truth(rows);
-            recorder.sender().truth_authors(authors);
+            recorder.sender().side(authors);
         }
     };
     let result = loop {
@@ -396,9 +396,10 @@ async fn take_events(mut events: mpsc::Receiver<Event>, taken: Arc<Mutex<Taken>>
                         continue;
                     }
                 };
-                taken
-                    .authors
-                    .push((c.note.id.clone(), i64::from(c.note.user_id)));
+                taken.authors.push(rundb::TruthAuthorRow {
+                    id: c.note.id.clone(),
+                    author: i64::from(c.note.user_id),
+                });
                 taken.committed.insert(c.note.id, c.committed_ms);
                 taken.rows.push(row);
             }

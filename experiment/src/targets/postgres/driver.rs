@@ -513,11 +513,11 @@ impl Database for PgDatabase {
                 Err(e) => tracing::warn!("no truth: {e}"),
             }
         }
-        sender.writer_brackets(std::mem::take(&mut self.brackets));
+        sender.side(std::mem::take(&mut self.brackets));
         if let Some(job) = &self.retention {
             let dropped = job.report().dropped.clone();
             if !dropped.is_empty() {
-                sender.partition_drops(dropped);
+                sender.side(dropped);
             }
         }
     }

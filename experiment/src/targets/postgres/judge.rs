@@ -119,7 +119,7 @@ async fn drain_slot(
         // The recorder's queue is bounded: a full queue waits, off the runtime's worker.
         let drained = slot
             .drain_all(&mut decoder, |rows| {
-                tokio::task::block_in_place(|| ctx.sender.log_truth(rows))
+                tokio::task::block_in_place(|| ctx.sender.side(rows))
             })
             .await;
         if drained.is_err() && slot.is_closed() {

@@ -153,7 +153,7 @@ impl Source {
         }
         self.drained_at = Some(Instant::now());
         self.slot
-            .drain_all(&mut self.decoder, |rows| sender.log_truth(rows))
+            .drain_all(&mut self.decoder, |rows| sender.side(rows))
             .await?;
         let (retained, position) = self.slot.status().await?;
         self.status = Some(SlotStatus { retained, position });

@@ -56,9 +56,9 @@ impl SimServeArgs {
         self.profile.as_deref().unwrap_or("twitter")
     }
 
-    /// Refuses the flags that configure the simulator, on a backend
-    /// (`postgres`, `misskey-ftt`) that does not have one.
-    pub fn refuse_on(&self, backend: &str) -> Result<(), String> {
+    /// Refuses the flags that configure the simulator, on a face that does
+    /// not have one: `face` as given (`--backend postgres`, `--log mariadb`).
+    pub fn refuse_on(&self, face: &str) -> Result<(), String> {
         let given = [
             (self.profile.is_some(), "--profile"),
             (self.config.is_some(), "--config"),
@@ -69,12 +69,12 @@ impl SimServeArgs {
         ];
         if let Some((_, flag)) = given.iter().find(|(on, _)| *on) {
             return Err(format!(
-                "{flag} configures the simulator and does not apply to --backend {backend}"
+                "{flag} configures the simulator and does not apply to {face}"
             ));
         }
         if self.truth.is_some() {
             return Err(format!(
-                "--truth is the simulator's: with --backend {backend}, --record FILE.db writes the truth"
+                "--truth is the simulator's: with {face}, --record FILE.db writes the truth"
             ));
         }
         Ok(())
@@ -265,9 +265,12 @@ impl TruthSink {
                     recorder.sender().latest_truth(rows);
                     let authors = batch
                         .iter()
-                        .map(|s| (layout.format(s.id), i64::from(s.author)))
+                        .map(|s| rundb::TruthAuthorRow {
+                            id: layout.format(s.id),
+                            author: i64::from(s.author),
+                        })
                         .collect();
-                    recorder.sender().truth_authors(authors);
+                    recorder.sender().side(authors);
                 }
             }
         }
@@ -333,7 +336,6 @@ mod tests {
                 addr: "127.0.0.1:0".into(),
                 record: None,
                 clients: Vec::new(),
-                backend: crate::serving::Backend::Simulator,
                 quiet: false,
             },
             sim: SimServeArgs {

@@ -111,24 +111,8 @@ impl PartialOrd for Key {
     }
 }
 
-/// A consumer's verdict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Valid,
-    Invalid,
-    Unknown,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Valid => "valid",
-            Verdict::Invalid => "invalid",
-            Verdict::Unknown => "unknown",
-        }
-    }
-}
+/// A consumer's verdict: a poller's, in the same words.
+pub use crate::diff::Verdict;
 
 /// What a consumer promises its readers (`judge --promise`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

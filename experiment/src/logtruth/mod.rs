@@ -44,3 +44,17 @@ pub struct Counts {
     /// table's replica identity lacks it).
     pub deletes_without_key: u64,
 }
+
+/// A truth row as the decoders' tests compare it: its place, key,
+/// transaction, commit position and time, and operation.
+#[cfg(test)]
+pub fn row_fields(r: &rundb::LogTruthRow) -> (i64, &str, i64, &str, i64, &str) {
+    (
+        r.seq,
+        r.key.as_str(),
+        r.xid,
+        r.commit_lsn.as_str(),
+        r.commit_ms,
+        r.op.as_str(),
+    )
+}

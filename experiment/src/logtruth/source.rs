@@ -95,7 +95,8 @@ pub struct JudgeOpened {
     pub reader: Box<dyn FnOnce(ReaderCtx) -> ReaderFuture + Send>,
 }
 
-type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+/// A source's future, boxed for the trait's object.
+pub type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// watch's log, opened: the slot, or the binlog's dump.
 pub trait WatchSource {

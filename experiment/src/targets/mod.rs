@@ -84,7 +84,7 @@ impl Args for RunArgs {
         let help = target_help(&command);
         let forms: Vec<&str> = TARGETS
             .iter()
-            .flat_map(|t| t.kinds().iter().map(|k| k.form))
+            .flat_map(|t| t.kinds().iter().map(|k| k.form()))
             .collect();
         let short = format!(
             "What to poll: {}, ... (--help: every form, with the flags each reads)",
@@ -662,15 +662,15 @@ mod tests {
         for row in &rows {
             let value = sample_value(&row.flag);
             for kind in kinds() {
-                let mut argv = vec!["--target".to_string(), kind.form.to_string()];
+                let mut argv = vec!["--target".to_string(), kind.form().to_string()];
                 argv.push(row.flag.clone());
                 argv.extend(value.map(String::from));
                 let args = parse_run(&argv).unwrap();
                 let given = options::given(&command, &args.matches);
                 assert!(given.contains(&row.flag), "{argv:?}: {given:?}");
-                let (_, claimed_kind) = claimed(kind.form).unwrap();
+                let (_, claimed_kind) = claimed(kind.form()).unwrap();
                 assert_eq!(claimed_kind.name, kind.name, "{argv:?}");
-                let refused = options::refuse_unread(&rows, kind, &given, kind.form);
+                let refused = options::refuse_unread(&rows, kind, &given, kind.form());
                 if row.reads(kind) {
                     assert!(refused.is_ok(), "{argv:?}: {refused:?}");
                     continue;
@@ -683,7 +683,7 @@ mod tests {
                     Some((_, own)) => own.replace("{flag}", &row.flag),
                     None => row.refusal(),
                 }
-                .replace("{target}", kind.form);
+                .replace("{target}", kind.form());
                 assert_eq!(refused.as_ref().unwrap_err(), &expected, "{argv:?}");
                 let err = resolve(args).map(|_| ()).unwrap_err();
                 assert_eq!(err, expected, "{argv:?}");
@@ -752,11 +752,11 @@ mod tests {
         let help = command.render_long_help().to_string();
         for kind in kinds() {
             assert!(
-                help.contains(&format!("`{}`", kind.form)),
+                help.contains(&format!("`{}`", kind.form())),
                 "{}: {help}",
-                kind.form
+                kind.form()
             );
-            claimed(kind.form).unwrap();
+            claimed(kind.form()).unwrap();
         }
         for api in crate::api::Api::all() {
             for form in api.specs {

@@ -123,12 +123,9 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
     let run_info = session::run_row(
         args,
         RunRowParts {
-            started_at_ms: start_ms,
-            layout: &layout,
-            page_limit: limit,
             profile: Some(schema.to_string()),
             seed: Some(args.seed),
-            config: &stored,
+            ..RunRowParts::new(start_ms, &layout, limit, &stored)
         },
     )?;
     let recorder = Recorder::create(&args.db, &run_info, &roster.infos)?;
@@ -186,14 +183,7 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
     if let Some(injected) = opts.inject.assumption() {
         notes.push_str(&format!("assumption: {injected}\n"));
     }
-    tracing::info!(run = run_id, reason, "run finished");
-    Ok(RunSummary {
-        run_id,
-        db: args.db.clone(),
-        complete: true,
-        progress,
-        notes,
-    })
+    Ok(RunSummary::finished(args, run_id, reason, progress, notes))
 }
 
 /// The throwaway server as the skeleton drives it: the writers, the

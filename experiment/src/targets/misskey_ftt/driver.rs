@@ -245,12 +245,9 @@ async fn drive_run(
     let run_info = session::run_row(
         args,
         RunRowParts {
-            started_at_ms: servers.start_ms,
-            layout: &layout,
-            page_limit: limit,
             profile: Some("misskey-ftt".into()),
             seed: Some(args.seed),
-            config: &stored,
+            ..RunRowParts::new(servers.start_ms, &layout, limit, &stored)
         },
     )?;
     let recorder = Recorder::create(&args.db, &run_info, &infos)?;

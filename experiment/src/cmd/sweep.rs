@@ -501,10 +501,7 @@ fn virtual_sweep(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String> {
             pollers: summary,
             plots,
         };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
-        );
+        print_json(&out)?;
     } else {
         println!(
             "sweep {sweep_id}: {} seeds x {} pollers, {} each, profile {} ({})",
@@ -807,10 +804,7 @@ fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String>
             summary: &summary,
             runs: &results,
         };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
-        );
+        print_json(&out)?;
     } else {
         println!(
             "campaign: --target {target}, {} combination(s) x {} seed(s), {duration} each, interleaved (--order-seed {order_seed}), {} ({})",
@@ -825,6 +819,15 @@ fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String>
         );
         print!("{}", analysis::campaign::render(&summary));
     }
+    Ok(())
+}
+
+/// `--json`: the sweep's object, pretty-printed on stdout.
+fn print_json(out: &impl serde::Serialize) -> Result<(), String> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(out).map_err(|e| e.to_string())?
+    );
     Ok(())
 }
 

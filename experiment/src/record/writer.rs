@@ -627,6 +627,23 @@ pub(crate) mod tests {
         TempDb { _dir: dir, path }
     }
 
+    /// One naive poller, the recorder tests' run.
+    fn naive() -> [PollerRow; 1] {
+        [PollerRow {
+            name: "naive".into(),
+            policy: "naive".into(),
+            ..PollerRow::default()
+        }]
+    }
+
+    /// The run's `complete` flag, read beside the recorder.
+    fn complete(path: &std::path::Path) -> i64 {
+        Connection::open(path)
+            .unwrap()
+            .query_row("SELECT complete FROM runs", [], |r| r.get(0))
+            .unwrap()
+    }
+
     pub(crate) fn run_info() -> RunRow {
         RunRow {
             started_at_ms: 1,
@@ -659,12 +676,7 @@ pub(crate) mod tests {
     fn runs_are_added_never_overwritten_and_marked_complete() {
         let path = temp_db("runs");
         for round in 0..2 {
-            let pollers = [PollerRow {
-                name: "naive".into(),
-                policy: "naive".into(),
-                k_ms: None,
-                ..PollerRow::default()
-            }];
+            let pollers = naive();
             let rec = Recorder::create(&path, &run_info(), &pollers).unwrap();
             assert_eq!(rec.run_id, round + 1);
             let tx = rec.sender();
@@ -727,11 +739,7 @@ pub(crate) mod tests {
     #[test]
     fn side_rows_are_written_by_the_recorder_after_the_truth_they_mark() {
         let path = temp_db("side");
-        let pollers = [PollerRow {
-            name: "naive".into(),
-            policy: "naive".into(),
-            ..PollerRow::default()
-        }];
+        let pollers = naive();
         let rec = Recorder::create(&path, &run_info(), &pollers).unwrap();
         let tx = rec.sender();
         tx.truth((1..=4).map(|n| truth_row(n, 10 * n as i64)).collect());
@@ -821,12 +829,7 @@ pub(crate) mod tests {
             .unwrap();
         conn.pragma_update(None, "max_page_count", pages + 4)
             .unwrap();
-        let pollers = [PollerRow {
-            name: "naive".into(),
-            policy: "naive".into(),
-            k_ms: None,
-            ..PollerRow::default()
-        }];
+        let pollers = naive();
         let rec = Recorder::start(conn, &path, &run_info(), &pollers).unwrap();
         let tx = rec.sender();
         tx.request(RequestRecord {
@@ -839,11 +842,7 @@ pub(crate) mod tests {
         assert_eq!(err.lines().count(), 1);
         assert!(tx.failed(), "the drivers are told to stop");
         // The run that was committed is still there, marked incomplete.
-        let side = Connection::open(&path).unwrap();
-        let complete: i64 = side
-            .query_row("SELECT complete FROM runs", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(complete, 0);
+        assert_eq!(complete(&path), 0);
     }
 
     /// Issue 13.2: the real-time sender never waits; a recorder a whole queue
@@ -851,12 +850,7 @@ pub(crate) mod tests {
     #[test]
     fn a_real_time_sender_reports_a_recorder_that_cannot_keep_up() {
         let path = temp_db("overrun");
-        let pollers = [PollerRow {
-            name: "naive".into(),
-            policy: "naive".into(),
-            k_ms: None,
-            ..PollerRow::default()
-        }];
+        let pollers = naive();
         let rec = Recorder::create(&path, &run_info(), &pollers).unwrap();
         let blocker = Connection::open(&path).unwrap();
         blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
@@ -879,11 +873,7 @@ pub(crate) mod tests {
         let err = rec.finish(5, true, "duration").unwrap_err();
         assert!(err.contains("cannot keep up"), "{err}");
         assert_eq!(err.lines().count(), 1);
-        let complete: i64 = Connection::open(&path)
-            .unwrap()
-            .query_row("SELECT complete FROM runs", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(complete, 0);
+        assert_eq!(complete(&path), 0);
     }
 
     #[test]

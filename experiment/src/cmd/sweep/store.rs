@@ -31,73 +31,13 @@ pub struct RunRecord {
 }
 
 /// A virtual run's judged result, as stored (the fields of
-/// [`SeedResult`] and [`SeedRow`]: every value an integer, so it reads back
-/// exactly).
+/// [`SeedResult`], its rows as [`SeedRow`]s: every value an integer, so it
+/// reads back exactly).
 #[derive(Serialize, Deserialize)]
 struct Stored {
-    rows: Vec<StoredRow>,
+    rows: Vec<SeedRow>,
     statuses: u64,
     lateness_ms: Vec<i64>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct StoredRow {
-    seed: u64,
-    poller: String,
-    requests: u64,
-    seen: u64,
-    duplicates: u64,
-    leaks: u64,
-    missed: u64,
-    max_requests_15min: u64,
-    detection_p50_ms: Option<i64>,
-    detection_p99_ms: Option<i64>,
-    detection_max_ms: Option<i64>,
-    oracle_duplicates: Option<u64>,
-    oracle_new: Option<u64>,
-    duration_ms: u64,
-}
-
-impl From<&SeedRow> for StoredRow {
-    fn from(r: &SeedRow) -> StoredRow {
-        StoredRow {
-            seed: r.seed,
-            poller: r.poller.clone(),
-            requests: r.requests,
-            seen: r.seen,
-            duplicates: r.duplicates,
-            leaks: r.leaks,
-            missed: r.missed,
-            max_requests_15min: r.max_requests_15min,
-            detection_p50_ms: r.detection_p50_ms,
-            detection_p99_ms: r.detection_p99_ms,
-            detection_max_ms: r.detection_max_ms,
-            oracle_duplicates: r.oracle_duplicates,
-            oracle_new: r.oracle_new,
-            duration_ms: r.duration_ms,
-        }
-    }
-}
-
-impl From<StoredRow> for SeedRow {
-    fn from(r: StoredRow) -> SeedRow {
-        SeedRow {
-            seed: r.seed,
-            poller: r.poller,
-            requests: r.requests,
-            seen: r.seen,
-            duplicates: r.duplicates,
-            leaks: r.leaks,
-            missed: r.missed,
-            max_requests_15min: r.max_requests_15min,
-            detection_p50_ms: r.detection_p50_ms,
-            detection_p99_ms: r.detection_p99_ms,
-            detection_max_ms: r.detection_max_ms,
-            oracle_duplicates: r.oracle_duplicates,
-            oracle_new: r.oracle_new,
-            duration_ms: r.duration_ms,
-        }
-    }
 }
 
 /// Marks the database at `path` a finished run: its `sweep_run` row (and a
@@ -107,7 +47,7 @@ pub fn finish(path: &Path, record: &RunRecord, result: Option<&SeedResult>) -> R
     let result = result
         .map(|r| {
             serde_json::to_string(&Stored {
-                rows: r.rows.iter().map(StoredRow::from).collect(),
+                rows: r.rows.clone(),
                 statuses: r.statuses,
                 lateness_ms: r.lateness_ms.clone(),
             })
@@ -146,7 +86,7 @@ pub fn read(path: &Path) -> Result<Option<(RunRecord, Option<SeedResult>)>, Stri
         .transpose()
         .map_err(|err| bad("result", err))?
         .map(|s| SeedResult {
-            rows: s.rows.into_iter().map(SeedRow::from).collect(),
+            rows: s.rows,
             statuses: s.statuses,
             lateness_ms: s.lateness_ms,
         });

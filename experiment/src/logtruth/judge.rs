@@ -435,7 +435,7 @@ fn run_command<F: FnMut(&[Restart])>(
         .map(|ms| started + Duration::from_millis(ms));
     // The first of: the command's exit, a failure, a signal, the deadline;
     // a fault's time comes between.
-    let (end, mut failure) = loop {
+    let (end, failure) = loop {
         let fault = nemesis.next();
         let wake = fault
             .map(|f| started + Duration::from_millis(f.at_ms))
@@ -496,6 +496,19 @@ fn run_command<F: FnMut(&[Restart])>(
             }
         }
     };
+    stop(pid, received, args.grace, end, failure)
+}
+
+/// Stops the command's process group: SIGINT, then SIGTERM, then SIGKILL,
+/// each after a grace period; returns how the run ended (`end`), the
+/// command's exit status, and the first failure reported.
+fn stop(
+    pid: libc::pid_t,
+    received: &Receiver<Event>,
+    grace: Duration,
+    end: End,
+    mut failure: Option<String>,
+) -> (End, Result<ExitStatus, String>, Option<String>) {
     // SIGINT, then SIGTERM, then SIGKILL, each after a grace period.
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
         // SAFETY: kill(2) on our own child's process group, not yet reaped:
@@ -503,7 +516,7 @@ fn run_command<F: FnMut(&[Restart])>(
         unsafe {
             libc::kill(-pid, signal);
         }
-        let until = Instant::now() + args.grace;
+        let until = Instant::now() + grace;
         while let Ok(event) = received.recv_timeout(until.saturating_duration_since(Instant::now()))
         {
             match event.into_exit() {

@@ -113,15 +113,7 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_left_behind() {
     let dir = temp_dir("judge-log-bad");
     let db = dir.join("judge.db");
     let db = db.to_str().unwrap();
-    let base = [
-        "judge",
-        "--log",
-        "postgres",
-        "--db",
-        db,
-        "--drain",
-        "0s",
-    ];
+    let base = ["judge", "--log", "postgres", "--db", db, "--drain", "0s"];
     let run = |extra: &[&str], expected: &str| {
         bad_input(&common::joined(&base, extra), expected);
     };

@@ -635,11 +635,27 @@ fn simulator_flags_on_the_postgres_backend_are_refused_in_one_line() {
         (
             // One name per face: --backend names what serves a timeline, --log
             // the database whose log a table is judged against.
-            vec!["judge", "--backend", "postgres", "--table", "t", "--", "true"],
+            vec![
+                "judge",
+                "--backend",
+                "postgres",
+                "--table",
+                "t",
+                "--",
+                "true",
+            ],
             "a table judged against PostgreSQL's log is `--log postgres --table T`",
         ),
         (
-            vec!["judge", "--backend", "mariadb", "--table", "t", "--", "true"],
+            vec![
+                "judge",
+                "--backend",
+                "mariadb",
+                "--table",
+                "t",
+                "--",
+                "true",
+            ],
             "`experiment judge --log mariadb --table T -- COMMAND`",
         ),
         (
@@ -651,7 +667,15 @@ fn simulator_flags_on_the_postgres_backend_are_refused_in_one_line() {
             "for misskey-ftt, run `experiment serve --backend misskey-ftt --record FILE.db`",
         ),
         (
-            vec!["judge", "--log", "mariadb", "--backend", "postgres", "--", "true"],
+            vec![
+                "judge",
+                "--log",
+                "mariadb",
+                "--backend",
+                "postgres",
+                "--",
+                "true",
+            ],
             "--backend postgres names what serves a timeline, and --log mariadb judges",
         ),
         (

@@ -174,7 +174,7 @@ impl Slot {
     }
 
     /// Whether its connection closed, or a call failed because the server
-    /// went away ([`went_away`]): a fast shutdown ends the backend with an
+    /// went away (`went_away`): a fast shutdown ends the backend with an
     /// error before the client sees the socket close, and the reader must
     /// reconnect then too, not fail.
     pub fn is_closed(&self) -> bool {

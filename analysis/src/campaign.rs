@@ -50,6 +50,10 @@ pub struct RunResult {
     /// percentile, ms; `None` where the target has no writers' brackets.
     pub commit_p50_ms: Option<i64>,
     pub commit_p99_ms: Option<i64>,
+    /// The row lock waits the server counted over the run
+    /// ([`crate::machine::LockWaits`]); `None` where it counts none
+    /// (PostgreSQL) or the run did not read them.
+    pub lock_waits: Option<u64>,
 }
 
 /// The unit a target's loss is counted per: 1,000 notes for misskey-ftt
@@ -106,6 +110,7 @@ pub fn judge_run(path: &Path, combination: &str, seed: u64) -> Result<RunResult,
         started_at_ms: loaded.run.started_at_ms,
         commit_p50_ms: writers.as_ref().and_then(|w| w.commit_p50_ms),
         commit_p99_ms: writers.as_ref().and_then(|w| w.commit_p99_ms),
+        lock_waits: writers.as_ref().and_then(|w| w.lock_waits).map(|l| l.waits),
     })
 }
 
@@ -125,6 +130,9 @@ pub struct Row {
     pub flagged: usize,
     /// The writers' commit p99 over the cell's runs: its median, ms.
     pub commit_p99_ms: Option<i64>,
+    /// The row lock waits over the cell's runs: their median, where the
+    /// server counts them ([`RunResult::lock_waits`]).
+    pub lock_waits: Option<u64>,
     /// Spearman's rank correlation of the runs' loss with their commit p99
     /// (at least 4 runs with both): does the loss follow the writers'
     /// latency more than the cell's setting?
@@ -230,6 +238,7 @@ pub fn summarize_with(results: &[RunResult], margin: Option<f64>) -> Summary {
                     runs: Vec::new(),
                     flagged: 0,
                     commit_p99_ms: None,
+                    lock_waits: None,
                     loss_vs_p99: None,
                 });
                 scales.push(scale);
@@ -263,6 +272,13 @@ pub fn summarize_with(results: &[RunResult], margin: Option<f64>) -> Summary {
 fn latency(results: &[RunResult], rows: &mut [Row]) -> Vec<LatencyOutlier> {
     let mut outliers = Vec::new();
     for row in rows.iter_mut() {
+        let mut waits: Vec<u64> = results
+            .iter()
+            .filter(|r| r.combination == row.combination)
+            .filter_map(|r| r.lock_waits)
+            .collect();
+        waits.sort_unstable();
+        row.lock_waits = waits.get(waits.len() / 2).copied();
         let runs: Vec<(&RunResult, i64, f64)> = results
             .iter()
             .filter(|r| r.combination == row.combination)
@@ -489,7 +505,7 @@ pub fn render(s: &Summary) -> String {
         .unwrap_or(6);
     let unit = s.rows.first().map_or("", |r| r.unit.as_str());
     let mut o = format!(
-        "{:cw$}  {:pw$}  {:>10} {:>24} {:>10} {:>10} {:>10} {:>5} {:>8} {:>10} {:>8}   (loss {unit}: leaks, misses and expired rows; commit p99: the writers', median over the runs; loss~p99: Spearman's rho of the runs' loss and commit p99)\n",
+        "{:cw$}  {:pw$}  {:>10} {:>24} {:>10} {:>10} {:>10} {:>5} {:>8} {:>10} {:>8} {:>10}   (loss {unit}: leaks, misses and expired rows; commit p99: the writers', median over the runs; loss~p99: Spearman's rho of the runs' loss and commit p99; lock waits: the server's row lock waits in a run, median over the runs, - where it counts none)\n",
         "combination",
         "poller",
         "rate",
@@ -500,11 +516,12 @@ pub fn render(s: &Summary) -> String {
         "runs",
         "flagged",
         "commit p99",
-        "loss~p99"
+        "loss~p99",
+        "lock waits"
     );
     for r in &s.rows {
         o.push_str(&format!(
-            "{:cw$}  {:pw$}  {:>10.2} {:>24} {:>10.2} {:>10.2} {:>10.2} {:>5} {:>8} {:>10} {:>8}\n",
+            "{:cw$}  {:pw$}  {:>10.2} {:>24} {:>10.2} {:>10.2} {:>10.2} {:>5} {:>8} {:>10} {:>8} {:>10}\n",
             if r.combination.is_empty() {
                 "-"
             } else {
@@ -522,6 +539,8 @@ pub fn render(s: &Summary) -> String {
                 .map_or_else(|| "-".to_string(), |p| format!("{p} ms")),
             r.loss_vs_p99
                 .map_or_else(|| "-".to_string(), |rho| format!("{rho:.2}")),
+            r.lock_waits
+                .map_or_else(|| "-".to_string(), |w| w.to_string()),
         ));
     }
     o.push_str(&format!(
@@ -678,6 +697,7 @@ mod tests {
             started_at_ms: seed as i64 * 1_000,
             commit_p50_ms: Some(5),
             commit_p99_ms: Some(40),
+            lock_waits: None,
         }
     }
 
@@ -924,12 +944,21 @@ mod tests {
         let mut results: Vec<RunResult> = (1..=5)
             .map(|seed| run("", seed, [seed * 10, 0], 100_000, false))
             .collect();
-        for (r, p99) in results.iter_mut().zip([30, 35, 40, 45, 200]) {
+        for ((r, p99), waits) in results.iter_mut().zip([30, 35, 40, 45, 200]).zip([
+            Some(9),
+            None,
+            Some(1),
+            Some(4),
+            Some(7),
+        ]) {
             r.commit_p99_ms = Some(p99);
+            r.lock_waits = waits;
         }
         let s = summarize(&results);
         let naive = &s.rows[0];
         assert_eq!(naive.commit_p99_ms, Some(40));
+        // The median of the runs that counted them (1, 4, 7, 9).
+        assert_eq!(naive.lock_waits, Some(7));
         // Loss rises with the p99, run by run.
         assert_eq!(naive.loss_vs_p99, Some(1.0));
         assert_eq!(
@@ -948,18 +977,24 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.lines().nth(1).unwrap().contains("40 ms     1.00"),
+            text.lines()
+                .nth(1)
+                .unwrap()
+                .ends_with("40 ms     1.00          7"),
             "{text}"
         );
         // A target without writers' brackets: dashes.
         for r in &mut results {
             r.commit_p99_ms = None;
+            r.lock_waits = None;
         }
         let s = summarize(&results);
         assert_eq!(
-            (s.rows[0].commit_p99_ms, s.latency_outliers.len()),
-            (None, 0)
+            (s.rows[0].commit_p99_ms, s.rows[0].lock_waits),
+            (None, None)
         );
+        assert_eq!(s.latency_outliers.len(), 0);
+        assert!(render(&s).lines().nth(1).unwrap().ends_with("-          -"));
     }
 
     #[test]

@@ -75,6 +75,36 @@ pub struct WritersLoad {
     /// `writer_brackets`; for misskey-ftt, the note's INSERT), ms.
     pub commit_p50_ms: Option<i64>,
     pub commit_p99_ms: Option<i64>,
+    /// The row lock waits over the run, where the server counts them
+    /// (MariaDB's InnoDB); `None` where it does not (PostgreSQL keeps no
+    /// cumulative count of lock waits: `pg_stat_database` counts deadlocks
+    /// only) or for a run recorded before they were read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_waits: Option<LockWaits>,
+}
+
+/// Row lock waits over a run: the difference of InnoDB's cumulative
+/// `Innodb_row_lock_waits` and `Innodb_row_lock_time` (ms) between the
+/// writers' start and their end, on a server the run has to itself
+/// (<https://mariadb.com/kb/en/innodb-status-variables/>).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockWaits {
+    /// Times a statement waited for a row lock.
+    pub waits: u64,
+    /// The time spent waiting, in all, ms.
+    pub wait_ms: u64,
+}
+
+impl LockWaits {
+    /// What happened between two readings of the cumulative counters
+    /// (`waits`, `wait_ms`); a counter that went back (a server restarted
+    /// between them) gives `None`, not a made-up difference.
+    pub fn between(start: (u64, u64), end: (u64, u64)) -> Option<LockWaits> {
+        Some(LockWaits {
+            waits: end.0.checked_sub(start.0)?,
+            wait_ms: end.1.checked_sub(start.1)?,
+        })
+    }
 }
 
 impl WritersLoad {
@@ -87,6 +117,7 @@ impl WritersLoad {
             commits,
             commit_p50_ms: latencies.percentile(0.50),
             commit_p99_ms: latencies.percentile(0.99),
+            lock_waits: None,
         }
     }
 
@@ -174,8 +205,11 @@ impl MachineLoad {
         }
         if let Some(w) = &self.writers {
             let ms = |v: Option<i64>| v.map_or("-".into(), |v| format!("{v} ms"));
+            let waits = w.lock_waits.map_or(String::new(), |l| {
+                format!("; row lock waits {} ({} ms)", l.waits, l.wait_ms)
+            });
             lines.push(format!(
-                "writers    {:.1}/s of {:.1}/s asked ({} commits); commit latency p50 {}, p99 {}",
+                "writers    {:.1}/s of {:.1}/s asked ({} commits); commit latency p50 {}, p99 {}{waits}",
                 w.achieved_per_s,
                 w.asked_per_s,
                 w.commits,
@@ -400,5 +434,35 @@ mod tests {
         let config = serde_json::json!({"seed": 1, CONFIG_KEY: load}).to_string();
         assert_eq!(MachineLoad::from_config(&config), Some(load));
         assert_eq!(MachineLoad::from_config("{\"seed\":1}"), None);
+    }
+
+    #[test]
+    fn lock_waits_are_a_difference_shown_when_read_and_absent_in_old_runs() {
+        assert_eq!(
+            LockWaits::between((3, 40), (10, 95)),
+            Some(LockWaits {
+                waits: 7,
+                wait_ms: 55
+            })
+        );
+        // A server restarted between the readings: its counters began again.
+        assert_eq!(LockWaits::between((10, 95), (2, 5)), None);
+        let mut writers = WritersLoad::of(100.0, &Histogram::default(), 1000);
+        let load = |writers: &WritersLoad| MachineLoad {
+            cores: 2,
+            writers: Some(writers.clone()),
+            ..MachineLoad::default()
+        };
+        let line = |load: &MachineLoad| load.header_lines()[1].clone();
+        assert!(!line(&load(&writers)).contains("lock waits"));
+        // A run recorded before lock waits were read has no key: it still
+        // reads, as "not read".
+        let old = serde_json::json!({CONFIG_KEY: load(&writers)}).to_string();
+        assert!(!old.contains("lock_waits"));
+        assert_eq!(MachineLoad::from_config(&old), Some(load(&writers)));
+        writers.lock_waits = LockWaits::between((0, 0), (4, 12));
+        assert!(line(&load(&writers)).ends_with("; row lock waits 4 (12 ms)"));
+        let config = serde_json::json!({CONFIG_KEY: load(&writers)}).to_string();
+        assert_eq!(MachineLoad::from_config(&config), Some(load(&writers)));
     }
 }

@@ -553,6 +553,19 @@ fn with_the_writer_lock_commits_return_in_id_order_and_naive_loses_nothing() {
         vec![],
         "incrementing lost rows"
     );
+    // The server's row lock waits over the run were read (its counters at
+    // the writers' start and end), beside the commit latency.
+    let waits: Option<i64> = conn
+        .query_row(
+            "SELECT json_extract(config, '$.machine_load.writers.lock_waits.waits') FROM runs",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        waits.is_some_and(|w| w >= 0),
+        "no lock waits in the run's machine_load"
+    );
 }
 
 /// `--target mariadb:URL --table T`: a table of the user's own, on the

@@ -404,24 +404,73 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
         Err(refused) => return *refused,
     };
     let p = params(&raw);
-    let (min, token_param) = match endpoint {
+    let Asked {
+        query,
+        covered,
+        token,
+        limit,
+    } = match asked(&app, &p, &endpoint, now) {
+        Ok(asked) => asked,
+        Err(message) => return invalid(&message, headers),
+    };
+    let scope = match &endpoint {
+        Endpoint::User { only: Some(author) } => Some(Scope::Authors([i64::from(*author)].into())),
+        Endpoint::Home(_, scope) => Some(scope.clone()),
+        Endpoint::User { only: None } | Endpoint::Search => None,
+    };
+    let keep = move |s: &SimStatus| match &endpoint {
+        Endpoint::User { only } => only.is_none_or(|a| s.author == a),
+        Endpoint::Home(follows, _) => follows.contains(&s.author),
+        Endpoint::Search => true,
+    };
+    let (mut statuses, layout, _) = app.query(&query, keep);
+    if query.oldest_first {
+        statuses.reverse();
+    }
+    let body = page(&statuses, &layout, &p, token, limit);
+    let mut response = with_served(
+        json_response(StatusCode::OK, headers, to_json(&body)),
+        &statuses,
+    );
+    if covered != Covered::default() {
+        response = with_covered(response, covered);
+    }
+    match scope {
+        Some(scope) => with_scope(response, scope),
+        None => response,
+    }
+}
+
+/// What a timeline request asks for, read from its parameters with X's
+/// checks. A refusal is the message of the 400 that X answers.
+struct Asked {
+    query: Query,
+    covered: Covered,
+    token: Option<PageToken>,
+    limit: usize,
+}
+
+fn asked(
+    app: &AppState,
+    p: &[(String, String)],
+    endpoint: &Endpoint,
+    now: i64,
+) -> Result<Asked, String> {
+    let (min, token_param) = match *endpoint {
         Endpoint::User { .. } => (5, "pagination_token"),
         Endpoint::Home(..) => (1, "pagination_token"),
         Endpoint::Search => (10, "next_token"),
     };
     if matches!(endpoint, Endpoint::Search) {
-        if param(&p, "query").is_none_or(|q| q.trim().is_empty()) {
-            return invalid("The `query` query parameter can not be empty", headers);
+        if param(p, "query").is_none_or(|q| q.trim().is_empty()) {
+            return Err("The `query` query parameter can not be empty".into());
         }
-        if param(&p, "start_time").is_some() && param(&p, "since_id").is_some() {
-            return invalid(
-                "At most one of start_time, since_id may be provided",
-                headers,
-            );
+        if param(p, "start_time").is_some() && param(p, "since_id").is_some() {
+            return Err("At most one of start_time, since_id may be provided".into());
         }
     }
     let layout = app.layout();
-    let limit = match param(&p, "max_results") {
+    let limit = match param(p, "max_results") {
         None => 10,
         Some(v) => match v.parse::<u64>() {
             Ok(n) if (min..=100).contains(&n) => n as usize,
@@ -429,23 +478,23 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
                 let message = format!(
                     "The `max_results` query parameter value [{v}] is not between {min} and 100"
                 );
-                return invalid(&message, headers);
+                return Err(message);
             }
         },
     };
-    let cursor = |name: &str| parse_id(&layout, param(&p, name));
+    let cursor = |name: &str| parse_id(&layout, param(p, name));
     let (since, until) = match (cursor("since_id"), cursor("until_id")) {
         (Ok(s), Ok(u)) => (s, u),
-        _ => return invalid("since_id and until_id must be IDs", headers),
+        _ => return Err("since_id and until_id must be IDs".into()),
     };
     if let (Some(s), Some(u)) = (since, until)
         && s >= u
     {
-        return invalid("since_id must be less than until_id", headers);
+        return Err("since_id must be less than until_id".into());
     }
-    let (start, end) = match (time_param(&p, "start_time"), time_param(&p, "end_time")) {
+    let (start, end) = match (time_param(p, "start_time"), time_param(p, "end_time")) {
         (Ok(s), Ok(e)) => (s, e),
-        (Err(e), _) | (_, Err(e)) => return invalid(&e, headers),
+        (Err(e), _) | (_, Err(e)) => return Err(e),
     };
     let end = match endpoint {
         Endpoint::Search => {
@@ -453,11 +502,11 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
         }
         Endpoint::User { .. } | Endpoint::Home(..) => end,
     };
-    let token = match param(&p, token_param).or(param(&p, "pagination_token")) {
+    let token = match param(p, token_param).or(param(p, "pagination_token")) {
         None => None,
         Some(t) => match PageToken::parse(t, &layout) {
             Some(token) => Some(token),
-            None => return invalid("The pagination token is invalid", headers),
+            None => return Err("The pagination token is invalid".into()),
         },
     };
     // The time bounds as IDs: `start_time` (inclusive) keeps the IDs from
@@ -493,27 +542,30 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
             oldest_first: false,
         },
     };
-    let scope = match &endpoint {
-        Endpoint::User { only: Some(author) } => Some(Scope::Authors([i64::from(*author)].into())),
-        Endpoint::Home(_, scope) => Some(scope.clone()),
-        Endpoint::User { only: None } | Endpoint::Search => None,
-    };
-    let keep = move |s: &SimStatus| match &endpoint {
-        Endpoint::User { only } => only.is_none_or(|a| s.author == a),
-        Endpoint::Home(follows, _) => follows.contains(&s.author),
-        Endpoint::Search => true,
-    };
-    let (mut statuses, layout, _) = app.query(&query, keep);
-    if query.oldest_first {
-        statuses.reverse();
-    }
-    let tweet_fields = Fields::of(&p, "tweet.fields");
-    let expansions = Fields::of(&p, "expansions");
+    Ok(Asked {
+        query,
+        covered,
+        token,
+        limit,
+    })
+}
+
+/// The body of a page: its posts, `meta` with the tokens to the pages
+/// beside it, and `includes`.
+fn page(
+    statuses: &[SimStatus],
+    layout: &Layout,
+    p: &[(String, String)],
+    token: Option<PageToken>,
+    limit: usize,
+) -> Value {
+    let tweet_fields = Fields::of(p, "tweet.fields");
+    let expansions = Fields::of(p, "expansions");
     let data: Vec<Value> = statuses
         .iter()
-        .map(|s| tweet(s, &layout, &tweet_fields, &expansions))
+        .map(|s| tweet(s, layout, &tweet_fields, &expansions))
         .collect();
-    let body = match (statuses.first(), statuses.last()) {
+    match (statuses.first(), statuses.last()) {
         (Some(newest), Some(oldest)) => {
             let mut meta = json!({
                 "newest_id": layout.format(newest.id),
@@ -528,35 +580,19 @@ fn timeline(app: AppState, raw: Option<String>, endpoint: Endpoint) -> Response 
                 Some(PageToken::Above(_)) => (true, full),
             };
             if next {
-                meta["next_token"] = json!(PageToken::Below(oldest.id).format(&layout));
+                meta["next_token"] = json!(PageToken::Below(oldest.id).format(layout));
             }
             if previous {
-                meta["previous_token"] = json!(PageToken::Above(newest.id).format(&layout));
+                meta["previous_token"] = json!(PageToken::Above(newest.id).format(layout));
             }
             let mut body = json!({"data": data, "meta": meta});
-            let includes = includes(
-                &data,
-                &statuses,
-                &expansions,
-                &Fields::of(&p, "user.fields"),
-            );
+            let includes = includes(&data, statuses, &expansions, &Fields::of(p, "user.fields"));
             if !includes.is_empty() {
                 body["includes"] = Value::Object(includes);
             }
             body
         }
         _ => json!({"meta": {"result_count": 0}}),
-    };
-    let mut response = with_served(
-        json_response(StatusCode::OK, headers, to_json(&body)),
-        &statuses,
-    );
-    if covered != Covered::default() {
-        response = with_covered(response, covered);
-    }
-    match scope {
-        Some(scope) => with_scope(response, scope),
-        None => response,
     }
 }
 

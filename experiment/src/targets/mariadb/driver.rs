@@ -209,6 +209,10 @@ struct MariaDatabase {
     /// The ID pollers' requests whose cursor lay below the oldest ID kept.
     flags: Arc<Mutex<Vec<rundb::CursorFlagRow>>>,
     writers: Option<JoinHandle<Result<(), String>>>,
+    /// InnoDB's row lock counters when the writers started
+    /// ([`super::server::row_lock_counters`]), then the run's waits once they ended.
+    lock_counters: Option<(u64, u64)>,
+    lock_waits: Option<analysis::machine::LockWaits>,
 }
 
 impl MariaDatabase {
@@ -232,6 +236,8 @@ impl MariaDatabase {
             drop_log: Arc::default(),
             flags: Arc::default(),
             writers: None,
+            lock_counters: None,
+            lock_waits: None,
         }
     }
 
@@ -272,14 +278,16 @@ impl MariaDatabase {
 impl Database for MariaDatabase {
     fn writers_load(&self, writing_ms: u64) -> Option<analysis::machine::WritersLoad> {
         let out = lock(&self.output);
-        Some(analysis::machine::WritersLoad::of(
-            self.workload.rate_per_s,
-            &out.latency,
-            writing_ms,
-        ))
+        let mut load =
+            analysis::machine::WritersLoad::of(self.workload.rate_per_s, &out.latency, writing_ms);
+        load.lock_waits = self.lock_waits;
+        Some(load)
     }
 
     async fn start(&mut self, stop: watch::Receiver<bool>) -> Result<(), String> {
+        self.lock_counters = super::server::row_lock_counters(self.opts.clone())
+            .await
+            .ok();
         let (opts, workload, output) = (
             self.opts.clone(),
             self.workload.clone(),
@@ -332,6 +340,13 @@ impl Database for MariaDatabase {
         self.writing_ms = (crate::clock::now_ms() - self.start_ms).clamp(1, self.duration_ms);
         if let Some(job) = &mut self.retention {
             job.join().await;
+        }
+        // Unread lock waits are only a missing figure: the run stands.
+        if let (Some(start), Ok(end)) = (
+            self.lock_counters,
+            super::server::row_lock_counters(self.opts.clone()).await,
+        ) {
+            self.lock_waits = analysis::machine::LockWaits::between(start, end);
         }
         writers
     }

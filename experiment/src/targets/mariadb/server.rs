@@ -286,6 +286,34 @@ pub async fn settings(conn: &mut mysql_async::Conn) -> Result<(String, u8), Stri
     row.ok_or_else(|| "the server returned no settings".to_string())
 }
 
+/// InnoDB's cumulative row lock waits and the time spent in them (ms),
+/// `Innodb_row_lock_waits` and `Innodb_row_lock_time`: read at the writers'
+/// start and end, their difference is the run's (the server is the run's
+/// alone; <https://mariadb.com/kb/en/innodb-status-variables/>).
+pub async fn row_lock_counters(opts: mysql_async::Opts) -> Result<(u64, u64), String> {
+    use mysql_async::prelude::Queryable;
+    let e = |e: mysql_async::Error| format!("cannot read the server's row lock waits: {e}");
+    let mut conn = mysql_async::Conn::new(opts).await.map_err(e)?;
+    let rows: Vec<(String, String)> = conn
+        .query(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN \
+             ('Innodb_row_lock_waits', 'Innodb_row_lock_time')",
+        )
+        .await
+        .map_err(e)?;
+    conn.disconnect().await.ok();
+    let value = |name: &str| {
+        rows.iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .and_then(|(_, v)| v.parse::<u64>().ok())
+            .ok_or_else(|| format!("the server did not report {name}"))
+    };
+    Ok((
+        value("Innodb_row_lock_waits")?,
+        value("Innodb_row_lock_time")?,
+    ))
+}
+
 fn run_quietly(mut command: Command, name: &str) -> Result<(), String> {
     let out = command
         .stdin(Stdio::null())

@@ -9,11 +9,11 @@
 use crate::diff::analyze;
 use crate::interval::{Difference, Rate};
 use crate::machine::MachineLoad;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// One poller of one run: its loss as the report counts it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PollerLoss {
     pub poller: String,
     /// Leaks, misses with a cause and rows expired before the poller read
@@ -24,7 +24,7 @@ pub struct PollerLoss {
 }
 
 /// One run of a campaign, judged.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
     /// The combination of varied flags it ran (`interval=1s,limit=200`;
     /// empty without `--vary`).

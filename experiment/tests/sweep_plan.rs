@@ -465,4 +465,75 @@ fn a_planned_postgres_run_is_kept_and_merged_as_a_campaign_run() {
         ["0.db"],
         "one file, no journal or aside file left"
     );
+    the_kept_runs_make_the_merges_table_again(&dir, &scratch);
+}
+
+/// `sweep merge --keep FILE` keeps each run's summary and its database's
+/// digest; `sweep report FILE` prints the merge's table from the file
+/// alone, and refuses a file whose plan or runs were edited.
+fn the_kept_runs_make_the_merges_table_again(dir: &Path, scratch: &Path) {
+    let kept = scratch.join("kept.json");
+    let d = dir.to_str().unwrap();
+    let f = kept.to_str().unwrap();
+    let merged = experiment(&["sweep", "merge", d, "--keep", f]);
+    assert!(
+        merged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    std::fs::remove_dir_all(dir.join("runs")).unwrap();
+    let report = experiment(&["sweep", "report", f]);
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let (merged, report) = (
+        String::from_utf8(merged.stdout).unwrap(),
+        String::from_utf8(report.stdout).unwrap(),
+    );
+    assert!(merged.contains("naive"), "{merged}");
+    assert_eq!(
+        report,
+        merged.replace(d, f),
+        "the same table, without the databases"
+    );
+    let json = experiment(&["sweep", "report", f, "--json"]);
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["summary"]["runs"], 1);
+    // The digest is the database's as it was judged.
+    let text = std::fs::read_to_string(&kept).unwrap();
+    let k: Value = serde_json::from_str(&text).unwrap();
+    let digest = k["runs"][0]["db_sha256"].as_str().unwrap();
+    assert_eq!(digest.len(), 64);
+    assert!(text.len() < 8_000, "a few KB a run: {} bytes", text.len());
+    // A run missing from the file is listed, exit 1.
+    let mut without = k.clone();
+    without["runs"] = serde_json::json!([]);
+    std::fs::write(&kept, without.to_string()).unwrap();
+    let o = experiment(&["sweep", "report", f]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("missing"));
+    // An edited plan, a run of another cell, garbage: one line, exit 2.
+    let mut edited = k.clone();
+    edited["plan"]["duration"] = "1h".into();
+    std::fs::write(&kept, edited.to_string()).unwrap();
+    one_line_exit_2(&experiment(&["sweep", "report", f]), "the plan was edited");
+    let mut moved = k.clone();
+    moved["runs"][0]["result"]["seed"] = 7.into();
+    std::fs::write(&kept, moved.to_string()).unwrap();
+    one_line_exit_2(
+        &experiment(&["sweep", "report", f]),
+        "is not the plan's run 0",
+    );
+    std::fs::write(&kept, "{").unwrap();
+    one_line_exit_2(
+        &experiment(&["sweep", "report", f]),
+        "not a file of `sweep merge --keep`",
+    );
 }

@@ -18,6 +18,7 @@ mod files;
 mod machine;
 mod merge;
 mod plan;
+mod report;
 mod run;
 mod store;
 
@@ -263,6 +264,20 @@ pub enum SweepAction {
         /// Print JSON (documented in analysis/JSON.md) instead of the table.
         #[arg(long)]
         json: bool,
+        /// Also write each finished run's summary (its record, its judged
+        /// result, its database's SHA-256) to FILE, for `sweep report`: a
+        /// campaign plan's tables made again without the databases.
+        #[arg(long, value_name = "FILE")]
+        keep: Option<std::path::PathBuf>,
+    },
+    /// Print a campaign's summary from the runs kept by `sweep merge
+    /// --keep FILE`, as the merge printed it (no database needed).
+    Report {
+        /// The file `sweep merge --keep` wrote.
+        file: std::path::PathBuf,
+        /// Print JSON (documented in analysis/JSON.md) instead of the table.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -300,7 +315,10 @@ const SET_BY_SWEEP: [&str; 5] = ["--seed", "--db", "--clock", "--start", "--dry-
 pub fn sweep_command(args: SweepArgs) -> Result<u8, String> {
     match &args.action {
         Some(SweepAction::Run { dir, index }) => return run::run_command(dir, *index),
-        Some(SweepAction::Merge { dir, json }) => return collect::merge_command(dir, *json),
+        Some(SweepAction::Merge { dir, json, keep }) => {
+            return collect::merge_command(dir, *json, keep.as_deref());
+        }
+        Some(SweepAction::Report { file, json }) => return report::report_command(file, *json),
         None => {}
     }
     let given = args.run.flags.clone();

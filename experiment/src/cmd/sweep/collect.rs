@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 
 /// Merges the runs of the plan in `dir`; exit status 0 when every run
 /// finished, 1 when some are missing or failed (the summary still
-/// printed, over those that finished).
-pub fn merge_command(dir: &Path, json: bool) -> Result<u8, String> {
+/// printed, over those that finished). With `keep`, a campaign's finished
+/// runs are also written there (`report.rs`).
+pub fn merge_command(dir: &Path, json: bool, keep: Option<&Path>) -> Result<u8, String> {
     let plan = files::read_plan(dir)?;
     let shown = dir.display().to_string();
     // The plan's runs read (and a campaign's judged), with an estimate, on a
@@ -27,6 +28,12 @@ pub fn merge_command(dir: &Path, json: bool) -> Result<u8, String> {
                 bar.inc(1);
                 result.ok_or_else(|| "a virtual run without its result".to_string())
             })?;
+            if keep.is_some() {
+                return Err(
+                    "--keep keeps a campaign's runs; a virtual sweep's are made again from its seeds"
+                        .into(),
+                );
+            }
             merge::merge_virtual(&plan, &shown, &c)
         }
         _ => {
@@ -34,6 +41,9 @@ pub fn merge_command(dir: &Path, json: bool) -> Result<u8, String> {
                 bar.inc(1);
                 analysis::campaign::judge_run(path, &run.combination, run.seed)
             })?;
+            if let Some(path) = keep {
+                super::report::keep(path, &plan, dir, &c)?;
+            }
             merge::merge_campaign(&plan, &shown, &c)
         }
     };

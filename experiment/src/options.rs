@@ -100,7 +100,8 @@ pub struct WorkloadArgs {
     #[arg(long, value_parser = parse_rate)]
     pub write_rate: Option<f64>,
     /// Database targets' writers: poisson (exponential gaps of the mean period, seeded by
-    /// --seed and the writer; the default) or grid (each writer on an exact period).
+    /// --seed and the writer; the default), grid (each writer on an exact period) or bursty
+    /// (all writers in on spells at twice the rate, silent in off spells; postgres, mariadb).
     #[arg(long, value_parser = |s: &str| s.parse::<Arrivals>())]
     pub arrivals: Option<Arrivals>,
 }

@@ -1182,3 +1182,32 @@ fn rolled_back_ids_never_reach_the_truth_and_no_poller_is_blamed() {
         assert_ne!(report["verdict"], "invalid", "{name}: {report}");
     }
 }
+
+/// `--arrivals bursty`: the writers write together in the run's on spells
+/// and not at all in its off spells. The spells follow from the seed: seed
+/// 1's first on spell ends at 967 ms and the off spell after it lasts
+/// 1,330 ms (experiment/src/workload/pace.rs's `Spells`), so no transaction
+/// starts in a second of that run, where Poisson writers at 200/s would
+/// start one every 5 ms on average.
+#[test]
+fn bursty_writers_fall_silent_in_the_seeds_off_spell() {
+    let (db, _) = mariadb_run(
+        "mariadb-bursty",
+        "--duration 4s --interval 100ms --writers 4 --write-rate 200 --arrivals bursty --poller naive --seed 1",
+    );
+    let conn = Connection::open(&db).unwrap();
+    assert_eq!(run_config(&conn)["arrivals"], "bursty");
+    let longest_pause = count(
+        &db,
+        "SELECT MAX(gap) FROM (SELECT xact_start_ms - LAG(xact_start_ms) \
+         OVER (ORDER BY xact_start_ms) AS gap FROM writer_brackets WHERE run_id = 1)",
+    );
+    assert!(
+        longest_pause >= 1000,
+        "the longest pause between transactions was {longest_pause} ms"
+    );
+    assert!(
+        count(&db, "SELECT COUNT(*) FROM writer_brackets WHERE run_id = 1") > 200,
+        "the writers wrote in the on spells"
+    );
+}

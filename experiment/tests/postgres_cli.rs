@@ -116,6 +116,10 @@ fn postgres_flags_where_they_do_nothing_are_refused_in_one_line() {
             vec!["--target", "postgres", "--arrivals", "uniform"],
             "unknown --arrivals 'uniform'",
         ),
+        (
+            vec!["--target", "misskey-ftt", "--arrivals", "bursty"],
+            "--arrivals bursty is for the SQL targets' writers",
+        ),
     ];
     for (args, expected) in cases {
         let mut all = args.clone();

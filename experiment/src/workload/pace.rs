@@ -15,7 +15,17 @@ pub enum Arrivals {
     /// One write every `period_ms` exactly, the writers offset by equal
     /// shares of the period (the harness's behaviour before `--arrivals`).
     Grid,
+    /// Bursts: the run alternates on and off spells, their lengths
+    /// exponential of mean [`SPELL_MS`], one sequence for the whole run
+    /// (seeded by the run's seed, so that every writer bursts at once);
+    /// in an on spell each writer writes in Poisson arrivals at twice its
+    /// rate, in an off spell not at all. The mean rate is the one asked.
+    Bursty,
 }
+
+/// The mean length of a bursty run's on and off spells, ms: an input, not a
+/// measurement (docs/assumptions.md).
+pub const SPELL_MS: f64 = 1000.0;
 
 impl std::str::FromStr for Arrivals {
     type Err = String;
@@ -24,8 +34,9 @@ impl std::str::FromStr for Arrivals {
         match s {
             "poisson" => Ok(Arrivals::Poisson),
             "grid" => Ok(Arrivals::Grid),
+            "bursty" => Ok(Arrivals::Bursty),
             _ => Err(format!(
-                "unknown --arrivals '{s}': expected poisson (exponential gaps, the default) or grid"
+                "unknown --arrivals '{s}': expected poisson (exponential gaps, the default), grid or bursty"
             )),
         }
     }
@@ -36,6 +47,7 @@ impl std::fmt::Display for Arrivals {
         f.write_str(match self {
             Arrivals::Poisson => "poisson",
             Arrivals::Grid => "grid",
+            Arrivals::Bursty => "bursty",
         })
     }
 }
@@ -44,6 +56,77 @@ impl std::fmt::Display for Arrivals {
 /// per writer, apart from the writers' other draws.
 pub fn arrival_seed(seed: u64, index: u32) -> u64 {
     since_id::seed::stream(seed, 0x4152_5249_5641_4c53, index)
+}
+
+/// The seed of a bursty run's spells: one for all its writers.
+fn spell_seed(seed: u64) -> u64 {
+    since_id::seed::stream(seed, 0x5350_454c_4c53, 0)
+}
+
+/// A bursty run's on and off spells from its start, each exponential of
+/// mean [`SPELL_MS`]; every writer walks its own copy of the same sequence.
+#[derive(Clone, Debug)]
+struct Spells {
+    rng: ChaCha8Rng,
+    on: bool,
+    /// The end of the current spell, ms.
+    ends_ms: f64,
+}
+
+impl Spells {
+    /// The run's spells from `start_ms`, an on spell first.
+    fn new(start_ms: f64, seed: u64) -> Spells {
+        let mut rng = ChaCha8Rng::seed_from_u64(spell_seed(seed));
+        let ends_ms = start_ms + gap(&mut rng, SPELL_MS);
+        Spells {
+            rng,
+            on: true,
+            ends_ms,
+        }
+    }
+
+    /// Whether `t_ms` lies in an on spell; times asked never go back.
+    fn on_at(&mut self, t_ms: f64) -> bool {
+        while t_ms >= self.ends_ms {
+            self.on = !self.on;
+            self.ends_ms += gap(&mut self.rng, SPELL_MS);
+        }
+        self.on
+    }
+}
+
+/// Poisson arrivals, perhaps within spells: the next write's due time, the
+/// gaps' RNG and mean, and a bursty run's spells (a due time drawn in an
+/// off spell is passed over: thinning, as a modulated Poisson process is drawn).
+#[derive(Clone, Debug)]
+struct Draws {
+    due_ms: f64,
+    rng: ChaCha8Rng,
+    mean_ms: f64,
+    spells: Option<Spells>,
+}
+
+impl Draws {
+    fn new(start_ms: f64, mean_ms: f64, seed: u64, spells: Option<Spells>) -> Draws {
+        let mut draws = Draws {
+            due_ms: start_ms,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            mean_ms,
+            spells,
+        };
+        draws.advance();
+        draws
+    }
+
+    /// The next due time: a gap after the last, in an on spell if any.
+    fn advance(&mut self) {
+        loop {
+            self.due_ms += gap(&mut self.rng, self.mean_ms);
+            if self.spells.as_mut().is_none_or(|s| s.on_at(self.due_ms)) {
+                return;
+            }
+        }
+    }
 }
 
 /// A writer's pace: on a grid, one write every `period_ms` from `start_ms`;
@@ -56,8 +139,8 @@ pub struct WriterPace {
     base_ms: f64,
     period_ms: f64,
     written: u64,
-    /// Poisson arrivals: the next write's due time and the gaps' RNG.
-    poisson: Option<(f64, ChaCha8Rng)>,
+    /// Poisson or bursty arrivals: their draws.
+    poisson: Option<Draws>,
 }
 
 impl WriterPace {
@@ -75,13 +158,24 @@ impl WriterPace {
     /// write one gap after it), their gaps drawn from a ChaCha8 stream seeded
     /// `seed`.
     pub fn poisson(start_ms: f64, period_ms: f64, seed: u64) -> WriterPace {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let first = start_ms + gap(&mut rng, period_ms);
         WriterPace {
             base_ms: start_ms,
             period_ms,
             written: 0,
-            poisson: Some((first, rng)),
+            poisson: Some(Draws::new(start_ms, period_ms, seed, None)),
+        }
+    }
+
+    /// Bursty arrivals of mean gap `period_ms` from `start_ms`: gaps of half
+    /// that mean, seeded `seed`, kept only in the on spells of the run
+    /// seeded `run_seed` ([`Arrivals::Bursty`]).
+    fn bursty(start_ms: f64, period_ms: f64, seed: u64, run_seed: u64) -> WriterPace {
+        let spells = Spells::new(start_ms, run_seed);
+        WriterPace {
+            base_ms: start_ms,
+            period_ms,
+            written: 0,
+            poisson: Some(Draws::new(start_ms, period_ms / 2.0, seed, Some(spells))),
         }
     }
 
@@ -106,16 +200,19 @@ impl WriterPace {
             Arrivals::Poisson => {
                 WriterPace::poisson(now_ms as f64, period_ms, arrival_seed(seed, index))
             }
+            Arrivals::Bursty => {
+                WriterPace::bursty(now_ms as f64, period_ms, arrival_seed(seed, index), seed)
+            }
         }
     }
 
     /// How long to wait at `now_ms` before the next write (0: now).
     pub fn wait_ms(&mut self, now_ms: f64) -> u64 {
-        if let Some((due, _)) = &mut self.poisson {
-            if now_ms > *due + 1000.0 {
-                *due = now_ms;
+        if let Some(draws) = &mut self.poisson {
+            if now_ms > draws.due_ms + 1000.0 {
+                draws.due_ms = now_ms;
             }
-            return (*due - now_ms).max(0.0) as u64;
+            return (draws.due_ms - now_ms).max(0.0) as u64;
         }
         let due = self.base_ms + self.written as f64 * self.period_ms;
         if now_ms > due + 1000.0 {
@@ -130,8 +227,8 @@ impl WriterPace {
     /// Counts a write made.
     pub fn wrote(&mut self) {
         self.written += 1;
-        if let Some((due, rng)) = &mut self.poisson {
-            *due += gap(rng, self.period_ms);
+        if let Some(draws) = &mut self.poisson {
+            draws.advance();
         }
     }
 }
@@ -190,8 +287,7 @@ mod tests {
         let mut pace = WriterPace::poisson(0.0, 50.0, seed);
         let mut dues = Vec::with_capacity(n + 1);
         for _ in 0..=n {
-            let (due, _) = pace.poisson.as_ref().unwrap();
-            dues.push(*due);
+            dues.push(pace.poisson.as_ref().unwrap().due_ms);
             pace.wrote();
         }
         dues.windows(2).map(|w| w[1] - w[0]).collect()
@@ -223,19 +319,19 @@ mod tests {
     #[test]
     fn a_poisson_writer_waits_for_its_draw_and_starts_afresh_after_a_stall() {
         let mut pace = WriterPace::poisson(1000.0, 100.0, 1);
-        let first = pace.poisson.as_ref().unwrap().0;
+        let first = pace.poisson.as_ref().unwrap().due_ms;
         assert!(first >= 1000.0);
         assert_eq!(pace.wait_ms(1000.0), (first - 1000.0) as u64);
         pace.wrote();
         // Stalled far past its next due time: now, not a burst.
         assert_eq!(pace.wait_ms(first + 5000.0), 0);
         pace.wrote();
-        assert!(pace.poisson.as_ref().unwrap().0 >= first + 5000.0);
+        assert!(pace.poisson.as_ref().unwrap().due_ms >= first + 5000.0);
     }
 
     #[test]
     fn arrivals_parse_and_print() {
-        for a in [Arrivals::Poisson, Arrivals::Grid] {
+        for a in [Arrivals::Poisson, Arrivals::Grid, Arrivals::Bursty] {
             assert_eq!(a.to_string().parse::<Arrivals>().unwrap(), a);
         }
         assert!(
@@ -244,5 +340,62 @@ mod tests {
                 .unwrap_err()
                 .contains("--arrivals")
         );
+    }
+
+    /// A writer's write times over `until_ms`, writing the moment each is due.
+    fn writes(mut pace: WriterPace, until_ms: f64) -> Vec<f64> {
+        let mut now = 0.0;
+        let mut out = Vec::new();
+        loop {
+            now += pace.wait_ms(now) as f64;
+            now = now.max(pace.poisson.as_ref().map_or(now, |d| d.due_ms));
+            if now > until_ms {
+                return out;
+            }
+            out.push(now);
+            pace.wrote();
+        }
+    }
+
+    /// Bursty writers write only in the run's on spells, all of them in
+    /// the same spells, at the asked rate on average; the spells are the
+    /// run's seed's (a fixed seed: exact properties of its streams).
+    #[test]
+    fn bursty_writers_burst_together_at_the_asked_mean_rate() {
+        let (seed, writers, rate) = (5, 4, 40.0);
+        let horizon = 1_000_000.0;
+        let all: Vec<Vec<f64>> = (0..writers)
+            .map(|i| {
+                let pace = WriterPace::of_writer(Arrivals::Bursty, (i, writers), rate, 0, seed);
+                writes(pace, horizon)
+            })
+            .collect();
+        assert_ne!(all[0], all[1], "each writer draws its own gaps");
+        let mut spells = Spells::new(0.0, seed);
+        let mut times: Vec<f64> = all.concat();
+        times.sort_by(f64::total_cmp);
+        assert!(
+            times.iter().all(|&t| spells.on_at(t)),
+            "a write in an off spell"
+        );
+        // 40/s over 1,000 s: 40,000 asked; the spells' lengths vary, so the
+        // count does too, by a few per cent at this length.
+        let n = times.len() as f64;
+        assert!((n / 40_000.0 - 1.0).abs() < 0.05, "{n} writes");
+        // Bursts: a second's count varies far more than a Poisson stream's
+        // (index of dispersion 1); here about 2 * rate * SPELL_MS / 1000.
+        let mut per_s = vec![0.0f64; (horizon / 1000.0) as usize];
+        for t in &times {
+            per_s[(*t / 1000.0) as usize] += 1.0;
+        }
+        let mean = per_s.iter().sum::<f64>() / per_s.len() as f64;
+        let var = per_s.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / per_s.len() as f64;
+        assert!(var / mean > 10.0, "index of dispersion {}", var / mean);
+        // Another run's seed, other spells.
+        let other = writes(
+            WriterPace::of_writer(Arrivals::Bursty, (0, writers), rate, 0, seed + 1),
+            horizon,
+        );
+        assert_ne!(other, all[0]);
     }
 }

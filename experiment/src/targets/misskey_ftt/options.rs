@@ -98,6 +98,12 @@ impl Target for MisskeyFtt {
                 "--ftt-off switches FTT off for a while; with --no-fanout-timeline it is off for the whole run".into(),
             );
         }
+        // The creators draw their own gaps (creators.rs), not the writers' pace.
+        if shared.workload.arrivals() == crate::workload::Arrivals::Bursty {
+            return Err(
+                "--arrivals bursty is for the SQL targets' writers; misskey-ftt's creators take poisson or grid".into(),
+            );
+        }
         if f.delete_after.is_some() && f.delete_share.unwrap_or(0.0) == 0.0 {
             return Err(
                 "--delete-after says when deleted notes go; give --delete-share above 0 too".into(),

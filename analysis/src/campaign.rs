@@ -128,11 +128,6 @@ pub struct Row {
     pub runs: Vec<(u64, u64, u64)>,
     /// Runs flagged for the machine's load.
     pub flagged: usize,
-    /// The writers' commit p99 over the cell's runs: its median, ms.
-    pub commit_p99_ms: Option<i64>,
-    /// The row lock waits over the cell's runs: their median, where the
-    /// server counts them ([`RunResult::lock_waits`]).
-    pub lock_waits: Option<u64>,
     /// Spearman's rank correlation of the runs' loss with their commit p99
     /// (at least 4 runs with both): does the loss follow the writers'
     /// latency more than the cell's setting?
@@ -163,6 +158,9 @@ pub struct Summary {
     /// The equivalence margin stated before the runs (`--equivalence-margin`,
     /// in the rows' unit): "no difference" is claimed only inside it.
     pub margin: Option<f64>,
+    /// Each combination's writers: what the runs did to them, whichever
+    /// pollers ran (a `--no-pollers` cell too).
+    pub writers: Vec<CellWriters>,
     /// Runs whose writers' commit p99 departs from their cell's.
     pub latency_outliers: Vec<LatencyOutlier>,
     /// Whether the loss drifted over the campaign's time ([`Drift`]);
@@ -237,8 +235,6 @@ pub fn summarize_with(results: &[RunResult], margin: Option<f64>) -> Summary {
                     lost: crate::interval::rate_over_runs(&[], scale),
                     runs: Vec::new(),
                     flagged: 0,
-                    commit_p99_ms: None,
-                    lock_waits: None,
                     loss_vs_p99: None,
                 });
                 scales.push(scale);
@@ -252,11 +248,13 @@ pub fn summarize_with(results: &[RunResult], margin: Option<f64>) -> Summary {
         let counts: Vec<(u64, u64)> = row.runs.iter().map(|&(_, c, n)| (c, n)).collect();
         row.lost = crate::interval::rate_over_runs(&counts, scale);
     }
-    let latency_outliers = latency(results, &mut rows);
+    let writers = writers(results);
+    let latency_outliers = latency(results, &writers, &mut rows);
     let comparisons = compare(&rows, &scales, margin);
     let drift = drift(results, &rows);
     Summary {
         rows,
+        writers,
         runs: results.len(),
         flagged_runs: results.iter().filter(|r| !r.flags.is_empty()).count(),
         drift,
@@ -266,49 +264,80 @@ pub fn summarize_with(results: &[RunResult], margin: Option<f64>) -> Summary {
     }
 }
 
-/// Each row's writers' commit p99 (the median over its runs) and its
-/// loss's rank correlation with it; the runs whose p99 departs from their
-/// cell's (more than twice, or under half, the median).
-fn latency(results: &[RunResult], rows: &mut [Row]) -> Vec<LatencyOutlier> {
-    let mut outliers = Vec::new();
-    for row in rows.iter_mut() {
-        let mut waits: Vec<u64> = results
+/// One combination's writers over its runs: the medians of the runs'
+/// commit latency (from the transaction's start to COMMIT returned) and
+/// row lock waits, over the runs that have them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CellWriters {
+    pub combination: String,
+    /// The runs with the writers' latency.
+    pub runs: usize,
+    pub commit_p50_ms: Option<i64>,
+    pub commit_p99_ms: Option<i64>,
+    /// `None` where the server counts none (PostgreSQL).
+    pub lock_waits: Option<u64>,
+}
+
+/// The upper median of `values` (sorted here), `None` without any.
+fn median<T: Ord + Copy>(mut values: Vec<T>) -> Option<T> {
+    values.sort_unstable();
+    values.get(values.len() / 2).copied()
+}
+
+/// Each combination's [`CellWriters`], in the order the runs name them;
+/// none when no run has writers (misskey-ftt's notes are timed apart).
+fn writers(results: &[RunResult]) -> Vec<CellWriters> {
+    let mut cells: Vec<CellWriters> = Vec::new();
+    for r in results {
+        if cells.iter().any(|c| c.combination == r.combination) {
+            continue;
+        }
+        let runs: Vec<&RunResult> = results
             .iter()
-            .filter(|r| r.combination == row.combination)
-            .filter_map(|r| r.lock_waits)
+            .filter(|o| o.combination == r.combination && o.commit_p99_ms.is_some())
             .collect();
-        waits.sort_unstable();
-        row.lock_waits = waits.get(waits.len() / 2).copied();
-        let runs: Vec<(&RunResult, i64, f64)> = results
+        if runs.is_empty() {
+            continue;
+        }
+        cells.push(CellWriters {
+            combination: r.combination.clone(),
+            runs: runs.len(),
+            commit_p50_ms: median(runs.iter().filter_map(|r| r.commit_p50_ms).collect()),
+            commit_p99_ms: median(runs.iter().filter_map(|r| r.commit_p99_ms).collect()),
+            lock_waits: median(runs.iter().filter_map(|r| r.lock_waits).collect()),
+        });
+    }
+    cells
+}
+
+/// Each row's loss's rank correlation with its runs' commit p99, and the
+/// runs whose p99 departs from their cell's median (more than twice, or
+/// under half).
+fn latency(results: &[RunResult], cells: &[CellWriters], rows: &mut [Row]) -> Vec<LatencyOutlier> {
+    for row in rows.iter_mut() {
+        let runs: Vec<(i64, f64)> = results
             .iter()
             .filter(|r| r.combination == row.combination)
             .filter_map(|r| {
                 let p = r.pollers.iter().find(|p| p.poller == row.poller)?;
-                Some((r, r.commit_p99_ms?, p.lost as f64 / r.rows.max(1) as f64))
+                Some((r.commit_p99_ms?, p.lost as f64 / r.rows.max(1) as f64))
             })
             .collect();
-        let mut p99s: Vec<i64> = runs.iter().map(|&(_, p, _)| p).collect();
-        p99s.sort_unstable();
-        let Some(median) = p99s.get(p99s.len() / 2).copied() else {
-            continue;
-        };
-        row.commit_p99_ms = Some(median);
         if runs.len() >= 4 {
-            let x: Vec<f64> = runs.iter().map(|&(_, p, _)| p as f64).collect();
-            let y: Vec<f64> = runs.iter().map(|&(_, _, l)| l).collect();
+            let x: Vec<f64> = runs.iter().map(|&(p, _)| p as f64).collect();
+            let y: Vec<f64> = runs.iter().map(|&(_, l)| l).collect();
             row.loss_vs_p99 = Some(crate::interval::spearman(&x, &y));
         }
-        // One line per run, not per poller: the first poller's row says it.
-        if results
-            .iter()
-            .find(|r| r.combination == row.combination)
-            .and_then(|r| r.pollers.first())
-            .is_some_and(|p| p.poller != row.poller)
-        {
+    }
+    let mut outliers = Vec::new();
+    for cell in cells {
+        let Some(median) = cell.commit_p99_ms else {
             continue;
-        }
-        for &(r, p99, _) in &runs {
-            if p99 > 2 * median || 2 * p99 < median {
+        };
+        for r in results.iter().filter(|r| r.combination == cell.combination) {
+            if let Some(p99) = r.commit_p99_ms
+                && (p99 > 2 * median || 2 * p99 < median)
+            {
                 outliers.push(LatencyOutlier {
                     combination: r.combination.clone(),
                     seed: r.seed,
@@ -505,7 +534,7 @@ pub fn render(s: &Summary) -> String {
         .unwrap_or(6);
     let unit = s.rows.first().map_or("", |r| r.unit.as_str());
     let mut o = format!(
-        "{:cw$}  {:pw$}  {:>10} {:>24} {:>10} {:>10} {:>10} {:>5} {:>8} {:>10} {:>8} {:>10}   (loss {unit}: leaks, misses and expired rows; commit p99: the writers', median over the runs; loss~p99: Spearman's rho of the runs' loss and commit p99; lock waits: the server's row lock waits in a run, median over the runs, - where it counts none)\n",
+        "{:cw$}  {:pw$}  {:>10} {:>24} {:>10} {:>10} {:>10} {:>5} {:>8} {:>8}   (loss {unit}: leaks, misses and expired rows; loss~p99: Spearman's rho of the runs' loss and the writers' commit p99)\n",
         "combination",
         "poller",
         "rate",
@@ -515,13 +544,11 @@ pub fn render(s: &Summary) -> String {
         "max",
         "runs",
         "flagged",
-        "commit p99",
-        "loss~p99",
-        "lock waits"
+        "loss~p99"
     );
     for r in &s.rows {
         o.push_str(&format!(
-            "{:cw$}  {:pw$}  {:>10.2} {:>24} {:>10.2} {:>10.2} {:>10.2} {:>5} {:>8} {:>10} {:>8} {:>10}\n",
+            "{:cw$}  {:pw$}  {:>10.2} {:>24} {:>10.2} {:>10.2} {:>10.2} {:>5} {:>8} {:>8}\n",
             if r.combination.is_empty() {
                 "-"
             } else {
@@ -535,14 +562,11 @@ pub fn render(s: &Summary) -> String {
             r.lost.max,
             r.lost.runs,
             r.flagged,
-            r.commit_p99_ms
-                .map_or_else(|| "-".to_string(), |p| format!("{p} ms")),
             r.loss_vs_p99
                 .map_or_else(|| "-".to_string(), |rho| format!("{rho:.2}")),
-            r.lock_waits
-                .map_or_else(|| "-".to_string(), |w| w.to_string()),
         ));
     }
+    o.push_str(&render_writers(s, cw));
     o.push_str(&format!(
         "{} of {} runs flagged (writers more than 5% short of the asked rate, or a load average above the cores)\n",
         s.flagged_runs, s.runs
@@ -570,6 +594,35 @@ pub fn render(s: &Summary) -> String {
         ));
     }
     o.push_str(&render_comparisons(s, unit, cw, pw));
+    o
+}
+
+/// The writers' figures, a line per combination (none without writers):
+/// what the runs did to them, whichever pollers ran.
+fn render_writers(s: &Summary, cw: usize) -> String {
+    if s.writers.is_empty() {
+        return String::new();
+    }
+    let ms = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| format!("{v} ms"));
+    let mut o = format!(
+        "{:cw$}  {:>5} {:>10} {:>10} {:>10}   (the writers, median over the runs: commit latency from the transaction's start to COMMIT returned; the server's row lock waits in a run, - where it counts none)\n",
+        "writers", "runs", "commit p50", "commit p99", "lock waits"
+    );
+    for c in &s.writers {
+        o.push_str(&format!(
+            "{:cw$}  {:>5} {:>10} {:>10} {:>10}\n",
+            if c.combination.is_empty() {
+                "-"
+            } else {
+                &c.combination
+            },
+            c.runs,
+            ms(c.commit_p50_ms),
+            ms(c.commit_p99_ms),
+            c.lock_waits
+                .map_or_else(|| "-".to_string(), |w| w.to_string()),
+        ));
+    }
     o
 }
 
@@ -944,23 +997,43 @@ mod tests {
         let mut results: Vec<RunResult> = (1..=5)
             .map(|seed| run("", seed, [seed * 10, 0], 100_000, false))
             .collect();
-        for ((r, p99), waits) in results.iter_mut().zip([30, 35, 40, 45, 200]).zip([
-            Some(9),
-            None,
-            Some(1),
-            Some(4),
-            Some(7),
-        ]) {
+        let waits = [Some(9), None, Some(1), Some(4), Some(7)];
+        for ((r, p99), waits) in results.iter_mut().zip([30, 35, 40, 45, 200]).zip(waits) {
             r.commit_p99_ms = Some(p99);
             r.lock_waits = waits;
         }
+        // A control cell: the writers alone (`--no-pollers`), no loss row.
+        let mut alone = run("no-pollers", 1, [0, 0], 100_000, false);
+        alone.pollers.clear();
+        alone.commit_p99_ms = Some(12);
+        results.push(alone);
         let s = summarize(&results);
-        let naive = &s.rows[0];
-        assert_eq!(naive.commit_p99_ms, Some(40));
-        // The median of the runs that counted them (1, 4, 7, 9).
-        assert_eq!(naive.lock_waits, Some(7));
+        assert_eq!(
+            s.writers,
+            [
+                CellWriters {
+                    combination: String::new(),
+                    runs: 5,
+                    commit_p50_ms: Some(5),
+                    commit_p99_ms: Some(40),
+                    // The median of the runs that counted them (1, 4, 7, 9).
+                    lock_waits: Some(7),
+                },
+                CellWriters {
+                    combination: "no-pollers".into(),
+                    runs: 1,
+                    commit_p50_ms: Some(5),
+                    commit_p99_ms: Some(12),
+                    lock_waits: None,
+                }
+            ]
+        );
+        assert!(
+            s.rows.iter().all(|r| r.combination.is_empty()),
+            "no loss row for the control"
+        );
         // Loss rises with the p99, run by run.
-        assert_eq!(naive.loss_vs_p99, Some(1.0));
+        assert_eq!(s.rows[0].loss_vs_p99, Some(1.0));
         assert_eq!(
             s.latency_outliers,
             [LatencyOutlier {
@@ -976,25 +1049,23 @@ mod tests {
             text.contains("- seed 5: the writers' commit p99 was 200 ms, its cell's median 40 ms"),
             "{text}"
         );
+        assert!(text.lines().nth(1).unwrap().ends_with("1.00"), "{text}");
         assert!(
-            text.lines()
-                .nth(1)
-                .unwrap()
-                .ends_with("40 ms     1.00          7"),
+            text.contains("\n-                5       5 ms      40 ms          7\n"),
             "{text}"
         );
-        // A target without writers' brackets: dashes.
+        assert!(
+            text.contains("\nno-pollers       1       5 ms      12 ms          -\n"),
+            "{text}"
+        );
+        // A target without writers' brackets: no writers' lines.
         for r in &mut results {
             r.commit_p99_ms = None;
             r.lock_waits = None;
         }
         let s = summarize(&results);
-        assert_eq!(
-            (s.rows[0].commit_p99_ms, s.rows[0].lock_waits),
-            (None, None)
-        );
-        assert_eq!(s.latency_outliers.len(), 0);
-        assert!(render(&s).lines().nth(1).unwrap().ends_with("-          -"));
+        assert_eq!((s.writers.len(), s.latency_outliers.len()), (0, 0));
+        assert!(!render(&s).contains("commit p50"));
     }
 
     #[test]

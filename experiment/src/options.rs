@@ -44,6 +44,10 @@ pub struct SharedArgs {
     /// (PostgreSQL only).
     #[arg(long = "poller", value_name = "SPEC", value_parser = parse_policy)]
     pub pollers: Vec<CursorPolicy>,
+    /// The writers alone, read by no poller (a throwaway PostgreSQL or MariaDB): the control
+    /// for what the pollers cost the writers (their commit latency and lock waits).
+    #[arg(long, conflicts_with = "pollers")]
+    pub no_pollers: bool,
     /// Time between the pollers' ticks, aligned to multiples of it (1s: the start of each second).
     #[arg(long, default_value = "1s", value_parser = parse_interval)]
     pub interval: u64,
@@ -296,11 +300,17 @@ pub fn token_file_help() -> String {
 }
 
 /// The flags of a throwaway database's writers ([`WorkloadArgs`]).
-pub const WORKLOAD_FLAGS: &[&str] = &["--schema", "--writers", "--write-rate", "--arrivals"];
+pub const WORKLOAD_FLAGS: &[&str] = &[
+    "--schema",
+    "--writers",
+    "--write-rate",
+    "--arrivals",
+    "--no-pollers",
+];
 
 /// The flags a throwaway database server reads: its writers' and its
 /// retention job's ([`RetentionArgs`]).
-pub const DATABASE_SERVER_FLAGS: [&str; 6] =
+pub const DATABASE_SERVER_FLAGS: [&str; 7] =
     concat(WORKLOAD_FLAGS, &["--partition-every", "--retain"]);
 
 /// The flags your own table is read with ([`TableArgs`], its IDs' layout,

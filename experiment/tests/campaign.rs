@@ -92,7 +92,7 @@ fn a_postgres_campaign_keeps_every_runs_database_and_sums_up_each_combination_an
             ("interval=1s".to_string(), 2),
         ]
     );
-    assert_eq!(v["schema"], 2);
+    assert_eq!(v["schema"], 3);
     let summary = &v["summary"];
     let rows = summary["rows"].as_array().unwrap();
     // Two combinations times the default pollers (naive, compensated:k=1s).

@@ -120,6 +120,24 @@ fn postgres_flags_where_they_do_nothing_are_refused_in_one_line() {
             vec!["--target", "misskey-ftt", "--arrivals", "bursty"],
             "--arrivals bursty is for the SQL targets' writers",
         ),
+        (
+            vec!["--no-pollers"],
+            "--no-pollers applies to --target postgres and --target mariadb only",
+        ),
+        (
+            vec!["--target", "postgres", "--no-pollers", "--poller", "naive"],
+            "cannot be used with",
+        ),
+        (
+            vec![
+                "--target",
+                "mariadb",
+                "--no-pollers",
+                "--id-poller",
+                "incrementing",
+            ],
+            "--id-poller adds a poller",
+        ),
     ];
     for (args, expected) in cases {
         let mut all = args.clone();
@@ -800,4 +818,54 @@ fn the_partitioned_schema_drops_partitions_and_a_lagging_poller_loses_exactly_th
     };
     let lost_ids: Vec<i64> = lost.iter().map(|l| l.0).collect();
     assert_eq!(lost_ids, dropped_unread);
+}
+
+/// `--no-pollers`: the writers alone, for the whole duration, read by no
+/// poller, their commit latency kept: the control of what the pollers cost
+/// the writers (docs/campaigns.md, "The writers alone").
+#[test]
+fn the_writers_alone_write_for_the_whole_duration_and_nobody_polls() {
+    let db = temp_dir("postgres-no-pollers").join("run.db");
+    let d = db.to_str().unwrap();
+    common::experiment_ok(&[
+        "--target",
+        "postgres",
+        "--no-pollers",
+        "--duration",
+        "3s",
+        "--db",
+        d,
+    ]);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(count("SELECT COUNT(*) FROM pollers"), 0);
+    assert_eq!(count("SELECT COUNT(*) FROM requests"), 0);
+    assert!(count("SELECT COUNT(*) FROM truth") > 0, "the writers wrote");
+    assert_eq!(
+        count("SELECT COUNT(*) FROM truth"),
+        count("SELECT COUNT(*) FROM writer_brackets"),
+        "every row's bracket kept"
+    );
+    // Without pollers to wait for, the run still lasts its duration: the
+    // writers' last transaction began in its last second.
+    let last_start =
+        count("SELECT MAX(b.xact_start_ms) - r.started_at_ms FROM writer_brackets b, runs r");
+    assert!(
+        last_start >= 2000,
+        "the last transaction began {last_start} ms in"
+    );
+    let commits = count("SELECT json_extract(config, '$.machine_load.writers.commits') FROM runs");
+    assert_eq!(commits, count("SELECT COUNT(*) FROM truth"));
+    // `analyze` beside this binary (cargo builds it for the workspace's tests).
+    let analyze = std::path::Path::new(env!("CARGO_BIN_EXE_experiment")).with_file_name("analyze");
+    let report = Command::new(&analyze).arg(d).output().unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&report.stdout).contains("commit latency p50"),
+        "the report's header shows the writers"
+    );
 }

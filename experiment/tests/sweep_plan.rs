@@ -453,7 +453,7 @@ fn a_planned_postgres_run_is_kept_and_merged_as_a_campaign_run() {
         v["summary"]["margin"], 2.5,
         "the merge judges by the plan's margin"
     );
-    assert_eq!(v["schema"], 2);
+    assert_eq!(v["schema"], 3);
     assert!(v["runs"][0]["rows"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(v["run_machines"][0]["index"], 0);
     let remaining: Vec<String> = std::fs::read_dir(dir.join("runs"))

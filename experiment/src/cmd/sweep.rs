@@ -812,7 +812,7 @@ fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String>
     let summary = analysis::campaign::summarize_with(&results, margin);
     if args.json {
         let out = CampaignJson {
-            schema: 2,
+            schema: 3,
             target,
             seeds: seeds_text,
             duration,

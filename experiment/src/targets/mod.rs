@@ -173,7 +173,9 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Box<dyn Launch>), String> {
     let given = options::given(&command, &matches);
     options::refuse_unread(&applies_to(&command), kind, &given, &shared.target)?;
     let launch = target.resolve(&shared, &matches, &given)?;
-    let pollers = if shared.pollers.is_empty() {
+    let pollers = if shared.no_pollers {
+        Vec::new()
+    } else if shared.pollers.is_empty() {
         launch.default_pollers()
     } else {
         shared.pollers.clone()

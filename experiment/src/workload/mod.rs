@@ -182,17 +182,30 @@ pub async fn run<D: Database>(
     sender: &RecordSender,
 ) -> Result<Ended, String> {
     let started_ms = crate::clock::now_ms();
-    db.start(stop_at(end_ms, signal)).await?;
+    let mut writers_stop = stop_at(end_ms, signal.clone());
+    db.start(writers_stop.clone()).await?;
     tokio::pin!(pollers);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     // A slow pump delays the next one instead of bunching them.
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let reason = loop {
+    let mut reason = loop {
         tokio::select! {
             reason = &mut pollers => break reason,
             _ = tick.tick() => db.pump(sender).await,
         }
     };
+    // The pollers end after the writers' stop (their last cycle comes
+    // after the duration), unless there are none (`--no-pollers`): then the
+    // writers write on, alone, until it.
+    while !*writers_stop.borrow() {
+        tokio::select! {
+            changed = writers_stop.changed() => if changed.is_err() { break },
+            _ = tick.tick() => db.pump(sender).await,
+        }
+    }
+    if *signal.borrow() {
+        reason = StopReason::Interrupted;
+    }
     let writers = db.join().await;
     // The writers stop at the end, not after the pollers' last cycle.
     let writing_ms = (crate::clock::now_ms().min(end_ms) - started_ms).max(0) as u64;

@@ -653,7 +653,7 @@ pub fn merge_campaign(plan: &Plan, dir: &str, c: &Collected<RunResult>) -> Merge
     );
     let text = beside.text(head, &analysis::campaign::render(&summary));
     let json = CampaignJson {
-        schema: 2,
+        schema: 3,
         target: &plan.target,
         seeds: &plan.seeds,
         duration: &plan.duration,

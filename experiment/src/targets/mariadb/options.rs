@@ -95,7 +95,7 @@ const OWN: Kind = Kind {
             "{flag} shapes the throwaway server (--target mariadb); nothing writes to your own database",
         ),
         (
-            &options::concat::<8>(
+            &options::concat::<9>(
                 options::WORKLOAD_FLAGS,
                 &["--pg-tail", "--stall-share", "--stall", "--rollback-share"],
             ),
@@ -171,6 +171,9 @@ fn server(shared: &SharedArgs, own: MariaArgs) -> Result<Box<dyn Launch>, String
             "--id-poller {p} counts IDs one by one; Snowflake IDs are not consecutive \
              (use --schema autoinc, or compensated:k=... on snowflake)"
         ));
+    }
+    if shared.no_pollers && !own.id_pollers.is_empty() {
+        return Err("--no-pollers runs the writers alone; --id-poller adds a poller".into());
     }
     let inject = injected(&own)?;
     Ok(Box::new(MariaOpts {

@@ -61,7 +61,7 @@ const OWN: Kind = Kind {
     refusals: &[
         NOT_POSTGRES,
         (
-            &options::concat::<5>(options::WORKLOAD_FLAGS, &["--pg-tail"]),
+            &options::concat::<6>(options::WORKLOAD_FLAGS, &["--pg-tail"]),
             "{flag} shapes the throwaway cluster's writers; nothing writes to your own database",
         ),
     ],

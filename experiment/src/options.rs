@@ -44,10 +44,6 @@ pub struct SharedArgs {
     /// (PostgreSQL only).
     #[arg(long = "poller", value_name = "SPEC", value_parser = parse_policy)]
     pub pollers: Vec<CursorPolicy>,
-    /// The writers alone, read by no poller (a throwaway PostgreSQL or MariaDB): the control
-    /// for what the pollers cost the writers (their commit latency and lock waits).
-    #[arg(long, conflicts_with = "pollers")]
-    pub no_pollers: bool,
     /// Time between the pollers' ticks, aligned to multiples of it (1s: the start of each second).
     #[arg(long, default_value = "1s", value_parser = parse_interval)]
     pub interval: u64,
@@ -108,6 +104,10 @@ pub struct WorkloadArgs {
     /// (all writers in on spells at twice the rate, silent in off spells; postgres, mariadb).
     #[arg(long, value_parser = |s: &str| s.parse::<Arrivals>())]
     pub arrivals: Option<Arrivals>,
+    /// The writers alone, read by no poller (a throwaway PostgreSQL or MariaDB): the control
+    /// for what the pollers cost the writers (their commit latency and lock waits).
+    #[arg(long, conflicts_with = "pollers")]
+    pub no_pollers: bool,
 }
 
 impl WorkloadArgs {

@@ -173,7 +173,7 @@ pub fn resolve(args: RunArgs) -> Result<(Common, Box<dyn Launch>), String> {
     let given = options::given(&command, &matches);
     options::refuse_unread(&applies_to(&command), kind, &given, &shared.target)?;
     let launch = target.resolve(&shared, &matches, &given)?;
-    let pollers = if shared.no_pollers {
+    let pollers = if shared.workload.no_pollers {
         Vec::new()
     } else if shared.pollers.is_empty() {
         launch.default_pollers()

@@ -172,7 +172,7 @@ fn server(shared: &SharedArgs, own: MariaArgs) -> Result<Box<dyn Launch>, String
              (use --schema autoinc, or compensated:k=... on snowflake)"
         ));
     }
-    if shared.no_pollers && !own.id_pollers.is_empty() {
+    if shared.workload.no_pollers && !own.id_pollers.is_empty() {
         return Err("--no-pollers runs the writers alone; --id-poller adds a poller".into());
     }
     let inject = injected(&own)?;

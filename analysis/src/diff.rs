@@ -864,7 +864,7 @@ impl Ticks {
 /// it, and a verdict of `valid` would say it delivered everything. The
 /// reason names it apart, since the cursor policy is not to blame (a relay
 /// that keeps up with the retention job loses none: docs/analysis.md).
-fn judge(reference: Reference, s: &PollerStats) -> (Verdict, String) {
+pub(crate) fn judge(reference: Reference, s: &PollerStats) -> (Verdict, String) {
     let lost = s.misses_error + s.misses_overflow + s.misses_future_id;
     if reference == Reference::None {
         return (

@@ -1,0 +1,711 @@
+//! The checker that streams (issue 52, item 1): a run's records fed in time
+//! order, each status judged once its fate is settled, then forgotten.
+//!
+//! [`diff`](crate::diff) judges a whole [`History`] held in memory, about 70
+//! bytes a status. This module gives the same [`Analysis`] from the records
+//! fed one at a time, keeping only what is still open: the statuses not yet
+//! settled, each poller's requests of the last [`Checker::horizon_ms`] (their
+//! bounds, not their items), and what the report lists (leaks, late
+//! arrivals, misses, expired and gone rows, IDs from the future). The
+//! definitions are `diff`'s, word for word (its module docs); the tests in
+//! `analysis/tests/stream.rs` check that both give the same analysis.
+//!
+//! **Input.** Requests in time order (`sent_at_ms`, then the order they were
+//! recorded), each with the statuses it returned; truth rows in key order,
+//! each fed before the first request that returns its status or whose
+//! cursor passes it ([`Checker::truth_wanted`] says how far).
+//!
+//! **When a status settles.** Once every poller's cursor (the since_id of
+//! its latest request) is at or above its key, so no later request can return it, and its truth
+//! is read; then each poller that never returned it is judged by walking its
+//! requests, as `diff`'s `classify` does, and the walk must end for a reason
+//! that later requests cannot change: the status's visibility ended, a clean
+//! cycle had it in its window, it lay below the baseline, or the cursor had
+//! passed it at a request that owed it, in a cycle that is over. Until then
+//! it waits. A `newest` poller (no since_id, pages that are not full) or a
+//! keyset poller (`xmin`) never passes anything, so a run with one settles
+//! everything only at the end: its memory is the in-memory checker's.
+//!
+//! **What it assumes, and checks.** That cursors do not go back: a request
+//! whose since_id lies below a settled status (or that has none, once one
+//! has settled), or that returns a status
+//! below one that is not open, would have changed a settled fate. Also that
+//! a poller's cycles do not interleave, that a cycle's page 0 is its first
+//! request, and that no open status needed a request older than the horizon.
+//! When any of these fails, [`Streamed::inexact`] says which, and the caller
+//! judges the run in memory instead (`analyze` does): the result is never a
+//! guess.
+//!
+//! **Memory.** The open statuses (those above the slowest cursor, about
+//! (k + the cursor's lag) times the rate, plus those waiting to become
+//! visible), the requests of the horizon, and the run's ticks (a few words a
+//! tick: the tick table `required_k` reads, and the running highest key
+//! `id_skew` reads), not the run's statuses or observations.
+
+mod settle;
+
+use crate::diff::{Analysis, Cause, FUTURE_TOLERANCE_MS, MAX_POLLERS, PollerStats};
+use crate::history::{History, PollerSpec, Visibility};
+use since_id::id::Layout;
+use std::collections::{BTreeSet, HashMap as StdHashMap, VecDeque};
+
+/// foldhash, as in `diff`: millions of keys pass through.
+type HashMap<K, V> = StdHashMap<K, V, foldhash::fast::FixedState>;
+
+/// One status a request returned: its key and the time in its ID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub key: u128,
+    pub id_time_ms: i64,
+}
+
+/// One truth row, with what the loader reads beside it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TruthRow {
+    pub key: u128,
+    pub id_time_ms: i64,
+    pub visibility: Visibility,
+    /// The retention job dropped it ([`History::expired`]).
+    pub expired: bool,
+    /// The pollers whose endpoints never serve it ([`History::unserved`]).
+    pub unserved: u64,
+}
+
+/// One request, as [`crate::history::Request`] without its items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamRequest {
+    pub poller: usize,
+    pub cycle: i64,
+    pub page: i64,
+    pub sent_at_ms: i64,
+    pub received_at_ms: i64,
+    pub since_key: Option<u128>,
+    pub since_time_ms: Option<i64>,
+    pub before_key: Option<u128>,
+    pub failed: bool,
+    pub overflow: bool,
+    pub full: bool,
+    pub bytes: Option<i64>,
+}
+
+/// What the streaming check found: the [`Analysis`], whose status indices
+/// point into `history`, a [`History`] of only the statuses it names (no
+/// requests, no observations), in the loader's order (returned by some
+/// poller first, then the others, each by key).
+pub struct Streamed {
+    pub analysis: Analysis,
+    pub history: History,
+    /// The truth rows read (the report's count of the truth).
+    pub truth_rows: u64,
+    /// Why the result may differ from the in-memory checker's (an assumption
+    /// of the module docs failed); `None`: it is the same.
+    pub inexact: Option<String>,
+    /// The most statuses open at once (for the benchmark's account of memory).
+    pub peak_open: usize,
+}
+
+/// A status not yet settled.
+#[derive(Clone, Debug)]
+struct Open {
+    id_time_ms: i64,
+    truth: Option<Visibility>,
+    expired: bool,
+    unserved: u64,
+    /// Pollers (bit p) that returned it.
+    mask: u64,
+    late_for: u64,
+    /// Its first sighting: the send time of the first request that returned
+    /// it, and the time that request's tick is found by (its cycle's page 0).
+    first: Option<(i64, i64)>,
+    /// The latest receive time of a request that returned it.
+    last_received: i64,
+}
+
+/// A request kept for the walks of [`settle`]: its bounds, not its items.
+#[derive(Clone, Copy, Debug)]
+struct Kept {
+    sent: i64,
+    received: i64,
+    since_key: Option<u128>,
+    since_time_ms: Option<i64>,
+    lower: Option<u128>,
+    upper: Option<u128>,
+    cycle: i64,
+    /// Its cycle's outcome, final once `complete`.
+    failed: bool,
+    overflow: bool,
+    complete: bool,
+}
+
+/// A cursorless cycle while the baseline is found (`diff`'s `poller_views`).
+#[derive(Clone, Copy, Debug)]
+struct Cursorless {
+    cycle: i64,
+    sent: i64,
+    succeeded: bool,
+    last_page_full: bool,
+    lowest_key: Option<u128>,
+}
+
+/// Per poller: its window of requests, its cycle, its baseline.
+#[derive(Debug, Default)]
+struct Poller {
+    window: VecDeque<Kept>,
+    /// The latest send time dropped from `window` (`i64::MIN`: none).
+    evicted_through: i64,
+    /// The since_id of its latest request (`None` inside: none; outer
+    /// `None`: no request yet). Only a cursor promises anything of later
+    /// requests: what a full page without one reached does not (the
+    /// cursor it then takes may lie lower).
+    latest_since: Option<Option<u128>>,
+    /// The open cycle: its number, page 0's send, its highest key, and per
+    /// request (without a page 0) its send and highest key.
+    cycle: Option<i64>,
+    max_closed_cycle: Option<i64>,
+    page0: Option<i64>,
+    cycle_top: Option<u128>,
+    tops: Vec<(i64, Option<u128>)>,
+    /// Late arrivals: the highest key of its earlier cycles and of this one.
+    earlier_cycles: Option<u128>,
+    this_cycle: Option<u128>,
+    /// The baseline, as `diff` finds it: done once a page 0 ends the search.
+    found: Vec<Cursorless>,
+    baseline_done: bool,
+    baseline_sent: Option<i64>,
+    baseline: Vec<(i64, u128)>,
+}
+
+/// A finding kept until the end, when the ticks are known.
+#[derive(Clone, Copy, Debug)]
+struct Found {
+    kept: u32,
+    first_seen_ms: Option<i64>,
+    visible_ms: Option<i64>,
+    seen_by: u64,
+    leaked_by: u64,
+    late_for: u64,
+    /// How its tick is found: by a request's page-0 time (`true`) or by
+    /// when it became visible (`false`).
+    belongs: Option<(bool, i64)>,
+    key: u128,
+}
+
+/// A status the output names, with what the compact history keeps of it.
+#[derive(Clone, Copy, Debug)]
+struct Named {
+    key: u128,
+    id_time_ms: i64,
+    truth: Option<Visibility>,
+    returned: bool,
+    expired: bool,
+    unserved: u64,
+}
+
+/// The streaming checker: feed it, then [`Checker::finish`].
+pub struct Checker {
+    layout: Layout,
+    pollers: Vec<PollerSpec>,
+    interval_ms: i64,
+    has_truth: bool,
+    /// How long (run time) each poller's requests are kept behind the newest.
+    pub horizon_ms: i64,
+    open: HashMap<u128, Open>,
+    by_key: BTreeSet<u128>,
+    truth_through: Option<u128>,
+    truth_rows: u64,
+    polls: Vec<Poller>,
+    stats: Vec<PollerStats>,
+    /// Requests held until every poller's baseline is known.
+    held: VecDeque<(StreamRequest, Vec<Item>)>,
+    running: Option<(u128, i64)>,
+    /// (send time, highest key so far, its ID time), appended when it rises.
+    running_hist: Vec<(i64, u128, i64)>,
+    page0_sends: Vec<i64>,
+    tick_tops: Vec<(i64, u128)>,
+    last_sent: i64,
+    settled_max: Option<u128>,
+    named: Vec<Named>,
+    found: Vec<Found>,
+    other: Vec<(u32, u8, Cause)>,
+    expired: Vec<(u32, u8)>,
+    gone: Vec<(u32, u8)>,
+    future: Vec<u32>,
+    inexact: Option<String>,
+    peak_open: usize,
+}
+
+/// The default horizon: requests older than this (run time) behind the
+/// newest are dropped; an open status that needed one makes the result
+/// [`Streamed::inexact`].
+pub const HORIZON_MS: i64 = 30 * 60 * 1000;
+
+impl Checker {
+    pub fn new(
+        layout: Layout,
+        pollers: Vec<PollerSpec>,
+        interval_ms: i64,
+        has_truth: bool,
+    ) -> Checker {
+        assert!(pollers.len() <= MAX_POLLERS, "too many pollers");
+        let polls = pollers
+            .iter()
+            .map(|p| Poller {
+                evicted_through: i64::MIN,
+                // A keyset poller has no baseline (`diff`'s `poller_views`).
+                baseline_done: p.keyset,
+                ..Poller::default()
+            })
+            .collect();
+        Checker {
+            stats: vec![PollerStats::default(); pollers.len()],
+            layout,
+            pollers,
+            interval_ms,
+            has_truth,
+            horizon_ms: HORIZON_MS,
+            open: HashMap::default(),
+            by_key: BTreeSet::new(),
+            truth_through: None,
+            truth_rows: 0,
+            polls,
+            held: VecDeque::new(),
+            running: None,
+            running_hist: Vec::new(),
+            page0_sends: Vec::new(),
+            tick_tops: Vec::new(),
+            last_sent: i64::MIN,
+            settled_max: None,
+            named: Vec::new(),
+            found: Vec::new(),
+            other: Vec::new(),
+            expired: Vec::new(),
+            gone: Vec::new(),
+            future: Vec::new(),
+            inexact: None,
+            peak_open: 0,
+        }
+    }
+
+    fn inexact(&mut self, why: impl FnOnce() -> String) {
+        if self.inexact.is_none() {
+            self.inexact = Some(why());
+        }
+    }
+
+    /// The key through which the truth must have been fed before request
+    /// `r` with `items`: its highest item, its since_id and before_id.
+    pub fn truth_wanted(r: &StreamRequest, items: &[Item]) -> Option<u128> {
+        let top = items.iter().map(|i| i.key).max();
+        top.max(r.since_key).max(r.before_key)
+    }
+
+    /// One truth row; rows come in key order.
+    pub fn truth(&mut self, t: TruthRow) {
+        self.truth_rows += 1;
+        if self.truth_through.is_some_and(|k| t.key <= k) {
+            return self.inexact(|| "a truth row out of key order".into());
+        }
+        if self.settled_max.is_some_and(|m| t.key <= m) {
+            self.inexact(|| "a truth row below a settled status".into());
+        }
+        let o = self.open.entry(t.key).or_insert_with(|| Open {
+            id_time_ms: t.id_time_ms,
+            truth: None,
+            expired: false,
+            unserved: 0,
+            mask: 0,
+            late_for: 0,
+            first: None,
+            last_received: i64::MIN,
+        });
+        o.truth = Some(t.visibility);
+        o.expired = t.expired;
+        o.unserved = t.unserved;
+        self.by_key.insert(t.key);
+        self.truth_through = Some(t.key);
+    }
+
+    /// Every truth row with a key at or below `key` has been fed.
+    pub fn truth_done_through(&mut self, key: u128) {
+        self.truth_through = self.truth_through.max(Some(key));
+    }
+
+    /// One request and what it returned, in time order.
+    pub fn request(&mut self, r: StreamRequest, items: Vec<Item>) {
+        if r.sent_at_ms < self.last_sent {
+            self.inexact(|| "requests out of time order".into());
+        }
+        self.last_sent = self.last_sent.max(r.sent_at_ms);
+        if self.polls.iter().all(|p| p.baseline_done) && self.held.is_empty() {
+            return self.process(r, &items);
+        }
+        self.find_baseline(&r, &items);
+        self.held.push_back((r, items));
+        if self.polls.iter().all(|p| p.baseline_done) {
+            while let Some((r, items)) = self.held.pop_front() {
+                self.process(r, &items);
+            }
+        }
+    }
+
+    /// `diff`'s baseline search, one request at a time (the poller's
+    /// requests in time order).
+    fn find_baseline(&mut self, r: &StreamRequest, items: &[Item]) {
+        let p = &mut self.polls[r.poller];
+        if p.baseline_done {
+            return;
+        }
+        if r.page == 0 {
+            let had_one = p
+                .found
+                .last()
+                .is_some_and(|c| c.succeeded && c.lowest_key.is_some());
+            if r.since_key.is_some() || had_one {
+                return close_baseline(p);
+            }
+            p.found.push(Cursorless {
+                cycle: r.cycle,
+                sent: r.sent_at_ms,
+                succeeded: true,
+                last_page_full: false,
+                lowest_key: None,
+            });
+        }
+        let Some(c) = p.found.last_mut().filter(|c| c.cycle == r.cycle) else {
+            return;
+        };
+        c.succeeded &= !r.failed;
+        c.last_page_full = r.full;
+        let low = items.iter().map(|i| i.key).min();
+        c.lowest_key = match (c.lowest_key, low) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// `diff`'s `sightings_in_time_order` for one request, then its cycle,
+    /// the window, and the statuses it lets settle.
+    fn process(&mut self, r: StreamRequest, items: &[Item]) {
+        let pi = r.poller;
+        self.close_cycle_if_new(&r);
+        if r.page == 0 {
+            // Every page 0 is a tick's send, as in `diff`'s `Ticks::of`.
+            self.page0_sends.push(r.sent_at_ms);
+        }
+        let lower = self.lower_bound(&r, items);
+        let upper = upper_bound(&self.pollers[pi], &r, items);
+        if let Some(m) = self.settled_max
+            && r.since_key.is_none_or(|l| l < m)
+        {
+            let name = self.pollers[pi].name.clone();
+            self.inexact(|| format!("a cursor of {name} went back below a settled status"));
+        }
+        let bit = 1u64 << pi;
+        let p = &mut self.polls[pi];
+        let st = &mut self.stats[pi];
+        st.requests += 1;
+        st.errors += r.failed as u64;
+        let after_baseline = p.baseline_sent.is_some_and(|b| r.sent_at_ms > b);
+        let has_cursor =
+            r.since_key.is_some() || (self.pollers[pi].keyset && r.cycle > 0) || after_baseline;
+        st.cursor_requests_ok += (!r.failed && has_cursor) as u64;
+        st.back_pages += (r.page > 0) as u64;
+        let tick_t = p.page0.unwrap_or(r.sent_at_ms);
+        let mut dups_here = 0u64;
+        let mut top: Option<u128> = None;
+        for it in items {
+            st.observations += 1;
+            top = top.max(Some(it.key));
+            let o = match self.open.get_mut(&it.key) {
+                Some(o) => o,
+                None => {
+                    if self.settled_max.is_some_and(|m| it.key <= m) {
+                        if self.inexact.is_none() {
+                            self.inexact = Some("a status returned below the settled ones".into());
+                        }
+                    }
+                    self.by_key.insert(it.key);
+                    self.open.entry(it.key).or_insert(Open {
+                        id_time_ms: it.id_time_ms,
+                        truth: None,
+                        expired: false,
+                        unserved: 0,
+                        mask: 0,
+                        late_for: 0,
+                        first: None,
+                        last_received: i64::MIN,
+                    })
+                }
+            };
+            if o.mask & bit != 0 {
+                dups_here += 1;
+            } else {
+                o.mask |= bit;
+                st.seen += 1;
+                let below_cursor = p.earlier_cycles.is_some_and(|m| it.key < m);
+                if below_cursor
+                    && after_baseline
+                    && !before_baseline(&p.baseline, it.key, o, i64::MAX)
+                {
+                    o.late_for |= bit;
+                    st.late_arrivals += 1;
+                }
+            }
+            p.this_cycle = p.this_cycle.max(Some(it.key));
+            if self.running.is_none_or(|(k, _)| it.key > k) {
+                self.running = Some((it.key, it.id_time_ms));
+            }
+            match o.first {
+                None => {
+                    o.first = Some((r.sent_at_ms, tick_t));
+                    o.last_received = r.received_at_ms;
+                }
+                Some(_) if r.received_at_ms > o.last_received => o.last_received = r.received_at_ms,
+                Some(_) => {}
+            }
+        }
+        st.duplicates += dups_here;
+        if let (Some(b), false) = (r.bytes, items.is_empty()) {
+            let share = b as f64 * dups_here as f64 / items.len() as f64;
+            *st.duplicate_bytes.get_or_insert(0.0) += share;
+        } else if r.bytes.is_some() && st.duplicate_bytes.is_none() {
+            st.duplicate_bytes = Some(0.0);
+        }
+        if let Some((k, t)) = self.running
+            && self.running_hist.last().is_none_or(|&(_, hk, _)| hk != k)
+        {
+            self.running_hist.push((r.sent_at_ms, k, t));
+        }
+        p.cycle_top = p.cycle_top.max(top);
+        if p.page0.is_none() {
+            p.tops.push((r.sent_at_ms, top));
+        }
+        p.latest_since = Some(r.since_key);
+        for k in p.window.iter_mut().rev().take_while(|k| k.cycle == r.cycle) {
+            k.failed |= r.failed;
+            k.overflow |= r.overflow;
+        }
+        let (failed, overflow) = p
+            .window
+            .back()
+            .filter(|k| k.cycle == r.cycle)
+            .map_or((r.failed, r.overflow), |k| (k.failed, k.overflow));
+        p.window.push_back(Kept {
+            sent: r.sent_at_ms,
+            received: r.received_at_ms,
+            since_key: r.since_key,
+            since_time_ms: r.since_time_ms,
+            lower,
+            upper,
+            cycle: r.cycle,
+            failed,
+            overflow,
+            complete: false,
+        });
+        self.evict(r.sent_at_ms);
+        self.peak_open = self.peak_open.max(self.open.len());
+        if r.page == 0 {
+            self.settle_ready(false);
+        }
+    }
+
+    /// A request of a new cycle closes the poller's open one: its outcome
+    /// is final, its tick's highest key known, its page 0 recorded.
+    fn close_cycle_if_new(&mut self, r: &StreamRequest) {
+        let p = &mut self.polls[r.poller];
+        if p.cycle == Some(r.cycle) {
+            if r.page == 0 && p.page0.is_none() {
+                self.inexact = self
+                    .inexact
+                    .take()
+                    .or(Some("a cycle's page 0 after another of its pages".into()));
+            }
+            return;
+        }
+        close_cycle(p, &mut self.tick_tops);
+        if p.max_closed_cycle.is_some_and(|c| r.cycle <= c) && self.inexact.is_none() {
+            self.inexact = Some("a poller's cycles interleave".into());
+        }
+        p.cycle = Some(r.cycle);
+        if r.page == 0 {
+            p.page0 = Some(r.sent_at_ms);
+        }
+        p.earlier_cycles = p.earlier_cycles.max(p.this_cycle);
+        p.this_cycle = None;
+    }
+
+    /// `diff`'s `lower_bound`.
+    fn lower_bound(&self, r: &StreamRequest, items: &[Item]) -> Option<u128> {
+        if r.since_key.is_some() || self.pollers[r.poller].keyset || !r.full || r.failed {
+            return r.since_key;
+        }
+        items
+            .iter()
+            .map(|i| i.key)
+            .min()
+            .map(|low| low.saturating_sub(1))
+    }
+
+    /// Drops each poller's requests older than the horizon.
+    fn evict(&mut self, now: i64) {
+        let limit = now.saturating_sub(self.horizon_ms);
+        for p in &mut self.polls {
+            while let Some(k) = p.window.front().filter(|k| k.complete && k.sent < limit) {
+                p.evicted_through = p.evicted_through.max(k.sent);
+                p.window.pop_front();
+            }
+        }
+    }
+
+    /// Ends the stream: every open status is judged on what was fed.
+    pub fn finish(mut self) -> Streamed {
+        while let Some((r, items)) = self.held.pop_front() {
+            // Baselines never closed: close them on what was seen, as `diff` does at the end.
+            for p in &mut self.polls {
+                if !p.baseline_done {
+                    close_baseline(p);
+                }
+            }
+            self.process(r, &items);
+        }
+        for p in &mut self.polls {
+            if !p.baseline_done {
+                close_baseline(p);
+            }
+            close_cycle(p, &mut self.tick_tops);
+        }
+        self.settle_ready(true);
+        self.output()
+    }
+}
+
+/// Closes a poller's open cycle: its requests' outcome final, its highest
+/// key (or each request's, without a page 0) added to the ticks'.
+fn close_cycle(p: &mut Poller, tick_tops: &mut Vec<(i64, u128)>) {
+    let Some(c) = p.cycle else { return };
+    for k in p.window.iter_mut().rev().take_while(|k| k.cycle == c) {
+        k.complete = true;
+    }
+    match (p.page0, p.cycle_top) {
+        (Some(t), Some(top)) => tick_tops.push((t, top)),
+        (Some(_), None) => {}
+        (None, _) => tick_tops.extend(p.tops.iter().filter_map(|&(t, top)| top.map(|k| (t, k)))),
+    }
+    p.max_closed_cycle = p.max_closed_cycle.max(Some(c));
+    p.cycle = None;
+    p.page0 = None;
+    p.cycle_top = None;
+    p.tops.clear();
+}
+
+/// The baseline search ends: `diff`'s reading of the cycles found.
+fn close_baseline(p: &mut Poller) {
+    p.baseline_done = true;
+    for c in p.found.drain(..).filter(|c| c.succeeded) {
+        p.baseline_sent = Some(c.sent);
+        if let (true, Some(low)) = (c.last_page_full, c.lowest_key) {
+            p.baseline.push((c.sent, low));
+        }
+    }
+}
+
+/// `diff`'s `upper_bound`.
+fn upper_bound(spec: &PollerSpec, r: &StreamRequest, items: &[Item]) -> Option<u128> {
+    if r.before_key.is_some() || !spec.forward || !r.full || r.failed {
+        return r.before_key;
+    }
+    items
+        .iter()
+        .map(|i| i.key)
+        .max()
+        .map(|high| high.saturating_add(1))
+}
+
+/// `diff`'s `before_baseline`: below a baseline page, sent by `by_ms`, that
+/// the status was visible at (without truth: its ID time not after it).
+fn before_baseline(baseline: &[(i64, u128)], key: u128, o: &Open, by_ms: i64) -> bool {
+    let visible = o.truth.map_or(o.id_time_ms, |v| v.visible_at_ms);
+    baseline
+        .iter()
+        .any(|&(sent, low)| key < low && visible <= sent && sent <= by_ms)
+}
+
+/// Feeds a whole in-memory history to a [`Checker`], as a reader of run.db
+/// would: requests in time order, the truth in key order just ahead of them.
+/// What the tests compare with [`crate::diff::analyze`].
+pub fn check_history(h: &History) -> Streamed {
+    check_history_with(h, HORIZON_MS)
+}
+
+/// [`check_history`] with a horizon.
+pub fn check_history_with(h: &History, horizon_ms: i64) -> Streamed {
+    let mut c = Checker::new(
+        h.layout.clone(),
+        h.pollers.clone(),
+        h.interval_ms,
+        h.truth.is_some(),
+    );
+    c.horizon_ms = horizon_ms;
+    let mut truth: Vec<TruthRow> = match &h.truth {
+        None => Vec::new(),
+        Some(t) => t
+            .iter()
+            .enumerate()
+            .filter_map(|(su, v)| {
+                v.map(|v| TruthRow {
+                    key: h.statuses[su].key,
+                    id_time_ms: h.id_time_ms(su),
+                    visibility: v,
+                    expired: h.is_expired(su),
+                    unserved: h.unserved_to(su),
+                })
+            })
+            .collect(),
+    };
+    truth.sort_by_key(|t| t.key);
+    let mut truth = truth.into_iter().peekable();
+    let mut order: Vec<u32> = (0..h.requests.len() as u32).collect();
+    order.sort_by_key(|&i| (h.requests[i as usize].sent_at_ms, i));
+    for i in order {
+        let q = &h.requests[i as usize];
+        let items: Vec<Item> = h.observations[q.obs_start as usize..q.obs_end as usize]
+            .iter()
+            .map(|&s| Item {
+                key: h.statuses[s as usize].key,
+                id_time_ms: h.id_time_ms(s as usize),
+            })
+            .collect();
+        let r = StreamRequest {
+            poller: q.poller,
+            cycle: q.cycle,
+            page: q.page,
+            sent_at_ms: q.sent_at_ms,
+            received_at_ms: q.received_at_ms,
+            since_key: q.since_key,
+            since_time_ms: q.since_time_ms,
+            before_key: q.before_key,
+            failed: q.failed,
+            overflow: q.overflow,
+            full: q.full,
+            bytes: q.bytes,
+        };
+        if let Some(want) = Checker::truth_wanted(&r, &items) {
+            while let Some(t) = truth.next_if(|t| t.key <= want) {
+                c.truth(t);
+            }
+            c.truth_done_through(want);
+        }
+        c.request(r, items);
+    }
+    for t in truth {
+        c.truth(t);
+    }
+    c.finish()
+}
+
+impl Open {
+    fn from_the_future(&self) -> bool {
+        self.first
+            .is_some_and(|(sent, _)| self.id_time_ms > sent.saturating_add(FUTURE_TOLERANCE_MS))
+    }
+}

@@ -38,7 +38,13 @@ pub struct Output<'a> {
     pub machine_load: Option<MachineLoadReport>,
     /// Plot files written (empty when plotting was skipped or failed).
     pub plots: Vec<String>,
+    /// What a run judged streaming does not compute, since it needs the
+    /// whole run (`analyze --in-memory` computes it); empty otherwise.
+    pub not_computed: Vec<&'static str>,
 }
+
+/// The figures a run judged streaming leaves out (`Output::not_computed`).
+pub const NOT_STREAMED: [&str; 3] = ["oracle", "detection_delay_ms", "lateness-cdf plot"];
 
 /// The `machine_load` object: the run's recorded load and why it is
 /// flagged (empty: it is not).
@@ -299,7 +305,7 @@ pub fn build<'a>(
     let run = &loaded.run;
     let h = &loaded.history;
     let has_ref = a.reference != Reference::None;
-    let costs = crate::oracle::costs(h, a);
+    let costs = crate::oracle::costs_of(loaded, a);
     let pollers = loaded
         .pollers
         .iter()
@@ -354,7 +360,10 @@ pub fn build<'a>(
         .map(|&s| loaded.status_id(s).into_owned())
         .collect();
     let truth = h.truth.as_ref().map(|t| Truth {
-        statuses: t.iter().filter(|v| v.is_some()).count(),
+        statuses: match loaded.totals {
+            Some(totals) => totals.truth_rows as usize,
+            None => t.iter().filter(|v| v.is_some()).count(),
+        },
         missed: loaded
             .pollers
             .iter()
@@ -403,5 +412,10 @@ pub fn build<'a>(
             load,
         }),
         plots: plots.to_vec(),
+        not_computed: if loaded.totals.is_some() {
+            NOT_STREAMED.to_vec()
+        } else {
+            Vec::new()
+        },
     }
 }

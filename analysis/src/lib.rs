@@ -4,7 +4,7 @@
 //! the tests and the benchmark drive:
 //!
 //! - [`history`]: what the checker judges: statuses, truth, pollers, requests.
-//! - [`load`]: run.db (read-only) → [`history::History`].
+//! - [`load`]: run.db (read-only) → [`history::History`]; [`load_stream`]: run.db read in time order into [`stream`].
 //! - [`diff`]: the pure checker: misses, leaks, late arrivals, skews, verdicts.
 //! - [`stream`]: the same check on records fed in time order, memory bounded by the horizon.
 //! - [`oracle`]: the oracle's cost (the floor of duplicates) and detection delays.
@@ -37,6 +37,7 @@ pub mod html;
 pub mod interval;
 pub mod json;
 pub mod load;
+pub mod load_stream;
 pub mod machine;
 pub mod oracle;
 pub mod plot;

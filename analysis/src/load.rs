@@ -61,9 +61,42 @@ pub struct Loaded {
     /// The client each poller was recorded for (`client_requests.client`),
     /// in the pollers' order: see [`Loaded::client_of`].
     clients: Vec<Option<String>>,
+    /// Judged streaming ([`crate::load_stream`]): `history` holds only the
+    /// statuses the analysis names, and these are the run's own counts.
+    pub totals: Option<Totals>,
+}
+
+/// A run's counts, kept when its history is not ([`Loaded::totals`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub requests: u64,
+    pub observations: u64,
+    /// Distinct statuses some poller returned.
+    pub seen: u64,
+    pub truth_rows: u64,
 }
 
 impl Loaded {
+    /// A run judged streaming: its rows, the compact history of the
+    /// statuses its analysis names, and its counts.
+    pub(crate) fn streamed(
+        run: RunRow,
+        pollers: Vec<PollerRow>,
+        history: History,
+        last_activity_ms: Option<i64>,
+        totals: Totals,
+    ) -> Loaded {
+        Loaded {
+            clients: vec![None; pollers.len()],
+            run,
+            pollers,
+            history,
+            status_ids: StatusTexts::default(),
+            last_activity_ms,
+            totals: Some(totals),
+        }
+    }
+
     /// The machine's load while the run ran (`runs.config`'s
     /// `machine_load`, [`crate::machine`]); `None` for a virtual run or one
     /// recorded before it was kept.
@@ -254,11 +287,12 @@ pub fn load_with(
         history,
         status_ids,
         last_activity_ms,
+        totals: None,
     })
 }
 
 /// A poller as the checker judges it.
-fn poller_spec(p: &PollerRow) -> PollerSpec {
+pub(crate) fn poller_spec(p: &PollerRow) -> PollerSpec {
     PollerSpec {
         name: p.name.clone(),
         k_ms: p.k_ms,

@@ -198,6 +198,20 @@ pub struct Costs {
     pub delays: Vec<Option<Distribution>>,
 }
 
+/// [`costs`] of a loaded run; none for a run judged streaming, whose
+/// history is not kept (the oracle replays it, and a detection delay's
+/// percentiles need every status's: `analyze --in-memory` computes them).
+pub fn costs_of(loaded: &crate::load::Loaded, a: &crate::diff::Analysis) -> Costs {
+    if loaded.totals.is_none() {
+        return costs(&loaded.history, a);
+    }
+    Costs {
+        oracle: None,
+        ratios: vec![None; a.pollers.len()],
+        delays: vec![None; a.pollers.len()],
+    }
+}
+
 /// The oracle and each poller's cost against it and detection delay.
 pub fn costs(h: &History, a: &crate::diff::Analysis) -> Costs {
     let oracle = oracle(h);

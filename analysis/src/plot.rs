@@ -139,11 +139,16 @@ fn extract(loaded: &Loaded, a: &Analysis) -> PlotData {
         .map(|&(t, skew, mask)| (t, skew, index_of(mask)))
         .collect();
     let leak_labels = labelled.iter().map(|l| l.0.clone()).collect();
-    let lateness = h.truth.as_ref().map(|_| {
-        let mut v: Vec<f32> = h.lateness_ms().map(|l| l as f32).collect();
-        v.sort_by(f32::total_cmp);
-        v
-    });
+    // A run judged streaming keeps no truth but the statuses it names.
+    let lateness = h
+        .truth
+        .as_ref()
+        .filter(|_| loaded.totals.is_none())
+        .map(|_| {
+            let mut v: Vec<f32> = h.lateness_ms().map(|l| l as f32).collect();
+            v.sort_by(f32::total_cmp);
+            v
+        });
     let has_ref = a.reference != crate::diff::Reference::None;
     let price = loaded
         .pollers
@@ -221,6 +226,10 @@ pub fn write_all(
             lateness_cdf,
             &d
         ));
+    } else if loaded.totals.is_some() && loaded.history.truth.is_some() {
+        notes.push(
+            "lateness CDF not computed: needs the whole run (analyze --in-memory draws it)".into(),
+        );
     } else {
         notes.push("lateness CDF skipped: the run has no truth (not a simulated target)".into());
     }

@@ -87,14 +87,21 @@ fn render_header(o: &mut String, loaded: &Loaded, a: &Analysis) {
     let _ = writeln!(
         o,
         "history    {} requests, {} observations, {} distinct statuses seen",
-        h.requests.len(),
-        h.observations.len(),
-        seen_any(loaded)
+        loaded
+            .totals
+            .map_or(h.requests.len() as u64, |t| t.requests),
+        loaded
+            .totals
+            .map_or(h.observations.len() as u64, |t| t.observations),
+        loaded.totals.map_or(seen_any(loaded) as u64, |t| t.seen),
     );
     let reference = match (a.reference, &h.truth) {
         (Reference::Truth, Some(t)) => format!(
             "truth: {} {}",
-            t.iter().filter(|v| v.is_some()).count(),
+            loaded
+                .totals
+                .map_or(t.iter().filter(|v| v.is_some()).count() as u64, |t| t
+                    .truth_rows),
             match loaded.run.target.as_str() {
                 t if t.starts_with("postgres") => "rows committed in PostgreSQL",
                 t if t.starts_with("mariadb") => "rows committed in MariaDB",
@@ -436,8 +443,14 @@ fn human_bytes(b: f64) -> String {
 
 /// The oracle's line and, per poller, its cost against it and its detection delay.
 fn render_costs(o: &mut String, loaded: &Loaded, a: &Analysis) {
-    let costs = crate::oracle::costs(&loaded.history, a);
+    let costs = crate::oracle::costs_of(loaded, a);
     let Some(oracle) = costs.oracle else {
+        if loaded.totals.is_some() && a.reference == Reference::Truth {
+            let _ = writeln!(
+                o,
+                "oracle and detection delays: not computed: needs the whole run (analyze --in-memory computes them)"
+            );
+        }
         return;
     };
     let _ = writeln!(

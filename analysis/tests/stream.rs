@@ -200,6 +200,39 @@ proptest! {
     }
 }
 
+/// `analyze DB --json` (streaming by default) with `extra`, without what a
+/// run judged streaming does not compute (`not_computed`) and the plots'
+/// names; that list is checked to be the streaming one's.
+fn json_of(db: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![db.to_str().unwrap(), "--json"];
+    args.extend_from_slice(extra);
+    let out = common::run_bin(env!("CARGO_BIN_EXE_analyze"), &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("gave up"), "{stderr}");
+    let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let streamed = extra.is_empty();
+    let not_computed = v["not_computed"].as_array().unwrap().len();
+    assert_eq!(not_computed, if streamed { 3 } else { 0 });
+    let o = v.as_object_mut().unwrap();
+    for field in ["not_computed", "oracle", "plots"] {
+        o.remove(field);
+    }
+    for p in o["pollers"].as_array_mut().unwrap() {
+        let p = p.as_object_mut().unwrap();
+        if streamed {
+            assert!(p["oracle_ratio"].is_null() && p["detection_delay_ms"].is_null());
+        }
+        p.remove("oracle_ratio");
+        p.remove("detection_delay_ms");
+    }
+    v
+}
+
 /// A seeded virtual run of every simulator profile, with faults, overflow
 /// (small pages, one back page) and deletions.
 #[test]
@@ -238,6 +271,8 @@ fn every_profile_is_judged_the_same() {
         assert_eq!(s.inexact, None, "{profile}");
         assert_eq!(memory, streamed, "{profile}");
         assert!(s.analysis.pollers[0].requests > 0, "{profile}");
+        let (streamed, memory) = (json_of(&db, &[]), json_of(&db, &["--in-memory"]));
+        assert_eq!(streamed, memory, "{profile}: analyze --json");
     }
     let _ = std::fs::remove_dir_all(dir);
 }

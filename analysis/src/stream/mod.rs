@@ -102,6 +102,8 @@ pub struct Streamed {
     pub inexact: Option<String>,
     /// The most statuses open at once (for the benchmark's account of memory).
     pub peak_open: usize,
+    /// Distinct statuses some poller returned.
+    pub returned: u64,
 }
 
 /// A status not yet settled.
@@ -232,6 +234,7 @@ pub struct Checker {
     future: Vec<u32>,
     inexact: Option<String>,
     peak_open: usize,
+    returned: u64,
 }
 
 /// The default horizon: requests older than this (run time) behind the
@@ -283,6 +286,7 @@ impl Checker {
             future: Vec::new(),
             inexact: None,
             peak_open: 0,
+            returned: 0,
         }
     }
 
@@ -323,6 +327,11 @@ impl Checker {
         o.unserved = t.unserved;
         self.by_key.insert(t.key);
         self.truth_through = Some(t.key);
+    }
+
+    /// The truth rows fed so far.
+    pub fn truth_rows(&self) -> u64 {
+        self.truth_rows
     }
 
     /// Every truth row with a key at or below `key` has been fed.
@@ -457,6 +466,7 @@ impl Checker {
             }
             match o.first {
                 None => {
+                    self.returned += 1;
                     o.first = Some((r.sent_at_ms, tick_t));
                     o.last_received = r.received_at_ms;
                 }

@@ -399,6 +399,7 @@ impl Checker {
             truth_rows: self.truth_rows,
             inexact: self.inexact,
             peak_open: self.peak_open,
+            returned: self.returned,
         }
     }
 

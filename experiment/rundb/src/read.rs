@@ -19,7 +19,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Row};
 use std::ops::RangeInclusive;
 use std::path::Path;
 
-fn read_error(e: rusqlite::Error) -> Error {
+pub(crate) fn read_error(e: rusqlite::Error) -> Error {
     Error(format!("cannot read the database: {e}"))
 }
 
@@ -191,7 +191,7 @@ fn flag(r: &Row, i: usize) -> rusqlite::Result<bool> {
 }
 
 /// Runs `sql` with `params` and hands each row to `f`.
-fn for_each_row<P, E>(
+pub(crate) fn for_each_row<P, E>(
     conn: &Connection,
     sql: &str,
     params: P,
@@ -219,7 +219,7 @@ fn status<'r>(r: &'r Row) -> rusqlite::Result<StatusRow<&'r str>> {
     })
 }
 
-fn truth<'r>(r: &'r Row) -> rusqlite::Result<TruthRow<&'r str>> {
+pub(crate) fn truth<'r>(r: &'r Row) -> rusqlite::Result<TruthRow<&'r str>> {
     Ok(TruthRow {
         id: text(r, 0)?,
         id_key: text(r, 1)?,
@@ -231,7 +231,7 @@ fn truth<'r>(r: &'r Row) -> rusqlite::Result<TruthRow<&'r str>> {
     })
 }
 
-fn request<'r>(r: &'r Row) -> rusqlite::Result<RequestRow<&'r str>> {
+pub(crate) fn request<'r>(r: &'r Row) -> rusqlite::Result<RequestRow<&'r str>> {
     Ok(RequestRow {
         id: r.get(0)?,
         poller_id: r.get(1)?,
@@ -735,3 +735,6 @@ impl SideTable for PartitionDropRow {
         })
     }
 }
+
+mod stream;
+pub use stream::{for_each_request_in_chunk, for_each_truth_after, has_rows_of_run};

@@ -39,8 +39,9 @@ struct AnalyzeArgs {
     /// SVG, nothing fetched from the network) to this file.
     #[arg(long, value_name = "FILE.html")]
     html: Option<PathBuf>,
-    /// Refuse a run whose analysis would need more memory than this, e.g.
-    /// 512MiB or 8GiB (default: the memory the system has available, on Linux).
+    /// Refuse a run whose analysis in memory would need more memory than
+    /// this, e.g. 512MiB or 8GiB (default: the memory the system has
+    /// available, on Linux). A run judged streaming needs no such check.
     #[arg(long, value_parser = parse_size)]
     max_memory: Option<u64>,
     /// Judge a consumer the server cannot see from the IDs it delivered: one

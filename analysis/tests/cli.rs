@@ -50,7 +50,17 @@ fn synthetic_run_gives_report_json_and_plots() {
     synth::simulate_to_db(&db, &small_spec(), true).unwrap();
     let before = std::fs::read(&db).unwrap();
 
+    // Streaming (the default), the figures that need the whole run say so.
     let o = analyze(&[db.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("oracle and detection delays: not computed: needs the whole run"),
+        "{text}"
+    );
+    assert!(text.contains("lateness CDF not computed: needs the whole run"));
+    // In memory, every figure.
+    let o = analyze(&[db.to_str().unwrap(), "--in-memory"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
     let first = text.lines().next().unwrap();
@@ -88,6 +98,7 @@ fn synthetic_run_gives_report_json_and_plots() {
     let o = analyze(&[
         db.to_str().unwrap(),
         "--json",
+        "--in-memory",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -326,7 +337,10 @@ fn a_run_too_big_for_the_memory_is_refused_before_loading() {
     assert_eq!(size.observations, history.observations.len() as u64);
     assert_eq!(size.requests, history.requests.len() as u64);
     let path = db.to_str().unwrap();
+    // Streaming (the default), memory is bounded by the horizon, not the run.
     let o = analyze(&[path, "--max-memory", "1KiB"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = analyze(&[path, "--in-memory", "--max-memory", "1KiB"]);
     assert_refused(
         &o,
         &format!(

@@ -44,7 +44,7 @@ pub struct Output<'a> {
 }
 
 /// The figures a run judged streaming leaves out (`Output::not_computed`).
-pub const NOT_STREAMED: [&str; 3] = ["oracle", "detection_delay_ms", "lateness-cdf plot"];
+pub const NOT_STREAMED: [&str; 2] = ["oracle", "lateness-cdf plot"];
 
 /// The `machine_load` object: the run's recorded load and why it is
 /// flagged (empty: it is not).
@@ -360,7 +360,7 @@ pub fn build<'a>(
         .map(|&s| loaded.status_id(s).into_owned())
         .collect();
     let truth = h.truth.as_ref().map(|t| Truth {
-        statuses: match loaded.totals {
+        statuses: match &loaded.totals {
             Some(totals) => totals.truth_rows as usize,
             None => t.iter().filter(|v| v.is_some()).count(),
         },

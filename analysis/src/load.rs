@@ -67,13 +67,15 @@ pub struct Loaded {
 }
 
 /// A run's counts, kept when its history is not ([`Loaded::totals`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Totals {
     pub requests: u64,
     pub observations: u64,
     /// Distinct statuses some poller returned.
     pub seen: u64,
     pub truth_rows: u64,
+    /// Per poller, its detection delays ([`crate::oracle::detection_delays`]).
+    pub detection_delays: Vec<Option<crate::diff::Distribution>>,
 }
 
 impl Loaded {

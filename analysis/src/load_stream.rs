@@ -197,6 +197,7 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Streaming, LoadError> {
         return Ok(Streaming::GaveUp(why));
     }
     totals.seen = s.returned;
+    totals.detection_delays = s.detection_delays;
     let loaded = Loaded::streamed(run, pollers, s.history, last_activity_ms, totals);
     Ok(Streaming::Judged(Box::new(loaded), Box::new(s.analysis)))
 }

@@ -198,17 +198,17 @@ pub struct Costs {
     pub delays: Vec<Option<Distribution>>,
 }
 
-/// [`costs`] of a loaded run; none for a run judged streaming, whose
-/// history is not kept (the oracle replays it, and a detection delay's
-/// percentiles need every status's: `analyze --in-memory` computes them).
+/// [`costs`] of a loaded run. A run judged streaming has its detection
+/// delays from the checker, and no oracle: it replays the whole history,
+/// which is not kept (`analyze --in-memory` computes it).
 pub fn costs_of(loaded: &crate::load::Loaded, a: &crate::diff::Analysis) -> Costs {
-    if loaded.totals.is_none() {
-        return costs(&loaded.history, a);
-    }
-    Costs {
-        oracle: None,
-        ratios: vec![None; a.pollers.len()],
-        delays: vec![None; a.pollers.len()],
+    match &loaded.totals {
+        None => costs(&loaded.history, a),
+        Some(totals) => Costs {
+            oracle: None,
+            ratios: vec![None; a.pollers.len()],
+            delays: totals.detection_delays.clone(),
+        },
     }
 }
 

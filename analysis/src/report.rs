@@ -89,17 +89,23 @@ fn render_header(o: &mut String, loaded: &Loaded, a: &Analysis) {
         "history    {} requests, {} observations, {} distinct statuses seen",
         loaded
             .totals
+            .as_ref()
             .map_or(h.requests.len() as u64, |t| t.requests),
         loaded
             .totals
+            .as_ref()
             .map_or(h.observations.len() as u64, |t| t.observations),
-        loaded.totals.map_or(seen_any(loaded) as u64, |t| t.seen),
+        loaded
+            .totals
+            .as_ref()
+            .map_or(seen_any(loaded) as u64, |t| t.seen),
     );
     let reference = match (a.reference, &h.truth) {
         (Reference::Truth, Some(t)) => format!(
             "truth: {} {}",
             loaded
                 .totals
+                .as_ref()
                 .map_or(t.iter().filter(|v| v.is_some()).count() as u64, |t| t
                     .truth_rows),
             match loaded.run.target.as_str() {
@@ -444,21 +450,24 @@ fn human_bytes(b: f64) -> String {
 /// The oracle's line and, per poller, its cost against it and its detection delay.
 fn render_costs(o: &mut String, loaded: &Loaded, a: &Analysis) {
     let costs = crate::oracle::costs_of(loaded, a);
-    let Some(oracle) = costs.oracle else {
-        if loaded.totals.is_some() && a.reference == Reference::Truth {
+    match costs.oracle {
+        Some(oracle) => {
             let _ = writeln!(
                 o,
-                "oracle and detection delays: not computed: needs the whole run (analyze --in-memory computes them)"
+                "oracle (knows what is visible; since_id just below the lowest status it has not returned, every tick): {} duplicates, {:.3} per new status",
+                oracle.duplicates,
+                oracle.duplicates_per_new()
             );
         }
-        return;
-    };
-    let _ = writeln!(
-        o,
-        "oracle (knows what is visible; since_id just below the lowest status it has not returned, every tick): {} duplicates, {:.3} per new status",
-        oracle.duplicates,
-        oracle.duplicates_per_new()
-    );
+        // Judged streaming: the oracle replays the whole run, which is not kept.
+        None if loaded.totals.is_some() && a.reference == Reference::Truth => {
+            let _ = writeln!(
+                o,
+                "oracle: not computed: needs the whole run (analyze --in-memory computes it)"
+            );
+        }
+        None => return,
+    }
     let width = name_width(loaded);
     let _ = writeln!(
         o,

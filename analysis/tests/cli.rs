@@ -55,10 +55,11 @@ fn synthetic_run_gives_report_json_and_plots() {
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
     assert!(
-        text.contains("oracle and detection delays: not computed: needs the whole run"),
+        text.contains("oracle: not computed: needs the whole run"),
         "{text}"
     );
     assert!(text.contains("lateness CDF not computed: needs the whole run"));
+    assert!(text.contains("detection delay ms:"), "{text}");
     // In memory, every figure.
     let o = analyze(&[db.to_str().unwrap(), "--in-memory"]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -42,6 +42,7 @@
 //! tick: the tick table `required_k` reads, and the running highest key
 //! `id_skew` reads), not the run's statuses or observations.
 
+mod delays;
 mod settle;
 
 use crate::diff::{Analysis, Cause, FUTURE_TOLERANCE_MS, MAX_POLLERS, PollerStats};
@@ -104,6 +105,8 @@ pub struct Streamed {
     pub peak_open: usize,
     /// Distinct statuses some poller returned.
     pub returned: u64,
+    /// Per poller, its detection delays ([`crate::oracle::detection_delays`]).
+    pub detection_delays: Vec<Option<crate::diff::Distribution>>,
 }
 
 /// A status not yet settled.
@@ -235,6 +238,7 @@ pub struct Checker {
     inexact: Option<String>,
     peak_open: usize,
     returned: u64,
+    delays: delays::Delays,
 }
 
 /// The default horizon: requests older than this (run time) behind the
@@ -259,6 +263,7 @@ impl Checker {
                 ..Poller::default()
             })
             .collect();
+        let delays = delays::Delays::new(pollers.len(), interval_ms);
         Checker {
             stats: vec![PollerStats::default(); pollers.len()],
             layout,
@@ -287,6 +292,7 @@ impl Checker {
             inexact: None,
             peak_open: 0,
             returned: 0,
+            delays,
         }
     }
 
@@ -410,6 +416,7 @@ impl Checker {
             self.inexact(|| format!("a cursor of {name} went back below a settled status"));
         }
         let bit = 1u64 << pi;
+        self.delays.request(pi, r.sent_at_ms, r.page);
         let p = &mut self.polls[pi];
         let st = &mut self.stats[pi];
         st.requests += 1;
@@ -451,6 +458,8 @@ impl Checker {
             } else {
                 o.mask |= bit;
                 st.seen += 1;
+                let visible = o.truth.map(|v| v.visible_at_ms);
+                self.delays.first_return(pi, r.sent_at_ms, visible);
                 let below_cursor = p.earlier_cycles.is_some_and(|m| it.key < m);
                 if below_cursor
                     && after_baseline

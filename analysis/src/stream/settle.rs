@@ -381,6 +381,11 @@ impl Checker {
         let mut future_ids: Vec<u32> = self.future.iter().map(|&s| remap[s as usize]).collect();
         future_ids.sort_unstable();
         let history = self.compact_history(&named);
+        let detection_delays = if self.has_truth {
+            self.delays.finish()
+        } else {
+            vec![None; self.pollers.len()]
+        };
         super::Streamed {
             analysis: Analysis {
                 reference,
@@ -400,6 +405,7 @@ impl Checker {
             inexact: self.inexact,
             peak_open: self.peak_open,
             returned: self.returned,
+            detection_delays,
         }
     }
 

@@ -107,8 +107,9 @@ struct Read {
 
 /// Reads and judges run `run_id` streaming, or says why it must be judged
 /// in memory: a target other than the simulator (whose IDs may not give
-/// their times), recorded clients or a retention job (side tables the
-/// streaming check does not read), or an assumption of the checker failed.
+/// their times), recorded clients, a retention job or a Fanout Timeline's
+/// truth (side tables read beside the whole history), or an assumption of
+/// the checker failed.
 pub fn load(conn: &Connection, run_id: i64) -> Result<Streaming, LoadError> {
     let Some(run) = rundb::read::run(conn, run_id)? else {
         return Err(LoadError(format!("no run {run_id} in the database")));
@@ -119,7 +120,9 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Streaming, LoadError> {
             run.target
         )));
     }
-    for table in ["client_requests", "partition_drops"] {
+    // Recorded clients, a retention job, a Fanout Timeline's truth: each
+    // reads the whole history beside the check (`load`, `ftt`).
+    for table in ["client_requests", "partition_drops", "ftt_pushes"] {
         if rundb::read::has_rows_of_run(conn, table, run_id)? {
             return Ok(Streaming::NotStreamable(format!("a run with {table}")));
         }

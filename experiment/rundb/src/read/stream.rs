@@ -59,6 +59,7 @@ pub fn has_rows_of_run(conn: &Connection, table: &str, run_id: i64) -> Result<bo
                             WHERE r.run_id = ?1)"
         }
         "partition_drops" => "SELECT EXISTS (SELECT 1 FROM partition_drops WHERE run_id = ?1)",
+        "ftt_pushes" => "SELECT EXISTS (SELECT 1 FROM ftt_pushes WHERE run_id = ?1)",
         _ => return Err(Error(format!("no side table {table} to look for rows in"))),
     };
     conn.query_row(sql, [run_id], |r| r.get(0))

@@ -45,9 +45,9 @@
 mod delays;
 mod settle;
 
-use crate::diff::{Analysis, Cause, FUTURE_TOLERANCE_MS, MAX_POLLERS, PollerStats};
-use crate::history::{History, PollerSpec, Visibility};
-use since_id::id::Layout;
+use crate::diff::{Analysis, FUTURE_TOLERANCE_MS, MAX_POLLERS, OtherMiss, PollerStats};
+use crate::history::{History, PollerSpec, Status, Visibility};
+use since_id::id::{Id, Layout};
 use std::collections::{BTreeSet, HashMap as StdHashMap, VecDeque};
 
 /// foldhash, as in `diff`: millions of keys pass through.
@@ -195,15 +195,49 @@ struct Found {
     key: u128,
 }
 
-/// A status the output names, with what the compact history keeps of it.
-#[derive(Clone, Copy, Debug)]
-struct Named {
-    key: u128,
-    id_time_ms: i64,
-    truth: Option<Visibility>,
-    returned: bool,
-    expired: bool,
-    unserved: u64,
+/// The statuses the output names, in the order they settled: 17 bytes
+/// each (a run with heavy overflow names ten million), their keys being the
+/// compact history's statuses; what is rare is kept apart.
+#[derive(Default)]
+struct Names {
+    statuses: Vec<Status>,
+    /// Some poller returned it (the loader lists those first).
+    returned: Vec<bool>,
+    /// The ID times the key does not give (none in the simulator's runs).
+    odd_times: HashMap<u32, i64>,
+    unserved: HashMap<u32, u64>,
+    expired: Vec<u32>,
+}
+
+impl Names {
+    fn add(&mut self, layout: &Layout, key: u128, o: &Open) -> u32 {
+        let i = self.statuses.len() as u32;
+        self.statuses.push(Status { key });
+        self.returned.push(o.mask != 0);
+        if layout.ts_ms(Id(key)) != o.id_time_ms {
+            self.odd_times.insert(i, o.id_time_ms);
+        }
+        if o.unserved != 0 {
+            self.unserved.insert(i, o.unserved);
+        }
+        if o.expired {
+            self.expired.push(i);
+        }
+        i
+    }
+
+    fn id_time(&self, layout: &Layout, i: u32) -> i64 {
+        match self.odd_times.get(&i) {
+            Some(&t) => t,
+            None => layout.ts_ms(Id(self.statuses[i as usize].key)),
+        }
+    }
+
+    /// The loader's order of statuses: returned by some poller first, then
+    /// the others, each by key (ID text, for the IDs of one run).
+    fn rank(&self, i: u32) -> (bool, u128) {
+        (!self.returned[i as usize], self.statuses[i as usize].key)
+    }
 }
 
 /// The streaming checker: feed it, then [`Checker::finish`].
@@ -229,9 +263,9 @@ pub struct Checker {
     tick_tops: Vec<(i64, u128)>,
     last_sent: i64,
     settled_max: Option<u128>,
-    named: Vec<Named>,
+    named: Names,
     found: Vec<Found>,
-    other: Vec<(u32, u8, Cause)>,
+    other: Vec<OtherMiss>,
     expired: Vec<(u32, u8)>,
     gone: Vec<(u32, u8)>,
     future: Vec<u32>,
@@ -283,7 +317,7 @@ impl Checker {
             tick_tops: Vec::new(),
             last_sent: i64::MIN,
             settled_max: None,
-            named: Vec::new(),
+            named: Names::default(),
             found: Vec::new(),
             other: Vec::new(),
             expired: Vec::new(),

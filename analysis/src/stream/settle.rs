@@ -1,12 +1,12 @@
 //! When an open status settles, how each poller that never returned it is
 //! judged (`diff`'s `classify`, on the window of requests), and the output.
 
-use super::{Checker, Found, Named, Open, before_baseline};
+use super::{Checker, Found, Names, Open, before_baseline};
 use crate::diff::{
     Analysis, Cause, Distribution, FUTURE_TOLERANCE_MS, Finding, OtherMiss, Reference, Unread,
     Verdict,
 };
-use crate::history::{History, IdTimes, Status, TruthTable, Visibility};
+use crate::history::{History, IdTimes, TruthTable, Visibility};
 use since_id::id::Id;
 use since_id::policy::smallest_k_catching;
 
@@ -142,20 +142,9 @@ impl Checker {
     /// Counts a settled status's outcomes and keeps what the report names.
     fn record(&mut self, key: u128, o: &Open, outcomes: &[(usize, Unowed)]) {
         let mut slot: Option<u32> = None;
-        let named = Named {
-            key,
-            id_time_ms: o.id_time_ms,
-            truth: o.truth,
-            returned: o.mask != 0,
-            expired: o.expired,
-            unserved: o.unserved,
-        };
-        let mut name = |all: &mut Vec<Named>| -> u32 {
-            *slot.get_or_insert_with(|| {
-                all.push(named);
-                (all.len() - 1) as u32
-            })
-        };
+        let layout = &self.layout;
+        let mut name =
+            |names: &mut Names| -> u32 { *slot.get_or_insert_with(|| names.add(layout, key, o)) };
         let mut leaked = 0u64;
         for &(p, outcome) in outcomes {
             let stats = &mut self.stats[p];
@@ -186,7 +175,11 @@ impl Checker {
                         Cause::Unexplained => stats.misses_unexplained += 1,
                         Cause::FutureId => stats.misses_future_id += 1,
                     }
-                    self.other.push((name(&mut self.named), p as u8, cause));
+                    self.other.push(OtherMiss {
+                        status: name(&mut self.named),
+                        poller: p as u8,
+                        cause,
+                    });
                 }
             }
         }
@@ -297,30 +290,21 @@ impl Checker {
         })
     }
 
-    /// The [`Analysis`] and the compact history it points into.
+    /// The [`Analysis`] and the compact history it points into (its
+    /// statuses in the order they settled; each list sorted as `diff` sorts
+    /// it, ties broken by the loader's order: [`Names::rank`]).
     pub(super) fn output(mut self) -> super::Streamed {
-        // The loader's order: statuses some poller returned, then the others, each by key.
-        let mut order: Vec<u32> = (0..self.named.len() as u32).collect();
-        order.sort_by_key(|&i| {
-            let n = &self.named[i as usize];
-            (!n.returned, n.key)
-        });
-        let mut remap = vec![0u32; order.len()];
-        for (new, &old) in order.iter().enumerate() {
-            remap[old as usize] = new as u32;
-        }
-        let named: Vec<Named> = order.iter().map(|&i| self.named[i as usize]).collect();
         let ticks = Ticks::of(&mut self.page0_sends, &self.tick_tops, self.interval_ms);
-        let id_time = |s: u32| named[s as usize].id_time_ms;
+        let names = &self.named;
+        let id_time = |s: u32| names.id_time(&self.layout, s);
         let mut items: Vec<Finding> = self
             .found
             .iter()
             .map(|f| {
                 let id_skew_ms = f.visible_ms.and_then(|t| {
                     let n = self.running_hist.partition_point(|&(sent, _, _)| sent < t);
-                    n.checked_sub(1).map(|i| {
-                        self.running_hist[i].2 - named[remap[f.kept as usize] as usize].id_time_ms
-                    })
+                    n.checked_sub(1)
+                        .map(|i| self.running_hist[i].2 - id_time(f.kept))
                 });
                 let c = f.belongs.and_then(|(by_request, t)| {
                     if by_request {
@@ -330,7 +314,7 @@ impl Checker {
                     }
                 });
                 Finding {
-                    status: remap[f.kept as usize],
+                    status: f.kept,
                     first_seen_ms: f.first_seen_ms,
                     visible_ms: f.visible_ms,
                     seen_by: f.seen_by,
@@ -341,7 +325,7 @@ impl Checker {
                 }
             })
             .collect();
-        items.sort_by_key(|i| (id_time(i.status), i.status));
+        items.sort_by_key(|i| (id_time(i.status), names.rank(i.status)));
         let reference = self.reference();
         let k_to_catch_all_ms = items
             .iter()
@@ -354,38 +338,27 @@ impl Checker {
             .iter()
             .map(|s| crate::diff::judge(reference, s))
             .unzip();
-        let key_of = |s: u32| named[s as usize].key;
-        let mut other_misses: Vec<OtherMiss> = self
-            .other
-            .iter()
-            .map(|&(s, poller, cause)| OtherMiss {
-                status: remap[s as usize],
-                poller,
-                cause,
-            })
-            .collect();
-        other_misses.sort_by_key(|m| (m.poller, key_of(m.status)));
+        let key_of = |s: u32| names.statuses[s as usize].key;
+        let mut other_misses = std::mem::take(&mut self.other);
+        other_misses.sort_unstable_by_key(|m| (m.poller, key_of(m.status)));
         let unread = |v: &[(u32, u8)]| {
             let mut v: Vec<Unread> = v
                 .iter()
-                .map(|&(s, poller)| Unread {
-                    status: remap[s as usize],
-                    poller,
-                })
+                .map(|&(status, poller)| Unread { status, poller })
                 .collect();
             v.sort_by_key(|m| (m.poller, key_of(m.status)));
             v
         };
         let expired = unread(&self.expired);
         let gone = unread(&self.gone);
-        let mut future_ids: Vec<u32> = self.future.iter().map(|&s| remap[s as usize]).collect();
-        future_ids.sort_unstable();
-        let history = self.compact_history(&named);
+        let mut future_ids = std::mem::take(&mut self.future);
+        future_ids.sort_unstable_by_key(|&s| names.rank(s));
         let detection_delays = if self.has_truth {
-            self.delays.finish()
+            std::mem::replace(&mut self.delays, super::delays::Delays::new(0, 1)).finish()
         } else {
             vec![None; self.pollers.len()]
         };
+        let history = self.compact_history();
         super::Streamed {
             analysis: Analysis {
                 reference,
@@ -409,35 +382,41 @@ impl Checker {
         }
     }
 
-    /// A [`History`] of the named statuses only: what the report reads of them.
-    fn compact_history(&self, named: &[Named]) -> History {
-        let statuses: Vec<Status> = named.iter().map(|n| Status { key: n.key }).collect();
-        let from_keys = named
-            .iter()
-            .all(|n| self.layout.ts_ms(Id(n.key)) == n.id_time_ms);
+    /// A [`History`] of the named statuses only: their keys and ID times,
+    /// what the report reads of them. No truth rows (an empty table when the
+    /// run has truth): the report reads the run's counts from
+    /// [`crate::load::Totals`].
+    fn compact_history(&mut self) -> History {
+        let names = std::mem::take(&mut self.named);
+        let id_times = if names.odd_times.is_empty() {
+            IdTimes::FromKeys
+        } else {
+            IdTimes::Recorded(
+                (0..names.statuses.len() as u32)
+                    .map(|i| names.id_time(&self.layout, i))
+                    .collect(),
+            )
+        };
+        let unserved = if names.unserved.is_empty() {
+            Vec::new()
+        } else {
+            (0..names.statuses.len() as u32)
+                .map(|i| names.unserved.get(&i).copied().unwrap_or(0))
+                .collect()
+        };
+        let mut expired = names.expired;
+        expired.sort_unstable();
         History {
             layout: self.layout.clone(),
-            id_times: if from_keys {
-                IdTimes::FromKeys
-            } else {
-                IdTimes::Recorded(named.iter().map(|n| n.id_time_ms).collect())
-            },
-            statuses,
-            truth: self
-                .has_truth
-                .then(|| named.iter().map(|n| n.truth).collect::<TruthTable>()),
+            id_times,
+            statuses: names.statuses,
+            truth: self.has_truth.then(TruthTable::default),
             pollers: self.pollers.clone(),
             requests: Vec::new(),
             observations: Vec::new(),
             interval_ms: self.interval_ms,
-            unserved: if named.iter().any(|n| n.unserved != 0) {
-                named.iter().map(|n| n.unserved).collect()
-            } else {
-                Vec::new()
-            },
-            expired: (0..named.len() as u32)
-                .filter(|&i| named[i as usize].expired)
-                .collect(),
+            unserved,
+            expired,
         }
     }
 }

@@ -111,6 +111,16 @@ struct Read {
 /// truth (side tables read beside the whole history), or an assumption of
 /// the checker failed.
 pub fn load(conn: &Connection, run_id: i64) -> Result<Streaming, LoadError> {
+    load_with(conn, run_id, &mut |_| {})
+}
+
+/// [`load`], telling `progress` the observations read so far after each
+/// chunk (`analyze` draws its bar from it, [`crate::progress`]).
+pub fn load_with(
+    conn: &Connection,
+    run_id: i64,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Streaming, LoadError> {
     let Some(run) = rundb::read::run(conn, run_id)? else {
         return Err(LoadError(format!("no run {run_id} in the database")));
     };
@@ -178,6 +188,7 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Streaming, LoadError> {
             }
             heap.push(Reverse(key));
         }
+        progress(totals.observations);
         let ready = last_sent.iter().copied().min().unwrap_or(i64::MAX);
         release(
             conn, run_id, &mut c, &mut truth, &mut heap, &mut slots, &mut free, ready,

@@ -282,10 +282,13 @@ fn judge_streaming(
     if args.in_memory || !args.delivered.is_empty() {
         return Ok(None);
     }
-    let phase = progress::phases();
-    phase.set_message("reading and checking the run in time order");
-    let judged = load_stream::load(conn, run_id).map_err(|e| e.to_string())?;
-    phase.finish_and_clear();
+    // A bar over the observations read (the checker keeps pace with the reader).
+    let size = load::footprint(conn, run_id).map_err(|e| e.to_string())?;
+    let bar = progress::counted(size.observations, "rows");
+    bar.set_message("read and checked in time order");
+    let judged = load_stream::load_with(conn, run_id, &mut |n| bar.set_position(n))
+        .map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
     match judged {
         load_stream::Streaming::Judged(loaded, analysis) => Ok(Some((*loaded, *analysis))),
         load_stream::Streaming::NotStreamable(_) => Ok(None),

@@ -17,6 +17,20 @@ use analysis::synth::{self, SimSpec};
 use proptest::prelude::*;
 use std::path::Path;
 
+/// A finding by key: (ID time, key, first seen, visible, seen by, leaked by,
+/// late for, id_skew_ms, required_k_ms).
+type Item = (
+    i64,
+    u128,
+    Option<i64>,
+    Option<i64>,
+    u64,
+    u64,
+    u64,
+    Option<i64>,
+    Option<i64>,
+);
+
 /// An [`Analysis`] with statuses named by key, not by index (the two
 /// checkers index different histories), each list in a fixed order.
 #[derive(Debug, PartialEq)]
@@ -25,18 +39,7 @@ struct Normal {
     pollers: Vec<diff::PollerStats>,
     verdicts: Vec<diff::Verdict>,
     reasons: Vec<String>,
-    /// (ID time, key, first seen, visible, seen by, leaked by, late for, skew, required k)
-    items: Vec<(
-        i64,
-        u128,
-        Option<i64>,
-        Option<i64>,
-        u64,
-        u64,
-        u64,
-        Option<i64>,
-        Option<i64>,
-    )>,
+    items: Vec<Item>,
     other_misses: Vec<(u8, u128, Cause)>,
     expired: Vec<(u8, u128)>,
     gone: Vec<(u8, u128)>,

@@ -469,10 +469,8 @@ impl Checker {
             let o = match self.open.get_mut(&it.key) {
                 Some(o) => o,
                 None => {
-                    if self.settled_max.is_some_and(|m| it.key <= m) {
-                        if self.inexact.is_none() {
-                            self.inexact = Some("a status returned below the settled ones".into());
-                        }
+                    if self.settled_max.is_some_and(|m| it.key <= m) && self.inexact.is_none() {
+                        self.inexact = Some("a status returned below the settled ones".into());
                     }
                     self.by_key.insert(it.key);
                     self.open.entry(it.key).or_insert(Open {
@@ -757,7 +755,7 @@ pub fn check_history_with(h: &History, horizon_ms: i64) -> Streamed {
 }
 
 impl Open {
-    fn from_the_future(&self) -> bool {
+    fn is_from_the_future(&self) -> bool {
         self.first
             .is_some_and(|(sent, _)| self.id_time_ms > sent.saturating_add(FUTURE_TOLERANCE_MS))
     }

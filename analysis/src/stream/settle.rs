@@ -183,7 +183,7 @@ impl Checker {
                 }
             }
         }
-        if o.from_the_future() {
+        if o.is_from_the_future() {
             self.future.push(name(&mut self.named));
         }
         if leaked != 0 || o.late_for != 0 {

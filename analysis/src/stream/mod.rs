@@ -156,6 +156,13 @@ struct Cursorless {
 #[derive(Debug, Default)]
 struct Poller {
     window: VecDeque<Kept>,
+    /// The window's suffix minimum of lower bounds, as segments (first
+    /// position counted from the poller's first request, value), values
+    /// increasing: where a status lies below every later bound is a binary
+    /// search, not a walk back over the window.
+    suffix_min: Vec<(u64, Option<u128>)>,
+    /// Requests dropped from the front of `window`.
+    dropped: u64,
     /// The latest send time dropped from `window` (`i64::MIN`: none).
     evicted_through: i64,
     /// The since_id of its latest request (`None` inside: none; outer
@@ -541,6 +548,14 @@ impl Checker {
             .back()
             .filter(|k| k.cycle == r.cycle)
             .map_or((r.failed, r.overflow), |k| (k.failed, k.overflow));
+        let at = p.dropped + p.window.len() as u64;
+        let mut start = at;
+        while p.suffix_min.last().is_some_and(|&(_, v)| v >= lower) {
+            if let Some((s, _)) = p.suffix_min.pop() {
+                start = s;
+            }
+        }
+        p.suffix_min.push((start, lower));
         p.window.push_back(Kept {
             sent: r.sent_at_ms,
             received: r.received_at_ms,
@@ -604,6 +619,7 @@ impl Checker {
             while let Some(k) = p.window.front().filter(|k| k.complete && k.sent < limit) {
                 p.evicted_through = p.evicted_through.max(k.sent);
                 p.window.pop_front();
+                p.dropped += 1;
             }
         }
     }

@@ -224,10 +224,12 @@ impl Checker {
         let deleted = matches!(vis, Vis::Truth(v) if v.deleted_at_ms.is_some());
         // From here on, every request of the window has the status below its
         // lower bound (later ones too, as the module assumes and checks).
-        let passed = w
-            .iter()
-            .rposition(|k| k.lower.is_none_or(|l| l < key))
-            .map_or(0, |i| i + 1);
+        let passed = {
+            let seg = poll.suffix_min.partition_point(|&(_, v)| v < Some(key));
+            poll.suffix_min.get(seg).map_or(w.len(), |&(start, _)| {
+                start.saturating_sub(poll.dropped) as usize
+            })
+        };
         let mut j = w.partition_point(|k| k.sent <= start_after);
         let mut owed_any = false;
         let mut below_future_cursor_only = true;

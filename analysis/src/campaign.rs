@@ -7,7 +7,7 @@
 //! flagged for the machine's load ([`crate::machine`]).
 
 use crate::diff::analyze;
-use crate::interval::OverRuns;
+use crate::interval::{Difference, Rate};
 use crate::machine::MachineLoad;
 use serde::Serialize;
 use std::path::Path;
@@ -42,6 +42,14 @@ pub struct RunResult {
     /// It ended on a signal (Ctrl-C, SIGTERM) rather than at its duration:
     /// the campaign stops there.
     pub interrupted: bool,
+    /// When it started (ms since the epoch, from its `runs` row): the
+    /// campaign's time, which the drift check orders the runs by.
+    pub started_at_ms: i64,
+    /// The writers' commit latency in the run (from the transaction's start
+    /// to COMMIT returned, `machine_load.writers`): its median and 99th
+    /// percentile, ms; `None` where the target has no writers' brackets.
+    pub commit_p50_ms: Option<i64>,
+    pub commit_p99_ms: Option<i64>,
 }
 
 /// The unit a target's loss is counted per: 1,000 notes for misskey-ftt
@@ -82,6 +90,7 @@ pub fn judge_run(path: &Path, combination: &str, seed: u64) -> Result<RunResult,
             verdict: v.as_str().to_string(),
         })
         .collect();
+    let writers = loaded.machine_load().and_then(|m| m.writers);
     Ok(RunResult {
         combination: combination.to_string(),
         seed,
@@ -94,6 +103,9 @@ pub fn judge_run(path: &Path, combination: &str, seed: u64) -> Result<RunResult,
             .map(|m: MachineLoad| m.flags())
             .unwrap_or_default(),
         interrupted: loaded.run.end_reason.as_deref() == Some("interrupted"),
+        started_at_ms: loaded.run.started_at_ms,
+        commit_p50_ms: writers.as_ref().and_then(|w| w.commit_p50_ms),
+        commit_p99_ms: writers.as_ref().and_then(|w| w.commit_p99_ms),
     })
 }
 
@@ -104,20 +116,30 @@ pub struct Row {
     pub poller: String,
     /// The loss rate's unit: "per 100,000 rows" or "per 1,000 notes".
     pub unit: String,
-    pub lost: OverRuns,
+    /// The loss rate over the runs with its 95 % interval
+    /// ([`crate::interval::rate_over_runs`]).
+    pub lost: Rate,
     /// The runs' losses and rows, in seed order: the basis of `lost`.
     pub runs: Vec<(u64, u64, u64)>,
     /// Runs flagged for the machine's load.
     pub flagged: usize,
+    /// The writers' commit p99 over the cell's runs: its median, ms.
+    pub commit_p99_ms: Option<i64>,
+    /// Spearman's rank correlation of the runs' loss with their commit p99
+    /// (at least 4 runs with both): does the loss follow the writers'
+    /// latency more than the cell's setting?
+    pub loss_vs_p99: Option<f64>,
 }
 
-/// The bootstrap's seed: the same campaign prints the same interval.
-const BOOTSTRAP_SEED: u64 = 1;
-
-/// The loss rates of a row's runs over runs: mean, bootstrap 95 %
-/// interval, min, median, max ([`crate::interval`]).
-fn over_runs(rates: &[f64]) -> OverRuns {
-    crate::interval::over_runs(rates, BOOTSTRAP_SEED)
+/// A run whose writers' commit p99 departs from its cell's: more than
+/// twice, or less than half, the cell's median. Its loss is then as much
+/// the latency's as the setting's.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LatencyOutlier {
+    pub combination: String,
+    pub seed: u64,
+    pub commit_p99_ms: i64,
+    pub cell_p99_ms: i64,
 }
 
 /// The summary of a campaign.
@@ -130,11 +152,33 @@ pub struct Summary {
     pub flagged_runs: usize,
     /// Each cell against its reference (`compare`).
     pub comparisons: Vec<Comparison>,
+    /// The equivalence margin stated before the runs (`--equivalence-margin`,
+    /// in the rows' unit): "no difference" is claimed only inside it.
+    pub margin: Option<f64>,
+    /// Runs whose writers' commit p99 departs from their cell's.
+    pub latency_outliers: Vec<LatencyOutlier>,
+    /// Whether the loss drifted over the campaign's time ([`Drift`]);
+    /// `None` with fewer than 4 runs that lost anything in their cell.
+    pub drift: Option<Drift>,
+}
+
+/// The loss against the campaign's time: Spearman's rank correlation of
+/// each run's start with its loss relative to its cells (the mean over its
+/// pollers of the run's rate over its cell's rate; cells that lost nothing
+/// left out), and the correlation's two-sided p value. A campaign whose
+/// later runs lose more (or less) than its earlier ones, whatever their
+/// cell, has something besides the cells moving its figures: a machine
+/// that grew busier, a build that changed, the night.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Drift {
+    pub rho: f64,
+    pub p: f64,
+    pub runs: usize,
 }
 
 /// One cell (a combination and poller) against its reference, in the rows'
-/// unit: the difference of their mean loss rates and the smallest
-/// difference the runs could have detected.
+/// unit: the difference of their loss rates as an interval and a p value,
+/// and what may be said of it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Comparison {
     pub combination: String,
@@ -146,26 +190,30 @@ pub struct Comparison {
     pub against_poller: String,
     /// `independent` or `paired`.
     pub design: String,
-    /// The cell's mean loss rate minus the reference's.
-    pub difference: f64,
-    /// The smallest difference a two-sided test at 5 % would have found
-    /// with 80 % power: the larger of the runs' spread's
-    /// ([`crate::interval::detectable_difference`], or
-    /// [`crate::interval::detectable_paired_difference`] for a paired
-    /// design) and the count's floor ([`crate::interval::count_floor`] over
-    /// the fewer rows of the two). `None` when the runs are too few for a
-    /// spread (fewer than 3 in all, or 2 paired).
-    pub detectable: Option<f64>,
+    /// The cell's mean per-run loss rate minus the reference's, with its
+    /// 95 % interval and p value ([`crate::interval::welch`] for an
+    /// independent design, [`crate::interval::paired`] for a paired one);
+    /// `None` with fewer than two runs on a side.
+    pub difference: Option<Difference>,
+    /// `differs` (p below 0.05), `equivalent` (its 90 % interval inside the
+    /// margin), or `inconclusive` (neither, or too few runs).
+    pub finding: String,
     /// The runs behind each side (the pairs, for a paired design).
     pub runs: usize,
     pub against_runs: usize,
 }
 
-/// One row per combination and poller, in the order they first appear.
+/// One row per combination and poller, in the order they first appear,
+/// with no equivalence margin (see [`summarize_with`]).
 pub fn summarize(results: &[RunResult]) -> Summary {
+    summarize_with(results, None)
+}
+
+/// One row per combination and poller, in the order they first appear;
+/// `margin` is the equivalence margin stated before the runs, in the rows'
+/// unit: a comparison is called `equivalent` only inside it.
+pub fn summarize_with(results: &[RunResult], margin: Option<f64>) -> Summary {
     let mut rows: Vec<Row> = Vec::new();
-    // Each row's runs as rates in its unit.
-    let mut rates: Vec<Vec<f64>> = Vec::new();
     let mut scales: Vec<f64> = Vec::new();
     for r in results {
         let (scale, unit) = per(&r.target);
@@ -178,29 +226,120 @@ pub fn summarize(results: &[RunResult]) -> Summary {
                     combination: r.combination.clone(),
                     poller: p.poller.clone(),
                     unit: unit.to_string(),
-                    lost: over_runs(&[]),
+                    lost: crate::interval::rate_over_runs(&[], scale),
                     runs: Vec::new(),
                     flagged: 0,
+                    commit_p99_ms: None,
+                    loss_vs_p99: None,
                 });
-                rates.push(Vec::new());
                 scales.push(scale);
                 rows.len() - 1
             });
             rows[i].runs.push((r.seed, p.lost, r.rows));
             rows[i].flagged += usize::from(!r.flags.is_empty());
-            rates[i].push(p.lost as f64 * scale / r.rows.max(1) as f64);
         }
     }
-    for (row, rates) in rows.iter_mut().zip(&rates) {
-        row.lost = over_runs(rates);
+    for (row, &scale) in rows.iter_mut().zip(&scales) {
+        let counts: Vec<(u64, u64)> = row.runs.iter().map(|&(_, c, n)| (c, n)).collect();
+        row.lost = crate::interval::rate_over_runs(&counts, scale);
     }
-    let comparisons = compare(&rows, &rates, &scales);
+    let latency_outliers = latency(results, &mut rows);
+    let comparisons = compare(&rows, &scales, margin);
+    let drift = drift(results, &rows);
     Summary {
         rows,
         runs: results.len(),
         flagged_runs: results.iter().filter(|r| !r.flags.is_empty()).count(),
+        drift,
+        latency_outliers,
         comparisons,
+        margin,
     }
+}
+
+/// Each row's writers' commit p99 (the median over its runs) and its
+/// loss's rank correlation with it; the runs whose p99 departs from their
+/// cell's (more than twice, or under half, the median).
+fn latency(results: &[RunResult], rows: &mut [Row]) -> Vec<LatencyOutlier> {
+    let mut outliers = Vec::new();
+    for row in rows.iter_mut() {
+        let runs: Vec<(&RunResult, i64, f64)> = results
+            .iter()
+            .filter(|r| r.combination == row.combination)
+            .filter_map(|r| {
+                let p = r.pollers.iter().find(|p| p.poller == row.poller)?;
+                Some((r, r.commit_p99_ms?, p.lost as f64 / r.rows.max(1) as f64))
+            })
+            .collect();
+        let mut p99s: Vec<i64> = runs.iter().map(|&(_, p, _)| p).collect();
+        p99s.sort_unstable();
+        let Some(median) = p99s.get(p99s.len() / 2).copied() else {
+            continue;
+        };
+        row.commit_p99_ms = Some(median);
+        if runs.len() >= 4 {
+            let x: Vec<f64> = runs.iter().map(|&(_, p, _)| p as f64).collect();
+            let y: Vec<f64> = runs.iter().map(|&(_, _, l)| l).collect();
+            row.loss_vs_p99 = Some(crate::interval::spearman(&x, &y));
+        }
+        // One line per run, not per poller: the first poller's row says it.
+        if results
+            .iter()
+            .find(|r| r.combination == row.combination)
+            .and_then(|r| r.pollers.first())
+            .is_some_and(|p| p.poller != row.poller)
+        {
+            continue;
+        }
+        for &(r, p99, _) in &runs {
+            if p99 > 2 * median || 2 * p99 < median {
+                outliers.push(LatencyOutlier {
+                    combination: r.combination.clone(),
+                    seed: r.seed,
+                    commit_p99_ms: p99,
+                    cell_p99_ms: median,
+                });
+            }
+        }
+    }
+    outliers
+}
+
+/// The drift check of [`Drift`]: one point per run, its start and its
+/// loss relative to its cells.
+fn drift(results: &[RunResult], rows: &[Row]) -> Option<Drift> {
+    let points: Vec<(f64, f64)> = results
+        .iter()
+        .filter_map(|r| {
+            let (scale, _) = per(&r.target);
+            let relative: Vec<f64> = r
+                .pollers
+                .iter()
+                .filter_map(|p| {
+                    let cell = rows
+                        .iter()
+                        .find(|c| c.combination == r.combination && c.poller == p.poller)?;
+                    let rate = p.lost as f64 * scale / r.rows.max(1) as f64;
+                    (cell.lost.rate > 0.0).then(|| rate / cell.lost.rate)
+                })
+                .collect();
+            (!relative.is_empty()).then(|| {
+                let mean = relative.iter().sum::<f64>() / relative.len() as f64;
+                (r.started_at_ms as f64, mean)
+            })
+        })
+        .collect();
+    let n = points.len();
+    if n < 4 {
+        return None;
+    }
+    let (x, y): (Vec<f64>, Vec<f64>) = points.into_iter().unzip();
+    let rho = crate::interval::spearman(&x, &y);
+    Some(Drift {
+        rho,
+        p: crate::interval::correlation_p(rho, n),
+        runs: n,
+    })
 }
 
 /// A combination's label as its settings: `interval=1s,limit=200` as
@@ -217,13 +356,6 @@ fn settings(label: &str) -> Vec<(&str, &str)> {
         .collect()
 }
 
-fn mean(v: &[f64]) -> f64 {
-    match v.len() {
-        0 => 0.0,
-        n => v.iter().sum::<f64>() / n as f64,
-    }
-}
-
 /// Each cell against its reference, in the rows' order:
 ///
 /// - across combinations, for each varied key whose value in the cell is not
@@ -235,9 +367,9 @@ fn mean(v: &[f64]) -> f64 {
 /// - within a combination, each poller against the combination's first
 ///   poller (the first `--poller`): the same runs, paired by seed.
 ///
-/// `rates[i]` are row i's per-run loss rates, in the order of its `runs`;
-/// `scales[i]` its unit's row count (100,000 or 1,000).
-fn compare(rows: &[Row], rates: &[Vec<f64>], scales: &[f64]) -> Vec<Comparison> {
+/// `scales[i]` is row i's unit's row count (100,000 or 1,000); `margin`
+/// the equivalence margin stated before the runs.
+fn compare(rows: &[Row], scales: &[f64], margin: Option<f64>) -> Vec<Comparison> {
     let Some(first) = rows.first() else {
         return Vec::new();
     };
@@ -246,9 +378,18 @@ fn compare(rows: &[Row], rates: &[Vec<f64>], scales: &[f64]) -> Vec<Comparison> 
         rows.iter()
             .position(|r| r.combination == combination && r.poller == poller)
     };
-    let total_rows = |i: usize| rows[i].runs.iter().map(|&(_, _, n)| n).sum::<u64>();
-    let floor = |i: usize, j: usize| {
-        crate::interval::count_floor(total_rows(i).min(total_rows(j)), scales[i])
+    let rate = |i: usize, (_, lost, n): (u64, u64, u64)| lost as f64 * scales[i] / n.max(1) as f64;
+    let rates = |i: usize| {
+        rows[i]
+            .runs
+            .iter()
+            .map(|&run| rate(i, run))
+            .collect::<Vec<f64>>()
+    };
+    // A cell's Poisson variance of its pooled rate, at least one row lost.
+    let floor = |i: usize| {
+        let r = &rows[i].lost;
+        r.lost.max(1) as f64 * (scales[i] / r.rows.max(1) as f64).powi(2)
     };
     let mut out = Vec::new();
     for (i, row) in rows.iter().enumerate() {
@@ -270,15 +411,15 @@ fn compare(rows: &[Row], rates: &[Vec<f64>], scales: &[f64]) -> Vec<Comparison> 
             let Some(j) = find(&reference, &row.poller) else {
                 continue;
             };
-            let spread = crate::interval::detectable_difference(&rates[i], &rates[j]);
+            let d = crate::interval::welch(&rates(i), &rates(j), floor(i), floor(j));
             out.push(Comparison {
                 combination: row.combination.clone(),
                 poller: row.poller.clone(),
                 against_combination: reference,
                 against_poller: row.poller.clone(),
                 design: "independent".into(),
-                difference: row.lost.mean - rows[j].lost.mean,
-                detectable: spread.map(|d| d.max(floor(i, j).unwrap_or(0.0))),
+                finding: finding(d.as_ref(), margin).into(),
+                difference: d,
                 runs: rows[i].runs.len(),
                 against_runs: rows[j].runs.len(),
             });
@@ -291,26 +432,43 @@ fn compare(rows: &[Row], rates: &[Vec<f64>], scales: &[f64]) -> Vec<Comparison> 
             continue;
         }
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        for (n, &(seed, _, _)) in row.runs.iter().enumerate() {
-            if let Some(m) = rows[j].runs.iter().position(|&(s, _, _)| s == seed) {
-                a.push(rates[i][n]);
-                b.push(rates[j][m]);
+        // The rows on which the two differ, at least (per run, the
+        // difference of their counts), and the pairs' rows.
+        let (mut apart, mut pair_rows) = (0u64, 0u64);
+        for &run in &row.runs {
+            if let Some(&other) = rows[j].runs.iter().find(|&&(s, _, _)| s == run.0) {
+                a.push(rate(i, run));
+                b.push(rate(j, other));
+                apart += run.1.abs_diff(other.1);
+                pair_rows += run.2;
             }
         }
-        let spread = crate::interval::detectable_paired_difference(&a, &b);
+        let floor = apart.max(1) as f64 * (scales[i] / pair_rows.max(1) as f64).powi(2);
+        let d = crate::interval::paired(&a, &b, floor);
         out.push(Comparison {
             combination: row.combination.clone(),
             poller: row.poller.clone(),
             against_combination: row.combination.clone(),
             against_poller: rows[j].poller.clone(),
             design: "paired".into(),
-            difference: mean(&a) - mean(&b),
-            detectable: spread.map(|d| d.max(floor(i, j).unwrap_or(0.0))),
+            finding: finding(d.as_ref(), margin).into(),
+            difference: d,
             runs: a.len(),
             against_runs: b.len(),
         });
     }
     out
+}
+
+/// What a comparison shows: `equivalent` when its 90 % interval lies inside
+/// the margin, `differs` when p < 0.05, else `inconclusive` (so with no
+/// margin, "no difference" is never claimed).
+fn finding(d: Option<&Difference>, margin: Option<f64>) -> &'static str {
+    match (d, margin) {
+        (Some(d), Some(m)) if d.within(m) => "equivalent",
+        (Some(d), _) if d.p < 0.05 => "differs",
+        _ => "inconclusive",
+    }
 }
 
 /// The summary as a table, one row per combination and poller.
@@ -331,48 +489,88 @@ pub fn render(s: &Summary) -> String {
         .unwrap_or(6);
     let unit = s.rows.first().map_or("", |r| r.unit.as_str());
     let mut o = format!(
-        "{:cw$}  {:pw$}  {:>10} {:>21} {:>10} {:>10} {:>10} {:>5} {:>8}   (loss {unit}: leaks, misses and expired rows)\n",
+        "{:cw$}  {:pw$}  {:>10} {:>24} {:>10} {:>10} {:>10} {:>5} {:>8} {:>10} {:>8}   (loss {unit}: leaks, misses and expired rows; commit p99: the writers', median over the runs; loss~p99: Spearman's rho of the runs' loss and commit p99)\n",
         "combination",
         "poller",
-        "mean",
-        "95% CI (bootstrap)",
+        "rate",
+        "95% CI (quasi-Poisson)",
         "min",
         "median",
         "max",
         "runs",
-        "flagged"
+        "flagged",
+        "commit p99",
+        "loss~p99"
     );
     for r in &s.rows {
         o.push_str(&format!(
-            "{:cw$}  {:pw$}  {:>10.2} {:>21} {:>10.2} {:>10.2} {:>10.2} {:>5} {:>8}\n",
+            "{:cw$}  {:pw$}  {:>10.2} {:>24} {:>10.2} {:>10.2} {:>10.2} {:>5} {:>8} {:>10} {:>8}\n",
             if r.combination.is_empty() {
                 "-"
             } else {
                 &r.combination
             },
             r.poller,
-            r.lost.mean,
-            format!("[{:.2}, {:.2}]", r.lost.ci95.0, r.lost.ci95.1),
+            r.lost.rate,
+            interval(&r.lost),
             r.lost.min,
             r.lost.median,
             r.lost.max,
             r.lost.runs,
-            r.flagged
+            r.flagged,
+            r.commit_p99_ms
+                .map_or_else(|| "-".to_string(), |p| format!("{p} ms")),
+            r.loss_vs_p99
+                .map_or_else(|| "-".to_string(), |rho| format!("{rho:.2}")),
         ));
     }
     o.push_str(&format!(
         "{} of {} runs flagged (writers more than 5% short of the asked rate, or a load average above the cores)\n",
         s.flagged_runs, s.runs
     ));
-    o.push_str(&render_comparisons(&s.comparisons, unit, cw, pw));
+    for l in &s.latency_outliers {
+        o.push_str(&format!(
+            "{} seed {}: the writers' commit p99 was {} ms, its cell's median {} ms: its loss is as much the latency's as the setting's\n",
+            if l.combination.is_empty() { "-" } else { &l.combination },
+            l.seed,
+            l.commit_p99_ms,
+            l.cell_p99_ms
+        ));
+    }
+    if let Some(d) = &s.drift {
+        o.push_str(&format!(
+            "drift over the campaign's time: Spearman's rho {:.2} over {} runs (p {:.3}){}\n",
+            d.rho,
+            d.runs,
+            d.p,
+            if d.p < 0.05 {
+                ": the later runs lost more or less than the earlier ones whatever their cell; read the cells with care"
+            } else {
+                ""
+            }
+        ));
+    }
+    o.push_str(&render_comparisons(s, unit, cw, pw));
     o
+}
+
+/// A rate's interval as the table prints it: `[low, high]`, or `0, at most
+/// X` when nothing was lost.
+fn interval(r: &Rate) -> String {
+    if r.lost == 0 && r.rows > 0 {
+        format!("0, at most {:.2}", r.ci95.1)
+    } else {
+        format!("[{:.2}, {:.2}]", r.ci95.0, r.ci95.1)
+    }
 }
 
 /// The comparisons as a table: a cell, its reference (a combination for an
 /// independent design, a poller of the same runs for a paired one), the
-/// difference of their means and the smallest difference the runs could
-/// have detected. Empty without comparisons.
-fn render_comparisons(cs: &[Comparison], unit: &str, cw: usize, pw: usize) -> String {
+/// difference with its 95 % interval and p value, and the finding; then how
+/// many comparisons there were (at 5 % each, about one in twenty differs
+/// by chance alone) and the margin. Empty without comparisons.
+fn render_comparisons(s: &Summary, unit: &str, cw: usize, pw: usize) -> String {
+    let cs = &s.comparisons;
     if cs.is_empty() {
         return String::new();
     }
@@ -383,12 +581,30 @@ fn render_comparisons(cs: &[Comparison], unit: &str, cw: usize, pw: usize) -> St
         .max()
         .unwrap_or(7);
     let mut o = format!(
-        "\nagainst the reference: the difference of the means and the smallest difference the runs could detect (5% two-sided, 80% power; {unit}); a difference below it is not evidence of none\n{:cw$}  {:pw$}  {:aw$}  {:11} {:>10} {:>10} {:>8}\n",
-        "combination", "poller", "against", "design", "difference", "detectable", "runs"
+        "\nagainst the reference ({unit}): the difference with its 95% interval and p value\n{:cw$}  {:pw$}  {:aw$}  {:11} {:>10} {:>20} {:>7}  {:12} {:>6}\n",
+        "combination",
+        "poller",
+        "against",
+        "design",
+        "difference",
+        "95% CI",
+        "p",
+        "finding",
+        "runs"
     );
     for c in cs {
+        let (d, ci, p) = c.difference.as_ref().map_or_else(
+            || ("-".to_string(), "-".to_string(), "-".to_string()),
+            |d| {
+                (
+                    format!("{:.2}", d.difference),
+                    format!("[{:.2}, {:.2}]", d.ci95.0, d.ci95.1),
+                    format!("{:.3}", d.p),
+                )
+            },
+        );
         o.push_str(&format!(
-            "{:cw$}  {:pw$}  {:aw$}  {:11} {:>10.2} {:>10} {:>8}\n",
+            "{:cw$}  {:pw$}  {:aw$}  {:11} {:>10} {:>20} {:>7}  {:12} {:>6}\n",
             if c.combination.is_empty() {
                 "-"
             } else {
@@ -397,9 +613,10 @@ fn render_comparisons(cs: &[Comparison], unit: &str, cw: usize, pw: usize) -> St
             c.poller,
             against(c),
             c.design,
-            c.difference,
-            c.detectable
-                .map_or_else(|| "-".to_string(), |d| format!("{d:.2}")),
+            d,
+            ci,
+            p,
+            c.finding,
             if c.design == "paired" {
                 c.runs.to_string()
             } else {
@@ -407,6 +624,18 @@ fn render_comparisons(cs: &[Comparison], unit: &str, cw: usize, pw: usize) -> St
             }
         ));
     }
+    o.push_str(&format!(
+        "{} comparison{}, each at 5% (about {:.1} would differ by chance alone); {}\n",
+        cs.len(),
+        if cs.len() == 1 { "" } else { "s" },
+        cs.len() as f64 * 0.05,
+        match s.margin {
+            Some(m) =>
+                format!("equivalent: the 90% interval inside +-{m} (stated before the runs)"),
+            None =>
+                "no equivalence margin was stated, so no comparison is called equivalent".into(),
+        }
+    ));
     o
 }
 
@@ -446,15 +675,22 @@ mod tests {
                 Vec::new()
             },
             interrupted: false,
+            started_at_ms: seed as i64 * 1_000,
+            commit_p50_ms: Some(5),
+            commit_p99_ms: Some(40),
         }
     }
 
     #[test]
     fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
-        let o = over_runs(&[4.0, 1.0, 3.0, 2.0]);
+        let results: Vec<RunResult> = [4, 1, 3, 2]
+            .iter()
+            .zip(1..)
+            .map(|(&lost, seed)| run("", seed, [lost, 0], 100_000, false))
+            .collect();
+        let o = &summarize(&results).rows[0].lost;
         assert_eq!((o.min, o.median, o.max, o.runs), (1.0, 2.5, 4.0, 4));
-        assert_eq!(over_runs(&[7.0, 1.0, 5.0]).median, 5.0);
-        assert_eq!(over_runs(&[]).runs, 0);
+        assert_eq!((o.rate, o.lost, o.rows), (2.5, 10, 400_000));
     }
 
     #[test]
@@ -478,6 +714,8 @@ mod tests {
             (10.0, 20.0, 30.0)
         );
         assert_eq!(naive_1s.flagged, 1);
+        // Pooled: 8 of 40,000 rows.
+        assert_eq!(naive_1s.lost.rate, 20.0);
         assert_eq!(s.rows[2].lost.max, 10.0);
         let text = render(&s);
         assert!(text.contains("per 100,000 rows"), "{text}");
@@ -531,17 +769,23 @@ mod tests {
             (c.design.as_str(), c.runs, c.against_runs),
             ("independent", 3, 3)
         );
-        assert!((c.difference - 10.0).abs() < 1e-9, "{c:?}");
-        // Each side 10, 20, 30 around its mean: pooled sd 10.
-        let want = 2.8 * 10.0 * (2.0f64 / 3.0).sqrt();
-        assert!((c.detectable.unwrap() - want).abs() < 1e-9, "{c:?}");
+        let d = c.difference.as_ref().unwrap();
+        assert!((d.difference - 10.0).abs() < 1e-9, "{c:?}");
+        // Welch: each side 10, 20, 30 (variance of the mean 100/3), 4 df:
+        // t = 10 / 8.165 = 1.22, p = 0.29; 10 ± 2.776 · 8.165.
+        assert!((d.p - 0.288).abs() < 0.002, "{c:?}");
+        assert!((d.ci95.1 - (10.0 + 2.776 * 8.165)).abs() < 0.01, "{c:?}");
+        assert_eq!(c.finding, "inconclusive");
         let c = comparison(
             &s,
             "autoinc-lock-mode=1,interval=50ms",
             "naive",
             "autoinc-lock-mode=1,interval=1s",
         );
-        assert!(c.difference.abs() < 1e-9, "{c:?}");
+        assert!(
+            c.difference.as_ref().unwrap().difference.abs() < 1e-9,
+            "{c:?}"
+        );
         // Per poller, the cells off the baseline: (0,50ms) once, (1,1s)
         // once, (1,50ms) twice; the first cell is nobody's subject.
         let independent = |p: &str| {
@@ -569,49 +813,153 @@ mod tests {
         assert_eq!(s.comparisons.len(), 1);
         let c = comparison(&s, "", "compensated:k=1s", "naive");
         assert_eq!((c.design.as_str(), c.runs), ("paired", 3));
-        assert!((c.difference + 2.0).abs() < 1e-9, "{c:?}");
-        // The differences do not vary: only the count's floor is left,
-        // ln 5 over 300,000 rows, per 100,000.
-        let floor = 5f64.ln() / 3.0;
-        assert!((c.detectable.unwrap() - floor).abs() < 1e-9, "{c:?}");
+        let d = c.difference.as_ref().unwrap();
+        // The differences do not vary (k = 1 s lost exactly two rows fewer
+        // in every run), so the Poisson floor of the 6 rows apart is left:
+        // se sqrt(6) / 300,000 rows, per 100,000 (0.82), on 2 df.
+        assert!((d.difference + 2.0).abs() < 1e-9, "{d:?}");
+        let se = 6f64.sqrt() / 3.0;
+        assert!((d.ci95.1 - (-2.0 + 4.303 * se)).abs() < 0.01, "{d:?}");
+        assert_eq!(c.finding, "inconclusive");
     }
 
-    /// Nothing lost in any run: the spread is zero, yet the runs could not
-    /// have seen a rate below the count's floor, and the report says so
-    /// rather than "any difference would have shown".
+    /// Nothing lost in any run: each cell is "0, at most" its rule-of-three
+    /// bound, and the difference is not called none unless a margin was
+    /// stated before the runs and the 90 % interval lies inside it.
     #[test]
-    fn no_loss_anywhere_still_has_a_detectable_difference() {
+    fn no_loss_is_at_most_a_bound_and_equivalent_only_inside_a_margin() {
         let results: Vec<RunResult> = ["limit=200", "limit=1000"]
             .iter()
             .flat_map(|c| (1..=10).map(move |seed| run(c, seed, [0, 0], 54_000, false)))
             .collect();
         let s = summarize(&results);
         let c = comparison(&s, "limit=1000", "naive", "limit=200");
-        let floor = 5f64.ln() * 100_000.0 / 540_000.0;
-        assert!((c.detectable.unwrap() - floor).abs() < 1e-9, "{c:?}");
+        let d = c.difference.as_ref().unwrap();
+        assert_eq!((d.difference, d.p), (0.0, 1.0));
+        // The Poisson floor of one row in 540,000 keeps the interval open.
+        assert!(d.ci95.0 < -0.2 && d.ci95.1 > 0.2, "{d:?}");
+        assert_eq!(c.finding, "inconclusive");
         let text = render(&s);
+        // 3.0 / 540,000 rows, per 100,000, widened by 1.332 (10 runs).
         assert!(
-            text.contains("smallest difference the runs could detect"),
+            text.lines()
+                .any(|l| l.starts_with("limit=200") && l.contains("0, at most 0.74")),
             "{text}"
         );
+        assert!(text.contains("no equivalence margin was stated"), "{text}");
         assert!(
             text.lines().any(|l| l.starts_with("limit=1000")
                 && l.contains("limit=200")
                 && l.contains("independent")
-                && l.contains(&format!("{floor:.2}"))
+                && l.contains("inconclusive")
                 && l.ends_with("10+10")),
             "{text}"
+        );
+        let s = summarize_with(&results, Some(1.0));
+        let c = comparison(&s, "limit=1000", "naive", "limit=200");
+        assert_eq!(c.finding, "equivalent");
+        assert!(render(&s).contains("inside +-1"), "{}", render(&s));
+        let s = summarize_with(&results, Some(0.1));
+        assert_eq!(
+            comparison(&s, "limit=1000", "naive", "limit=200").finding,
+            "inconclusive"
         );
     }
 
     #[test]
-    fn one_run_has_no_detectable_difference() {
+    fn one_run_has_no_difference_to_report() {
         let s = summarize(&[run("", 1, [3, 0], 1_000, false)]);
         let c = comparison(&s, "", "compensated:k=1s", "naive");
-        assert_eq!(c.detectable, None);
+        assert_eq!(
+            (c.difference.as_ref(), c.finding.as_str()),
+            (None, "inconclusive")
+        );
         let text = render(&s);
-        let line = text.lines().last().unwrap();
+        let line = text.lines().rev().nth(1).unwrap();
         assert!(line.contains("paired") && line.contains(" - "), "{text}");
+        assert!(text.ends_with("1 comparison, each at 5% (about 0.1 would differ by chance alone); no equivalence margin was stated, so no comparison is called equivalent\n"), "{text}");
+    }
+
+    /// Later runs losing more, whatever their cell, is drift; the same
+    /// losses in a shuffled time order are not.
+    #[test]
+    fn drift_over_the_campaigns_time_is_checked() {
+        let losses = [10u64, 12, 15, 18, 20, 25, 28, 30, 35, 40];
+        let rising: Vec<RunResult> = losses
+            .iter()
+            .zip(1..)
+            .flat_map(|(&l, seed)| {
+                ["limit=200", "limit=1000"].map(|c| run(c, seed, [l, l / 2], 100_000, false))
+            })
+            .collect();
+        let s = summarize(&rising);
+        let d = s.drift.as_ref().unwrap();
+        assert_eq!((d.rho, d.runs), (1.0, 20));
+        assert!(d.p < 0.001, "{d:?}");
+        assert!(
+            render(&s).contains("read the cells with care"),
+            "{}",
+            render(&s)
+        );
+        // The same runs, started in an order unrelated to their loss.
+        let mut shuffled = rising.clone();
+        for (r, at) in shuffled
+            .iter_mut()
+            .zip([7, 2, 9, 4, 1, 10, 6, 3, 8, 5].iter().cycle().zip(0..))
+        {
+            r.started_at_ms = (at.0 * 100 + at.1) as i64;
+        }
+        let s = summarize(&shuffled);
+        let d = s.drift.as_ref().unwrap();
+        assert!(d.p > 0.05, "{d:?}");
+        assert!(!render(&s).contains("read the cells with care"));
+        // Too few runs with a loss: no check.
+        assert_eq!(summarize(&rising[..2]).drift, None);
+    }
+
+    /// Each cell's writers' commit p99 beside its loss, the loss's rank
+    /// correlation with it, and a run whose p99 departs from its cell's.
+    #[test]
+    fn the_writers_latency_stands_beside_each_cell() {
+        let mut results: Vec<RunResult> = (1..=5)
+            .map(|seed| run("", seed, [seed * 10, 0], 100_000, false))
+            .collect();
+        for (r, p99) in results.iter_mut().zip([30, 35, 40, 45, 200]) {
+            r.commit_p99_ms = Some(p99);
+        }
+        let s = summarize(&results);
+        let naive = &s.rows[0];
+        assert_eq!(naive.commit_p99_ms, Some(40));
+        // Loss rises with the p99, run by run.
+        assert_eq!(naive.loss_vs_p99, Some(1.0));
+        assert_eq!(
+            s.latency_outliers,
+            [LatencyOutlier {
+                combination: String::new(),
+                seed: 5,
+                commit_p99_ms: 200,
+                cell_p99_ms: 40,
+            }],
+            "one line per run, not per poller"
+        );
+        let text = render(&s);
+        assert!(
+            text.contains("- seed 5: the writers' commit p99 was 200 ms, its cell's median 40 ms"),
+            "{text}"
+        );
+        assert!(
+            text.lines().nth(1).unwrap().contains("40 ms     1.00"),
+            "{text}"
+        );
+        // A target without writers' brackets: dashes.
+        for r in &mut results {
+            r.commit_p99_ms = None;
+        }
+        let s = summarize(&results);
+        assert_eq!(
+            (s.rows[0].commit_p99_ms, s.latency_outliers.len()),
+            (None, 0)
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! A consumer's verdict against the truth of PostgreSQL's log (`experiment
-//! judge --backend postgres`, docs/log-truth.md) or MariaDB's binary log
-//! (`--backend mariadb`): what a relay, a projection or a follower lost,
+//! judge --log postgres`, docs/log-truth.md) or MariaDB's binary log
+//! (`--log mariadb`): what a relay, a projection or a follower lost,
 //! delivered twice or delivered out of commit order. Where the log's commit
 //! times are whole seconds (MariaDB's), each row carries the time the
 //! harness read its commit (`read_ms`), and lags are measured on that.
@@ -111,24 +111,8 @@ impl PartialOrd for Key {
     }
 }
 
-/// A consumer's verdict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Valid,
-    Invalid,
-    Unknown,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Valid => "valid",
-            Verdict::Invalid => "invalid",
-            Verdict::Unknown => "unknown",
-        }
-    }
-}
+/// A consumer's verdict: a poller's, in the same words.
+pub use crate::diff::Verdict;
 
 /// What a consumer promises its readers (`judge --promise`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -132,7 +132,10 @@ pub enum Reference {
     None,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A poller's verdict, or a consumer's (`consumers`); serialized as
+/// [`Verdict::as_str`] says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Verdict {
     Valid,
     Invalid,

@@ -3,7 +3,7 @@
 //! The shape is an interface (documented in analysis/JSON.md); `schema` is
 //! bumped on any incompatible change. Times are RFC 3339 with ms, UTC.
 
-use crate::diff::{Analysis, Reference};
+use crate::diff::{Analysis, PollerStats, Reference};
 use crate::load::Loaded;
 use serde::Serialize;
 use since_id::time::rfc3339_ms;
@@ -171,21 +171,42 @@ pub struct PollerReport {
     pub back_pages: u64,
     pub late_arrivals: u64,
     pub missed: Option<u64>,
-    pub leaks: u64,
-    pub misses_error: u64,
-    pub misses_overflow: u64,
-    pub misses_unexplained: u64,
-    pub misses_future_id: u64,
-    pub gone_before_seen: u64,
-    /// Dropped by the retention job before it read them (not in `missed`).
-    pub expired: u64,
-    pub before_baseline: u64,
+    /// `leaks` to `before_baseline`, each under its name in [`PollerStats`].
+    #[serde(flatten)]
+    pub lost: Lost,
     pub verdict: &'static str,
     pub verdict_reason: String,
     /// Duplicates over the oracle's; `None` without truth or oracle duplicates.
     pub oracle_ratio: Option<f64>,
     /// With truth: visible -> first returned, over statuses visible after its first request.
     pub detection_delay_ms: Option<Delay>,
+}
+
+/// What a poller lost or was not owed, as [`PollerStats`] counts it: the
+/// leaks, the misses by cause, and the statuses gone before it could see
+/// them, expired (not in `missed`), or below its baseline page.
+pub struct Lost(pub PollerStats);
+
+impl Serialize for Lost {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let s = &self.0;
+        let fields = [
+            ("leaks", s.leaks),
+            ("misses_error", s.misses_error),
+            ("misses_overflow", s.misses_overflow),
+            ("misses_unexplained", s.misses_unexplained),
+            ("misses_future_id", s.misses_future_id),
+            ("gone_before_seen", s.gone_before_seen),
+            ("expired", s.expired),
+            ("before_baseline", s.before_baseline),
+        ];
+        let mut o = serializer.serialize_struct("Lost", fields.len())?;
+        for (name, value) in fields {
+            o.serialize_field(name, &value)?;
+        }
+        o.end()
+    }
 }
 
 #[derive(Serialize)]
@@ -327,14 +348,7 @@ pub fn build<'a>(
             back_pages: s.back_pages,
             late_arrivals: s.late_arrivals,
             missed: has_ref.then(|| s.missed()),
-            leaks: s.leaks,
-            misses_error: s.misses_error,
-            misses_overflow: s.misses_overflow,
-            misses_unexplained: s.misses_unexplained,
-            misses_future_id: s.misses_future_id,
-            gone_before_seen: s.gone_before_seen,
-            expired: s.expired,
-            before_baseline: s.before_baseline,
+            lost: Lost(s.clone()),
             verdict: v.as_str(),
             verdict_reason: why.clone(),
             oracle_ratio: costs.ratios[i].map(|r| (r * 1000.0).round() / 1000.0),

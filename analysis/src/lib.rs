@@ -15,7 +15,7 @@
 //! - [`campaign`]: `experiment sweep --target postgres|mariadb|misskey-ftt`: each run's
 //!   database judged, the loss over runs per combination and poller.
 //! - [`delivered`]: `--delivered`: a consumer judged from the IDs it delivered.
-//! - [`consumers`]: a consumer's verdict against the truth of PostgreSQL's log (`judge --backend postgres`).
+//! - [`consumers`]: a consumer's verdict against the truth of PostgreSQL's log (`judge --log postgres`).
 //! - [`machine`]: the machine's load during a real-time run (`runs.config`'s `machine_load`).
 //! - [`ftt`]: a misskey-ftt run's lost notes by their fate in Redis (leak, trimmed, never pushed).
 //! - [`interval`]: a value per run summarised: mean, bootstrap 95 % interval, min,

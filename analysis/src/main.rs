@@ -48,7 +48,7 @@ struct AnalyzeArgs {
     /// `id,delivered_at` row per line (ISO 8601 or epoch ms). Repeatable.
     #[arg(long, value_name = "NAME=FILE.csv", value_parser = delivered::parse_arg)]
     delivered: Vec<(String, PathBuf)>,
-    /// A run of `experiment judge --backend postgres`: owe every consumer
+    /// A run of `experiment judge --log postgres`: owe every consumer
     /// every committed row, not only those below the highest key it delivered.
     #[arg(long)]
     expect_all: bool,
@@ -192,7 +192,7 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
     }
     if args.expect_all {
         return Err(format!(
-            "--expect-all applies to a run of `experiment judge --backend postgres`; run {run_id} is not one"
+            "--expect-all applies to a run of `experiment judge --log postgres`; run {run_id} is not one"
         ));
     }
     let (mut loaded, streamed) = match judge_streaming(args, &conn, run_id)? {
@@ -401,7 +401,7 @@ fn write_html(
     Ok(())
 }
 
-/// A run of `experiment judge --backend postgres` (or `mariadb`): each
+/// A run of `experiment judge --log postgres` (or `mariadb`): each
 /// consumer judged against the truth of the database's log (docs/log-truth.md).
 fn run_log(
     args: &AnalyzeArgs,
@@ -435,9 +435,11 @@ fn run_log(
     // The phases on a terminal only (analysis::progress), cleared before printing.
     let phase = progress::phases();
     phase.set_message(format!("reading {log}'s truth"));
-    let truth = rundb::read::log_truth(conn, run.id).map_err(|e| e.to_string())?;
+    let truth =
+        rundb::read::side_rows::<rundb::LogTruthRow>(conn, run.id).map_err(|e| e.to_string())?;
     phase.set_message("reading the consumers' deliveries");
-    let lines = rundb::read::log_deliveries(conn, run.id).map_err(|e| e.to_string())?;
+    let lines =
+        rundb::read::side_rows::<rundb::DeliveryRow>(conn, run.id).map_err(|e| e.to_string())?;
     phase.set_message("judging the consumers");
     let judged = consumers::judge(&truth, &lines, &names, &setting);
     phase.finish_and_clear();

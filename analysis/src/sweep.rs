@@ -13,11 +13,12 @@ use crate::history::History;
 use crate::interval::{OverRuns, over_runs};
 use crate::oracle;
 use rusqlite::{Connection, params};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// What one seed's run says about one poller.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+/// What one seed's run says about one poller (a planned run stores it as
+/// JSON, every value an integer, so it reads back exactly).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SeedRow {
     pub seed: u64,
     pub poller: String,

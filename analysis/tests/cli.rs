@@ -501,8 +501,8 @@ fn a_file_with_the_old_pg_truth_table_reads_as_before() {
     assert!(without.status.success(), "{}", stderr(&without));
 
     let conn = Connection::open(&db).unwrap();
-    let old = rundb::schema::WRITER_BRACKETS
-        .replace("writer_brackets", rundb::schema::OLD_WRITER_BRACKETS);
+    let old = <rundb::WriterBracketRow as rundb::SideTable>::CREATE
+        .replace("writer_brackets", "pg_truth");
     conn.execute_batch(&old).unwrap();
     conn.execute(
         "INSERT INTO pg_truth VALUES (1, '1', '740', 1, 2, 3, 0)",
@@ -515,7 +515,7 @@ fn a_file_with_the_old_pg_truth_table_reads_as_before() {
     assert!(with.status.success(), "{}", stderr(&with));
     assert_eq!(stdout(&with), stdout(&without));
     let conn = rundb::read::open(&db).unwrap();
-    let brackets = rundb::read::writer_brackets(&conn, 1).unwrap();
+    let brackets = rundb::read::side_rows::<rundb::WriterBracketRow>(&conn, 1).unwrap();
     assert_eq!(
         brackets,
         vec![rundb::WriterBracketRow {

@@ -1,4 +1,4 @@
-//! `analyze` on a run of `experiment judge --backend postgres`: the
+//! `analyze` on a run of `experiment judge --log postgres`: the
 //! consumers judged against the log's truth, as text, `--json` and `--html`,
 //! from a run database written here through `rundb` (no PostgreSQL needed:
 //! `experiment/tests/judge_log.rs` runs the real thing).
@@ -44,7 +44,7 @@ fn write_run(path: &std::path::Path) {
             read_ms: None,
         })
         .collect();
-    write::insert_log_truth(&conn, run_id, &truth).unwrap();
+    write::side_rows(&conn, run_id, &truth).unwrap();
     let lines: Vec<DeliveryRow> = [Some("1"), Some("3"), None, Some("4")]
         .iter()
         .enumerate()
@@ -56,7 +56,7 @@ fn write_run(path: &std::path::Path) {
             read_at_ms: 200,
         })
         .collect();
-    write::insert_log_deliveries(&conn, run_id, &lines).unwrap();
+    write::side_rows(&conn, run_id, &lines).unwrap();
     write::close(conn).unwrap();
 }
 

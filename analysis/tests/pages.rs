@@ -44,6 +44,7 @@ fn compact(db: &std::path::Path) {
             .map(Result::unwrap)
             .collect();
         let row = rundb::ClientRequestRow {
+            request_id: id,
             client: "c".into(),
             method: "GET".into(),
             endpoint: "/api/v1/timelines/home".into(),
@@ -51,7 +52,7 @@ fn compact(db: &std::path::Path) {
             scope: "all".into(),
             served: Some(rundb::pages::encode(&ids)),
         };
-        rundb::write::insert_client_request(&conn, id, &row).unwrap();
+        rundb::write::side_rows(&conn, 0, &[row]).unwrap();
     }
     conn.execute("DELETE FROM observations", []).unwrap();
 }

@@ -469,6 +469,7 @@ impl Reader {
             }
             .to_string(),
             served: None,
+            ..Default::default()
         };
         Some(Reading {
             who: who(ex, &self.names),

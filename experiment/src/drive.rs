@@ -4,7 +4,7 @@
 //! Both drivers follow one [`Schedule`] per poller (the cadence aligned to
 //! multiples of the interval, backoff, `Retry-After`, the final drain: see
 //! `schedule.rs`), the real-time one by tokio's timers, the virtual-time one by
-//! its event queue, and share [`settle`], which turns one response into the
+//! its event queue, and share [`Machine::settle`], which turns one response into the
 //! poller's next step and a recorded row.
 
 use crate::clock::now_ms;
@@ -215,6 +215,32 @@ pub struct Exchange<'a, Q = PageRequest, R = Item> {
     pub wait_ms: u64,
 }
 
+impl<Q, R> Exchange<'_, Q, R> {
+    /// Its `requests` row, of the `index`th poller of the run at `(cycle,
+    /// page)`, asking for `page_limit`: when it was sent and returned and how
+    /// long it waited; the machine fills in the rest.
+    pub fn record(
+        &self,
+        index: usize,
+        (cycle, page): (u64, u32),
+        page_limit: usize,
+    ) -> RequestRecord {
+        RequestRecord {
+            poller: index,
+            request: rundb::RequestRow {
+                cycle: cycle as i64,
+                page: page as i64,
+                sent_at_ms: self.sent_at_ms,
+                received_at_ms: self.received_at_ms,
+                page_limit: page_limit as i64,
+                wait_ms: self.wait_ms as i64,
+                ..Default::default()
+            },
+            items: Vec::new(),
+        }
+    }
+}
+
 /// A poller's state machine as the one poll loop drives it: the core's
 /// since_id [`Poller`] or its [`KeysetPoller`]. The loop asks for a request at
 /// each tick, sends it, and settles the response: the machine moves its
@@ -231,16 +257,23 @@ pub trait Machine: Send + 'static {
     fn position(&self) -> (u64, u32);
     /// The cycle was abandoned: the cursor stays.
     fn on_failure(&mut self);
-    /// Applies one response (this poller is the `index`th of the run),
-    /// records it, and says what to send next within the cycle.
+    /// Applies one response, records it, and says what to send next
+    /// within the cycle.
     fn settle(
         &mut self,
-        index: usize,
-        layout: &Layout,
         exchange: Exchange<'_, Self::Request, Self::Row>,
-        recorder: &dyn Records,
-        tally: &mut Tally,
+        run: Settling<'_>,
     ) -> Option<Self::Request>;
+}
+
+/// What a response is settled with besides itself: the poller's place in
+/// the run (the `index`th), the IDs' layout, where the records go and the
+/// live counters.
+pub struct Settling<'a> {
+    pub index: usize,
+    pub layout: &'a Layout,
+    pub recorder: &'a dyn Records,
+    pub tally: &'a mut Tally,
 }
 
 impl Machine for Poller {
@@ -263,15 +296,63 @@ impl Machine for Poller {
         Poller::on_failure(self);
     }
 
-    fn settle(
-        &mut self,
-        index: usize,
-        layout: &Layout,
-        exchange: Exchange<'_>,
-        recorder: &dyn Records,
-        tally: &mut Tally,
-    ) -> Option<PageRequest> {
-        settle(self, index, layout, exchange, recorder, tally)
+    fn settle(&mut self, exchange: Exchange<'_>, run: Settling<'_>) -> Option<PageRequest> {
+        let base = exchange.record(run.index, self.position(), exchange.req.limit);
+        let Exchange {
+            req,
+            fetched,
+            received_at_ms,
+            ..
+        } = exchange;
+        let mut row = RequestRecord {
+            request: rundb::RequestRow {
+                since_id: req.since.map(|id| run.layout.format(id)),
+                since_key: req.since.map(|id| id.sort_key()),
+                before_id: req.before.map(|id| run.layout.format(id)),
+                before_key: req.before.map(|id| id.sort_key()),
+                retrieved_at_ms: req.since.and(self.retrieved_at_ms()),
+                http_status: fetched.http_status.map(i64::from),
+                bytes: fetched.bytes.map(|b| b as i64),
+                ..base.request
+            },
+            ..base
+        };
+        let next = match counted(run.tally, &mut row, fetched.result) {
+            None => {
+                self.on_failure();
+                None
+            }
+            Some(items) => {
+                let outcome = self.on_page(items, received_at_ms);
+                if let Some(first) = outcome.future.first() {
+                    // Flagged here and by `analyze` (from the recorded ID times).
+                    tracing::warn!(
+                        poller = self.name(),
+                        count = outcome.future.len(),
+                        id = %run.layout.format(*first),
+                        "IDs more than {} s ahead of the client clock: recorded, the cursor does not follow them",
+                        since_id::poller::FUTURE_TOLERANCE_MS / 1000
+                    );
+                    run.tally.progress.future_ids += outcome.future.len() as u64;
+                }
+                row.request.new_items = outcome.new_items as i64;
+                row.request.reordered = outcome.reordered;
+                row.request.overflow = outcome.overflow;
+                run.tally.progress.late_arrivals[run.index].1 += outcome.late_arrivals.len() as u64;
+                row.items = outcome
+                    .items
+                    .into_iter()
+                    .map(|item| status_record(run.tally, run.layout, item))
+                    .collect();
+                if outcome.next.is_some() {
+                    self.next_page_sent();
+                }
+                run.tally.passed(run.index, self.since());
+                outcome.next
+            }
+        };
+        run.recorder.request(row);
+        next
     }
 }
 
@@ -295,34 +376,11 @@ impl Machine for KeysetPoller {
     /// since_id (the cursor is `(xid, id)`, not an ID).
     fn settle(
         &mut self,
-        index: usize,
-        layout: &Layout,
         exchange: Exchange<'_, KeysetRequest, KeysetRow>,
-        recorder: &dyn Records,
-        tally: &mut Tally,
+        run: Settling<'_>,
     ) -> Option<KeysetRequest> {
-        let (cycle, page) = self.position();
-        let Exchange {
-            req,
-            fetched,
-            sent_at_ms,
-            received_at_ms,
-            wait_ms,
-        } = exchange;
-        let mut row = RequestRecord {
-            poller: index,
-            request: rundb::RequestRow {
-                cycle: cycle as i64,
-                page: page as i64,
-                sent_at_ms,
-                received_at_ms,
-                page_limit: req.limit as i64,
-                wait_ms: wait_ms as i64,
-                ..Default::default()
-            },
-            items: Vec::new(),
-        };
-        let next = match counted(tally, &mut row, fetched.result) {
+        let mut row = exchange.record(run.index, self.position(), exchange.req.limit);
+        let next = match counted(run.tally, &mut row, exchange.fetched.result) {
             None => {
                 self.on_failure();
                 None
@@ -331,24 +389,16 @@ impl Machine for KeysetPoller {
                 let outcome = self.on_page(&rows);
                 row.request.reordered = outcome.reordered;
                 row.request.new_items = outcome.ids.len() as i64;
-                tally.progress.late_arrivals[index].1 += outcome.late_arrivals as u64;
+                run.tally.progress.late_arrivals[run.index].1 += outcome.late_arrivals as u64;
                 row.items = outcome
                     .ids
                     .iter()
-                    .map(|&id| {
-                        let item = Item {
-                            id: Id(id as u128),
-                            id_text: id.to_string(),
-                            created_at: None,
-                            author: None,
-                        };
-                        status_record(tally, layout, item)
-                    })
+                    .map(|&id| key_record(run.tally, run.layout, Id(id as u128), id.to_string()))
                     .collect();
                 outcome.next
             }
         };
-        recorder.request(row);
+        run.recorder.request(row);
         next
     }
 }
@@ -368,10 +418,26 @@ fn status_record(tally: &mut Tally, layout: &Layout, item: Item) -> StatusRecord
     }
 }
 
+/// The record of a row a database poller returned: its key, read as an ID
+/// and as text, without a creation time or an author.
+pub fn key_record(tally: &mut Tally, layout: &Layout, id: Id, id_text: String) -> StatusRecord {
+    let item = Item {
+        id,
+        id_text,
+        created_at: None,
+        author: None,
+    };
+    status_record(tally, layout, item)
+}
+
 /// Counts one request in the live counters; a failed one is counted as
 /// such and its error goes into its row. Returns what it returned, if it
 /// succeeded.
-fn counted<R>(tally: &mut Tally, row: &mut RequestRecord, result: Result<R, String>) -> Option<R> {
+pub fn counted<R>(
+    tally: &mut Tally,
+    row: &mut RequestRecord,
+    result: Result<R, String>,
+) -> Option<R> {
     tally.progress.requests += 1;
     match result {
         Ok(rows) => Some(rows),
@@ -381,82 +447,6 @@ fn counted<R>(tally: &mut Tally, row: &mut RequestRecord, result: Result<R, Stri
             None
         }
     }
-}
-
-/// Applies one response to its poller (the `index`th of the run), records
-/// it, and says what to send next.
-pub fn settle(
-    poller: &mut Poller,
-    index: usize,
-    layout: &Layout,
-    exchange: Exchange<'_>,
-    recorder: &dyn Records,
-    tally: &mut Tally,
-) -> Option<PageRequest> {
-    let Exchange {
-        req,
-        fetched,
-        sent_at_ms,
-        received_at_ms,
-        wait_ms,
-    } = exchange;
-    let (cycle, page) = poller.position();
-    let mut row = RequestRecord {
-        poller: index,
-        request: rundb::RequestRow {
-            cycle: cycle as i64,
-            page: page as i64,
-            sent_at_ms,
-            received_at_ms,
-            since_id: req.since.map(|id| layout.format(id)),
-            since_key: req.since.map(|id| id.sort_key()),
-            before_id: req.before.map(|id| layout.format(id)),
-            before_key: req.before.map(|id| id.sort_key()),
-            page_limit: req.limit as i64,
-            retrieved_at_ms: req.since.and(poller.retrieved_at_ms()),
-            http_status: fetched.http_status.map(i64::from),
-            bytes: fetched.bytes.map(|b| b as i64),
-            wait_ms: wait_ms as i64,
-            ..Default::default()
-        },
-        items: Vec::new(),
-    };
-    let next = match counted(tally, &mut row, fetched.result) {
-        None => {
-            poller.on_failure();
-            None
-        }
-        Some(items) => {
-            let outcome = poller.on_page(items, received_at_ms);
-            if let Some(first) = outcome.future.first() {
-                // Flagged here and by `analyze` (from the recorded ID times).
-                tracing::warn!(
-                    poller = poller.name(),
-                    count = outcome.future.len(),
-                    id = %layout.format(*first),
-                    "IDs more than {} s ahead of the client clock: recorded, the cursor does not follow them",
-                    since_id::poller::FUTURE_TOLERANCE_MS / 1000
-                );
-                tally.progress.future_ids += outcome.future.len() as u64;
-            }
-            row.request.new_items = outcome.new_items as i64;
-            row.request.reordered = outcome.reordered;
-            row.request.overflow = outcome.overflow;
-            tally.progress.late_arrivals[index].1 += outcome.late_arrivals.len() as u64;
-            row.items = outcome
-                .items
-                .into_iter()
-                .map(|item| status_record(tally, layout, item))
-                .collect();
-            if outcome.next.is_some() {
-                poller.next_page_sent();
-            }
-            tally.passed(index, poller.since());
-            outcome.next
-        }
-    };
-    recorder.request(row);
-    next
 }
 
 /// A target reachable in-process at a simulated time.
@@ -557,7 +547,13 @@ pub fn run_virtual(
             received_at_ms: received,
             wait_ms,
         };
-        let next = settle(&mut plan.pollers[i], i, &layout, exchange, recorder, tally);
+        let run = Settling {
+            index: i,
+            layout: &layout,
+            recorder,
+            tally: &mut *tally,
+        };
+        let next = Machine::settle(&mut plan.pollers[i], exchange, run);
         match next {
             Some(next) => {
                 cycles[i] = Some(CycleUnderWay {
@@ -865,9 +861,13 @@ impl<M: Machine, T: PollTarget<M::Request, M::Row>> Live<M, T> {
                     received_at_ms: received,
                     wait_ms: request_wait + paced_ms,
                 };
-                let (index, layout) = (self.index, &self.layout);
-                self.poller
-                    .settle(index, layout, exchange, &self.recorder, &mut tally)
+                let run = Settling {
+                    index: self.index,
+                    layout: &self.layout,
+                    recorder: &self.recorder,
+                    tally: &mut tally,
+                };
+                self.poller.settle(exchange, run)
             };
             request_wait = 0;
             match next {

@@ -13,7 +13,7 @@
 //! - [`api`]: each API's client side, one file per API.
 //! - [`record`]: the recorder, the run database's one writer thread.
 //! - [`servers`]: what every throwaway server shares, and PostgreSQL's (two targets start it).
-//! - [`logtruth`]: truth from a database's log and consumers' delivered files (`judge --backend postgres|mariadb`, `watch`); each database's reader is in its target's folder.
+//! - [`logtruth`]: truth from a database's log and consumers' delivered files (`judge --log postgres|mariadb`, `watch`); each database's reader is in its target's folder.
 //!
 //! Private: the drivers (`drive`), the command line below the targets
 //! (`options`), what every `serve` backend shares (`serving`), the options

@@ -16,6 +16,7 @@ use since_id::policy::CursorPolicy;
 use since_id::poller::Poller;
 use since_id::time::parse_duration_ms;
 use std::any::Any;
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 /// The options of a run that are no one target's own: those every run has
@@ -293,6 +294,45 @@ pub fn token_file_help() -> String {
     )
 }
 
+/// The flags of a throwaway database's writers ([`WorkloadArgs`]).
+pub const WORKLOAD_FLAGS: &[&str] = &["--schema", "--writers", "--write-rate", "--arrivals"];
+
+/// The flags a throwaway database server reads: its writers' and its
+/// retention job's ([`RetentionArgs`]).
+pub const DATABASE_SERVER_FLAGS: [&str; 6] =
+    concat(WORKLOAD_FLAGS, &["--partition-every", "--retain"]);
+
+/// The flags your own table is read with ([`TableArgs`], its IDs' layout,
+/// its password's file), besides its target's own.
+pub const OWN_TABLE_FLAGS: &[&str] = &["--table", "--id-column", "--layout", "--token-file"];
+
+/// The simulator's flags and a real API's, which no database target reads.
+pub const NOT_DATABASE_FLAGS: &[&str] = &[
+    "--config",
+    "--set",
+    "--faults",
+    "--backlog",
+    "--list-id",
+    "--base-url",
+];
+
+/// `a` then `b`, as one list of `N` flags: a kind's list built from the
+/// shared groups above (a wrong `N` fails the build).
+pub const fn concat<const N: usize>(a: &[&'static str], b: &[&'static str]) -> [&'static str; N] {
+    assert!(a.len() + b.len() == N, "N is not the flags' count");
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < a.len() {
+        out[i] = a[i];
+        i += 1;
+    }
+    while i < N {
+        out[i] = b[i - a.len()];
+        i += 1;
+    }
+    out
+}
+
 /// A kind of target as the refusals see it. A target has one or two: the
 /// throwaway server (`postgres`) and your own table (`postgres:URL`). Its
 /// `reads` are its rows of the applies-to table ([`table`]): a flag is
@@ -302,12 +342,14 @@ pub struct Kind {
     /// Its name in the table. `--target` claims it by that name, or, for a
     /// name ending in `:URL`, by the prefix before `URL` (`postgres:`).
     pub name: &'static str,
-    /// How `--help` writes it and a test passes it to `--target`.
-    pub form: &'static str,
+    /// How `--help` writes it and a test passes it to `--target`, where
+    /// that is not its name ([`Kind::form`]).
+    pub form: Option<&'static str>,
     /// What it is, in `--help`.
     pub about: &'static str,
-    /// How a refusal names it ("--target postgres", "real targets").
-    pub named: &'static str,
+    /// How a refusal names it ("real targets"), where that is not
+    /// `--target NAME` ([`Kind::named`]).
+    pub named: Option<&'static str>,
     /// The kinds whose `named` covers it too: a refusal that names one of
     /// them does not name it again (`postgres:URL` is "--target postgres").
     pub within: &'static [&'static str],
@@ -323,6 +365,33 @@ pub struct Kind {
 }
 
 impl Kind {
+    /// What a kind's literal leaves out: its form is its name, a refusal
+    /// names it `--target NAME`, no other kind covers it, and it reads no
+    /// flag and words no refusal of its own.
+    pub const PLAIN: Kind = Kind {
+        name: "",
+        form: None,
+        about: "",
+        named: None,
+        within: &[],
+        reads_own_group: false,
+        reads: &[],
+        refusals: &[],
+    };
+
+    /// How `--help` writes it and a test passes it to `--target`.
+    pub fn form(&self) -> &'static str {
+        self.form.unwrap_or(self.name)
+    }
+
+    /// How a refusal names it: "--target postgres", "real targets".
+    pub fn named(&self) -> Cow<'static, str> {
+        match self.named {
+            Some(named) => Cow::Borrowed(named),
+            None => Cow::Owned(format!("--target {}", self.name)),
+        }
+    }
+
     /// Whether `--target TEXT` names this kind (by its name, or a `:URL`
     /// kind by its prefix).
     pub fn claims(&self, target: &str) -> bool {
@@ -360,14 +429,14 @@ impl Row {
         if let Some((_, shape)) = SHAPES.iter().find(|(flag, _)| *flag == self.flag) {
             return shape.replace("{flag}", &self.flag);
         }
-        let mut named: Vec<&str> = Vec::new();
+        let mut named: Vec<Cow<str>> = Vec::new();
         for kind in &self.applies_to {
             let covered = kind
                 .within
                 .iter()
                 .any(|w| self.applies_to.iter().any(|k| k.name == *w));
-            if !covered && !named.contains(&kind.named) {
-                named.push(kind.named);
+            if !covered && !named.contains(&kind.named()) {
+                named.push(kind.named());
             }
         }
         let list = match named.split_last() {
@@ -439,6 +508,40 @@ pub fn given(command: &Command, matches: &ArgMatches) -> Vec<String> {
         .collect()
 }
 
+/// A flag group `A` with the flags of it given on the command line (as
+/// `--name`, from clap's [`given`]): for a command whose group applies in
+/// one case only (`judge`'s log flags), so that one given elsewhere is
+/// refused without a hand-written "was it given" row per flag.
+#[derive(Debug, Clone)]
+pub struct Given<A> {
+    pub args: A,
+    pub given: Vec<String>,
+}
+
+impl<A: Args + FromArgMatches> FromArgMatches for Given<A> {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Given<A>, clap::Error> {
+        Ok(Given {
+            args: A::from_arg_matches(matches)?,
+            given: given(&A::augment_args(Command::new("group")), matches),
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Given::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl<A: Args> Args for Given<A> {
+    fn augment_args(command: Command) -> Command {
+        A::augment_args(command)
+    }
+
+    fn augment_args_for_update(command: Command) -> Command {
+        A::augment_args_for_update(command)
+    }
+}
+
 /// A target's face to the command line: its own flag group, its kinds, and
 /// its options from them. Each target's `options.rs` implements it;
 /// `targets/mod.rs` lists them (as [`TargetOptions`]).
@@ -456,7 +559,7 @@ pub trait Target: Sync {
 
     /// How `--help` shows `kind`: its form and what it is.
     fn shown(&self, kind: &Kind) -> String {
-        format!("`{}` ({})", kind.form, kind.about)
+        format!("`{}` ({})", kind.form(), kind.about)
     }
 
     /// Its options, checked, or a one-line refusal; every flag its kind
@@ -601,33 +704,23 @@ mod tests {
 
     const OWN: Kind = Kind {
         name: "own:URL",
-        form: "own:URL",
         about: "yours",
-        named: "--target own:URL",
         within: &["cluster"],
-        reads_own_group: false,
         reads: &["--table", "--via"],
         refusals: &[(&["--writers"], "{flag} writes nothing to '{target}'")],
+        ..Kind::PLAIN
     };
     const CLUSTER: Kind = Kind {
         name: "cluster",
-        form: "cluster",
         about: "ours",
-        named: "--target cluster",
-        within: &[],
-        reads_own_group: false,
         reads: &["--writers", "--via", "--schema"],
-        refusals: &[],
+        ..Kind::PLAIN
     };
     const OTHER: Kind = Kind {
         name: "other",
-        form: "other",
         about: "theirs",
-        named: "--target other",
-        within: &[],
-        reads_own_group: false,
         reads: &["--schema"],
-        refusals: &[],
+        ..Kind::PLAIN
     };
 
     fn rows() -> Vec<Row> {

@@ -2,8 +2,9 @@
 //! no file of any crate of the workspace imports itself back through a
 //! circle; a target imports only its own files and the shared modules below
 //! the targets, never another target or a command; the shared modules
-//! import no target and no command; no command imports another; and the
-//! simulator imports nothing of the clients, PostgreSQL or the harness.
+//! import no target and no command; no command imports another; the
+//! simulator imports nothing of the clients, PostgreSQL or the harness; and
+//! no file but rundb's writes SQL to run.db.
 //!
 //! An import is a path a file writes from `crate::`, `super::` or `self::`
 //! (in a `use` or in an expression), read as the file that defines the
@@ -531,6 +532,45 @@ fn the_shared_modules_import_no_target_and_no_command() {
 /// commands read (`targets::LOGS`).
 const DATABASES: [&str; 2] = ["postgres", "mariadb"];
 
+/// What would name a target in the commands: each kind's name in its
+/// `options.rs` (`name: "postgres"`, `name: "postgres:URL"`) as a string
+/// literal, and each variant of the served backends (`Backend::Postgres`,
+/// from `serving/mod.rs`).
+fn target_names() -> Vec<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut names = Vec::new();
+    for file in rust_files(&src.join("targets")) {
+        if file.file_name().unwrap() != "options.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for rest in text.split("name: \"").skip(1) {
+            names.push(format!("\"{}\"", &rest[..rest.find('"').unwrap()]));
+        }
+    }
+    let serving = std::fs::read_to_string(src.join("serving/mod.rs")).unwrap();
+    let start = serving.find("pub enum Backend {").unwrap();
+    let body = &serving[start..start + serving[start..].find('}').unwrap()];
+    for line in body.lines().skip(1) {
+        let line = line.trim().trim_end_matches(',');
+        if !line.is_empty() && !line.starts_with("//") {
+            names.push(format!("Backend::{line}"));
+        }
+    }
+    for expected in [
+        "\"postgres\"",
+        "\"mariadb:URL\"",
+        "\"misskey-ftt\"",
+        "Backend::Simulator",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} in {names:?}"
+        );
+    }
+    names
+}
+
 #[test]
 fn a_database_is_one_folder() {
     // Issue 51: a database's target, server, log reader, judge backend and
@@ -567,27 +607,22 @@ fn a_database_is_one_folder() {
         named.is_empty(),
         "files of a database outside its folder: {named:?}"
     );
-    // The commands that read a database's log only dispatch: no branch on a
-    // database's name or its backend in them, nor in the log-truth modules
-    // every database shares.
+    // The commands only dispatch (issue 51: "no branch on a database name
+    // outside the targets' table"): no target's name as a string, nor a
+    // variant of the served backends, in any command nor in the log-truth
+    // modules every database shares; `targets/mod.rs` holds what each
+    // target means to them (`LOGS`, `SWEEPS`, `judge_serves`).
+    let names = target_names();
     let branching: Vec<String> = read_crate(&src)
         .into_iter()
-        .filter(|(rel, _)| {
-            ["cmd/judge", "cmd/watch", "cmd/serve", "logtruth/"]
+        .filter(|(rel, _)| rel.starts_with("cmd/") || rel.starts_with("logtruth/"))
+        .flat_map(|(rel, text)| {
+            names
                 .iter()
-                .any(|p| rel.starts_with(p))
+                .filter(|name| text.contains(name.as_str()))
+                .map(|name| format!("{rel}: {name}"))
+                .collect::<Vec<_>>()
         })
-        .filter(|(_, text)| {
-            [
-                "\"postgres\"",
-                "\"mariadb\"",
-                "Backend::Postgres",
-                "Backend::MariaDb",
-            ]
-            .iter()
-            .any(|name| text.contains(name))
-        })
-        .map(|(rel, _)| rel)
         .collect();
     // And they are thin: the skeletons are logtruth's (issue 51: "cmd/judge
     // and cmd/watch together a few hundred lines").
@@ -604,7 +639,7 @@ fn a_database_is_one_folder() {
     assert!(lines <= 400, "cmd/judge and cmd/watch: {lines} lines");
     assert!(
         branching.is_empty(),
-        "judge, watch, serve and logtruth name no database (targets::LOGS does): {branching:?}"
+        "the commands and logtruth name no target (targets/mod.rs does): {branching:?}"
     );
 }
 
@@ -623,6 +658,44 @@ fn a_run_s_options_are_named_where_they_are_defined_and_parsed_only() {
         .map(|(rel, _)| rel)
         .collect();
     assert_eq!(naming, ["main.rs", "targets/mod.rs"]);
+}
+
+/// Issue 51.2: rundb is the one writer of run.db (and of a planned run's
+/// `sweep_run`): no file of the experiment outside the folders of the
+/// database targets, whose SQL is their own server's (PostgreSQL, MariaDB,
+/// Misskey's PostgreSQL), writes SQL; the recorder hands rundb rows.
+#[test]
+fn run_db_is_written_by_rundb_only() {
+    let src = workspace_root().join("experiment/src");
+    let servers = [
+        "targets/postgres/",
+        "targets/mariadb/",
+        "targets/misskey_ftt/",
+    ];
+    let writes = [
+        "INSERT ",
+        "UPDATE ",
+        "DELETE FROM",
+        "CREATE TABLE",
+        "ALTER TABLE",
+        "DROP TABLE",
+    ];
+    let wrong: Vec<String> = read_crate(&src)
+        .into_iter()
+        .filter(|(rel, _)| !servers.iter().any(|s| rel.starts_with(s)))
+        .flat_map(|(rel, text)| {
+            writes
+                .iter()
+                .filter(|w| text.contains(*w))
+                .map(|w| format!("{rel} writes SQL ({})", w.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "run.db is written through rundb (rundb::write, a side table of rundb::tables):\n  {}",
+        wrong.join("\n  ")
+    );
 }
 
 #[test]

@@ -25,6 +25,8 @@ fn a_postgres_campaign_keeps_every_runs_database_and_sums_up_each_combination_an
         "3s",
         "--vary",
         "interval=500ms,1s",
+        "--order-seed",
+        "2",
         "--out",
         out.to_str().unwrap(),
         "--json",
@@ -62,6 +64,35 @@ fn a_postgres_campaign_keeps_every_runs_database_and_sums_up_each_combination_an
         assert!(r["rows"].as_u64().unwrap() > 0, "{r}");
         assert!(r["flags"].is_array(), "{r}");
     }
+    // The runs ran interleaved in the plan's seeded order (--order-seed 2
+    // runs places 0, 2, 3, 1: the plan's `order`, as `sweep --plan` gives
+    // it), the summary in the one-machine order (combinations, then seeds).
+    let started: Vec<i64> = runs
+        .iter()
+        .map(|r| r["started_at_ms"].as_i64().unwrap())
+        .collect();
+    let mut by_start: Vec<usize> = (0..started.len()).collect();
+    by_start.sort_by_key(|&i| started[i]);
+    assert_eq!(by_start, [0, 2, 3, 1], "the runs ran interleaved");
+    let order: Vec<(String, u64)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["combination"].as_str().unwrap().to_string(),
+                r["seed"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("interval=500ms".to_string(), 1),
+            ("interval=500ms".to_string(), 2),
+            ("interval=1s".to_string(), 1),
+            ("interval=1s".to_string(), 2),
+        ]
+    );
+    assert_eq!(v["schema"], 2);
     let summary = &v["summary"];
     let rows = summary["rows"].as_array().unwrap();
     // Two combinations times the default pollers (naive, compensated:k=1s).
@@ -103,8 +134,21 @@ fn a_postgres_campaign_keeps_every_runs_database_and_sums_up_each_combination_an
         ],
         "{summary}"
     );
+    // Two runs a side: each difference has its interval, p value and finding.
     for c in comparisons {
-        assert!(c["detectable"].as_f64().unwrap() > 0.0, "{c}");
+        let d = &c["difference"];
+        let (lo, hi) = (
+            d["ci95"][0].as_f64().unwrap(),
+            d["ci95"][1].as_f64().unwrap(),
+        );
+        assert!(
+            lo <= hi && (0.0..=1.0).contains(&d["p"].as_f64().unwrap()),
+            "{c}"
+        );
+        assert!(
+            ["differs", "inconclusive"].contains(&c["finding"].as_str().unwrap()),
+            "{c}"
+        );
     }
 }
 
@@ -129,6 +173,8 @@ fn bad_campaign_input_is_one_line_and_exit_2() {
             "schema=mastodon,nosuch",
         ],
         &["--seeds", "1", "--out", out, "--db", "x.db"],
+        &["--seeds", "1-2", "--out", out, "--equivalence-margin", "0"],
+        &["--seeds", "1-2", "--out", out, "--equivalence-margin", "-3"],
     ] {
         let mut args = base.to_vec();
         args.extend_from_slice(more);
@@ -142,7 +188,18 @@ fn bad_campaign_input_is_one_line_and_exit_2() {
         !scratch.join("out").exists(),
         "nothing is run or created before every run is checked"
     );
-    // The simulator's sweep varies seeds only.
-    let o = common::experiment(&["sweep", "--seeds", "1", "--vary", "interval=1s,2s"]);
-    assert_eq!(o.status.code(), Some(2));
+    // The simulator's sweep varies seeds only, in no order, and compares
+    // nothing against a margin.
+    for more in [
+        &["--vary", "interval=1s,2s"][..],
+        &["--equivalence-margin", "1"],
+        &["--order-seed", "3"],
+    ] {
+        let mut args = vec!["sweep", "--seeds", "1"];
+        args.extend_from_slice(more);
+        let o = common::experiment(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
 }

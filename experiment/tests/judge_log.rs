@@ -1,4 +1,4 @@
-//! `experiment judge --backend postgres`: an application's consumer judged
+//! `experiment judge --log postgres`: an application's consumer judged
 //! against PostgreSQL's own log. A tiny application (psql in a shell script)
 //! commits two rows out of key order and reads its table as a naive relay
 //! does (`id > highest read`); the judge must name the row it lost and the
@@ -113,15 +113,7 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_left_behind() {
     let dir = temp_dir("judge-log-bad");
     let db = dir.join("judge.db");
     let db = db.to_str().unwrap();
-    let base = [
-        "judge",
-        "--backend",
-        "postgres",
-        "--db",
-        db,
-        "--drain",
-        "0s",
-    ];
+    let base = ["judge", "--log", "postgres", "--db", db, "--drain", "0s"];
     let run = |extra: &[&str], expected: &str| {
         bad_input(&common::joined(&base, extra), expected);
     };
@@ -163,7 +155,7 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_left_behind() {
     );
     // And --table does not apply to the simulator.
     let args = ["judge", "--table", "t", "--", "true"];
-    bad_input(&args, "--table applies to --backend postgres");
+    bad_input(&args, "--table applies to --log postgres");
 }
 
 #[test]
@@ -173,7 +165,7 @@ fn ctrl_c_stops_the_command_reads_the_log_a_last_time_and_leaves_nothing_behind(
     let (code, rest, stderr) = common::interrupt_when_ready(
         &[
             "judge",
-            "--backend",
+            "--log",
             "postgres",
             "--table",
             "t",

@@ -1,4 +1,4 @@
-//! `experiment judge --backend mariadb`: an application's consumer judged
+//! `experiment judge --log mariadb`: an application's consumer judged
 //! against MariaDB's binary log, on a throwaway server the harness starts
 //! from the system's binaries (a test that cannot start one fails). The
 //! applications are shell scripts over the `mariadb` command-line client.
@@ -210,8 +210,8 @@ fn a_naive_relay_under_concurrent_writers_loses_exactly_what_its_output_misses()
         .collect();
     assert!(expected.contains(&1), "key 1 is lost: {expected:?}");
     // The judge's lost rows, as run.db gives them to the checker.
-    let truth = rundb::read::log_truth(&conn, 1).unwrap();
-    let lines = rundb::read::log_deliveries(&conn, 1).unwrap();
+    let truth = rundb::read::side_rows::<rundb::LogTruthRow>(&conn, 1).unwrap();
+    let lines = rundb::read::side_rows::<rundb::DeliveryRow>(&conn, 1).unwrap();
     let judged = analysis::consumers::judge(
         &truth,
         &lines,
@@ -242,7 +242,7 @@ fn bad_input_is_one_line_and_exit_2_with_no_server_left_behind() {
     let dir = temp_dir("judge-mariadb-bad");
     let db = dir.join("judge.db");
     let db = db.to_str().unwrap();
-    let base = ["judge", "--backend", "mariadb", "--db", db, "--drain", "0s"];
+    let base = ["judge", "--log", "mariadb", "--db", db, "--drain", "0s"];
     let run = |extra: &[&str], expected: &str| {
         bad_input(&common::joined(&base, extra), expected);
     };
@@ -287,7 +287,7 @@ fn ctrl_c_stops_the_command_reads_the_log_to_its_end_and_leaves_nothing_behind()
     let (code, rest, stderr) = common::interrupt_when_ready(
         &[
             "judge",
-            "--backend",
+            "--log",
             "mariadb",
             "--table",
             "t",

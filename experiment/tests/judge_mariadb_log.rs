@@ -1,4 +1,4 @@
-//! `experiment judge --backend mariadb` on what the binary log holds beside
+//! `experiment judge --log mariadb` on what the binary log holds beside
 //! rows: transactions of two GTID domains (a session's `SET SESSION
 //! gtid_domain_id`), a `TRUNCATE` of the judged table, an `ALTER TABLE` of
 //! it that keeps its key column (followed) and one that drops it (refused:

@@ -1,4 +1,4 @@
-//! `experiment judge --backend postgres` on what production runs: an event
+//! `experiment judge --log postgres` on what production runs: an event
 //! table partitioned (LIST, a HASH sub-partitioned leaf, a RANGE leaf
 //! attached mid-run), judged as its root against the writers' own account
 //! of what committed, beside the same writers and relay on a plain table;
@@ -111,8 +111,8 @@ fn consumer(db: &Path, name: &str) -> serde_json::Value {
     let run = rundb::read::run(&conn, 1).unwrap().unwrap();
     let config: serde_json::Value = serde_json::from_str(&run.config).unwrap();
     let setting = analysis::consumers::Setting::from_config(&config).unwrap();
-    let truth = rundb::read::log_truth(&conn, 1).unwrap();
-    let lines = rundb::read::log_deliveries(&conn, 1).unwrap();
+    let truth = rundb::read::side_rows::<rundb::LogTruthRow>(&conn, 1).unwrap();
+    let lines = rundb::read::side_rows::<rundb::DeliveryRow>(&conn, 1).unwrap();
     let judged = analysis::consumers::judge(&truth, &lines, &[name.to_string()], &setting);
     serde_json::to_value(&judged.consumers[0]).unwrap()
 }
@@ -321,7 +321,7 @@ fn bad_nemesis_and_promise_flags_are_one_line_and_exit_2() {
     let db = dir.join("judge.db");
     let base = [
         "judge",
-        "--backend",
+        "--log",
         "postgres",
         "--db",
         db.to_str().unwrap(),
@@ -384,5 +384,5 @@ fn bad_nemesis_and_promise_flags_are_one_line_and_exit_2() {
         "the row recorded before stays"
     );
     let flags = ["judge", "--kill-at", "1s", "--", "true"];
-    common::assert_bad_input(judge(&flags), "--kill-at applies to --backend postgres");
+    common::assert_bad_input(judge(&flags), "--kill-at applies to --log postgres");
 }

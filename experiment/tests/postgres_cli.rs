@@ -629,8 +629,58 @@ fn simulator_flags_on_the_postgres_backend_are_refused_in_one_line() {
         ),
         (
             // The judge on PostgreSQL judges a table against its log (docs/log-truth.md).
-            vec!["judge", "--backend", "postgres", "--", "true"],
-            "--backend postgres judges a table against PostgreSQL's log: give --table T",
+            vec!["judge", "--log", "postgres", "--", "true"],
+            "--log postgres judges a table against PostgreSQL's log: give --table T",
+        ),
+        (
+            // One name per face: --backend names what serves a timeline, --log
+            // the database whose log a table is judged against.
+            vec![
+                "judge",
+                "--backend",
+                "postgres",
+                "--table",
+                "t",
+                "--",
+                "true",
+            ],
+            "a table judged against PostgreSQL's log is `--log postgres --table T`",
+        ),
+        (
+            vec![
+                "judge",
+                "--backend",
+                "mariadb",
+                "--table",
+                "t",
+                "--",
+                "true",
+            ],
+            "`experiment judge --log mariadb --table T -- COMMAND`",
+        ),
+        (
+            vec!["serve", "--backend", "mariadb"],
+            "a table judged against MariaDB's binary log is `experiment judge --log mariadb",
+        ),
+        (
+            vec!["judge", "--backend", "misskey-ftt", "--", "true"],
+            "for misskey-ftt, run `experiment serve --backend misskey-ftt --record FILE.db`",
+        ),
+        (
+            vec![
+                "judge",
+                "--log",
+                "mariadb",
+                "--backend",
+                "postgres",
+                "--",
+                "true",
+            ],
+            "--backend postgres names what serves a timeline, and --log mariadb judges",
+        ),
+        (
+            vec!["judge", "--log", "mysql", "--", "true"],
+            "unknown log 'mysql': expected postgres or mariadb",
         ),
     ] {
         let (code, err) = experiment_bin(&args);

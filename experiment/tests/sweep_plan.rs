@@ -420,10 +420,18 @@ fn a_planned_postgres_run_is_kept_and_merged_as_a_campaign_run() {
         "1",
         "--duration",
         "3s",
+        "--equivalence-margin",
+        "2.5",
         "--plan",
         dir.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("plan.json")).unwrap()).unwrap();
+    assert_eq!(
+        p["header"]["margin"], 2.5,
+        "the margin is stated with the plan"
+    );
     let o = common::command(&["sweep", "run", dir.to_str().unwrap()])
         .env("JOB_COMPLETION_INDEX", "0")
         .env_remove("SLURM_ARRAY_TASK_ID")
@@ -441,6 +449,11 @@ fn a_planned_postgres_run_is_kept_and_merged_as_a_campaign_run() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["target"], "postgres");
     assert_eq!(v["summary"]["runs"], 1);
+    assert_eq!(
+        v["summary"]["margin"], 2.5,
+        "the merge judges by the plan's margin"
+    );
+    assert_eq!(v["schema"], 2);
     assert!(v["runs"][0]["rows"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(v["run_machines"][0]["index"], 0);
     let remaining: Vec<String> = std::fs::read_dir(dir.join("runs"))

@@ -4,7 +4,7 @@
     python3 tests/clients/bench_binlog_cost.py EXPERIMENT [PHASE_SECONDS] [PAIRS] [HOLD_MS]
 
 The MariaDB counterpart of bench_log_cost.py (PostgreSQL's slot). One
-throwaway MariaDB, started as `experiment judge --backend mariadb` starts its
+throwaway MariaDB, started as `experiment judge --log mariadb` starts its
 own (mariadb-install-db into a fresh temporary directory; mariadbd on a Unix
 socket only, durable commits, `--log-bin=binlog --server-id=1
 --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL`).

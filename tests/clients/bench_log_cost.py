@@ -3,7 +3,7 @@
 
     python3 tests/clients/bench_log_cost.py [PHASE_SECONDS] [PAIRS] [HOLD_MS] [EXPERIMENT]
 
-One throwaway cluster, set up as `experiment judge --backend postgres` sets
+One throwaway cluster, set up as `experiment judge --log postgres` sets
 up its own (wal_level=logical, track_commit_timestamp=on, shared_buffers=32MB,
 a Unix socket only). Six psycopg writers insert one row per transaction into a
 BIGSERIAL outbox, holding each transaction open 0-HOLD_MS ms (seeded; 0: no

@@ -1,5 +1,5 @@
 """An application on the `eventsourcing` library (PyPI; not written here)
-with its PostgreSQL persistence, for `experiment judge --backend postgres`
+with its PostgreSQL persistence, for `experiment judge --log postgres`
 (run by run_log_eventsourcing.py):
 
     python3 eventsourcing_app.py OUTDIR SECONDS SEED

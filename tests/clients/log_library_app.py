@@ -1,5 +1,5 @@
 """An outbox application whose relay is a published log-reading library, for
-`experiment judge --backend postgres|mariadb` (run by run_log_libraries.py):
+`experiment judge --log postgres|mariadb` (run by run_log_libraries.py):
 
     python3 log_library_app.py RELAY STATEDIR SECONDS SEED
 
@@ -55,7 +55,7 @@ WRITERS = 4
 HOLD_MS = 30
 READY_TIMEOUT_S = 60.0
 
-# relay: (backend, program, its options after STATEDIR NAME)
+# relay: (database, program, its options after STATEDIR NAME)
 RELAYS = {
     "pg-logical-replication": ("postgres", ["node", os.path.join(HERE, "js", "pg_logical_relay.mjs")], []),
     "pg-logical-replication-commit-lsn": (
@@ -77,8 +77,8 @@ def mariadb_settings():
     }
 
 
-def setup(backend, relay):
-    if backend == "postgres":
+def setup(database, relay):
+    if database == "postgres":
         import psycopg
 
         with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as conn:
@@ -176,7 +176,7 @@ def mariadb_writer(n, seed, stop, statedir):
     conn.close()
 
 
-def writers(backend, statedir, seconds, seed):
+def writers(database, statedir, seconds, seed):
     ready = os.path.join(statedir, "ready")
     deadline = time.monotonic() + READY_TIMEOUT_S
     # The relay makes `ready` once it holds everything committed from then on.
@@ -185,7 +185,7 @@ def writers(backend, statedir, seconds, seed):
             sys.exit(f"the relay did not make {ready} within {READY_TIMEOUT_S:.0f} s")
         time.sleep(0.02)
     stop = threading.Event()
-    target = pg_writer if backend == "postgres" else mariadb_writer
+    target = pg_writer if database == "postgres" else mariadb_writer
     threads = [threading.Thread(target=target, args=(n, seed, stop, statedir)) for n in range(WRITERS)]
     for t in threads:
         t.start()
@@ -199,19 +199,19 @@ def writers(backend, statedir, seconds, seed):
 
 def main():
     if sys.argv[1] == "--writers":
-        backend, statedir, seconds, seed = sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
-        writers(backend, statedir, seconds, seed)
+        database, statedir, seconds, seed = sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
+        writers(database, statedir, seconds, seed)
         return
     relay, statedir, seconds, seed = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
     if relay not in RELAYS:
         sys.exit(f"unknown relay {relay!r}: one of {', '.join(RELAYS)}")
-    backend, command, options = RELAYS[relay]
+    database, command, options = RELAYS[relay]
     os.makedirs(statedir, exist_ok=True)
     if os.environ.get("SNOWLEAK_START", "0") == "0":
-        setup(backend, relay)
+        setup(database, relay)
         with open(os.path.join(statedir, "writers.log"), "a") as log:
             subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "--writers", backend, statedir, seconds, seed],
+                [sys.executable, os.path.abspath(__file__), "--writers", database, statedir, seconds, seed],
                 start_new_session=True,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

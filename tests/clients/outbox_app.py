@@ -1,5 +1,5 @@
 """A small application with its own writers and relays, for `experiment judge
---backend postgres` (run by run_log_relays.py):
+--log postgres` (run by run_log_relays.py):
 
     python3 outbox_app.py OUTDIR SECONDS SEED
 

@@ -8,7 +8,7 @@
 Runs eventsourcing_app.py (writer processes saving events to one
 application's aggregates with the library's PostgreSQL persistence, and a
 follower reading the application's notification log) under `experiment judge
---backend postgres --table ledger_events --key notification_id`, then checks,
+--log postgres --table ledger_events --key notification_id`, then checks,
 without the checker:
 
 - the truth: the notification IDs the log says were inserted are exactly
@@ -53,7 +53,7 @@ def main():
         db = os.path.join(tmp, "judge.db")
         follower = os.path.join(tmp, "follower.csv")
         judged = subprocess.run(
-            [experiment, "judge", "--backend", "postgres", "--table", "ledger_events",
+            [experiment, "judge", "--log", "postgres", "--table", "ledger_events",
              "--key", "notification_id", "--db", db, "--drain", "1s",
              "--delivered", f"follower={follower}", "--",
              sys.executable, os.path.join(HERE, "eventsourcing_app.py"), tmp, seconds, SEED],

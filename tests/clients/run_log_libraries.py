@@ -6,7 +6,7 @@
 Each relay of log_library_app.py (pg-logical-replication 2.5.0, as its
 README shows and acknowledging a Commit at its commitLsn, and pg-listen
 1.7.0 on PostgreSQL, mysql-replication 1.0.17 on MariaDB) is judged by
-`experiment judge --backend postgres|mariadb --table outbox` for SECONDS (15)
+`experiment judge --log postgres|mariadb --table outbox` for SECONDS (15)
 of writes, once without faults and once with the relay's process group
 killed with SIGKILL at 5 s and 10 s and started again (`--kill-at 5s,10s`;
 the writers run in a session of their own and go on). Each run is then
@@ -60,7 +60,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 APP = os.path.join(HERE, "log_library_app.py")
 
-# (relay, backend, promise, expected losses with faults): what each relay here
+# (relay, database, promise, expected losses with faults): what each relay here
 # promises, and whether a run with kills must lose nothing ("none"), may lose
 # ("may": pg-logical-replication as its README shows can, through the
 # acknowledge off-by-one, docs/relays.md) or must lose ("some").
@@ -119,7 +119,7 @@ def own_account(truth_order, lines, marks):
     return redelivered, duplicated, out_of_order
 
 
-def run_once(experiment, analyze, relay, backend, promise, expected, fault, fault_args, seconds, seed,
+def run_once(experiment, analyze, relay, database, promise, expected, fault, fault_args, seconds, seed,
              has_promise):
     """One judged run; returns (stats, differences)."""
     differences = []
@@ -133,7 +133,7 @@ def run_once(experiment, analyze, relay, backend, promise, expected, fault, faul
         csv = os.path.join(state, f"{relay}.csv")
         promise_args = ["--promise", f"{relay}={promise}"] if promise and has_promise else []
         judged = subprocess.run(
-            [experiment, "judge", "--backend", backend, "--table", "outbox", "--db", db, "--drain", "1s",
+            [experiment, "judge", "--log", database, "--table", "outbox", "--db", db, "--drain", "1s",
              "--delivered", f"{relay}={csv}", *promise_args, *fault_args, "--",
              sys.executable, APP, relay, state, str(seconds), str(seed)],
             capture_output=True, text=True)
@@ -243,10 +243,10 @@ def main():
     if not has_kills:
         print("NOTE: this judge has no --kill-at: the runs with kills are skipped")
     results, differences = {}, []
-    for relay, backend, promise, expected in CONFIGS:
+    for relay, database, promise, expected in CONFIGS:
         if args.only and relay != args.only:
             continue
-        faults = FAULTS + ((SERVER_RESTARTS,) if args.server_restarts and backend == "postgres" else ())
+        faults = FAULTS + ((SERVER_RESTARTS,) if args.server_restarts and database == "postgres" else ())
         for fault, fault_args in faults:
             if args.faults and fault not in args.faults.split(","):
                 continue
@@ -254,7 +254,7 @@ def main():
                 continue
             results[(relay, fault)] = []
             for i in range(args.runs):
-                stats, diffs = run_once(args.experiment, args.analyze, relay, backend, promise, expected,
+                stats, diffs = run_once(args.experiment, args.analyze, relay, database, promise, expected,
                                         fault, fault_args, args.seconds, args.seed + i, has_promise)
                 differences += diffs
                 for d in diffs:

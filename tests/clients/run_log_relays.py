@@ -5,7 +5,7 @@
 
 Runs outbox_app.py (six psycopg writers on a BIGSERIAL outbox holding each
 transaction 0-30 ms, no lock, and three relays: naive `id > last`, gap
-tracking, xmin) under `experiment judge --backend postgres --table outbox`,
+tracking, xmin) under `experiment judge --log postgres --table outbox`,
 then checks, without the checker:
 
 - the truth: the keys the log says were inserted are exactly those whose
@@ -51,7 +51,7 @@ def main():
         for name in RELAYS:
             delivered += ["--delivered", f"{name}={os.path.join(tmp, name + '.csv')}"]
         judged = subprocess.run(
-            [experiment, "judge", "--backend", "postgres", "--table", "outbox", "--db", db,
+            [experiment, "judge", "--log", "postgres", "--table", "outbox", "--db", db,
              "--drain", "1s", *delivered, "--",
              sys.executable, os.path.join(HERE, "outbox_app.py"), tmp, SECONDS, SEED],
             capture_output=True, text=True)

@@ -1,7 +1,8 @@
 //! # rundb: the run database of the leak harness
 //!
 //! One home for `run.db`: its schema ([`schema`]), one Rust type per row of
-//! each table ([`rows`]), one writer ([`write`](mod@write): the recorder, `serve
+//! each table ([`rows`]), each side table declared once ([`tables`]: its
+//! name, DDL, row type, insert and read), one writer ([`write`](mod@write): the recorder, `serve
 //! --truth` and the synthetic test databases) and one reader ([`read`]:
 //! `analyze`). A change to the schema is an edit here, and the compiler
 //! finds every user it breaks.
@@ -9,8 +10,9 @@
 //! Every function takes the `rusqlite::Connection` it works on, so that a
 //! caller keeps its own transactions (the recorder commits once a second of
 //! wall time, the synthetic databases once per run). `analyze` reads run.db
-//! through [`read`] only; a side table (created on first use) is read by one
-//! generic reader, [`read::side_rows`]. Errors are [`Error`]: one line for
+//! through [`read`] only; a side table (created on first use) is written by
+//! one generic writer, [`write::side_rows`], and read by one generic reader,
+//! [`read::side_rows`]. Errors are [`Error`]: one line for
 //! the user.
 
 pub mod pages;
@@ -18,13 +20,16 @@ pub mod read;
 pub mod rows;
 pub mod schema;
 pub mod scope;
+pub mod tables;
 pub mod write;
 
 pub use rows::{
     ClientRequestRow, CursorFlagRow, DeliveryRow, FttDeleteRow, FttPushRow, FttRows, FttTrimRow,
     LogTruthRow, ObservationRow, PartitionDropRow, PollerRow, RequestRow, RunRow, StatusRow,
-    TruthRow, WriterBracketRow,
+    SweepRunRow, TruthAuthorRow, TruthRow, WriterBracketRow,
 };
+
+pub use tables::SideTable;
 
 use std::fmt;
 

@@ -10,10 +10,10 @@
 
 use crate::Error;
 use crate::rows::{
-    DeliveryRow, FttDeleteRow, FttPushRow, FttTrimRow, LogTruthRow, ObservationRow,
-    PartitionDropRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow, WriterBracketRow,
+    ObservationRow, PollerRow, RequestRow, RunRow, StatusRow, SweepRunRow, TruthAuthorRow, TruthRow,
 };
-use crate::schema::{APPLICATION_ID, OLD_WRITER_BRACKETS, SCHEMA_VERSION};
+use crate::schema::{APPLICATION_ID, SCHEMA_VERSION};
+use crate::tables::SideTable;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row};
 use std::ops::RangeInclusive;
@@ -406,97 +406,6 @@ pub fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool, 
     .map_err(read_error)
 }
 
-/// The writers' transaction brackets of database run `run_id`: from
-/// `writer_brackets` and, in a file begun before the table was renamed, from
-/// its old name `pg_truth` (a run is in one of the two); none for other runs.
-pub fn writer_brackets(conn: &Connection, run_id: i64) -> Result<Vec<WriterBracketRow>, Error> {
-    let mut out = Vec::new();
-    for table in ["writer_brackets", OLD_WRITER_BRACKETS] {
-        if !has_table(conn, table)? {
-            continue;
-        }
-        let rows: Vec<WriterBracketRow> = conn
-            .prepare(&format!(
-                "SELECT id, xid, xact_start_ms, commit_ts_ms, commit_returned_ms, injected_sleep_ms
-                 FROM {table} WHERE run_id = ?1"
-            ))
-            .and_then(|mut st| {
-                st.query_map([run_id], |r| {
-                    Ok(WriterBracketRow {
-                        id: r.get(0)?,
-                        xid: r.get(1)?,
-                        xact_start_ms: r.get(2)?,
-                        commit_ts_ms: r.get(3)?,
-                        commit_returned_ms: r.get(4)?,
-                        injected_sleep_ms: r.get(5)?,
-                    })
-                })?
-                .collect()
-            })
-            .map_err(read_error)?;
-        out.extend(rows);
-    }
-    Ok(out)
-}
-
-/// The log's truth of run `run_id` (`log_truth`), in log order; none for a
-/// run without it (or a file written before the table existed).
-pub fn log_truth(conn: &Connection, run_id: i64) -> Result<Vec<LogTruthRow>, Error> {
-    if !has_table(conn, "log_truth")? {
-        return Ok(Vec::new());
-    }
-    // A file written before `read_ms` existed has none.
-    let read_ms = if has_column(conn, "log_truth", "read_ms")? {
-        "read_ms"
-    } else {
-        "NULL"
-    };
-    conn.prepare(&format!(
-        "SELECT seq, key, xid, commit_lsn, commit_ms, op, {read_ms} FROM log_truth \
-         WHERE run_id = ?1 ORDER BY seq"
-    ))
-    .and_then(|mut st| {
-        st.query_map([run_id], |r| {
-            Ok(LogTruthRow {
-                seq: r.get(0)?,
-                key: r.get(1)?,
-                xid: r.get(2)?,
-                commit_lsn: r.get(3)?,
-                commit_ms: r.get(4)?,
-                op: r.get(5)?,
-                read_ms: r.get(6)?,
-            })
-        })?
-        .collect()
-    })
-    .map_err(read_error)
-}
-
-/// What the consumers of run `run_id` delivered (`log_deliveries`), each
-/// consumer's lines in file order, consumers by name; none for a run without it.
-pub fn log_deliveries(conn: &Connection, run_id: i64) -> Result<Vec<DeliveryRow>, Error> {
-    if !has_table(conn, "log_deliveries")? {
-        return Ok(Vec::new());
-    }
-    conn.prepare(
-        "SELECT consumer, line, key, raw, read_at_ms FROM log_deliveries WHERE run_id = ?1 \
-         ORDER BY consumer, line",
-    )
-    .and_then(|mut st| {
-        st.query_map([run_id], |r| {
-            Ok(DeliveryRow {
-                consumer: r.get(0)?,
-                line: r.get(1)?,
-                key: r.get(2)?,
-                raw: r.get(3)?,
-                read_at_ms: r.get(4)?,
-            })
-        })?
-        .collect()
-    })
-    .map_err(read_error)
-}
-
 /// How many rows run `run_id` holds in its large tables, counted without
 /// scanning `observations` (the requests carry their item counts).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -591,7 +500,7 @@ pub fn poller_scopes(conn: &Connection, run_id: i64) -> Result<Vec<(i64, String)
 /// Lends to `f` the ID of each truth row of run `run_id` that a retention
 /// job dropped: whose deletion is the drop of a partition that held it
 /// (the experiment marks a dropped range's rows deleted at the drop's send:
-/// [`crate::write::insert_partition_drops`]); none without `partition_drops`.
+/// [`crate::PartitionDropRow`]'s `mark`); none without `partition_drops`.
 pub fn for_each_expired<E: From<Error>>(
     conn: &Connection,
     run_id: i64,
@@ -618,12 +527,12 @@ pub fn for_each_truth_author<E: From<Error>>(
     run_id: i64,
     mut f: impl FnMut(&str, i64) -> Result<(), E>,
 ) -> Result<(), E> {
-    if !has_table(conn, "truth_authors")? {
+    if !has_table(conn, TruthAuthorRow::NAME)? {
         return Ok(());
     }
     for_each_row(
         conn,
-        "SELECT id, author FROM truth_authors WHERE run_id = ?1",
+        &select::<TruthAuthorRow>(conn, TruthAuthorRow::NAME)?,
         [run_id],
         |r| {
             f(
@@ -658,82 +567,61 @@ pub fn delays_after_commit(
     .map_err(read_error)
 }
 
-/// A side table: one created on first use, whose rows belong to a run
-/// (`run_id`) and are read whole by [`side_rows`].
-pub trait SideTable: Sized {
-    /// The table's name.
-    const TABLE: &'static str;
-    /// The columns read, in the order [`SideTable::from_row`] takes them.
-    const COLUMNS: &'static str;
-    fn from_row(r: &Row) -> rusqlite::Result<Self>;
-}
-
-/// The rows of side table `T` of run `run_id`, in the table's order; none in
-/// a file without the table.
-pub fn side_rows<T: SideTable>(conn: &Connection, run_id: i64) -> Result<Vec<T>, Error> {
-    if !has_table(conn, T::TABLE)? {
-        return Ok(Vec::new());
+/// The `SELECT` of run `?1`'s rows of side table `T` from `table` (its
+/// name or an old one): NULL for each column [`SideTable::ADDED`] that the
+/// file's table lacks.
+fn select<T: SideTable>(conn: &Connection, table: &str) -> Result<String, Error> {
+    let mut columns = Vec::new();
+    for column in T::COLUMNS.split(", ") {
+        let added = T::ADDED.iter().any(|(name, _)| *name == column);
+        columns.push(if added && !has_column(conn, table, column)? {
+            "NULL"
+        } else {
+            column
+        });
     }
-    conn.prepare(&format!(
-        "SELECT {} FROM {} WHERE run_id = ?1",
-        T::COLUMNS,
-        T::TABLE
+    Ok(format!(
+        "SELECT {} FROM {table} {}",
+        columns.join(", "),
+        T::FILTER
     ))
-    .and_then(|mut st| st.query_map([run_id], |r| T::from_row(r))?.collect())
-    .map_err(read_error)
 }
 
-impl SideTable for FttPushRow {
-    const TABLE: &'static str = "ftt_pushes";
-    const COLUMNS: &'static str = "id, list, committed_at_ms, pushed_at_ms, path";
-    fn from_row(r: &Row) -> rusqlite::Result<Self> {
-        Ok(FttPushRow {
-            id: r.get(0)?,
-            list: r.get(1)?,
-            committed_at_ms: r.get(2)?,
-            pushed_at_ms: r.get(3)?,
-            path: r.get(4)?,
-        })
+/// The rows of side table `T` ([`crate::tables`]) of run `run_id`, in the
+/// order [`SideTable::FILTER`] gives (the table's own where it gives none),
+/// from its table and then from each of its old names; none in a file
+/// without them. A table of one row per file ([`crate::SweepRunRow`])
+/// ignores `run_id`.
+pub fn side_rows<T: SideTable>(conn: &Connection, run_id: i64) -> Result<Vec<T>, Error> {
+    let mut out = Vec::new();
+    for table in std::iter::once(T::NAME).chain(T::OLD_NAMES.iter().copied()) {
+        if !has_table(conn, table)? {
+            continue;
+        }
+        let sql = select::<T>(conn, table)?;
+        let mut st = conn.prepare(&sql).map_err(read_error)?;
+        let params: &[&dyn rusqlite::ToSql] = if st.parameter_count() == 0 {
+            &[]
+        } else {
+            &[&run_id]
+        };
+        for row in st.query_map(params, T::read).map_err(read_error)? {
+            out.push(row.map_err(read_error)?);
+        }
     }
+    Ok(out)
 }
 
-impl SideTable for FttTrimRow {
-    const TABLE: &'static str = "ftt_trims";
-    const COLUMNS: &'static str = "id, list, trimmed_at_ms";
-    fn from_row(r: &Row) -> rusqlite::Result<Self> {
-        Ok(FttTrimRow {
-            id: r.get(0)?,
-            list: r.get(1)?,
-            trimmed_at_ms: r.get(2)?,
-        })
-    }
-}
-
-impl SideTable for FttDeleteRow {
-    const TABLE: &'static str = "ftt_deletes";
-    const COLUMNS: &'static str = "id, sent_at_ms, returned_at_ms";
-    fn from_row(r: &Row) -> rusqlite::Result<Self> {
-        Ok(FttDeleteRow {
-            id: r.get(0)?,
-            sent_at_ms: r.get(1)?,
-            returned_at_ms: r.get(2)?,
-        })
-    }
-}
-
-impl SideTable for PartitionDropRow {
-    const TABLE: &'static str = "partition_drops";
-    const COLUMNS: &'static str = "partition, lo_id, hi_id, sent_at_ms, returned_at_ms, rows";
-    fn from_row(r: &Row) -> rusqlite::Result<Self> {
-        Ok(PartitionDropRow {
-            partition: r.get(0)?,
-            lo_id: r.get(1)?,
-            hi_id: r.get(2)?,
-            sent_at_ms: r.get(3)?,
-            returned_at_ms: r.get(4)?,
-            rows: r.get(5)?,
-        })
-    }
+/// The `sweep_run` row of the file at `path` ([`SweepRunRow`], written by
+/// [`crate::write::sweep_run`]), read-only; `None` for a file that is not a
+/// finished run (no such row). The file is any SQLite file, not
+/// necessarily a run database.
+pub fn sweep_run(path: &Path) -> Result<Option<SweepRunRow>, Error> {
+    let e = |e: rusqlite::Error| Error(format!("{}: {e}", path.display()));
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(e)?;
+    let rows = side_rows::<SweepRunRow>(&conn, 0)
+        .map_err(|err| Error(format!("{}: {err}", path.display())))?;
+    Ok(rows.into_iter().next())
 }
 
 mod stream;

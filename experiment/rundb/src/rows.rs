@@ -22,6 +22,14 @@
 //!
 //! `run_id` is not a field of the per-run tables' rows: the writer is given
 //! it beside the rows, the reader selects by it.
+//!
+//! The side tables' rows are declared with their tables ([`crate::tables`])
+//! and named here too.
+
+pub use crate::tables::{
+    ClientRequestRow, CursorFlagRow, DeliveryRow, FttDeleteRow, FttPushRow, FttRows, FttTrimRow,
+    LogTruthRow, PartitionDropRow, SweepRunRow, TruthAuthorRow, WriterBracketRow,
+};
 
 /// A row of `runs`: one run of the experiment (or one `serve --truth`
 /// session, or one synthetic run).
@@ -135,139 +143,4 @@ pub struct TruthRow<S = String> {
     pub deleted_at_ms: Option<i64>,
     /// Which generator or mechanism produced it (`local`, `remote`, `commit-ts`...).
     pub origin: S,
-}
-
-/// A row of `writer_brackets`: the bracket of one written row's visibility,
-/// from its writer's transaction start to its COMMIT's return (PostgreSQL's
-/// and MariaDB's writers; [`crate::schema::WRITER_BRACKETS`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct WriterBracketRow {
-    pub id: String,
-    /// The writing transaction's ID (PostgreSQL), or `writer N` (MariaDB).
-    pub xid: String,
-    pub xact_start_ms: i64,
-    /// `pg_xact_commit_timestamp`, when `track_commit_timestamp` is on.
-    pub commit_ts_ms: Option<i64>,
-    /// When the writer's COMMIT returned.
-    pub commit_returned_ms: i64,
-    pub injected_sleep_ms: i64,
-}
-
-/// A row of `partition_drops` ([`crate::schema::PARTITION_DROPS`]): one
-/// partition a retention job dropped.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PartitionDropRow {
-    pub partition: String,
-    /// The dropped IDs: `lo_id <= id < hi_id`.
-    pub lo_id: i64,
-    pub hi_id: i64,
-    pub sent_at_ms: i64,
-    pub returned_at_ms: i64,
-    pub rows: i64,
-}
-
-/// A row of `cursor_flags` ([`crate::schema::CURSOR_FLAGS`]): a request
-/// whose cursor lay below the oldest ID kept, named by its poller and its
-/// place (`cycle`, `page`, `sent_at_ms`) in `requests`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CursorFlagRow {
-    /// The poller's name in the run.
-    pub poller: String,
-    pub cycle: i64,
-    pub page: i64,
-    pub sent_at_ms: i64,
-    /// The request's exclusive lower bound (`id > cursor`).
-    pub cursor: i64,
-    /// The lowest ID kept when it was sent.
-    pub oldest_kept: i64,
-}
-
-/// A row of `client_requests` ([`crate::schema::CLIENT_REQUESTS`]): what a
-/// foreign client asked for, beside its `requests` row.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ClientRequestRow {
-    /// The client's poller name (`--client NAME`, or a short hash of its credential).
-    pub client: String,
-    pub method: String,
-    /// The path, without the query.
-    pub endpoint: String,
-    /// The cursor and page parameters as sent, a JSON object.
-    pub params: String,
-    /// The statuses the endpoint serves, in [`crate::scope::Scope`]'s text form.
-    pub scope: String,
-    /// The IDs the page served, in order, encoded by [`crate::pages::encode`];
-    /// `None` when they are rows of `observations`.
-    pub served: Option<Vec<u8>>,
-}
-
-/// A row of `ftt_pushes` ([`crate::schema::FTT_PUSHES`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FttPushRow {
-    pub id: String,
-    pub list: String,
-    pub committed_at_ms: i64,
-    pub pushed_at_ms: Option<i64>,
-    pub path: String,
-}
-
-/// A row of `ftt_trims`: an entry an LTRIM cut from a list.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FttTrimRow {
-    pub id: String,
-    pub list: String,
-    pub trimmed_at_ms: i64,
-}
-
-/// A row of `ftt_deletes`: a note the creators deleted, when the `DELETE`
-/// was sent and when it returned.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FttDeleteRow {
-    pub id: String,
-    pub sent_at_ms: i64,
-    pub returned_at_ms: i64,
-}
-
-/// The FTT truth of one run, written when it ends ([`crate::write::insert_ftt`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FttRows {
-    pub pushes: Vec<FttPushRow>,
-    pub trims: Vec<FttTrimRow>,
-    pub deletes: Vec<FttDeleteRow>,
-}
-
-/// A row of `log_truth` ([`crate::schema::LOG_TRUTH`]): one change a
-/// committed transaction made to the judged table, as logical decoding gave it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LogTruthRow {
-    /// Its place in the log (commit order; a transaction's rows in its order).
-    pub seq: i64,
-    /// The key column's value, as the log printed it (quotes removed).
-    pub key: String,
-    pub xid: i64,
-    /// The LSN of its transaction's COMMIT, as PostgreSQL writes it (`0/16B3748`).
-    pub commit_lsn: String,
-    /// Its transaction's commit time, ms since the epoch.
-    pub commit_ms: i64,
-    /// `insert` or `delete`.
-    pub op: String,
-    /// When the harness read its commit from the log, ms since the epoch:
-    /// set where the log's commit time is in whole seconds (MariaDB's
-    /// binlog), `None` for PostgreSQL's.
-    pub read_ms: Option<i64>,
-}
-
-/// A row of `log_deliveries` ([`crate::schema::LOG_DELIVERIES`]): one line
-/// of a consumer's delivered file.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DeliveryRow {
-    /// The consumer's name (`--delivered NAME=FILE`).
-    pub consumer: String,
-    /// The line's number in the file, from 1.
-    pub line: i64,
-    /// The key the line names; `None` for a line that names none.
-    pub key: Option<String>,
-    /// A line that names no key, as written (cut at 200 bytes).
-    pub raw: Option<String>,
-    /// When the harness read the line.
-    pub read_at_ms: i64,
 }

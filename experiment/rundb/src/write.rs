@@ -9,14 +9,9 @@
 //! rows per statement: far fewer statement executions than one row each.
 
 use crate::Error;
-use crate::rows::{
-    ClientRequestRow, CursorFlagRow, DeliveryRow, FttRows, LogTruthRow, PartitionDropRow,
-    PollerRow, RequestRow, RunRow, StatusRow, TruthRow, WriterBracketRow,
-};
-use crate::schema::{
-    APPLICATION_ID, CLIENT_REQUESTS, CREATE, CURSOR_FLAGS, FTT_PUSHES, LOG_DELIVERIES, LOG_TRUTH,
-    PARTITION_DROPS, SCHEMA_VERSION, TABLES, TRUTH_AUTHORS, WRITER_BRACKETS,
-};
+use crate::rows::{FttRows, PollerRow, RequestRow, RunRow, StatusRow, SweepRunRow, TruthRow};
+use crate::schema::{APPLICATION_ID, CREATE, SCHEMA_VERSION, TABLES};
+use crate::tables::SideTable;
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
 use std::path::Path;
 use std::sync::LazyLock;
@@ -435,304 +430,92 @@ pub fn add_poller(conn: &Connection, run_id: i64, poller: &PollerRow) -> Result<
     Ok(conn.last_insert_rowid())
 }
 
-/// Inserts what a foreign client asked for beside its request `request_id`,
-/// creating `client_requests` the first time (and adding its `served` column
-/// to a file written before the column existed).
-pub fn insert_client_request(
-    conn: &Connection,
-    request_id: i64,
-    row: &ClientRequestRow,
-) -> Result<(), Error> {
-    let sql = "INSERT INTO client_requests (request_id, client, method, endpoint, params, scope, \
-               served) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
-    // Prepared once a request, not twice: a client may send thousands a second.
-    let mut statement = match conn.prepare_cached(sql) {
-        Ok(statement) => statement,
-        Err(_) => {
-            conn.execute_batch(CLIENT_REQUESTS).map_err(write_error)?;
-            if !crate::read::has_column(conn, "client_requests", "served")? {
-                conn.execute_batch("ALTER TABLE client_requests ADD COLUMN served BLOB")
-                    .map_err(write_error)?;
-            }
-            conn.prepare_cached(sql).map_err(write_error)?
-        }
-    };
-    statement
-        .execute(params![
-            request_id,
-            row.client,
-            row.method,
-            row.endpoint,
-            row.params,
-            row.scope,
-            row.served
-        ])
-        .map_err(write_error)?;
-    Ok(())
-}
-
-/// Inserts the authors of truth rows (`truth_authors`), creating the table
-/// the first time; a status already there is left as it is.
-pub fn insert_truth_authors(
-    conn: &Connection,
-    run_id: i64,
-    authors: &[(String, i64)],
-) -> Result<(), Error> {
-    let sql = "INSERT OR IGNORE INTO truth_authors (run_id, id, author) VALUES (?1, ?2, ?3)";
-    for (id, author) in authors {
-        insert_creating(conn, TRUTH_AUTHORS, sql, params![run_id, id, author])?;
-    }
-    Ok(())
-}
-
-/// Runs the insert `sql`, creating its optional table with `ddl` only when
-/// it is missing (the DDL is not parsed again for every row).
-fn insert_creating(
-    conn: &Connection,
-    ddl: &str,
-    sql: &str,
-    values: &[&dyn rusqlite::ToSql],
-) -> Result<(), Error> {
-    let statement = match conn.prepare_cached(sql) {
+/// Inserts rows of side table `T` of run `run_id` ([`crate::tables`]),
+/// creating the table (and adding the columns [`SideTable::ADDED`] to a
+/// file written before them) if this is the file's first write of it, even
+/// with no rows; each row's [`SideTable::mark`] follows its insert. A row
+/// whose insert changed nothing is an error where [`SideTable::unmatched`]
+/// says so.
+pub fn side_rows<T: SideTable>(conn: &Connection, run_id: i64, rows: &[T]) -> Result<(), Error> {
+    // Prepared once a batch, not twice: a recorded client writes one row a
+    // request, thousands a second; the DDL runs only when the insert cannot
+    // be prepared (no table, or a column missing).
+    let mut st = match conn.prepare_cached(T::INSERT) {
         Ok(st) => st,
         Err(_) => {
-            conn.execute_batch(ddl).map_err(write_error)?;
-            conn.prepare_cached(sql).map_err(write_error)?
+            conn.execute_batch(T::CREATE).map_err(write_error)?;
+            for (column, kind) in T::ADDED {
+                if !crate::read::has_column(conn, T::NAME, column)? {
+                    conn.execute_batch(&format!(
+                        "ALTER TABLE {} ADD COLUMN {column} {kind}",
+                        T::NAME
+                    ))
+                    .map_err(write_error)?;
+                }
+            }
+            conn.prepare_cached(T::INSERT).map_err(write_error)?
         }
     };
-    let mut statement = statement;
-    statement.execute(values).map_err(write_error)?;
-    Ok(())
-}
-
-/// Inserts the writers' transaction brackets of a database run, creating
-/// `writer_brackets` if this is the file's first such run; a row already
-/// there is replaced.
-pub fn insert_writer_brackets(
-    conn: &Connection,
-    run_id: i64,
-    rows: &[WriterBracketRow],
-) -> Result<(), Error> {
-    conn.execute_batch(WRITER_BRACKETS).map_err(write_error)?;
-    let mut st = conn
-        .prepare_cached(
-            "INSERT OR REPLACE INTO writer_brackets (run_id, id, xid, xact_start_ms, commit_ts_ms, \
-             commit_returned_ms, injected_sleep_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )
-        .map_err(write_error)?;
-    for b in rows {
-        st.execute(params![
-            run_id,
-            b.id,
-            b.xid,
-            b.xact_start_ms,
-            b.commit_ts_ms,
-            b.commit_returned_ms,
-            b.injected_sleep_ms
-        ])
-        .map_err(write_error)?;
+    for row in rows {
+        if row.insert(&mut st, run_id).map_err(write_error)? == 0
+            && let Some(error) = row.unmatched()
+        {
+            return Err(Error(error));
+        }
+        row.mark(conn, run_id).map_err(write_error)?;
     }
     Ok(())
 }
 
-/// Inserts Fanout Timeline pushes, trims and deletions, creating
-/// `ftt_pushes`, `ftt_trims` and `ftt_deletes` if this is the file's first
-/// such run (a row already there is replaced), and marks each deleted
-/// note's truth row deleted when its `DELETE` was sent: the earliest moment
-/// it can have gone, so that no request that overlaps the `DELETE` is owed it.
+/// Writes the FTT truth of run `run_id` ([`FttRows`]: its three tables, each
+/// created, rows or none), the deletions last, after the pushes.
 pub fn insert_ftt(conn: &Connection, run_id: i64, rows: &FttRows) -> Result<(), Error> {
-    conn.execute_batch(FTT_PUSHES).map_err(write_error)?;
-    let mut st = conn
-        .prepare_cached(
-            "INSERT OR REPLACE INTO ftt_pushes (run_id, id, list, committed_at_ms, pushed_at_ms, \
-             path) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )
-        .map_err(write_error)?;
-    for p in &rows.pushes {
-        st.execute(params![
-            run_id,
-            p.id,
-            p.list,
-            p.committed_at_ms,
-            p.pushed_at_ms,
-            p.path
-        ])
-        .map_err(write_error)?;
-    }
-    let mut st = conn
-        .prepare_cached(
-            "INSERT OR REPLACE INTO ftt_trims (run_id, id, list, trimmed_at_ms) \
-             VALUES (?1, ?2, ?3, ?4)",
-        )
-        .map_err(write_error)?;
-    for t in &rows.trims {
-        st.execute(params![run_id, t.id, t.list, t.trimmed_at_ms])
-            .map_err(write_error)?;
-    }
-    let mut st = conn
-        .prepare_cached(
-            "INSERT OR REPLACE INTO ftt_deletes (run_id, id, sent_at_ms, returned_at_ms) \
-             VALUES (?1, ?2, ?3, ?4)",
-        )
-        .map_err(write_error)?;
-    let mut mark = conn
-        .prepare_cached("UPDATE truth SET deleted_at_ms = ?1 WHERE run_id = ?2 AND id = ?3")
-        .map_err(write_error)?;
-    for d in &rows.deletes {
-        st.execute(params![run_id, d.id, d.sent_at_ms, d.returned_at_ms])
-            .map_err(write_error)?;
-        mark.execute(params![d.sent_at_ms, run_id, d.id])
-            .map_err(write_error)?;
-    }
-    Ok(())
+    side_rows(conn, run_id, &rows.pushes)?;
+    side_rows(conn, run_id, &rows.trims)?;
+    side_rows(conn, run_id, &rows.deletes)
 }
 
-/// Inserts the partitions a retention job dropped, creating
-/// `partition_drops` if needed, and marks the truth rows of each dropped
-/// range deleted when its `DROP PARTITION` was sent (the earliest moment
-/// they can have gone), except rows posted after it returned: their insert
-/// came after the drop and went to the partition that took over the range
-/// (a writer whose clock or counter was behind). `key` turns an ID into its
-/// `id_key`.
-pub fn insert_partition_drops(
-    conn: &Connection,
-    run_id: i64,
-    rows: &[PartitionDropRow],
-    key: impl Fn(i64) -> String,
-) -> Result<(), Error> {
-    conn.execute_batch(PARTITION_DROPS).map_err(write_error)?;
-    let mut st = conn
-        .prepare_cached(
-            "INSERT OR REPLACE INTO partition_drops (run_id, partition, lo_id, hi_id, sent_at_ms, \
-             returned_at_ms, rows) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )
-        .map_err(write_error)?;
-    let mut expire = conn
-        .prepare_cached(
-            "UPDATE truth SET deleted_at_ms = ?4 WHERE run_id = ?1 AND id_key >= ?2 \
-             AND id_key < ?3 AND deleted_at_ms IS NULL AND posted_at_ms <= ?5",
-        )
-        .map_err(write_error)?;
-    for d in rows {
-        st.execute(params![
-            run_id,
-            d.partition,
-            d.lo_id,
-            d.hi_id,
-            d.sent_at_ms,
-            d.returned_at_ms,
-            d.rows
-        ])
-        .map_err(write_error)?;
-        expire
-            .execute(params![
-                run_id,
-                key(d.lo_id),
-                key(d.hi_id),
-                d.sent_at_ms,
-                d.returned_at_ms
-            ])
-            .map_err(write_error)?;
-    }
-    Ok(())
+/// Replaces run `run_id`'s stored configuration (`runs.config`) with one
+/// that knows the run's end.
+pub fn set_config(conn: &Connection, run_id: i64, config: &str) -> Result<(), Error> {
+    conn.execute(
+        "UPDATE runs SET config = ?1 WHERE id = ?2",
+        params![config, run_id],
+    )
+    .map(|_| ())
+    .map_err(|e| Error(format!("cannot write the run's config: {e}")))
 }
 
-/// Inserts the flagged requests of a run, creating `cursor_flags` if
-/// needed; each is found in `requests` by its poller's name and its place.
-/// A flag whose request is not there is an error (the recorder lost it).
-pub fn insert_cursor_flags(
-    conn: &Connection,
-    run_id: i64,
-    rows: &[CursorFlagRow],
-) -> Result<(), Error> {
-    conn.execute_batch(CURSOR_FLAGS).map_err(write_error)?;
-    let mut st = conn
-        .prepare_cached(
-            "INSERT OR REPLACE INTO cursor_flags (request_id, run_id, poller_id, sent_at_ms, \
-             cursor, oldest_kept) SELECT r.id, r.run_id, r.poller_id, r.sent_at_ms, ?6, ?7 \
-             FROM requests r JOIN pollers p ON p.id = r.poller_id WHERE r.run_id = ?1 \
-             AND p.name = ?2 AND r.cycle = ?3 AND r.page = ?4 AND r.sent_at_ms = ?5 LIMIT 1",
-        )
-        .map_err(write_error)?;
-    for f in rows {
-        let n = st
-            .execute(params![
-                run_id,
-                f.poller,
-                f.cycle,
-                f.page,
-                f.sent_at_ms,
-                f.cursor,
-                f.oldest_kept
-            ])
-            .map_err(write_error)?;
-        if n != 1 {
-            return Err(Error(format!(
-                "cannot write cursor_flags: no request of {} at cycle {} page {} sent at {}",
-                f.poller, f.cycle, f.page, f.sent_at_ms
-            )));
-        }
-    }
-    Ok(())
+/// Sets key `key` of run `run_id`'s stored configuration to the JSON
+/// value `json` (`runs.config`'s `machine_load`, known at the run's end).
+pub fn set_config_key(conn: &Connection, run_id: i64, key: &str, json: &str) -> Result<(), Error> {
+    conn.execute(
+        &format!("UPDATE runs SET config = json_set(config, '$.{key}', json(?1)) WHERE id = ?2"),
+        params![json, run_id],
+    )
+    .map(|_| ())
+    .map_err(|e| Error(format!("cannot write the run's {key}: {e}")))
 }
 
-/// Inserts changes of the judged table from the log (`experiment judge
-/// --backend postgres`), creating `log_truth` if needed; a row already there
-/// (the same `seq`) is replaced.
-pub fn insert_log_truth(conn: &Connection, run_id: i64, rows: &[LogTruthRow]) -> Result<(), Error> {
-    let sql = "INSERT OR REPLACE INTO log_truth (run_id, seq, key, xid, commit_lsn, commit_ms, op, \
-               read_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
-    if conn.prepare_cached(sql).is_err() {
-        conn.execute_batch(LOG_TRUTH).map_err(write_error)?;
-        // A file whose log_truth was made before read_ms existed.
-        if !crate::read::has_column(conn, "log_truth", "read_ms")? {
-            conn.execute_batch("ALTER TABLE log_truth ADD COLUMN read_ms INTEGER")
-                .map_err(write_error)?;
-        }
-    }
-    let mut st = conn.prepare_cached(sql).map_err(write_error)?;
-    for r in rows {
-        st.execute(params![
-            run_id,
-            r.seq,
-            r.key,
-            r.xid,
-            r.commit_lsn,
-            r.commit_ms,
-            r.op,
-            r.read_ms
-        ])
-        .map_err(write_error)?;
-    }
-    Ok(())
-}
-
-/// Inserts lines of consumers' delivered files, creating `log_deliveries`
-/// if needed; a line already there is replaced.
-pub fn insert_log_deliveries(
-    conn: &Connection,
-    run_id: i64,
-    rows: &[DeliveryRow],
-) -> Result<(), Error> {
-    conn.execute_batch(LOG_DELIVERIES).map_err(write_error)?;
-    let mut st = conn
-        .prepare_cached(
-            "INSERT OR REPLACE INTO log_deliveries (run_id, consumer, line, key, raw, read_at_ms) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )
-        .map_err(write_error)?;
-    for d in rows {
-        st.execute(params![
-            run_id,
-            d.consumer,
-            d.line,
-            d.key,
-            d.raw,
-            d.read_at_ms
-        ])
-        .map_err(write_error)?;
-    }
-    Ok(())
+/// Marks the file at `path` a finished planned run: its one `sweep_run` row
+/// ([`SweepRunRow`]) in one transaction, replacing any row there, and the
+/// journal folded back so that the file alone is the run. The file is any
+/// SQLite file (a campaign's run database, a virtual sweep's own), opened as
+/// it is: nothing else of it changes.
+pub fn sweep_run(path: &Path, row: &SweepRunRow) -> Result<(), Error> {
+    let e = |e: rusqlite::Error| Error(format!("{}: {e}", path.display()));
+    let mut conn = Connection::open(path).map_err(e)?;
+    conn.busy_timeout(Duration::from_secs(30)).map_err(e)?;
+    // One file: a WAL folded back and gone (a run database is in WAL mode).
+    let _: String = conn
+        .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get(0))
+        .map_err(e)?;
+    let tx = conn.transaction().map_err(e)?;
+    tx.execute_batch(SweepRunRow::CREATE).map_err(e)?;
+    tx.execute("DELETE FROM sweep_run", []).map_err(e)?;
+    side_rows(&tx, 0, std::slice::from_ref(row))
+        .map_err(|err| Error(format!("{}: {err}", path.display())))?;
+    tx.commit().map_err(e)
 }
 
 /// Folds the WAL back into the main file, so that the database is one file at

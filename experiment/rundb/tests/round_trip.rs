@@ -3,8 +3,8 @@
 
 use rundb::write::{self, OnConflict};
 use rundb::{
-    ObservationRow, PollerRow, RequestRow, RunRow, StatusRow, TruthRow, WriterBracketRow, read,
-    schema,
+    ObservationRow, PollerRow, RequestRow, RunRow, SideTable, StatusRow, TruthRow,
+    WriterBracketRow, read, schema,
 };
 
 fn status(n: u64) -> StatusRow {
@@ -102,7 +102,7 @@ fn every_row_reads_back_as_written() {
         commit_returned_ms: 3,
         injected_sleep_ms: 0,
     };
-    write::insert_writer_brackets(&conn, run_id, std::slice::from_ref(&bracket)).unwrap();
+    write::side_rows(&conn, run_id, std::slice::from_ref(&bracket)).unwrap();
     write::end_run(&conn, run_id, 20, true, "duration").unwrap();
     write::close(conn).unwrap();
 
@@ -228,7 +228,10 @@ fn every_row_reads_back_as_written() {
         })
         .unwrap();
     assert_eq!(deleted, Some(50));
-    assert_eq!(read::writer_brackets(&conn, run_id).unwrap(), vec![bracket]);
+    assert_eq!(
+        read::side_rows::<WriterBracketRow>(&conn, run_id).unwrap(),
+        vec![bracket]
+    );
 }
 
 /// A drop marks the truth rows of its range deleted when it was sent, but
@@ -261,7 +264,7 @@ fn a_partition_drop_deletes_the_rows_of_its_range_posted_before_it_returned() {
         })
         .collect();
     write::insert_truth(&conn, run_id, &truth, OnConflict::Ignore).unwrap();
-    write::insert_partition_drops(&conn, run_id, &[drop_row()], key).unwrap();
+    write::side_rows(&conn, run_id, &[drop_row()]).unwrap();
     let deleted: Vec<(i64, Option<i64>)> = conn
         .prepare("SELECT CAST(id AS INTEGER), deleted_at_ms FROM truth ORDER BY 1")
         .unwrap()
@@ -435,7 +438,10 @@ fn a_new_file_holds_exactly_the_schema() {
         )
         .unwrap();
     assert_eq!(marker, (schema::APPLICATION_ID, schema::SCHEMA_VERSION));
-    assert_eq!(read::writer_brackets(&conn, 1).unwrap(), vec![]);
+    assert_eq!(
+        read::side_rows::<WriterBracketRow>(&conn, 1).unwrap(),
+        vec![]
+    );
 }
 
 /// A file begun before the table was renamed holds its first runs' brackets
@@ -455,24 +461,22 @@ fn brackets_read_back_from_the_old_table_and_the_new() {
         injected_sleep_ms: 0,
     };
     let (old_run, _) = write::add_run(&conn, &RunRow::default(), &[]).unwrap();
-    conn.execute_batch(
-        &schema::WRITER_BRACKETS.replace("writer_brackets", schema::OLD_WRITER_BRACKETS),
-    )
-    .unwrap();
+    conn.execute_batch(&WriterBracketRow::CREATE.replace(WriterBracketRow::NAME, "pg_truth"))
+        .unwrap();
     conn.execute(
         "INSERT INTO pg_truth VALUES (?1, '1', '740', 1, 2, 3, 0)",
         [old_run],
     )
     .unwrap();
     let (new_run, _) = write::add_run(&conn, &RunRow::default(), &[]).unwrap();
-    write::insert_writer_brackets(&conn, new_run, &[bracket("2", "writer 1")]).unwrap();
+    write::side_rows(&conn, new_run, &[bracket("2", "writer 1")]).unwrap();
 
     assert_eq!(
-        read::writer_brackets(&conn, old_run).unwrap(),
+        read::side_rows::<WriterBracketRow>(&conn, old_run).unwrap(),
         vec![bracket("1", "740")]
     );
     assert_eq!(
-        read::writer_brackets(&conn, new_run).unwrap(),
+        read::side_rows::<WriterBracketRow>(&conn, new_run).unwrap(),
         vec![bracket("2", "writer 1")]
     );
 }
@@ -492,8 +496,16 @@ fn the_log_truth_and_deliveries_read_back_and_an_older_file_has_none() {
     };
     let (run_id, _) = write::add_run(&conn, &run, &[]).unwrap();
     // A file without the tables (written before they existed) reads as none.
-    assert!(read::log_truth(&conn, run_id).unwrap().is_empty());
-    assert!(read::log_deliveries(&conn, run_id).unwrap().is_empty());
+    assert!(
+        read::side_rows::<rundb::LogTruthRow>(&conn, run_id)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        read::side_rows::<rundb::DeliveryRow>(&conn, run_id)
+            .unwrap()
+            .is_empty()
+    );
     let truth = vec![
         rundb::LogTruthRow {
             seq: 1,
@@ -514,7 +526,7 @@ fn the_log_truth_and_deliveries_read_back_and_an_older_file_has_none() {
             read_ms: None,
         },
     ];
-    write::insert_log_truth(&conn, run_id, &truth).unwrap();
+    write::side_rows(&conn, run_id, &truth).unwrap();
     let deliveries = vec![
         rundb::DeliveryRow {
             consumer: "relay".into(),
@@ -531,13 +543,19 @@ fn the_log_truth_and_deliveries_read_back_and_an_older_file_has_none() {
             read_at_ms: 5,
         },
     ];
-    write::insert_log_deliveries(&conn, run_id, &deliveries).unwrap();
+    write::side_rows(&conn, run_id, &deliveries).unwrap();
     let mut by_seq = truth.clone();
     by_seq.sort_by_key(|r| r.seq);
-    assert_eq!(read::log_truth(&conn, run_id).unwrap(), by_seq);
+    assert_eq!(
+        read::side_rows::<rundb::LogTruthRow>(&conn, run_id).unwrap(),
+        by_seq
+    );
     let mut by_line = deliveries.clone();
     by_line.sort_by_key(|d| d.line);
-    assert_eq!(read::log_deliveries(&conn, run_id).unwrap(), by_line);
+    assert_eq!(
+        read::side_rows::<rundb::DeliveryRow>(&conn, run_id).unwrap(),
+        by_line
+    );
 }
 
 #[test]
@@ -566,7 +584,7 @@ fn a_log_truth_made_before_read_ms_reads_without_it_and_gains_it_on_the_next_wri
         [run_id],
     )
     .unwrap();
-    let old = read::log_truth(&conn, run_id).unwrap();
+    let old = read::side_rows::<rundb::LogTruthRow>(&conn, run_id).unwrap();
     assert_eq!(old.len(), 1);
     assert_eq!(old[0].read_ms, None);
     let row = rundb::LogTruthRow {
@@ -578,8 +596,8 @@ fn a_log_truth_made_before_read_ms_reads_without_it_and_gains_it_on_the_next_wri
         op: "insert".into(),
         read_ms: Some(2345),
     };
-    write::insert_log_truth(&conn, run_id, std::slice::from_ref(&row)).unwrap();
-    let both = read::log_truth(&conn, run_id).unwrap();
+    write::side_rows(&conn, run_id, std::slice::from_ref(&row)).unwrap();
+    let both = read::side_rows::<rundb::LogTruthRow>(&conn, run_id).unwrap();
     assert_eq!(both.len(), 2);
     assert_eq!((both[0].read_ms, &both[1]), (None, &row));
 }
@@ -613,7 +631,7 @@ fn a_pollers_delays_run_from_each_commit_to_its_first_response() {
         bracket("2", Some(100)),
         bracket("3", None),
     ];
-    write::insert_writer_brackets(&conn, run_id, &brackets).unwrap();
+    write::side_rows(&conn, run_id, &brackets).unwrap();
     // "1" returned at 150 and again at 400, "2" at 400, "3" (no commit
     // timestamp) at 150; the other poller's "2" at 120 is not the xmin's.
     for (poller_id, received_at_ms, items) in [

@@ -33,7 +33,12 @@ pub const API: Api = Api {
         reset: "x-ratelimit-reset",
         reset_after: None,
     }),
-    parse_spec,
+    // `mastodon:https://HOST`.
+    parse_spec: |spec| {
+        Ok(TargetSpec::Mastodon {
+            base: base_url(spec)?,
+        })
+    },
 };
 /// The `--timeline` values, besides `tag:NAME` and `list:ID`.
 const TIMELINES: [&str; 4] = ["public", "local", "remote", "home"];
@@ -81,13 +86,6 @@ fn timeline_path(timeline: &str) -> (String, Vec<(String, String)>) {
             }
         }
     }
-}
-
-/// `mastodon:https://HOST`.
-fn parse_spec(spec: &str) -> Result<TargetSpec, String> {
-    Ok(TargetSpec::Mastodon {
-        base: base_url(spec)?,
-    })
 }
 
 /// The dialect for `--target mastodon:HOST` and its options.

@@ -30,7 +30,12 @@ pub const API: Api = Api {
     },
     // A spent limit is a 429 with Retry-After only.
     rate_headers: None,
-    parse_spec,
+    // `misskey:https://HOST`.
+    parse_spec: |spec| {
+        Ok(TargetSpec::Misskey {
+            base: base_url(spec)?,
+        })
+    },
 };
 /// The token travels as the body field `i`.
 const AUTH: Auth = Auth::BodyField("i");
@@ -176,13 +181,6 @@ pub async fn probe_layout(
         .filter_map(|n| n.get("id").and_then(Value::as_str))
         .collect();
     detect_misskey_layout(&ids).map_err(|e| redact(token, e))
-}
-
-/// `misskey:https://HOST`.
-fn parse_spec(spec: &str) -> Result<TargetSpec, String> {
-    Ok(TargetSpec::Misskey {
-        base: base_url(spec)?,
-    })
 }
 
 /// The dialect for `--target misskey:HOST` and its options; the layout stays

@@ -28,7 +28,12 @@ pub const API: Api = Api {
         author: "/user/screen_name",
     },
     rate_headers: Some(RATE_HEADERS),
-    parse_spec,
+    // `twitter-v1:https://HOST`.
+    parse_spec: |spec| {
+        Ok(TargetSpec::TwitterV1 {
+            base: base_url(spec)?,
+        })
+    },
 };
 
 /// `x-rate-limit-limit`, `-remaining` and `-reset` (epoch seconds) [2.3]; X v2 sends the same.
@@ -58,13 +63,6 @@ pub fn build(list_id: &str, layout: &Layout, req: &PageRequest, limit: usize) ->
         query,
         json_body: None,
     }
-}
-
-/// `twitter-v1:https://HOST`.
-fn parse_spec(spec: &str) -> Result<TargetSpec, String> {
-    Ok(TargetSpec::TwitterV1 {
-        base: base_url(spec)?,
-    })
 }
 
 /// The dialect for `--target twitter-v1:HOST` and its options.

@@ -7,11 +7,13 @@
 //! client it saw. Exit status: 0 when every client is valid, 1 when any lost
 //! a status, 2 on bad input (docs/judging.md).
 //!
-//! With `--backend postgres --table T` (or `--backend mariadb`), the command
-//! is an application with its own writers and consumers, judged against
-//! PostgreSQL's own log (MariaDB's binary log) (`logtruth::judge`, docs/log-truth.md).
+//! With `--log postgres --table T` (or `--log mariadb`), the command is an
+//! application with its own writers and consumers, judged against the
+//! database's own log (`logtruth::judge`, docs/log-truth.md): the line of
+//! `targets::LOGS` that `--log` names.
 
-use crate::serving::Backend;
+use crate::logtruth::source::LogSource;
+use crate::options::Given;
 use crate::targets::ServeArgs;
 use analysis::diff::Verdict;
 use rand::Rng;
@@ -31,6 +33,10 @@ const GRACE: Duration = Duration::from_secs(5);
 pub struct JudgeArgs {
     #[command(flatten)]
     pub serve: ServeArgs,
+    // Its help names each line of `targets::LOGS` (`targets::log_help`).
+    #[arg(long, value_name = "DATABASE", value_parser = crate::targets::parse_log,
+          help = crate::targets::log_help())]
+    pub log: Option<&'static dyn LogSource>,
     /// The run database the recording goes to (a run is added to it).
     #[arg(long, default_value = "data/judge.db")]
     pub db: PathBuf,
@@ -38,89 +44,76 @@ pub struct JudgeArgs {
     /// without it, the judge waits for the command to exit.
     #[arg(long, value_parser = since_id::time::parse_duration_ms)]
     pub duration: Option<u64>,
-    /// `--backend postgres|mariadb`: the table whose committed rows are the
-    /// truth (`T` is `public.T`, on MariaDB `app.T`; `SCHEMA.T` names the
-    /// schema or database); COMMAND may create it.
-    #[arg(long, value_name = "T")]
-    pub table: Option<String>,
-    /// `--backend postgres|mariadb`: the table's key column (default `id`).
-    #[arg(long, value_name = "COLUMN")]
-    pub key: Option<String>,
-    /// `--backend postgres|mariadb`: a consumer's delivered keys, one a line (CSV's
-    /// first field, or JSON lines with "key" or "id"), read as the file grows. Repeatable.
-    #[arg(long = "delivered", value_name = "NAME=FILE")]
-    pub delivered: Vec<String>,
-    /// `--backend postgres|mariadb`: how long consumers have to catch up after
-    /// COMMAND ends (default 10s).
-    #[arg(long, value_parser = since_id::time::parse_duration_ms)]
-    pub drain: Option<u64>,
-    /// `--backend postgres|mariadb`: every committed row is owed to every consumer,
-    /// not only those below the highest key it delivered.
-    #[arg(long)]
-    pub expect_all: bool,
-    /// `--backend postgres`: the replication slot's name (default snowleak).
-    #[arg(long, value_name = "NAME")]
-    pub slot: Option<String>,
-    /// `--backend postgres|mariadb`: kill the command's process group with
-    /// SIGKILL at these offsets from its start (`5s,12s`) and start it again
-    /// with the same arguments and environment (SNOWLEAK_START counts the starts).
-    #[arg(long, value_name = "T1,T2,...")]
-    pub kill_at: Option<String>,
-    /// `--backend postgres|mariadb`: kill and start it again about this often
-    /// (each gap drawn from [D/2, 3D/2) with --seed, which seeds the
-    /// simulator elsewhere), until --duration.
-    #[arg(long, value_parser = since_id::time::parse_duration_ms, value_name = "D")]
-    pub kill_every: Option<u64>,
-    /// `--backend postgres|mariadb`: restart the database server (a fast or
-    /// normal shutdown, then start) at these offsets; the command runs on.
-    #[arg(long, value_name = "T1,T2,...")]
-    pub restart_server_at: Option<String>,
-    /// `--backend postgres|mariadb`: what a consumer promises, its verdict
-    /// judged against it: `at-least-once`, `exactly-once` or `ordered`, for
-    /// every consumer, or `NAME=PROMISE` for one. Repeatable.
-    #[arg(long, value_name = "[NAME=]PROMISE")]
-    pub promise: Vec<String>,
+    #[command(flatten)]
+    pub log_flags: Given<LogFlags>,
     /// The client to run, and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// The flags of `judge --log`: each given without it is refused.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LogFlags {
+    /// `--log`: the table whose committed rows are the truth (`T` is
+    /// `public.T`, on MariaDB `app.T`; `SCHEMA.T` names the schema or
+    /// database); COMMAND may create it.
+    #[arg(long, value_name = "T")]
+    pub table: Option<String>,
+    /// `--log`: the table's key column (default `id`).
+    #[arg(long, value_name = "COLUMN")]
+    pub key: Option<String>,
+    /// `--log`: a consumer's delivered keys, one a line (CSV's first field,
+    /// or JSON lines with "key" or "id"), read as the file grows. Repeatable.
+    #[arg(long = "delivered", value_name = "NAME=FILE")]
+    pub delivered: Vec<String>,
+    /// `--log`: how long consumers have to catch up after COMMAND ends
+    /// (default 10s).
+    #[arg(long, value_parser = since_id::time::parse_duration_ms)]
+    pub drain: Option<u64>,
+    /// `--log`: every committed row is owed to every consumer, not only
+    /// those below the highest key it delivered.
+    #[arg(long)]
+    pub expect_all: bool,
+    /// `--log postgres`: the replication slot's name (default snowleak).
+    #[arg(long, value_name = "NAME")]
+    pub slot: Option<String>,
+    /// `--log`: kill the command's process group with SIGKILL at these
+    /// offsets from its start (`5s,12s`) and start it again with the same
+    /// arguments and environment (SNOWLEAK_START counts the starts).
+    #[arg(long, value_name = "T1,T2,...")]
+    pub kill_at: Option<String>,
+    /// `--log`: kill and start it again about this often (each gap drawn
+    /// from [D/2, 3D/2) with --seed, which seeds the simulator elsewhere),
+    /// until --duration.
+    #[arg(long, value_parser = since_id::time::parse_duration_ms, value_name = "D")]
+    pub kill_every: Option<u64>,
+    /// `--log`: restart the database server (a fast or normal shutdown,
+    /// then start) at these offsets; the command runs on.
+    #[arg(long, value_name = "T1,T2,...")]
+    pub restart_server_at: Option<String>,
+    /// `--log`: what a consumer promises, its verdict judged against it:
+    /// `at-least-once`, `exactly-once` or `ordered`, for every consumer, or
+    /// `NAME=PROMISE` for one. Repeatable.
+    #[arg(long, value_name = "[NAME=]PROMISE")]
+    pub promise: Vec<String>,
 }
 
 pub use crate::logtruth::verdict::Judgement;
 
 /// Runs the judge; `Ok` carries the verdicts, `Err` is bad input (exit 2).
 pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
-    let backend = args.serve.listen.backend;
-    if let Some((_, source)) = crate::targets::LOGS.iter().find(|(b, _)| *b == backend) {
-        return judge_database(args, *source);
+    if let Some(source) = args.log {
+        return judge_database(args, source);
     }
-    let log_flags = [
-        (args.table.is_some(), "--table"),
-        (args.key.is_some(), "--key"),
-        (!args.delivered.is_empty(), "--delivered"),
-        (args.drain.is_some(), "--drain"),
-        (args.expect_all, "--expect-all"),
-        (args.slot.is_some(), "--slot"),
-        (args.kill_at.is_some(), "--kill-at"),
-        (args.kill_every.is_some(), "--kill-every"),
-        (args.restart_server_at.is_some(), "--restart-server-at"),
-        (!args.promise.is_empty(), "--promise"),
-    ];
-    if let Some((_, flag)) = log_flags.iter().find(|(given, _)| *given) {
+    crate::targets::judge_serves(args.serve.backend)?;
+    if let Some(flag) = args.log_flags.given.first() {
         return Err(format!(
-            "{flag} applies to --backend postgres or mariadb (a table judged against the \
-             database's log)"
+            "{flag} applies to --log {} (a table judged against the database's log)",
+            crate::targets::log_names()
         ));
     }
     let mut serve = args.serve;
     let profile = serve.simulator.profile().to_string();
-    if serve.listen.backend != Backend::Simulator {
-        return Err(
-            "judge serves the simulator, or judges a table against PostgreSQL's log \
-             (--backend postgres --table T); for misskey-ftt, run `experiment serve --backend \
-             misskey-ftt --record FILE.db` and `analyze FILE.db` (docs/judging.md)"
-                .into(),
-        );
-    }
     if serve.simulator.truth.is_some() || serve.listen.record.is_some() {
         return Err("--truth and --record are the judge's own: give --db FILE".into());
     }
@@ -184,52 +177,55 @@ pub fn judge_command(args: JudgeArgs) -> Result<Judgement, String> {
     verdicts(&args.db, status)
 }
 
-/// `--backend postgres` or `mariadb`: the command's table judged against
-/// the database's log.
-fn judge_database(
-    args: JudgeArgs,
-    source: &'static dyn crate::logtruth::source::LogSource,
-) -> Result<Judgement, String> {
-    let (backend, log) = (source.name(), source.log());
-    args.serve.simulator.refuse_on(backend)?;
-    if args.serve.listen.record.is_some() || !args.serve.listen.clients.is_empty() {
+/// `--log NAME`: the command's table judged against that database's log.
+fn judge_database(args: JudgeArgs, source: &'static dyn LogSource) -> Result<Judgement, String> {
+    let (name, log) = (source.name(), source.log());
+    let face = format!("--log {name}");
+    if crate::targets::judge_serves(args.serve.backend).is_err() {
         return Err(format!(
-            "--record and --client are serve's: the judge on --backend {backend} records to --db"
+            "--backend {} names what serves a timeline, and {face} judges a table against {log}: \
+             give one of them",
+            args.serve.backend.name()
         ));
     }
-    let slot = source.judge_slot(args.slot)?;
+    args.serve.simulator.refuse_on(&face)?;
+    if args.serve.listen.record.is_some() || !args.serve.listen.clients.is_empty() {
+        return Err(format!(
+            "--record and --client are serve's: the judge on {face} records to --db"
+        ));
+    }
+    let flags = args.log_flags.args;
+    let slot = source.judge_slot(flags.slot)?;
     let times = |flag: &str, given: &Option<String>| match given {
         Some(text) => crate::logtruth::nemesis::parse_times(flag, text),
         None => Ok(Vec::new()),
     };
     let faults = crate::logtruth::nemesis::plan(
-        &times("--kill-at", &args.kill_at)?,
-        args.kill_every,
-        &times("--restart-server-at", &args.restart_server_at)?,
+        &times("--kill-at", &flags.kill_at)?,
+        flags.kill_every,
+        &times("--restart-server-at", &flags.restart_server_at)?,
         args.duration,
         args.serve.listen.seed,
     )?;
-    let table = args.table.ok_or_else(|| {
-        format!(
-            "--backend {backend} judges a table against {log}: give --table T (docs/log-truth.md)"
-        )
+    let table = flags.table.ok_or_else(|| {
+        format!("{face} judges a table against {log}: give --table T (docs/log-truth.md)")
     })?;
     crate::logtruth::judge::judge_log(crate::logtruth::judge::LogArgs {
         db: args.db,
         table,
-        key: args.key.unwrap_or_else(|| "id".into()),
-        delivered: args.delivered,
+        key: flags.key.unwrap_or_else(|| "id".into()),
+        delivered: flags.delivered,
         duration_ms: args.duration,
-        drain_ms: args
+        drain_ms: flags
             .drain
             .unwrap_or(crate::logtruth::judge::DEFAULT_DRAIN_MS),
-        expect_all: args.expect_all,
+        expect_all: flags.expect_all,
         source,
         slot,
         command: args.command,
         grace: GRACE,
         faults,
-        promises: args.promise,
+        promises: flags.promise,
     })
 }
 

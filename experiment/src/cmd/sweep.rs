@@ -26,7 +26,7 @@ use crate::drive::Records;
 use crate::record::{PollerRow, RequestRecord, TruthRow};
 use crate::sim::sync::lock;
 use crate::targets::{
-    GivenRun, check_campaign_run, resolve, run_flag, run_in_campaign, run_in_memory,
+    GivenRun, Sweep, check_campaign_run, resolve, run_flag, run_in_campaign, run_in_memory,
 };
 use analysis::history::{History, PollerSpec, Visibility};
 use analysis::history_builder::{HistoryBuilder, StatusRef};
@@ -224,9 +224,17 @@ pub struct SweepArgs {
     /// `experiment sweep run DIR` (docs/campaigns.md, "On a cluster").
     #[arg(long, value_name = "DIR")]
     pub plan: Option<std::path::PathBuf>,
-    /// With --plan: the seed of the runs' random order (default 1).
-    #[arg(long, value_name = "N", requires = "plan")]
+    /// The seed of the runs' random order (default 1): a campaign, or a
+    /// plan, runs its (combination, seed) pairs interleaved in that order, so
+    /// that what changes over the campaign's time falls on every cell alike.
+    #[arg(long, value_name = "N")]
     pub order_seed: Option<u64>,
+    /// A campaign: the equivalence margin, a loss rate in the rows' unit (per
+    /// 100,000 rows; per 1,000 notes on misskey-ftt) stated before the runs. A
+    /// comparison is called equivalent only when its difference's 90 %
+    /// interval lies inside +-RATE (docs/campaigns.md, "Differences").
+    #[arg(long, value_name = "RATE")]
+    pub equivalence_margin: Option<f64>,
     /// The runs' own flags, as for `experiment` (--duration, --poller,
     /// --profile, --set, --timeline, and a target's flags).
     #[command(flatten)]
@@ -307,14 +315,62 @@ pub fn sweep_command(args: SweepArgs) -> Result<u8, String> {
     if let Some(dir) = args.plan.clone() {
         return plan_command(&args, given, &dir).map(|()| 0);
     }
-    match args.run.target.as_str() {
-        "postgres" | "mariadb" | "misskey-ftt" => campaign_command(args, given).map(|()| 0),
-        "simulator" if args.vary.is_empty() => virtual_sweep(args, given).map(|()| 0),
-        "simulator" => Err(
-            "--vary runs a campaign on --target postgres, mariadb or misskey-ftt; the simulator's sweep varies seeds only".into(),
+    match sweep_of(
+        &args.run.target,
+        &args.vary,
+        "runs the simulator in virtual time",
+    )? {
+        Sweep::Campaign => campaign_command(args, given).map(|()| 0),
+        Sweep::Virtual => {
+            refuse_campaign_only(&args)?;
+            virtual_sweep(args, given).map(|()| 0)
+        }
+    }
+}
+
+/// The flags of a campaign alone, refused on the simulator's sweep (whose
+/// seeds run in parallel, in no order, and are not compared by a margin).
+fn refuse_campaign_only(args: &SweepArgs) -> Result<(), String> {
+    let campaigns = crate::targets::sweep_targets(Sweep::Campaign);
+    for (given, flag) in [
+        (args.equivalence_margin.is_some(), "--equivalence-margin"),
+        (
+            args.order_seed.is_some() && args.plan.is_none(),
+            "--order-seed",
         ),
-        other => Err(format!(
-            "experiment sweep runs the simulator in virtual time or a campaign on --target postgres, mariadb or misskey-ftt, not '{other}'"
+    ] {
+        if given {
+            return Err(format!(
+                "{flag} applies to a campaign (--target {campaigns}) or a plan (--plan DIR)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `--equivalence-margin`, checked: a positive, finite rate.
+fn margin(args: &SweepArgs) -> Result<Option<f64>, String> {
+    match args.equivalence_margin {
+        Some(m) if !(m.is_finite() && m > 0.0) => Err(format!(
+            "--equivalence-margin {m}: a loss rate above 0 in the rows' unit (per 100,000 rows)"
+        )),
+        m => Ok(m),
+    }
+}
+
+/// What the sweep runs on `target` (the targets' table says, `targets::
+/// sweep_of`): a campaign, or the simulator's sweep of seeds when nothing
+/// is varied; else why not, `what` saying what the sweep does with the
+/// simulator.
+fn sweep_of(target: &str, vary: &[String], what: &str) -> Result<Sweep, String> {
+    let campaigns = crate::targets::sweep_targets(Sweep::Campaign);
+    match crate::targets::sweep_of(target) {
+        Some(Sweep::Virtual) if !vary.is_empty() => Err(format!(
+            "--vary runs a campaign on --target {campaigns}; the simulator's sweep varies seeds only"
+        )),
+        Some(sweep) => Ok(sweep),
+        None => Err(format!(
+            "experiment sweep {what} or a campaign on --target {campaigns}, not '{target}'"
         )),
     }
 }
@@ -445,10 +501,7 @@ fn virtual_sweep(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String> {
             pollers: summary,
             plots,
         };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
-        );
+        print_json(&out)?;
     } else {
         println!(
             "sweep {sweep_id}: {} seeds x {} pollers, {} each, profile {} ({})",
@@ -557,12 +610,14 @@ fn plan_command(
             ));
         }
     }
-    let (kind, header, seeds_text, duration, cells) = match args.run.target.as_str() {
-        "postgres" | "mariadb" | "misskey-ftt" => {
+    let sweep = sweep_of(&args.run.target, &args.vary, "plans the simulator's sweep")?;
+    let (kind, header, seeds_text, duration, cells) = match sweep {
+        Sweep::Campaign => {
             let s = campaign_setup(args, given)?;
             let header = plan::Header {
                 vary: args.vary.clone(),
                 combinations: s.combinations.len(),
+                margin: margin(args)?,
                 ..plan::Header::default()
             };
             let cells = s
@@ -576,7 +631,10 @@ fn plan_command(
                 .collect();
             ("campaign", header, s.seeds_text, s.duration, cells)
         }
-        "simulator" if args.vary.is_empty() => {
+        Sweep::Virtual => {
+            if args.equivalence_margin.is_some() {
+                refuse_campaign_only(args)?;
+            }
             let s = virtual_setup(args, given)?;
             let header = plan::Header {
                 profile: Some(s.profile),
@@ -595,14 +653,6 @@ fn plan_command(
                 })
                 .collect();
             ("virtual", header, s.seeds_text, s.duration, cells)
-        }
-        "simulator" => {
-            return Err("--vary runs a campaign on --target postgres, mariadb or misskey-ftt; the simulator's sweep varies seeds only".into());
-        }
-        other => {
-            return Err(format!(
-                "experiment sweep plans the simulator's sweep or a campaign on --target postgres, mariadb or misskey-ftt, not '{other}'"
-            ));
         }
     };
     let existing = files::plan_path(dir);
@@ -674,6 +724,8 @@ fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String>
         return Err("--jobs 0: at least one run at a time".into());
     }
     let jobs = args.jobs.unwrap_or(1);
+    let margin = margin(&args)?;
+    let order_seed = args.order_seed.unwrap_or(1);
     let CampaignSetup {
         target,
         seeds_text,
@@ -704,10 +756,16 @@ fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String>
         }
     }
     let total = plan.len();
+    // The runs interleaved in a seeded order (the plan's, `plan::order`):
+    // whatever drifts over the campaign's time (the machine, the night)
+    // falls on every cell alike, and the summary checks for it. The summary
+    // keeps the one-machine order (cells, then seeds).
+    let order = plan::order(order_seed, total);
+    let shuffled: Vec<_> = order.iter().map(|&i| plan[i].clone()).collect();
     // Runs done of runs total, with an estimate, on a terminal only
     // (analysis::progress); each run's line shows everywhere, above the bar.
     let bar = analysis::progress::counted(total as u64, "runs");
-    let results = run_plan(&plan, jobs, |done, r| {
+    let results = run_plan(&shuffled, jobs, |done, r| {
         bar.set_position(done as u64);
         bar.suspend(|| {
             eprintln!(
@@ -728,11 +786,15 @@ fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String>
         });
     });
     bar.finish_and_clear();
-    let results = results?;
-    let summary = analysis::campaign::summarize(&results);
+    let mut in_place: Vec<Option<analysis::campaign::RunResult>> = vec![None; total];
+    for (&i, r) in order.iter().zip(results?) {
+        in_place[i] = Some(r);
+    }
+    let results: Vec<_> = in_place.into_iter().flatten().collect();
+    let summary = analysis::campaign::summarize_with(&results, margin);
     if args.json {
         let out = CampaignJson {
-            schema: 1,
+            schema: 2,
             target,
             seeds: seeds_text,
             duration,
@@ -742,13 +804,10 @@ fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String>
             summary: &summary,
             runs: &results,
         };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
-        );
+        print_json(&out)?;
     } else {
         println!(
-            "campaign: --target {target}, {} combination(s) x {} seed(s), {duration} each, {} ({})",
+            "campaign: --target {target}, {} combination(s) x {} seed(s), {duration} each, interleaved (--order-seed {order_seed}), {} ({})",
             combinations.len(),
             seeds.len(),
             if jobs == 1 {
@@ -760,6 +819,15 @@ fn campaign_command(args: SweepArgs, given: Vec<FlagPair>) -> Result<(), String>
         );
         print!("{}", analysis::campaign::render(&summary));
     }
+    Ok(())
+}
+
+/// `--json`: the sweep's object, pretty-printed on stdout.
+fn print_json(out: &impl serde::Serialize) -> Result<(), String> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(out).map_err(|e| e.to_string())?
+    );
     Ok(())
 }
 

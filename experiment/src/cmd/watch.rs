@@ -23,7 +23,7 @@ pub fn watch_command(args: WatchArgs) -> Result<Watched, String> {
 /// Which database `--target` names (a line of `targets::LOGS`), its
 /// options checked by it; everything checked before anything connects.
 fn check(args: &WatchArgs) -> Result<WatchOpening, String> {
-    for (_, log) in crate::targets::LOGS {
+    for log in crate::targets::LOGS {
         if let Some(url) = args
             .target
             .strip_prefix(log.name())
@@ -34,7 +34,7 @@ fn check(args: &WatchArgs) -> Result<WatchOpening, String> {
     }
     let examples: Vec<&str> = crate::targets::LOGS
         .iter()
-        .map(|(_, l)| l.watch_example())
+        .map(|l| l.watch_example())
         .collect();
     Err(format!(
         "bad --target '{}': watch reads PostgreSQL or MariaDB: {}",

@@ -1,4 +1,4 @@
-//! `experiment judge --backend postgres|mariadb --table T [--key COL]
+//! `experiment judge --log postgres|mariadb --table T [--key COL]
 //! [--delivered NAME=FILE]... [--duration D] [--drain D] -- COMMAND`: judges
 //! any application's consumers against the database's own log
 //! (docs/log-truth.md). One skeleton; each database's log source is in its
@@ -111,8 +111,8 @@ pub fn judge_log(args: LogArgs) -> Result<super::verdict::Judgement, String> {
     let run_id = recorder.run_id;
     let sender = recorder.sender();
     // The tables exist even when nothing arrives: the run was read.
-    sender.log_truth(Vec::new());
-    sender.deliveries(Vec::new());
+    sender.side(Vec::<rundb::LogTruthRow>::new());
+    sender.side(Vec::<rundb::DeliveryRow>::new());
 
     let (events, received) = mpsc::channel::<Event>();
     let (stop_drain, drain_stopped) = tokio::sync::watch::channel(false);
@@ -435,7 +435,7 @@ fn run_command<F: FnMut(&[Restart])>(
         .map(|ms| started + Duration::from_millis(ms));
     // The first of: the command's exit, a failure, a signal, the deadline;
     // a fault's time comes between.
-    let (end, mut failure) = loop {
+    let (end, failure) = loop {
         let fault = nemesis.next();
         let wake = fault
             .map(|f| started + Duration::from_millis(f.at_ms))
@@ -496,6 +496,19 @@ fn run_command<F: FnMut(&[Restart])>(
             }
         }
     };
+    stop(pid, received, args.grace, end, failure)
+}
+
+/// Stops the command's process group: SIGINT, then SIGTERM, then SIGKILL,
+/// each after a grace period; returns how the run ended (`end`), the
+/// command's exit status, and the first failure reported.
+fn stop(
+    pid: libc::pid_t,
+    received: &Receiver<Event>,
+    grace: Duration,
+    end: End,
+    mut failure: Option<String>,
+) -> (End, Result<ExitStatus, String>, Option<String>) {
     // SIGINT, then SIGTERM, then SIGKILL, each after a grace period.
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
         // SAFETY: kill(2) on our own child's process group, not yet reaped:
@@ -503,7 +516,7 @@ fn run_command<F: FnMut(&[Restart])>(
         unsafe {
             libc::kill(-pid, signal);
         }
-        let until = Instant::now() + args.grace;
+        let until = Instant::now() + grace;
         while let Ok(event) = received.recv_timeout(until.saturating_duration_since(Instant::now()))
         {
             match event.into_exit() {
@@ -573,7 +586,7 @@ fn tail_file(
                 }
             };
             if !rows.is_empty() {
-                sender.deliveries(rows);
+                sender.side(rows);
             }
             if !more {
                 break;

@@ -1,11 +1,11 @@
-//! Truth from the database's own log (`experiment judge --backend postgres`
-//! and `--backend mariadb`, docs/log-truth.md): the judged table's committed
+//! Truth from the database's own log (`experiment judge --log postgres`
+//! and `--log mariadb`, docs/log-truth.md): the judged table's committed
 //! rows read from PostgreSQL's logical replication slot or MariaDB's binary
 //! log, and each consumer's deliveries read from the file it appends to.
 //! Below the commands, beside the targets: it imports `servers` and
 //! `record`'s rows, never a target or a command.
 //!
-//! - [`judge`]: `judge --backend NAME`'s skeleton: the command run (and
+//! - [`judge`]: `judge --log NAME`'s skeleton: the command run (and
 //!   its faults, [`nemesis`]) against a throwaway server, its log and the
 //!   delivered files read, the verdicts.
 //! - [`watch`]: `watch`'s skeleton: your database's log and the delivered
@@ -43,4 +43,18 @@ pub struct Counts {
     /// Deletes whose old row the log does not show with the key (the
     /// table's replica identity lacks it).
     pub deletes_without_key: u64,
+}
+
+/// A truth row as the decoders' tests compare it: its place, key,
+/// transaction, commit position and time, and operation.
+#[cfg(test)]
+pub fn row_fields(r: &rundb::LogTruthRow) -> (i64, &str, i64, &str, i64, &str) {
+    (
+        r.seq,
+        r.key.as_str(),
+        r.xid,
+        r.commit_lsn.as_str(),
+        r.commit_ms,
+        r.op.as_str(),
+    )
 }

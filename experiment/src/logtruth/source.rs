@@ -1,4 +1,4 @@
-//! A database's log as the commands see it: what `judge --backend NAME`
+//! A database's log as the commands see it: what `judge --log NAME`
 //! and `watch --target NAME:URL` ask of a database, written once here and
 //! implemented in the database's own folder (`targets/postgres/log.rs`,
 //! `targets/mariadb/log.rs`); `targets::LOGS` lists them, one line each.
@@ -24,7 +24,7 @@ pub const CONNECT_TIMEOUT_MS: u64 = 10_000;
 
 /// One database whose log the commands read: its line in `targets::LOGS`.
 pub trait LogSource: Sync {
-    /// `postgres`, `mariadb`: `judge --backend NAME`, `watch --target NAME:URL`.
+    /// `postgres`, `mariadb`: `judge --log NAME`, `watch --target NAME:URL`.
     fn name(&self) -> &'static str;
     /// The log as the judge's messages name it: "PostgreSQL's log".
     fn log(&self) -> &'static str;
@@ -48,6 +48,13 @@ pub trait LogSource: Sync {
     /// connects (the other database's flags refused); the future returned
     /// connects and opens the log when polled.
     fn watch_check(&self, url: &str, args: &WatchArgs) -> Result<WatchOpening, String>;
+}
+
+/// A line of `targets::LOGS` as `judge --log` holds it: by its name.
+impl std::fmt::Debug for dyn LogSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// The throwaway server the judge's log comes from: dropping it stops and removes it.
@@ -88,7 +95,8 @@ pub struct JudgeOpened {
     pub reader: Box<dyn FnOnce(ReaderCtx) -> ReaderFuture + Send>,
 }
 
-type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+/// A source's future, boxed for the trait's object.
+pub type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// watch's log, opened: the slot, or the binlog's dump.
 pub trait WatchSource {

@@ -1,5 +1,5 @@
 //! Each consumer's verdict from what a log run recorded in run.db: the lines
-//! `experiment judge --backend ...` and `experiment watch` print after their
+//! `experiment judge --log ...` and `experiment watch` print after their
 //! own first line, and whether any consumer lost a row.
 
 use std::path::{Path, PathBuf};
@@ -49,8 +49,8 @@ pub fn judge(
     let conn = rundb::read::open(db)?;
     let run = rundb::read::run(&conn, run_id)?
         .ok_or_else(|| format!("{} holds no run {run_id}", db.display()))?;
-    let truth = rundb::read::log_truth(&conn, run_id)?;
-    let deliveries = rundb::read::log_deliveries(&conn, run_id)?;
+    let truth = rundb::read::side_rows::<rundb::LogTruthRow>(&conn, run_id)?;
+    let deliveries = rundb::read::side_rows::<rundb::DeliveryRow>(&conn, run_id)?;
     drop(conn);
     let config: serde_json::Value = serde_json::from_str(&run.config)
         .map_err(|e| format!("run {run_id}: unreadable config: {e}"))?;

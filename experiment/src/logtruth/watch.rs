@@ -17,7 +17,7 @@
 //! are read, then the log up to where it ends at that moment (the binlog is
 //! also read between, as its events come), into run.db's
 //! `log_truth` and `log_deliveries` (the tables and `runs.target` of
-//! `experiment judge --backend postgres|mariadb`, so `analyze` reads a watch
+//! `experiment judge --log postgres|mariadb`, so `analyze` reads a watch
 //! run as a judge run); at `--duration` or Ctrl-C the files are read to
 //! their end, the log a last time, the source released, and each consumer
 //! judged (`analysis::consumers`). Meanwhile every few seconds the run so
@@ -113,8 +113,8 @@ pub fn watch(args: WatchArgs, target: WatchOpening) -> Result<Watched, String> {
     let run_id = recorder.run_id;
     let sender = recorder.sender();
     // The tables exist even when nothing arrives: the run was read.
-    sender.log_truth(Vec::new());
-    sender.deliveries(Vec::new());
+    sender.side(Vec::<rundb::LogTruthRow>::new());
+    sender.side(Vec::<rundb::DeliveryRow>::new());
     eprintln!(
         "watching {table} (key {}) {from}, recording run {run_id} to {}; Ctrl-C ends it",
         args.key,
@@ -192,7 +192,7 @@ fn read_files(tails: &mut [Tail], sender: &RecordSender, last: bool) -> Result<(
         loop {
             let (rows, more) = tail.read(now_ms(), last)?;
             if !rows.is_empty() {
-                sender.deliveries(rows);
+                sender.side(rows);
             }
             if !more {
                 break;

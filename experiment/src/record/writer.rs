@@ -13,6 +13,7 @@
 
 use super::checkpoint::Checkpointer;
 use crate::sim::sync::lock;
+use rundb::SideTable;
 use rundb::write::{self, OnConflict};
 use rusqlite::Connection;
 use std::path::Path;
@@ -52,8 +53,6 @@ enum Record {
     /// Truth rows that replace what is there (`experiment serve`: the latest
     /// state of a status knows the most).
     LatestTruth(Vec<TruthRow>),
-    /// The authors of truth rows, (ID, author) (`experiment serve --record`).
-    TruthAuthors(Vec<(String, i64)>),
     /// A poller that joined the run while it runs: the next index.
     Poller(PollerRow),
     /// A foreign client's request, and what it asked for.
@@ -65,8 +64,12 @@ enum Record {
         cycle: i64,
         page: i64,
     },
-    /// Rows of a database target's tables beside the truth.
-    Side(Side),
+    /// Rows of a side table ([`rundb::tables`]), in one batch.
+    Side(Box<dyn SideBatch>),
+    /// `runs.config` again, with what only the run's end knows.
+    Config(String),
+    /// `runs.config`'s `machine_load` (JSON), set into the stored config.
+    MachineLoad(String),
     Finish {
         ended_at_ms: i64,
         complete: bool,
@@ -74,26 +77,17 @@ enum Record {
     },
 }
 
-/// The tables a database target keeps beside the truth. Each is created by
-/// its first record, empty or not: a run with the table and no rows was
-/// checked and had none.
-enum Side {
-    /// `writer_brackets`: each write's visibility bracket.
-    WriterBrackets(Vec<rundb::WriterBracketRow>),
-    /// `partition_drops`, marking the dropped ranges' truth rows deleted.
-    PartitionDrops(Vec<rundb::PartitionDropRow>),
-    /// `cursor_flags`: each names a request already written.
-    CursorFlags(Vec<rundb::CursorFlagRow>),
-    /// `ftt_pushes`, `ftt_trims`, `ftt_deletes` (marking deleted notes' truth).
-    Ftt(rundb::FttRows),
-    /// `runs.config` again, with what only the run's end knows.
-    Config(String),
-    /// `log_truth`: the judged table's changes from PostgreSQL's log.
-    LogTruth(Vec<rundb::LogTruthRow>),
-    /// `log_deliveries`: lines of the consumers' delivered files.
-    Deliveries(Vec<rundb::DeliveryRow>),
-    /// `runs.config`'s `machine_load` (JSON), set into the stored config.
-    MachineLoad(String),
+/// A batch of rows of any side table, which the writer writes as one
+/// record: each table's rows go through [`write::side_rows`], so that the
+/// recorder knows no table by name.
+trait SideBatch: Send {
+    fn write(&self, conn: &Connection, run_id: i64) -> Result<(), rundb::Error>;
+}
+
+impl<T: SideTable> SideBatch for Vec<T> {
+    fn write(&self, conn: &Connection, run_id: i64) -> Result<(), rundb::Error> {
+        write::side_rows(conn, run_id, self)
+    }
 }
 
 /// What went wrong with the database.
@@ -168,14 +162,6 @@ impl RecordSender {
         }
     }
 
-    /// The authors of statuses of the truth, (ID, author), for the scopes
-    /// that serve some authors only.
-    pub fn truth_authors(&self, authors: Vec<(String, i64)>) {
-        for chunk in authors.chunks(TRUTH_ROWS_PER_RECORD) {
-            self.send(Record::TruthAuthors(chunk.to_vec()));
-        }
-    }
-
     pub fn truth(&self, rows: Vec<TruthRow>) {
         // Each record gets a vector of its own rows only: `split_off` left the
         // whole batch's capacity in every record it sent (and copied the rest
@@ -191,89 +177,26 @@ impl RecordSender {
         }
     }
 
-    /// Writes' visibility brackets, for `writer_brackets` (created even when `rows`
-    /// is empty).
-    pub fn writer_brackets(&self, rows: Vec<rundb::WriterBracketRow>) {
-        for chunk in chunks(rows) {
-            self.send(Record::Side(Side::WriterBrackets(chunk)));
+    /// Rows of side table `T` ([`rundb::tables`]: `writer_brackets`,
+    /// `partition_drops`, `cursor_flags`, the FTT's, `log_truth`,
+    /// `log_deliveries`, `truth_authors`...), written in the order sent,
+    /// after every record sent before them: a row that marks the truth (a
+    /// partition drop, an FTT deletion) or names a request (a cursor flag)
+    /// is sent after what it marks or names. No rows still create the table
+    /// where [`SideTable::CREATED_EMPTY`] says a run with it was checked.
+    pub fn side<T: SideTable>(&self, rows: Vec<T>) {
+        if rows.is_empty() && !T::CREATED_EMPTY {
+            return;
         }
-    }
-
-    /// The partitions a retention job dropped, for `partition_drops`: their
-    /// truth rows are marked deleted, so send them after the last truth.
-    pub fn partition_drops(&self, rows: Vec<rundb::PartitionDropRow>) {
         for chunk in chunks(rows) {
-            self.send(Record::Side(Side::PartitionDrops(chunk)));
-        }
-    }
-
-    /// Requests whose cursor lay below the oldest ID kept, for
-    /// `cursor_flags`: each names its request, so send them after the last one.
-    pub fn cursor_flags(&self, rows: Vec<rundb::CursorFlagRow>) {
-        for chunk in chunks(rows) {
-            self.send(Record::Side(Side::CursorFlags(chunk)));
-        }
-    }
-
-    /// Fanout Timeline pushes, trims and deletions; a deletion marks its
-    /// note's truth row, so send them after that truth.
-    pub fn ftt(&self, rows: rundb::FttRows) {
-        let rundb::FttRows {
-            pushes,
-            trims,
-            deletes,
-        } = rows;
-        // The pushes first, in at least one record: it creates the tables.
-        let mut records: Vec<rundb::FttRows> = chunks(pushes)
-            .into_iter()
-            .map(|pushes| rundb::FttRows {
-                pushes,
-                ..Default::default()
-            })
-            .collect();
-        records.extend(
-            chunks(trims)
-                .into_iter()
-                .filter(|c| !c.is_empty())
-                .map(|trims| rundb::FttRows {
-                    trims,
-                    ..Default::default()
-                }),
-        );
-        records.extend(
-            chunks(deletes)
-                .into_iter()
-                .filter(|c| !c.is_empty())
-                .map(|deletes| rundb::FttRows {
-                    deletes,
-                    ..Default::default()
-                }),
-        );
-        for record in records {
-            self.send(Record::Side(Side::Ftt(record)));
-        }
-    }
-
-    /// Changes of the judged table from PostgreSQL's log, for `log_truth`
-    /// (created even when `rows` is empty).
-    pub fn log_truth(&self, rows: Vec<rundb::LogTruthRow>) {
-        for chunk in chunks(rows) {
-            self.send(Record::Side(Side::LogTruth(chunk)));
-        }
-    }
-
-    /// Lines of consumers' delivered files, for `log_deliveries` (created
-    /// even when `rows` is empty).
-    pub fn deliveries(&self, rows: Vec<rundb::DeliveryRow>) {
-        for chunk in chunks(rows) {
-            self.send(Record::Side(Side::Deliveries(chunk)));
+            self.send(Record::Side(Box::new(chunk)));
         }
     }
 
     /// Replaces the run's stored configuration (`runs.config`) with one that
     /// knows the run's end.
     pub fn run_config(&self, config: String) {
-        self.send(Record::Side(Side::Config(config)));
+        self.send(Record::Config(config));
     }
 
     /// Whether `n` more records fit in the queue now (another sender may
@@ -287,7 +210,7 @@ impl RecordSender {
     /// run ran (`crate::load`), kept beside what the run was asked.
     pub fn machine_load(&self, load: analysis::machine::MachineLoad) {
         match serde_json::to_string(&load) {
-            Ok(json) => self.send(Record::Side(Side::MachineLoad(json))),
+            Ok(json) => self.send(Record::MachineLoad(json)),
             Err(e) => tracing::warn!("the machine's load is not recorded: {e}"),
         }
     }
@@ -593,10 +516,10 @@ impl Writer {
     fn insert_client_request(
         &mut self,
         mut r: RequestRecord,
-        asked: &rundb::ClientRequestRow,
+        mut asked: rundb::ClientRequestRow,
     ) -> Result<(), RecordError> {
-        let request_id = self.insert_request_row(&mut r)?;
-        write::insert_client_request(&self.conn, request_id, asked)?;
+        asked.request_id = self.insert_request_row(&mut r)?;
+        write::side_rows(&self.conn, self.run_id, &[asked])?;
         Ok(())
     }
 
@@ -622,7 +545,7 @@ impl Writer {
             Record::Request(r) => self.insert_request(*r)?,
             // A client may ask for thousands of pages a second: its page is
             // one value, not a row per status (rundb::pages).
-            Record::ClientRequest(r, asked) => self.insert_client_request(*r, &asked)?,
+            Record::ClientRequest(r, asked) => self.insert_client_request(*r, asked)?,
             Record::Truth(rows) => {
                 write::insert_truth(&self.conn, self.run_id, &rows, OnConflict::Ignore)?;
                 self.stats.truth += rows.len() as u64;
@@ -630,9 +553,6 @@ impl Writer {
             Record::LatestTruth(rows) => {
                 write::insert_truth(&self.conn, self.run_id, &rows, OnConflict::Replace)?;
                 self.stats.truth += rows.len() as u64;
-            }
-            Record::TruthAuthors(authors) => {
-                write::insert_truth_authors(&self.conn, self.run_id, &authors)?;
             }
             Record::Poller(row) => {
                 let id = write::add_poller(&self.conn, self.run_id, &row)?;
@@ -646,42 +566,15 @@ impl Writer {
                 let poller_id = self.poller_ids.get(poller).copied().unwrap_or(-1);
                 write::mark_cut(&self.conn, self.run_id, poller_id, cycle, page)?;
             }
-            Record::Side(side) => self.write_side(side)?,
+            Record::Side(rows) => rows.write(&self.conn, self.run_id)?,
+            Record::Config(config) => write::set_config(&self.conn, self.run_id, &config)?,
+            Record::MachineLoad(json) => write::set_config_key(
+                &self.conn,
+                self.run_id,
+                analysis::machine::CONFIG_KEY,
+                &json,
+            )?,
             Record::Finish { .. } => {}
-        }
-        Ok(())
-    }
-
-    fn write_side(&mut self, side: Side) -> Result<(), RecordError> {
-        let (conn, run_id) = (&self.conn, self.run_id);
-        match side {
-            Side::WriterBrackets(rows) => write::insert_writer_brackets(conn, run_id, &rows)?,
-            Side::PartitionDrops(rows) => {
-                write::insert_partition_drops(conn, run_id, &rows, |id| {
-                    since_id::id::Id(id.max(0) as u128).sort_key()
-                })?
-            }
-            Side::CursorFlags(rows) => write::insert_cursor_flags(conn, run_id, &rows)?,
-            Side::Ftt(rows) => write::insert_ftt(conn, run_id, &rows)?,
-            Side::LogTruth(rows) => write::insert_log_truth(conn, run_id, &rows)?,
-            Side::Deliveries(rows) => write::insert_log_deliveries(conn, run_id, &rows)?,
-            Side::Config(config) => {
-                conn.execute(
-                    "UPDATE runs SET config = ?1 WHERE id = ?2",
-                    rusqlite::params![config, run_id],
-                )
-                .map_err(|e| format!("cannot write the run's config: {e}"))?;
-            }
-            Side::MachineLoad(json) => {
-                conn.execute(
-                    &format!(
-                        "UPDATE runs SET config = json_set(config, '$.{}', json(?1)) WHERE id = ?2",
-                        analysis::machine::CONFIG_KEY
-                    ),
-                    rusqlite::params![json, run_id],
-                )
-                .map_err(|e| format!("cannot write the machine's load: {e}"))?;
-            }
         }
         Ok(())
     }
@@ -734,6 +627,23 @@ pub(crate) mod tests {
         TempDb { _dir: dir, path }
     }
 
+    /// One naive poller, the recorder tests' run.
+    fn naive() -> [PollerRow; 1] {
+        [PollerRow {
+            name: "naive".into(),
+            policy: "naive".into(),
+            ..PollerRow::default()
+        }]
+    }
+
+    /// The run's `complete` flag, read beside the recorder.
+    fn complete(path: &std::path::Path) -> i64 {
+        Connection::open(path)
+            .unwrap()
+            .query_row("SELECT complete FROM runs", [], |r| r.get(0))
+            .unwrap()
+    }
+
     pub(crate) fn run_info() -> RunRow {
         RunRow {
             started_at_ms: 1,
@@ -766,12 +676,7 @@ pub(crate) mod tests {
     fn runs_are_added_never_overwritten_and_marked_complete() {
         let path = temp_db("runs");
         for round in 0..2 {
-            let pollers = [PollerRow {
-                name: "naive".into(),
-                policy: "naive".into(),
-                k_ms: None,
-                ..PollerRow::default()
-            }];
+            let pollers = naive();
             let rec = Recorder::create(&path, &run_info(), &pollers).unwrap();
             assert_eq!(rec.run_id, round + 1);
             let tx = rec.sender();
@@ -834,11 +739,7 @@ pub(crate) mod tests {
     #[test]
     fn side_rows_are_written_by_the_recorder_after_the_truth_they_mark() {
         let path = temp_db("side");
-        let pollers = [PollerRow {
-            name: "naive".into(),
-            policy: "naive".into(),
-            ..PollerRow::default()
-        }];
+        let pollers = naive();
         let rec = Recorder::create(&path, &run_info(), &pollers).unwrap();
         let tx = rec.sender();
         tx.truth((1..=4).map(|n| truth_row(n, 10 * n as i64)).collect());
@@ -850,8 +751,8 @@ pub(crate) mod tests {
             },
             items: vec![status(1)],
         });
-        tx.writer_brackets(Vec::new());
-        tx.partition_drops(vec![rundb::PartitionDropRow {
+        tx.side(Vec::<rundb::WriterBracketRow>::new());
+        tx.side(vec![rundb::PartitionDropRow {
             partition: "p0".into(),
             lo_id: 0,
             hi_id: 3,
@@ -859,7 +760,7 @@ pub(crate) mod tests {
             returned_at_ms: 101,
             rows: 2,
         }]);
-        tx.cursor_flags(vec![rundb::CursorFlagRow {
+        tx.side(vec![rundb::CursorFlagRow {
             poller: "naive".into(),
             cycle: 0,
             page: 0,
@@ -867,14 +768,13 @@ pub(crate) mod tests {
             cursor: 0,
             oldest_kept: 3,
         }]);
-        tx.ftt(rundb::FttRows {
-            deletes: vec![rundb::FttDeleteRow {
-                id: "4".into(),
-                sent_at_ms: 200,
-                returned_at_ms: 201,
-            }],
-            ..Default::default()
-        });
+        tx.side(Vec::<rundb::FttPushRow>::new());
+        tx.side(vec![rundb::FttDeleteRow {
+            id: "4".into(),
+            sent_at_ms: 200,
+            returned_at_ms: 201,
+        }]);
+        tx.side(Vec::<rundb::TruthAuthorRow>::new());
         tx.run_config("{\"end\":1}".into());
         rec.finish(300, true, "duration").unwrap();
         let conn = Connection::open(&path).unwrap();
@@ -890,6 +790,11 @@ pub(crate) mod tests {
             count("SELECT count(*) FROM ftt_pushes"),
             0,
             "created, empty"
+        );
+        assert_eq!(
+            count("SELECT count(*) FROM sqlite_master WHERE name = 'truth_authors'"),
+            0,
+            "comes with its first row"
         );
         let deleted: Vec<(String, Option<i64>)> = conn
             .prepare("SELECT id, deleted_at_ms FROM truth ORDER BY id")
@@ -924,12 +829,7 @@ pub(crate) mod tests {
             .unwrap();
         conn.pragma_update(None, "max_page_count", pages + 4)
             .unwrap();
-        let pollers = [PollerRow {
-            name: "naive".into(),
-            policy: "naive".into(),
-            k_ms: None,
-            ..PollerRow::default()
-        }];
+        let pollers = naive();
         let rec = Recorder::start(conn, &path, &run_info(), &pollers).unwrap();
         let tx = rec.sender();
         tx.request(RequestRecord {
@@ -942,11 +842,7 @@ pub(crate) mod tests {
         assert_eq!(err.lines().count(), 1);
         assert!(tx.failed(), "the drivers are told to stop");
         // The run that was committed is still there, marked incomplete.
-        let side = Connection::open(&path).unwrap();
-        let complete: i64 = side
-            .query_row("SELECT complete FROM runs", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(complete, 0);
+        assert_eq!(complete(&path), 0);
     }
 
     /// Issue 13.2: the real-time sender never waits; a recorder a whole queue
@@ -954,12 +850,7 @@ pub(crate) mod tests {
     #[test]
     fn a_real_time_sender_reports_a_recorder_that_cannot_keep_up() {
         let path = temp_db("overrun");
-        let pollers = [PollerRow {
-            name: "naive".into(),
-            policy: "naive".into(),
-            k_ms: None,
-            ..PollerRow::default()
-        }];
+        let pollers = naive();
         let rec = Recorder::create(&path, &run_info(), &pollers).unwrap();
         let blocker = Connection::open(&path).unwrap();
         blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
@@ -982,11 +873,7 @@ pub(crate) mod tests {
         let err = rec.finish(5, true, "duration").unwrap_err();
         assert!(err.contains("cannot keep up"), "{err}");
         assert_eq!(err.lines().count(), 1);
-        let complete: i64 = Connection::open(&path)
-            .unwrap()
-            .query_row("SELECT complete FROM runs", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(complete, 0);
+        assert_eq!(complete(&path), 0);
     }
 
     #[test]

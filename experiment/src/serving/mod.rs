@@ -1,6 +1,6 @@
 //! What every backend of `experiment serve` shares, below the targets that
 //! serve: where it listens and records ([`ListenArgs`]), which backend
-//! serves ([`Backend`]), the clients named by their credential
+//! serves ([`Backend`], chosen by `targets::ServeArgs`), the clients named by their credential
 //! ([`client_names`]), and the layer that records every timeline exchange
 //! ([`recording`]). Each backend is its target's server face
 //! (`targets/*/serve.rs`); `targets/mod.rs` starts the one asked for.
@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// Where `experiment serve` listens and records, and what serves.
+/// Where `experiment serve` listens and records.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ListenArgs {
     /// Seed of the simulator's random stream (same seed, same statuses).
@@ -31,13 +31,6 @@ pub struct ListenArgs {
     /// (repeatable; with --record): its poller is called NAME.
     #[arg(long = "client", value_name = "NAME=ENV")]
     pub clients: Vec<String>,
-    /// What serves the timeline: `simulator`, `postgres` (a throwaway
-    /// PostgreSQL cluster loaded by writers, served in the Mastodon dialect),
-    /// or `misskey-ftt` (Misskey's Fanout Timeline on a throwaway Redis and
-    /// PostgreSQL, served in the Misskey dialect); `judge` also takes
-    /// `mariadb` (a table judged against MariaDB's binary log).
-    #[arg(long, default_value = "simulator", value_parser = |s: &str| s.parse::<Backend>())]
-    pub backend: Backend,
     /// Print nothing on standard output (`experiment judge`, whose output is
     /// the verdicts; not a flag).
     #[arg(skip)]
@@ -82,7 +75,9 @@ impl ListenArgs {
     }
 }
 
-/// What serves the timeline of `experiment serve`.
+/// What serves the timeline of `experiment serve` (and of `judge` without
+/// `--log`): each is a target's server face. A database's log judged
+/// against a table is no backend: that is `judge --log NAME`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     /// The embedded leaky simulator.
@@ -92,25 +87,32 @@ pub enum Backend {
     /// Misskey's Fanout Timeline: a throwaway Redis and PostgreSQL loaded by
     /// note creators, served in the Misskey dialect (docs/misskey-ftt.md).
     MisskeyFtt,
-    /// `judge` only: a table judged against a throwaway MariaDB's binary
-    /// log (docs/log-truth.md); nothing is served.
-    MariaDb,
+}
+
+impl Backend {
+    /// Every backend, in the order `--help` names them.
+    pub const ALL: [Backend; 3] = [Backend::Simulator, Backend::Postgres, Backend::MisskeyFtt];
+
+    /// Its name, as `--backend` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Simulator => "simulator",
+            Backend::Postgres => "postgres",
+            Backend::MisskeyFtt => "misskey-ftt",
+        }
+    }
 }
 
 impl std::str::FromStr for Backend {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Backend, String> {
-        match s {
-            "simulator" => Ok(Backend::Simulator),
-            "postgres" => Ok(Backend::Postgres),
-            "misskey-ftt" => Ok(Backend::MisskeyFtt),
-            "mariadb" => Ok(Backend::MariaDb),
-            _ => Err(format!(
-                "unknown backend '{s}': expected simulator, postgres or misskey-ftt \
-                 (or, for judge, mariadb)"
-            )),
-        }
+        Backend::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| {
+                format!("unknown backend '{s}': expected simulator, postgres or misskey-ftt")
+            })
     }
 }
 

@@ -31,6 +31,38 @@ const MAX_RESPONSE_BODY: usize = 16 * 1024 * 1024;
 /// The most records one exchange sends: a new client's poller row and its request.
 const RECORDS_A_REQUEST: usize = 2;
 
+/// The `runs` row of a server face's recording (`serve --record`): a run of
+/// `target` on `profile`, seeded `seed`, on the wall clock from
+/// `started_at_ms`, its IDs of `layout`, `config` its `runs.config`.
+pub fn run_row(
+    (target, profile): (&str, &str),
+    seed: u64,
+    started_at_ms: i64,
+    layout: &since_id::id::Layout,
+    config: serde_json::Value,
+) -> rundb::RunRow {
+    rundb::RunRow {
+        started_at_ms,
+        target: target.into(),
+        profile: Some(profile.into()),
+        // The seed's bit pattern (rundb::rows).
+        seed: Some(seed as i64),
+        clock: "wall".into(),
+        layout: layout.name().into(),
+        config: config.to_string(),
+        version: rundb::VERSION.into(),
+        ..rundb::RunRow::default()
+    }
+}
+
+/// The banner's line of a server face recording to `path` (`--record`).
+pub fn banner_line(path: &std::path::Path) -> String {
+    format!(
+        "  recording       {} (every client's requests, and the truth)",
+        path.display()
+    )
+}
+
 struct Recording {
     /// Held while a record is sent, so that a new client's poller row reaches
     /// the recorder before any request of it, in the order indexes were given.

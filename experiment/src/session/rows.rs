@@ -20,6 +20,27 @@ pub struct RunSummary {
     pub notes: String,
 }
 
+impl RunSummary {
+    /// The summary of run `run_id` of `common`, which ran to its end,
+    /// `reason` why (as its `runs` row says), and the log line that says so.
+    pub fn finished(
+        common: &Common,
+        run_id: i64,
+        reason: &str,
+        progress: Progress,
+        notes: String,
+    ) -> RunSummary {
+        tracing::info!(run = run_id, reason, "run finished");
+        RunSummary {
+            run_id,
+            db: common.db.clone(),
+            complete: true,
+            progress,
+            notes,
+        }
+    }
+}
+
 /// The `pollers` rows of a run's pollers.
 pub fn poller_infos(pollers: &[Poller]) -> Vec<PollerRow> {
     pollers
@@ -47,6 +68,21 @@ pub struct RunRowParts<'a, C: Serialize> {
     pub seed: Option<u64>,
     /// A [`StoredConfig`], or one that flattens it: `runs.config`.
     pub config: &'a C,
+}
+
+impl<'a, C: Serialize> RunRowParts<'a, C> {
+    /// The parts of a run with no profile and no seed (a real API, your
+    /// own table): its start, its IDs' layout, its page limit and config.
+    pub fn new(started_at_ms: i64, layout: &'a Layout, page_limit: usize, config: &'a C) -> Self {
+        RunRowParts {
+            started_at_ms,
+            layout,
+            page_limit,
+            profile: None,
+            seed: None,
+            config,
+        }
+    }
 }
 
 /// The `runs` row of a run.

@@ -10,7 +10,9 @@
 //! [`RunArgs`] (the shared flags and every target's own group), [`resolve`],
 //! [`run_experiment`], [`run_in_memory`] and [`dry_run`]. Likewise for
 //! `experiment serve` and `judge`: [`ServeArgs`] and [`serve`], which starts
-//! the target whose server face `--backend` names.
+//! the target whose server face `--backend` names; `judge --log NAME` reads
+//! the line of [`LOGS`] of that name ([`parse_log`]), and `experiment sweep`
+//! runs what [`sweep_of`] says of the target.
 
 pub mod api;
 pub mod mariadb;
@@ -18,15 +20,14 @@ pub mod misskey_ftt;
 pub mod postgres;
 pub mod simulator;
 
-/// The databases whose log `judge --backend NAME` and `watch --target
-/// NAME:URL` read (`logtruth::source::LogSource`), one line each, with the
-/// `--backend` that names it: the one place the commands learn of them.
-pub const LOGS: [(Backend, &dyn crate::logtruth::source::LogSource); 2] = [
-    (Backend::Postgres, &postgres::log::Log),
-    (Backend::MariaDb, &mariadb::log::Log),
-];
+/// The databases whose log `judge --log NAME` and `watch --target
+/// NAME:URL` read (`logtruth::source::LogSource`), one line each, keyed by
+/// the log's name (`LogSource::name`): the one place the commands learn of
+/// them.
+pub const LOGS: [&dyn LogSource; 2] = [&postgres::log::Log, &mariadb::log::Log];
 
 use crate::drive::Records;
+use crate::logtruth::source::LogSource;
 use crate::options::{self, Kind, Launch, SharedArgs, TargetOptions};
 use crate::record::PollerRow;
 use crate::serving::{Backend, ListenArgs};
@@ -83,7 +84,7 @@ impl Args for RunArgs {
         let help = target_help(&command);
         let forms: Vec<&str> = TARGETS
             .iter()
-            .flat_map(|t| t.kinds().iter().map(|k| k.form))
+            .flat_map(|t| t.kinds().iter().map(|k| k.form()))
             .collect();
         let short = format!(
             "What to poll: {}, ... (--help: every form, with the flags each reads)",
@@ -348,8 +349,124 @@ pub fn check_campaign_run(flags: &[String]) -> Result<(), String> {
 pub struct ServeArgs {
     #[command(flatten)]
     pub listen: ListenArgs,
+    /// What serves the timeline: `simulator`, `postgres` (a throwaway
+    /// PostgreSQL cluster loaded by writers, served in the Mastodon dialect),
+    /// or `misskey-ftt` (Misskey's Fanout Timeline on a throwaway Redis and
+    /// PostgreSQL, served in the Misskey dialect). A table judged against a
+    /// database's log is `judge --log NAME`.
+    #[arg(long, default_value = "simulator", value_parser = parse_backend)]
+    pub backend: Backend,
     #[command(flatten)]
     pub simulator: simulator::serve::SimServeArgs,
+}
+
+/// `--backend NAME`; the name of a database whose log is judged but which
+/// serves no timeline is refused with the flag that judges it (`--log NAME`).
+fn parse_backend(name: &str) -> Result<Backend, String> {
+    name.parse().map_err(|e: String| match parse_log(name) {
+        Ok(log) => format!(
+            "{e}; a table judged against {} is `experiment judge --log {name} --table T -- \
+             COMMAND` (docs/log-truth.md)",
+            log.log()
+        ),
+        Err(_) => e,
+    })
+}
+
+/// `judge --log NAME`: the line of [`LOGS`] of that name.
+pub fn parse_log(name: &str) -> Result<&'static dyn LogSource, String> {
+    LOGS.iter()
+        .copied()
+        .find(|log| log.name() == name)
+        .ok_or_else(|| format!("unknown log '{name}': expected {}", log_names()))
+}
+
+/// The names of [`LOGS`], as a refusal lists them: "postgres or mariadb".
+pub fn log_names() -> String {
+    either(&LOGS.map(|log| log.name()))
+}
+
+/// Names as a refusal lists them: "a, b or c".
+fn either(names: &[&str]) -> String {
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
+}
+
+/// `--help` of `judge --log`: each line of [`LOGS`] and the log it reads.
+pub fn log_help() -> String {
+    let logs: Vec<String> = LOGS
+        .iter()
+        .map(|log| format!("`{}` ({})", log.name(), log.log()))
+        .collect();
+    format!(
+        "Judge a table (--table) against this database's own log instead of serving a \
+         timeline: {} (docs/log-truth.md)",
+        logs.join(" or ")
+    )
+}
+
+/// `judge` without `--log` serves the simulator to the command; another
+/// `--backend` is refused, naming `--log NAME` where that database's log is
+/// judged, else how its server face is judged (`serve --record`, `analyze`).
+pub fn judge_serves(backend: Backend) -> Result<(), String> {
+    if backend == Backend::Simulator {
+        return Ok(());
+    }
+    let name = backend.name();
+    let serve = format!(
+        "run `experiment serve --backend {name} --record FILE.db` and `analyze FILE.db` \
+         (docs/judging.md)"
+    );
+    Err(match parse_log(name) {
+        Ok(log) => format!(
+            "judge serves the simulator: a table judged against {} is `--log {name} --table T`; \
+             for the timeline --backend {name} serves, {serve}",
+            log.log()
+        ),
+        Err(_) => format!(
+            "judge serves the simulator, or judges a table against a database's log (--log \
+             {} --table T); for {name}, {serve}",
+            LOGS.map(|log| log.name()).join("|")
+        ),
+    })
+}
+
+/// What `experiment sweep` does with a target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sweep {
+    /// Many seeds of a virtual run, judged in memory (the simulator).
+    Virtual,
+    /// A campaign of real runs, one database each (docs/campaigns.md).
+    Campaign,
+}
+
+/// The targets `experiment sweep` runs, one line each, by `--target`.
+const SWEEPS: [(&str, Sweep); 4] = [
+    ("simulator", Sweep::Virtual),
+    ("postgres", Sweep::Campaign),
+    ("mariadb", Sweep::Campaign),
+    ("misskey-ftt", Sweep::Campaign),
+];
+
+/// What `experiment sweep --target TARGET` runs, if anything.
+pub fn sweep_of(target: &str) -> Option<Sweep> {
+    SWEEPS
+        .iter()
+        .find(|(name, _)| *name == target)
+        .map(|(_, sweep)| *sweep)
+}
+
+/// The targets of `sweep` that run `kind`, as a refusal lists them:
+/// "postgres, mariadb or misskey-ftt".
+pub fn sweep_targets(kind: Sweep) -> String {
+    let names: Vec<&str> = SWEEPS
+        .iter()
+        .filter(|(_, sweep)| *sweep == kind)
+        .map(|(name, _)| *name)
+        .collect();
+    either(&names)
 }
 
 /// Serves the backend `--backend` names until `shutdown` resolves. `names`
@@ -362,23 +479,24 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
 ) -> Result<(), String> {
-    let ServeArgs { listen, simulator } = args;
-    match listen.backend {
+    let ServeArgs {
+        listen,
+        backend,
+        simulator,
+    } = args;
+    let face = format!("--backend {}", backend.name());
+    match backend {
         Backend::Simulator => {
             simulator::serve::serve(listen, simulator, names, shutdown, ready).await
         }
         Backend::Postgres => {
-            simulator.refuse_on("postgres")?;
+            simulator.refuse_on(&face)?;
             postgres::serve::serve(listen, names, shutdown).await
         }
         Backend::MisskeyFtt => {
-            simulator.refuse_on("misskey-ftt")?;
+            simulator.refuse_on(&face)?;
             misskey_ftt::serve::serve(listen, names, shutdown).await
         }
-        Backend::MariaDb => Err("serve has no mariadb backend: `experiment judge --backend \
-             mariadb --table T -- COMMAND` judges a table against MariaDB's binary log \
-             (docs/log-truth.md)"
-            .into()),
     }
 }
 
@@ -544,15 +662,15 @@ mod tests {
         for row in &rows {
             let value = sample_value(&row.flag);
             for kind in kinds() {
-                let mut argv = vec!["--target".to_string(), kind.form.to_string()];
+                let mut argv = vec!["--target".to_string(), kind.form().to_string()];
                 argv.push(row.flag.clone());
                 argv.extend(value.map(String::from));
                 let args = parse_run(&argv).unwrap();
                 let given = options::given(&command, &args.matches);
                 assert!(given.contains(&row.flag), "{argv:?}: {given:?}");
-                let (_, claimed_kind) = claimed(kind.form).unwrap();
+                let (_, claimed_kind) = claimed(kind.form()).unwrap();
                 assert_eq!(claimed_kind.name, kind.name, "{argv:?}");
-                let refused = options::refuse_unread(&rows, kind, &given, kind.form);
+                let refused = options::refuse_unread(&rows, kind, &given, kind.form());
                 if row.reads(kind) {
                     assert!(refused.is_ok(), "{argv:?}: {refused:?}");
                     continue;
@@ -565,7 +683,7 @@ mod tests {
                     Some((_, own)) => own.replace("{flag}", &row.flag),
                     None => row.refusal(),
                 }
-                .replace("{target}", kind.form);
+                .replace("{target}", kind.form());
                 assert_eq!(refused.as_ref().unwrap_err(), &expected, "{argv:?}");
                 let err = resolve(args).map(|_| ()).unwrap_err();
                 assert_eq!(err, expected, "{argv:?}");
@@ -634,11 +752,11 @@ mod tests {
         let help = command.render_long_help().to_string();
         for kind in kinds() {
             assert!(
-                help.contains(&format!("`{}`", kind.form)),
+                help.contains(&format!("`{}`", kind.form())),
                 "{}: {help}",
-                kind.form
+                kind.form()
             );
-            claimed(kind.form).unwrap();
+            claimed(kind.form()).unwrap();
         }
         for api in crate::api::Api::all() {
             for form in api.specs {

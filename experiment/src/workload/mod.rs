@@ -22,6 +22,35 @@ use std::future::Future;
 use std::time::Duration;
 use tokio::sync::watch;
 
+/// Waits until a writer's next write is due as `pace` spaces them, and
+/// counts it ([`WriterPace::wrote`]): `false` instead once `stop` says the
+/// run is over. A stop during the wait is seen at once.
+pub async fn next_write(pace: &mut WriterPace, stop: &mut watch::Receiver<bool>) -> bool {
+    loop {
+        if *stop.borrow() {
+            return false;
+        }
+        let wait = pace.wait_ms(crate::clock::now_ms() as f64);
+        if wait > 0 {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
+                _ = stop.changed() => continue,
+            }
+        }
+        pace.wrote();
+        return true;
+    }
+}
+
+/// Waits for every writer's task to end (each ends once its last
+/// transaction has); a writer's failures are in its output, not here.
+pub async fn join_writers(tasks: Vec<tokio::task::JoinHandle<()>>) -> Result<(), String> {
+    for task in tasks {
+        let _ = task.await;
+    }
+    Ok(())
+}
+
 /// One write as its writer saw it: the bracket inside which it became
 /// visible, a row of `writer_brackets`.
 #[derive(Clone, Debug, PartialEq)]

@@ -301,27 +301,27 @@ pub fn assert_ended_empty((code, stdout, stderr): (i32, String, String)) {
     assert!(stdout.contains("(ended: duration): 0 rows"), "{stdout}");
 }
 
-/// The arguments of `experiment judge --backend BACKEND --table outbox`, recording to
+/// The arguments of `experiment judge --log LOG --table outbox`, recording to
 /// `db`, judging each `(name, file)` of `delivered`, draining for 0 s, around `program`
 /// (the application: a program and its arguments).
 pub fn judge_outbox_args(
-    backend: &str,
+    log: &str,
     db: &std::path::Path,
     delivered: &[(&str, &std::path::Path)],
     program: &[&str],
 ) -> Vec<String> {
-    judge_outbox_args_with(backend, db, delivered, &["--drain", "0s"], program)
+    judge_outbox_args_with(log, db, delivered, &["--drain", "0s"], program)
 }
 
 /// [`judge_outbox_args`] with `flags` (the drain, faults, promises) in place of `--drain 0s`.
 pub fn judge_outbox_args_with(
-    backend: &str,
+    log: &str,
     db: &std::path::Path,
     delivered: &[(&str, &std::path::Path)],
     flags: &[&str],
     program: &[&str],
 ) -> Vec<String> {
-    let mut args: Vec<String> = ["judge", "--backend", backend, "--table", "outbox", "--db"]
+    let mut args: Vec<String> = ["judge", "--log", log, "--table", "outbox", "--db"]
         .map(String::from)
         .to_vec();
     args.push(db.display().to_string());
@@ -350,12 +350,12 @@ pub struct AppRun {
 }
 
 /// Writes the shell script `app` in `dir` and judges it with `judge` on the outbox of
-/// `backend`, two consumers delivering to `naive.csv` and `junk.csv`; the script is run
+/// `log`, two consumers delivering to `naive.csv` and `junk.csv`; the script is run
 /// as `sh app.sh NAIVE JUNK FACTS`, FACTS (named `facts`) the file where it writes what
 /// the server reported, for the check.
 pub fn judge_naive_and_junk(
     dir: &std::path::Path,
-    backend: &str,
+    log: &str,
     app: &str,
     facts: &str,
     judge: fn(&[&str]) -> (i32, String, String),
@@ -365,7 +365,7 @@ pub fn judge_naive_and_junk(
     let (naive, junk, facts) = (dir.join("naive.csv"), dir.join("junk.csv"), dir.join(facts));
     let db = dir.join("judge.db");
     let args = judge_outbox_args(
-        backend,
+        log,
         &db,
         &[("naive", naive.as_path()), ("junk", junk.as_path())],
         &[

@@ -1,7 +1,7 @@
 // The loss pg-logical-replication 2.5.0's acknowledge() can cause, made to
-// happen at once, for `experiment judge --backend postgres` (docs/relays.md):
+// happen at once, for `experiment judge --log postgres` (docs/relays.md):
 //
-//     experiment judge --backend postgres --table adjacent --promise relay=at-least-once \
+//     experiment judge --log postgres --table adjacent --promise relay=at-least-once \
 //         --delivered relay=DIR/relay.csv -- node tests/clients/js/pg_logical_adjacent_commits.mjs DIR
 //
 // Two transactions insert keys 1 and 2 and commit one right after the other,

@@ -451,6 +451,22 @@ async fn mastodon_tag(
     mastodon_timeline(app, headers, &path, params, origins)
 }
 
+/// The rate limiter's answer to a Mastodon request: its rate-limit
+/// headers, or the 429 that refuses it.
+fn mastodon_allowed(app: &AppState) -> Result<HeaderMap, Box<Response>> {
+    let allowance = app.limiter.check(ServedApi::Mastodon, (app.clock)());
+    let mut headers = mastodon_rate_headers(&allowance);
+    if !allowance.allowed {
+        retry_after(&allowance, &mut headers);
+        return Err(Box::new(mastodon_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many requests",
+            headers,
+        )));
+    }
+    Ok(headers)
+}
+
 fn mastodon_timeline(
     app: AppState,
     request_headers: HeaderMap,
@@ -458,12 +474,10 @@ fn mastodon_timeline(
     params: Vec<(String, String)>,
     origins: Origins,
 ) -> Response {
-    let allowance = app.limiter.check(ServedApi::Mastodon, (app.clock)());
-    let mut headers = mastodon_rate_headers(&allowance);
-    if !allowance.allowed {
-        retry_after(&allowance, &mut headers);
-        return mastodon_error(StatusCode::TOO_MANY_REQUESTS, "Too many requests", headers);
-    }
+    let mut headers = match mastodon_allowed(&app) {
+        Ok(headers) => headers,
+        Err(refused) => return *refused,
+    };
     let layout = app.layout();
     let paging = Paging::parse(&params, |_, v| {
         layout.parse(v).map(Some).map_err(|e| e.to_string())
@@ -816,12 +830,10 @@ async fn notifications(
     request_headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let allowance = app.limiter.check(ServedApi::Mastodon, (app.clock)());
-    let mut headers = mastodon_rate_headers(&allowance);
-    if !allowance.allowed {
-        retry_after(&allowance, &mut headers);
-        return mastodon_error(StatusCode::TOO_MANY_REQUESTS, "Too many requests", headers);
-    }
+    let mut headers = match mastodon_allowed(&app) {
+        Ok(headers) => headers,
+        Err(refused) => return *refused,
+    };
     let params = params(&raw);
     let number = |name: &str| param(&params, name).map(|v| ruby_to_i(v).max(0) as u64);
     let limit =

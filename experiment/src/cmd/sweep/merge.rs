@@ -62,6 +62,13 @@ pub struct RunMachine {
     pub job: Option<String>,
 }
 
+/// The finished runs in the one-machine order: by place in the plan.
+fn in_plan_order<'a, R>(plan: &Plan, c: &'a Collected<R>) -> Vec<&'a (usize, RunRecord, R)> {
+    let mut done: Vec<&(usize, RunRecord, R)> = c.done.iter().collect();
+    done.sort_by_key(|(i, _, _)| plan.runs[*i].position);
+    done
+}
+
 fn run_machines<R>(c: &Collected<R>) -> Vec<RunMachine> {
     let mut out: Vec<RunMachine> = c
         .done
@@ -409,6 +416,95 @@ struct PlanJson<'a> {
     finished: usize,
 }
 
+/// The merge's own fields in the JSON, after either kind's summary.
+#[derive(Serialize)]
+struct MergeJson<'a> {
+    plan: PlanJson<'a>,
+    machines: &'a [MachineRuns],
+    run_machines: Vec<RunMachine>,
+    cells: &'a [Cell],
+    machine_effect: &'a [Effect],
+    missing: Vec<&'a NotDone>,
+    failed: Vec<&'a NotDone>,
+}
+
+/// What either kind's merge adds to its summary: the machines, each row's
+/// machines and the machine test, and the runs that did not finish.
+struct Beside<'a, R> {
+    plan: &'a Plan,
+    dir: &'a str,
+    collected: &'a Collected<R>,
+    finished: usize,
+    machines: Vec<MachineRuns>,
+    cells: Vec<Cell>,
+    effects: Vec<Effect>,
+    not_done: Vec<NotDone>,
+}
+
+impl<'a, R> Beside<'a, R> {
+    fn new(
+        plan: &'a Plan,
+        dir: &'a str,
+        collected: &'a Collected<R>,
+        machines: Vec<MachineRuns>,
+        cells: Vec<Cell>,
+        effects: Vec<Effect>,
+    ) -> Self {
+        Beside {
+            plan,
+            dir,
+            collected,
+            finished: collected.done.len(),
+            machines,
+            cells,
+            effects,
+            not_done: not_done(plan, collected),
+        }
+    }
+
+    /// The text: `head`, the kind's `table` with the machines column, the tail.
+    fn text(&self, head: String, table: &str) -> String {
+        let column_values: Vec<String> = self.cells.iter().map(|c| column(&c.machines)).collect();
+        let mut text = head;
+        text.push_str(&with_column(table, "machines", &column_values));
+        text.push_str(&tail(
+            self.plan,
+            self.dir,
+            &self.machines,
+            &self.effects,
+            &self.not_done,
+        ));
+        text
+    }
+
+    /// The merge's own fields of the JSON.
+    fn json(&self) -> MergeJson<'_> {
+        MergeJson {
+            plan: PlanJson {
+                id: &self.plan.id,
+                dir: self.dir,
+                runs: self.plan.runs.len(),
+                finished: self.finished,
+            },
+            machines: &self.machines,
+            run_machines: run_machines(self.collected),
+            cells: &self.cells,
+            machine_effect: &self.effects,
+            missing: self.not_done.iter().filter(|n| n.error.is_none()).collect(),
+            failed: self.not_done.iter().filter(|n| n.error.is_some()).collect(),
+        }
+    }
+
+    /// The merge's output, `json` the kind's whole JSON.
+    fn merged(&self, text: String, json: &impl Serialize) -> Merged {
+        Merged {
+            text,
+            json: serde_json::to_string_pretty(json).unwrap_or_default(),
+            complete: self.not_done.is_empty(),
+        }
+    }
+}
+
 /// A virtual plan's merge: the summary of `sweep --json` on one machine
 /// (its `oracle_duplicates_per_new` and `pollers` byte for byte), then the
 /// merge's own fields.
@@ -421,20 +517,13 @@ struct VirtualJson<'a> {
     sets: &'a [String],
     oracle_duplicates_per_new: Option<f64>,
     pollers: &'a [PollerSummary],
-    plan: PlanJson<'a>,
-    machines: &'a [MachineRuns],
-    run_machines: Vec<RunMachine>,
-    cells: &'a [Cell],
-    machine_effect: &'a [Effect],
-    missing: Vec<&'a NotDone>,
-    failed: Vec<&'a NotDone>,
+    #[serde(flatten)]
+    merge: MergeJson<'a>,
 }
 
 /// Merges a virtual plan's finished runs.
 pub fn merge_virtual(plan: &Plan, dir: &str, c: &Collected<SeedResult>) -> Merged {
-    // The one-machine order: by place in the plan.
-    let mut done: Vec<&(usize, RunRecord, SeedResult)> = c.done.iter().collect();
-    done.sort_by_key(|(i, _, _)| plan.runs[*i].position);
+    let done = in_plan_order(plan, c);
     let results: Vec<SeedResult> = done
         .iter()
         .map(|(_, _, r)| SeedResult {
@@ -474,9 +563,9 @@ pub fn merge_virtual(plan: &Plan, dir: &str, c: &Collected<SeedResult>) -> Merge
             effect("", &p.name, unit, &runs)
         })
         .collect();
-    let not_done = not_done(plan, c);
+    let beside = Beside::new(plan, dir, c, machines, cells, effects);
     let profile = plan.header.profile.clone().unwrap_or_default();
-    let mut text = format!(
+    let head = format!(
         "sweep merge of plan {} ({dir}): {} of {} runs ({} seeds x {} pollers, {} each, profile {}) on {} machine(s)\n",
         plan::short(&plan.id),
         done.len(),
@@ -485,15 +574,9 @@ pub fn merge_virtual(plan: &Plan, dir: &str, c: &Collected<SeedResult>) -> Merge
         plan.header.pollers.len(),
         plan.duration,
         profile,
-        machines.len()
+        beside.machines.len()
     );
-    let column_values: Vec<String> = cells.iter().map(|c| column(&c.machines)).collect();
-    text.push_str(&with_column(
-        &analysis::sweep::render(&summary, oracle),
-        "machines",
-        &column_values,
-    ));
-    text.push_str(&tail(plan, dir, &machines, &effects, &not_done));
+    let text = beside.text(head, &analysis::sweep::render(&summary, oracle));
     let json = VirtualJson {
         schema: 1,
         seeds: &plan.seeds,
@@ -502,24 +585,9 @@ pub fn merge_virtual(plan: &Plan, dir: &str, c: &Collected<SeedResult>) -> Merge
         sets: &plan.header.sets,
         oracle_duplicates_per_new: oracle,
         pollers: &summary,
-        plan: PlanJson {
-            id: &plan.id,
-            dir,
-            runs: plan.runs.len(),
-            finished: done.len(),
-        },
-        machines: &machines,
-        run_machines: run_machines(c),
-        cells: &cells,
-        machine_effect: &effects,
-        missing: not_done.iter().filter(|n| n.error.is_none()).collect(),
-        failed: not_done.iter().filter(|n| n.error.is_some()).collect(),
+        merge: beside.json(),
     };
-    Merged {
-        text,
-        json: serde_json::to_string_pretty(&json).unwrap_or_default(),
-        complete: not_done.is_empty(),
-    }
+    beside.merged(text, &json)
 }
 
 /// A campaign plan's merge: `sweep --target ... --json`'s fields on one
@@ -536,21 +604,15 @@ struct CampaignJson<'a> {
     out: String,
     summary: &'a Summary,
     runs: &'a [RunResult],
-    plan: PlanJson<'a>,
-    machines: &'a [MachineRuns],
-    run_machines: Vec<RunMachine>,
-    cells: &'a [Cell],
-    machine_effect: &'a [Effect],
-    missing: Vec<&'a NotDone>,
-    failed: Vec<&'a NotDone>,
+    #[serde(flatten)]
+    merge: MergeJson<'a>,
 }
 
 /// Merges a campaign plan's finished runs, each judged from its database.
 pub fn merge_campaign(plan: &Plan, dir: &str, c: &Collected<RunResult>) -> Merged {
-    let mut done: Vec<&(usize, RunRecord, RunResult)> = c.done.iter().collect();
-    done.sort_by_key(|(i, _, _)| plan.runs[*i].position);
+    let done = in_plan_order(plan, c);
     let results: Vec<RunResult> = done.iter().map(|(_, _, r)| r.clone()).collect();
-    let summary = analysis::campaign::summarize(&results);
+    let summary = analysis::campaign::summarize_with(&results, plan.header.margin);
     let machines = machines(c);
     let mut cells = Vec::new();
     let mut effects = Vec::new();
@@ -577,8 +639,8 @@ pub fn merge_campaign(plan: &Plan, dir: &str, c: &Collected<RunResult>) -> Merge
         });
         effects.extend(effect(&row.combination, &row.poller, &row.unit, &runs));
     }
-    let not_done = not_done(plan, c);
-    let mut text = format!(
+    let beside = Beside::new(plan, dir, c, machines, cells, effects);
+    let head = format!(
         "campaign merge of plan {} ({dir}): --target {}, {} of {} runs ({} combination(s) x seeds {}, {} each), one run a machine at a time on {} machine(s)\n",
         plan::short(&plan.id),
         plan.target,
@@ -587,17 +649,11 @@ pub fn merge_campaign(plan: &Plan, dir: &str, c: &Collected<RunResult>) -> Merge
         plan.header.combinations,
         plan.seeds,
         plan.duration,
-        machines.len()
+        beside.machines.len()
     );
-    let column_values: Vec<String> = cells.iter().map(|c| column(&c.machines)).collect();
-    text.push_str(&with_column(
-        &analysis::campaign::render(&summary),
-        "machines",
-        &column_values,
-    ));
-    text.push_str(&tail(plan, dir, &machines, &effects, &not_done));
+    let text = beside.text(head, &analysis::campaign::render(&summary));
     let json = CampaignJson {
-        schema: 1,
+        schema: 2,
         target: &plan.target,
         seeds: &plan.seeds,
         duration: &plan.duration,
@@ -606,24 +662,9 @@ pub fn merge_campaign(plan: &Plan, dir: &str, c: &Collected<RunResult>) -> Merge
         out: format!("{dir}/runs"),
         summary: &summary,
         runs: &results,
-        plan: PlanJson {
-            id: &plan.id,
-            dir,
-            runs: plan.runs.len(),
-            finished: done.len(),
-        },
-        machines: &machines,
-        run_machines: run_machines(c),
-        cells: &cells,
-        machine_effect: &effects,
-        missing: not_done.iter().filter(|n| n.error.is_none()).collect(),
-        failed: not_done.iter().filter(|n| n.error.is_some()).collect(),
+        merge: beside.json(),
     };
-    Merged {
-        text,
-        json: serde_json::to_string_pretty(&json).unwrap_or_default(),
-        complete: not_done.is_empty(),
-    }
+    beside.merged(text, &json)
 }
 
 #[cfg(test)]

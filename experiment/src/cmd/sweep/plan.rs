@@ -57,6 +57,9 @@ pub struct Header {
     /// Campaign: the `--vary` options as given, and the number of cells.
     pub vary: Vec<String>,
     pub combinations: usize,
+    /// Campaign: `--equivalence-margin`, stated with the plan, before the runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub margin: Option<f64>,
 }
 
 /// One run of the plan.

@@ -104,17 +104,7 @@ pub fn run(common: Common, opts: ApiOpts) -> Result<RunSummary, String> {
         token: token.as_ref().map(|_| "<redacted>"),
         ..StoredConfig::common(&common, limit, names, &layout)
     };
-    let run_info = session::run_row(
-        &common,
-        RunRowParts {
-            started_at_ms: start_ms,
-            layout: &layout,
-            page_limit: limit,
-            profile: None,
-            seed: None,
-            config: &stored,
-        },
-    )?;
+    let run_info = session::run_row(&common, RunRowParts::new(start_ms, &layout, limit, &stored))?;
     let recorder = Recorder::create(&common.db, &run_info, &poller_infos(&pollers))?;
     let run_id = recorder.run_id;
     let plan = plan_of(&common, &layout, pollers, final_wait_ms);
@@ -133,12 +123,6 @@ pub fn run(common: Common, opts: ApiOpts) -> Result<RunSummary, String> {
     bar.finish();
     let reason = session::end_reason(reason);
     recorder.finish(crate::clock::now_ms(), true, reason)?;
-    tracing::info!(run = run_id, reason, "run finished");
-    Ok(RunSummary {
-        run_id,
-        db: common.db,
-        complete: true,
-        progress,
-        notes: String::new(),
-    })
+    let summary = RunSummary::finished(&common, run_id, reason, progress, String::new());
+    Ok(summary)
 }

@@ -18,10 +18,9 @@ pub struct ApiArgs {
 
 const API: Kind = Kind {
     name: "api",
-    form: "mastodon:https://HOST",
+    form: Some("mastodon:https://HOST"),
     about: "a real API",
-    named: "real targets",
-    within: &[],
+    named: Some("real targets"),
     reads_own_group: true,
     reads: &["--timeline", "--layout", "--token-file"],
     refusals: &[
@@ -38,6 +37,7 @@ const API: Kind = Kind {
             "{flag} are injected by the simulator; they do not apply to a real target",
         ),
     ],
+    ..Kind::PLAIN
 };
 
 /// A real API on the command line.

@@ -595,58 +595,55 @@ mod tests {
         for (i, e) in events.into_iter().enumerate() {
             out.extend(d.feed(e, 5000 + i as i64).unwrap());
         }
-        type Got<'a> = (i64, &'a str, i64, &'a str, i64, &'a str, Option<i64>);
-        let got: Vec<Got> = out
+        let got: Vec<_> = out
             .iter()
-            .map(|r| {
-                (
-                    r.seq,
-                    r.key.as_str(),
-                    r.xid,
-                    r.commit_lsn.as_str(),
-                    r.commit_ms,
-                    r.op.as_str(),
-                    r.read_ms,
-                )
-            })
+            .map(|r| (crate::logtruth::row_fields(r), r.read_ms))
             .collect();
         assert_eq!(
             got,
             [
                 (
-                    0,
-                    "2",
-                    2,
-                    "binlog.000001:900 GTID 0-1-2",
-                    1_795_725_031_000,
-                    "insert",
+                    (
+                        0,
+                        "2",
+                        2,
+                        "binlog.000001:900 GTID 0-1-2",
+                        1_795_725_031_000,
+                        "insert"
+                    ),
                     Some(5010)
                 ),
                 (
-                    1,
-                    "3",
-                    2,
-                    "binlog.000001:900 GTID 0-1-2",
-                    1_795_725_031_000,
-                    "insert",
+                    (
+                        1,
+                        "3",
+                        2,
+                        "binlog.000001:900 GTID 0-1-2",
+                        1_795_725_031_000,
+                        "insert"
+                    ),
                     Some(5010)
                 ),
                 (
-                    2,
-                    "1",
-                    3,
-                    "binlog.000001:1300 GTID 0-1-3",
-                    1_795_725_032_000,
-                    "insert",
+                    (
+                        2,
+                        "1",
+                        3,
+                        "binlog.000001:1300 GTID 0-1-3",
+                        1_795_725_032_000,
+                        "insert"
+                    ),
                     Some(5015)
                 ),
                 (
-                    3,
-                    "2",
-                    3,
-                    "binlog.000001:1300 GTID 0-1-3",
-                    1_795_725_032_000,
-                    "delete",
+                    (
+                        3,
+                        "2",
+                        3,
+                        "binlog.000001:1300 GTID 0-1-3",
+                        1_795_725_032_000,
+                        "delete"
+                    ),
                     Some(5015)
                 ),
             ]
@@ -753,6 +750,18 @@ mod tests {
         Event::Xid { at_s: 70, log_pos }
     }
 
+    /// A log from `file`'s start: transaction 1 inserts `inserted` into
+    /// `app.outbox` (table id 4, columns id and body) and commits at 100.
+    fn first_insert(file: &str, inserted: &[&[Option<&str>]]) -> Vec<Event> {
+        vec![
+            Event::Rotate { file: file.into() },
+            gtid(1),
+            map(4, "outbox", &["id", "body"]),
+            rows(4, Op::Insert, inserted),
+            xid(100),
+        ]
+    }
+
     /// Feeds `events` to `d`; the truth rows as (key, op, xid, commit_lsn).
     fn run(d: &mut Decoder, events: Vec<Event>) -> Vec<(String, String, i64, String)> {
         let mut out = Vec::new();
@@ -813,21 +822,15 @@ mod tests {
     #[test]
     fn a_truncate_of_the_table_expires_every_live_key_in_commit_order() {
         let mut d = Decoder::new("app", "outbox", "id");
-        let mut events = vec![
-            Event::Rotate {
-                file: "binlog.000001".into(),
-            },
-            gtid(1),
-            map(4, "outbox", &["id", "body"]),
-            rows(4, Op::Insert, &[&[Some("3"), None], &[Some("1"), None]]),
-            xid(100),
+        let mut events = first_insert("binlog.000001", &[&[Some("3"), None], &[Some("1"), None]]);
+        events.extend([
             gtid(2),
             map(4, "outbox", &["id", "body"]),
             // Key 2 twice (no unique index), 3 deleted.
             rows(4, Op::Insert, &[&[Some("2"), None], &[Some("2"), None]]),
             rows(4, Op::Delete, &[&[Some("3"), None], &[Some("2"), None]]),
             xid(200),
-        ];
+        ]);
         // Another table's truncate, and one in another database: not the table's.
         events.extend(ddl("TRUNCATE TABLE other", "app", 300));
         events.extend(ddl("TRUNCATE outbox", "shop", 400));
@@ -868,15 +871,7 @@ mod tests {
     #[test]
     fn an_alter_that_keeps_the_key_column_is_followed_by_its_name() {
         let mut d = Decoder::new("app", "outbox", "id");
-        let mut events = vec![
-            Event::Rotate {
-                file: "binlog.000001".into(),
-            },
-            gtid(1),
-            map(4, "outbox", &["id", "body"]),
-            rows(4, Op::Insert, &[&[Some("1"), Some("a")]]),
-            xid(100),
-        ];
+        let mut events = first_insert("binlog.000001", &[&[Some("1"), Some("a")]]);
         // A column added before the key, another dropped, the key's type
         // changed; another table's key column dropped.
         events.extend(ddl(
@@ -904,15 +899,7 @@ mod tests {
     fn ddl_that_takes_the_key_column_or_the_table_away_is_refused_in_one_line() {
         let refused = |sql: &str, schema: &str| -> String {
             let mut d = Decoder::new("app", "outbox", "id");
-            for e in [
-                Event::Rotate {
-                    file: "binlog.000002".into(),
-                },
-                gtid(1),
-                map(4, "outbox", &["id", "body"]),
-                rows(4, Op::Insert, &[&[Some("1"), None]]),
-                xid(100),
-            ] {
+            for e in first_insert("binlog.000002", &[&[Some("1"), None]]) {
                 d.feed(e, 0).unwrap();
             }
             let [g, q] = ddl(sql, schema, 321);

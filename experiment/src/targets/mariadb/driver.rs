@@ -123,12 +123,9 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
     let run_info = session::run_row(
         args,
         RunRowParts {
-            started_at_ms: start_ms,
-            layout: &layout,
-            page_limit: limit,
             profile: Some(schema.to_string()),
             seed: Some(args.seed),
-            config: &stored,
+            ..RunRowParts::new(start_ms, &layout, limit, &stored)
         },
     )?;
     let recorder = Recorder::create(&args.db, &run_info, &roster.infos)?;
@@ -186,14 +183,7 @@ async fn drive(args: &Common, opts: &MariaOpts, server: &Server) -> Result<RunSu
     if let Some(injected) = opts.inject.assumption() {
         notes.push_str(&format!("assumption: {injected}\n"));
     }
-    tracing::info!(run = run_id, reason, "run finished");
-    Ok(RunSummary {
-        run_id,
-        db: args.db.clone(),
-        complete: true,
-        progress,
-        notes,
-    })
+    Ok(RunSummary::finished(args, run_id, reason, progress, notes))
 }
 
 /// The throwaway server as the skeleton drives it: the writers, the
@@ -347,14 +337,14 @@ impl Database for MariaDatabase {
     }
 
     async fn side_rows(&mut self, sender: &RecordSender) {
-        sender.writer_brackets(std::mem::take(&mut self.brackets));
+        sender.side(std::mem::take(&mut self.brackets));
         let dropped = match &self.retention {
             Some(job) => job.report().dropped.iter().map(Dropped::row).collect(),
             None => Vec::new(),
         };
-        sender.partition_drops(dropped);
+        sender.side(dropped);
         let flags = std::mem::take(&mut *lock(&self.flags));
-        sender.cursor_flags(flags);
+        sender.side(flags);
     }
 }
 

@@ -209,10 +209,10 @@ impl Dump {
         end_of(&mut self.control).await
     }
 
-    /// Reads the next event (waiting for it) and converts it for `decoder`:
-    /// only the rows of the tables it wants are decoded.
-    pub async fn next(&mut self, decoder: &Decoder) -> Result<Event, String> {
-        let event = loop {
+    /// The next event of the log, as the dump gives it: a new round's dump
+    /// opened when the last one reached its end.
+    async fn next_raw(&mut self) -> Result<mysql_async::binlog::events::Event, String> {
+        loop {
             let Some(stream) = &mut self.stream else {
                 self.stream = Some(self.next_round().await?);
                 self.started = false;
@@ -223,7 +223,7 @@ impl Dump {
             })
             .await;
             match read {
-                Some(Ok(event)) => break event,
+                Some(Ok(event)) => return Ok(event),
                 Some(Err(e)) => {
                     return Err(format!("cannot read MariaDB's binlog: {}", db_error(&e)));
                 }
@@ -234,7 +234,13 @@ impl Dump {
                     }
                 }
             }
-        };
+        }
+    }
+
+    /// Reads the next event (waiting for it) and converts it for `decoder`:
+    /// only the rows of the tables it wants are decoded.
+    pub async fn next(&mut self, decoder: &Decoder) -> Result<Event, String> {
+        let event = self.next_raw().await?;
         let header = event.header();
         let log_pos = u64::from(header.log_pos());
         let first = !std::mem::replace(&mut self.started, true);

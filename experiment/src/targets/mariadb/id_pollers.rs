@@ -13,13 +13,12 @@
 //! Each request is recorded as every other: its cursor as `since_id`, the
 //! rows it returned (descending), the late arrivals it caught.
 
-use crate::drive::{Exchange, Fetched, Machine, PollTarget, Records, Tally};
-use crate::record::{RequestRecord, StatusRecord};
+use crate::drive::{Exchange, Fetched, Machine, PollTarget, Settling, counted, key_record};
 use crate::sim::sync::lock;
 use mysql_async::prelude::Queryable;
 use since_id::gaps::IdPolicy;
 use since_id::gaps::{GapStats, IdPoller, IdRequest};
-use since_id::id::{Id, Layout};
+use since_id::id::Id;
 use since_id::time::{format_duration_ms, parse_duration_ms};
 use std::sync::{Arc, Mutex};
 
@@ -283,19 +282,17 @@ impl Machine for IdMachine {
 
     fn settle(
         &mut self,
-        index: usize,
-        layout: &Layout,
         exchange: Exchange<'_, IdRequest, i64>,
-        recorder: &dyn Records,
-        tally: &mut Tally,
+        run: Settling<'_>,
     ) -> Option<IdRequest> {
         let (cycle, page) = self.poller.position();
+        let mut row = exchange.record(run.index, (cycle, page), exchange.req.page_limit());
         let Exchange {
             req,
             fetched,
             sent_at_ms,
             received_at_ms,
-            wait_ms,
+            ..
         } = exchange;
         let since = req.after.map(|a| Id(a.max(0) as u128));
         // Below the oldest partition kept when it was sent: the IDs in
@@ -313,37 +310,21 @@ impl Machine for IdMachine {
                 oldest_kept,
             });
         }
-        let mut row = RequestRecord {
-            poller: index,
-            request: rundb::RequestRow {
-                cycle: cycle as i64,
-                page: page as i64,
-                sent_at_ms,
-                received_at_ms,
-                since_id: since.map(|s| s.0.to_string()),
-                since_key: since.map(|s| s.sort_key()),
-                page_limit: req.page_limit() as i64,
-                wait_ms: wait_ms as i64,
-                ..Default::default()
-            },
-            items: Vec::new(),
-        };
-        tally.progress.requests += 1;
+        row.request.since_id = since.map(|s| s.0.to_string());
+        row.request.since_key = since.map(|s| s.sort_key());
         self.poller.query_ended(received_at_ms);
-        let next = match fetched.result {
-            Err(error) => {
-                tally.progress.failed += 1;
-                row.request.error = Some(error);
+        let next = match counted(run.tally, &mut row, fetched.result) {
+            None => {
                 self.poller.on_failure();
                 None
             }
-            Ok(ids) => {
+            Some(ids) => {
                 let outcome = self.poller.on_page(&ids);
                 // Stored descending, as every response is.
                 row.request.reordered = ids.len() > 1;
                 row.request.overflow = outcome.overflow;
                 row.request.new_items = outcome.ids.len() as i64;
-                if let Some(late) = tally.progress.late_arrivals.get_mut(index) {
+                if let Some(late) = run.tally.progress.late_arrivals.get_mut(run.index) {
                     late.1 += outcome.late_arrivals as u64;
                 }
                 row.items = outcome
@@ -351,24 +332,15 @@ impl Machine for IdMachine {
                     .iter()
                     .map(|&id| {
                         let id = Id(id.max(0) as u128);
-                        StatusRecord {
-                            first_sighting: tally.sighted(id),
-                            status: rundb::StatusRow {
-                                id: id.0.to_string(),
-                                id_key: id.sort_key(),
-                                id_time_ms: layout.ts_ms(id),
-                                created_at: None,
-                                author: None,
-                            },
-                        }
+                        key_record(run.tally, run.layout, id, id.0.to_string())
                     })
                     .collect();
                 let floor = self.poller.floor().map(|f| Id(f.max(0) as u128));
-                tally.passed(index, floor);
+                run.tally.passed(run.index, floor);
                 outcome.next
             }
         };
-        recorder.request(row);
+        run.recorder.request(row);
         if let Some(slot) = lock(&self.stats).get_mut(self.slot) {
             slot.gaps = self.poller.stats();
             if expired.is_some() {

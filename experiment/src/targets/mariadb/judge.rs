@@ -108,7 +108,7 @@ async fn read_binlog(
         if !rows.is_empty() {
             // The recorder's queue is bounded: a full queue waits here.
             let batch = std::mem::take(rows);
-            tokio::task::block_in_place(|| sender.log_truth(batch));
+            tokio::task::block_in_place(|| sender.side(batch));
         }
     };
     let mut end: Option<Position> = None;

@@ -1,5 +1,5 @@
 //! MariaDB's binary log as the commands read it
-//! (`logtruth::source::LogSource`): `judge --backend mariadb` (a throwaway
+//! (`logtruth::source::LogSource`): `judge --log mariadb` (a throwaway
 //! server, its binlog read as a replica reads it, judge.rs) and `watch
 //! --target mariadb:URL` (your binlog, watch.rs).
 

@@ -54,54 +54,34 @@ pub struct MariaArgs {
 /// `--target mariadb`: the throwaway server.
 const SERVER: Kind = Kind {
     name: "mariadb",
-    form: "mariadb",
     about: "a throwaway MariaDB server",
-    named: "--target mariadb",
-    within: &[],
     reads_own_group: true,
-    reads: &[
-        "--schema",
-        "--writers",
-        "--write-rate",
-        "--arrivals",
-        "--partition-every",
-        "--retain",
-    ],
+    reads: &options::DATABASE_SERVER_FLAGS,
     refusals: &[(
-        &[
-            "--config",
-            "--set",
-            "--faults",
-            "--backlog",
-            "--list-id",
-            "--base-url",
-            "--timeline",
-            "--layout",
-            "--token-file",
-            "--pg-tail",
-            "--table",
-            "--id-column",
-            "--via",
-        ],
+        &options::concat::<13>(
+            options::NOT_DATABASE_FLAGS,
+            &[
+                "--timeline",
+                "--layout",
+                "--token-file",
+                "--pg-tail",
+                "--table",
+                "--id-column",
+                "--via",
+            ],
+        ),
         "{flag} does not apply to --target mariadb",
     )],
+    ..Kind::PLAIN
 };
 
 /// `--target mariadb:URL`: your own table, read-only.
 const OWN: Kind = Kind {
     name: "mariadb:URL",
-    form: "mariadb:mysql://USER@HOST/DB",
+    form: Some("mariadb:mysql://USER@HOST/DB"),
     about: "your own table, with --table",
-    named: "--target mariadb:URL",
     within: &["mariadb", "api"],
-    reads_own_group: false,
-    reads: &[
-        "--table",
-        "--id-column",
-        "--layout",
-        "--token-file",
-        "--id-poller",
-    ],
+    reads: &options::concat::<5>(options::OWN_TABLE_FLAGS, &["--id-poller"]),
     refusals: &[
         (
             &[
@@ -115,32 +95,18 @@ const OWN: Kind = Kind {
             "{flag} shapes the throwaway server (--target mariadb); nothing writes to your own database",
         ),
         (
-            &[
-                "--schema",
-                "--writers",
-                "--write-rate",
-                "--arrivals",
-                "--pg-tail",
-                "--stall-share",
-                "--stall",
-                "--rollback-share",
-            ],
+            &options::concat::<8>(
+                options::WORKLOAD_FLAGS,
+                &["--pg-tail", "--stall-share", "--stall", "--rollback-share"],
+            ),
             "{flag} shapes the throwaway server's writers; nothing writes to your own database",
         ),
         (
-            &[
-                "--config",
-                "--set",
-                "--faults",
-                "--backlog",
-                "--list-id",
-                "--base-url",
-                "--timeline",
-                "--via",
-            ],
+            &options::concat::<8>(options::NOT_DATABASE_FLAGS, &["--timeline", "--via"]),
             "{flag} does not apply to a MariaDB target",
         ),
     ],
+    ..Kind::PLAIN
 };
 
 /// MariaDB on the command line.

@@ -121,17 +121,7 @@ async fn drive(
         server_version: &version,
         password: server.pass().map(|_| "<redacted>"),
     };
-    let run_info = session::run_row(
-        args,
-        RunRowParts {
-            started_at_ms: start_ms,
-            layout: &layout,
-            page_limit: limit,
-            profile: None,
-            seed: None,
-            config: &stored,
-        },
-    )?;
+    let run_info = session::run_row(args, RunRowParts::new(start_ms, &layout, limit, &stored))?;
     let recorder = Recorder::create(&args.db, &run_info, &roster.infos)?;
     let run_id = recorder.run_id;
     let pool = mysql_async::Pool::new(server.clone());
@@ -161,12 +151,5 @@ async fn drive(
         opts.table, opts.id_column
     );
     notes.push_str(&roster.id_notes());
-    tracing::info!(run = run_id, reason, "run finished");
-    Ok(RunSummary {
-        run_id,
-        db: args.db.clone(),
-        complete: true,
-        progress,
-        notes,
-    })
+    Ok(RunSummary::finished(args, run_id, reason, progress, notes))
 }

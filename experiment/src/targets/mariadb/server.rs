@@ -117,7 +117,7 @@ impl Server {
     }
 
     /// [`Server::start`] with more of `mariadbd`'s options (`--name=value`),
-    /// such as the binary log's for `judge --backend mariadb`.
+    /// such as the binary log's for `judge --log mariadb`.
     pub fn start_with(lock_mode: LockMode, options: &[&str]) -> Result<Server, String> {
         let bin = find_binaries()?;
         sweep_stale();

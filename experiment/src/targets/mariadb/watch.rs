@@ -18,7 +18,7 @@ use super::dump::{Dump, Start};
 use super::server::db_error;
 use super::{own, quote_ident};
 use crate::logtruth::Counts;
-use crate::logtruth::source::{CONNECT_TIMEOUT_MS, WatchArgs, WatchOpened, WatchSource};
+use crate::logtruth::source::{Boxed, CONNECT_TIMEOUT_MS, WatchArgs, WatchOpened, WatchSource};
 use crate::record::RecordSender;
 use mysql_async::prelude::Queryable;
 use rundb::LogTruthRow;
@@ -243,11 +243,11 @@ impl Source {
             rows.extend(self.decoder.feed(event, self.dump.stamp_ms())?);
             if rows.len() >= BATCH {
                 // The recorder's queue is bounded: a full queue waits here.
-                sender.log_truth(std::mem::take(&mut rows));
+                sender.side(std::mem::take(&mut rows));
             }
         }
         if !rows.is_empty() {
-            sender.log_truth(rows);
+            sender.side(rows);
         }
         Ok(())
     }
@@ -267,10 +267,6 @@ impl Source {
     pub(super) async fn release(self) {
         self.dump.close().await;
     }
-
-    pub(super) fn counts(&self) -> &Counts {
-        &self.decoder.counts
-    }
 }
 
 impl WatchSource for Source {
@@ -278,21 +274,18 @@ impl WatchSource for Source {
         &'a mut self,
         sender: &'a RecordSender,
         _last: bool,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + 'a>> {
+    ) -> Boxed<'a, Result<(), String>> {
         Box::pin(Source::drain(self, sender))
     }
 
     /// The binlog's events come as the server writes them, so they are read
     /// meanwhile (each commit's read time is then when it arrived, not when
     /// the drain came).
-    fn wait(
-        &mut self,
-        period: Duration,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + '_>> {
+    fn wait(&mut self, period: Duration) -> Boxed<'_, Result<(), String>> {
         Box::pin(self.read_for(period))
     }
 
-    fn release(self: Box<Self>) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>>>> {
+    fn release(self: Box<Self>) -> Boxed<'static, Result<(), String>> {
         Box::pin(async move {
             Source::release(*self).await;
             Ok(())
@@ -305,6 +298,6 @@ impl WatchSource for Source {
     }
 
     fn counts(&self) -> &Counts {
-        Source::counts(self)
+        &self.decoder.counts
     }
 }

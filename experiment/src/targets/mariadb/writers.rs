@@ -264,14 +264,9 @@ pub async fn run_writers(
             }
         };
         let (workload, output, stop) = (workload.clone(), output.clone(), stop.clone());
-        tasks.push(tokio::spawn(async move {
-            writer(index, conn, workload, output, stop).await
-        }));
+        tasks.push(tokio::spawn(writer(index, conn, workload, output, stop)));
     }
-    for task in tasks {
-        let _ = task.await;
-    }
-    Ok(())
+    crate::workload::join_writers(tasks).await
 }
 
 async fn writer(
@@ -296,18 +291,7 @@ async fn writer(
         w.seed,
     );
     let mut n = 0u64;
-    loop {
-        if *stop.borrow() {
-            break;
-        }
-        let wait = pace.wait_ms(crate::clock::now_ms() as f64);
-        if wait > 0 {
-            tokio::select! {
-                _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => {}
-                _ = stop.changed() => continue,
-            }
-        }
-        pace.wrote();
+    while crate::workload::next_write(&mut pace, &mut stop).await {
         n += 1;
         let event = Event {
             stream: rng.random_range(1..=COUNTER_ROWS),

@@ -165,12 +165,8 @@ pub enum Event {
         id: String,
         report: Report,
     },
-    /// The note's `DELETE` was sent at `sent_ms` and returned at `returned_ms`.
-    Deleted {
-        id: String,
-        sent_ms: i64,
-        returned_ms: i64,
-    },
+    /// The note's `DELETE`, sent and returned: its `ftt_deletes` row.
+    Deleted(rundb::FttDeleteRow),
     Failed(String),
 }
 
@@ -426,11 +422,11 @@ async fn delete_at(
     }
     let sent_ms = now();
     let event = match store::delete_note(&pg, &id).await {
-        Ok(()) => Event::Deleted {
+        Ok(()) => Event::Deleted(rundb::FttDeleteRow {
             id,
-            sent_ms,
-            returned_ms: now(),
-        },
+            sent_at_ms: sent_ms,
+            returned_at_ms: now(),
+        }),
         Err(e) => Event::Failed(e),
     };
     let _ = events.send(event).await;

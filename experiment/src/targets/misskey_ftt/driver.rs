@@ -245,12 +245,9 @@ async fn drive_run(
     let run_info = session::run_row(
         args,
         RunRowParts {
-            started_at_ms: servers.start_ms,
-            layout: &layout,
-            page_limit: limit,
             profile: Some("misskey-ftt".into()),
             seed: Some(args.seed),
-            config: &stored,
+            ..RunRowParts::new(servers.start_ms, &layout, limit, &stored)
         },
     )?;
     let recorder = Recorder::create(&args.db, &run_info, &infos)?;
@@ -534,7 +531,10 @@ impl Database for FttDatabase {
     /// The FTT tables, in every run, empty or not; after the last truth,
     /// whose deleted notes they mark.
     async fn side_rows(&mut self, sender: &RecordSender) {
-        sender.ftt(lock(&self.sink).take_ftt());
+        let ftt = lock(&self.sink).take_ftt();
+        sender.side(ftt.pushes);
+        sender.side(ftt.trims);
+        sender.side(ftt.deletes);
     }
 }
 

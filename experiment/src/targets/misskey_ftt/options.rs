@@ -68,25 +68,14 @@ pub struct FttArgs {
 
 const FTT: Kind = Kind {
     name: "misskey-ftt",
-    form: "misskey-ftt",
     about: "Misskey's Fanout Timeline on Redis and PostgreSQL",
-    named: "--target misskey-ftt",
-    within: &[],
     reads_own_group: true,
     reads: &["--timeline", "--arrivals"],
     refusals: &[(
-        &[
-            "--config",
-            "--set",
-            "--faults",
-            "--backlog",
-            "--list-id",
-            "--base-url",
-            "--layout",
-            "--token-file",
-        ],
+        &options::concat::<8>(options::NOT_DATABASE_FLAGS, &["--layout", "--token-file"]),
         "{flag} does not apply to --target misskey-ftt",
     )],
+    ..Kind::PLAIN
 };
 
 /// Misskey's Fanout Timeline on the command line.

@@ -59,7 +59,7 @@ pub fn serve_load(seed: u64) -> Load {
 struct Taken {
     rows: Vec<TruthRow>,
     /// (ID, author), for the home and hybrid timelines' scopes.
-    authors: Vec<(String, i64)>,
+    authors: Vec<rundb::TruthAuthorRow>,
     /// Commit times of notes whose push has not been reported yet.
     committed: HashMap<String, i64>,
     /// `ftt_pushes` and `ftt_trims` rows, for the lists of the three
@@ -184,7 +184,7 @@ impl Served {
 
     /// The truth of every note committed since the last call, and the
     /// authors of those notes (nothing without `keep_truth`).
-    pub fn take_truth(&self) -> (Vec<TruthRow>, Vec<(String, i64)>) {
+    pub fn take_truth(&self) -> (Vec<TruthRow>, Vec<rundb::TruthAuthorRow>) {
         let mut taken = lock(&self.taken);
         (
             std::mem::take(&mut taken.rows),
@@ -281,22 +281,14 @@ pub async fn serve(
     let mut served = Served::start(load.clone(), args.record.is_some()).await?;
     let recorder = match &args.record {
         Some(path) => {
-            let run = rundb::RunRow {
-                started_at_ms: crate::clock::now_ms(),
-                target: "misskey-ftt-serve".into(),
-                profile: Some("misskey-ftt".into()),
-                seed: Some(args.seed as i64),
-                clock: "wall".into(),
-                layout: layout.name().into(),
-                config: serde_json::json!({
-                    "load": &load,
-                    "redis_version": served.redis_version,
-                    "postgres_version": served.postgres_version,
-                })
-                .to_string(),
-                version: rundb::VERSION.into(),
-                ..rundb::RunRow::default()
-            };
+            let config = serde_json::json!({
+                "load": &load,
+                "redis_version": served.redis_version,
+                "postgres_version": served.postgres_version,
+            });
+            let now = crate::clock::now_ms();
+            let target = ("misskey-ftt-serve", "misskey-ftt");
+            let run = recording::run_row(target, args.seed, now, &layout, config);
             Some(Recorder::create(path, &run, &[])?)
         }
         None => None,
@@ -322,10 +314,7 @@ pub async fn serve(
             served.postgres_dir().display()
         );
         if let Some(path) = &args.record {
-            println!(
-                "  recording       {} (every client's requests, and the truth)",
-                path.display()
-            );
+            println!("{}", recording::banner_line(path));
         }
         println!("Ctrl-C stops (and removes both servers).");
     }
@@ -349,7 +338,7 @@ pub async fn serve(
         if let Some(recorder) = &recorder {
             let (rows, authors) = served.take_truth();
             recorder.sender().truth(rows);
-            recorder.sender().truth_authors(authors);
+            recorder.sender().side(authors);
         }
     };
     let result = loop {
@@ -399,27 +388,20 @@ async fn take_events(mut events: mpsc::Receiver<Event>, taken: Arc<Mutex<Taken>>
                 if !keep {
                     continue;
                 }
-                let Ok(key) = layout.parse(&c.note.id).map(|id| id.sort_key()) else {
-                    taken.failures += 1;
-                    taken.last_failure = Some(format!("not an aidx: {}", c.note.id));
-                    continue;
+                let row = match super::truth::note_row(&layout, &c) {
+                    Ok(row) => row,
+                    Err(m) => {
+                        taken.failures += 1;
+                        taken.last_failure = Some(m);
+                        continue;
+                    }
                 };
-                let origin = c.origin();
-                taken
-                    .authors
-                    .push((c.note.id.clone(), i64::from(c.note.user_id)));
-                taken.committed.insert(c.note.id.clone(), c.committed_ms);
-                taken.rows.push(TruthRow {
-                    id: c.note.id,
-                    id_key: key,
-                    id_time_ms: c.id_ms,
-                    posted_at_ms: c.started_ms,
-                    // Owed from the ms after the INSERT returned: a request
-                    // with a sinceId reads PostgreSQL (docs/misskey-ftt.md).
-                    visible_at_ms: c.committed_ms + 1,
-                    deleted_at_ms: None,
-                    origin: origin.into(),
+                taken.authors.push(rundb::TruthAuthorRow {
+                    id: c.note.id.clone(),
+                    author: i64::from(c.note.user_id),
                 });
+                taken.committed.insert(c.note.id, c.committed_ms);
+                taken.rows.push(row);
             }
             Event::Pushed { id, report } => {
                 if !keep {
@@ -428,17 +410,9 @@ async fn take_events(mut events: mpsc::Receiver<Event>, taken: Arc<Mutex<Taken>>
                 let committed = taken.committed.remove(&id).unwrap_or_default();
                 super::driver::ftt_rows(&id, committed, report, &keys, &mut taken.ftt);
             }
-            Event::Deleted {
-                id,
-                sent_ms,
-                returned_ms,
-            } => {
+            Event::Deleted(row) => {
                 if keep {
-                    taken.ftt.deletes.push(rundb::FttDeleteRow {
-                        id,
-                        sent_at_ms: sent_ms,
-                        returned_at_ms: returned_ms,
-                    });
+                    taken.ftt.deletes.push(row);
                 }
             }
             Event::Failed(e) => {

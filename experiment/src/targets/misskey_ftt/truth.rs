@@ -3,7 +3,7 @@
 //! lists and the deletions into `ftt_pushes`, `ftt_trims` and
 //! `ftt_deletes`, handed to the recorder when the run ends.
 
-use super::creators::Event;
+use super::creators::{Created, Event};
 use crate::record::TruthRow;
 use since_id::id::Layout;
 use std::collections::{HashMap, HashSet};
@@ -69,22 +69,14 @@ impl TruthSink {
                 counts.notes += 1;
                 counts.latency.add(c.committed_ms - c.started_ms);
                 if self.membership.shows(c.note.user_id, c.note.is_local) {
-                    let Ok(id) = self.layout.parse(&c.note.id).map(|id| id.sort_key()) else {
-                        counts.failures += 1;
-                        counts.last_failure = Some(format!("not an aidx: {}", c.note.id));
-                        return;
-                    };
-                    self.rows.push(TruthRow {
-                        id: c.note.id.clone(),
-                        id_key: id,
-                        id_time_ms: c.id_ms,
-                        posted_at_ms: c.started_ms,
-                        // Owed from the ms after the INSERT returned: a
-                        // request with a sinceId reads PostgreSQL (`read`).
-                        visible_at_ms: c.committed_ms + 1,
-                        deleted_at_ms: None,
-                        origin: c.origin().into(),
-                    });
+                    match note_row(&self.layout, &c) {
+                        Ok(row) => self.rows.push(row),
+                        Err(m) => {
+                            counts.failures += 1;
+                            counts.last_failure = Some(m);
+                            return;
+                        }
+                    }
                 }
                 self.committed.insert(c.note.id, c.committed_ms);
             }
@@ -93,17 +85,9 @@ impl TruthSink {
                 let committed = self.committed.remove(&id).unwrap_or_default();
                 ftt_rows(&id, committed, report, &self.keys, &mut self.ftt);
             }
-            Event::Deleted {
-                id,
-                sent_ms,
-                returned_ms,
-            } => {
+            Event::Deleted(row) => {
                 counts.deletes += 1;
-                self.ftt.deletes.push(rundb::FttDeleteRow {
-                    id,
-                    sent_at_ms: sent_ms,
-                    returned_at_ms: returned_ms,
-                });
+                self.ftt.deletes.push(row);
             }
             Event::Failed(e) => {
                 counts.failures += 1;
@@ -123,6 +107,26 @@ impl TruthSink {
     pub fn take_ftt(&mut self) -> rundb::FttRows {
         std::mem::take(&mut self.ftt)
     }
+}
+
+/// The truth row of a created note, owed from the ms after the INSERT
+/// returned: a request with a sinceId reads PostgreSQL (`read`,
+/// docs/misskey-ftt.md); the failure's words if its ID is not an aidx of
+/// `layout`. A run's and `serve --record`'s (`serve.rs`).
+pub fn note_row(layout: &Layout, c: &Created) -> Result<TruthRow, String> {
+    let id_key = layout
+        .parse(&c.note.id)
+        .map(|id| id.sort_key())
+        .map_err(|_| format!("not an aidx: {}", c.note.id))?;
+    Ok(TruthRow {
+        id: c.note.id.clone(),
+        id_key,
+        id_time_ms: c.id_ms,
+        posted_at_ms: c.started_ms,
+        visible_at_ms: c.committed_ms + 1,
+        deleted_at_ms: None,
+        origin: c.origin().into(),
+    })
 }
 
 /// The `ftt_pushes` and `ftt_trims` rows of one `pushToTl` report, for the

@@ -544,19 +544,7 @@ mod tests {
         ] {
             out.extend(d.feed(lsn, line).unwrap());
         }
-        let rows: Vec<(i64, &str, i64, &str, i64, &str)> = out
-            .iter()
-            .map(|r| {
-                (
-                    r.seq,
-                    r.key.as_str(),
-                    r.xid,
-                    r.commit_lsn.as_str(),
-                    r.commit_ms,
-                    r.op.as_str(),
-                )
-            })
-            .collect();
+        let rows: Vec<_> = out.iter().map(crate::logtruth::row_fields).collect();
         assert_eq!(
             rows,
             [

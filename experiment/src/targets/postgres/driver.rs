@@ -196,12 +196,9 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
     let run_info = session::run_row(
         args,
         RunRowParts {
-            started_at_ms: start_ms,
-            layout: &layout,
-            page_limit: limit,
             profile: workload.map(|w| w.schema.to_string()),
             seed: workload.map(|_| args.seed),
-            config: &stored,
+            ..RunRowParts::new(start_ms, &layout, limit, &stored)
         },
     )?;
     let recorder = Recorder::create(&args.db, &run_info, &roster.infos)?;
@@ -276,14 +273,7 @@ pub(super) async fn drive(args: &Common, setup: Setup) -> Result<RunSummary, Str
             )?);
         }
     }
-    tracing::info!(run = run_id, reason, "run finished");
-    Ok(RunSummary {
-        run_id,
-        db: args.db.clone(),
-        complete: true,
-        progress,
-        notes,
-    })
+    Ok(RunSummary::finished(args, run_id, reason, progress, notes))
 }
 
 /// `--via http`: the Mastodon API served from the table on loopback, and
@@ -523,11 +513,11 @@ impl Database for PgDatabase {
                 Err(e) => tracing::warn!("no truth: {e}"),
             }
         }
-        sender.writer_brackets(std::mem::take(&mut self.brackets));
+        sender.side(std::mem::take(&mut self.brackets));
         if let Some(job) = &self.retention {
             let dropped = job.report().dropped.clone();
             if !dropped.is_empty() {
-                sender.partition_drops(dropped);
+                sender.side(dropped);
             }
         }
     }

@@ -106,25 +106,20 @@ async fn drain_slot(
     mut slot: Slot,
     mut decoder: Decoder,
     reconnect: Reconnect,
-    ctx: ReaderCtx,
+    mut ctx: ReaderCtx,
 ) -> Result<Counts, String> {
-    let ReaderCtx {
-        sender,
-        mut stop,
-        failed,
-    } = ctx;
     let mut stopping = false;
     let result = loop {
         if !stopping {
             stopping = tokio::select! {
                 _ = tokio::time::sleep(DRAIN_EVERY) => false,
-                _ = stop.changed() => true,
+                _ = ctx.stop.changed() => true,
             };
         }
         // The recorder's queue is bounded: a full queue waits, off the runtime's worker.
         let drained = slot
             .drain_all(&mut decoder, |rows| {
-                tokio::task::block_in_place(|| sender.log_truth(rows))
+                tokio::task::block_in_place(|| ctx.sender.side(rows))
             })
             .await;
         if drained.is_err() && slot.is_closed() {
@@ -134,13 +129,13 @@ async fn drain_slot(
                     continue;
                 }
                 Err(m) => {
-                    failed(m.clone());
+                    (ctx.failed)(m.clone());
                     break Err(m);
                 }
             }
         }
         if let Err(m) = &drained {
-            failed(m.clone());
+            (ctx.failed)(m.clone());
         }
         if stopping || drained.is_err() {
             break drained;

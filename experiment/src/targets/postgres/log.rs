@@ -1,5 +1,5 @@
 //! PostgreSQL's log as the commands read it (`logtruth::source::LogSource`):
-//! `judge --backend postgres` (a throwaway cluster and its slot, judge.rs)
+//! `judge --log postgres` (a throwaway cluster and its slot, judge.rs)
 //! and `watch --target postgres:URL` (your slot, watch.rs).
 
 use crate::logtruth::source::{JudgeOpened, LogSource, WatchArgs, WatchOpening};

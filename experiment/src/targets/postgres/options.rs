@@ -6,7 +6,7 @@
 use super::schema::Schema;
 use super::writers::Tail;
 use super::{OwnDbOpts, PgOpts, Via};
-use crate::options::{DryRun, Kind, Launch, SharedArgs, Target};
+use crate::options::{self, DryRun, Kind, Launch, SharedArgs, Target};
 use crate::session::{Common, RunSummary};
 use clap::Args;
 use since_id::policy::CursorPolicy;
@@ -26,35 +26,17 @@ pub struct PostgresArgs {
 
 /// The simulator's and the real APIs' flags, which no PostgreSQL target reads.
 const NOT_POSTGRES: (&[&str], &str) = (
-    &[
-        "--config",
-        "--set",
-        "--faults",
-        "--backlog",
-        "--list-id",
-        "--base-url",
-        "--timeline",
-    ],
+    &options::concat::<7>(options::NOT_DATABASE_FLAGS, &["--timeline"]),
     "{flag} does not apply to a PostgreSQL target",
 );
 
 /// `--target postgres`: the throwaway cluster.
 const CLUSTER: Kind = Kind {
     name: "postgres",
-    form: "postgres",
     about: "a throwaway PostgreSQL cluster",
-    named: "--target postgres",
-    within: &[],
     reads_own_group: true,
-    reads: &[
-        "--schema",
-        "--writers",
-        "--write-rate",
-        "--arrivals",
-        // The partitioned schemas' retention job (checked against the schema).
-        "--partition-every",
-        "--retain",
-    ],
+    // The partitioned schemas' retention job among them (checked against the schema).
+    reads: &options::DATABASE_SERVER_FLAGS,
     refusals: &[
         NOT_POSTGRES,
         (
@@ -66,36 +48,24 @@ const CLUSTER: Kind = Kind {
             "{flag} is for your own database (--target postgres:URL)",
         ),
     ],
+    ..Kind::PLAIN
 };
 
 /// `--target postgres:URL`: your own table, read-only.
 const OWN: Kind = Kind {
     name: "postgres:URL",
-    form: "postgres:postgresql://USER@HOST/DB",
+    form: Some("postgres:postgresql://USER@HOST/DB"),
     about: "your own table, with --table",
-    named: "--target postgres:URL",
     within: &["postgres", "api"],
-    reads_own_group: false,
-    reads: &[
-        "--table",
-        "--id-column",
-        "--layout",
-        "--token-file",
-        "--via",
-    ],
+    reads: &options::concat::<5>(options::OWN_TABLE_FLAGS, &["--via"]),
     refusals: &[
         NOT_POSTGRES,
         (
-            &[
-                "--schema",
-                "--writers",
-                "--write-rate",
-                "--arrivals",
-                "--pg-tail",
-            ],
+            &options::concat::<5>(options::WORKLOAD_FLAGS, &["--pg-tail"]),
             "{flag} shapes the throwaway cluster's writers; nothing writes to your own database",
         ),
     ],
+    ..Kind::PLAIN
 };
 
 /// PostgreSQL on the command line.

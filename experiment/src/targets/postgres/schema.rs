@@ -62,6 +62,16 @@ impl std::fmt::Display for Schema {
     }
 }
 
+/// The events schemas' side table, written in each event's transaction as
+/// Mastodon's `mentions` is in a status's, and the index the xmin pollers
+/// read the events by.
+const DELIVERIES: &str = "CREATE TABLE deliveries (
+                     id bigserial PRIMARY KEY,
+                     event_id bigint NOT NULL,
+                     subscriber integer NOT NULL
+                 );
+                 CREATE INDEX events_by_xid ON events (xid, id);";
+
 impl Schema {
     /// The table the pollers read.
     pub fn table(&self) -> &'static str {
@@ -154,12 +164,7 @@ impl Schema {
                      PRIMARY KEY (id)
                  ) PARTITION BY RANGE (id);
                  CREATE TABLE events_pmax PARTITION OF events DEFAULT;
-                 CREATE TABLE deliveries (
-                     id bigserial PRIMARY KEY,
-                     event_id bigint NOT NULL,
-                     subscriber integer NOT NULL
-                 );
-                 CREATE INDEX events_by_xid ON events (xid, id);
+                 {DELIVERIES}
                  {counters}",
                 self.id_type()
             ),
@@ -171,12 +176,7 @@ impl Schema {
                      created_at timestamptz NOT NULL DEFAULT now(),
                      xid xid8 NOT NULL DEFAULT pg_current_xact_id()
                  );
-                 CREATE TABLE deliveries (
-                     id bigserial PRIMARY KEY,
-                     event_id bigint NOT NULL,
-                     subscriber integer NOT NULL
-                 );
-                 CREATE INDEX events_by_xid ON events (xid, id);
+                 {DELIVERIES}
                  {counters}",
                 self.id_type()
             ),

@@ -27,20 +27,17 @@ pub async fn serve(
     let layout = backend.layout();
     let recorder = match &args.record {
         Some(path) => {
-            let run = rundb::RunRow {
-                started_at_ms: crate::clock::now_ms(),
-                target: "postgres-serve".into(),
-                profile: Some("mastodon".into()),
-                seed: Some(args.seed as i64),
-                clock: "wall".into(),
-                layout: layout.name().into(),
-                config: serde_json::json!({
-                    "schema": "mastodon", "writers": WORKLOAD.0, "rate_per_s": WORKLOAD.1
-                })
-                .to_string(),
-                version: rundb::VERSION.into(),
-                ..rundb::RunRow::default()
-            };
+            let config = serde_json::json!({
+                "schema": "mastodon", "writers": WORKLOAD.0, "rate_per_s": WORKLOAD.1
+            });
+            let now = crate::clock::now_ms();
+            let run = recording::run_row(
+                ("postgres-serve", "mastodon"),
+                args.seed,
+                now,
+                &layout,
+                config,
+            );
             Some(Recorder::create(path, &run, &[])?)
         }
         None => None,
@@ -59,10 +56,7 @@ pub async fn serve(
             backend.reader_url()
         );
         if let Some(path) = &args.record {
-            println!(
-                "  recording       {} (every client's requests, and the truth)",
-                path.display()
-            );
+            println!("{}", recording::banner_line(path));
         }
         println!("Ctrl-C stops (and removes the cluster).");
     }

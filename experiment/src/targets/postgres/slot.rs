@@ -16,6 +16,7 @@
 use super::decode::Decoder;
 use crate::servers::postgres::db_error;
 use rundb::LogTruthRow;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Changes asked for in one call. The server stops after the transaction
 /// during which it reached this many rows (a transaction is never split),
@@ -40,6 +41,28 @@ pub const DRAIN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 pub struct Slot {
     client: tokio_postgres::Client,
     name: String,
+    /// A call failed because the server went away (its shutdown ended our
+    /// backend): the connection is as good as closed, though the client may
+    /// not have seen the socket close yet.
+    gone: AtomicBool,
+}
+
+/// Whether `e` says the server went away: the connection closed, or the
+/// server ended our backend as it shut down (`57P01` admin_shutdown, as a
+/// fast shutdown or restart does; `57P02` crash_shutdown; `57P03`
+/// cannot_connect_now: PostgreSQL manual, Appendix A "PostgreSQL Error
+/// Codes").
+fn went_away(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    e.is_closed()
+        || e.code().is_some_and(|c| {
+            [
+                SqlState::ADMIN_SHUTDOWN,
+                SqlState::CRASH_SHUTDOWN,
+                SqlState::CANNOT_CONNECT_NOW,
+            ]
+            .contains(c)
+        })
 }
 
 /// A slot name as PostgreSQL accepts one: lower-case letters, digits and
@@ -79,6 +102,7 @@ impl Slot {
         Ok(Slot {
             client,
             name: name.into(),
+            gone: AtomicBool::new(false),
         })
     }
 
@@ -135,6 +159,7 @@ impl Slot {
         Ok(Slot {
             client,
             name: name.into(),
+            gone: AtomicBool::new(false),
         })
     }
 
@@ -144,12 +169,29 @@ impl Slot {
         Slot {
             client,
             name: name.into(),
+            gone: AtomicBool::new(false),
         }
     }
 
-    /// Whether its connection closed (the server went away).
+    /// Whether its connection closed, or a call failed because the server
+    /// went away (`went_away`): a fast shutdown ends the backend with an
+    /// error before the client sees the socket close, and the reader must
+    /// reconnect then too, not fail.
     pub fn is_closed(&self) -> bool {
-        self.client.is_closed()
+        self.client.is_closed() || self.gone.load(Ordering::Relaxed)
+    }
+
+    /// The one-line message of a failed read of the slot; notes whether
+    /// the server went away.
+    fn read_error(&self, e: tokio_postgres::Error) -> String {
+        if went_away(&e) {
+            self.gone.store(true, Ordering::Relaxed);
+        }
+        format!(
+            "cannot read the replication slot '{}': {}",
+            self.name,
+            db_error(&e)
+        )
     }
 
     /// Takes one batch of changes, up to `upto` (an LSN), from the slot
@@ -168,13 +210,7 @@ impl Slot {
                 &[&self.name, &upto, &BATCH],
             )
             .await
-            .map_err(|e| {
-                format!(
-                    "cannot read the replication slot '{}': {}",
-                    self.name,
-                    db_error(&e)
-                )
-            })?;
+            .map_err(|e| self.read_error(e))?;
         let full = rows.len() >= BATCH as usize;
         let mut out = Vec::new();
         for row in rows {
@@ -201,13 +237,7 @@ impl Slot {
         decoder: &mut Decoder,
         mut record: impl FnMut(Vec<LogTruthRow>),
     ) -> Result<(), String> {
-        let read = |e: tokio_postgres::Error| {
-            format!(
-                "cannot read the replication slot '{}': {}",
-                self.name,
-                db_error(&e)
-            )
-        };
+        let read = |e: tokio_postgres::Error| self.read_error(e);
         let end = self
             .client
             .query_one(

@@ -11,7 +11,7 @@ use super::slot::{self, BATCH, Slot, check_name};
 use super::{own, quote_ident};
 use crate::logtruth::Counts;
 use crate::logtruth::source::{
-    CONNECT_TIMEOUT_MS, SlotStatus, WatchArgs, WatchOpened, WatchSource, parse_size,
+    Boxed, CONNECT_TIMEOUT_MS, SlotStatus, WatchArgs, WatchOpened, WatchSource, parse_size,
 };
 use crate::record::RecordSender;
 use crate::servers::postgres::{connect, db_error};
@@ -153,7 +153,7 @@ impl Source {
         }
         self.drained_at = Some(Instant::now());
         self.slot
-            .drain_all(&mut self.decoder, |rows| sender.log_truth(rows))
+            .drain_all(&mut self.decoder, |rows| sender.side(rows))
             .await?;
         let (retained, position) = self.slot.status().await?;
         self.status = Some(SlotStatus { retained, position });
@@ -206,10 +206,6 @@ impl Source {
             Ok(())
         }
     }
-
-    pub(super) fn counts(&self) -> &Counts {
-        &self.decoder.counts
-    }
 }
 
 impl WatchSource for Source {
@@ -217,22 +213,19 @@ impl WatchSource for Source {
         &'a mut self,
         sender: &'a RecordSender,
         last: bool,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + 'a>> {
+    ) -> Boxed<'a, Result<(), String>> {
         Box::pin(Source::drain(self, sender, last))
     }
 
     /// The slot is only read when drained.
-    fn wait(
-        &mut self,
-        period: std::time::Duration,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + '_>> {
+    fn wait(&mut self, period: std::time::Duration) -> Boxed<'_, Result<(), String>> {
         Box::pin(async move {
             tokio::time::sleep(period).await;
             Ok(())
         })
     }
 
-    fn release(self: Box<Self>) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>>>> {
+    fn release(self: Box<Self>) -> Boxed<'static, Result<(), String>> {
         Box::pin(Source::release(*self))
     }
 
@@ -241,6 +234,6 @@ impl WatchSource for Source {
     }
 
     fn counts(&self) -> &Counts {
-        Source::counts(self)
+        &self.decoder.counts
     }
 }

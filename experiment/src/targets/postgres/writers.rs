@@ -84,17 +84,10 @@ pub async fn run_writers(
             .await
             .map_err(|e| format!("writer {index} cannot connect: {}", super::db_error(&e)))?;
         tokio::spawn(connection);
-        let workload = workload.clone();
-        let output = output.clone();
-        let stop = stop.clone();
-        tasks.push(tokio::spawn(async move {
-            writer(index, client, workload, output, stop).await
-        }));
+        let (workload, output, stop) = (workload.clone(), output.clone(), stop.clone());
+        tasks.push(tokio::spawn(writer(index, client, workload, output, stop)));
     }
-    for task in tasks {
-        let _ = task.await;
-    }
-    Ok(())
+    crate::workload::join_writers(tasks).await
 }
 
 async fn writer(
@@ -122,18 +115,7 @@ async fn writer(
             return;
         }
     };
-    loop {
-        if *stop.borrow() {
-            return;
-        }
-        let wait = pace.wait_ms(crate::clock::now_ms() as f64);
-        if wait > 0 {
-            tokio::select! {
-                _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => {}
-                _ = stop.changed() => continue,
-            }
-        }
-        pace.wrote();
+    while crate::workload::next_write(&mut pace, &mut stop).await {
         n += 1;
         let account = rng.random_range(1..=COUNTER_ROWS);
         let mentioned = rng.random_range(1..=COUNTER_ROWS);

@@ -71,6 +71,19 @@ impl SimOpts {
     fn layout(&self) -> Layout {
         self.config.layout()
     }
+
+    /// The simulator of these options seeded `seed`, at `start_ms` with its
+    /// backlog made behind it, the backlog's truth sent to `records`.
+    fn simulator(&self, seed: u64, start_ms: i64, records: &dyn Records) -> Simulator {
+        in_process::with_backlog_streamed(
+            self.config.clone(),
+            seed,
+            start_ms,
+            self.backlog_ms,
+            in_process::serves(&self.dialect),
+            records,
+        )
+    }
 }
 
 /// The dialect a client speaks to the simulator for a profile's layout:
@@ -221,14 +234,7 @@ pub fn run_virtual_to<S: Records>(
     } = setup(common, opts)?;
     let start_ms = opts.start_ms.unwrap_or(VIRTUAL_START_MS);
     let sink = make(&layout, &infos);
-    let simulator = in_process::with_backlog_streamed(
-        opts.config.clone(),
-        common.seed,
-        start_ms,
-        opts.backlog_ms,
-        in_process::serves(&opts.dialect),
-        &sink,
-    );
+    let simulator = opts.simulator(common.seed, start_ms, &sink);
     let run = VirtualRun {
         common,
         opts,
@@ -269,24 +275,14 @@ pub fn run(common: Common, opts: SimOpts) -> Result<RunSummary, String> {
     let run_info = session::run_row(
         &common,
         RunRowParts {
-            started_at_ms: start_ms,
-            layout: &layout,
-            page_limit: limit,
             profile: Some(opts.profile.clone()),
             seed: Some(common.seed),
-            config: &stored,
+            ..RunRowParts::new(start_ms, &layout, limit, &stored)
         },
     )?;
     let recorder = Recorder::create(&common.db, &run_info, &infos)?;
     let run_id = recorder.run_id;
-    let simulator = in_process::with_backlog_streamed(
-        opts.config.clone(),
-        common.seed,
-        start_ms,
-        opts.backlog_ms,
-        in_process::serves(&opts.dialect),
-        &recorder.sender(),
-    );
+    let simulator = opts.simulator(common.seed, start_ms, &recorder.sender());
     // Off a terminal: a line a minute in real time, ten lines a run in virtual time.
     let log_every_ms = if virtual_clock {
         (common.duration_ms / 10).max(1)
@@ -333,14 +329,8 @@ pub fn run(common: Common, opts: SimOpts) -> Result<RunSummary, String> {
         crate::clock::now_ms()
     };
     recorder.finish(ended_at, true, reason)?;
-    tracing::info!(run = run_id, reason, "run finished");
-    Ok(RunSummary {
-        run_id,
-        db: common.db,
-        complete: true,
-        progress,
-        notes: String::new(),
-    })
+    let summary = RunSummary::finished(&common, run_id, reason, progress, String::new());
+    Ok(summary)
 }
 
 /// Real time: the simulator served over loopback HTTP, the pollers reading

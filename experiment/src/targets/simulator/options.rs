@@ -36,16 +36,15 @@ fn parse_faults(text: &str) -> Result<FaultSpec, String> {
 
 const SIMULATOR: Kind = Kind {
     name: "simulator",
-    form: "simulator",
     about: "the embedded leaky timeline, the default",
-    named: "the simulator",
-    within: &[],
+    named: Some("the simulator"),
     reads_own_group: true,
     reads: &["--timeline"],
     refusals: &[(
         &["--list-id", "--base-url", "--layout", "--token-file"],
         "{flag} applies to real targets only (the simulator is configured with --profile and --set)",
     )],
+    ..Kind::PLAIN
 };
 
 /// The embedded simulator on the command line.
@@ -58,7 +57,7 @@ impl Target for Simulator {
     /// With its profiles, from the simulator's own list.
     fn shown(&self, kind: &Kind) -> String {
         let profiles = crate::sim::model::SimConfig::PROFILES.join("|");
-        format!("`{}` ({}; profiles {profiles})", kind.form, kind.about)
+        format!("`{}` ({}; profiles {profiles})", kind.form(), kind.about)
     }
 
     fn resolve(

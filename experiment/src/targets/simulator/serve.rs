@@ -56,9 +56,9 @@ impl SimServeArgs {
         self.profile.as_deref().unwrap_or("twitter")
     }
 
-    /// Refuses the flags that configure the simulator, on a backend
-    /// (`postgres`, `misskey-ftt`) that does not have one.
-    pub fn refuse_on(&self, backend: &str) -> Result<(), String> {
+    /// Refuses the flags that configure the simulator, on a face that does
+    /// not have one: `face` as given (`--backend postgres`, `--log mariadb`).
+    pub fn refuse_on(&self, face: &str) -> Result<(), String> {
         let given = [
             (self.profile.is_some(), "--profile"),
             (self.config.is_some(), "--config"),
@@ -69,12 +69,12 @@ impl SimServeArgs {
         ];
         if let Some((_, flag)) = given.iter().find(|(on, _)| *on) {
             return Err(format!(
-                "{flag} configures the simulator and does not apply to --backend {backend}"
+                "{flag} configures the simulator and does not apply to {face}"
             ));
         }
         if self.truth.is_some() {
             return Err(format!(
-                "--truth is the simulator's: with --backend {backend}, --record FILE.db writes the truth"
+                "--truth is the simulator's: with {face}, --record FILE.db writes the truth"
             ));
         }
         Ok(())
@@ -209,10 +209,7 @@ fn banner(
         out.push_str(&format!("  truth           {}\n", path.display()));
     }
     if let Some(path) = &listen.record {
-        out.push_str(&format!(
-            "  recording       {} (every client's requests, and the truth)\n",
-            path.display()
-        ));
+        out.push_str(&format!("{}\n", recording::banner_line(path)));
     }
     out.push_str("Ctrl-C stops.\n");
     out
@@ -268,9 +265,12 @@ impl TruthSink {
                     recorder.sender().latest_truth(rows);
                     let authors = batch
                         .iter()
-                        .map(|s| (layout.format(s.id), i64::from(s.author)))
+                        .map(|s| rundb::TruthAuthorRow {
+                            id: layout.format(s.id),
+                            author: i64::from(s.author),
+                        })
                         .collect();
-                    recorder.sender().truth_authors(authors);
+                    recorder.sender().side(authors);
                 }
             }
         }
@@ -294,21 +294,9 @@ fn serve_run_row(
     started_ms: i64,
     backlog_ms: u64,
 ) -> rundb::RunRow {
-    let config_json =
-        serde_json::json!({"sim": config, "rate_limit": limits.to_string(), "backlog_ms": backlog_ms})
-            .to_string();
-    rundb::RunRow {
-        started_at_ms: started_ms,
-        target: "sim-serve".into(),
-        profile: Some(config.profile.clone()),
-        // The seed's bit pattern (rundb::rows).
-        seed: Some(seed as i64),
-        clock: "wall".into(),
-        layout: config.layout().name().into(),
-        config: config_json,
-        version: rundb::VERSION.into(),
-        ..rundb::RunRow::default()
-    }
+    let config_json = serde_json::json!({"sim": config, "rate_limit": limits.to_string(), "backlog_ms": backlog_ms});
+    let target = ("sim-serve", config.profile.as_str());
+    recording::run_row(target, seed, started_ms, &config.layout(), config_json)
 }
 
 /// `experiment serve` over real HTTP on loopback: its backlog, its bad
@@ -348,7 +336,6 @@ mod tests {
                 addr: "127.0.0.1:0".into(),
                 record: None,
                 clients: Vec::new(),
-                backend: crate::serving::Backend::Simulator,
                 quiet: false,
             },
             sim: SimServeArgs {
@@ -509,16 +496,31 @@ mod tests {
     /// `--record`: two clients with two credentials and one without are three
     /// pollers; each one's observations are exactly what it was served; the
     /// credentials are nowhere in the file; `analyze`'s checker reads the run
-    /// and gives each client a verdict.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn record_tells_clients_apart_and_keeps_what_each_was_served() {
-        let dir = testkit::temp_dir("record");
-        let db = dir.join("clients.db");
+    /// The Mastodon profile at 50 statuses/s with a minute of backlog,
+    /// served with `--record` to a fresh `clients.db` in a directory named
+    /// for `test`.
+    async fn spawn_recording_mastodon(
+        test: &str,
+    ) -> (
+        std::path::PathBuf,
+        (
+            std::net::SocketAddr,
+            tokio::sync::oneshot::Sender<()>,
+            tokio::task::JoinHandle<Result<(), String>>,
+        ),
+    ) {
+        let db = testkit::temp_dir(test).join("clients.db");
         let mut args = serve_args(&["rate_per_s=50"]);
         args.sim.profile = Some("mastodon".into());
         args.sim.backlog = Some(60_000);
         args.listen.record = Some(db.clone());
-        let (addr, stop, task) = spawn_serve(args).await;
+        (db, spawn_serve(args).await)
+    }
+
+    /// and gives each client a verdict.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn record_tells_clients_apart_and_keeps_what_each_was_served() {
+        let (db, (addr, stop, task)) = spawn_recording_mastodon("record").await;
         let http = client();
         let url = format!("http://{addr}/api/v1/timelines/public");
         // Polls `rounds` times with since_id = the newest seen; returns every ID served.
@@ -625,13 +627,7 @@ mod tests {
     /// analyze leaves every other status unowed to it (issue 23, item 8).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_home_timeline_client_is_owed_its_follow_set_only() {
-        let dir = testkit::temp_dir("record-home");
-        let db = dir.join("clients.db");
-        let mut args = serve_args(&["rate_per_s=50"]);
-        args.sim.profile = Some("mastodon".into());
-        args.sim.backlog = Some(60_000);
-        args.listen.record = Some(db.clone());
-        let (addr, stop, task) = spawn_serve(args).await;
+        let (db, (addr, stop, task)) = spawn_recording_mastodon("record-home").await;
         let http = client();
         let url = format!("http://{addr}/api/v1/timelines/home");
         let me: Value = http

@@ -268,18 +268,26 @@ pub struct OtherMissReport<'a> {
 /// The misses that are not leaks, written one at a time as the JSON is
 /// serialized: a run with heavy overflow has millions of them, and building
 /// them all as strings first cost more memory than the whole history.
+/// Those of a run judged streaming are read back from disk
+/// ([`Loaded::other_misses`]).
 pub struct OtherMisses<'a> {
     loaded: &'a Loaded,
-    misses: &'a [crate::diff::OtherMiss],
+    analysis: &'a Analysis,
 }
 
 impl Serialize for OtherMisses<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.misses.iter().map(|m| OtherMissReport {
-            id: self.loaded.status_id(m.status),
-            poller: &self.loaded.pollers[m.poller as usize].name,
-            cause: m.cause.as_str(),
-        }))
+        use serde::ser::{Error, SerializeSeq};
+        let mut seq = serializer.serialize_seq(None)?;
+        for m in self.loaded.other_misses(self.analysis) {
+            let m = m.map_err(|e| S::Error::custom(format!("cannot read the misses back: {e}")))?;
+            seq.serialize_element(&OtherMissReport {
+                id: m.id,
+                poller: &self.loaded.pollers[m.poller as usize].name,
+                cause: m.cause.as_str(),
+            })?;
+        }
+        seq.end()
     }
 }
 
@@ -366,7 +374,7 @@ pub fn build<'a>(
     };
     let other_misses = OtherMisses {
         loaded,
-        misses: &a.other_misses,
+        analysis: a,
     };
     let future_ids = a
         .future_ids

@@ -43,6 +43,7 @@ pub mod oracle;
 pub mod plot;
 pub mod progress;
 pub mod report;
+pub mod spill;
 pub mod stream;
 pub mod sweep;
 pub mod sweep_plot;

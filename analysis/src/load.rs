@@ -64,6 +64,16 @@ pub struct Loaded {
     /// Judged streaming ([`crate::load_stream`]): `history` holds only the
     /// statuses the analysis names, and these are the run's own counts.
     pub totals: Option<Totals>,
+    /// Judged streaming: the misses that are not leaks, on disk (the
+    /// analysis's `other_misses` is then empty): see [`Loaded::other_misses`].
+    spilled: Option<crate::spill::Misses>,
+}
+
+/// A miss that is not a leak, as the report lists it.
+pub struct ShownMiss<'a> {
+    pub id: Cow<'a, str>,
+    pub poller: u8,
+    pub cause: crate::diff::Cause,
 }
 
 /// A run's counts, kept when its history is not ([`Loaded::totals`]).
@@ -87,8 +97,10 @@ impl Loaded {
         history: History,
         last_activity_ms: Option<i64>,
         totals: Totals,
+        spilled: crate::spill::Misses,
     ) -> Loaded {
         Loaded {
+            spilled: Some(spilled),
             clients: vec![None; pollers.len()],
             run,
             pollers,
@@ -110,6 +122,30 @@ impl Loaded {
     /// --record`, docs/judging.md); `None` for the harness's own pollers.
     pub fn client_of(&self, i: usize) -> Option<&str> {
         self.clients.get(i).and_then(|c| c.as_deref())
+    }
+
+    /// The misses that are not leaks, in the analysis's order (by poller,
+    /// then key): those of `a`, then those on disk (a run judged
+    /// streaming). An I/O error reading them back ends the list.
+    pub fn other_misses<'a>(
+        &'a self,
+        a: &'a crate::diff::Analysis,
+    ) -> impl Iterator<Item = std::io::Result<ShownMiss<'a>>> + 'a {
+        let kept = a.other_misses.iter().map(|m| {
+            Ok(ShownMiss {
+                id: self.status_id(m.status),
+                poller: m.poller,
+                cause: m.cause,
+            })
+        });
+        let spilled = self.spilled.iter().flat_map(|s| s.iter()).map(|m| {
+            m.map(|m| ShownMiss {
+                id: Cow::Owned(self.history.layout.format(Id(m.key))),
+                poller: m.poller,
+                cause: m.cause,
+            })
+        });
+        kept.chain(spilled)
     }
 
     /// Status `i`'s ID as the API wrote it: the layout's formatting of its
@@ -290,6 +326,7 @@ pub fn load_with(
         status_ids,
         last_activity_ms,
         totals: None,
+        spilled: None,
     })
 }
 

@@ -16,6 +16,7 @@
 use crate::diff::Analysis;
 use crate::history_builder::parse_key;
 use crate::load::{LoadError, Loaded, Totals};
+use crate::spill::Spill;
 use crate::stream::{Checker, Item, StreamRequest, TruthRow};
 use rusqlite::Connection;
 use since_id::id::{Id, Layout};
@@ -40,17 +41,20 @@ pub enum Streaming {
 /// The truth, a chunk at a time, in the table's order.
 struct TruthFeed {
     buf: VecDeque<TruthRow>,
-    last_id: Option<String>,
+    /// The last ID read (empty: none yet; IDs are not empty).
+    last_id: String,
     done: bool,
 }
 
 impl TruthFeed {
     fn refill(&mut self, conn: &Connection, run_id: i64) -> Result<(), LoadError> {
-        let mut last = None;
+        // One buffer for the last ID read, not a string a row.
+        let mut last = self.last_id.clone();
+        let mut read = false;
         rundb::read::for_each_truth_after(
             conn,
             run_id,
-            self.last_id.as_deref(),
+            Some(self.last_id.as_str()),
             TRUTH_CHUNK,
             |t| {
                 let key = parse_key(t.id_key).map_err(LoadError)?;
@@ -64,28 +68,28 @@ impl TruthFeed {
                     expired: false,
                     unserved: 0,
                 });
-                last = Some(t.id.to_string());
+                last.clear();
+                last.push_str(t.id);
+                read = true;
                 Ok::<_, LoadError>(())
             },
         )?;
-        self.done = last.is_none();
-        if last.is_some() {
-            self.last_id = last;
-        }
+        self.done = !read;
+        self.last_id = last;
         Ok(())
     }
 
-    /// Feeds `c` every truth row with a key at or below `want`.
+    /// Passes on every truth row with a key at or below `want`.
     fn through(
         &mut self,
         conn: &Connection,
         run_id: i64,
-        c: &mut Checker,
+        out: &mut Vec<Fed>,
         want: u128,
     ) -> Result<(), LoadError> {
         loop {
             while let Some(t) = self.buf.front().filter(|t| t.key <= want) {
-                c.truth(*t);
+                out.push(Fed::Truth(*t));
                 self.buf.pop_front();
             }
             if !self.buf.is_empty() || self.done {
@@ -93,10 +97,32 @@ impl TruthFeed {
             }
             self.refill(conn, run_id)?;
         }
-        c.truth_done_through(want);
+        out.push(Fed::TruthThrough(want));
         Ok(())
     }
 }
+
+/// What the reading thread passes to the checking one, in the order the
+/// [`Checker`] takes it.
+enum Fed {
+    Truth(TruthRow),
+    TruthThrough(u128),
+    Request(StreamRequest, Vec<Item>),
+}
+
+impl Fed {
+    fn to(self, c: &mut Checker) {
+        match self {
+            Fed::Truth(t) => c.truth(t),
+            Fed::TruthThrough(k) => c.truth_done_through(k),
+            Fed::Request(r, items) => c.request(r, items),
+        }
+    }
+}
+
+/// Batches of [`Fed`] in flight between the threads: the reader is at most
+/// this many chunks ahead of the checker.
+const IN_FLIGHT: usize = 2;
 
 /// A request read, waiting for its turn in time order.
 struct Read {
@@ -116,6 +142,10 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Streaming, LoadError> {
 
 /// [`load`], telling `progress` the observations read so far after each
 /// chunk (`analyze` draws its bar from it, [`crate::progress`]).
+///
+/// SQLite is read on this thread and the checker runs on another, fed
+/// through a bounded channel of chunks: reading and parsing the rows costs
+/// about as much as checking them, and the machine has two cores.
 pub fn load_with(
     conn: &Connection,
     run_id: i64,
@@ -147,11 +177,9 @@ pub fn load_with(
             "more pollers than the checker takes".into(),
         ));
     }
-    let poller_ids: HashMap<i64, usize> =
-        pollers.iter().enumerate().map(|(i, p)| (p.id, i)).collect();
     let mut truth = TruthFeed {
         buf: VecDeque::new(),
-        last_id: None,
+        last_id: String::new(),
         done: false,
     };
     truth.refill(conn, run_id)?;
@@ -162,99 +190,188 @@ pub fn load_with(
         run.interval_ms,
         !truth.buf.is_empty(),
     );
-    let mut totals = Totals::default();
-    let mut last_activity_ms = None;
-    let mut heap: BinaryHeap<Reverse<(i64, i64, usize)>> = BinaryHeap::new();
-    let mut slots: Vec<Option<Read>> = Vec::new();
-    let mut free: Vec<usize> = Vec::new();
-    let mut last_sent: Vec<i64> = vec![i64::MIN; pollers.len()];
-    let mut after = 0i64;
-    loop {
-        let chunk = read_chunk(conn, run_id, after, &poller_ids, &layout)?;
-        let Some(last) = chunk.last() else { break };
-        after = last.id;
-        for read in chunk {
-            totals.requests += 1;
-            totals.observations += read.items.len() as u64;
-            last_activity_ms = last_activity_ms.max(Some(read.r.received_at_ms));
-            let p = read.r.poller;
-            last_sent[p] = last_sent[p].max(read.r.sent_at_ms);
-            let slot = free.pop().unwrap_or(slots.len());
-            let key = (read.r.sent_at_ms, read.id, slot);
-            if slot == slots.len() {
-                slots.push(Some(read));
-            } else {
-                slots[slot] = Some(read);
+    c.hand_over_misses = true;
+    let mut spill = Spill::new(pollers.len());
+    let (read, checked) = std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Fed>>(IN_FLIGHT);
+        let checking = scope.spawn(move || {
+            let mut ordered = Vec::new();
+            for batch in rx {
+                batch.into_iter().for_each(|f| f.to(&mut c));
+                c.misses_in_order(&mut ordered);
+                for m in ordered.drain(..) {
+                    spill.write(m)?;
+                }
             }
-            heap.push(Reverse(key));
-        }
-        progress(totals.observations);
-        let ready = last_sent.iter().copied().min().unwrap_or(i64::MAX);
-        release(
-            conn, run_id, &mut c, &mut truth, &mut heap, &mut slots, &mut free, ready,
-        )?;
-    }
-    release(
-        conn,
-        run_id,
-        &mut c,
-        &mut truth,
-        &mut heap,
-        &mut slots,
-        &mut free,
-        i64::MAX,
-    )?;
-    truth.through(conn, run_id, &mut c, u128::MAX)?;
+            Ok::<_, std::io::Error>((c, spill))
+        });
+        let mut reader = Reader {
+            conn,
+            run_id,
+            layout: &layout,
+            pollers: &pollers,
+            truth,
+        };
+        let read = reader.read(&mut |batch| tx.send(batch).is_ok(), progress);
+        drop(tx);
+        let c = checking
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (read, c)
+    });
+    let spill_error = |e| LoadError(format!("cannot keep the misses in a temporary file: {e}"));
+    let (c, mut spill) = checked.map_err(spill_error)?;
+    let (mut totals, last_activity_ms) = match read? {
+        Ok(read) => read,
+        Err(why) => return Ok(Streaming::GaveUp(why)),
+    };
     totals.truth_rows = c.truth_rows();
     let s = c.finish();
     if let Some(why) = s.inexact {
         return Ok(Streaming::GaveUp(why));
     }
+    for &m in &s.last_misses {
+        spill.write(m).map_err(spill_error)?;
+    }
+    let misses = spill.finish().map_err(spill_error)?;
     totals.seen = s.returned;
     totals.detection_delays = s.detection_delays;
-    let loaded = Loaded::streamed(run, pollers, s.history, last_activity_ms, totals);
+    let loaded = Loaded::streamed(run, pollers, s.history, last_activity_ms, totals, misses);
     Ok(Streaming::Judged(Box::new(loaded), Box::new(s.analysis)))
 }
 
-/// Feeds the checker every waiting request sent at or before `ready`, in
-/// time order (ties: the order recorded), each after the truth it needs.
-#[allow(clippy::too_many_arguments)]
-fn release(
-    conn: &Connection,
+/// The reading side of [`load_with`]: run.db in the order the checker takes.
+struct Reader<'a> {
+    conn: &'a Connection,
     run_id: i64,
-    c: &mut Checker,
-    truth: &mut TruthFeed,
-    heap: &mut BinaryHeap<Reverse<(i64, i64, usize)>>,
-    slots: &mut [Option<Read>],
-    free: &mut Vec<usize>,
-    ready: i64,
-) -> Result<(), LoadError> {
-    while let Some(&Reverse((sent, _, slot))) = heap.peek() {
-        if sent > ready {
-            break;
-        }
-        heap.pop();
-        let Some(read) = slots[slot].take() else {
-            continue;
-        };
-        free.push(slot);
-        if let Some(want) = Checker::truth_wanted(&read.r, &read.items) {
-            truth.through(conn, run_id, c, want)?;
-        }
-        c.request(read.r, read.items);
-    }
-    Ok(())
+    layout: &'a Layout,
+    pollers: &'a [rundb::PollerRow],
+    truth: TruthFeed,
 }
 
-/// Up to [`CHUNK`] requests with ids above `after`, with their items.
+/// What the reader counted (the checker's figures apart) and the last
+/// receive time; or why the run must be judged in memory.
+type ReadOut = Result<(Totals, Option<i64>), String>;
+
+impl Reader<'_> {
+    /// Reads the run, a chunk of requests at a time, and hands `send` each
+    /// chunk's batch in time order; stops early when `send` says the
+    /// checker is gone.
+    fn read(
+        &mut self,
+        send: &mut dyn FnMut(Vec<Fed>) -> bool,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<ReadOut, LoadError> {
+        let poller_ids: HashMap<i64, usize> = self
+            .pollers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.id, i))
+            .collect();
+        let mut totals = Totals::default();
+        let mut last_activity_ms = None;
+        let mut order = TimeOrder::default();
+        let mut last_sent: Vec<i64> = vec![i64::MIN; self.pollers.len()];
+        let mut after = 0i64;
+        let mut obs = (0i64, false);
+        loop {
+            let chunk = read_chunk(self, after, &mut obs, &poller_ids)?;
+            if obs.1 {
+                return Ok(Err(
+                    "observations not stored in the order of their requests".into(),
+                ));
+            }
+            let Some(last) = chunk.last() else { break };
+            after = last.id;
+            for read in chunk {
+                totals.requests += 1;
+                totals.observations += read.items.len() as u64;
+                last_activity_ms = last_activity_ms.max(Some(read.r.received_at_ms));
+                let p = read.r.poller;
+                last_sent[p] = last_sent[p].max(read.r.sent_at_ms);
+                order.push(read);
+            }
+            progress(totals.observations);
+            let ready = last_sent.iter().copied().min().unwrap_or(i64::MAX);
+            let mut batch = Vec::new();
+            order.release(self, &mut batch, ready)?;
+            if !send(batch) {
+                break;
+            }
+        }
+        let mut batch = Vec::new();
+        order.release(self, &mut batch, i64::MAX)?;
+        self.truth
+            .through(self.conn, self.run_id, &mut batch, u128::MAX)?;
+        send(batch);
+        Ok(Ok((totals, last_activity_ms)))
+    }
+}
+
+/// The requests read and not yet passed on, by send time (ties: the order
+/// recorded): a request is passed on once every poller has sent one at or
+/// after it, since each poller's own requests are recorded in the order it
+/// sent them.
+#[derive(Default)]
+struct TimeOrder {
+    heap: BinaryHeap<Reverse<(i64, i64, usize)>>,
+    slots: Vec<Option<Read>>,
+    free: Vec<usize>,
+}
+
+impl TimeOrder {
+    fn push(&mut self, read: Read) {
+        let slot = self.free.pop().unwrap_or(self.slots.len());
+        let key = (read.r.sent_at_ms, read.id, slot);
+        if slot == self.slots.len() {
+            self.slots.push(Some(read));
+        } else {
+            self.slots[slot] = Some(read);
+        }
+        self.heap.push(Reverse(key));
+    }
+
+    /// Passes on every waiting request sent at or before `ready`, each
+    /// after the truth it needs.
+    fn release(
+        &mut self,
+        reader: &mut Reader,
+        out: &mut Vec<Fed>,
+        ready: i64,
+    ) -> Result<(), LoadError> {
+        while let Some(&Reverse((sent, _, slot))) = self.heap.peek() {
+            if sent > ready {
+                break;
+            }
+            self.heap.pop();
+            let Some(read) = self.slots[slot].take() else {
+                continue;
+            };
+            self.free.push(slot);
+            if let Some(want) = Checker::truth_wanted(&read.r, &read.items) {
+                reader
+                    .truth
+                    .through(reader.conn, reader.run_id, out, want)?;
+            }
+            out.push(Fed::Request(read.r, read.items));
+        }
+        Ok(())
+    }
+}
+
+/// Up to [`CHUNK`] requests with ids above `after`, with their items: the
+/// observations from rowid `obs.0` on, through the last of this chunk's
+/// requests (rowid order is request order, checked by each request's count
+/// of items: `obs.1` is set when one differs).
 fn read_chunk(
-    conn: &Connection,
-    run_id: i64,
+    reader: &Reader,
     after: i64,
+    obs: &mut (i64, bool),
     poller_ids: &HashMap<i64, usize>,
-    layout: &Layout,
 ) -> Result<Vec<Read>, LoadError> {
+    let (conn, run_id, layout) = (reader.conn, reader.run_id, reader.layout);
     let mut chunk: Vec<Read> = Vec::new();
+    let mut counts: Vec<i64> = Vec::new();
     rundb::read::for_each_request_in_chunk(conn, run_id, after, CHUNK, |r| {
         let Some(&poller) = poller_ids.get(&r.poller_id) else {
             return Err(LoadError(format!(
@@ -264,6 +381,7 @@ fn read_chunk(
         };
         let since_key = r.since_key.map(parse_key).transpose().map_err(LoadError)?;
         let before_key = r.before_key.map(parse_key).transpose().map_err(LoadError)?;
+        counts.push(r.items);
         chunk.push(Read {
             id: r.id,
             r: StreamRequest {
@@ -289,12 +407,18 @@ fn read_chunk(
         return Ok(chunk);
     };
     let mut at = 0usize;
-    rundb::read::for_each_observation(conn, first..=last, |o| {
+    obs.0 = rundb::read::for_each_observation_after(conn, obs.0, |o| {
+        if o.request_id > last {
+            return Ok(false);
+        }
+        if o.request_id < first {
+            return Ok(true); // another run's request
+        }
         while at + 1 < chunk.len() && chunk[at].id < o.request_id {
             at += 1;
         }
         if chunk[at].id != o.request_id {
-            return Ok(()); // another run's request
+            return Ok(true); // another run's request
         }
         let key = layout
             .parse(o.status_id)
@@ -303,7 +427,11 @@ fn read_chunk(
             key: key.0,
             id_time_ms: layout.ts_ms(key),
         });
-        Ok::<_, LoadError>(())
+        Ok::<_, LoadError>(true)
     })?;
+    obs.1 |= chunk
+        .iter()
+        .zip(&counts)
+        .any(|(r, &n)| r.items.len() as i64 != n);
     Ok(chunk)
 }

@@ -7,7 +7,7 @@
 
 use crate::diff::{Analysis, Cause, Reference};
 use crate::json::names;
-use crate::load::Loaded;
+use crate::load::{Loaded, ShownMiss};
 use since_id::time::{format_duration_ms, rfc3339_ms};
 use std::fmt::Write;
 
@@ -274,52 +274,67 @@ fn render_misses(o: &mut String, loaded: &Loaded, a: &Analysis, width: usize) {
                 a.expired.len() - LIST_CAP
             );
         }
-        let explained: Vec<_> = a
-            .other_misses
-            .iter()
-            .filter(|m| m.cause != Cause::Unexplained)
-            .collect();
-        for m in explained.iter().take(LIST_CAP) {
-            let _ = writeln!(
-                o,
-                "  {} missed by {} ({})",
-                loaded.status_id(m.status),
-                loaded.pollers[m.poller as usize].name,
-                m.cause.as_str()
-            );
-        }
-        if explained.len() > LIST_CAP {
-            let _ = writeln!(
-                o,
-                "  ... and {} more (see --json)",
-                explained.len() - LIST_CAP
-            );
-        }
-        let unexplained: Vec<_> = a
-            .other_misses
-            .iter()
-            .filter(|m| m.cause == Cause::Unexplained)
-            .collect();
-        if !unexplained.is_empty() {
-            let _ = writeln!(
-                o,
-                "  !! {} UNEXPLAINED misses: visible, inside a clean request's window, yet not returned. \
-This is a bug in the target, the poller or the recorder:",
-                unexplained.len()
-            );
-            for m in unexplained.iter().take(LIST_CAP) {
-                let _ = writeln!(
-                    o,
-                    "  !!   {} missed by {}",
-                    loaded.status_id(m.status),
-                    loaded.pollers[m.poller as usize].name
-                );
-            }
-            if unexplained.len() > LIST_CAP {
-                let _ = writeln!(o, "  !!   ... and {} more", unexplained.len() - LIST_CAP);
-            }
-        }
+        render_other_misses(o, loaded, a);
         o.push('\n');
+    }
+}
+
+/// The misses with a cause, then the unexplained ones, a few of each: read
+/// in order ([`Loaded::other_misses`], on disk for a run judged streaming),
+/// counted from the pollers' figures.
+fn render_other_misses(o: &mut String, loaded: &Loaded, a: &Analysis) {
+    let name = |p: u8| &loaded.pollers[p as usize].name;
+    let count = |f: fn(&crate::diff::PollerStats) -> u64| a.pollers.iter().map(f).sum::<u64>();
+    let explained = count(|s| s.misses_error + s.misses_overflow + s.misses_future_id);
+    let unexplained = count(|s| s.misses_unexplained);
+    let list = |o: &mut String, wanted: bool, line: &dyn Fn(&mut String, ShownMiss)| {
+        let misses = loaded.other_misses(a);
+        let mut shown = 0;
+        for m in misses {
+            match m {
+                Ok(m) if (m.cause == Cause::Unexplained) == wanted => {
+                    line(o, m);
+                    shown += 1;
+                    if shown == LIST_CAP {
+                        break;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = writeln!(o, "  (cannot read the misses back: {e})");
+                    break;
+                }
+            }
+        }
+    };
+    list(o, false, &|o, m| {
+        let _ = writeln!(
+            o,
+            "  {} missed by {} ({})",
+            m.id,
+            name(m.poller),
+            m.cause.as_str()
+        );
+    });
+    if explained > LIST_CAP as u64 {
+        let _ = writeln!(
+            o,
+            "  ... and {} more (see --json)",
+            explained - LIST_CAP as u64
+        );
+    }
+    if unexplained > 0 {
+        let _ = writeln!(
+            o,
+            "  !! {unexplained} UNEXPLAINED misses: visible, inside a clean request's window, yet not returned. \
+This is a bug in the target, the poller or the recorder:"
+        );
+        list(o, true, &|o, m| {
+            let _ = writeln!(o, "  !!   {} missed by {}", m.id, name(m.poller));
+        });
+        if unexplained > LIST_CAP as u64 {
+            let _ = writeln!(o, "  !!   ... and {} more", unexplained - LIST_CAP as u64);
+        }
     }
 }
 

@@ -148,6 +148,51 @@ fn a_busy_run_is_judged_the_same_and_settles_as_it_goes() {
     );
 }
 
+/// `analyze` hands the misses that are not leaks over as they become final
+/// (to a file, by poller then key) instead of keeping them: each poller's
+/// misses come in key order, and all of them are the in-memory checker's.
+#[test]
+fn misses_are_handed_over_in_the_report_order() {
+    let spec = SimSpec {
+        seed: 7,
+        ticks: 200,
+        page_limit: 10,
+        rate_per_s: 40.0,
+        late_fraction: 0.2,
+        max_late_ms: 6000,
+        delete_fraction: 0.1,
+        error_rate: 0.05,
+        max_pages: 2,
+        ..SimSpec::default()
+    };
+    let h = synthetic(&spec, true, "stream-handed");
+    let mut handed = Vec::new();
+    let s = stream::check_history_handing_over(&h, stream::HORIZON_MS, &mut handed);
+    assert_eq!(s.inexact, None);
+    assert!(s.analysis.other_misses.is_empty());
+    let during = handed.len();
+    handed.extend(s.last_misses.iter().copied());
+    assert!(
+        during * 2 > handed.len(),
+        "{during} of {} handed over while streaming",
+        handed.len()
+    );
+    let mut per_poller = handed.clone();
+    per_poller.sort_by_key(|m| m.poller);
+    let memory = diff::analyze(&h);
+    let expected: Vec<_> = memory
+        .other_misses
+        .iter()
+        .map(|m| (m.poller, h.statuses[m.status as usize].key, m.cause))
+        .collect();
+    let got: Vec<_> = per_poller
+        .iter()
+        .map(|m| (m.poller, m.key, m.cause))
+        .collect();
+    assert!(got.iter().any(|m| m.2 == Cause::Overflow));
+    assert_eq!(got, expected);
+}
+
 /// A horizon shorter than a status stays open is detected, never guessed:
 /// the result says it may differ.
 #[test]

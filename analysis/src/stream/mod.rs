@@ -48,7 +48,8 @@ mod settle;
 use crate::diff::{Analysis, FUTURE_TOLERANCE_MS, MAX_POLLERS, OtherMiss, PollerStats};
 use crate::history::{History, PollerSpec, Status, Visibility};
 use since_id::id::{Id, Layout};
-use std::collections::{BTreeSet, HashMap as StdHashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap as StdHashMap, VecDeque};
 
 /// foldhash, as in `diff`: millions of keys pass through.
 type HashMap<K, V> = StdHashMap<K, V, foldhash::fast::FixedState>;
@@ -107,6 +108,19 @@ pub struct Streamed {
     pub returned: u64,
     /// Per poller, its detection delays ([`crate::oracle::detection_delays`]).
     pub detection_delays: Vec<Option<crate::diff::Distribution>>,
+    /// With [`Checker::hand_over_misses`]: the misses not yet handed over,
+    /// in the report's order (by poller, then key); they follow those
+    /// handed over, and `analysis.other_misses` is empty.
+    pub last_misses: Vec<HandedMiss>,
+}
+
+/// A miss that is not a leak, handed over by key rather than kept
+/// ([`Checker::hand_over_misses`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandedMiss {
+    pub poller: u8,
+    pub key: u128,
+    pub cause: crate::diff::Cause,
 }
 
 /// A status not yet settled.
@@ -170,6 +184,11 @@ struct Poller {
     /// requests: what a full page without one reached does not (the
     /// cursor it then takes may lie lower).
     latest_since: Option<Option<u128>>,
+    /// `latest_since` when its last cycle closed: a status at or below it
+    /// was passed in a cycle that is over, so its walks end (the walk waits
+    /// on a request whose cycle is open), and settling it is tried once,
+    /// not again at every page 0 until the cycle closes.
+    closed_since: Option<Option<u128>>,
     /// The open cycle: its number, page 0's send, its highest key, and per
     /// request (without a page 0) its send and highest key.
     cycle: Option<i64>,
@@ -255,6 +274,13 @@ pub struct Checker {
     has_truth: bool,
     /// How long (run time) each poller's requests are kept behind the newest.
     pub horizon_ms: i64,
+    /// The misses that are not leaks are handed over in order
+    /// ([`Checker::misses_in_order`]) instead of kept: a run with heavy
+    /// overflow has millions (one each per missed status and poller), which
+    /// would grow with the run.
+    pub hand_over_misses: bool,
+    /// Per poller, misses settled but not handed over: (key, cause).
+    waiting_misses: Vec<BinaryHeap<Reverse<(u128, crate::diff::Cause)>>>,
     open: HashMap<u128, Open>,
     by_key: BTreeSet<u128>,
     truth_through: Option<u128>,
@@ -305,6 +331,7 @@ impl Checker {
             })
             .collect();
         let delays = delays::Delays::new(pollers.len(), interval_ms);
+        let waiting_misses = vec![BinaryHeap::new(); pollers.len()];
         Checker {
             stats: vec![PollerStats::default(); pollers.len()],
             layout,
@@ -312,6 +339,8 @@ impl Checker {
             interval_ms,
             has_truth,
             horizon_ms: HORIZON_MS,
+            hand_over_misses: false,
+            waiting_misses,
             open: HashMap::default(),
             by_key: BTreeSet::new(),
             truth_through: None,
@@ -624,6 +653,30 @@ impl Checker {
         }
     }
 
+    /// With [`Checker::hand_over_misses`], appends to `out` every miss
+    /// settled whose place in the report's order (by poller, then key) is
+    /// final, per poller in key order: `out` then holds, per poller, the
+    /// next run of its list. A miss yet to settle is of a status open now
+    /// (whose key is at least the lowest open key) or of one opened later
+    /// (above every settled key, else the result is [`Streamed::inexact`]),
+    /// so the misses below the lowest open key are final.
+    pub fn misses_in_order(&mut self, out: &mut Vec<HandedMiss>) {
+        let below = self.by_key.first().copied();
+        for (p, waiting) in self.waiting_misses.iter_mut().enumerate() {
+            while let Some(&Reverse((key, cause))) = waiting.peek() {
+                if below.is_some_and(|b| key >= b) {
+                    break;
+                }
+                waiting.pop();
+                out.push(HandedMiss {
+                    poller: p as u8,
+                    key,
+                    cause,
+                });
+            }
+        }
+    }
+
     /// Ends the stream: every open status is judged on what was fed.
     pub fn finish(mut self) -> Streamed {
         while let Some((r, items)) = self.held.pop_front() {
@@ -653,6 +706,7 @@ fn close_cycle(p: &mut Poller, tick_tops: &mut Vec<(i64, u128)>) {
     for k in p.window.iter_mut().rev().take_while(|k| k.cycle == c) {
         k.complete = true;
     }
+    p.closed_since = p.latest_since;
     match (p.page0, p.cycle_top) {
         (Some(t), Some(top)) => tick_tops.push((t, top)),
         (Some(_), None) => {}
@@ -706,6 +760,25 @@ pub fn check_history(h: &History) -> Streamed {
 
 /// [`check_history`] with a horizon.
 pub fn check_history_with(h: &History, horizon_ms: i64) -> Streamed {
+    feed_history(h, horizon_ms, None)
+}
+
+/// [`check_history_with`], the misses that are not leaks handed over as
+/// `analyze` hands them over ([`Checker::misses_in_order`], after each
+/// request): appended to `handed`, the rest in [`Streamed::last_misses`].
+pub fn check_history_handing_over(
+    h: &History,
+    horizon_ms: i64,
+    handed: &mut Vec<HandedMiss>,
+) -> Streamed {
+    feed_history(h, horizon_ms, Some(handed))
+}
+
+fn feed_history(
+    h: &History,
+    horizon_ms: i64,
+    mut handed: Option<&mut Vec<HandedMiss>>,
+) -> Streamed {
     let mut c = Checker::new(
         h.layout.clone(),
         h.pollers.clone(),
@@ -713,6 +786,7 @@ pub fn check_history_with(h: &History, horizon_ms: i64) -> Streamed {
         h.truth.is_some(),
     );
     c.horizon_ms = horizon_ms;
+    c.hand_over_misses = handed.is_some();
     let mut truth: Vec<TruthRow> = match &h.truth {
         None => Vec::new(),
         Some(t) => t
@@ -763,6 +837,9 @@ pub fn check_history_with(h: &History, horizon_ms: i64) -> Streamed {
             c.truth_done_through(want);
         }
         c.request(r, items);
+        if let Some(handed) = handed.as_deref_mut() {
+            c.misses_in_order(handed);
+        }
     }
     for t in truth {
         c.truth(t);

@@ -9,6 +9,7 @@ use crate::diff::{
 use crate::history::{History, IdTimes, TruthTable, Visibility};
 use since_id::id::Id;
 use since_id::policy::smallest_k_catching;
+use std::cmp::Reverse;
 
 /// When a status was visible: `diff`'s `Vis`.
 #[derive(Clone, Copy, Debug)]
@@ -84,7 +85,7 @@ impl Checker {
         } else {
             let mut w = u128::MAX;
             for p in &self.polls {
-                match p.latest_since {
+                match p.closed_since {
                     Some(Some(l)) => w = w.min(l),
                     _ => return,
                 }
@@ -175,11 +176,15 @@ impl Checker {
                         Cause::Unexplained => stats.misses_unexplained += 1,
                         Cause::FutureId => stats.misses_future_id += 1,
                     }
-                    self.other.push(OtherMiss {
-                        status: name(&mut self.named),
-                        poller: p as u8,
-                        cause,
-                    });
+                    if self.hand_over_misses {
+                        self.waiting_misses[p].push(Reverse((key, cause)));
+                    } else {
+                        self.other.push(OtherMiss {
+                            status: name(&mut self.named),
+                            poller: p as u8,
+                            cause,
+                        });
+                    }
                 }
             }
         }
@@ -360,6 +365,9 @@ impl Checker {
         } else {
             vec![None; self.pollers.len()]
         };
+        let mut last_misses = Vec::new();
+        self.by_key.clear();
+        self.misses_in_order(&mut last_misses);
         let history = self.compact_history();
         super::Streamed {
             analysis: Analysis {
@@ -381,6 +389,7 @@ impl Checker {
             peak_open: self.peak_open,
             returned: self.returned,
             detection_delays,
+            last_misses,
         }
     }
 

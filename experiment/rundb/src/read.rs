@@ -257,10 +257,15 @@ pub(crate) fn request<'r>(r: &'r Row) -> rusqlite::Result<RequestRow<&'r str>> {
 }
 
 fn observation<'r>(r: &'r Row) -> rusqlite::Result<ObservationRow<&'r str>> {
+    observation_at(r, 0)
+}
+
+/// An observation whose columns start at column `at`.
+fn observation_at<'r>(r: &'r Row, at: usize) -> rusqlite::Result<ObservationRow<&'r str>> {
     Ok(ObservationRow {
-        request_id: r.get(0)?,
-        position: r.get(1)?,
-        status_id: text(r, 2)?,
+        request_id: r.get(at)?,
+        position: r.get(at + 1)?,
+        status_id: text(r, at + 2)?,
     })
 }
 
@@ -625,4 +630,6 @@ pub fn sweep_run(path: &Path) -> Result<Option<SweepRunRow>, Error> {
 }
 
 mod stream;
-pub use stream::{for_each_request_in_chunk, for_each_truth_after, has_rows_of_run};
+pub use stream::{
+    for_each_observation_after, for_each_request_in_chunk, for_each_truth_after, has_rows_of_run,
+};

@@ -2,9 +2,9 @@
 //! run read a chunk at a time, each chunk one range of a primary key, so
 //! that memory holds a chunk, not the run.
 
-use super::{for_each_row, read_error, request, truth};
+use super::{for_each_row, observation_at, read_error, request, truth};
 use crate::Error;
-use crate::rows::{RequestRow, TruthRow};
+use crate::rows::{ObservationRow, RequestRow, TruthRow};
 use rusqlite::Connection;
 
 /// Lends up to `limit` requests of run `run_id` with an id above `after` to
@@ -26,6 +26,39 @@ pub fn for_each_request_in_chunk<E: From<Error>>(
         rusqlite::params![run_id, after, limit as i64],
         |r| f(request(r).map_err(read_error)?),
     )
+}
+
+/// Lends the observations with a rowid above `after` to `f`, in rowid
+/// order, until `f` answers `false` (that row is left for the next call);
+/// returns the rowid of the last row `f` took (`after` if none).
+///
+/// One range of the primary key: `observations` has no index on its
+/// request (a writer's cost), so a chunk of requests read with
+/// [`super::for_each_observation`] would scan the whole table each time.
+/// The recorder writes a request's observations right after it, so rowid
+/// order is request order; a reader that relies on it checks each
+/// request's count of items.
+pub fn for_each_observation_after<E: From<Error>>(
+    conn: &Connection,
+    after: i64,
+    mut f: impl FnMut(ObservationRow<&str>) -> Result<bool, E>,
+) -> Result<i64, E> {
+    let mut st = conn
+        .prepare_cached(
+            "SELECT rowid, request_id, position, status_id FROM observations
+             WHERE rowid > ?1 ORDER BY rowid",
+        )
+        .map_err(read_error)?;
+    let mut rows = st.query([after]).map_err(read_error)?;
+    let mut last = after;
+    while let Some(r) = rows.next().map_err(read_error)? {
+        let rowid: i64 = r.get(0).map_err(read_error)?;
+        if !f(observation_at(r, 1).map_err(read_error)?)? {
+            break;
+        }
+        last = rowid;
+    }
+    Ok(last)
 }
 
 /// Lends up to `limit` truth rows of run `run_id` whose ID text sorts after

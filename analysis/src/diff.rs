@@ -110,6 +110,18 @@ pub enum Cause {
     FutureId,
 }
 
+impl PollerStats {
+    /// Counts a miss that is not a leak under its cause.
+    pub(crate) fn count_miss(&mut self, cause: Cause) {
+        match cause {
+            Cause::Error => self.misses_error += 1,
+            Cause::Overflow => self.misses_overflow += 1,
+            Cause::Unexplained => self.misses_unexplained += 1,
+            Cause::FutureId => self.misses_future_id += 1,
+        }
+    }
+}
+
 impl Cause {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -683,12 +695,7 @@ fn misses_by_cause(
                     stats.leaks += 1;
                 }
                 Unowed::Miss(cause) => {
-                    match cause {
-                        Cause::Error => stats.misses_error += 1,
-                        Cause::Overflow => stats.misses_overflow += 1,
-                        Cause::Unexplained => stats.misses_unexplained += 1,
-                        Cause::FutureId => stats.misses_future_id += 1,
-                    }
+                    stats.count_miss(cause);
                     misses.other.push(OtherMiss {
                         status: su as u32,
                         poller: p as u8,

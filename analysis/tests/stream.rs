@@ -113,13 +113,10 @@ fn synthetic(spec: &SimSpec, with_truth: bool, name: &str) -> History {
     h
 }
 
-/// The property below is not vacuous: a busy run has leaks,
-/// misses from overflow and errors, deleted rows; and the streaming check
-/// settled most statuses before the end (it held a fraction of them at once).
-#[test]
-fn a_busy_run_is_judged_the_same_and_settles_as_it_goes() {
-    let spec = SimSpec {
-        seed: 3,
+/// A busy synthetic run: late, deleted and failed, with small pages.
+fn busy(seed: u64) -> SimSpec {
+    SimSpec {
+        seed,
         ticks: 200,
         page_limit: 10,
         rate_per_s: 40.0,
@@ -129,8 +126,15 @@ fn a_busy_run_is_judged_the_same_and_settles_as_it_goes() {
         error_rate: 0.05,
         max_pages: 2,
         ..SimSpec::default()
-    };
-    let h = synthetic(&spec, true, "stream-busy");
+    }
+}
+
+/// The property below is not vacuous: a busy run has leaks,
+/// misses from overflow and errors, deleted rows; and the streaming check
+/// settled most statuses before the end (it held a fraction of them at once).
+#[test]
+fn a_busy_run_is_judged_the_same_and_settles_as_it_goes() {
+    let h = synthetic(&busy(3), true, "stream-busy");
     let (memory, streamed, s) = both(&h, stream::HORIZON_MS);
     assert_eq!(s.inexact, None);
     assert_eq!(memory, streamed);
@@ -153,19 +157,7 @@ fn a_busy_run_is_judged_the_same_and_settles_as_it_goes() {
 /// misses come in key order, and all of them are the in-memory checker's.
 #[test]
 fn misses_are_handed_over_in_the_report_order() {
-    let spec = SimSpec {
-        seed: 7,
-        ticks: 200,
-        page_limit: 10,
-        rate_per_s: 40.0,
-        late_fraction: 0.2,
-        max_late_ms: 6000,
-        delete_fraction: 0.1,
-        error_rate: 0.05,
-        max_pages: 2,
-        ..SimSpec::default()
-    };
-    let h = synthetic(&spec, true, "stream-handed");
+    let h = synthetic(&busy(7), true, "stream-handed");
     let mut handed = Vec::new();
     let s = stream::check_history_handing_over(&h, stream::HORIZON_MS, &mut handed);
     assert_eq!(s.inexact, None);

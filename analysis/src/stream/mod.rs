@@ -16,8 +16,8 @@
 //! cursor passes it ([`Checker::truth_wanted`] says how far).
 //!
 //! **When a status settles.** Once every poller's cursor (the since_id of
-//! its latest request) is at or above its key, so no later request can return it, and its truth
-//! is read; then each poller that never returned it is judged by walking its
+//! its latest request) is at or above its key, so no later request can return it, in a cycle
+//! that is over (`Poller::closed_since`), and its truth is read; then each poller that never returned it is judged by walking its
 //! requests, as `diff`'s `classify` does, and the walk must end for a reason
 //! that later requests cannot change: the status's visibility ended, a clean
 //! cycle had it in its window, it lay below the baseline, or the cursor had
@@ -40,7 +40,10 @@
 //! (k + the cursor's lag) times the rate, plus those waiting to become
 //! visible), the requests of the horizon, and the run's ticks (a few words a
 //! tick: the tick table `required_k` reads, and the running highest key
-//! `id_skew` reads), not the run's statuses or observations.
+//! `id_skew` reads), not the run's statuses or observations. What the
+//! report names is kept too, but for the misses that are not leaks when
+//! [`Checker::hand_over_misses`] is set (`analyze` writes them to disk,
+//! [`crate::spill`]): the leaks and late arrivals still grow with the run.
 
 mod delays;
 mod settle;
@@ -388,16 +391,10 @@ impl Checker {
         if self.settled_max.is_some_and(|m| t.key <= m) {
             self.inexact(|| "a truth row below a settled status".into());
         }
-        let o = self.open.entry(t.key).or_insert_with(|| Open {
-            id_time_ms: t.id_time_ms,
-            truth: None,
-            expired: false,
-            unserved: 0,
-            mask: 0,
-            late_for: 0,
-            first: None,
-            last_received: i64::MIN,
-        });
+        let o = self
+            .open
+            .entry(t.key)
+            .or_insert_with(|| Open::new(t.id_time_ms));
         o.truth = Some(t.visibility);
         o.expired = t.expired;
         o.unserved = t.unserved;
@@ -509,16 +506,7 @@ impl Checker {
                         self.inexact = Some("a status returned below the settled ones".into());
                     }
                     self.by_key.insert(it.key);
-                    self.open.entry(it.key).or_insert(Open {
-                        id_time_ms: it.id_time_ms,
-                        truth: None,
-                        expired: false,
-                        unserved: 0,
-                        mask: 0,
-                        late_for: 0,
-                        first: None,
-                        last_received: i64::MIN,
-                    })
+                    self.open.entry(it.key).or_insert(Open::new(it.id_time_ms))
                 }
             };
             if o.mask & bit != 0 {
@@ -848,6 +836,19 @@ fn feed_history(
 }
 
 impl Open {
+    fn new(id_time_ms: i64) -> Open {
+        Open {
+            id_time_ms,
+            truth: None,
+            expired: false,
+            unserved: 0,
+            mask: 0,
+            late_for: 0,
+            first: None,
+            last_received: i64::MIN,
+        }
+    }
+
     fn is_from_the_future(&self) -> bool {
         self.first
             .is_some_and(|(sent, _)| self.id_time_ms > sent.saturating_add(FUTURE_TOLERANCE_MS))

@@ -170,12 +170,7 @@ impl Checker {
                     stats.leaks += 1;
                 }
                 Unowed::Miss(cause) => {
-                    match cause {
-                        Cause::Error => stats.misses_error += 1,
-                        Cause::Overflow => stats.misses_overflow += 1,
-                        Cause::Unexplained => stats.misses_unexplained += 1,
-                        Cause::FutureId => stats.misses_future_id += 1,
-                    }
+                    stats.count_miss(cause);
                     if self.hand_over_misses {
                         self.waiting_misses[p].push(Reverse((key, cause)));
                     } else {

@@ -324,17 +324,10 @@ pub fn for_each_request_after<E: From<Error>>(
     conn: &Connection,
     run_id: i64,
     after: i64,
-    mut f: impl FnMut(RequestRow<&str>) -> Result<(), E>,
+    f: impl FnMut(RequestRow<&str>) -> Result<(), E>,
 ) -> Result<(), E> {
-    for_each_row(
-        conn,
-        "SELECT id, poller_id, cycle, page, sent_at_ms, received_at_ms, since_id, since_key,
-                before_id, before_key, page_limit, retrieved_at_ms, http_status, error, items,
-                new_items, bytes, reordered, overflow, wait_ms
-         FROM requests WHERE run_id = ?1 AND id > ?2 ORDER BY id",
-        [run_id, after],
-        |r| f(request(r).map_err(read_error)?),
-    )
+    // Every one: a limit SQLite never reaches.
+    for_each_request_in_chunk(conn, run_id, after, i64::MAX as usize, f)
 }
 
 /// Lends each observation of the requests with ids in `requests` to `f`, in

@@ -86,6 +86,9 @@ pub struct Totals {
     pub truth_rows: u64,
     /// Per poller, its detection delays ([`crate::oracle::detection_delays`]).
     pub detection_delays: Vec<Option<crate::diff::Distribution>>,
+    /// With truth: how many statuses had each visibility lateness, by
+    /// lateness ([`crate::stream::Streamed::lateness`]).
+    pub lateness: Option<Vec<(i64, u64)>>,
 }
 
 impl Loaded {

@@ -184,12 +184,8 @@ pub fn load_with(
     };
     truth.refill(conn, run_id)?;
     let specs = pollers.iter().map(crate::load::poller_spec).collect();
-    let mut c = Checker::new(
-        layout.clone(),
-        specs,
-        run.interval_ms,
-        !truth.buf.is_empty(),
-    );
+    let has_truth = !truth.buf.is_empty();
+    let mut c = Checker::new(layout.clone(), specs, run.interval_ms, has_truth);
     c.hand_over_misses = true;
     let mut spill = Spill::new(pollers.len());
     let (read, checked) = std::thread::scope(|scope| {
@@ -236,6 +232,7 @@ pub fn load_with(
     let misses = spill.finish().map_err(spill_error)?;
     totals.seen = s.returned;
     totals.detection_delays = s.detection_delays;
+    totals.lateness = has_truth.then_some(s.lateness);
     let loaded = Loaded::streamed(run, pollers, s.history, last_activity_ms, totals, misses);
     Ok(Streaming::Judged(Box::new(loaded), Box::new(s.analysis)))
 }

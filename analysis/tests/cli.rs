@@ -58,11 +58,19 @@ fn synthetic_run_gives_report_json_and_plots() {
         text.contains("oracle: not computed: needs the whole run"),
         "{text}"
     );
-    assert!(text.contains("lateness CDF not computed: needs the whole run"));
+    // The lateness CDF is drawn from a count per distinct lateness.
+    assert!(!text.contains("lateness CDF not computed"), "{text}");
+    assert!(text.contains("lateness-cdf.svg"), "{text}");
+    let cdf = dir.join("run1-lateness-cdf.svg");
+    let streamed_cdf = std::fs::read(&cdf).unwrap();
     assert!(text.contains("detection delay ms:"), "{text}");
-    // In memory, every figure.
+    // In memory, every figure; the lateness CDF drawn the same.
     let o = analyze(&[db.to_str().unwrap(), "--in-memory"]);
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        std::fs::read(&cdf).unwrap() == streamed_cdf,
+        "the lateness CDF differs"
+    );
     let text = stdout(&o);
     let first = text.lines().next().unwrap();
     assert_eq!(first, "run 1 is complete (duration reached).");

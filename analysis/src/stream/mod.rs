@@ -111,6 +111,10 @@ pub struct Streamed {
     pub returned: u64,
     /// Per poller, its detection delays ([`crate::oracle::detection_delays`]).
     pub detection_delays: Vec<Option<crate::diff::Distribution>>,
+    /// With truth, how many truth rows had each visibility lateness
+    /// (`visible_at_ms` − ID time, as [`History::lateness_ms`]), by lateness:
+    /// the lateness CDF, a count per distinct value rather than one a status.
+    pub lateness: Vec<(i64, u64)>,
     /// With [`Checker::hand_over_misses`]: the misses not yet handed over,
     /// in the report's order (by poller, then key); they follow those
     /// handed over, and `analysis.other_misses` is empty.
@@ -282,6 +286,8 @@ pub struct Checker {
     /// overflow has millions (one each per missed status and poller), which
     /// would grow with the run.
     pub hand_over_misses: bool,
+    /// Truth rows per visibility lateness ([`Streamed::lateness`]).
+    lateness: HashMap<i64, u64>,
     /// Per poller, misses settled but not handed over: (key, cause).
     waiting_misses: Vec<BinaryHeap<Reverse<(u128, crate::diff::Cause)>>>,
     open: HashMap<u128, Open>,
@@ -344,6 +350,7 @@ impl Checker {
             horizon_ms: HORIZON_MS,
             hand_over_misses: false,
             waiting_misses,
+            lateness: HashMap::default(),
             open: HashMap::default(),
             by_key: BTreeSet::new(),
             truth_through: None,
@@ -395,6 +402,10 @@ impl Checker {
             .open
             .entry(t.key)
             .or_insert_with(|| Open::new(t.id_time_ms));
+        *self
+            .lateness
+            .entry(t.visibility.visible_at_ms - t.id_time_ms)
+            .or_insert(0) += 1;
         o.truth = Some(t.visibility);
         o.expired = t.expired;
         o.unserved = t.unserved;

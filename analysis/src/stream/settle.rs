@@ -363,6 +363,8 @@ impl Checker {
         let mut last_misses = Vec::new();
         self.by_key.clear();
         self.misses_in_order(&mut last_misses);
+        let mut lateness: Vec<(i64, u64)> = self.lateness.drain().collect();
+        lateness.sort_unstable();
         let history = self.compact_history();
         super::Streamed {
             analysis: Analysis {
@@ -384,6 +386,7 @@ impl Checker {
             peak_open: self.peak_open,
             returned: self.returned,
             detection_delays,
+            lateness,
             last_misses,
         }
     }

@@ -567,35 +567,7 @@ impl Checker {
             p.tops.push((r.sent_at_ms, top));
         }
         p.latest_since = Some(r.since_key);
-        for k in p.window.iter_mut().rev().take_while(|k| k.cycle == r.cycle) {
-            k.failed |= r.failed;
-            k.overflow |= r.overflow;
-        }
-        let (failed, overflow) = p
-            .window
-            .back()
-            .filter(|k| k.cycle == r.cycle)
-            .map_or((r.failed, r.overflow), |k| (k.failed, k.overflow));
-        let at = p.dropped + p.window.len() as u64;
-        let mut start = at;
-        while p.suffix_min.last().is_some_and(|&(_, v)| v >= lower) {
-            if let Some((s, _)) = p.suffix_min.pop() {
-                start = s;
-            }
-        }
-        p.suffix_min.push((start, lower));
-        p.window.push_back(Kept {
-            sent: r.sent_at_ms,
-            received: r.received_at_ms,
-            since_key: r.since_key,
-            since_time_ms: r.since_time_ms,
-            lower,
-            upper,
-            cycle: r.cycle,
-            failed,
-            overflow,
-            complete: false,
-        });
+        p.keep(&r, lower, upper);
         self.evict(r.sent_at_ms);
         self.peak_open = self.peak_open.max(self.open.len());
         if r.page == 0 {
@@ -695,6 +667,47 @@ impl Checker {
         }
         self.settle_ready(true);
         self.output()
+    }
+}
+
+impl Poller {
+    /// Keeps request `r` in the window with its bounds, its cycle's outcome
+    /// so far shared by the cycle's requests, and the suffix minimum of
+    /// lower bounds updated.
+    fn keep(&mut self, r: &StreamRequest, lower: Option<u128>, upper: Option<u128>) {
+        for k in self
+            .window
+            .iter_mut()
+            .rev()
+            .take_while(|k| k.cycle == r.cycle)
+        {
+            k.failed |= r.failed;
+            k.overflow |= r.overflow;
+        }
+        let (failed, overflow) = self
+            .window
+            .back()
+            .filter(|k| k.cycle == r.cycle)
+            .map_or((r.failed, r.overflow), |k| (k.failed, k.overflow));
+        let mut start = self.dropped + self.window.len() as u64;
+        while self.suffix_min.last().is_some_and(|&(_, v)| v >= lower) {
+            if let Some((s, _)) = self.suffix_min.pop() {
+                start = s;
+            }
+        }
+        self.suffix_min.push((start, lower));
+        self.window.push_back(Kept {
+            sent: r.sent_at_ms,
+            received: r.received_at_ms,
+            since_key: r.since_key,
+            since_time_ms: r.since_time_ms,
+            lower,
+            upper,
+            cycle: r.cycle,
+            failed,
+            overflow,
+            complete: false,
+        });
     }
 }
 

@@ -110,6 +110,18 @@ pub enum Cause {
     FutureId,
 }
 
+impl PollerStats {
+    /// Counts a miss that is not a leak under its cause.
+    pub(crate) fn count_miss(&mut self, cause: Cause) {
+        match cause {
+            Cause::Error => self.misses_error += 1,
+            Cause::Overflow => self.misses_overflow += 1,
+            Cause::Unexplained => self.misses_unexplained += 1,
+            Cause::FutureId => self.misses_future_id += 1,
+        }
+    }
+}
+
 impl Cause {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -683,12 +695,7 @@ fn misses_by_cause(
                     stats.leaks += 1;
                 }
                 Unowed::Miss(cause) => {
-                    match cause {
-                        Cause::Error => stats.misses_error += 1,
-                        Cause::Overflow => stats.misses_overflow += 1,
-                        Cause::Unexplained => stats.misses_unexplained += 1,
-                        Cause::FutureId => stats.misses_future_id += 1,
-                    }
+                    stats.count_miss(cause);
                     misses.other.push(OtherMiss {
                         status: su as u32,
                         poller: p as u8,
@@ -867,7 +874,7 @@ impl Ticks {
 /// it, and a verdict of `valid` would say it delivered everything. The
 /// reason names it apart, since the cursor policy is not to blame (a relay
 /// that keeps up with the retention job loses none: docs/analysis.md).
-fn judge(reference: Reference, s: &PollerStats) -> (Verdict, String) {
+pub(crate) fn judge(reference: Reference, s: &PollerStats) -> (Verdict, String) {
     let lost = s.misses_error + s.misses_overflow + s.misses_future_id;
     if reference == Reference::None {
         return (

@@ -38,7 +38,13 @@ pub struct Output<'a> {
     pub machine_load: Option<MachineLoadReport>,
     /// Plot files written (empty when plotting was skipped or failed).
     pub plots: Vec<String>,
+    /// What a run judged streaming does not compute, since it needs the
+    /// whole run (`analyze --in-memory` computes it); empty otherwise.
+    pub not_computed: Vec<&'static str>,
 }
+
+/// The figures a run judged streaming leaves out (`Output::not_computed`).
+pub const NOT_STREAMED: [&str; 1] = ["oracle"];
 
 /// The `machine_load` object: the run's recorded load and why it is
 /// flagged (empty: it is not).
@@ -262,18 +268,26 @@ pub struct OtherMissReport<'a> {
 /// The misses that are not leaks, written one at a time as the JSON is
 /// serialized: a run with heavy overflow has millions of them, and building
 /// them all as strings first cost more memory than the whole history.
+/// Those of a run judged streaming are read back from disk
+/// ([`Loaded::other_misses`]).
 pub struct OtherMisses<'a> {
     loaded: &'a Loaded,
-    misses: &'a [crate::diff::OtherMiss],
+    analysis: &'a Analysis,
 }
 
 impl Serialize for OtherMisses<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.misses.iter().map(|m| OtherMissReport {
-            id: self.loaded.status_id(m.status),
-            poller: &self.loaded.pollers[m.poller as usize].name,
-            cause: m.cause.as_str(),
-        }))
+        use serde::ser::{Error, SerializeSeq};
+        let mut seq = serializer.serialize_seq(None)?;
+        for m in self.loaded.other_misses(self.analysis) {
+            let m = m.map_err(|e| S::Error::custom(format!("cannot read the misses back: {e}")))?;
+            seq.serialize_element(&OtherMissReport {
+                id: m.id,
+                poller: &self.loaded.pollers[m.poller as usize].name,
+                cause: m.cause.as_str(),
+            })?;
+        }
+        seq.end()
     }
 }
 
@@ -320,7 +334,7 @@ pub fn build<'a>(
     let run = &loaded.run;
     let h = &loaded.history;
     let has_ref = a.reference != Reference::None;
-    let costs = crate::oracle::costs(h, a);
+    let costs = crate::oracle::costs_of(loaded, a);
     let pollers = loaded
         .pollers
         .iter()
@@ -360,7 +374,7 @@ pub fn build<'a>(
     };
     let other_misses = OtherMisses {
         loaded,
-        misses: &a.other_misses,
+        analysis: a,
     };
     let future_ids = a
         .future_ids
@@ -368,7 +382,10 @@ pub fn build<'a>(
         .map(|&s| loaded.status_id(s).into_owned())
         .collect();
     let truth = h.truth.as_ref().map(|t| Truth {
-        statuses: t.iter().filter(|v| v.is_some()).count(),
+        statuses: match &loaded.totals {
+            Some(totals) => totals.truth_rows as usize,
+            None => t.iter().filter(|v| v.is_some()).count(),
+        },
         missed: loaded
             .pollers
             .iter()
@@ -417,5 +434,10 @@ pub fn build<'a>(
             load,
         }),
         plots: plots.to_vec(),
+        not_computed: if loaded.totals.is_some() {
+            NOT_STREAMED.to_vec()
+        } else {
+            Vec::new()
+        },
     }
 }

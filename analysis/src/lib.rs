@@ -4,8 +4,9 @@
 //! the tests and the benchmark drive:
 //!
 //! - [`history`]: what the checker judges: statuses, truth, pollers, requests.
-//! - [`load`]: run.db (read-only) → [`history::History`].
+//! - [`load`]: run.db (read-only) → [`history::History`]; [`load_stream`]: run.db read in time order into [`stream`].
 //! - [`diff`]: the pure checker: misses, leaks, late arrivals, skews, verdicts.
+//! - [`stream`]: the same check on records fed in time order, memory bounded by the horizon.
 //! - [`oracle`]: the oracle's cost (the floor of duplicates) and detection delays.
 //! - [`report`]: the text report; [`json`]: the `--json` output; [`plot`]: PNG and SVG plots.
 //! - [`history_builder`]: a run's records → [`history::History`], the one way it is built ([`load`] and `experiment sweep`).
@@ -36,11 +37,14 @@ pub mod html;
 pub mod interval;
 pub mod json;
 pub mod load;
+pub mod load_stream;
 pub mod machine;
 pub mod oracle;
 pub mod plot;
 pub mod progress;
 pub mod report;
+pub mod spill;
+pub mod stream;
 pub mod sweep;
 pub mod sweep_plot;
 pub mod synth;

@@ -61,9 +61,59 @@ pub struct Loaded {
     /// The client each poller was recorded for (`client_requests.client`),
     /// in the pollers' order: see [`Loaded::client_of`].
     clients: Vec<Option<String>>,
+    /// Judged streaming ([`crate::load_stream`]): `history` holds only the
+    /// statuses the analysis names, and these are the run's own counts.
+    pub totals: Option<Totals>,
+    /// Judged streaming: the misses that are not leaks, on disk (the
+    /// analysis's `other_misses` is then empty): see [`Loaded::other_misses`].
+    spilled: Option<crate::spill::Misses>,
+}
+
+/// A miss that is not a leak, as the report lists it.
+pub struct ShownMiss<'a> {
+    pub id: Cow<'a, str>,
+    pub poller: u8,
+    pub cause: crate::diff::Cause,
+}
+
+/// A run's counts, kept when its history is not ([`Loaded::totals`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub requests: u64,
+    pub observations: u64,
+    /// Distinct statuses some poller returned.
+    pub seen: u64,
+    pub truth_rows: u64,
+    /// Per poller, its detection delays ([`crate::oracle::detection_delays`]).
+    pub detection_delays: Vec<Option<crate::diff::Distribution>>,
+    /// With truth: how many statuses had each visibility lateness, by
+    /// lateness ([`crate::stream::Streamed::lateness`]).
+    pub lateness: Option<Vec<(i64, u64)>>,
 }
 
 impl Loaded {
+    /// A run judged streaming: its rows, the compact history of the
+    /// statuses its analysis names, and its counts.
+    pub(crate) fn streamed(
+        run: RunRow,
+        pollers: Vec<PollerRow>,
+        history: History,
+        last_activity_ms: Option<i64>,
+        totals: Totals,
+        spilled: crate::spill::Misses,
+    ) -> Loaded {
+        Loaded {
+            spilled: Some(spilled),
+            clients: vec![None; pollers.len()],
+            run,
+            pollers,
+            history,
+            status_ids: StatusTexts::default(),
+            last_activity_ms,
+            totals: Some(totals),
+        }
+    }
+
     /// The machine's load while the run ran (`runs.config`'s
     /// `machine_load`, [`crate::machine`]); `None` for a virtual run or one
     /// recorded before it was kept.
@@ -75,6 +125,30 @@ impl Loaded {
     /// --record`, docs/judging.md); `None` for the harness's own pollers.
     pub fn client_of(&self, i: usize) -> Option<&str> {
         self.clients.get(i).and_then(|c| c.as_deref())
+    }
+
+    /// The misses that are not leaks, in the analysis's order (by poller,
+    /// then key): those of `a`, then those on disk (a run judged
+    /// streaming). An I/O error reading them back ends the list.
+    pub fn other_misses<'a>(
+        &'a self,
+        a: &'a crate::diff::Analysis,
+    ) -> impl Iterator<Item = std::io::Result<ShownMiss<'a>>> + 'a {
+        let kept = a.other_misses.iter().map(|m| {
+            Ok(ShownMiss {
+                id: self.status_id(m.status),
+                poller: m.poller,
+                cause: m.cause,
+            })
+        });
+        let spilled = self.spilled.iter().flat_map(|s| s.iter()).map(|m| {
+            m.map(|m| ShownMiss {
+                id: Cow::Owned(self.history.layout.format(Id(m.key))),
+                poller: m.poller,
+                cause: m.cause,
+            })
+        });
+        kept.chain(spilled)
     }
 
     /// Status `i`'s ID as the API wrote it: the layout's formatting of its
@@ -254,11 +328,13 @@ pub fn load_with(
         history,
         status_ids,
         last_activity_ms,
+        totals: None,
+        spilled: None,
     })
 }
 
 /// A poller as the checker judges it.
-fn poller_spec(p: &PollerRow) -> PollerSpec {
+pub(crate) fn poller_spec(p: &PollerRow) -> PollerSpec {
     PollerSpec {
         name: p.name.clone(),
         k_ms: p.k_ms,

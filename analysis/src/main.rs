@@ -9,7 +9,9 @@
 
 mod follow;
 
-use analysis::{consumers, delivered, diff, ftt, html, json, load, plot, progress, report};
+use analysis::{
+    consumers, delivered, diff, ftt, html, json, load, load_stream, plot, progress, report,
+};
 
 use clap::Parser;
 use std::path::PathBuf;
@@ -37,8 +39,9 @@ struct AnalyzeArgs {
     /// SVG, nothing fetched from the network) to this file.
     #[arg(long, value_name = "FILE.html")]
     html: Option<PathBuf>,
-    /// Refuse a run whose analysis would need more memory than this, e.g.
-    /// 512MiB or 8GiB (default: the memory the system has available, on Linux).
+    /// Refuse a run whose analysis in memory would need more memory than
+    /// this, e.g. 512MiB or 8GiB (default: the memory the system has
+    /// available, on Linux). A run judged streaming needs no such check.
     #[arg(long, value_parser = parse_size)]
     max_memory: Option<u64>,
     /// Judge a consumer the server cannot see from the IDs it delivered: one
@@ -53,6 +56,11 @@ struct AnalyzeArgs {
     /// settles; when the run ends (or on Ctrl-C) print the usual report.
     #[arg(long)]
     follow: bool,
+    /// Judge the run with its whole history in memory, not streaming (the
+    /// default streams a simulator run: memory bounded by the horizon, not by
+    /// the run's length; docs/analysis.md).
+    #[arg(long)]
+    in_memory: bool,
 }
 
 /// Set by SIGINT or SIGTERM while `--follow` waits for the run to end.
@@ -187,8 +195,13 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
             "--expect-all applies to a run of `experiment judge --log postgres`; run {run_id} is not one"
         ));
     }
-    let size = fits_in_memory(args, &conn, run_id)?;
-    let mut loaded = load_with_bar(&conn, run_id, size)?;
+    let (mut loaded, streamed) = match judge_streaming(args, &conn, run_id)? {
+        Some((loaded, analysis)) => (loaded, Some(analysis)),
+        None => {
+            let size = fits_in_memory(args, &conn, run_id)?;
+            (load_with_bar(&conn, run_id, size)?, None)
+        }
+    };
     let phase = progress::phases();
     phase.set_message("reading the Fanout Timeline's truth");
     let ftt_truth = ftt::load(&conn, run_id)?;
@@ -208,7 +221,10 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
         }
     }
     phase.set_message("checking the pollers against the reference");
-    let analysis = diff::analyze(&loaded.history);
+    let analysis = match streamed {
+        Some(a) => a,
+        None => diff::analyze(&loaded.history),
+    };
     phase.set_message("drawing the plots");
     let out_dir = out_dir(args);
     // Plots never decide the exit status: a report without pictures is still a report.
@@ -252,6 +268,35 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The run judged streaming ([`load_stream`]), unless `--in-memory`,
+/// `--delivered` (which adds to the history) or the run asks otherwise;
+/// `None` to judge it in memory (a line on stderr says why, when the
+/// streaming check gave up).
+fn judge_streaming(
+    args: &AnalyzeArgs,
+    conn: &rusqlite::Connection,
+    run_id: i64,
+) -> Result<Option<(load::Loaded, diff::Analysis)>, String> {
+    if args.in_memory || !args.delivered.is_empty() {
+        return Ok(None);
+    }
+    // A bar over the observations read (the checker keeps pace with the reader).
+    let size = load::footprint(conn, run_id).map_err(|e| e.to_string())?;
+    let bar = progress::counted(size.observations, "rows");
+    bar.set_message("read and checked in time order");
+    let judged = load_stream::load_with(conn, run_id, &mut |n| bar.set_position(n))
+        .map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    match judged {
+        load_stream::Streaming::Judged(loaded, analysis) => Ok(Some((*loaded, *analysis))),
+        load_stream::Streaming::NotStreamable(_) => Ok(None),
+        load_stream::Streaming::GaveUp(why) => {
+            eprintln!("analyze: judged in memory: the streaming check gave up ({why})");
+            Ok(None)
+        }
+    }
 }
 
 /// The run's size, or a one-line refusal when analyzing it cannot fit in memory.

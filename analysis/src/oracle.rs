@@ -198,6 +198,20 @@ pub struct Costs {
     pub delays: Vec<Option<Distribution>>,
 }
 
+/// [`costs`] of a loaded run. A run judged streaming has its detection
+/// delays from the checker, and no oracle: it replays the whole history,
+/// which is not kept (`analyze --in-memory` computes it).
+pub fn costs_of(loaded: &crate::load::Loaded, a: &crate::diff::Analysis) -> Costs {
+    match &loaded.totals {
+        None => costs(&loaded.history, a),
+        Some(totals) => Costs {
+            oracle: None,
+            ratios: vec![None; a.pollers.len()],
+            delays: totals.detection_delays.clone(),
+        },
+    }
+}
+
 /// The oracle and each poller's cost against it and detection delay.
 pub fn costs(h: &History, a: &crate::diff::Analysis) -> Costs {
     let oracle = oracle(h);

@@ -73,9 +73,10 @@ struct PlotData {
     leaks: Vec<(f64, f64, usize)>,
     /// The leaks' caught-by labels, sorted, each once.
     leak_labels: Vec<String>,
-    /// Sorted visibility lateness in ms over truth statuses (`f32`: a plot needs no more,
-    /// and a run at 3,000/s has twelve million).
-    lateness: Option<Vec<f32>>,
+    /// Visibility lateness in ms over truth statuses, ascending, as (value,
+    /// how many): a run at 3,000/s has twelve million statuses and a few
+    /// thousand distinct values (`f32`: a plot needs no more).
+    lateness: Option<Vec<(f32, u64)>>,
     /// (k in s, label, missed, duplicates per new) for naive and compensated pollers.
     price: Vec<(f64, String, Option<u64>, f64)>,
 }
@@ -139,11 +140,19 @@ fn extract(loaded: &Loaded, a: &Analysis) -> PlotData {
         .map(|&(t, skew, mask)| (t, skew, index_of(mask)))
         .collect();
     let leak_labels = labelled.iter().map(|l| l.0.clone()).collect();
-    let lateness = h.truth.as_ref().map(|_| {
-        let mut v: Vec<f32> = h.lateness_ms().map(|l| l as f32).collect();
-        v.sort_by(f32::total_cmp);
-        v
-    });
+    // A run judged streaming keeps no truth but the statuses it names: it
+    // counted each lateness as it read the truth.
+    let lateness = match &loaded.totals {
+        Some(t) => t
+            .lateness
+            .as_ref()
+            .map(|counts| counts.iter().map(|&(l, n)| (l as f32, n)).collect()),
+        None => h.truth.as_ref().map(|_| {
+            let mut v: Vec<f32> = h.lateness_ms().map(|l| l as f32).collect();
+            v.sort_by(f32::total_cmp);
+            counted(v)
+        }),
+    };
     let has_ref = a.reference != crate::diff::Reference::None;
     let price = loaded
         .pollers
@@ -425,19 +434,18 @@ where
 {
     root.fill(&WHITE)?;
     let v = d.lateness.as_deref().unwrap_or(&[]);
-    let n = v.len().max(1);
+    let total: u64 = v.iter().map(|&(_, c)| c).sum();
     // Log x: lateness of 0 ms (or less: a clock quirk) is drawn at 1 ms.
     let xmax = v
         .last()
-        .map_or(10.0, |&x| f64::from(x))
+        .map_or(10.0, |&(x, _)| f64::from(x))
         .max(d.ks.iter().map(|k| k.1 * 1000.0).fold(10.0, f64::max))
         * 1.5;
     let mut chart = ChartBuilder::on(root)
         .caption(
             format!(
                 "Run {}: visibility lateness of {} statuses (truth)",
-                d.run,
-                v.len()
+                d.run, total
             ),
             caption_style(),
         )
@@ -454,14 +462,7 @@ where
         .x_label_formatter(&num)
         .y_label_formatter(&num)
         .draw()?;
-    // At most ~2000 points: the CDF's shape needs no more.
-    let step = (v.len() / 2000).max(1);
-    let mut pts: Vec<(f64, f64)> = v
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| i % step == 0 || *i + 1 == v.len())
-        .map(|(i, &x)| (f64::from(x).max(1.0), (i + 1) as f64 / n as f64))
-        .collect();
+    let mut pts = cdf_points(v, total);
     pts.dedup();
     chart
         .draw_series(LineSeries::new(pts, LATE.stroke_width(3)))?
@@ -486,6 +487,41 @@ where
         .border_style(BLACK)
         .draw()?;
     Ok(())
+}
+
+/// Sorted values as (value, how many), ascending.
+fn counted(sorted: Vec<f32>) -> Vec<(f32, u64)> {
+    let mut counts: Vec<(f32, u64)> = Vec::new();
+    for x in sorted {
+        match counts.last_mut() {
+            Some((last, n)) if *last == x => *n += 1,
+            _ => counts.push((x, 1)),
+        }
+    }
+    counts
+}
+
+/// The CDF's points of `counts` (ascending values, how many each, `total`
+/// in all): at most ~2000, the CDF's shape needs no more. Rank `i` of the
+/// sorted values is drawn when it is a multiple of the step or the last.
+fn cdf_points(counts: &[(f32, u64)], total: u64) -> Vec<(f64, f64)> {
+    let step = (total / 2000).max(1);
+    let n = total.max(1) as f64;
+    let mut pts = Vec::new();
+    let mut rank = 0u64;
+    for &(x, c) in counts {
+        let x = f64::from(x).max(1.0);
+        let mut i = rank.div_ceil(step) * step;
+        while i < rank + c {
+            pts.push((x, (i + 1) as f64 / n));
+            i += step;
+        }
+        rank += c;
+        if rank == total && !(total - 1).is_multiple_of(step) {
+            pts.push((x, total as f64 / n));
+        }
+    }
+    pts
 }
 
 fn price<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &PlotData) -> R
@@ -558,4 +594,32 @@ where
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{cdf_points, counted};
+
+    /// The points from counts are those of the sorted values themselves:
+    /// rank `i` when a multiple of the step, and the last.
+    #[test]
+    fn cdf_points_from_counts_are_the_sorted_values_points() {
+        for total in [1u64, 7, 1999, 2000, 4001, 12_345] {
+            let values: Vec<f32> = (0..total).map(|i| ((i * i) % 97 / 3) as f32).collect();
+            let mut sorted = values.clone();
+            sorted.sort_by(f32::total_cmp);
+            let step = (sorted.len() / 2000).max(1);
+            let expected: Vec<(f64, f64)> = sorted
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i % step == 0 || i + 1 == sorted.len())
+                .map(|(i, &x)| (f64::from(x).max(1.0), (i + 1) as f64 / total as f64))
+                .collect();
+            assert_eq!(
+                cdf_points(&counted(sorted), total),
+                expected,
+                "{total} values"
+            );
+        }
+    }
 }

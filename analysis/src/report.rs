@@ -7,7 +7,7 @@
 
 use crate::diff::{Analysis, Cause, Reference};
 use crate::json::names;
-use crate::load::Loaded;
+use crate::load::{Loaded, ShownMiss};
 use since_id::time::{format_duration_ms, rfc3339_ms};
 use std::fmt::Write;
 
@@ -87,14 +87,27 @@ fn render_header(o: &mut String, loaded: &Loaded, a: &Analysis) {
     let _ = writeln!(
         o,
         "history    {} requests, {} observations, {} distinct statuses seen",
-        h.requests.len(),
-        h.observations.len(),
-        seen_any(loaded)
+        loaded
+            .totals
+            .as_ref()
+            .map_or(h.requests.len() as u64, |t| t.requests),
+        loaded
+            .totals
+            .as_ref()
+            .map_or(h.observations.len() as u64, |t| t.observations),
+        loaded
+            .totals
+            .as_ref()
+            .map_or(seen_any(loaded) as u64, |t| t.seen),
     );
     let reference = match (a.reference, &h.truth) {
         (Reference::Truth, Some(t)) => format!(
             "truth: {} {}",
-            t.iter().filter(|v| v.is_some()).count(),
+            loaded
+                .totals
+                .as_ref()
+                .map_or(t.iter().filter(|v| v.is_some()).count() as u64, |t| t
+                    .truth_rows),
             match loaded.run.target.as_str() {
                 t if t.starts_with("postgres") => "rows committed in PostgreSQL",
                 t if t.starts_with("mariadb") => "rows committed in MariaDB",
@@ -261,52 +274,67 @@ fn render_misses(o: &mut String, loaded: &Loaded, a: &Analysis, width: usize) {
                 a.expired.len() - LIST_CAP
             );
         }
-        let explained: Vec<_> = a
-            .other_misses
-            .iter()
-            .filter(|m| m.cause != Cause::Unexplained)
-            .collect();
-        for m in explained.iter().take(LIST_CAP) {
-            let _ = writeln!(
-                o,
-                "  {} missed by {} ({})",
-                loaded.status_id(m.status),
-                loaded.pollers[m.poller as usize].name,
-                m.cause.as_str()
-            );
-        }
-        if explained.len() > LIST_CAP {
-            let _ = writeln!(
-                o,
-                "  ... and {} more (see --json)",
-                explained.len() - LIST_CAP
-            );
-        }
-        let unexplained: Vec<_> = a
-            .other_misses
-            .iter()
-            .filter(|m| m.cause == Cause::Unexplained)
-            .collect();
-        if !unexplained.is_empty() {
-            let _ = writeln!(
-                o,
-                "  !! {} UNEXPLAINED misses: visible, inside a clean request's window, yet not returned. \
-This is a bug in the target, the poller or the recorder:",
-                unexplained.len()
-            );
-            for m in unexplained.iter().take(LIST_CAP) {
-                let _ = writeln!(
-                    o,
-                    "  !!   {} missed by {}",
-                    loaded.status_id(m.status),
-                    loaded.pollers[m.poller as usize].name
-                );
-            }
-            if unexplained.len() > LIST_CAP {
-                let _ = writeln!(o, "  !!   ... and {} more", unexplained.len() - LIST_CAP);
-            }
-        }
+        render_other_misses(o, loaded, a);
         o.push('\n');
+    }
+}
+
+/// The misses with a cause, then the unexplained ones, a few of each: read
+/// in order ([`Loaded::other_misses`], on disk for a run judged streaming),
+/// counted from the pollers' figures.
+fn render_other_misses(o: &mut String, loaded: &Loaded, a: &Analysis) {
+    let name = |p: u8| &loaded.pollers[p as usize].name;
+    let count = |f: fn(&crate::diff::PollerStats) -> u64| a.pollers.iter().map(f).sum::<u64>();
+    let explained = count(|s| s.misses_error + s.misses_overflow + s.misses_future_id);
+    let unexplained = count(|s| s.misses_unexplained);
+    let list = |o: &mut String, wanted: bool, line: &dyn Fn(&mut String, ShownMiss)| {
+        let misses = loaded.other_misses(a);
+        let mut shown = 0;
+        for m in misses {
+            match m {
+                Ok(m) if (m.cause == Cause::Unexplained) == wanted => {
+                    line(o, m);
+                    shown += 1;
+                    if shown == LIST_CAP {
+                        break;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = writeln!(o, "  (cannot read the misses back: {e})");
+                    break;
+                }
+            }
+        }
+    };
+    list(o, false, &|o, m| {
+        let _ = writeln!(
+            o,
+            "  {} missed by {} ({})",
+            m.id,
+            name(m.poller),
+            m.cause.as_str()
+        );
+    });
+    if explained > LIST_CAP as u64 {
+        let _ = writeln!(
+            o,
+            "  ... and {} more (see --json)",
+            explained - LIST_CAP as u64
+        );
+    }
+    if unexplained > 0 {
+        let _ = writeln!(
+            o,
+            "  !! {unexplained} UNEXPLAINED misses: visible, inside a clean request's window, yet not returned. \
+This is a bug in the target, the poller or the recorder:"
+        );
+        list(o, true, &|o, m| {
+            let _ = writeln!(o, "  !!   {} missed by {}", m.id, name(m.poller));
+        });
+        if unexplained > LIST_CAP as u64 {
+            let _ = writeln!(o, "  !!   ... and {} more", unexplained - LIST_CAP as u64);
+        }
     }
 }
 
@@ -436,16 +464,25 @@ fn human_bytes(b: f64) -> String {
 
 /// The oracle's line and, per poller, its cost against it and its detection delay.
 fn render_costs(o: &mut String, loaded: &Loaded, a: &Analysis) {
-    let costs = crate::oracle::costs(&loaded.history, a);
-    let Some(oracle) = costs.oracle else {
-        return;
-    };
-    let _ = writeln!(
-        o,
-        "oracle (knows what is visible; since_id just below the lowest status it has not returned, every tick): {} duplicates, {:.3} per new status",
-        oracle.duplicates,
-        oracle.duplicates_per_new()
-    );
+    let costs = crate::oracle::costs_of(loaded, a);
+    match costs.oracle {
+        Some(oracle) => {
+            let _ = writeln!(
+                o,
+                "oracle (knows what is visible; since_id just below the lowest status it has not returned, every tick): {} duplicates, {:.3} per new status",
+                oracle.duplicates,
+                oracle.duplicates_per_new()
+            );
+        }
+        // Judged streaming: the oracle replays the whole run, which is not kept.
+        None if loaded.totals.is_some() && a.reference == Reference::Truth => {
+            let _ = writeln!(
+                o,
+                "oracle: not computed: needs the whole run (analyze --in-memory computes it)"
+            );
+        }
+        None => return,
+    }
     let width = name_width(loaded);
     let _ = writeln!(
         o,

@@ -50,8 +50,27 @@ fn synthetic_run_gives_report_json_and_plots() {
     synth::simulate_to_db(&db, &small_spec(), true).unwrap();
     let before = std::fs::read(&db).unwrap();
 
+    // Streaming (the default), the figures that need the whole run say so.
     let o = analyze(&[db.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("oracle: not computed: needs the whole run"),
+        "{text}"
+    );
+    // The lateness CDF is drawn from a count per distinct lateness.
+    assert!(!text.contains("lateness CDF not computed"), "{text}");
+    assert!(text.contains("lateness-cdf.svg"), "{text}");
+    let cdf = dir.join("run1-lateness-cdf.svg");
+    let streamed_cdf = std::fs::read(&cdf).unwrap();
+    assert!(text.contains("detection delay ms:"), "{text}");
+    // In memory, every figure; the lateness CDF drawn the same.
+    let o = analyze(&[db.to_str().unwrap(), "--in-memory"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        std::fs::read(&cdf).unwrap() == streamed_cdf,
+        "the lateness CDF differs"
+    );
     let text = stdout(&o);
     let first = text.lines().next().unwrap();
     assert_eq!(first, "run 1 is complete (duration reached).");
@@ -88,6 +107,7 @@ fn synthetic_run_gives_report_json_and_plots() {
     let o = analyze(&[
         db.to_str().unwrap(),
         "--json",
+        "--in-memory",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -326,7 +346,10 @@ fn a_run_too_big_for_the_memory_is_refused_before_loading() {
     assert_eq!(size.observations, history.observations.len() as u64);
     assert_eq!(size.requests, history.requests.len() as u64);
     let path = db.to_str().unwrap();
+    // Streaming (the default), memory is bounded by the horizon, not the run.
     let o = analyze(&[path, "--max-memory", "1KiB"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = analyze(&[path, "--in-memory", "--max-memory", "1KiB"]);
     assert_refused(
         &o,
         &format!(

@@ -19,7 +19,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Row};
 use std::ops::RangeInclusive;
 use std::path::Path;
 
-fn read_error(e: rusqlite::Error) -> Error {
+pub(crate) fn read_error(e: rusqlite::Error) -> Error {
     Error(format!("cannot read the database: {e}"))
 }
 
@@ -191,7 +191,7 @@ fn flag(r: &Row, i: usize) -> rusqlite::Result<bool> {
 }
 
 /// Runs `sql` with `params` and hands each row to `f`.
-fn for_each_row<P, E>(
+pub(crate) fn for_each_row<P, E>(
     conn: &Connection,
     sql: &str,
     params: P,
@@ -219,7 +219,7 @@ fn status<'r>(r: &'r Row) -> rusqlite::Result<StatusRow<&'r str>> {
     })
 }
 
-fn truth<'r>(r: &'r Row) -> rusqlite::Result<TruthRow<&'r str>> {
+pub(crate) fn truth<'r>(r: &'r Row) -> rusqlite::Result<TruthRow<&'r str>> {
     Ok(TruthRow {
         id: text(r, 0)?,
         id_key: text(r, 1)?,
@@ -231,7 +231,7 @@ fn truth<'r>(r: &'r Row) -> rusqlite::Result<TruthRow<&'r str>> {
     })
 }
 
-fn request<'r>(r: &'r Row) -> rusqlite::Result<RequestRow<&'r str>> {
+pub(crate) fn request<'r>(r: &'r Row) -> rusqlite::Result<RequestRow<&'r str>> {
     Ok(RequestRow {
         id: r.get(0)?,
         poller_id: r.get(1)?,
@@ -257,10 +257,15 @@ fn request<'r>(r: &'r Row) -> rusqlite::Result<RequestRow<&'r str>> {
 }
 
 fn observation<'r>(r: &'r Row) -> rusqlite::Result<ObservationRow<&'r str>> {
+    observation_at(r, 0)
+}
+
+/// An observation whose columns start at column `at`.
+fn observation_at<'r>(r: &'r Row, at: usize) -> rusqlite::Result<ObservationRow<&'r str>> {
     Ok(ObservationRow {
-        request_id: r.get(0)?,
-        position: r.get(1)?,
-        status_id: text(r, 2)?,
+        request_id: r.get(at)?,
+        position: r.get(at + 1)?,
+        status_id: text(r, at + 2)?,
     })
 }
 
@@ -319,17 +324,10 @@ pub fn for_each_request_after<E: From<Error>>(
     conn: &Connection,
     run_id: i64,
     after: i64,
-    mut f: impl FnMut(RequestRow<&str>) -> Result<(), E>,
+    f: impl FnMut(RequestRow<&str>) -> Result<(), E>,
 ) -> Result<(), E> {
-    for_each_row(
-        conn,
-        "SELECT id, poller_id, cycle, page, sent_at_ms, received_at_ms, since_id, since_key,
-                before_id, before_key, page_limit, retrieved_at_ms, http_status, error, items,
-                new_items, bytes, reordered, overflow, wait_ms
-         FROM requests WHERE run_id = ?1 AND id > ?2 ORDER BY id",
-        [run_id, after],
-        |r| f(request(r).map_err(read_error)?),
-    )
+    // Every one: a limit SQLite never reaches.
+    for_each_request_in_chunk(conn, run_id, after, i64::MAX as usize, f)
 }
 
 /// Lends each observation of the requests with ids in `requests` to `f`, in
@@ -623,3 +621,8 @@ pub fn sweep_run(path: &Path) -> Result<Option<SweepRunRow>, Error> {
         .map_err(|err| Error(format!("{}: {err}", path.display())))?;
     Ok(rows.into_iter().next())
 }
+
+mod stream;
+pub use stream::{
+    for_each_observation_after, for_each_request_in_chunk, for_each_truth_after, has_rows_of_run,
+};

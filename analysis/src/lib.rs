@@ -14,7 +14,8 @@
 //! - [`campaign`]: `experiment sweep --target postgres|mariadb|misskey-ftt`: each run's
 //!   database judged, the loss over runs per combination and poller.
 //! - [`delivered`]: `--delivered`: a consumer judged from the IDs it delivered.
-//! - [`consumers`]: a consumer's verdict against the truth of PostgreSQL's log (`judge --log postgres`).
+//! - [`consumers`]: a consumer's verdict against the truth of PostgreSQL's log (`judge --log postgres`);
+//!   [`settle`]: the same judge kept up to date row by row in flat memory (`experiment watch`).
 //! - [`machine`]: the machine's load during a real-time run (`runs.config`'s `machine_load`).
 //! - [`ftt`]: a misskey-ftt run's lost notes by their fate in Redis (leak, trimmed, never pushed).
 //! - [`interval`]: a value per run summarised: mean, bootstrap 95 % interval, min,
@@ -41,6 +42,7 @@ pub mod oracle;
 pub mod plot;
 pub mod progress;
 pub mod report;
+pub mod settle;
 pub mod sweep;
 pub mod sweep_plot;
 pub mod synth;

@@ -15,7 +15,8 @@ pub use crate::logtruth::watch::Watched;
 /// Watches the table until `--duration` or a signal and judges its
 /// consumers; `Err` is bad input or a failure (exit 2), with a slot watch
 /// made dropped.
-pub fn watch_command(args: WatchArgs) -> Result<Watched, String> {
+pub fn watch_command(mut args: WatchArgs) -> Result<Watched, String> {
+    args.resume = crate::logtruth::watch::resumable(&args)?;
     let target = check(&args)?;
     crate::logtruth::watch::watch(args, target)
 }

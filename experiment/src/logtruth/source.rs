@@ -101,12 +101,13 @@ pub type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 /// watch's log, opened: the slot, or the binlog's dump.
 pub trait WatchSource {
     /// Reads the log up to where it ends now, its truth rows added to
-    /// `into` (a slot only when it is due, or `last`).
+    /// `into` (a slot only when it is due, or `last`); `true` when it did
+    /// (every row committed before the call is then in `into` or before).
     fn drain<'a>(
         &'a mut self,
         into: &'a mut Vec<rundb::LogTruthRow>,
         last: bool,
-    ) -> Boxed<'a, Result<(), String>>;
+    ) -> Boxed<'a, Result<bool, String>>;
     /// Waits `period` before the next drain, reading the log meanwhile if
     /// its events come as the server writes them.
     fn wait(&mut self, period: Duration) -> Boxed<'_, Result<(), String>>;

@@ -172,6 +172,7 @@ pub fn watch(args: WatchArgs, target: WatchOpening) -> Result<Watched, String> {
         sender: &sender,
         live,
         saved: None,
+        pending: Vec::new(),
     };
     let (ended, outcome) = runtime.block_on(follow(
         source.as_mut(),
@@ -277,12 +278,19 @@ struct Watching<'a> {
     sender: &'a RecordSender,
     live: super::metrics::Live,
     saved: Option<Instant>,
+    /// Lines read since the log was last read to its end: the checker
+    /// takes them after the log rows committed before them.
+    pending: Vec<rundb::DeliveryRow>,
 }
 
 impl Watching<'_> {
     /// Writes the checker's state, the files' positions and the open rows
-    /// to run.db.
+    /// to run.db (when no line read waits for the log: the positions are
+    /// then those of the lines the checker took).
     fn checkpoint(&mut self) {
+        if !self.pending.is_empty() {
+            return;
+        }
         self.saved = Some(Instant::now());
         let files: Vec<serde_json::Value> = self
             .tails
@@ -337,20 +345,24 @@ async fn follow(
             _ = signal.changed() => Some("interrupted"),
         };
         // The files before the log: a key delivered was committed, so its
-        // row is in the log when the log is read after the file; the
-        // checker takes the log first.
+        // row is in the log when the log is read to its end after the
+        // file; the checker takes the log first, and the lines once the
+        // log was read to its end after them (a slot is drained every
+        // second, the files read every period).
         let mut truth = Vec::new();
         let read = match read_files(&mut w.tails, ended.is_some()) {
-            Ok(lines) => source
-                .drain(&mut truth, ended.is_some())
-                .await
-                .map(|()| lines),
+            Ok(lines) => {
+                w.pending.extend(lines);
+                source.drain(&mut truth, ended.is_some()).await
+            }
             Err(m) => Err(m),
         };
         match read {
-            Ok(lines) => {
+            Ok(drained) => {
                 w.checker.log(&truth);
-                w.checker.deliver(&lines);
+                if drained {
+                    w.checker.deliver(&std::mem::take(&mut w.pending));
+                }
             }
             Err(m) => return ("failed", Err(m)),
         }

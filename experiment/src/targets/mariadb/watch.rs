@@ -230,8 +230,8 @@ impl Source {
     }
 
     /// Reads the binlog up to where the server says it ends now, its truth
-    /// rows added to `into`.
-    pub(super) async fn drain(&mut self, into: &mut Vec<LogTruthRow>) -> Result<(), String> {
+    /// rows added to `into`; it always does (`true`).
+    pub(super) async fn drain(&mut self, into: &mut Vec<LogTruthRow>) -> Result<bool, String> {
         let end = self.dump.end().await?;
         into.append(&mut self.pending);
         while self.dump.at < end {
@@ -249,7 +249,7 @@ impl Source {
                 .map_err(|m| self.ended(m))?;
             into.extend(self.decoder.feed(event, self.dump.stamp_ms())?);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// The stream's failure, with its likeliest cause on a server others
@@ -274,7 +274,7 @@ impl WatchSource for Source {
         &'a mut self,
         into: &'a mut Vec<LogTruthRow>,
         _last: bool,
-    ) -> Boxed<'a, Result<(), String>> {
+    ) -> Boxed<'a, Result<bool, String>> {
         Box::pin(Source::drain(self, into))
     }
 

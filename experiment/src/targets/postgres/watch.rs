@@ -147,18 +147,18 @@ pub(super) async fn open(c: Checked, key: String) -> Result<WatchOpened, String>
 impl Source {
     /// Takes batches from the slot until one is not full, their truth rows
     /// added to `into`, when [`slot::DRAIN_EVERY`] has passed since the
-    /// last time, or `last`.
+    /// last time, or `last`; whether it did.
     pub(super) async fn drain(
         &mut self,
         into: &mut Vec<LogTruthRow>,
         last: bool,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         if !last
             && self
                 .drained_at
                 .is_some_and(|at| at.elapsed() < slot::DRAIN_EVERY)
         {
-            return Ok(());
+            return Ok(false);
         }
         self.drained_at = Some(Instant::now());
         self.slot
@@ -166,7 +166,7 @@ impl Source {
             .await?;
         let (retained, position) = self.slot.status().await?;
         self.status = Some(SlotStatus { retained, position });
-        self.guard(retained)
+        self.guard(retained).map(|()| true)
     }
 
     /// `--max-slot-lag`: a warning once past half of it; past it, an
@@ -222,7 +222,7 @@ impl WatchSource for Source {
         &'a mut self,
         into: &'a mut Vec<LogTruthRow>,
         last: bool,
-    ) -> Boxed<'a, Result<(), String>> {
+    ) -> Boxed<'a, Result<bool, String>> {
         Box::pin(Source::drain(self, into, last))
     }
 

@@ -81,10 +81,11 @@ fn settled_rows_leave_run_db_and_the_lost_one_stays_with_the_counts_right() {
         stdout.contains("300 rows of public.outbox committed"),
         "{stdout}"
     );
+    assert!(stdout.contains("writers: invalid (lost 1 committed rows"), "{stdout}");
     assert!(
         stdout.contains(
-            "writers: invalid (lost 1 committed rows; 299 of 300 committed rows delivered, \
-             1 lost, 0 not reached, 0 duplicated, 0 out of commit order)"
+            "299 of 300 committed rows delivered, 1 lost, 0 not reached, 0 duplicated, \
+             0 out of commit order)"
         ),
         "{stdout}"
     );

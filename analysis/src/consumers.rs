@@ -652,7 +652,12 @@ fn lag(rows: &[Row], highs: &[usize], row: &Row) -> Option<Lag> {
     let first_above = highs.partition_point(|&h| rows[h].key <= row.key);
     let after = rows[*highs.get(first_above)?].truth;
     let top = &rows[*highs.last()?].key;
-    Some(measure(&row.key, Stamp::of(row.truth), Stamp::of(after), top))
+    Some(measure(
+        &row.key,
+        Stamp::of(row.truth),
+        Stamp::of(after),
+        top,
+    ))
 }
 
 /// A row's key as the log printed it and its commit's times.

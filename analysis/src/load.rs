@@ -421,19 +421,3 @@ fn unserved(
     })?;
     Ok(unserved)
 }
-
-/// The incremental checker an `experiment watch` run stored (`watch_state`,
-/// docs/rundb.md), if the run stored one: its verdicts are the run's.
-pub fn watch_checker(
-    conn: &Connection,
-    run_id: i64,
-) -> Result<Option<crate::settle::Checker>, String> {
-    let rows = rundb::read::side_rows::<rundb::WatchStateRow>(conn, run_id)
-        .map_err(|e| e.to_string())?;
-    let Some(row) = rows.into_iter().next() else {
-        return Ok(None);
-    };
-    let mut state: serde_json::Value = serde_json::from_str(&row.state)
-        .map_err(|e| format!("run {run_id}: unreadable watch_state: {e}"))?;
-    crate::settle::Checker::from_value(state["checker"].take()).map(Some)
-}

@@ -397,7 +397,7 @@ fn run_log(
         rundb::read::side_rows::<rundb::DeliveryRow>(conn, run.id).map_err(|e| e.to_string())?;
     phase.set_message("judging the consumers");
     // A watch run folded its settled rows: its stored checker judges it.
-    let judged = match analysis::load::watch_checker(conn, run.id)? {
+    let judged = match analysis::settle::stored::watch_checker(conn, run.id)? {
         Some(mut checker) => {
             if args.expect_all {
                 checker.expect_all();

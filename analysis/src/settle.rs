@@ -126,6 +126,47 @@ struct Open {
     expired_ms: Option<i64>,
     /// One a consumer, in the order of the names.
     per: Vec<Seen>,
+    /// Its deletes and expiries, as the log gave them (kept for run.db).
+    #[serde(default)]
+    later: Vec<Logged>,
+}
+
+/// A log row kept as it came (an open row's delete or expiry).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Logged {
+    seq: i64,
+    key: String,
+    xid: i64,
+    commit_lsn: String,
+    commit_ms: i64,
+    op: String,
+    read_ms: Option<i64>,
+}
+
+impl Logged {
+    fn of(t: &LogTruthRow) -> Logged {
+        Logged {
+            seq: t.seq,
+            key: t.key.clone(),
+            xid: t.xid,
+            commit_lsn: t.commit_lsn.clone(),
+            commit_ms: t.commit_ms,
+            op: t.op.clone(),
+            read_ms: t.read_ms,
+        }
+    }
+
+    fn row(&self) -> LogTruthRow {
+        LogTruthRow {
+            seq: self.seq,
+            key: self.key.clone(),
+            xid: self.xid,
+            commit_lsn: self.commit_lsn.clone(),
+            commit_ms: self.commit_ms,
+            op: self.op.clone(),
+            read_ms: self.read_ms,
+        }
+    }
 }
 
 /// One consumer's account of its folded deliveries, and its staircases.
@@ -203,15 +244,15 @@ impl Checker {
 
     /// A checker saved with [`Checker::to_json`], its indexes rebuilt.
     pub fn from_json(text: &str) -> Result<Checker, String> {
-        let value = serde_json::from_str(text)
-            .map_err(|e| format!("unreadable checker state: {e}"))?;
+        let value =
+            serde_json::from_str(text).map_err(|e| format!("unreadable checker state: {e}"))?;
         Checker::from_value(value)
     }
 
     /// A checker saved as a JSON value, its indexes rebuilt.
     pub fn from_value(value: serde_json::Value) -> Result<Checker, String> {
-        let mut c: Checker = serde_json::from_value(value)
-            .map_err(|e| format!("unreadable checker state: {e}"))?;
+        let mut c: Checker =
+            serde_json::from_value(value).map_err(|e| format!("unreadable checker state: {e}"))?;
         for (&i, row) in &c.open {
             c.index.insert(row.key.clone(), i);
             for (t, seen) in c.tallies.iter_mut().zip(&row.per) {
@@ -248,20 +289,27 @@ impl Checker {
         self.folded.pieces() + self.folded_expired.pieces() + steps
     }
 
-    /// The open rows as the log gave them (their inserts), in commit order.
+    /// The open rows as the log gave them (their inserts, deletes and
+    /// expiries), in log order.
     pub fn open_truth(&self) -> Vec<LogTruthRow> {
-        self.open
+        let mut rows: Vec<LogTruthRow> = self
+            .open
             .values()
-            .map(|r| LogTruthRow {
-                seq: r.seq,
-                key: r.stamp.key.clone(),
-                xid: r.xid,
-                commit_lsn: r.commit_lsn.clone(),
-                commit_ms: r.stamp.commit_ms,
-                op: "insert".into(),
-                read_ms: r.stamp.read_ms,
+            .flat_map(|r| {
+                let insert = LogTruthRow {
+                    seq: r.seq,
+                    key: r.stamp.key.clone(),
+                    xid: r.xid,
+                    commit_lsn: r.commit_lsn.clone(),
+                    commit_ms: r.stamp.commit_ms,
+                    op: "insert".into(),
+                    read_ms: r.stamp.read_ms,
+                };
+                std::iter::once(insert).chain(r.later.iter().map(Logged::row))
             })
-            .collect()
+            .collect();
+        rows.sort_by_key(|r| r.seq);
+        rows
     }
 
     fn see(&mut self, at: i64) {
@@ -276,9 +324,14 @@ impl Checker {
             let at = self.index.get(&key).copied();
             match (t.op.as_str(), at) {
                 ("insert", None) if !self.folded.contains(&key) => self.commit(key, t),
-                ("delete", Some(i)) => self.open.get_mut(&i).expect("indexed").deleted = true,
+                ("delete", Some(i)) => {
+                    let row = self.open.get_mut(&i).expect("indexed");
+                    row.deleted = true;
+                    row.later.push(Logged::of(t));
+                }
                 ("expire", Some(i)) => {
                     let row = self.open.get_mut(&i).expect("indexed");
+                    row.later.push(Logged::of(t));
                     if row.expired_ms.is_none() {
                         // MariaDB's commit times are whole seconds: its read time, if kept.
                         row.expired_ms = Some(t.read_ms.unwrap_or(t.commit_ms));
@@ -336,6 +389,7 @@ impl Checker {
                 deleted: false,
                 expired_ms: None,
                 per,
+                later: Vec::new(),
             },
         );
     }
@@ -380,9 +434,9 @@ impl Checker {
         tally.unpassed.remove(&(key.clone(), i));
         tally.delivered += 1;
         match &tally.latest {
-            Some((l, earlier)) if *l > i => tally
-                .out_of_order
-                .add(|| format!("{text} after {earlier}")),
+            Some((l, earlier)) if *l > i => {
+                tally.out_of_order.add(|| format!("{text} after {earlier}"))
+            }
             _ => tally.latest = Some((i, stamp.key.clone())),
         }
         if tally.highest.as_ref().is_none_or(|(h, _)| *h < key) {
@@ -527,6 +581,8 @@ fn climb(highs: &mut VecDeque<High>, index: u64, key: &Key, stamp: &Stamp) {
         },
     );
 }
+
+pub mod stored;
 
 #[cfg(test)]
 mod tests;

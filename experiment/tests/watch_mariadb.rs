@@ -194,6 +194,24 @@ fn watch_reads_their_binlog_and_judges_their_naive_relay_as_its_own_file_says() 
         sql(&server, "app", "SELECT id FROM outbox ORDER BY id"),
         "0\n1\n2\n"
     );
+    // Started again with the same flags and --db, a MariaDB watch does not
+    // resume (no binlog position kept): one line, exit 2, no run added.
+    let again = common::watch(&[
+        "watch",
+        "--target",
+        &target,
+        "--table",
+        "outbox",
+        "--delivered",
+        &format!("relay={}", relay.display()),
+        "--db",
+        run_db.to_str().unwrap(),
+    ]);
+    common::assert_refused(again, "a MariaDB watch does not resume", "resume");
+    let runs: i64 = conn
+        .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(runs, 1);
 }
 
 #[test]

@@ -81,7 +81,10 @@ fn settled_rows_leave_run_db_and_the_lost_one_stays_with_the_counts_right() {
         stdout.contains("300 rows of public.outbox committed"),
         "{stdout}"
     );
-    assert!(stdout.contains("writers: invalid (lost 1 committed rows"), "{stdout}");
+    assert!(
+        stdout.contains("writers: invalid (lost 1 committed rows"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains(
             "299 of 300 committed rows delivered, 1 lost, 0 not reached, 0 duplicated, \
@@ -97,10 +100,16 @@ fn settled_rows_leave_run_db_and_the_lost_one_stays_with_the_counts_right() {
     assert!(keys.len() < 50, "settled rows left run.db: {}", keys.len());
     assert!(!keys.contains(&"1".to_string()), "{keys:?}");
     let open = state["checker"]["open"].as_object().unwrap();
-    assert_eq!(open.len(), keys.len(), "run.db holds the checker's open rows");
+    assert_eq!(
+        open.len(),
+        keys.len(),
+        "run.db holds the checker's open rows"
+    );
     // `analyze` judges the run from the stored checker, as watch did.
     let conn = rusqlite::Connection::open(&run_db).unwrap();
-    let checker = analysis::load::watch_checker(&conn, 1).unwrap().unwrap();
+    let checker = analysis::settle::stored::watch_checker(&conn, 1)
+        .unwrap()
+        .unwrap();
     let judged = checker.judged();
     let c = &judged.consumers[0];
     assert_eq!((judged.committed, c.delivered, c.lost.len()), (300, 299, 1));
@@ -136,7 +145,10 @@ fn a_watch_stopped_and_started_again_resumes_and_counts_every_row_once() {
     append_ids(&out, &(1..=100).collect::<Vec<i64>>());
     let (code, stdout, stderr) = stop_watch(first);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert!(stdout.contains("100 of 100 committed rows delivered"), "{stdout}");
+    assert!(
+        stdout.contains("100 of 100 committed rows delivered"),
+        "{stdout}"
+    );
     // Meanwhile, with nobody watching: 100 more, committed and delivered.
     commit(&db, &admin, 101..=200);
     append_ids(&out, &(101..=200).collect::<Vec<i64>>());

@@ -38,7 +38,13 @@ fn history(rng: &mut ChaCha8Rng) -> History {
     let late_ms = [0, 30, 200, 1000][rng.random_range(0..4)];
     let text = rng.random_bool(0.2);
     let read = rng.random_bool(0.3);
-    let name = |k: i64| if text { format!("t{k:05}") } else { k.to_string() };
+    let name = |k: i64| {
+        if text {
+            format!("t{k:05}")
+        } else {
+            k.to_string()
+        }
+    };
     let mut log = Vec::new();
     let mut committed = Vec::new();
     for k in 1..=n {
@@ -244,7 +250,10 @@ fn settled_rows_leave_memory_a_run_of_keys_is_one_range() {
     assert!(checker.held() < 101 + 2 * 400, "{}", checker.held());
     let judged = checker.judged();
     let c = &judged.consumers[0];
-    assert_eq!((judged.committed, c.delivered, c.lost.len()), (100_000, 99_900, 100));
+    assert_eq!(
+        (judged.committed, c.delivered, c.lost.len()),
+        (100_000, 99_900, 100)
+    );
     // A key folded long ago, delivered again: a duplicate, not a stranger.
     checker.deliver(&[DeliveryRow {
         consumer: "r".into(),

@@ -475,8 +475,11 @@ pub fn replace_side_rows<T: SideTable>(
     rows: &[T],
 ) -> Result<(), Error> {
     if crate::read::has_table(conn, T::NAME)? {
-        conn.execute(&format!("DELETE FROM {} WHERE run_id = ?1", T::NAME), [run_id])
-            .map_err(write_error)?;
+        conn.execute(
+            &format!("DELETE FROM {} WHERE run_id = ?1", T::NAME),
+            [run_id],
+        )
+        .map_err(write_error)?;
     }
     side_rows(conn, run_id, rows)
 }

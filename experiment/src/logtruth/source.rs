@@ -233,5 +233,12 @@ pub struct WatchArgs {
     /// The run this one resumes (`logtruth::watch::resumable`), found before
     /// the source opens.
     #[arg(skip)]
-    pub resume: Option<crate::logtruth::watch::Resumed>,
+    pub resume: Option<Resumed>,
+}
+
+/// A watch run to continue: its id and its `watch_state`.
+#[derive(Clone, Debug)]
+pub struct Resumed {
+    pub run_id: i64,
+    pub state: serde_json::Value,
 }

@@ -37,7 +37,7 @@
 //! MariaDB watch is not resumed (its source refuses in one line).
 
 use crate::clock::now_ms;
-use crate::logtruth::source::{WatchArgs, WatchOpened, WatchOpening, WatchSource};
+use crate::logtruth::source::{Resumed, WatchArgs, WatchOpened, WatchOpening, WatchSource};
 use crate::logtruth::tail::{Tail, parse_delivered};
 use crate::record::{RecordSender, Recorder, RunRow};
 use crate::session::Shutdown;
@@ -60,13 +60,6 @@ pub const CHECKPOINT: Duration = Duration::from_secs(10);
 pub struct Watched {
     pub lines: Vec<String>,
     pub any_invalid: bool,
-}
-
-/// A watch run to continue: its id and its `watch_state`.
-#[derive(Clone, Debug)]
-pub struct Resumed {
-    pub run_id: i64,
-    pub state: serde_json::Value,
 }
 
 /// The last run of `--db` this watch continues, if any: a watch run with
@@ -92,8 +85,13 @@ pub fn resumable(args: &WatchArgs) -> Result<Option<Resumed>, String> {
     else {
         return Ok(None);
     };
-    let state = serde_json::from_str(&row.state)
-        .map_err(|e| format!("{}: run {}: unreadable watch_state: {e}", args.db.display(), run.id))?;
+    let state = serde_json::from_str(&row.state).map_err(|e| {
+        format!(
+            "{}: run {}: unreadable watch_state: {e}",
+            args.db.display(),
+            run.id
+        )
+    })?;
     Ok(Some(Resumed {
         run_id: run.id,
         state,
@@ -225,7 +223,12 @@ fn start(
         let file = state["files"]
             .as_array()
             .and_then(|f| f.iter().find(|f| f["name"] == tail.name.as_str()))
-            .ok_or_else(|| format!("run {}: no position of --delivered {}", resumed.run_id, tail.name))?;
+            .ok_or_else(|| {
+                format!(
+                    "run {}: no position of --delivered {}",
+                    resumed.run_id, tail.name
+                )
+            })?;
         let (offset, lines) = (file["offset"].as_u64(), file["lines"].as_i64());
         tail.resume_at(offset.unwrap_or(0), lines.unwrap_or(0));
     }

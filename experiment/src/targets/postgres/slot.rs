@@ -151,17 +151,17 @@ impl Slot {
         }
         if skip {
             client
-            .query_one(
-                "SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())::text",
-                &[&name],
-            )
-            .await
-            .map_err(|e| {
-                format!(
-                    "cannot skip what replication slot '{name}' held: {}",
-                    db_error(&e)
+                .query_one(
+                    "SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())::text",
+                    &[&name],
                 )
-            })?;
+                .await
+                .map_err(|e| {
+                    format!(
+                        "cannot skip what replication slot '{name}' held: {}",
+                        db_error(&e)
+                    )
+                })?;
         }
         Ok(Slot {
             client,

@@ -13,8 +13,8 @@ use crate::logtruth::Counts;
 use crate::logtruth::source::{
     Boxed, CONNECT_TIMEOUT_MS, SlotStatus, WatchArgs, WatchOpened, WatchSource, parse_size,
 };
-use rundb::LogTruthRow;
 use crate::servers::postgres::{connect, db_error};
+use rundb::LogTruthRow;
 use std::time::Instant;
 
 /// The options, checked before anything connects.

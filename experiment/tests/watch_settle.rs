@@ -6,7 +6,7 @@
 
 mod common;
 use common::their_db::TheirDb;
-use common::{append_ids, start_watch, stop_watch, temp_dir};
+use common::{append_ids, start_watch, stop_watch, strs, temp_dir};
 
 /// Commits keys `keys`, one transaction each, on `client`.
 fn commit(db: &TheirDb, client: &tokio_postgres::Client, keys: impl Iterator<Item = i64>) {
@@ -24,6 +24,28 @@ fn their_outbox(db: &TheirDb, client: &tokio_postgres::Client) {
     ] {
         db.exec(client, sql);
     }
+}
+
+/// watch on their slot, judging the writers' own file, rows settled as
+/// soon as every consumer delivered them (`--settle-after 0s`).
+fn watch_args(db: &TheirDb, out: &std::path::Path, run_db: &std::path::Path) -> Vec<String> {
+    [
+        "watch",
+        "--target",
+        &db.target(),
+        "--table",
+        "outbox",
+        "--slot",
+        "theirs",
+        "--delivered",
+        &format!("writers={}", out.display()),
+        "--settle-after",
+        "0s",
+        "--db",
+        run_db.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// `log_truth`'s keys of the last run of `run_db`, and its `watch_state`.
@@ -56,21 +78,7 @@ fn settled_rows_leave_run_db_and_the_lost_one_stays_with_the_counts_right() {
     let (out, run_db) = (dir.join("writers.csv"), dir.join("watch.db"));
     let admin = db.session();
     their_outbox(&db, &admin);
-    let watch = start_watch(&[
-        "watch",
-        "--target",
-        &db.target(),
-        "--table",
-        "outbox",
-        "--slot",
-        "theirs",
-        "--delivered",
-        &format!("writers={}", out.display()),
-        "--settle-after",
-        "0s",
-        "--db",
-        run_db.to_str().unwrap(),
-    ]);
+    let watch = start_watch(&strs(&watch_args(&db, &out, &run_db)));
     // 300 commits, each delivered after its commit but key 150.
     commit(&db, &admin, 1..=300);
     let delivered: Vec<i64> = (1..=300).filter(|k| *k != 150).collect();
@@ -123,23 +131,8 @@ fn a_watch_stopped_and_started_again_resumes_and_counts_every_row_once() {
     let (out, run_db) = (dir.join("writers.csv"), dir.join("watch.db"));
     let admin = db.session();
     their_outbox(&db, &admin);
-    let target = db.target();
-    let file = format!("writers={}", out.display());
-    let args = [
-        "watch",
-        "--target",
-        &target,
-        "--table",
-        "outbox",
-        "--slot",
-        "theirs",
-        "--delivered",
-        &file,
-        "--settle-after",
-        "0s",
-        "--db",
-        run_db.to_str().unwrap(),
-    ];
+    let args = watch_args(&db, &out, &run_db);
+    let args = strs(&args);
     let first = start_watch(&args);
     commit(&db, &admin, 1..=100);
     append_ids(&out, &(1..=100).collect::<Vec<i64>>());

@@ -30,21 +30,10 @@ import time
 
 import psycopg
 
+# The throwaway cluster as the cost benchmark starts it.
+from bench_log_cost import pg_bin, run_as_postgres
+
 WRITERS = 3
-
-
-def pg_bin():
-    for base in sorted(os.listdir("/usr/lib/postgresql"), key=int, reverse=True):
-        path = os.path.join("/usr/lib/postgresql", base, "bin")
-        if os.path.exists(os.path.join(path, "initdb")):
-            return path
-    sys.exit("no PostgreSQL in /usr/lib/postgresql/*/bin")
-
-
-def run_as_postgres(args):
-    if os.geteuid() == 0:
-        args = ["runuser", "-u", "postgres", "--"] + args
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def writer(url, rate, stop, counts, n, out, lock):

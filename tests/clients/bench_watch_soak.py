@@ -24,14 +24,13 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 import psycopg
 
 # The throwaway cluster as the cost benchmark starts it.
-from bench_log_cost import pg_bin, run_as_postgres
+from bench_log_cost import run_as_postgres, start_cluster
 
 WRITERS = 3
 
@@ -94,17 +93,7 @@ def main():
     minutes = float(sys.argv[2]) if len(sys.argv) > 2 else 60.0
     rate = float(sys.argv[3]) if len(sys.argv) > 3 else 300.0
     sample_s = float(sys.argv[4]) if len(sys.argv) > 4 else 60.0
-    bin_dir = pg_bin()
-    tmp = tempfile.mkdtemp(prefix="snowleak-soak-")
-    if os.geteuid() == 0:
-        shutil.chown(tmp, "postgres", "postgres")
-    data = os.path.join(tmp, "data")
-    run_as_postgres([f"{bin_dir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"])
-    options = (f"-k {tmp} -c listen_addresses='' -c track_commit_timestamp=on -c shared_buffers=32MB "
-               "-c max_connections=20 -c wal_level=logical -c max_replication_slots=4 "
-               "-c max_wal_senders=4")
-    run_as_postgres([f"{bin_dir}/pg_ctl", "-D", data, "-o", options, "-l", f"{tmp}/log", "-w", "start"])
-    url = f"postgresql://postgres@/postgres?host={tmp}"
+    bin_dir, tmp, data, url = start_cluster("snowleak-soak-")
     run_db = os.path.join(tmp, "watch.db")
     own, naive = os.path.join(tmp, "writers.csv"), os.path.join(tmp, "naive.csv")
     watch = None

@@ -273,6 +273,13 @@ fn run_row(
     }
 }
 
+/// `watch_state`'s JSON (docs/rundb.md).
+#[derive(serde::Serialize)]
+struct Saved<'a> {
+    checker: &'a Checker,
+    files: Vec<serde_json::Value>,
+}
+
 /// What a running watch holds: the checker, the files, where run.db is
 /// written, the live view, and when the state was last written.
 struct Watching<'a> {
@@ -303,11 +310,17 @@ impl Watching<'_> {
                 serde_json::json!({"name": t.name, "offset": offset, "lines": lines})
             })
             .collect();
-        let state = serde_json::json!({"checker": self.checker, "files": files});
+        // Written straight to text: a JSON tree of the checker first would
+        // take several times its size for a moment every checkpoint.
+        let state = serde_json::to_string(&Saved {
+            checker: &self.checker,
+            files,
+        })
+        .expect("the state serializes");
         self.sender.replace_side(self.checker.open_truth());
         self.sender.replace_side(vec![WatchStateRow {
             at_ms: now_ms(),
-            state: state.to_string(),
+            state,
         }]);
     }
 

@@ -1,6 +1,6 @@
 //! `experiment watch --target postgres:URL|mariadb:URL --table T [--key COL]
 //! [--delivered NAME=FILE]... [--expect-all] [--duration D] [--db FILE]
-//! [--metrics ADDR] [--max-slot-lag SIZE]`: records the truth of the user's
+//! [--metrics ADDR] [--max-slot-lag SIZE] [--settle-after D]`: records the truth of the user's
 //! own database while their own system runs (docs/log-truth.md, "Your own
 //! database"). The command only dispatches: `--target NAME:URL` picks the
 //! line of `targets::LOGS` that reads that database's log (its options

@@ -1,6 +1,6 @@
 //! `experiment watch --target postgres:URL|mariadb:URL --table T [--key COL]
 //! [--delivered NAME=FILE]... [--expect-all] [--duration D] [--db FILE]
-//! [--metrics ADDR] [--max-slot-lag SIZE]`:
+//! [--metrics ADDR] [--max-slot-lag SIZE] [--settle-after D]`:
 //! records the truth of the user's own database while their own system
 //! runs (docs/log-truth.md, "Your own database"). One skeleton, two log
 //! sources:

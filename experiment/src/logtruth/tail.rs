@@ -370,6 +370,26 @@ mod tests {
     }
 
     #[test]
+    fn a_tail_resumed_at_its_position_reads_on_from_the_unfinished_line() {
+        let dir = testkit::temp_dir("tail-resume");
+        let path = dir.join("out.csv");
+        std::fs::write(&path, "1\n2\n3").unwrap();
+        let mut tail = Tail::new("relay", path.clone(), "id");
+        let (rows, _) = tail.read(1, false).unwrap();
+        assert_eq!(rows.len(), 2);
+        // Where line 3 starts, after two lines: what a resumed watch stored.
+        assert_eq!(tail.position(), (4, 2));
+        std::fs::write(&path, "1\n2\n33\n4\n").unwrap();
+        let mut resumed = Tail::new("relay", path, "id");
+        resumed.resume_at(4, 2);
+        let (rows, _) = resumed.read(2, false).unwrap();
+        let keys: Vec<(i64, Option<&str>)> =
+            rows.iter().map(|r| (r.line, r.key.as_deref())).collect();
+        assert_eq!(keys, [(3, Some("33")), (4, Some("4"))]);
+        assert_eq!(resumed.position(), (9, 4));
+    }
+
+    #[test]
     fn a_consumer_faster_than_the_reads_loses_nothing_and_memory_stays_bounded() {
         let dir = testkit::temp_dir("tail-fast");
         let path = dir.join("out.csv");

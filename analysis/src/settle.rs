@@ -201,6 +201,9 @@ pub struct Checker {
     now_ms: i64,
     /// The commit order of the next committed row.
     next: u64,
+    /// The place in the log (`seq`) the next row kept gets at the least.
+    #[serde(default)]
+    logged: i64,
     committed: usize,
     expired: usize,
     open: BTreeMap<u64, Open>,
@@ -225,6 +228,7 @@ impl Checker {
             expect_all,
             now_ms: i64::MIN,
             next: 0,
+            logged: 0,
             committed: 0,
             expired: 0,
             open: BTreeMap::new(),
@@ -319,6 +323,11 @@ impl Checker {
     /// The log's next rows, in log order.
     pub fn log(&mut self, rows: &[LogTruthRow]) {
         for t in rows {
+            // A resumed watch's decoder numbers its rows from 0 again: the
+            // places kept go on from the last one, so run.db's stay unique.
+            let seq = t.seq.max(self.logged);
+            self.logged = seq + 1;
+            let t = &LogTruthRow { seq, ..t.clone() };
             self.see(t.commit_ms.max(t.read_ms.unwrap_or(i64::MIN)));
             let key = Key::parse(&t.key);
             let at = self.index.get(&key).copied();

@@ -79,7 +79,7 @@ const EXAMPLES: usize = 5;
 
 /// A key as the consumers' order sees it: integers by value (`007` is 7),
 /// anything else by its text, after every integer.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Key {
     Int(i128),
     Text(String),
@@ -225,14 +225,14 @@ pub struct Lost {
 }
 
 /// Some things counted, with the first few.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Examples {
     pub count: usize,
     pub first: Vec<String>,
 }
 
 impl Examples {
-    fn add(&mut self, what: impl FnOnce() -> String) {
+    pub(crate) fn add(&mut self, what: impl FnOnce() -> String) {
         self.count += 1;
         if self.first.len() < EXAMPLES {
             self.first.push(what());
@@ -416,37 +416,74 @@ fn judge_one(
         .map(|(r, _)| r)
         .max_by(|a, b| a.key.cmp(&b.key));
     let (lost, not_reached, expired) = losses(rows, &delivered, &first_read, highest, expect_all);
-    let k_to_catch_all_ms = lost
-        .iter()
-        .filter_map(|l| Some(l.lag.as_ref()?.lag_ms))
-        .max();
-    let n_to_catch_all = lost.iter().filter_map(|l| l.lag.as_ref()?.behind_n).max();
-    let distinct = delivered.iter().filter(|d| **d).count();
-    let promise = setting.promises.get(name).copied();
-    let broken = Broken {
-        lost: &lost,
-        expired: expired.count,
-        redelivered: redelivered.count,
-        duplicates: duplicates.count,
-        out_of_order: out_of_order.count,
-    };
-    let (verdict, verdict_reason) = verdict(&broken, promise, distinct, expect_all);
-    Consumer {
+    let parts = Parts {
         name: name.to_string(),
-        verdict,
-        verdict_reason,
         deliveries,
-        delivered: distinct,
+        delivered: delivered.iter().filter(|d| **d).count(),
         highest: highest.map(|h| h.truth.key.clone()),
         lost,
         not_reached,
         expired,
-        promise,
         redelivered,
         duplicates,
         out_of_order,
         never_committed,
         garbage,
+    };
+    assemble(parts, setting.promises.get(name).copied(), expect_all)
+}
+
+/// What a consumer's judgement is made of, before its verdict (the
+/// whole-run judge's and `crate::settle`'s).
+pub(crate) struct Parts {
+    pub(crate) name: String,
+    pub(crate) deliveries: usize,
+    /// Distinct committed keys delivered.
+    pub(crate) delivered: usize,
+    pub(crate) highest: Option<String>,
+    pub(crate) lost: Vec<Lost>,
+    pub(crate) not_reached: usize,
+    pub(crate) expired: Examples,
+    pub(crate) redelivered: Examples,
+    pub(crate) duplicates: Examples,
+    pub(crate) out_of_order: Examples,
+    pub(crate) never_committed: Examples,
+    pub(crate) garbage: Examples,
+}
+
+/// The consumer judged from its parts: the figures to catch its losses and
+/// its verdict under `promise`.
+pub(crate) fn assemble(p: Parts, promise: Option<Promise>, expect_all: bool) -> Consumer {
+    let k_to_catch_all_ms = p
+        .lost
+        .iter()
+        .filter_map(|l| Some(l.lag.as_ref()?.lag_ms))
+        .max();
+    let n_to_catch_all = p.lost.iter().filter_map(|l| l.lag.as_ref()?.behind_n).max();
+    let broken = Broken {
+        lost: &p.lost,
+        expired: p.expired.count,
+        redelivered: p.redelivered.count,
+        duplicates: p.duplicates.count,
+        out_of_order: p.out_of_order.count,
+    };
+    let (verdict, verdict_reason) = verdict(&broken, promise, p.delivered, expect_all);
+    Consumer {
+        name: p.name,
+        verdict,
+        verdict_reason,
+        deliveries: p.deliveries,
+        delivered: p.delivered,
+        highest: p.highest,
+        lost: p.lost,
+        not_reached: p.not_reached,
+        expired: p.expired,
+        promise,
+        redelivered: p.redelivered,
+        duplicates: p.duplicates,
+        out_of_order: p.out_of_order,
+        never_committed: p.never_committed,
+        garbage: p.garbage,
         k_to_catch_all_ms,
         n_to_catch_all,
     }
@@ -615,22 +652,52 @@ fn lag(rows: &[Row], highs: &[usize], row: &Row) -> Option<Lag> {
     let first_above = highs.partition_point(|&h| rows[h].key <= row.key);
     let after = rows[*highs.get(first_above)?].truth;
     let top = &rows[*highs.last()?].key;
-    let behind_n = match (top, &row.key) {
+    Some(measure(
+        &row.key,
+        Stamp::of(row.truth),
+        Stamp::of(after),
+        top,
+    ))
+}
+
+/// A row's key as the log printed it and its commit's times.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Stamp {
+    pub(crate) key: String,
+    pub(crate) commit_ms: i64,
+    pub(crate) read_ms: Option<i64>,
+}
+
+impl Stamp {
+    pub(crate) fn of(t: &LogTruthRow) -> Stamp {
+        Stamp {
+            key: t.key.clone(),
+            commit_ms: t.commit_ms,
+            read_ms: t.read_ms,
+        }
+    }
+}
+
+/// The lag of a lost row (`key`, stamped `lost`) behind `after`, the first
+/// row in commit order above it that the consumer delivered, with `top` the
+/// highest key delivered among the rows committed before it.
+pub(crate) fn measure(key: &Key, lost: Stamp, after: Stamp, top: &Key) -> Lag {
+    let behind_n = match (top, key) {
         (Key::Int(top), Key::Int(k)) => Some((top - k + 1) as u128),
         _ => None,
     };
     // A log whose commit times are whole seconds (MariaDB's binlog) has
     // each commit's read time: the lag is measured on that
     // (docs/log-truth.md, "MariaDB").
-    let lag_ms = match (row.truth.read_ms, after.read_ms) {
+    let lag_ms = match (lost.read_ms, after.read_ms) {
         (Some(r), Some(a)) => r - a,
-        _ => row.truth.commit_ms - after.commit_ms,
+        _ => lost.commit_ms - after.commit_ms,
     };
-    Some(Lag {
+    Lag {
         lag_ms,
-        after: after.key.clone(),
+        after: after.key,
         behind_n,
-    })
+    }
 }
 
 /// The text report: a line per consumer, then its lost rows (the first 20).

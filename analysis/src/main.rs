@@ -441,7 +441,16 @@ fn run_log(
     let lines =
         rundb::read::side_rows::<rundb::DeliveryRow>(conn, run.id).map_err(|e| e.to_string())?;
     phase.set_message("judging the consumers");
-    let judged = consumers::judge(&truth, &lines, &names, &setting);
+    // A watch run folded its settled rows: its stored checker judges it.
+    let judged = match analysis::settle::stored::watch_checker(conn, run.id)? {
+        Some(mut checker) => {
+            if args.expect_all {
+                checker.expect_all();
+            }
+            checker.judged()
+        }
+        None => consumers::judge(&truth, &lines, &names, &setting),
+    };
     phase.finish_and_clear();
     let table = config["table"].as_str().unwrap_or("?");
     let title = format!(

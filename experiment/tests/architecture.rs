@@ -744,6 +744,35 @@ fn the_simulator_knows_nothing_of_clients_postgres_or_the_harness() {
     }
 }
 
+/// Issue 52.3: watch's incremental checker is pure logic (its definition of
+/// a settled row lives there once): no file, database, clock or runtime;
+/// its reader of run.db is beside it (`settle/stored.rs`).
+#[test]
+fn the_incremental_checker_does_no_io_and_reads_no_clock() {
+    let root = workspace_root().join("analysis/src");
+    for file in ["settle.rs", "settle/tests.rs"] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        for forbidden in [
+            "rusqlite",
+            "rundb::read",
+            "rundb::write",
+            "std::fs",
+            "std::io",
+            "std::time",
+            "Instant",
+            "SystemTime",
+            "now_ms()",
+            "clock::",
+            "tokio",
+        ] {
+            assert!(
+                !text.contains(forbidden),
+                "analysis/src/{file} names {forbidden}: the checker is pure"
+            );
+        }
+    }
+}
+
 #[test]
 fn the_api_files_import_their_siblings_never_the_dispatcher() {
     // `api/mod.rs` dispatches over the API files and re-exports them: an API

@@ -91,17 +91,19 @@ fn watch_reads_their_binlog_and_judges_their_naive_relay_as_its_own_file_says() 
     assert_eq!(last, 0);
 
     let target = target(&server);
-    let watching = start_watch(&[
+    let delivered = format!("relay={}", relay.display());
+    let args = [
         "watch",
         "--target",
         &target,
         "--table",
         "outbox",
         "--delivered",
-        &format!("relay={}", relay.display()),
+        &delivered,
         "--db",
         run_db.to_str().unwrap(),
-    ]);
+    ];
+    let watching = start_watch(&args);
     // Key 2 committed and delivered; key 1 committed behind the relay's
     // cursor; a rolled-back 3, another table's row. Each commit's GTID as
     // the server gave it.
@@ -194,6 +196,14 @@ fn watch_reads_their_binlog_and_judges_their_naive_relay_as_its_own_file_says() 
         sql(&server, "app", "SELECT id FROM outbox ORDER BY id"),
         "0\n1\n2\n"
     );
+    // Started again with the same flags and --db, a MariaDB watch does not
+    // resume (no binlog position kept): one line, exit 2, no run added.
+    let again = common::watch(&args);
+    common::assert_refused(again, "a MariaDB watch does not resume", "resume");
+    let runs: i64 = conn
+        .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(runs, 1);
 }
 
 #[test]

@@ -121,7 +121,9 @@ def with_reader(experiment, socket, db, phase_s, counts):
     url = f"mysql://root@localhost/app?socket={socket}"
     watch = subprocess.Popen(
         [experiment, "watch", "--target", f"mariadb:{url}", "--table", "app.outbox",
-         "--server-id", READER_ID, "--duration", f"{int((phase_s + 1.5) * 1000)}ms", "--db", db],
+         "--server-id", READER_ID, "--duration", f"{int((phase_s + 1.5) * 1000)}ms", "--db", db,
+         # Every row stays in log_truth (counted below): none settles within the phase.
+         "--settle-after", "1h"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seen = []
     for line in watch.stderr:

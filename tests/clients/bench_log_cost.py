@@ -55,6 +55,22 @@ def run_as_postgres(args):
     subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def start_cluster(prefix):
+    """A throwaway cluster with logical decoding, on a Unix socket in a new
+    temporary folder: (PostgreSQL's bin folder, the folder, its data, its URL)."""
+    bin_dir = pg_bin()
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    if os.geteuid() == 0:
+        shutil.chown(tmp, "postgres", "postgres")
+    data = os.path.join(tmp, "data")
+    run_as_postgres([f"{bin_dir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"])
+    options = (f"-k {tmp} -c listen_addresses='' -c track_commit_timestamp=on -c shared_buffers=32MB "
+               "-c max_connections=60 -c wal_level=logical -c max_replication_slots=4 "
+               "-c max_wal_senders=4")
+    run_as_postgres([f"{bin_dir}/pg_ctl", "-D", data, "-o", options, "-l", f"{tmp}/log", "-w", "start"])
+    return bin_dir, tmp, data, f"postgresql://postgres@/postgres?host={tmp}"
+
+
 def writer(url, n, hold_ms, stop, counts):
     rng = random.Random(1000 + n)
     with psycopg.connect(url) as conn:
@@ -83,17 +99,7 @@ def main():
     pairs = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     hold_ms = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
     experiment = sys.argv[4] if len(sys.argv) > 4 else None
-    bin_dir = pg_bin()
-    tmp = tempfile.mkdtemp(prefix="snowleak-bench-")
-    if os.geteuid() == 0:
-        shutil.chown(tmp, "postgres", "postgres")
-    data = os.path.join(tmp, "data")
-    run_as_postgres([f"{bin_dir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"])
-    options = (f"-k {tmp} -c listen_addresses='' -c track_commit_timestamp=on -c shared_buffers=32MB "
-               "-c max_connections=60 -c wal_level=logical -c max_replication_slots=4 "
-               "-c max_wal_senders=4")
-    run_as_postgres([f"{bin_dir}/pg_ctl", "-D", data, "-o", options, "-l", f"{tmp}/log", "-w", "start"])
-    url = f"postgresql://postgres@/postgres?host={tmp}"
+    bin_dir, tmp, data, url = start_cluster("snowleak-bench-")
     try:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CREATE TABLE outbox (id BIGSERIAL PRIMARY KEY, payload text NOT NULL)")

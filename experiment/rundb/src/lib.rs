@@ -26,7 +26,7 @@ pub mod write;
 pub use rows::{
     ClientRequestRow, CursorFlagRow, DeliveryRow, FttDeleteRow, FttPushRow, FttRows, FttTrimRow,
     LogTruthRow, ObservationRow, PartitionDropRow, PollerRow, RequestRow, RunRow, StatusRow,
-    SweepRunRow, TruthAuthorRow, TruthRow, WriterBracketRow,
+    SweepRunRow, TruthAuthorRow, TruthRow, WatchStateRow, WriterBracketRow,
 };
 
 pub use tables::SideTable;

@@ -28,7 +28,7 @@
 
 pub use crate::tables::{
     ClientRequestRow, CursorFlagRow, DeliveryRow, FttDeleteRow, FttPushRow, FttRows, FttTrimRow,
-    LogTruthRow, PartitionDropRow, SweepRunRow, TruthAuthorRow, WriterBracketRow,
+    LogTruthRow, PartitionDropRow, SweepRunRow, TruthAuthorRow, WatchStateRow, WriterBracketRow,
 };
 
 /// A row of `runs`: one run of the experiment (or one `serve --truth`

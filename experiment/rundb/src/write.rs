@@ -467,6 +467,23 @@ pub fn side_rows<T: SideTable>(conn: &Connection, run_id: i64, rows: &[T]) -> Re
     Ok(())
 }
 
+/// Replaces run `run_id`'s rows of a side table with `rows` (`experiment
+/// watch`'s open rows and state, written again every few seconds).
+pub fn replace_side_rows<T: SideTable>(
+    conn: &Connection,
+    run_id: i64,
+    rows: &[T],
+) -> Result<(), Error> {
+    if crate::read::has_table(conn, T::NAME)? {
+        conn.execute(
+            &format!("DELETE FROM {} WHERE run_id = ?1", T::NAME),
+            [run_id],
+        )
+        .map_err(write_error)?;
+    }
+    side_rows(conn, run_id, rows)
+}
+
 /// Writes the FTT truth of run `run_id` ([`FttRows`]: its three tables, each
 /// created, rows or none), the deletions last, after the pushes.
 pub fn insert_ftt(conn: &Connection, run_id: i64, rows: &FttRows) -> Result<(), Error> {

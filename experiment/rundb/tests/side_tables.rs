@@ -43,6 +43,7 @@ fn each_side_table_creates_what_it_names_and_is_documented() {
         creates_its_name::<rundb::DeliveryRow>(&conn),
         creates_its_name::<TruthAuthorRow>(&conn),
         creates_its_name::<SweepRunRow>(&conn),
+        creates_its_name::<rundb::WatchStateRow>(&conn),
     ];
     assert_eq!(created, SIDE_TABLES);
     let docs = include_str!("../../../docs/rundb.md");

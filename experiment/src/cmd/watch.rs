@@ -1,6 +1,6 @@
 //! `experiment watch --target postgres:URL|mariadb:URL --table T [--key COL]
 //! [--delivered NAME=FILE]... [--expect-all] [--duration D] [--db FILE]
-//! [--metrics ADDR] [--max-slot-lag SIZE]`: records the truth of the user's
+//! [--metrics ADDR] [--max-slot-lag SIZE] [--settle-after D]`: records the truth of the user's
 //! own database while their own system runs (docs/log-truth.md, "Your own
 //! database"). The command only dispatches: `--target NAME:URL` picks the
 //! line of `targets::LOGS` that reads that database's log (its options
@@ -15,7 +15,8 @@ pub use crate::logtruth::watch::Watched;
 /// Watches the table until `--duration` or a signal and judges its
 /// consumers; `Err` is bad input or a failure (exit 2), with a slot watch
 /// made dropped.
-pub fn watch_command(args: WatchArgs) -> Result<Watched, String> {
+pub fn watch_command(mut args: WatchArgs) -> Result<Watched, String> {
+    args.resume = crate::logtruth::watch::resumable(&args)?;
     let target = check(&args)?;
     crate::logtruth::watch::watch(args, target)
 }

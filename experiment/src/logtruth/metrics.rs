@@ -2,10 +2,10 @@
 //! 0.0.4 (`--metrics ADDR`), the slot guard's size (`--max-slot-lag SIZE`)
 //! and the live line on stderr.
 //!
-//! Every [`REFRESH`] the consumers are judged (`analysis::consumers`, the
-//! checker the end of the run uses) over what the run recorded so far in
-//! run.db, and the exposition is rendered once from that; a scrape only
-//! copies the last rendering. The format: one `# HELP` and one `# TYPE`
+//! Every [`REFRESH`] the watch's incremental checker (`analysis::settle`,
+//! whose verdicts the end of the run gives) says its verdicts so far, and
+//! the exposition is rendered once from that; a scrape only copies the last
+//! rendering. The format: one `# HELP` and one `# TYPE`
 //! line a metric, then its samples `name{label="value"} value`, label
 //! values with `\`, `"` and newlines escaped, help text with `\` and
 //! newlines, each line ended by `\n` (Prometheus docs, "Exposition
@@ -14,11 +14,10 @@
 
 pub use crate::logtruth::source::{SlotStatus, parse_size};
 use analysis::consumers::Judged;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How often the consumers are judged again (metrics and live line).
+/// How often the verdicts are taken again (metrics and live line).
 pub const REFRESH: Duration = Duration::from_secs(2);
 
 /// How often the live line is printed when no verdict changed.
@@ -170,21 +169,15 @@ impl Default for Live {
 }
 
 impl Live {
-    /// Judges run `run_id` of `db` again if [`REFRESH`] has passed:
-    /// renders the exposition and prints the live line when a verdict
-    /// changed or [`LINE_EVERY`] has passed.
-    pub fn tick(&mut self, db: &Path, run_id: i64, names: &[String], slot: Option<SlotStatus>) {
+    /// Takes the verdicts so far (`judge`) again if [`REFRESH`] has
+    /// passed: renders the exposition and prints the live line when a
+    /// verdict changed or [`LINE_EVERY`] has passed.
+    pub fn tick(&mut self, judge: impl FnOnce() -> Judged, slot: Option<SlotStatus>) {
         if self.refreshed.is_some_and(|at| at.elapsed() < REFRESH) {
             return;
         }
         self.refreshed = Some(Instant::now());
-        let judged = match crate::logtruth::verdict::judge(db, run_id, names) {
-            Ok(j) => j,
-            Err(e) => {
-                eprintln!("watch: the live tally is not refreshed: {e}");
-                return;
-            }
-        };
+        let judged = judge();
         *self.body.lock().unwrap() = encode(&families(&judged, slot));
         let verdicts: Vec<String> = judged
             .consumers

@@ -100,13 +100,14 @@ pub type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// watch's log, opened: the slot, or the binlog's dump.
 pub trait WatchSource {
-    /// Reads the log up to where it ends now, recording each batch (a slot
-    /// only when it is due, or `last`).
+    /// Reads the log up to where it ends now, its truth rows added to
+    /// `into` (a slot only when it is due, or `last`); `true` when it did
+    /// (every row committed before the call is then in `into` or before).
     fn drain<'a>(
         &'a mut self,
-        sender: &'a RecordSender,
+        into: &'a mut Vec<rundb::LogTruthRow>,
         last: bool,
-    ) -> Boxed<'a, Result<(), String>>;
+    ) -> Boxed<'a, Result<bool, String>>;
     /// Waits `period` before the next drain, reading the log meanwhile if
     /// its events come as the server writes them.
     fn wait(&mut self, period: Duration) -> Boxed<'_, Result<(), String>>;
@@ -210,6 +211,12 @@ pub struct WatchArgs {
     /// Stop after this long (else at Ctrl-C).
     #[arg(long, value_parser = since_id::time::parse_duration_ms)]
     pub duration: Option<u64>,
+    /// A row every consumer delivered is settled (folded into counts,
+    /// dropped from memory and run.db) once it committed this long before
+    /// the newest time watch read; a transaction that commits later than
+    /// this after a higher key was delivered has its lag measured short.
+    #[arg(long, value_parser = since_id::time::parse_duration_ms, default_value = "60s")]
+    pub settle_after: u64,
     /// Serve GET /metrics (Prometheus text format 0.0.4) on this address
     /// while watch runs, e.g. 127.0.0.1:9464.
     #[arg(long, value_name = "ADDR")]
@@ -219,7 +226,19 @@ pub struct WatchArgs {
     /// E.g. 64MiB, 1GiB.
     #[arg(long, value_name = "SIZE")]
     pub max_slot_lag: Option<String>,
-    /// The run database (a run is added to it).
+    /// The run database (a run is added to it; the last watch run there
+    /// with the same flags is resumed).
     #[arg(long, default_value = "data/watch.db")]
     pub db: PathBuf,
+    /// The run this one resumes (`logtruth::watch::resumable`), found before
+    /// the source opens.
+    #[arg(skip)]
+    pub resume: Option<Resumed>,
+}
+
+/// A watch run to continue: its id and its `watch_state`.
+#[derive(Clone, Debug)]
+pub struct Resumed {
+    pub run_id: i64,
+    pub state: serde_json::Value,
 }

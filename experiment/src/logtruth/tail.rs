@@ -126,6 +126,8 @@ pub struct Tail {
     pub path: PathBuf,
     key_column: String,
     offset: u64,
+    /// Where the line being read starts: the end of the last complete line.
+    line_start: u64,
     /// The end of the file not yet ended by a newline.
     partial: Vec<u8>,
     /// The partial line is over [`MAX_LINE`]: garbage, its rest skipped.
@@ -140,6 +142,7 @@ impl Tail {
             path,
             key_column: key_column.into(),
             offset: 0,
+            line_start: 0,
             partial: Vec::new(),
             overlong: false,
             lines: 0,
@@ -182,8 +185,25 @@ impl Tail {
             std::io::BufRead::consume(&mut reader, n);
         }
         self.offset = end;
+        self.line_start = end;
         self.lines = lines;
         Ok(())
+    }
+
+    /// Where the next line starts and how many lines came before it: what
+    /// [`Tail::resume_at`] takes (a watch resumed).
+    pub fn position(&self) -> (u64, i64) {
+        (self.line_start, self.lines)
+    }
+
+    /// Reads on from `offset`, the start of line `lines + 1`, as
+    /// [`Tail::position`] gave it.
+    pub fn resume_at(&mut self, offset: u64, lines: i64) {
+        self.offset = offset;
+        self.line_start = offset;
+        self.lines = lines;
+        self.partial.clear();
+        self.overlong = false;
     }
 
     /// Lines read so far (blank and header lines too).
@@ -223,20 +243,24 @@ impl Tail {
         file.seek(SeekFrom::Start(self.offset))
             .and_then(|_| file.by_ref().take(want).read_to_end(&mut bytes))
             .map_err(|e| format!("--delivered {}: cannot read {shown}: {e}", self.name))?;
+        let mut at = self.offset;
         self.offset += bytes.len() as u64;
         let more = self.offset < len;
         let mut rows = Vec::new();
         for piece in bytes.split_inclusive(|&b| b == b'\n') {
+            at += piece.len() as u64;
             match piece.strip_suffix(b"\n") {
                 Some(end) => {
                     self.push(end);
                     self.finish_line(now_ms, &mut rows);
+                    self.line_start = at;
                 }
                 None => self.push(piece),
             }
         }
         if last && !more && (!self.partial.is_empty() || self.overlong) {
             self.finish_line(now_ms, &mut rows);
+            self.line_start = self.offset;
         }
         Ok((rows, more))
     }
@@ -343,6 +367,26 @@ mod tests {
         let keys: Vec<(i64, Option<&str>)> =
             rows.iter().map(|r| (r.line, r.key.as_deref())).collect();
         assert_eq!(keys, [(4, Some("33")), (5, Some("4"))]);
+    }
+
+    #[test]
+    fn a_tail_resumed_at_its_position_reads_on_from_the_unfinished_line() {
+        let dir = testkit::temp_dir("tail-resume");
+        let path = dir.join("out.csv");
+        std::fs::write(&path, "1\n2\n3").unwrap();
+        let mut tail = Tail::new("relay", path.clone(), "id");
+        let (rows, _) = tail.read(1, false).unwrap();
+        assert_eq!(rows.len(), 2);
+        // Where line 3 starts, after two lines: what a resumed watch stored.
+        assert_eq!(tail.position(), (4, 2));
+        std::fs::write(&path, "1\n2\n33\n4\n").unwrap();
+        let mut resumed = Tail::new("relay", path, "id");
+        resumed.resume_at(4, 2);
+        let (rows, _) = resumed.read(2, false).unwrap();
+        let keys: Vec<(i64, Option<&str>)> =
+            rows.iter().map(|r| (r.line, r.key.as_deref())).collect();
+        assert_eq!(keys, [(3, Some("33")), (4, Some("4"))]);
+        assert_eq!(resumed.position(), (9, 4));
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub fn judge(
     let conn = rundb::read::open(db)?;
     let run = rundb::read::run(&conn, run_id)?
         .ok_or_else(|| format!("{} holds no run {run_id}", db.display()))?;
+    // A watch run folded its settled rows: its stored checker judges it.
+    if let Some(checker) = analysis::settle::stored::watch_checker(&conn, run_id)? {
+        return Ok(checker.judged());
+    }
     let truth = rundb::read::side_rows::<rundb::LogTruthRow>(&conn, run_id)?;
     let deliveries = rundb::read::side_rows::<rundb::DeliveryRow>(&conn, run_id)?;
     drop(conn);

@@ -1,6 +1,6 @@
 //! `experiment watch --target postgres:URL|mariadb:URL --table T [--key COL]
 //! [--delivered NAME=FILE]... [--expect-all] [--duration D] [--db FILE]
-//! [--metrics ADDR] [--max-slot-lag SIZE]`:
+//! [--metrics ADDR] [--max-slot-lag SIZE] [--settle-after D]`:
 //! records the truth of the user's own database while their own system
 //! runs (docs/log-truth.md, "Your own database"). One skeleton, two log
 //! sources:
@@ -15,33 +15,101 @@
 //! starts, then the source is opened: a row committed after the source's
 //! start is delivered after the files' start. Every [`PERIOD`] the files
 //! are read, then the log up to where it ends at that moment (the binlog is
-//! also read between, as its events come), into run.db's
-//! `log_truth` and `log_deliveries` (the tables and `runs.target` of
-//! `experiment judge --log postgres|mariadb`, so `analyze` reads a watch
-//! run as a judge run); at `--duration` or Ctrl-C the files are read to
-//! their end, the log a last time, the source released, and each consumer
-//! judged (`analysis::consumers`). Meanwhile every few seconds the run so
-//! far is judged for the live line on stderr and `/metrics`
-//! ([`super::metrics`]), and a slot's retained WAL is held under `--max-slot-lag`.
+//! also read between, as its events come), and both fed to the incremental
+//! checker (`analysis::settle`: the log first, so that a delivered key's
+//! commit is known): a row every consumer delivered folds into counts once
+//! it is older than `--settle-after`, so memory and run.db stay flat however
+//! long watch runs. Every [`CHECKPOINT`] and at the end, run.db gets the
+//! checker's state (`watch_state`) and its open rows (`log_truth`, the
+//! table and `runs.target` of `experiment judge --log postgres|mariadb`,
+//! so `analyze` reads a watch run as a judge run, judged by the stored
+//! checker). At `--duration` or Ctrl-C the files are read to their end,
+//! the log a last time, the source released, and each consumer judged.
+//! Meanwhile every few seconds the checker's verdicts so far feed the live
+//! line on stderr and `/metrics` ([`super::metrics`]), and a slot's
+//! retained WAL is held under `--max-slot-lag`.
+//!
+//! Started again with the same `--db`, `--target`, `--table`, `--key`,
+//! `--delivered` and `--slot` (not `--create-slot`: that slot is dropped at
+//! the end), watch resumes the last such run ([`resumable`]): its checker,
+//! each file from where it had read, the slot from its confirmed position,
+//! into a new run that names the one it continues (`resumed_from`). A
+//! MariaDB watch is not resumed (its source refuses in one line).
 
 use crate::clock::now_ms;
-use crate::logtruth::Counts;
-use crate::logtruth::source::{WatchArgs, WatchOpened, WatchOpening, WatchSource};
+use crate::logtruth::source::{Resumed, WatchArgs, WatchOpened, WatchOpening, WatchSource};
 use crate::logtruth::tail::{Tail, parse_delivered};
 use crate::record::{RecordSender, Recorder, RunRow};
 use crate::session::Shutdown;
+use analysis::settle::Checker;
+use rundb::{LogTruthRow, WatchStateRow};
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often the files are read and the log drained (a slot every
 /// `targets::postgres::slot::DRAIN_EVERY`, see there why): a delivery's time is
 /// known to within this.
 pub const PERIOD: Duration = Duration::from_millis(200);
 
+/// How often the checker's state and open rows are written to run.db: a
+/// watch killed without its last write resumes from the one before.
+pub const CHECKPOINT: Duration = Duration::from_secs(10);
+
 /// What watch found: one line a consumer, and whether any lost a row.
 pub struct Watched {
     pub lines: Vec<String>,
     pub any_invalid: bool,
+}
+
+/// The last run of `--db` this watch continues, if any: a watch run with
+/// the same target, table, key, consumers and slot that stored its state.
+pub fn resumable(args: &WatchArgs) -> Result<Option<Resumed>, String> {
+    if args.create_slot || !args.db.exists() {
+        return Ok(None);
+    }
+    let conn = rundb::read::open(&args.db)?;
+    let Some(&id) = rundb::read::run_ids(&conn)?.last() else {
+        return Ok(None);
+    };
+    let Some(run) = rundb::read::run(&conn, id)? else {
+        return Ok(None);
+    };
+    let config: serde_json::Value = serde_json::from_str(&run.config).unwrap_or_default();
+    if identity(args) != config["identity"] {
+        return Ok(None);
+    }
+    let Some(row) = rundb::read::side_rows::<WatchStateRow>(&conn, run.id)?
+        .into_iter()
+        .next()
+    else {
+        return Ok(None);
+    };
+    let state = serde_json::from_str(&row.state).map_err(|e| {
+        format!(
+            "{}: run {}: unreadable watch_state: {e}",
+            args.db.display(),
+            run.id
+        )
+    })?;
+    Ok(Some(Resumed {
+        run_id: run.id,
+        state,
+    }))
+}
+
+/// What makes two watch runs one watch resumed: the flags that say what is
+/// watched and who is judged.
+fn identity(args: &WatchArgs) -> serde_json::Value {
+    serde_json::json!({
+        "target": args.target,
+        "table": args.table,
+        "key": args.key,
+        "slot": args.slot,
+        "server_id": args.server_id,
+        "delivered": args.delivered,
+        "expect_all": args.expect_all,
+    })
 }
 
 /// Watches the table until `--duration` or a signal and judges its
@@ -55,7 +123,7 @@ pub fn watch(args: WatchArgs, target: WatchOpening) -> Result<Watched, String> {
     let runtime = crate::session::runtime()?;
     // Bound before the source opens: an address taken is refused before
     // a slot is made.
-    let mut live = super::metrics::Live::default();
+    let live = super::metrics::Live::default();
     if let Some(addr) = &args.metrics {
         super::metrics::serve(&runtime, addr, live.body.clone())?;
     }
@@ -63,14 +131,8 @@ pub fn watch(args: WatchArgs, target: WatchOpening) -> Result<Watched, String> {
         let _inside = runtime.enter();
         Shutdown::install("the last read of the files and the log")
     };
-    // The files first, then the log: a row committed after the log's
-    // start is delivered after the files' start.
-    let mut tails = Vec::new();
-    for (name, path) in &delivered {
-        let mut tail = Tail::new(name, path.clone(), &args.key);
-        tail.skip_existing()?;
-        tails.push(tail);
-    }
+    let names: Vec<String> = delivered.iter().map(|(n, _)| n.clone()).collect();
+    let (checker, tails) = start(&args, &delivered, &names)?;
     let opened = runtime.block_on(target)?;
     let WatchOpened {
         mut source,
@@ -80,29 +142,7 @@ pub fn watch(args: WatchArgs, target: WatchOpening) -> Result<Watched, String> {
         config,
         batch,
     } = opened;
-    let mut stored = serde_json::json!({
-        "watch": true,
-        "table": table,
-        "key": args.key,
-        "delivered": delivered.iter().map(|(n, f)| serde_json::json!({"name": n, "file": f})).collect::<Vec<_>>(),
-        "expect_all": args.expect_all,
-        "duration_ms": args.duration,
-        "period_ms": PERIOD.as_millis() as i64,
-    });
-    for (name, value) in config {
-        stored[name] = value;
-    }
-    let run = RunRow {
-        started_at_ms: now_ms(),
-        target: target.into(),
-        clock: "real".into(),
-        layout: "key".into(),
-        interval_ms: PERIOD.as_millis() as i64,
-        page_limit: batch,
-        config: stored.to_string(),
-        version: rundb::VERSION.into(),
-        ..RunRow::default()
-    };
+    let run = run_row(&args, &delivered, &table, target, config, batch);
     let recorder = match Recorder::create(&args.db, &run, &[]) {
         Ok(r) => r,
         Err(e) => {
@@ -113,24 +153,32 @@ pub fn watch(args: WatchArgs, target: WatchOpening) -> Result<Watched, String> {
     let run_id = recorder.run_id;
     let sender = recorder.sender();
     // The tables exist even when nothing arrives: the run was read.
-    sender.side(Vec::<rundb::LogTruthRow>::new());
+    sender.side(Vec::<LogTruthRow>::new());
     sender.side(Vec::<rundb::DeliveryRow>::new());
     eprintln!(
-        "watching {table} (key {}) {from}, recording run {run_id} to {}; Ctrl-C ends it",
+        "watching {table} (key {}) {from}, recording run {run_id} to {}{}; Ctrl-C ends it",
         args.key,
-        args.db.display()
+        args.db.display(),
+        match &args.resume {
+            Some(r) => format!(" (resuming run {})", r.run_id),
+            None => String::new(),
+        }
     );
-    let names: Vec<String> = delivered.iter().map(|(n, _)| n.clone()).collect();
-    let mut tick =
-        |source: &dyn WatchSource| live.tick(&args.db, run_id, &names, source.slot_status());
+    let mut w = Watching {
+        checker,
+        tails,
+        sender: &sender,
+        live,
+        saved: None,
+        pending: Vec::new(),
+    };
     let (ended, outcome) = runtime.block_on(follow(
         source.as_mut(),
-        &mut tails,
-        &sender,
+        &mut w,
         args.duration.map(Duration::from_millis),
         shutdown.requested.clone(),
-        &mut tick,
     ));
+    w.checkpoint();
     let counts = source.counts().clone();
     let released = runtime.block_on(source.release());
     drop(sender);
@@ -144,16 +192,157 @@ pub fn watch(args: WatchArgs, target: WatchOpening) -> Result<Watched, String> {
     verdicts(&args, run_id, &table, &delivered, &counts, ended)
 }
 
+/// The checker and the files' tails: the resumed run's, each file from
+/// where it had read; else new, each file from its end.
+fn start(
+    args: &WatchArgs,
+    delivered: &[(String, PathBuf)],
+    names: &[String],
+) -> Result<(Checker, Vec<Tail>), String> {
+    let mut tails = Vec::new();
+    for (name, path) in delivered {
+        tails.push(Tail::new(name, path.clone(), &args.key));
+    }
+    let Some(resumed) = &args.resume else {
+        // The files first, then the log: a row committed after the log's
+        // start is delivered after the files' start.
+        for tail in &mut tails {
+            tail.skip_existing()?;
+        }
+        let checker = Checker::new(
+            names,
+            args.expect_all,
+            &HashMap::new(),
+            args.settle_after as i64,
+        );
+        return Ok((checker, tails));
+    };
+    let state = &resumed.state;
+    let checker = Checker::from_value(state["checker"].clone())?;
+    for tail in &mut tails {
+        let file = state["files"]
+            .as_array()
+            .and_then(|f| f.iter().find(|f| f["name"] == tail.name.as_str()))
+            .ok_or_else(|| {
+                format!(
+                    "run {}: no position of --delivered {}",
+                    resumed.run_id, tail.name
+                )
+            })?;
+        let (offset, lines) = (file["offset"].as_u64(), file["lines"].as_i64());
+        tail.resume_at(offset.unwrap_or(0), lines.unwrap_or(0));
+    }
+    Ok((checker, tails))
+}
+
+/// The run's row: `runs.config` with the flags, the source's own and what
+/// makes a later watch resume it.
+fn run_row(
+    args: &WatchArgs,
+    delivered: &[(String, PathBuf)],
+    table: &str,
+    target: &str,
+    config: Vec<(&'static str, serde_json::Value)>,
+    batch: i64,
+) -> RunRow {
+    let mut stored = serde_json::json!({
+        "watch": true,
+        "table": table,
+        "key": args.key,
+        "delivered": delivered.iter().map(|(n, f)| serde_json::json!({"name": n, "file": f})).collect::<Vec<_>>(),
+        "expect_all": args.expect_all,
+        "duration_ms": args.duration,
+        "period_ms": PERIOD.as_millis() as i64,
+        "settle_after_ms": args.settle_after,
+        "identity": identity(args),
+        "resumed_from": args.resume.as_ref().map(|r| r.run_id),
+    });
+    for (name, value) in config {
+        stored[name] = value;
+    }
+    RunRow {
+        started_at_ms: now_ms(),
+        target: target.into(),
+        clock: "real".into(),
+        layout: "key".into(),
+        interval_ms: PERIOD.as_millis() as i64,
+        page_limit: batch,
+        config: stored.to_string(),
+        version: rundb::VERSION.into(),
+        ..RunRow::default()
+    }
+}
+
+/// `watch_state`'s JSON (docs/rundb.md).
+#[derive(serde::Serialize)]
+struct Saved<'a> {
+    checker: &'a Checker,
+    files: Vec<serde_json::Value>,
+}
+
+/// What a running watch holds: the checker, the files, where run.db is
+/// written, the live view, and when the state was last written.
+struct Watching<'a> {
+    checker: Checker,
+    tails: Vec<Tail>,
+    sender: &'a RecordSender,
+    live: super::metrics::Live,
+    saved: Option<Instant>,
+    /// Lines read since the log was last read to its end: the checker
+    /// takes them after the log rows committed before them.
+    pending: Vec<rundb::DeliveryRow>,
+}
+
+impl Watching<'_> {
+    /// Writes the checker's state, the files' positions and the open rows
+    /// to run.db (when no line read waits for the log: the positions are
+    /// then those of the lines the checker took).
+    fn checkpoint(&mut self) {
+        if !self.pending.is_empty() {
+            return;
+        }
+        self.saved = Some(Instant::now());
+        let files: Vec<serde_json::Value> = self
+            .tails
+            .iter()
+            .map(|t| {
+                let (offset, lines) = t.position();
+                serde_json::json!({"name": t.name, "offset": offset, "lines": lines})
+            })
+            .collect();
+        // Written straight to text: a JSON tree of the checker first would
+        // take several times its size for a moment every checkpoint.
+        let state = serde_json::to_string(&Saved {
+            checker: &self.checker,
+            files,
+        })
+        .expect("the state serializes");
+        self.sender.replace_side(self.checker.open_truth());
+        self.sender.replace_side(vec![WatchStateRow {
+            at_ms: now_ms(),
+            state,
+        }]);
+    }
+
+    /// The live view when due, the state when [`CHECKPOINT`] has passed.
+    fn tick(&mut self, source: &dyn WatchSource) {
+        let checker = &self.checker;
+        self.live.tick(|| checker.judged(), source.slot_status());
+        if self.saved.is_none_or(|at| at.elapsed() >= CHECKPOINT) {
+            self.checkpoint();
+        }
+    }
+}
+
 /// Reads the files and drains the log every [`PERIOD`] until `limit` or
-/// a signal, then the files to their end and the log a last time.
+/// a signal, then the files to their end and the log a last time, each
+/// read fed to the checker.
 /// Returns the run's end reason and whether every read succeeded.
 async fn follow(
     source: &mut dyn WatchSource,
-    tails: &mut [Tail],
-    sender: &RecordSender,
+    w: &mut Watching<'_>,
     limit: Option<Duration>,
     mut signal: tokio::sync::watch::Receiver<bool>,
-    tick: &mut impl FnMut(&dyn WatchSource),
 ) -> (&'static str, Result<(), String>) {
     let deadline = limit.map(|d| tokio::time::Instant::now() + d);
     loop {
@@ -172,34 +361,47 @@ async fn follow(
             _ = signal.changed() => Some("interrupted"),
         };
         // The files before the log: a key delivered was committed, so its
-        // row is in the log when the log is read after the file.
-        let read = read_files(tails, sender, ended.is_some());
-        let read = match read {
-            Ok(()) => source.drain(sender, ended.is_some()).await,
+        // row is in the log when the log is read to its end after the
+        // file; the checker takes the log first, and the lines once the
+        // log was read to its end after them (a slot is drained every
+        // second, the files read every period).
+        let mut truth = Vec::new();
+        let read = match read_files(&mut w.tails, ended.is_some()) {
+            Ok(lines) => {
+                w.pending.extend(lines);
+                source.drain(&mut truth, ended.is_some()).await
+            }
             Err(m) => Err(m),
         };
-        match (ended, read) {
-            (_, Err(m)) => return ("failed", Err(m)),
-            (Some(reason), Ok(())) => return (reason, Ok(())),
-            (None, Ok(())) => tick(source),
+        match read {
+            Ok(drained) => {
+                w.checker.log(&truth);
+                if drained {
+                    w.checker.deliver(&std::mem::take(&mut w.pending));
+                }
+            }
+            Err(m) => return ("failed", Err(m)),
+        }
+        match ended {
+            Some(reason) => return (reason, Ok(())),
+            None => w.tick(source),
         }
     }
 }
 
 /// Every file's new complete lines (with `last`, to its end).
-fn read_files(tails: &mut [Tail], sender: &RecordSender, last: bool) -> Result<(), String> {
+fn read_files(tails: &mut [Tail], last: bool) -> Result<Vec<rundb::DeliveryRow>, String> {
+    let mut out = Vec::new();
     for tail in tails {
         loop {
             let (rows, more) = tail.read(now_ms(), last)?;
-            if !rows.is_empty() {
-                sender.side(rows);
-            }
+            out.extend(rows);
             if !more {
                 break;
             }
         }
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Each consumer's verdict, from what the run recorded.
@@ -208,7 +410,7 @@ fn verdicts(
     run_id: i64,
     table: &str,
     delivered: &[(String, PathBuf)],
-    counts: &Counts,
+    counts: &crate::logtruth::Counts,
     ended: &str,
 ) -> Result<Watched, String> {
     let judged = crate::logtruth::verdict::read(&args.db, run_id, delivered)?;

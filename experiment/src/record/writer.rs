@@ -66,6 +66,8 @@ enum Record {
     },
     /// Rows of a side table ([`rundb::tables`]), in one batch.
     Side(Box<dyn SideBatch>),
+    /// Rows of a side table that replace the run's rows of it.
+    ReplaceSide(Box<dyn SideBatch>),
     /// `runs.config` again, with what only the run's end knows.
     Config(String),
     /// `runs.config`'s `machine_load` (JSON), set into the stored config.
@@ -82,11 +84,16 @@ enum Record {
 /// recorder knows no table by name.
 trait SideBatch: Send {
     fn write(&self, conn: &Connection, run_id: i64) -> Result<(), rundb::Error>;
+    fn replace(&self, conn: &Connection, run_id: i64) -> Result<(), rundb::Error>;
 }
 
 impl<T: SideTable> SideBatch for Vec<T> {
     fn write(&self, conn: &Connection, run_id: i64) -> Result<(), rundb::Error> {
         write::side_rows(conn, run_id, self)
+    }
+
+    fn replace(&self, conn: &Connection, run_id: i64) -> Result<(), rundb::Error> {
+        write::replace_side_rows(conn, run_id, self)
     }
 }
 
@@ -191,6 +198,12 @@ impl RecordSender {
         for chunk in chunks(rows) {
             self.send(Record::Side(Box::new(chunk)));
         }
+    }
+
+    /// Replaces the run's rows of a side table with `rows`, in one record
+    /// (one transaction): `experiment watch`'s open rows and state.
+    pub fn replace_side<T: SideTable>(&self, rows: Vec<T>) {
+        self.send(Record::ReplaceSide(Box::new(rows)));
     }
 
     /// Replaces the run's stored configuration (`runs.config`) with one that
@@ -567,6 +580,7 @@ impl Writer {
                 write::mark_cut(&self.conn, self.run_id, poller_id, cycle, page)?;
             }
             Record::Side(rows) => rows.write(&self.conn, self.run_id)?,
+            Record::ReplaceSide(rows) => rows.replace(&self.conn, self.run_id)?,
             Record::Config(config) => write::set_config(&self.conn, self.run_id, &config)?,
             Record::MachineLoad(json) => write::set_config_key(
                 &self.conn,

@@ -19,6 +19,7 @@ mod log_truth;
 mod partition_drops;
 mod sweep_run;
 mod truth_authors;
+mod watch_state;
 mod writer_brackets;
 
 pub use client_requests::ClientRequestRow;
@@ -29,6 +30,7 @@ pub use log_truth::LogTruthRow;
 pub use partition_drops::PartitionDropRow;
 pub use sweep_run::SweepRunRow;
 pub use truth_authors::TruthAuthorRow;
+pub use watch_state::WatchStateRow;
 pub use writer_brackets::WriterBracketRow;
 
 use rusqlite::{Connection, Row, Statement};
@@ -87,7 +89,7 @@ pub trait SideTable: Sized + Send + 'static {
 
 /// Every side table's name, in the order they were added (docs/rundb.md
 /// has a paragraph for each).
-pub const SIDE_TABLES: [&str; 11] = [
+pub const SIDE_TABLES: [&str; 12] = [
     WriterBracketRow::NAME,
     FttPushRow::NAME,
     FttTrimRow::NAME,
@@ -99,4 +101,5 @@ pub const SIDE_TABLES: [&str; 11] = [
     DeliveryRow::NAME,
     TruthAuthorRow::NAME,
     SweepRunRow::NAME,
+    WatchStateRow::NAME,
 ];

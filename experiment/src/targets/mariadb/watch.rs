@@ -19,7 +19,6 @@ use super::server::db_error;
 use super::{own, quote_ident};
 use crate::logtruth::Counts;
 use crate::logtruth::source::{Boxed, CONNECT_TIMEOUT_MS, WatchArgs, WatchOpened, WatchSource};
-use crate::record::RecordSender;
 use mysql_async::prelude::Queryable;
 use rundb::LogTruthRow;
 use std::time::Duration;
@@ -29,7 +28,7 @@ use std::time::Duration;
 /// numbered with. A primary drops the older of two dumps with one id.
 pub const DEFAULT_SERVER_ID: u32 = 1_734_921_553;
 
-/// Rows handed to the recorder at once, at most.
+/// Rows read between drains, at most (the rest waits in the stream).
 const BATCH: usize = 10_000;
 
 /// How long the binlog stream may stay silent while it owes events up to
@@ -79,6 +78,14 @@ pub(super) fn check(url: &str, args: &WatchArgs) -> Result<Checked, String> {
         return Err(format!(
             "--table {}: name its database (DB.T), or put it in the URL (mysql://USER@HOST/DB)",
             args.table
+        ));
+    }
+    if let Some(r) = &args.resume {
+        return Err(format!(
+            "{} holds watch run {} of this table: a MariaDB watch does not resume (watch \
+             keeps no binlog position); give another --db to start a new one",
+            args.db.display(),
+            r.run_id
         ));
     }
     let server_id = args.server_id.unwrap_or(DEFAULT_SERVER_ID);
@@ -222,11 +229,11 @@ impl Source {
         Ok(())
     }
 
-    /// Reads the binlog up to where the server says it ends now, recording
-    /// the truth a batch at a time.
-    pub(super) async fn drain(&mut self, sender: &RecordSender) -> Result<(), String> {
+    /// Reads the binlog up to where the server says it ends now, its truth
+    /// rows added to `into`; it always does (`true`).
+    pub(super) async fn drain(&mut self, into: &mut Vec<LogTruthRow>) -> Result<bool, String> {
         let end = self.dump.end().await?;
-        let mut rows = std::mem::take(&mut self.pending);
+        into.append(&mut self.pending);
         while self.dump.at < end {
             let event = tokio::time::timeout(STALL, self.dump.next(&self.decoder))
                 .await
@@ -240,16 +247,9 @@ impl Source {
                     )
                 })?
                 .map_err(|m| self.ended(m))?;
-            rows.extend(self.decoder.feed(event, self.dump.stamp_ms())?);
-            if rows.len() >= BATCH {
-                // The recorder's queue is bounded: a full queue waits here.
-                sender.side(std::mem::take(&mut rows));
-            }
+            into.extend(self.decoder.feed(event, self.dump.stamp_ms())?);
         }
-        if !rows.is_empty() {
-            sender.side(rows);
-        }
-        Ok(())
+        Ok(true)
     }
 
     /// The stream's failure, with its likeliest cause on a server others
@@ -272,10 +272,10 @@ impl Source {
 impl WatchSource for Source {
     fn drain<'a>(
         &'a mut self,
-        sender: &'a RecordSender,
+        into: &'a mut Vec<LogTruthRow>,
         _last: bool,
-    ) -> Boxed<'a, Result<(), String>> {
-        Box::pin(Source::drain(self, sender))
+    ) -> Boxed<'a, Result<bool, String>> {
+        Box::pin(Source::drain(self, into))
     }
 
     /// The binlog's events come as the server writes them, so they are read

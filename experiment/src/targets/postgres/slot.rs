@@ -110,10 +110,15 @@ impl Slot {
     /// connected to: it must exist, be a logical slot of `test_decoding`
     /// on this database, and be free (no other consumer streaming it:
     /// `active` in the system view `pg_replication_slots`, PostgreSQL
-    /// manual, "System Views"). What it holds from before is skipped
-    /// (`pg_replication_slot_advance` to the current WAL position): the
-    /// truth starts now. Nobody else should read it while it is drained.
-    pub async fn open(client: tokio_postgres::Client, name: &str) -> Result<Slot, String> {
+    /// manual, "System Views"). With `skip`, what it holds from before is
+    /// skipped (`pg_replication_slot_advance` to the current WAL position):
+    /// the truth starts now; without (a watch resumed), it is read from its
+    /// confirmed position. Nobody else should read it while it is drained.
+    pub async fn open(
+        client: tokio_postgres::Client,
+        name: &str,
+        skip: bool,
+    ) -> Result<Slot, String> {
         check_name(name)?;
         let Some(found) = find(&client, name).await? else {
             return Err(format!(
@@ -144,18 +149,20 @@ impl Slot {
                  and another --slot name)"
             ));
         }
-        client
-            .query_one(
-                "SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())::text",
-                &[&name],
-            )
-            .await
-            .map_err(|e| {
-                format!(
-                    "cannot skip what replication slot '{name}' held: {}",
-                    db_error(&e)
+        if skip {
+            client
+                .query_one(
+                    "SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())::text",
+                    &[&name],
                 )
-            })?;
+                .await
+                .map_err(|e| {
+                    format!(
+                        "cannot skip what replication slot '{name}' held: {}",
+                        db_error(&e)
+                    )
+                })?;
+        }
         Ok(Slot {
             client,
             name: name.into(),

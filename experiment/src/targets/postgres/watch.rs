@@ -13,8 +13,8 @@ use crate::logtruth::Counts;
 use crate::logtruth::source::{
     Boxed, CONNECT_TIMEOUT_MS, SlotStatus, WatchArgs, WatchOpened, WatchSource, parse_size,
 };
-use crate::record::RecordSender;
 use crate::servers::postgres::{connect, db_error};
+use rundb::LogTruthRow;
 use std::time::Instant;
 
 /// The options, checked before anything connects.
@@ -27,6 +27,8 @@ pub(super) struct Checked {
     create: bool,
     /// `--max-slot-lag`: the most WAL the slot may keep, in bytes.
     max_lag: Option<u64>,
+    /// A watch resumed: the slot is read from its confirmed position.
+    resume: bool,
 }
 
 /// The slot read, and whether watch made it (then it drops it).
@@ -68,6 +70,7 @@ pub(super) fn check(url: &str, args: &WatchArgs) -> Result<Checked, String> {
         slot,
         create: args.create_slot,
         max_lag: args.max_slot_lag.as_deref().map(parse_size).transpose()?,
+        resume: args.resume.is_some(),
     })
 }
 
@@ -82,6 +85,7 @@ pub(super) async fn open(c: Checked, key: String) -> Result<WatchOpened, String>
         slot: name,
         create,
         max_lag,
+        resume,
     } = c;
     let client = connect(&config)
         .await
@@ -109,7 +113,7 @@ pub(super) async fn open(c: Checked, key: String) -> Result<WatchOpened, String>
         }
         (Slot::create(client, &name).await?, true)
     } else {
-        (Slot::open(client, &name).await?, false)
+        (Slot::open(client, &name, !resume).await?, false)
     };
     Ok(WatchOpened {
         source: Box::new(Source {
@@ -141,23 +145,28 @@ pub(super) async fn open(c: Checked, key: String) -> Result<WatchOpened, String>
 }
 
 impl Source {
-    /// Takes batches from the slot until one is not full, recording each,
-    /// when [`slot::DRAIN_EVERY`] has passed since the last time, or `last`.
-    pub(super) async fn drain(&mut self, sender: &RecordSender, last: bool) -> Result<(), String> {
+    /// Takes batches from the slot until one is not full, their truth rows
+    /// added to `into`, when [`slot::DRAIN_EVERY`] has passed since the
+    /// last time, or `last`; whether it did.
+    pub(super) async fn drain(
+        &mut self,
+        into: &mut Vec<LogTruthRow>,
+        last: bool,
+    ) -> Result<bool, String> {
         if !last
             && self
                 .drained_at
                 .is_some_and(|at| at.elapsed() < slot::DRAIN_EVERY)
         {
-            return Ok(());
+            return Ok(false);
         }
         self.drained_at = Some(Instant::now());
         self.slot
-            .drain_all(&mut self.decoder, |rows| sender.side(rows))
+            .drain_all(&mut self.decoder, |rows| into.extend(rows))
             .await?;
         let (retained, position) = self.slot.status().await?;
         self.status = Some(SlotStatus { retained, position });
-        self.guard(retained)
+        self.guard(retained).map(|()| true)
     }
 
     /// `--max-slot-lag`: a warning once past half of it; past it, an
@@ -211,10 +220,10 @@ impl Source {
 impl WatchSource for Source {
     fn drain<'a>(
         &'a mut self,
-        sender: &'a RecordSender,
+        into: &'a mut Vec<LogTruthRow>,
         last: bool,
-    ) -> Boxed<'a, Result<(), String>> {
-        Box::pin(Source::drain(self, sender, last))
+    ) -> Boxed<'a, Result<bool, String>> {
+        Box::pin(Source::drain(self, into, last))
     }
 
     /// The slot is only read when drained.

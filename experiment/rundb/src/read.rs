@@ -298,6 +298,11 @@ pub fn for_each_truth<E: From<Error>>(
     )
 }
 
+/// The columns [`request`] reads a request row from, in its order.
+pub(crate) const REQUEST_COLUMNS: &str = "id, poller_id, cycle, page, sent_at_ms, received_at_ms, \
+     since_id, since_key, before_id, before_key, page_limit, retrieved_at_ms, http_status, error, \
+     items, new_items, bytes, reordered, overflow, wait_ms";
+
 /// Lends each request of run `run_id` to `f`, in the order they were recorded.
 pub fn for_each_request<E: From<Error>>(
     conn: &Connection,
@@ -306,10 +311,7 @@ pub fn for_each_request<E: From<Error>>(
 ) -> Result<(), E> {
     for_each_row(
         conn,
-        "SELECT id, poller_id, cycle, page, sent_at_ms, received_at_ms, since_id, since_key,
-                before_id, before_key, page_limit, retrieved_at_ms, http_status, error, items,
-                new_items, bytes, reordered, overflow, wait_ms
-         FROM requests WHERE run_id = ?1 ORDER BY id",
+        &format!("SELECT {REQUEST_COLUMNS} FROM requests WHERE run_id = ?1 ORDER BY id"),
         [run_id],
         |r| f(request(r).map_err(read_error)?),
     )

@@ -2,7 +2,7 @@
 //! run read a chunk at a time, each chunk one range of a primary key, so
 //! that memory holds a chunk, not the run.
 
-use super::{for_each_row, observation_at, read_error, request, truth};
+use super::{REQUEST_COLUMNS, for_each_row, observation_at, read_error, request, truth};
 use crate::Error;
 use crate::rows::{ObservationRow, RequestRow, TruthRow};
 use rusqlite::Connection;
@@ -19,10 +19,9 @@ pub fn for_each_request_in_chunk<E: From<Error>>(
 ) -> Result<(), E> {
     for_each_row(
         conn,
-        "SELECT id, poller_id, cycle, page, sent_at_ms, received_at_ms, since_id, since_key,
-                before_id, before_key, page_limit, retrieved_at_ms, http_status, error, items,
-                new_items, bytes, reordered, overflow, wait_ms
-         FROM requests WHERE run_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+        &format!(
+            "SELECT {REQUEST_COLUMNS} FROM requests WHERE run_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
+        ),
         rusqlite::params![run_id, after, limit as i64],
         |r| f(request(r).map_err(read_error)?),
     )

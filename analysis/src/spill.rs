@@ -6,14 +6,13 @@
 //! ([`Checker::misses_in_order`](crate::stream::Checker::misses_in_order)),
 //! one file a poller, and are read back each time the report lists them.
 //!
-//! Each file is unlinked as soon as it is made: it is gone when the process
+//! Each file is made already unlinked (`tempfile::tempfile`): it is gone when the process
 //! ends, however it ends.
 
 use crate::diff::Cause;
 use crate::stream::HandedMiss;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A miss on disk: its key (16 bytes, little-endian) and its cause.
 const RECORD: usize = 17;
@@ -37,29 +36,6 @@ pub struct Misses {
     files: Vec<(u8, File, u64)>,
 }
 
-/// A new file in the system's temporary directory, already unlinked.
-fn anonymous() -> io::Result<File> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir();
-    loop {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!("snowleak-misses-{}-{n}", std::process::id()));
-        match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-        {
-            Ok(f) => {
-                std::fs::remove_file(&path)?;
-                return Ok(f);
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    }
-}
-
 impl Spill {
     pub fn new(pollers: usize) -> Spill {
         Spill {
@@ -72,7 +48,7 @@ impl Spill {
         let (file, n) = &mut self.files[m.poller as usize];
         let out = match file {
             Some(out) => out,
-            None => file.insert(BufWriter::with_capacity(1 << 16, anonymous()?)),
+            None => file.insert(BufWriter::with_capacity(1 << 16, tempfile::tempfile()?)),
         };
         let mut rec = [0u8; RECORD];
         rec[..16].copy_from_slice(&m.key.to_le_bytes());

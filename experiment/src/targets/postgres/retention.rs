@@ -101,18 +101,10 @@ impl Rounds for PgRounds {
         };
         if let Some(bound) = job.next_bound(crate::clock::now_ms(), max_id) {
             let part = job.plan.next_partition(bound);
-            let overtaken: bool = client
-                .query_one(&partition_sql::in_default(&part), &[])
+            client
+                .batch_execute(&partition_sql::split_default(&part))
                 .await
-                .map_err(e)?
-                .get(0);
-            let sql = if overtaken {
-                tracing::info!(partition = %part.name, "partition made out of the default one");
-                partition_sql::split_default(&part)
-            } else {
-                partition_sql::create(&part)
-            };
-            client.batch_execute(&sql).await.map_err(e)?;
+                .map_err(e)?;
             job.plan.added(part);
             lock(out).added += 1;
         }

@@ -240,20 +240,12 @@ pub mod partition_sql {
         )
     }
 
-    /// Whether the `DEFAULT` partition holds rows of its range: the
-    /// writers passed the partition ahead before it was made (a late
-    /// round, a burst), and it cannot be made as it is (PostgreSQL manual,
-    /// `CREATE TABLE`, "PARTITION OF": the default partition must hold no
-    /// row of the new one).
-    pub fn in_default(p: &Partition) -> String {
-        format!(
-            "SELECT EXISTS (SELECT 1 FROM events_pmax WHERE id >= {} AND id < {})",
-            p.lo, p.hi
-        )
-    }
-
     /// Creates it out of the `DEFAULT` partition, as MariaDB's `REORGANIZE
-    /// PARTITION pmax` does: the default detached, the partition created, its
+    /// PARTITION pmax` does. The writers may already have passed it (a late
+    /// round, a burst), and a plain `CREATE` then fails, since the default
+    /// must hold no row of the new partition (PostgreSQL manual, `CREATE
+    /// TABLE`, "PARTITION OF"); a check before it would race the writers'
+    /// next insert. So, always: the default detached, the partition created, its
     /// rows moved from the default into it, the default attached again, all
     /// in one transaction (a simple query's statements are one, PostgreSQL
     /// manual 55.2.2.1, "Multiple Statements in a Simple Query"), so a

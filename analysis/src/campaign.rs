@@ -250,7 +250,10 @@ pub fn summarize_with(results: &[RunResult], margin: Option<f64>) -> Summary {
     }
     let writers = writers(results);
     let latency_outliers = latency(results, &writers, &mut rows);
-    let comparisons = compare(&rows, &scales, margin);
+    // The first combination run, not the first row's: a combination of the
+    // writers alone (no poller) has no row, and is still every key's first value.
+    let first = results.first().map_or("", |r| r.combination.as_str());
+    let comparisons = compare(first, &rows, &scales, margin);
     let drift = drift(results, &rows);
     Summary {
         rows,
@@ -414,11 +417,8 @@ fn settings(label: &str) -> Vec<(&str, &str)> {
 ///
 /// `scales[i]` is row i's unit's row count (100,000 or 1,000); `margin`
 /// the equivalence margin stated before the runs.
-fn compare(rows: &[Row], scales: &[f64], margin: Option<f64>) -> Vec<Comparison> {
-    let Some(first) = rows.first() else {
-        return Vec::new();
-    };
-    let baseline = settings(&first.combination);
+fn compare(first: &str, rows: &[Row], scales: &[f64], margin: Option<f64>) -> Vec<Comparison> {
+    let baseline = settings(first);
     let find = |combination: &str, poller: &str| {
         rows.iter()
             .position(|r| r.combination == combination && r.poller == poller)
@@ -809,6 +809,52 @@ mod tests {
                     && (c.against_combination == against || c.against_poller == against)
             })
             .unwrap_or_else(|| panic!("no {combination} {poller} against {against}: {s:?}"))
+    }
+
+    /// The writers alone first (no poller, so no row): each poller set is
+    /// still compared with the set one key back at its first value, `none`.
+    #[test]
+    fn a_first_combination_without_pollers_is_still_the_reference() {
+        let mut results = Vec::new();
+        for (combination, pollers) in [
+            ("poller=none,id-poller=none", 0),
+            ("poller=none,id-poller=incrementing", 1),
+            ("poller=naive,id-poller=none", 1),
+            ("poller=naive,id-poller=incrementing", 2),
+        ] {
+            for seed in 1..=3 {
+                let mut r = run(combination, seed, [seed, seed], 100_000, false);
+                r.pollers.truncate(pollers);
+                if combination.ends_with("id-poller=incrementing") {
+                    r.pollers.last_mut().unwrap().poller = "incrementing".into();
+                }
+                results.push(r);
+            }
+        }
+        let s = summarize(&results);
+        let against = |combination: &str, poller: &str| -> Vec<String> {
+            s.comparisons
+                .iter()
+                .filter(|c| c.combination == combination && c.poller == poller)
+                .map(|c| format!("{} {}", c.against_combination, c.against_poller))
+                .collect()
+        };
+        assert_eq!(
+            against("poller=naive,id-poller=none", "naive"),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            against("poller=naive,id-poller=incrementing", "naive"),
+            ["poller=naive,id-poller=none naive"]
+        );
+        assert_eq!(
+            against("poller=naive,id-poller=incrementing", "incrementing"),
+            [
+                "poller=none,id-poller=incrementing incrementing",
+                "poller=naive,id-poller=incrementing naive"
+            ]
+        );
+        assert_eq!(s.writers.len(), 4, "the writers alone have their line");
     }
 
     /// Two keys varied: each cell is compared with the cell one key back at

@@ -16,6 +16,14 @@ pub type FlagPair = (String, Option<String>);
 /// Run flags a campaign sets itself or holds fixed: never varied.
 const FIXED: [&str; 5] = ["target", "seed", "db", "clock", "start"];
 
+/// The repeatable run flags whose `--vary` value names a set of them:
+/// several `+`-joined (`incrementing+kafka-connect`), or `none` for none.
+/// `none` never means the target's default pollers: a combination left with
+/// no poller of either kind runs the writers alone (`--no-pollers`). A
+/// poller's footprint is measured by varying the set around it, with the
+/// writers alone as the control, in one interleaved campaign.
+const SETS: [&str; 2] = ["poller", "id-poller"];
+
 /// One `--vary`: a run flag (`interval`) or a `--set` key (`set:NAME`), and
 /// the values it takes, in the order given.
 #[derive(Clone, Debug, PartialEq)]
@@ -77,7 +85,8 @@ impl Combination {
     }
 
     /// `base` with this combination's values: a flag's given value is
-    /// replaced, a `--set NAME=...` replaced by the combination's.
+    /// replaced, a `--set NAME=...` replaced by the combination's, and a
+    /// set of pollers ([`SETS`]) replaces every one given.
     pub fn apply(&self, base: &[FlagPair]) -> Vec<FlagPair> {
         let mut flags = base.to_vec();
         for (key, value) in &self.settings {
@@ -92,9 +101,22 @@ impl Combination {
                 None => {
                     let flag = format!("--{key}");
                     flags.retain(|(f, _)| *f != flag);
-                    flags.push((flag, Some(value.clone())));
+                    let values: Vec<&str> = match SETS.contains(&key.as_str()) {
+                        true if value == "none" => Vec::new(),
+                        true => value.split('+').collect(),
+                        false => vec![value],
+                    };
+                    flags.extend(values.into_iter().map(|v| (flag.clone(), Some(v.into()))));
                 }
             }
+        }
+        let emptied = self
+            .settings
+            .iter()
+            .any(|(k, v)| SETS.contains(&k.as_str()) && v == "none");
+        let pollers = |f: &FlagPair| SETS.iter().any(|k| f.0 == format!("--{k}"));
+        if emptied && !flags.iter().any(pollers) {
+            flags.push(("--no-pollers".into(), None));
         }
         flags
     }
@@ -154,7 +176,7 @@ mod tests {
 
     fn flags(name: &str) -> Option<bool> {
         match name {
-            "interval" | "limit" | "set" => Some(true),
+            "interval" | "limit" | "set" | "poller" | "id-poller" => Some(true),
             "dry-run" => Some(false),
             _ => None,
         }
@@ -231,5 +253,46 @@ mod tests {
         );
         assert_eq!(combinations(&[])[0].db(out, 3), out.join("seed-3.db"));
         assert_eq!(combinations(&[]).len(), 1);
+    }
+
+    /// A poller set: each `+`-joined poller is one flag, `none` none, and
+    /// either replaces every one given; a flag that is no set keeps its `+`.
+    #[test]
+    fn a_poller_set_replaces_every_poller_given() {
+        let varies = [parse_vary("id-poller=none,incrementing+behind:n=20", flags).unwrap()];
+        let all = combinations(&varies);
+        let base: Vec<FlagPair> = vec![
+            ("--poller".into(), Some("naive".into())),
+            ("--id-poller".into(), Some("kafka-connect".into())),
+        ];
+        assert_eq!(argv(&all[0].apply(&base)), ["--poller", "naive"]);
+        assert_eq!(
+            argv(&all[1].apply(&base)),
+            [
+                "--poller",
+                "naive",
+                "--id-poller",
+                "incrementing",
+                "--id-poller",
+                "behind:n=20"
+            ]
+        );
+        assert_eq!(
+            all[1].db(Path::new("out"), 1),
+            Path::new("out").join("id-poller=incrementing_behind_n=20/seed-1.db")
+        );
+        // No poller of either kind left: the writers alone, never the defaults.
+        let both = [
+            parse_vary("poller=none", flags).unwrap(),
+            parse_vary("id-poller=none,incrementing", flags).unwrap(),
+        ];
+        let alone = combinations(&both);
+        assert_eq!(argv(&alone[0].apply(&base)), ["--no-pollers"]);
+        assert_eq!(
+            argv(&alone[1].apply(&base)),
+            ["--id-poller", "incrementing"]
+        );
+        let one = combinations(&[parse_vary("limit=1+2", flags).unwrap()]);
+        assert_eq!(argv(&one[0].apply(&base))[4..], ["--limit", "1+2"]);
     }
 }

@@ -320,13 +320,7 @@ fn column(machines: &[String]) -> String {
 }
 
 /// The lines after the table: machines, the machine test, what did not finish.
-fn tail(
-    plan: &Plan,
-    dir: &str,
-    machines: &[MachineRuns],
-    effects: &[Effect],
-    not_done: &[NotDone],
-) -> String {
+fn tail(plan: &Plan, machines: &[MachineRuns], effects: &[Effect], not_done: &[NotDone]) -> String {
     let mut o = String::from("machines (load average when a run started):\n");
     for m in machines {
         o.push_str(&format!(
@@ -398,10 +392,13 @@ fn tail(
         ));
     }
     if !not_done.is_empty() {
+        // The plan's own directory, where its slurm.sh is (the merge's
+        // argument is a kept file's path when `sweep report` prints this).
         let indices: Vec<usize> = not_done.iter().map(|n| n.index).collect();
         o.push_str(&format!(
-            "run them again: sbatch --array={} {dir}/slurm.sh (or experiment sweep run {dir} --index N each)\n",
-            ranges(&indices)
+            "run them again: sbatch --array={} {at}/slurm.sh (or experiment sweep run {at} --index N each)\n",
+            ranges(&indices),
+            at = plan.dir
         ));
     }
     o
@@ -469,7 +466,6 @@ impl<'a, R> Beside<'a, R> {
         text.push_str(&with_column(table, "machines", &column_values));
         text.push_str(&tail(
             self.plan,
-            self.dir,
             &self.machines,
             &self.effects,
             &self.not_done,

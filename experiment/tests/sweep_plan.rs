@@ -117,6 +117,11 @@ fn a_virtual_plan_run_in_any_order_merges_into_the_one_machine_summary_byte_for_
     assert_eq!(partial.status.code(), Some(1), "a run is missing");
     let v: Value = serde_json::from_slice(&partial.stdout).unwrap();
     assert_eq!(v["missing"][0]["index"], 4, "{v}");
+    let text = String::from_utf8(merge(&dir, false).stdout).unwrap();
+    assert!(
+        text.contains(&format!("sweep run {} --index N", dir.display())),
+        "the merge says how to run the missing one: {text}"
+    );
     assert_eq!(
         v["pollers"][0]["seeds"], 7,
         "the summary over the runs that finished"
@@ -518,7 +523,11 @@ fn the_kept_runs_make_the_merges_table_again(dir: &Path, scratch: &Path) {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    assert!(String::from_utf8_lossy(&o.stdout).contains("missing"));
+    let listed = String::from_utf8_lossy(&o.stdout);
+    assert!(listed.contains("missing"), "{listed}");
+    // A kept file runs nothing: no command to run them again (the merge,
+    // run on the plan's directory, gives one).
+    assert!(!listed.contains("run them again"), "{listed}");
     // An edited plan, a run of another cell, garbage: one line, exit 2.
     let mut edited = k.clone();
     edited["plan"]["duration"] = "1h".into();

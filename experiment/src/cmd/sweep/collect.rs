@@ -90,6 +90,7 @@ fn collect<R>(
         done: Vec::new(),
         failed: Vec::new(),
         partial: Vec::new(),
+        rerun_at: Some(dir.display().to_string()),
     };
     let out_of_range = |path: &Path, index: usize| {
         format!(

@@ -25,6 +25,10 @@ pub struct Collected<R> {
     pub failed: Vec<(usize, String, String)>,
     /// Aside files of attempts that did not finish: index, file name.
     pub partial: Vec<(usize, String)>,
+    /// The plan's directory as given, where the runs not done can run
+    /// again; none for the runs of a kept file (`sweep report`), which can
+    /// run nothing.
+    pub rerun_at: Option<String>,
 }
 
 /// The merge's output: its text, its JSON, and whether every run finished.
@@ -320,7 +324,13 @@ fn column(machines: &[String]) -> String {
 }
 
 /// The lines after the table: machines, the machine test, what did not finish.
-fn tail(plan: &Plan, machines: &[MachineRuns], effects: &[Effect], not_done: &[NotDone]) -> String {
+fn tail(
+    plan: &Plan,
+    rerun_at: Option<&str>,
+    machines: &[MachineRuns],
+    effects: &[Effect],
+    not_done: &[NotDone],
+) -> String {
     let mut o = String::from("machines (load average when a run started):\n");
     for m in machines {
         o.push_str(&format!(
@@ -391,14 +401,11 @@ fn tail(plan: &Plan, machines: &[MachineRuns], effects: &[Effect], not_done: &[N
             names.join(", ")
         ));
     }
-    if !not_done.is_empty() {
-        // The plan's own directory, where its slurm.sh is (the merge's
-        // argument is a kept file's path when `sweep report` prints this).
+    if let (false, Some(at)) = (not_done.is_empty(), rerun_at) {
         let indices: Vec<usize> = not_done.iter().map(|n| n.index).collect();
         o.push_str(&format!(
             "run them again: sbatch --array={} {at}/slurm.sh (or experiment sweep run {at} --index N each)\n",
-            ranges(&indices),
-            at = plan.dir
+            ranges(&indices)
         ));
     }
     o
@@ -466,6 +473,7 @@ impl<'a, R> Beside<'a, R> {
         text.push_str(&with_column(table, "machines", &column_values));
         text.push_str(&tail(
             self.plan,
+            self.collected.rerun_at.as_deref(),
             &self.machines,
             &self.effects,
             &self.not_done,

@@ -83,6 +83,7 @@ pub fn report_command(path: &Path, json: bool) -> Result<u8, String> {
             .collect(),
         failed: Vec::new(),
         partial: Vec::new(),
+        rerun_at: None,
     };
     let merged = merge::merge_campaign(&kept.plan, &path.display().to_string(), &c);
     if json {

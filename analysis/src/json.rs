@@ -237,7 +237,8 @@ pub struct LeakReport {
 }
 
 /// The leaks, each written as the JSON is serialized (a run can have a
-/// million: as strings all at once they cost about 300 bytes each).
+/// million: as strings all at once they cost about 300 bytes each). Those
+/// of a run judged streaming are read back from disk ([`Loaded::leaks`]).
 pub struct Leaks<'a> {
     loaded: &'a Loaded,
     analysis: &'a Analysis,
@@ -245,16 +246,24 @@ pub struct Leaks<'a> {
 
 impl Serialize for Leaks<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let (loaded, h) = (self.loaded, &self.loaded.history);
-        serializer.collect_seq(self.analysis.leaks().map(|i| LeakReport {
-            id: loaded.status_id(i.status).into_owned(),
-            id_time: rfc3339_ms(h.id_time_ms(i.status as usize)),
-            first_seen: i.first_seen_ms.map(rfc3339_ms),
-            seen_by: names(loaded, i.seen_by),
-            missed_by: names(loaded, i.leaked_by),
-            id_skew_ms: i.id_skew_ms,
-            required_k_ms: i.required_k_ms,
-        }))
+        use serde::ser::{Error, SerializeSeq};
+        let loaded = self.loaded;
+        let mut seq = serializer.serialize_seq(None)?;
+        for leak in loaded.leaks(self.analysis) {
+            let leak =
+                leak.map_err(|e| S::Error::custom(format!("cannot read the leaks back: {e}")))?;
+            let i = &leak.finding;
+            seq.serialize_element(&LeakReport {
+                id: leak.id.into_owned(),
+                id_time: rfc3339_ms(leak.id_time_ms),
+                first_seen: i.first_seen_ms.map(rfc3339_ms),
+                seen_by: names(loaded, i.seen_by),
+                missed_by: names(loaded, i.leaked_by),
+                id_skew_ms: i.id_skew_ms,
+                required_k_ms: i.required_k_ms,
+            })?;
+        }
+        seq.end()
     }
 }
 

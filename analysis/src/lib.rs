@@ -7,7 +7,7 @@
 //! - [`load`]: run.db (read-only) → [`history::History`]; [`load_stream`]: run.db read in time order into [`stream`].
 //! - [`diff`]: the pure checker: misses, leaks, late arrivals, skews, verdicts.
 //! - [`stream`]: the same check on records fed in time order, memory bounded by the horizon.
-//! - [`spill`]: a streamed run's misses that are not leaks, in temporary files, not in memory.
+//! - [`spill`]: a streamed run's misses that are not leaks, leaks and late arrivals, in temporary files, not in memory.
 //! - [`oracle`]: the oracle's cost (the floor of duplicates) and detection delays.
 //! - [`report`]: the text report; [`json`]: the `--json` output; [`plot`]: PNG and SVG plots.
 //! - [`history_builder`]: a run's records → [`history::History`], the one way it is built ([`load`] and `experiment sweep`).

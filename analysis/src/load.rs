@@ -64,9 +64,17 @@ pub struct Loaded {
     /// Judged streaming ([`crate::load_stream`]): `history` holds only the
     /// statuses the analysis names, and these are the run's own counts.
     pub totals: Option<Totals>,
-    /// Judged streaming: the misses that are not leaks, on disk (the
-    /// analysis's `other_misses` is then empty): see [`Loaded::other_misses`].
-    spilled: Option<crate::spill::Misses>,
+    /// Judged streaming: the misses that are not leaks and the leaks and
+    /// late arrivals, on disk (the analysis's `other_misses` and `items`
+    /// are then empty): see [`Loaded::other_misses`], [`Loaded::findings`].
+    on_disk: Option<OnDisk>,
+}
+
+/// What the report of a run judged streaming reads from disk
+/// ([`crate::spill`]), and what its findings' ticks are read from.
+pub(crate) struct OnDisk {
+    pub(crate) spilled: crate::spill::Spilled,
+    pub(crate) resolve: crate::stream::Resolve,
 }
 
 /// A miss that is not a leak, as the report lists it.
@@ -74,6 +82,15 @@ pub struct ShownMiss<'a> {
     pub id: Cow<'a, str>,
     pub poller: u8,
     pub cause: crate::diff::Cause,
+}
+
+/// A leak or late arrival, as the report lists it: its ID as the API wrote
+/// it, its ID time, and what [`crate::diff::Finding`] says of it (its
+/// `status` an index into the history, or 0 for one read from disk).
+pub struct ShownFinding<'a> {
+    pub id: Cow<'a, str>,
+    pub id_time_ms: i64,
+    pub finding: crate::diff::Finding,
 }
 
 /// A run's counts, kept when its history is not ([`Loaded::totals`]).
@@ -100,10 +117,10 @@ impl Loaded {
         history: History,
         last_activity_ms: Option<i64>,
         totals: Totals,
-        spilled: crate::spill::Misses,
+        on_disk: OnDisk,
     ) -> Loaded {
         Loaded {
-            spilled: Some(spilled),
+            on_disk: Some(on_disk),
             clients: vec![None; pollers.len()],
             run,
             pollers,
@@ -141,14 +158,53 @@ impl Loaded {
                 cause: m.cause,
             })
         });
-        let spilled = self.spilled.iter().flat_map(|s| s.iter()).map(|m| {
-            m.map(|m| ShownMiss {
-                id: Cow::Owned(self.history.layout.format(Id(m.key))),
-                poller: m.poller,
-                cause: m.cause,
+        let spilled = self
+            .on_disk
+            .iter()
+            .flat_map(|d| d.spilled.misses())
+            .map(|m| {
+                m.map(|m| ShownMiss {
+                    id: Cow::Owned(self.history.layout.format(Id(m.key))),
+                    poller: m.poller,
+                    cause: m.cause,
+                })
+            });
+        kept.chain(spilled)
+    }
+
+    /// The leaks and late arrivals, in the analysis's order (by ID time):
+    /// those of `a`, then those on disk (a run judged streaming). An I/O
+    /// error reading them back ends the list.
+    pub fn findings<'a>(
+        &'a self,
+        a: &'a crate::diff::Analysis,
+    ) -> impl Iterator<Item = std::io::Result<ShownFinding<'a>>> + 'a {
+        let kept = a.items.iter().map(|f| {
+            Ok(ShownFinding {
+                id: self.status_id(f.status),
+                id_time_ms: self.history.id_time_ms(f.status as usize),
+                finding: f.clone(),
+            })
+        });
+        let spilled = self.on_disk.iter().flat_map(|d| {
+            d.spilled.findings().map(|f| {
+                f.map(|f| ShownFinding {
+                    id: Cow::Owned(self.history.layout.format(Id(f.key))),
+                    id_time_ms: f.id_time_ms,
+                    finding: d.resolve.finding(0, &f),
+                })
             })
         });
         kept.chain(spilled)
+    }
+
+    /// The leaks of [`Loaded::findings`].
+    pub fn leaks<'a>(
+        &'a self,
+        a: &'a crate::diff::Analysis,
+    ) -> impl Iterator<Item = std::io::Result<ShownFinding<'a>>> + 'a {
+        self.findings(a)
+            .filter(|f| f.as_ref().map_or(true, |f| f.finding.leaked_by != 0))
     }
 
     /// Status `i`'s ID as the API wrote it: the layout's formatting of its
@@ -329,7 +385,7 @@ pub fn load_with(
         status_ids,
         last_activity_ms,
         totals: None,
-        spilled: None,
+        on_disk: None,
     })
 }
 

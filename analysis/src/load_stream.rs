@@ -15,9 +15,9 @@
 
 use crate::diff::Analysis;
 use crate::history_builder::parse_key;
-use crate::load::{LoadError, Loaded, Totals};
+use crate::load::{LoadError, Loaded, OnDisk, Totals};
 use crate::spill::Spill;
-use crate::stream::{Checker, Item, StreamRequest, TruthRow};
+use crate::stream::{Checker, Item, RequiredKs, StreamRequest, TruthRow};
 use rusqlite::Connection;
 use since_id::id::{Id, Layout};
 use std::cmp::Reverse;
@@ -186,18 +186,18 @@ pub fn load_with(
     let specs = pollers.iter().map(crate::load::poller_spec).collect();
     let has_truth = !truth.buf.is_empty();
     let mut c = Checker::new(layout.clone(), specs, run.interval_ms, has_truth);
-    c.hand_over_misses = true;
+    c.hand_over = true;
     let mut spill = Spill::new(pollers.len());
     let (read, checked) = std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Fed>>(IN_FLIGHT);
         let checking = scope.spawn(move || {
-            let mut ordered = Vec::new();
+            let (mut misses, mut found) = (Vec::new(), Vec::new());
             for batch in rx {
                 batch.into_iter().for_each(|f| f.to(&mut c));
-                c.misses_in_order(&mut ordered);
-                for m in ordered.drain(..) {
-                    spill.write(m)?;
-                }
+                c.misses_in_order(&mut misses);
+                misses.drain(..).try_for_each(|m| spill.miss(m))?;
+                c.findings_in_order(&mut found);
+                found.drain(..).try_for_each(|f| spill.finding(&f))?;
             }
             Ok::<_, std::io::Error>((c, spill))
         });
@@ -215,25 +215,42 @@ pub fn load_with(
             .unwrap_or_else(|e| std::panic::resume_unwind(e));
         (read, c)
     });
-    let spill_error = |e| LoadError(format!("cannot keep the misses in a temporary file: {e}"));
+    let spill_error = |e| {
+        LoadError(format!(
+            "cannot keep the misses and leaks in a temporary file: {e}"
+        ))
+    };
     let (c, mut spill) = checked.map_err(spill_error)?;
     let (mut totals, last_activity_ms) = match read? {
         Ok(read) => read,
         Err(why) => return Ok(Streaming::GaveUp(why)),
     };
     totals.truth_rows = c.truth_rows();
-    let s = c.finish();
+    let mut s = c.finish();
     if let Some(why) = s.inexact {
         return Ok(Streaming::GaveUp(why));
     }
     for &m in &s.last_misses {
-        spill.write(m).map_err(spill_error)?;
+        spill.miss(m).map_err(spill_error)?;
     }
-    let misses = spill.finish().map_err(spill_error)?;
+    for f in &s.last_findings {
+        spill.finding(f).map_err(spill_error)?;
+    }
+    let spilled = spill.finish().map_err(spill_error)?;
+    // What needs every finding: read them back once.
+    let mut ks = RequiredKs::default();
+    for f in spilled.findings() {
+        ks.add(&s.resolve.finding(0, &f.map_err(spill_error)?));
+    }
+    (s.analysis.k_to_catch_all_ms, s.analysis.required_k) = ks.finish();
     totals.seen = s.returned;
     totals.detection_delays = s.detection_delays;
     totals.lateness = has_truth.then_some(s.lateness);
-    let loaded = Loaded::streamed(run, pollers, s.history, last_activity_ms, totals, misses);
+    let kept = OnDisk {
+        spilled,
+        resolve: s.resolve,
+    };
+    let loaded = Loaded::streamed(run, pollers, s.history, last_activity_ms, totals, kept);
     Ok(Streaming::Judged(Box::new(loaded), Box::new(s.analysis)))
 }
 

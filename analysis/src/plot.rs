@@ -24,6 +24,7 @@ use crate::load::Loaded;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
+use std::cell::Cell;
 use std::error::Error;
 use std::path::Path;
 use std::sync::Once;
@@ -61,27 +62,96 @@ pub(crate) fn register() {
     });
 }
 
-/// What the plots draw, extracted once from the analysis.
-struct PlotData {
+/// What the plots draw, extracted once from the analysis. Nothing in it
+/// grows with the leaks (a run at 3,000/s has a million an hour): the
+/// required-k histogram is counted in two passes over the findings, and
+/// the leaks' points are read again as they are drawn
+/// ([`PlotData::leak_points`]; from disk for a run judged streaming).
+struct PlotData<'a> {
     run: i64,
-    /// (required_k in s, category) for leaks and late arrivals; see [`CATEGORIES`].
-    required_k: Vec<(f64, usize)>,
+    /// The required-k histogram of leaks and late arrivals.
+    required_k: RequiredKBins,
     /// Compensated pollers: (name, k in s).
     ks: Vec<(String, f64)>,
-    /// Leaks: (s since run start, id_skew_ms, index of its label in `leak_labels`). A
-    /// run at 3,000/s has a million leaks: one small index each, not one string.
-    leaks: Vec<(f64, f64, usize)>,
+    /// The leaks' frame: how many have a point, and their bounds.
+    leaks: LeakFrame,
     /// The leaks' caught-by labels, sorted, each once.
     leak_labels: Vec<String>,
+    /// Each caught-by mask's index in `leak_labels`.
+    label_of: Vec<(u64, usize)>,
     /// Visibility lateness in ms over truth statuses, ascending, as (value,
     /// how many): a run at 3,000/s has twelve million statuses and a few
     /// thousand distinct values (`f32`: a plot needs no more).
     lateness: Option<Vec<(f32, u64)>>,
     /// (k in s, label, missed, duplicates per new) for naive and compensated pollers.
     price: Vec<(f64, String, Option<u64>, f64)>,
+    loaded: &'a Loaded,
+    analysis: &'a Analysis,
 }
 
-fn extract(loaded: &Loaded, a: &Analysis) -> PlotData {
+/// The required-k histogram: its range, how many values, and per bin the
+/// count of each of [`CATEGORIES`].
+struct RequiredKBins {
+    lo: f64,
+    hi: f64,
+    n: usize,
+    counts: Vec<[u32; 3]>,
+}
+
+/// Bars of the required-k histogram.
+const BINS: usize = 40;
+
+/// The leaks plot's points: how many, and their bounds (x: seconds since
+/// the run started, y: id_skew_ms).
+struct LeakFrame {
+    n: usize,
+    xmin: f64,
+    xmax: f64,
+    ymin: f64,
+    ymax: f64,
+}
+
+/// A leak's point: (s since `start_ms`, id_skew_ms, the pollers that caught it).
+fn leak_point(start_ms: i64, i: &crate::diff::Finding) -> Option<(f64, f64, u64)> {
+    let t = i.visible_ms?;
+    let skew = i.id_skew_ms?;
+    Some(((t - start_ms) as f64 / 1000.0, skew as f64, i.seen_by))
+}
+
+/// A finding's required_k in s and its category ([`CATEGORIES`]).
+fn required_k_of(i: &crate::diff::Finding, compensated: u64) -> Option<(f64, usize)> {
+    let cat = if i.leaked_by & compensated != 0 {
+        0
+    } else if i.leaked_by != 0 {
+        1
+    } else {
+        2
+    };
+    i.required_k_ms.map(|k| (k as f64 / 1000.0, cat))
+}
+
+impl PlotData<'_> {
+    /// The leaks' points, in the analysis's order, read again. A read
+    /// error ends them and is kept in `failed`.
+    fn leak_points<'b>(
+        &'b self,
+        failed: &'b Cell<Option<String>>,
+    ) -> impl Iterator<Item = (f64, f64, u64)> + 'b {
+        let start = self.loaded.run.started_at_ms;
+        self.loaded
+            .leaks(self.analysis)
+            .map_while(move |l| match l {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    failed.set(Some(format!("cannot read the leaks back: {e}")));
+                    None
+                }
+            })
+            .filter_map(move |l| leak_point(start, &l.finding))
+    }
+}
+
+fn extract<'a>(loaded: &'a Loaded, a: &'a Analysis) -> Result<PlotData<'a>, Box<dyn Error>> {
     let h = &loaded.history;
     let ks: Vec<(String, f64)> = loaded
         .pollers
@@ -94,36 +164,41 @@ fn extract(loaded: &Loaded, a: &Analysis) -> PlotData {
         .enumerate()
         .filter(|(_, p)| p.k_ms.is_some())
         .fold(0, |m, (i, _)| m | 1 << i);
-    let required_k = a
-        .items
-        .iter()
-        .filter_map(|i| {
-            let cat = if i.leaked_by & compensated != 0 {
-                0
-            } else if i.leaked_by != 0 {
-                1
-            } else {
-                2
-            };
-            i.required_k_ms.map(|k| (k as f64 / 1000.0, cat))
-        })
-        .collect();
-    // Pass 1: each leak's place and who caught it (a poller mask); pass 2: one label per mask.
-    let raw: Vec<(f64, f64, u64)> = a
-        .leaks()
-        .filter_map(|i| {
-            let t = i.visible_ms?;
-            let skew = i.id_skew_ms?;
-            Some((
-                (t - loaded.run.started_at_ms) as f64 / 1000.0,
-                skew as f64,
-                i.seen_by,
-            ))
-        })
-        .collect();
-    let mut masks: Vec<u64> = raw.iter().map(|l| l.2).collect();
-    masks.sort_unstable();
-    masks.dedup();
+    let kmax = ks.iter().map(|k| k.1).fold(0.0, f64::max);
+    let start = loaded.run.started_at_ms;
+    // Pass 1: the histogram's range, the leaks' frame, who caught them.
+    let (mut lo, mut hi, mut n) = (0.0, kmax, 0usize);
+    let mut leaks = LeakFrame {
+        n: 0,
+        xmin: 0.0,
+        xmax: 1.0,
+        ymin: 0.0,
+        ymax: 1.0,
+    };
+    let mut masks = std::collections::BTreeSet::new();
+    for f in loaded.findings(a) {
+        let i = f?.finding;
+        if let Some((v, _)) = required_k_of(&i, compensated) {
+            (lo, hi, n) = (f64::min(lo, v), f64::max(hi, v), n + 1);
+        }
+        if let Some((t, skew, mask)) = (i.leaked_by != 0).then(|| leak_point(start, &i)).flatten() {
+            leaks.n += 1;
+            (leaks.xmin, leaks.xmax) = (f64::min(leaks.xmin, t), f64::max(leaks.xmax, t));
+            (leaks.ymin, leaks.ymax) = (f64::min(leaks.ymin, skew), f64::max(leaks.ymax, skew));
+            masks.insert(mask);
+        }
+    }
+    let hi = hi.max(1.0) * 1.08;
+    (leaks.xmax, leaks.ymax) = (leaks.xmax * 1.05, leaks.ymax * 1.35);
+    // Pass 2: the histogram's counts.
+    let width = (hi - lo) / BINS as f64;
+    let mut counts = vec![[0u32; 3]; BINS];
+    for f in loaded.findings(a) {
+        if let Some((v, cat)) = required_k_of(&f?.finding, compensated) {
+            let b = (((v - lo) / width) as usize).min(BINS - 1);
+            counts[b][cat] += 1;
+        }
+    }
     let label = |mask: u64| {
         let names = crate::json::names(loaded, mask);
         if names.is_empty() {
@@ -134,12 +209,11 @@ fn extract(loaded: &Loaded, a: &Analysis) -> PlotData {
     };
     let mut labelled: Vec<(String, u64)> = masks.iter().map(|&m| (label(m), m)).collect();
     labelled.sort();
-    let index_of = |mask: u64| labelled.iter().position(|l| l.1 == mask).unwrap_or(0);
-    let leaks = raw
+    let label_of = masks
         .iter()
-        .map(|&(t, skew, mask)| (t, skew, index_of(mask)))
+        .map(|&m| (m, labelled.iter().position(|l| l.1 == m).unwrap_or(0)))
         .collect();
-    let leak_labels = labelled.iter().map(|l| l.0.clone()).collect();
+    let leak_labels = labelled.into_iter().map(|l| l.0).collect();
     // A run judged streaming keeps no truth but the statuses it names: it
     // counted each lateness as it read the truth.
     let lateness = match &loaded.totals {
@@ -167,15 +241,18 @@ fn extract(loaded: &Loaded, a: &Analysis) -> PlotData {
             )
         })
         .collect();
-    PlotData {
+    Ok(PlotData {
         run: loaded.run.id,
-        required_k,
+        required_k: RequiredKBins { lo, hi, n, counts },
         ks,
         leaks,
         leak_labels,
+        label_of,
         lateness,
         price,
-    }
+        loaded,
+        analysis: a,
+    })
 }
 
 /// Draws `f` into `<dir>/<stem>.png` and `.svg`; returns the two paths.
@@ -208,7 +285,7 @@ pub fn write_all(
     register();
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("cannot create plot directory {}: {e}", dir.display()))?;
-    let d = extract(loaded, a);
+    let d = extract(loaded, a)?;
     let mut files = Vec::new();
     let mut notes = Vec::new();
     files.extend(both!(
@@ -274,17 +351,13 @@ where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE)?;
-    let values: Vec<f64> = d.required_k.iter().map(|v| v.0).collect();
-    let kmax = d.ks.iter().map(|k| k.1).fold(0.0, f64::max);
-    let lo = values.iter().copied().fold(0.0, f64::min);
-    let hi = values.iter().copied().fold(kmax, f64::max).max(1.0) * 1.08;
-    let bins = 40usize;
-    let width = (hi - lo) / bins as f64;
-    let mut counts = vec![[0u32; 3]; bins];
-    for &(v, cat) in &d.required_k {
-        let b = (((v - lo) / width) as usize).min(bins - 1);
-        counts[b][cat] += 1;
-    }
+    let RequiredKBins {
+        lo,
+        hi,
+        n,
+        ref counts,
+    } = d.required_k;
+    let (bins, width) = (BINS, (hi - lo) / BINS as f64);
     // Headroom above the bars for the legend and the k labels.
     let ymax = counts
         .iter()
@@ -293,14 +366,10 @@ where
         .unwrap_or(0)
         .max(1) as f64
         * 1.6;
-    let title = if d.required_k.is_empty() {
+    let title = if n == 0 {
         format!("Run {}: required k (no leaks or late arrivals)", d.run)
     } else {
-        format!(
-            "Run {}: required k of {} leaks and late arrivals",
-            d.run,
-            d.required_k.len()
-        )
+        format!("Run {}: required k of {} leaks and late arrivals", d.run, n)
     };
     let mut chart = ChartBuilder::on(root)
         .caption(title, caption_style())
@@ -372,17 +441,19 @@ where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE)?;
-    let xmax = d.leaks.iter().map(|l| l.0).fold(1.0, f64::max) * 1.05;
-    let xmin = d.leaks.iter().map(|l| l.0).fold(0.0, f64::min);
-    // Headroom above the points for the legend.
-    let ymax = d.leaks.iter().map(|l| l.1).fold(1.0, f64::max) * 1.35;
+    let LeakFrame {
+        n,
+        xmin,
+        xmax,
+        ymin,
+        ymax,
+    } = d.leaks;
     // Smaller marks when there are thousands, so that the density still shows.
-    let radius = if d.leaks.len() > 1000 { 3 } else { 5 };
-    let ymin = d.leaks.iter().map(|l| l.1).fold(0.0, f64::min);
-    let title = if d.leaks.is_empty() {
+    let radius = if n > 1000 { 3 } else { 5 };
+    let title = if n == 0 {
         format!("Run {}: leaks over the run (none)", d.run)
     } else {
-        format!("Run {}: {} leaks over the run", d.run, d.leaks.len())
+        format!("Run {}: {} leaks over the run", d.run, n)
     };
     let mut chart = ChartBuilder::on(root)
         .caption(title, caption_style())
@@ -400,6 +471,8 @@ where
         .y_label_formatter(&num)
         .draw()?;
     let labels = &d.leak_labels;
+    let failed = Cell::new(None);
+    let label_of = |mask: u64| d.label_of.iter().find(|l| l.0 == mask).map(|l| l.1);
     for (i, label) in labels.iter().enumerate() {
         let c = if label.ends_with("nobody") {
             LEAK
@@ -408,13 +481,15 @@ where
         };
         chart
             .draw_series(
-                d.leaks
-                    .iter()
-                    .filter(|l| l.2 == i)
+                d.leak_points(&failed)
+                    .filter(|l| label_of(l.2) == Some(i))
                     .map(|l| Circle::new((l.0, l.1), radius, c.mix(0.8).filled())),
             )?
             .label(label.to_string())
             .legend(move |(x, y)| Circle::new((x + 7, y), 5, c.filled()));
+        if let Some(e) = failed.take() {
+            return Err(e.into());
+        }
     }
     if !labels.is_empty() {
         chart

@@ -192,50 +192,70 @@ pages+: back-paging requests; late: late arrivals the poller returned)"
 }
 
 fn render_leaks(o: &mut String, loaded: &Loaded, a: &Analysis) {
-    let h = &loaded.history;
-    // Leaks.
-    let leaks: Vec<_> = a.leaks().collect();
     if a.reference == Reference::None {
         let _ = writeln!(o, "leaks: not measurable without a reference.");
-    } else if leaks.is_empty() {
+        o.push('\n');
+        return;
+    }
+    // The first few as lines, and how many: read in order, one at a time
+    // ([`Loaded::leaks`], on disk for a run judged streaming).
+    let mut lines = String::new();
+    let mut count = 0usize;
+    for leak in loaded.leaks(a) {
+        let leak = match leak {
+            Ok(leak) => leak,
+            Err(e) => {
+                let _ = writeln!(lines, "  (cannot read the leaks back: {e})");
+                break;
+            }
+        };
+        count += 1;
+        if count <= LIST_CAP {
+            leak_line(&mut lines, loaded, &leak);
+        }
+    }
+    if count == 0 {
         let _ = writeln!(o, "leaks: none.");
     } else {
         let _ = writeln!(
             o,
-            "leaks: {} statuses (one line each; id_skew_ms = ts(highest ID any poller had returned before it became visible) - ts(it); \
-required_k_ms = the smallest k sure to have caught it, README \"Definitions\"):",
-            leaks.len()
+            "leaks: {count} statuses (one line each; id_skew_ms = ts(highest ID any poller had returned before it became visible) - ts(it); \
+required_k_ms = the smallest k sure to have caught it, README \"Definitions\"):"
         );
         let _ = writeln!(
             o,
             "  {:<24} {:<24} {:<24} {:>10} {:>13}  seen by / missed by",
             "status", "ID time", "first surfaced", "id_skew_ms", "required_k_ms"
         );
-        for i in leaks.iter().take(LIST_CAP) {
-            let seen = names(loaded, i.seen_by);
-            let _ = writeln!(
-                o,
-                "  {:<24} {:<24} {:<24} {:>10} {:>13}  {} / {}",
-                loaded.status_id(i.status),
-                rfc3339_ms(h.id_time_ms(i.status as usize)),
-                i.first_seen_ms
-                    .map(rfc3339_ms)
-                    .unwrap_or_else(|| "never returned".into()),
-                opt(i.id_skew_ms),
-                opt(i.required_k_ms),
-                if seen.is_empty() {
-                    "nobody".to_string()
-                } else {
-                    seen.join(", ")
-                },
-                names(loaded, i.leaked_by).join(", ")
-            );
-        }
-        if leaks.len() > LIST_CAP {
-            let _ = writeln!(o, "  ... and {} more (see --json)", leaks.len() - LIST_CAP);
-        }
+    }
+    o.push_str(&lines);
+    if count > LIST_CAP {
+        let _ = writeln!(o, "  ... and {} more (see --json)", count - LIST_CAP);
     }
     o.push('\n');
+}
+
+/// One leak's line in the text report.
+fn leak_line(o: &mut String, loaded: &Loaded, leak: &crate::load::ShownFinding) {
+    let i = &leak.finding;
+    let seen = names(loaded, i.seen_by);
+    let _ = writeln!(
+        o,
+        "  {:<24} {:<24} {:<24} {:>10} {:>13}  {} / {}",
+        leak.id,
+        rfc3339_ms(leak.id_time_ms),
+        i.first_seen_ms
+            .map(rfc3339_ms)
+            .unwrap_or_else(|| "never returned".into()),
+        opt(i.id_skew_ms),
+        opt(i.required_k_ms),
+        if seen.is_empty() {
+            "nobody".to_string()
+        } else {
+            seen.join(", ")
+        },
+        names(loaded, i.leaked_by).join(", ")
+    );
 }
 
 fn render_misses(o: &mut String, loaded: &Loaded, a: &Analysis, width: usize) {

@@ -48,25 +48,38 @@ struct Normal {
     future_ids: Vec<u128>,
 }
 
-fn normal(h: &History, a: &Analysis) -> Normal {
-    let key = |s: u32| h.statuses[s as usize].key;
-    let mut items: Vec<_> = a
-        .items
+/// A finding as an [`Item`], its status given by ID time and key.
+fn item(id_time_ms: i64, key: u128, i: &diff::Finding) -> Item {
+    (
+        id_time_ms,
+        key,
+        i.first_seen_ms,
+        i.visible_ms,
+        i.seen_by,
+        i.leaked_by,
+        i.late_for,
+        i.id_skew_ms,
+        i.required_k_ms,
+    )
+}
+
+/// `a`'s findings as [`Item`]s, in its order.
+fn items_of(h: &History, a: &Analysis) -> Vec<Item> {
+    a.items
         .iter()
         .map(|i| {
-            (
+            item(
                 h.id_time_ms(i.status as usize),
-                key(i.status),
-                i.first_seen_ms,
-                i.visible_ms,
-                i.seen_by,
-                i.leaked_by,
-                i.late_for,
-                i.id_skew_ms,
-                i.required_k_ms,
+                h.statuses[i.status as usize].key,
+                i,
             )
         })
-        .collect();
+        .collect()
+}
+
+fn normal(h: &History, a: &Analysis) -> Normal {
+    let key = |s: u32| h.statuses[s as usize].key;
+    let mut items = items_of(h, a);
     items.sort();
     let mut future_ids: Vec<u128> = a.future_ids.iter().map(|&s| key(s)).collect();
     future_ids.sort();
@@ -152,37 +165,105 @@ fn a_busy_run_is_judged_the_same_and_settles_as_it_goes() {
     );
 }
 
+/// What the streaming check handed over as `analyze` has it hand over
+/// (the misses that are not leaks and the leaks and late arrivals, each
+/// list in the order handed, the rest appended), how many of each were
+/// handed over before the end, and `k_to_catch_all_ms` and `required_k`
+/// read from the findings handed over.
+struct HandedOver {
+    misses: Vec<(u8, u128, Cause)>,
+    items: Vec<Item>,
+    during: (usize, usize),
+    required_k: (Option<i64>, Option<diff::Distribution>),
+    s: Streamed,
+}
+
+fn hand_over(h: &History) -> HandedOver {
+    let mut handed = stream::Handed::default();
+    let s = stream::check_history_handing_over(h, stream::HORIZON_MS, &mut handed);
+    let during = (handed.misses.len(), handed.findings.len());
+    handed.misses.extend(s.last_misses.iter().copied());
+    handed.findings.extend(s.last_findings.iter().copied());
+    let mut ks = stream::RequiredKs::default();
+    let items = handed
+        .findings
+        .iter()
+        .map(|f| {
+            let i = s.resolve.finding(0, f);
+            ks.add(&i);
+            item(f.id_time_ms, f.key, &i)
+        })
+        .collect();
+    HandedOver {
+        misses: handed
+            .misses
+            .iter()
+            .map(|m| (m.poller, m.key, m.cause))
+            .collect(),
+        items,
+        during,
+        required_k: ks.finish(),
+        s,
+    }
+}
+
+/// The in-memory checker's misses that are not leaks: (poller, key, cause).
+fn memory_misses(h: &History, a: &Analysis) -> Vec<(u8, u128, Cause)> {
+    a.other_misses
+        .iter()
+        .map(|m| (m.poller, h.statuses[m.status as usize].key, m.cause))
+        .collect()
+}
+
 /// `analyze` hands the misses that are not leaks over as they become final
 /// (to a file, by poller then key) instead of keeping them: each poller's
 /// misses come in key order, and all of them are the in-memory checker's.
 #[test]
 fn misses_are_handed_over_in_the_report_order() {
     let h = synthetic(&busy(7), true, "stream-handed");
-    let mut handed = Vec::new();
-    let s = stream::check_history_handing_over(&h, stream::HORIZON_MS, &mut handed);
-    assert_eq!(s.inexact, None);
-    assert!(s.analysis.other_misses.is_empty());
-    let during = handed.len();
-    handed.extend(s.last_misses.iter().copied());
+    let handed = hand_over(&h);
+    assert_eq!(handed.s.inexact, None);
+    assert!(handed.s.analysis.other_misses.is_empty());
+    let during = handed.during.0;
     assert!(
-        during * 2 > handed.len(),
+        during * 2 > handed.misses.len(),
         "{during} of {} handed over while streaming",
-        handed.len()
+        handed.misses.len()
     );
-    let mut per_poller = handed.clone();
-    per_poller.sort_by_key(|m| m.poller);
+    let mut per_poller = handed.misses.clone();
+    per_poller.sort_by_key(|m| m.0);
+    assert!(per_poller.iter().any(|m| m.2 == Cause::Overflow));
+    assert_eq!(per_poller, memory_misses(&h, &diff::analyze(&h)));
+}
+
+/// `analyze` hands the leaks and late arrivals over too, as their place in
+/// the report's order (by ID time) becomes final, rather than keeping them
+/// to the end: they come in the in-memory checker's order, every field the
+/// same (`id_skew_ms` and `required_k_ms`, read from the ticks at the end,
+/// included), most of them before the end, and `k_to_catch_all_ms` and the
+/// distribution of `required_k` read from them are the same.
+#[test]
+fn findings_are_handed_over_in_the_report_order() {
+    let h = synthetic(&busy(11), true, "stream-found");
+    let handed = hand_over(&h);
+    assert_eq!(handed.s.inexact, None);
+    let a = &handed.s.analysis;
+    assert!(a.items.is_empty());
+    assert_eq!((a.k_to_catch_all_ms, a.required_k), (None, None));
     let memory = diff::analyze(&h);
-    let expected: Vec<_> = memory
-        .other_misses
-        .iter()
-        .map(|m| (m.poller, h.statuses[m.status as usize].key, m.cause))
-        .collect();
-    let got: Vec<_> = per_poller
-        .iter()
-        .map(|m| (m.poller, m.key, m.cause))
-        .collect();
-    assert!(got.iter().any(|m| m.2 == Cause::Overflow));
-    assert_eq!(got, expected);
+    assert!(handed.items.iter().any(|i| i.5 != 0), "a leak");
+    let during = handed.during.1;
+    assert!(
+        during * 2 > handed.items.len(),
+        "{during} of {} handed over while streaming",
+        handed.items.len()
+    );
+    assert_eq!(handed.items, items_of(&h, &memory));
+    assert!(memory.k_to_catch_all_ms.is_some());
+    assert_eq!(
+        handed.required_k,
+        (memory.k_to_catch_all_ms, memory.required_k)
+    );
 }
 
 /// A horizon shorter than a status stays open is detected, never guessed:
@@ -237,6 +318,16 @@ proptest! {
         let (memory, streamed, s) = both(&h, stream::HORIZON_MS);
         prop_assert_eq!(s.inexact, None);
         prop_assert_eq!(memory, streamed);
+        // Handed over as `analyze` hands them over: the same lists, in
+        // the in-memory checker's order.
+        let a = diff::analyze(&h);
+        let handed = hand_over(&h);
+        prop_assert_eq!(handed.s.inexact, None);
+        let mut misses = handed.misses;
+        misses.sort_by_key(|m| m.0);
+        prop_assert_eq!(misses, memory_misses(&h, &a));
+        prop_assert_eq!(handed.items, items_of(&h, &a));
+        prop_assert_eq!(handed.required_k, (a.k_to_catch_all_ms, a.required_k));
     }
 }
 

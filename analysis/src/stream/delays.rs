@@ -90,7 +90,7 @@ impl Delays {
 }
 
 /// [`Distribution::of`] the values counted in `counts`.
-fn distribution(counts: &BTreeMap<i64, u64>) -> Option<Distribution> {
+pub(super) fn distribution(counts: &BTreeMap<i64, u64>) -> Option<Distribution> {
     let n: u64 = counts.values().sum();
     let (&max, _) = counts.last_key_value()?;
     let rank = |p: f64| {

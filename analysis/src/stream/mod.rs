@@ -41,9 +41,11 @@
 //! visible), the requests of the horizon, and the run's ticks (a few words a
 //! tick: the tick table `required_k` reads, and the running highest key
 //! `id_skew` reads), not the run's statuses or observations. What the
-//! report names is kept too, but for the misses that are not leaks when
-//! [`Checker::hand_over_misses`] is set (`analyze` writes them to disk,
-//! [`crate::spill`]): the leaks and late arrivals still grow with the run.
+//! report names is kept too, but for the misses that are not leaks and the
+//! leaks and late arrivals when [`Checker::hand_over`] is set: each is
+//! handed over once its place in the report's order is final (`analyze`
+//! writes them to disk, [`crate::spill`]), and a leak's `id_skew_ms` and
+//! `required_k_ms` are read from the ticks at the end ([`Resolve`]).
 
 mod delays;
 mod settle;
@@ -53,6 +55,8 @@ use crate::history::{History, PollerSpec, Status, Visibility};
 use since_id::id::{Id, Layout};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap as StdHashMap, VecDeque};
+
+pub use settle::{RequiredKs, Resolve};
 
 /// foldhash, as in `diff`: millions of keys pass through.
 type HashMap<K, V> = StdHashMap<K, V, foldhash::fast::FixedState>;
@@ -115,19 +119,75 @@ pub struct Streamed {
     /// (`visible_at_ms` − ID time, as [`History::lateness_ms`]), by lateness:
     /// the lateness CDF, a count per distinct value rather than one a status.
     pub lateness: Vec<(i64, u64)>,
-    /// With [`Checker::hand_over_misses`]: the misses not yet handed over,
+    /// With [`Checker::hand_over`]: the misses not yet handed over,
     /// in the report's order (by poller, then key); they follow those
     /// handed over, and `analysis.other_misses` is empty.
     pub last_misses: Vec<HandedMiss>,
+    /// With [`Checker::hand_over`]: the leaks and late arrivals not yet
+    /// handed over, in the report's order; they follow those handed over,
+    /// and `analysis.items` is empty, as are `k_to_catch_all_ms` and
+    /// `required_k` until [`RequiredKs`] has read them all.
+    pub last_findings: Vec<HandedFinding>,
+    /// What each finding's `id_skew_ms` and `required_k_ms` are read from.
+    pub resolve: Resolve,
 }
 
 /// A miss that is not a leak, handed over by key rather than kept
-/// ([`Checker::hand_over_misses`]).
+/// ([`Checker::hand_over`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HandedMiss {
     pub poller: u8,
     pub key: u128,
     pub cause: crate::diff::Cause,
+}
+
+/// A leak or late arrival ([`crate::diff::Finding`]) by key, handed over
+/// rather than kept ([`Checker::hand_over`]); its `id_skew_ms` and
+/// `required_k_ms` are read at the end ([`Resolve::finding`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandedFinding {
+    pub key: u128,
+    pub id_time_ms: i64,
+    pub first_seen_ms: Option<i64>,
+    pub visible_ms: Option<i64>,
+    pub seen_by: u64,
+    pub leaked_by: u64,
+    pub late_for: u64,
+    /// How its tick is found: by a request's page-0 time (`true`) or by
+    /// when it became visible (`false`).
+    pub belongs: Option<(bool, i64)>,
+}
+
+impl HandedFinding {
+    /// Its place in the report's order (`diff`'s: by ID time, then the
+    /// loader's order, [`Names::rank`]).
+    fn order(&self) -> (i64, bool, u128) {
+        (self.id_time_ms, self.seen_by == 0, self.key)
+    }
+}
+
+/// A [`HandedFinding`] ordered by its place in the report.
+#[derive(Clone, Copy, Debug)]
+struct InOrder(HandedFinding);
+
+impl PartialEq for InOrder {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.order() == other.0.order()
+    }
+}
+
+impl Eq for InOrder {}
+
+impl PartialOrd for InOrder {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for InOrder {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.order().cmp(&other.0.order())
+    }
 }
 
 /// A status not yet settled.
@@ -213,19 +273,12 @@ struct Poller {
     baseline: Vec<(i64, u128)>,
 }
 
-/// A finding kept until the end, when the ticks are known.
+/// A finding kept until the end (without [`Checker::hand_over`]), when
+/// the ticks are known: its name and what it is.
 #[derive(Clone, Copy, Debug)]
 struct Found {
     kept: u32,
-    first_seen_ms: Option<i64>,
-    visible_ms: Option<i64>,
-    seen_by: u64,
-    leaked_by: u64,
-    late_for: u64,
-    /// How its tick is found: by a request's page-0 time (`true`) or by
-    /// when it became visible (`false`).
-    belongs: Option<(bool, i64)>,
-    key: u128,
+    f: HandedFinding,
 }
 
 /// The statuses the output names, in the order they settled: 17 bytes
@@ -281,15 +334,21 @@ pub struct Checker {
     has_truth: bool,
     /// How long (run time) each poller's requests are kept behind the newest.
     pub horizon_ms: i64,
-    /// The misses that are not leaks are handed over in order
-    /// ([`Checker::misses_in_order`]) instead of kept: a run with heavy
-    /// overflow has millions (one each per missed status and poller), which
-    /// would grow with the run.
-    pub hand_over_misses: bool,
+    /// The misses that are not leaks, and the leaks and late arrivals, are
+    /// handed over in order ([`Checker::misses_in_order`],
+    /// [`Checker::findings_in_order`]) instead of kept: a run with heavy
+    /// overflow has millions of misses (one each per missed status and
+    /// poller), the hour at 3,000/s a million leaks, which would grow with
+    /// the run.
+    pub hand_over: bool,
     /// Truth rows per visibility lateness ([`Streamed::lateness`]).
     lateness: HashMap<i64, u64>,
     /// Per poller, misses settled but not handed over: (key, cause).
     waiting_misses: Vec<BinaryHeap<Reverse<(u128, crate::diff::Cause)>>>,
+    /// Leaks and late arrivals settled but not handed over.
+    waiting_found: BinaryHeap<Reverse<InOrder>>,
+    /// The place of the last finding handed over.
+    found_handed_through: Option<(i64, bool, u128)>,
     open: HashMap<u128, Open>,
     by_key: BTreeSet<u128>,
     truth_through: Option<u128>,
@@ -348,8 +407,10 @@ impl Checker {
             interval_ms,
             has_truth,
             horizon_ms: HORIZON_MS,
-            hand_over_misses: false,
+            hand_over: false,
             waiting_misses,
+            waiting_found: BinaryHeap::new(),
+            found_handed_through: None,
             lateness: HashMap::default(),
             open: HashMap::default(),
             by_key: BTreeSet::new(),
@@ -624,7 +685,7 @@ impl Checker {
         }
     }
 
-    /// With [`Checker::hand_over_misses`], appends to `out` every miss
+    /// With [`Checker::hand_over`], appends to `out` every miss
     /// settled whose place in the report's order (by poller, then key) is
     /// final, per poller in key order: `out` then holds, per poller, the
     /// next run of its list. A miss yet to settle is of a status open now
@@ -645,6 +706,37 @@ impl Checker {
                     cause,
                 });
             }
+        }
+    }
+
+    /// With [`Checker::hand_over`], appends to `out`, in the report's
+    /// order (by ID time, then the loader's order), every leak and late
+    /// arrival settled whose place in that order is final. One yet to
+    /// settle is of a status open now, whose key is at least the lowest
+    /// open key, or of one opened later, above every settled key (else the
+    /// result is [`Streamed::inexact`]); an ID's time does not fall as its
+    /// key rises, so those settled with an ID time below that of the least
+    /// such key are final. A finding that settles below one handed over
+    /// (an ID time that is not its key's) makes the result inexact.
+    pub fn findings_in_order(&mut self, out: &mut Vec<HandedFinding>) {
+        let lowest_open = self.by_key.first().copied();
+        let above_settled = self.settled_max.map(|m| m.saturating_add(1));
+        let Some(next) = lowest_open.into_iter().chain(above_settled).min() else {
+            return;
+        };
+        self.hand_findings_before(Some(self.layout.ts_ms(Id(next))), out);
+    }
+
+    /// Hands over the findings waiting with an ID time before `before_ms`
+    /// (`None`: all), in order.
+    fn hand_findings_before(&mut self, before_ms: Option<i64>, out: &mut Vec<HandedFinding>) {
+        while let Some(&Reverse(InOrder(f))) = self.waiting_found.peek() {
+            if before_ms.is_some_and(|t| f.id_time_ms >= t) {
+                break;
+            }
+            self.found_handed_through = Some(f.order());
+            out.push(f);
+            self.waiting_found.pop();
         }
     }
 
@@ -775,22 +867,23 @@ pub fn check_history_with(h: &History, horizon_ms: i64) -> Streamed {
     feed_history(h, horizon_ms, None)
 }
 
-/// [`check_history_with`], the misses that are not leaks handed over as
-/// `analyze` hands them over ([`Checker::misses_in_order`], after each
-/// request): appended to `handed`, the rest in [`Streamed::last_misses`].
-pub fn check_history_handing_over(
-    h: &History,
-    horizon_ms: i64,
-    handed: &mut Vec<HandedMiss>,
-) -> Streamed {
+/// What [`check_history_handing_over`] was handed, in the order handed.
+#[derive(Debug, Default)]
+pub struct Handed {
+    pub misses: Vec<HandedMiss>,
+    pub findings: Vec<HandedFinding>,
+}
+
+/// [`check_history_with`], the misses that are not leaks and the leaks and
+/// late arrivals handed over as `analyze` hands them over
+/// ([`Checker::misses_in_order`], [`Checker::findings_in_order`], after
+/// each request): appended to `handed`, the rest in
+/// [`Streamed::last_misses`] and [`Streamed::last_findings`].
+pub fn check_history_handing_over(h: &History, horizon_ms: i64, handed: &mut Handed) -> Streamed {
     feed_history(h, horizon_ms, Some(handed))
 }
 
-fn feed_history(
-    h: &History,
-    horizon_ms: i64,
-    mut handed: Option<&mut Vec<HandedMiss>>,
-) -> Streamed {
+fn feed_history(h: &History, horizon_ms: i64, mut handed: Option<&mut Handed>) -> Streamed {
     let mut c = Checker::new(
         h.layout.clone(),
         h.pollers.clone(),
@@ -798,7 +891,7 @@ fn feed_history(
         h.truth.is_some(),
     );
     c.horizon_ms = horizon_ms;
-    c.hand_over_misses = handed.is_some();
+    c.hand_over = handed.is_some();
     let mut truth: Vec<TruthRow> = match &h.truth {
         None => Vec::new(),
         Some(t) => t
@@ -850,7 +943,8 @@ fn feed_history(
         }
         c.request(r, items);
         if let Some(handed) = handed.as_deref_mut() {
-            c.misses_in_order(handed);
+            c.misses_in_order(&mut handed.misses);
+            c.findings_in_order(&mut handed.findings);
         }
     }
     for t in truth {

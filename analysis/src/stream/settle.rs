@@ -1,15 +1,16 @@
 //! When an open status settles, how each poller that never returned it is
 //! judged (`diff`'s `classify`, on the window of requests), and the output.
 
-use super::{Checker, Found, Names, Open, before_baseline};
+use super::{Checker, Found, HandedFinding, InOrder, Names, Open, before_baseline};
 use crate::diff::{
     Analysis, Cause, Distribution, FUTURE_TOLERANCE_MS, Finding, OtherMiss, Reference, Unread,
     Verdict,
 };
 use crate::history::{History, IdTimes, TruthTable, Visibility};
-use since_id::id::Id;
+use since_id::id::{Id, Layout};
 use since_id::policy::smallest_k_catching;
 use std::cmp::Reverse;
+use std::collections::BTreeMap;
 
 /// When a status was visible: `diff`'s `Vis`.
 #[derive(Clone, Copy, Debug)]
@@ -171,7 +172,7 @@ impl Checker {
                 }
                 Unowed::Miss(cause) => {
                     stats.count_miss(cause);
-                    if self.hand_over_misses {
+                    if self.hand_over {
                         self.waiting_misses[p].push(Reverse((key, cause)));
                     } else {
                         self.other.push(OtherMiss {
@@ -195,16 +196,26 @@ impl Checker {
                 (None, Some((_, tick_t))) => Some((true, tick_t)),
                 (None, None) => None,
             };
-            self.found.push(Found {
-                kept: name(&mut self.named),
+            let f = HandedFinding {
+                key,
+                id_time_ms: o.id_time_ms,
                 first_seen_ms: first_sent,
                 visible_ms: truth_vis.or(first_sent),
                 seen_by: o.mask,
                 leaked_by: leaked,
                 late_for: o.late_for,
                 belongs,
-                key,
-            });
+            };
+            if !self.hand_over {
+                let kept = name(&mut self.named);
+                self.found.push(Found { kept, f });
+                return;
+            }
+            if self.found_handed_through.is_some_and(|t| f.order() <= t) && self.inexact.is_none() {
+                self.inexact =
+                    Some("a leak settled before one handed over (an ID time not its key's)".into());
+            }
+            self.waiting_found.push(Reverse(InOrder(f)));
         }
     }
 
@@ -296,45 +307,23 @@ impl Checker {
     /// statuses in the order they settled; each list sorted as `diff` sorts
     /// it, ties broken by the loader's order: [`Names::rank`]).
     pub(super) fn output(mut self) -> super::Streamed {
-        let ticks = Ticks::of(&mut self.page0_sends, &self.tick_tops, self.interval_ms);
+        let resolve = Resolve {
+            layout: self.layout.clone(),
+            ticks: Ticks::of(&mut self.page0_sends, &self.tick_tops, self.interval_ms),
+            running_hist: std::mem::take(&mut self.running_hist),
+        };
         let names = &self.named;
         let id_time = |s: u32| names.id_time(&self.layout, s);
         let mut items: Vec<Finding> = self
             .found
             .iter()
-            .map(|f| {
-                let id_skew_ms = f.visible_ms.and_then(|t| {
-                    let n = self.running_hist.partition_point(|&(sent, _, _)| sent < t);
-                    n.checked_sub(1)
-                        .map(|i| self.running_hist[i].2 - id_time(f.kept))
-                });
-                let c = f.belongs.and_then(|(by_request, t)| {
-                    if by_request {
-                        ticks.sent.partition_point(|&x| x <= t).checked_sub(1)
-                    } else {
-                        Some(ticks.sent.partition_point(|&x| x < t))
-                    }
-                });
-                Finding {
-                    status: f.kept,
-                    first_seen_ms: f.first_seen_ms,
-                    visible_ms: f.visible_ms,
-                    seen_by: f.seen_by,
-                    leaked_by: f.leaked_by,
-                    late_for: f.late_for,
-                    id_skew_ms,
-                    required_k_ms: c.and_then(|c| ticks.required_k(&self.layout, c, f.key)),
-                }
-            })
+            .map(|f| resolve.finding(f.kept, &f.f))
             .collect();
         items.sort_by_key(|i| (id_time(i.status), names.rank(i.status)));
         let reference = self.reference();
-        let k_to_catch_all_ms = items
-            .iter()
-            .filter(|i| i.leaked_by != 0)
-            .filter_map(|i| i.required_k_ms)
-            .max();
-        let required_k = Distribution::of(items.iter().filter_map(|i| i.required_k_ms).collect());
+        let mut ks = RequiredKs::default();
+        items.iter().for_each(|i| ks.add(i));
+        let (k_to_catch_all_ms, required_k) = ks.finish();
         let (verdicts, verdict_reasons): (Vec<Verdict>, Vec<String>) = self
             .stats
             .iter()
@@ -363,6 +352,8 @@ impl Checker {
         let mut last_misses = Vec::new();
         self.by_key.clear();
         self.misses_in_order(&mut last_misses);
+        let mut last_findings = Vec::new();
+        self.hand_findings_before(None, &mut last_findings);
         let mut lateness: Vec<(i64, u64)> = self.lateness.drain().collect();
         lateness.sort_unstable();
         let history = self.compact_history();
@@ -388,6 +379,8 @@ impl Checker {
             detection_delays,
             lateness,
             last_misses,
+            last_findings,
+            resolve,
         }
     }
 
@@ -427,6 +420,72 @@ impl Checker {
             unserved,
             expired,
         }
+    }
+}
+
+/// What a leak's or late arrival's `id_skew_ms` and `required_k_ms` are
+/// read from once the run's ticks are known: the tick table and the
+/// running highest key, a few words a tick (`diff`'s
+/// `leaks_and_late_arrivals`).
+pub struct Resolve {
+    layout: Layout,
+    ticks: Ticks,
+    /// (send time, highest key so far, its ID time), as it rose.
+    running_hist: Vec<(i64, u128, i64)>,
+}
+
+impl Resolve {
+    /// `f` as `diff` reports it, as status `status` of the history the
+    /// analysis points into.
+    pub fn finding(&self, status: u32, f: &HandedFinding) -> Finding {
+        let id_skew_ms = f.visible_ms.and_then(|t| {
+            let n = self.running_hist.partition_point(|&(sent, _, _)| sent < t);
+            n.checked_sub(1)
+                .map(|i| self.running_hist[i].2 - f.id_time_ms)
+        });
+        let sent = &self.ticks.sent;
+        let c = f.belongs.and_then(|(by_request, t)| {
+            if by_request {
+                sent.partition_point(|&x| x <= t).checked_sub(1)
+            } else {
+                Some(sent.partition_point(|&x| x < t))
+            }
+        });
+        Finding {
+            status,
+            first_seen_ms: f.first_seen_ms,
+            visible_ms: f.visible_ms,
+            seen_by: f.seen_by,
+            leaked_by: f.leaked_by,
+            late_for: f.late_for,
+            id_skew_ms,
+            required_k_ms: c.and_then(|c| self.ticks.required_k(&self.layout, c, f.key)),
+        }
+    }
+}
+
+/// `k_to_catch_all_ms` (the largest `required_k_ms` of a leak) and the
+/// distribution of `required_k_ms` over the leaks and late arrivals, from
+/// the findings one at a time: a count per distinct value, whose
+/// nearest-rank percentiles are [`Distribution::of`]'s.
+#[derive(Debug, Default)]
+pub struct RequiredKs {
+    catch_all: Option<i64>,
+    counts: BTreeMap<i64, u64>,
+}
+
+impl RequiredKs {
+    pub fn add(&mut self, f: &Finding) {
+        let Some(k) = f.required_k_ms else { return };
+        *self.counts.entry(k).or_insert(0) += 1;
+        if f.leaked_by != 0 {
+            self.catch_all = self.catch_all.max(Some(k));
+        }
+    }
+
+    /// (`k_to_catch_all_ms`, `required_k`).
+    pub fn finish(&self) -> (Option<i64>, Option<Distribution>) {
+        (self.catch_all, super::delays::distribution(&self.counts))
     }
 }
 

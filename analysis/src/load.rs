@@ -67,14 +67,7 @@ pub struct Loaded {
     /// Judged streaming: the misses that are not leaks and the leaks and
     /// late arrivals, on disk (the analysis's `other_misses` and `items`
     /// are then empty): see [`Loaded::other_misses`], [`Loaded::findings`].
-    on_disk: Option<OnDisk>,
-}
-
-/// What the report of a run judged streaming reads from disk
-/// ([`crate::spill`]), and what its findings' ticks are read from.
-pub(crate) struct OnDisk {
-    pub(crate) spilled: crate::spill::Spilled,
-    pub(crate) resolve: crate::stream::Resolve,
+    on_disk: Option<crate::spill::Spilled>,
 }
 
 /// A miss that is not a leak, as the report lists it.
@@ -117,7 +110,7 @@ impl Loaded {
         history: History,
         last_activity_ms: Option<i64>,
         totals: Totals,
-        on_disk: OnDisk,
+        on_disk: crate::spill::Spilled,
     ) -> Loaded {
         Loaded {
             on_disk: Some(on_disk),
@@ -158,17 +151,13 @@ impl Loaded {
                 cause: m.cause,
             })
         });
-        let spilled = self
-            .on_disk
-            .iter()
-            .flat_map(|d| d.spilled.misses())
-            .map(|m| {
-                m.map(|m| ShownMiss {
-                    id: Cow::Owned(self.history.layout.format(Id(m.key))),
-                    poller: m.poller,
-                    cause: m.cause,
-                })
-            });
+        let spilled = self.on_disk.iter().flat_map(|d| d.misses()).map(|m| {
+            m.map(|m| ShownMiss {
+                id: Cow::Owned(format_key(&self.history.layout, m.key)),
+                poller: m.poller,
+                cause: m.cause,
+            })
+        });
         kept.chain(spilled)
     }
 
@@ -186,13 +175,11 @@ impl Loaded {
                 finding: f.clone(),
             })
         });
-        let spilled = self.on_disk.iter().flat_map(|d| {
-            d.spilled.findings().map(|f| {
-                f.map(|f| ShownFinding {
-                    id: Cow::Owned(self.history.layout.format(Id(f.key))),
-                    id_time_ms: f.id_time_ms,
-                    finding: d.resolve.finding(0, &f),
-                })
+        let spilled = self.on_disk.iter().flat_map(|d| d.findings()).map(|f| {
+            f.map(|f| ShownFinding {
+                id: Cow::Owned(format_key(&self.history.layout, f.key)),
+                id_time_ms: f.id_time_ms,
+                finding: f.finding,
             })
         });
         kept.chain(spilled)
@@ -212,12 +199,22 @@ impl Loaded {
     pub fn status_id(&self, i: u32) -> Cow<'_, str> {
         match self.status_ids.odd.get(&i) {
             Some(text) => Cow::Borrowed(text),
-            None => Cow::Owned(
-                self.history
-                    .layout
-                    .format(Id(self.history.statuses[i as usize].key)),
-            ),
+            None => Cow::Owned(format_key(
+                &self.history.layout,
+                self.history.statuses[i as usize].key,
+            )),
         }
+    }
+}
+
+/// `layout.format(Id(key))`, a decimal ID that fits in a `u64` formatted
+/// as one: the same text (`Layout::format` writes the number in decimal),
+/// without the `u128` divisions, for the millions of IDs a large run's
+/// report lists.
+pub fn format_key(layout: &Layout, key: u128) -> String {
+    match u64::try_from(key) {
+        Ok(small) if layout.is_numeric() && key <= layout.max_id().0 => small.to_string(),
+        _ => layout.format(Id(key)),
     }
 }
 
@@ -552,4 +549,37 @@ fn unserved(
         Ok::<_, LoadError>(())
     })?;
     Ok(unserved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`format_key`] writes every layout's IDs as `Layout::format` does:
+    /// decimal ones through `u64`, the others (and keys past a layout's
+    /// largest ID) through the layout.
+    #[test]
+    fn format_key_is_the_layouts_format() {
+        let keys = [
+            0u128,
+            1,
+            9,
+            10,
+            1_462_015_105_796 << 22 | 12_345,
+            u64::MAX as u128 - 1,
+            u64::MAX as u128,
+            u64::MAX as u128 + 1,
+            u128::MAX,
+        ];
+        for name in Layout::NAMES {
+            let layout: Layout = name.parse().unwrap();
+            for key in keys {
+                assert_eq!(
+                    format_key(&layout, key),
+                    layout.format(Id(key)),
+                    "{name} {key}"
+                );
+            }
+        }
+    }
 }

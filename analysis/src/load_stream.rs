@@ -8,20 +8,22 @@
 //! by a small heap: a request is released once every poller has sent one at
 //! or after it, since each poller's own requests are recorded in the order
 //! it sent them. The truth is read in its table's order (by ID text, which
-//! is key order for the IDs of one run) just ahead of the requests. If the
+//! is key order for the IDs of one run) on a thread and a connection of its
+//! own, and passed on just ahead of the requests that need it. If the
 //! order is not what the checker needs, or any other of its assumptions
 //! fails, the checker says so and `analyze` judges the run in memory
 //! instead ([`Streaming::GaveUp`]).
 
 use crate::diff::Analysis;
 use crate::history_builder::parse_key;
-use crate::load::{LoadError, Loaded, OnDisk, Totals};
+use crate::load::{LoadError, Loaded, Totals};
 use crate::spill::Spill;
 use crate::stream::{Checker, Item, RequiredKs, StreamRequest, TruthRow};
 use rusqlite::Connection;
 use since_id::id::{Id, Layout};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 /// Requests read per chunk: a few thousand requests and their items.
 const CHUNK: usize = 2048;
@@ -38,28 +40,32 @@ pub enum Streaming {
     GaveUp(String),
 }
 
-/// The truth, a chunk at a time, in the table's order.
-struct TruthFeed {
-    buf: VecDeque<TruthRow>,
-    /// The last ID read (empty: none yet; IDs are not empty).
-    last_id: String,
-    done: bool,
-}
+/// Chunks of truth rows in flight from the thread that reads them.
+const TRUTH_IN_FLIGHT: usize = 4;
 
-impl TruthFeed {
-    fn refill(&mut self, conn: &Connection, run_id: i64) -> Result<(), LoadError> {
-        // One buffer for the last ID read, not a string a row.
-        let mut last = self.last_id.clone();
-        let mut read = false;
-        rundb::read::for_each_truth_after(
-            conn,
-            run_id,
-            Some(self.last_id.as_str()),
-            TRUTH_CHUNK,
-            |t| {
-                let key = parse_key(t.id_key).map_err(LoadError)?;
-                self.buf.push_back(TruthRow {
-                    key,
+/// A chunk of the truth read on its own thread, or why it could not be.
+type TruthChunk = Result<Vec<TruthRow>, LoadError>;
+
+/// Reads run `run_id`'s truth, a chunk at a time in the table's order, on
+/// a connection of its own to `path`, and sends each chunk until the truth
+/// ends (then the channel closes) or nobody takes it.
+fn read_truth(path: &str, run_id: i64, tx: SyncSender<TruthChunk>) {
+    let conn = match crate::load::open(std::path::Path::new(path)) {
+        Ok(conn) => conn,
+        Err(e) => {
+            let _ = tx.send(Err(e));
+            return;
+        }
+    };
+    // One buffer for the last ID read, not a string a row.
+    let mut last = String::new();
+    loop {
+        let mut rows = Vec::with_capacity(TRUTH_CHUNK);
+        let after = last.clone();
+        let read =
+            rundb::read::for_each_truth_after(&conn, run_id, Some(&after), TRUTH_CHUNK, |t| {
+                rows.push(TruthRow {
+                    key: parse_key(t.id_key).map_err(LoadError)?,
                     id_time_ms: t.id_time_ms,
                     visibility: crate::history::Visibility {
                         visible_at_ms: t.visible_at_ms,
@@ -70,23 +76,42 @@ impl TruthFeed {
                 });
                 last.clear();
                 last.push_str(t.id);
-                read = true;
                 Ok::<_, LoadError>(())
-            },
-        )?;
-        self.done = !read;
-        self.last_id = last;
+            });
+        match read {
+            Ok(()) if rows.is_empty() => return,
+            Ok(()) => {
+                if tx.send(Ok(rows)).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return;
+            }
+        }
+    }
+}
+
+/// The truth, a chunk at a time, in the table's order, as [`read_truth`]
+/// sends it.
+struct TruthFeed {
+    buf: VecDeque<TruthRow>,
+    chunks: Receiver<TruthChunk>,
+    done: bool,
+}
+
+impl TruthFeed {
+    fn refill(&mut self) -> Result<(), LoadError> {
+        match self.chunks.recv() {
+            Ok(rows) => self.buf.extend(rows?),
+            Err(_) => self.done = true,
+        }
         Ok(())
     }
 
     /// Passes on every truth row with a key at or below `want`.
-    fn through(
-        &mut self,
-        conn: &Connection,
-        run_id: i64,
-        out: &mut Vec<Fed>,
-        want: u128,
-    ) -> Result<(), LoadError> {
+    fn through(&mut self, out: &mut Vec<Fed>, want: u128) -> Result<(), LoadError> {
         loop {
             while let Some(t) = self.buf.front().filter(|t| t.key <= want) {
                 out.push(Fed::Truth(*t));
@@ -95,7 +120,7 @@ impl TruthFeed {
             if !self.buf.is_empty() || self.done {
                 break;
             }
-            self.refill(conn, run_id)?;
+            self.refill()?;
         }
         out.push(Fed::TruthThrough(want));
         Ok(())
@@ -143,64 +168,40 @@ pub fn load(conn: &Connection, run_id: i64) -> Result<Streaming, LoadError> {
 /// [`load`], telling `progress` the observations read so far after each
 /// chunk (`analyze` draws its bar from it, [`crate::progress`]).
 ///
-/// SQLite is read on this thread and the checker runs on another, fed
-/// through a bounded channel of chunks: reading and parsing the rows costs
-/// about as much as checking them, and the machine has two cores.
+/// SQLite is read on this thread (the requests and their observations) and
+/// on another (the truth, on a connection of its own), and the checker runs
+/// on a third, each fed through a bounded channel of chunks: reading and
+/// parsing the rows of each costs about as much as checking them.
 pub fn load_with(
     conn: &Connection,
     run_id: i64,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Streaming, LoadError> {
-    let Some(run) = rundb::read::run(conn, run_id)? else {
-        return Err(LoadError(format!("no run {run_id} in the database")));
+    let (run, layout, pollers) = match streamable(conn, run_id)? {
+        Ok(run) => run,
+        Err(why) => return Ok(Streaming::NotStreamable(why)),
     };
-    if run.target != "simulator" {
-        return Ok(Streaming::NotStreamable(format!(
-            "a run of target {}",
-            run.target
-        )));
-    }
-    // Recorded clients, a retention job, a Fanout Timeline's truth: each
-    // reads the whole history beside the check (`load`, `ftt`).
-    for table in ["client_requests", "partition_drops", "ftt_pushes"] {
-        if rundb::read::has_rows_of_run(conn, table, run_id)? {
-            return Ok(Streaming::NotStreamable(format!("a run with {table}")));
-        }
-    }
-    let layout: Layout = run
-        .layout
-        .parse()
-        .map_err(|e| LoadError(format!("run {}: {e}", run.id)))?;
-    let pollers = rundb::read::pollers(conn, run_id)?;
-    if pollers.len() > crate::diff::MAX_POLLERS {
+    let Some(path) = conn.path().filter(|p| !p.is_empty()).map(str::to_string) else {
         return Ok(Streaming::NotStreamable(
-            "more pollers than the checker takes".into(),
+            "a database that is not a file".into(),
         ));
-    }
-    let mut truth = TruthFeed {
-        buf: VecDeque::new(),
-        last_id: String::new(),
-        done: false,
     };
-    truth.refill(conn, run_id)?;
     let specs = pollers.iter().map(crate::load::poller_spec).collect();
-    let has_truth = !truth.buf.is_empty();
-    let mut c = Checker::new(layout.clone(), specs, run.interval_ms, has_truth);
-    c.hand_over = true;
-    let mut spill = Spill::new(pollers.len());
-    let (read, checked) = std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Fed>>(IN_FLIGHT);
-        let checking = scope.spawn(move || {
-            let (mut misses, mut found) = (Vec::new(), Vec::new());
-            for batch in rx {
-                batch.into_iter().for_each(|f| f.to(&mut c));
-                c.misses_in_order(&mut misses);
-                misses.drain(..).try_for_each(|m| spill.miss(m))?;
-                c.findings_in_order(&mut found);
-                found.drain(..).try_for_each(|f| spill.finding(&f))?;
-            }
-            Ok::<_, std::io::Error>((c, spill))
-        });
+    let spill = Spill::new(pollers.len());
+    let (tx_truth, rx_truth) = sync_channel(TRUTH_IN_FLIGHT);
+    let (read, checked, has_truth) = std::thread::scope(|scope| {
+        scope.spawn(move || read_truth(&path, run_id, tx_truth));
+        let mut truth = TruthFeed {
+            buf: VecDeque::new(),
+            chunks: rx_truth,
+            done: false,
+        };
+        truth.refill()?;
+        let has_truth = !truth.buf.is_empty();
+        let mut c = Checker::new(layout.clone(), specs, run.interval_ms, has_truth);
+        c.hand_over = true;
+        let (tx, rx) = sync_channel::<Vec<Fed>>(IN_FLIGHT);
+        let checking = scope.spawn(move || check(c, spill, rx));
         let mut reader = Reader {
             conn,
             run_id,
@@ -210,11 +211,13 @@ pub fn load_with(
         };
         let read = reader.read(&mut |batch| tx.send(batch).is_ok(), progress);
         drop(tx);
-        let c = checking
+        // Ends the truth's reader, if it is still at work.
+        drop(reader);
+        let checked = checking
             .join()
             .unwrap_or_else(|e| std::panic::resume_unwind(e));
-        (read, c)
-    });
+        Ok::<_, LoadError>((read, checked, has_truth))
+    })?;
     let spill_error = |e| {
         LoadError(format!(
             "cannot keep the misses and leaks in a temporary file: {e}"
@@ -236,22 +239,71 @@ pub fn load_with(
     for f in &s.last_findings {
         spill.finding(f).map_err(spill_error)?;
     }
-    let spilled = spill.finish().map_err(spill_error)?;
-    // What needs every finding: read them back once.
+    // Each finding resolved once, now the ticks are known, and what needs
+    // every finding read from them as they pass.
     let mut ks = RequiredKs::default();
-    for f in spilled.findings() {
-        ks.add(&s.resolve.finding(0, &f.map_err(spill_error)?));
-    }
+    let spilled = spill
+        .finish(|f| {
+            let f = s.resolve.finding(0, f);
+            ks.add(&f);
+            f
+        })
+        .map_err(spill_error)?;
     (s.analysis.k_to_catch_all_ms, s.analysis.required_k) = ks.finish();
     totals.seen = s.returned;
     totals.detection_delays = s.detection_delays;
     totals.lateness = has_truth.then_some(s.lateness);
-    let kept = OnDisk {
-        spilled,
-        resolve: s.resolve,
-    };
-    let loaded = Loaded::streamed(run, pollers, s.history, last_activity_ms, totals, kept);
+    let loaded = Loaded::streamed(run, pollers, s.history, last_activity_ms, totals, spilled);
     Ok(Streaming::Judged(Box::new(loaded), Box::new(s.analysis)))
+}
+
+/// A run's row, its ID layout and its pollers.
+type Run = (rundb::RunRow, Layout, Vec<rundb::PollerRow>);
+
+/// Run `run_id`, its ID layout and its pollers, if the streaming check
+/// takes it; else why not: a target other than the simulator (whose IDs
+/// may not give their times), recorded clients, a retention job or a
+/// Fanout Timeline's truth (side tables read beside the whole history),
+/// too many pollers.
+fn streamable(conn: &Connection, run_id: i64) -> Result<Result<Run, String>, LoadError> {
+    let Some(run) = rundb::read::run(conn, run_id)? else {
+        return Err(LoadError(format!("no run {run_id} in the database")));
+    };
+    if run.target != "simulator" {
+        return Ok(Err(format!("a run of target {}", run.target)));
+    }
+    for table in ["client_requests", "partition_drops", "ftt_pushes"] {
+        if rundb::read::has_rows_of_run(conn, table, run_id)? {
+            return Ok(Err(format!("a run with {table}")));
+        }
+    }
+    let layout: Layout = run
+        .layout
+        .parse()
+        .map_err(|e| LoadError(format!("run {}: {e}", run.id)))?;
+    let pollers = rundb::read::pollers(conn, run_id)?;
+    if pollers.len() > crate::diff::MAX_POLLERS {
+        return Ok(Err("more pollers than the checker takes".into()));
+    }
+    Ok(Ok((run, layout, pollers)))
+}
+
+/// The checking thread: each batch fed to the checker, and what it hands
+/// over written to disk.
+fn check(
+    mut c: Checker,
+    mut spill: Spill,
+    rx: Receiver<Vec<Fed>>,
+) -> std::io::Result<(Checker, Spill)> {
+    let (mut misses, mut found) = (Vec::new(), Vec::new());
+    for batch in rx {
+        batch.into_iter().for_each(|f| f.to(&mut c));
+        c.misses_in_order(&mut misses);
+        misses.drain(..).try_for_each(|m| spill.miss(m))?;
+        c.findings_in_order(&mut found);
+        found.drain(..).try_for_each(|f| spill.finding(&f))?;
+    }
+    Ok((c, spill))
 }
 
 /// The reading side of [`load_with`]: run.db in the order the checker takes.
@@ -315,8 +367,7 @@ impl Reader<'_> {
         }
         let mut batch = Vec::new();
         order.release(self, &mut batch, i64::MAX)?;
-        self.truth
-            .through(self.conn, self.run_id, &mut batch, u128::MAX)?;
+        self.truth.through(&mut batch, u128::MAX)?;
         send(batch);
         Ok(Ok((totals, last_activity_ms)))
     }
@@ -363,9 +414,7 @@ impl TimeOrder {
             };
             self.free.push(slot);
             if let Some(want) = Checker::truth_wanted(&read.r, &read.items) {
-                reader
-                    .truth
-                    .through(reader.conn, reader.run_id, out, want)?;
+                reader.truth.through(out, want)?;
             }
             out.push(Fed::Request(read.r, read.items));
         }
@@ -434,12 +483,11 @@ fn read_chunk(
         if chunk[at].id != o.request_id {
             return Ok(true); // another run's request
         }
-        let key = layout
-            .parse(o.status_id)
+        let key = parse_id(layout, o.status_id)
             .map_err(|e| LoadError(format!("run {run_id}: observation of {e}")))?;
         chunk[at].items.push(Item {
-            key: key.0,
-            id_time_ms: layout.ts_ms(key),
+            key,
+            id_time_ms: id_time_ms(layout, key),
         });
         Ok::<_, LoadError>(true)
     })?;
@@ -448,4 +496,86 @@ fn read_chunk(
         .zip(&counts)
         .any(|(r, &n)| r.items.len() as i64 != n);
     Ok(chunk)
+}
+
+/// `layout.parse` of an ID's text, given as bytes: a decimal ID of up to 19
+/// digits read straight into a `u64` (what `Layout::parse` makes of it,
+/// without checking the text as UTF-8 and then its digits again); any
+/// other, and a malformed one (for its message), through `Layout::parse`.
+fn parse_id(layout: &Layout, text: &[u8]) -> Result<u128, String> {
+    if layout.is_numeric() && (1..=19).contains(&text.len()) {
+        let (mut n, mut digits) = (0u64, true);
+        for &b in text {
+            let d = b.wrapping_sub(b'0');
+            digits &= d < 10;
+            n = n.wrapping_mul(10).wrapping_add(u64::from(d));
+        }
+        if digits {
+            return Ok(u128::from(n));
+        }
+    }
+    let text = std::str::from_utf8(text).map_err(|e| format!("an ID that is not UTF-8: {e}"))?;
+    layout.parse(text).map(|id| id.0).map_err(|e| e.to_string())
+}
+
+/// `layout.ts_ms(Id(key))` (the ID's time: its epoch plus the key over
+/// the multiplier, in units), dividing `u64`s when key and multiplier fit
+/// in one rather than `u128`s, a call per observation.
+fn id_time_ms(layout: &Layout, key: u128) -> i64 {
+    match (u64::try_from(key), u64::try_from(layout.multiplier())) {
+        (Ok(k), Ok(m)) if m > 0 => {
+            let since = u128::from(k / m) * u128::from(layout.unit_ms());
+            let t = i128::from(layout.epoch_ms()) + since.min(i128::MAX as u128 / 2) as i128;
+            t.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+        }
+        _ => layout.ts_ms(Id(key)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reader's shortcuts give what the layout gives: every layout's
+    /// IDs parsed from bytes (malformed ones refused with the layout's
+    /// message) and their times.
+    #[test]
+    fn ids_parse_and_time_as_the_layout_has_them() {
+        let texts: Vec<String> = [
+            "0",
+            "7",
+            "0042",
+            "1462015105796587520",
+            "9999999999999999999",
+            "18446744073709551615",
+            "18446744073709551616",
+            "",
+            "12a4",
+            "+12",
+            "-1",
+            "01ARZ3NDEKTSV4RRFFQ69G5FAV",
+            "9fz8k2c1ab",
+            "0123456789abcdef01234567",
+        ]
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+        for name in Layout::NAMES {
+            let layout: Layout = name.parse().unwrap();
+            let mut keys = vec![0u128, 1, u64::MAX as u128, u64::MAX as u128 + 1, u128::MAX];
+            for text in &texts {
+                let want = layout.parse(text).map(|id| id.0).map_err(|e| e.to_string());
+                assert_eq!(parse_id(&layout, text.as_bytes()), want, "{name} {text:?}");
+                keys.extend(want.ok());
+            }
+            assert!(parse_id(&layout, &[b'1', 0xff]).is_err());
+            for key in keys {
+                assert_eq!(
+                    id_time_ms(&layout, key),
+                    layout.ts_ms(Id(key)),
+                    "{name} {key}"
+                );
+            }
+        }
+    }
 }

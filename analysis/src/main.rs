@@ -282,9 +282,11 @@ fn judge_streaming(
     if args.in_memory || !args.delivered.is_empty() {
         return Ok(None);
     }
-    // A bar over the observations read (the checker keeps pace with the reader).
-    let size = load::footprint(conn, run_id).map_err(|e| e.to_string())?;
-    let bar = progress::counted(size.observations, "rows");
+    // A bar over the observations read (the checker keeps pace with the
+    // reader); their count from the requests', not `footprint`'s, which
+    // counts the statuses and the truth (a scan of each).
+    let observations = rundb::read::items_of_run(conn, run_id).map_err(|e| e.to_string())?;
+    let bar = progress::counted(observations.max(0) as u64, "rows");
     bar.set_message("read and checked in time order");
     let judged = load_stream::load_with(conn, run_id, &mut |n| bar.set_position(n))
         .map_err(|e| e.to_string())?;

@@ -12,9 +12,12 @@
 //! One home for both: a [`Tape`] is one temporary file of fixed-size
 //! records, written in order and read back from the start as often as
 //! needed. Each file is made already unlinked (`tempfile::tempfile`): it is
-//! gone when the process ends, however it ends.
+//! gone when the process ends, however it ends. The leaks and late
+//! arrivals are handed over before the run's ticks are known; at the end
+//! each is resolved once (its `id_skew_ms` and `required_k_ms`,
+//! [`Spill::finish`]) onto a second tape, which the report reads.
 
-use crate::diff::Cause;
+use crate::diff::{Cause, Finding};
 use crate::stream::{HandedFinding, HandedMiss};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
@@ -255,8 +258,69 @@ impl Record for HandedFinding {
     }
 }
 
+/// A leak or late arrival resolved ([`Spill::finish`]): its key, its ID
+/// time and what the report says of it (`finding.status` is 0: it is named
+/// by its key).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyedFinding {
+    pub key: u128,
+    pub id_time_ms: i64,
+    pub finding: Finding,
+}
+
+/// On disk: the key (16 bytes); ID time, first seen, visible, seen by,
+/// leaked by, late for, id_skew_ms and required_k_ms (8 bytes each,
+/// little-endian); a byte of flags, which options are present.
+impl Record for KeyedFinding {
+    const SIZE: usize = 16 + 8 * 8 + 1;
+
+    fn put(&self, out: &mut [u8]) {
+        let f = &self.finding;
+        let options = [f.first_seen_ms, f.visible_ms, f.id_skew_ms, f.required_k_ms];
+        let flags = options
+            .iter()
+            .enumerate()
+            .fold(0u8, |m, (i, o)| m | (o.is_some() as u8) << i);
+        out[..16].copy_from_slice(&self.key.to_le_bytes());
+        let words = [
+            self.id_time_ms as u64,
+            f.first_seen_ms.unwrap_or(0) as u64,
+            f.visible_ms.unwrap_or(0) as u64,
+            f.seen_by,
+            f.leaked_by,
+            f.late_for,
+            f.id_skew_ms.unwrap_or(0) as u64,
+            f.required_k_ms.unwrap_or(0) as u64,
+        ];
+        for (i, w) in words.iter().enumerate() {
+            out[16 + 8 * i..24 + 8 * i].copy_from_slice(&w.to_le_bytes());
+        }
+        out[16 + 8 * 8] = flags;
+    }
+
+    fn get(rec: &[u8]) -> Self {
+        let w = |i: usize| u64_at(rec, 16 + 8 * i);
+        let flags = rec[16 + 8 * 8];
+        let opt = |bit: u8, i: usize| (flags & (1 << bit) != 0).then_some(w(i) as i64);
+        KeyedFinding {
+            key: u128_at(rec, 0),
+            id_time_ms: w(0) as i64,
+            finding: Finding {
+                status: 0,
+                first_seen_ms: opt(0, 1),
+                visible_ms: opt(1, 2),
+                seen_by: w(3),
+                leaked_by: w(4),
+                late_for: w(5),
+                id_skew_ms: opt(2, 6),
+                required_k_ms: opt(3, 7),
+            },
+        }
+    }
+}
+
 /// The misses being written: one tape a poller (misses come per poller by
-/// key, the report's order).
+/// key, the report's order), and the leaks and late arrivals as handed over.
 pub struct Spill {
     misses: Vec<TapeWriter<MissRecord>>,
     findings: TapeWriter<HandedFinding>,
@@ -266,7 +330,7 @@ pub struct Spill {
 pub struct Spilled {
     /// Per poller that missed any: (poller, its tape).
     misses: Vec<(u8, Tape<MissRecord>)>,
-    findings: Tape<HandedFinding>,
+    findings: Tape<KeyedFinding>,
 }
 
 impl Spill {
@@ -290,8 +354,10 @@ impl Spill {
         self.findings.push(f)
     }
 
-    /// Ends the writing.
-    pub fn finish(self) -> io::Result<Spilled> {
+    /// Ends the writing: each leak and late arrival handed over is read
+    /// back once, in order, and written as `resolve` makes it (its ticks
+    /// known now) for the report to read.
+    pub fn finish(self, mut resolve: impl FnMut(&HandedFinding) -> Finding) -> io::Result<Spilled> {
         let mut misses = Vec::new();
         for (p, w) in self.misses.into_iter().enumerate() {
             let tape = w.finish()?;
@@ -299,9 +365,19 @@ impl Spill {
                 misses.push((p as u8, tape));
             }
         }
+        let handed = self.findings.finish()?;
+        let mut findings = TapeWriter::default();
+        for f in handed.iter() {
+            let f = f?;
+            findings.push(&KeyedFinding {
+                key: f.key,
+                id_time_ms: f.id_time_ms,
+                finding: resolve(&f),
+            })?;
+        }
         Ok(Spilled {
             misses,
-            findings: self.findings.finish()?,
+            findings: findings.finish()?,
         })
     }
 }
@@ -325,8 +401,9 @@ impl Spilled {
         })
     }
 
-    /// The leaks and late arrivals in the order written (the report's).
-    pub fn findings(&self) -> TapeIter<'_, HandedFinding> {
+    /// The leaks and late arrivals in the order written (the report's),
+    /// resolved.
+    pub fn findings(&self) -> TapeIter<'_, KeyedFinding> {
         self.findings.iter()
     }
 
@@ -357,9 +434,24 @@ mod tests {
         }
     }
 
-    /// Leaks and late arrivals come back as written, in the order written,
-    /// every field (options and extremes included), as often as read, and
-    /// two readers of one tape keep their own places.
+    /// What the test's `resolve` makes of a finding: every field from it,
+    /// so that a mix-up shows.
+    fn resolved(f: &HandedFinding) -> Finding {
+        Finding {
+            status: 0,
+            first_seen_ms: f.first_seen_ms,
+            visible_ms: f.visible_ms,
+            seen_by: f.seen_by,
+            leaked_by: f.leaked_by,
+            late_for: f.late_for,
+            id_skew_ms: f.belongs.map(|(by_request, t)| t - by_request as i64),
+            required_k_ms: f.first_seen_ms.map(|t| t.wrapping_mul(3)),
+        }
+    }
+
+    /// Leaks and late arrivals come back resolved, in the order written,
+    /// every field (options and extremes included), each resolved once, as
+    /// often as read, and two readers of one tape keep their own places.
     #[test]
     fn findings_round_trip_in_order() {
         let mut spill = Spill::new(2);
@@ -368,13 +460,28 @@ mod tests {
         for f in &written {
             spill.finding(f).unwrap();
         }
-        let spilled = spill.finish().unwrap();
+        let mut resolves = 0;
+        let spilled = spill
+            .finish(|f| {
+                resolves += 1;
+                resolved(f)
+            })
+            .unwrap();
+        assert_eq!(resolves, 3000);
         assert_eq!(spilled.findings_len(), 3000);
-        let read: Vec<HandedFinding> = spilled.findings().map(Result::unwrap).collect();
-        assert_eq!(read, written);
+        let expected: Vec<KeyedFinding> = written
+            .iter()
+            .map(|f| KeyedFinding {
+                key: f.key,
+                id_time_ms: f.id_time_ms,
+                finding: resolved(f),
+            })
+            .collect();
+        let read: Vec<KeyedFinding> = spilled.findings().map(Result::unwrap).collect();
+        assert_eq!(read, expected);
         let mut a = spilled.findings();
         let mut b = spilled.findings();
-        for f in &written {
+        for f in &expected {
             assert_eq!(&a.next().unwrap().unwrap(), f);
             assert_eq!(&b.next().unwrap().unwrap(), f);
         }
@@ -397,7 +504,7 @@ mod tests {
         for x in written {
             spill.miss(x).unwrap();
         }
-        let spilled = spill.finish().unwrap();
+        let spilled = spill.finish(resolved).unwrap();
         let read: Vec<HandedMiss> = spilled.misses().map(Result::unwrap).collect();
         assert_eq!(read, [written[1], written[3], written[0], written[2]]);
         assert_eq!(spilled.misses_len(), 4);

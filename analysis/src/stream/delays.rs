@@ -4,7 +4,10 @@
 //! one value per status.
 
 use crate::diff::Distribution;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap as StdHashMap};
+
+/// foldhash, as in `diff`: a count per status that is returned.
+type HashMap<K, V> = StdHashMap<K, V, foldhash::fast::FixedState>;
 
 /// The delays so far, and what decides which statuses count.
 pub(super) struct Delays {
@@ -16,8 +19,9 @@ pub(super) struct Delays {
     last_bucket: Option<i64>,
     /// Per poller, its first request's send time.
     first_request: Vec<Option<i64>>,
-    /// Per poller, how many statuses had each delay.
-    counts: Vec<BTreeMap<i64, u64>>,
+    /// Per poller, how many statuses had each delay (hashed: a count per
+    /// status, ordered once at the end).
+    counts: Vec<HashMap<i64, u64>>,
     /// (visible at, poller, delay) of statuses that became visible after the
     /// last tick but one: the horizon, past which the final drain's wait,
     /// not the poller's policy, made the delay.
@@ -32,7 +36,7 @@ impl Delays {
             last_two: [i64::MIN; 2],
             last_bucket: None,
             first_request: vec![None; pollers],
-            counts: vec![BTreeMap::new(); pollers],
+            counts: vec![HashMap::default(); pollers],
             waiting: Vec::new(),
         }
     }
@@ -85,7 +89,10 @@ impl Delays {
                 *self.counts[p].entry(d).or_insert(0) += 1;
             }
         }
-        self.counts.iter().map(distribution).collect()
+        self.counts
+            .iter()
+            .map(|c| distribution(&c.iter().map(|(&d, &n)| (d, n)).collect()))
+            .collect()
     }
 }
 

@@ -48,13 +48,14 @@
 //! `required_k_ms` are read from the ticks at the end ([`Resolve`]).
 
 mod delays;
+mod queue;
+mod ring;
 mod settle;
 
 use crate::diff::{Analysis, FUTURE_TOLERANCE_MS, MAX_POLLERS, OtherMiss, PollerStats};
 use crate::history::{History, PollerSpec, Status, Visibility};
 use since_id::id::{Id, Layout};
-use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap as StdHashMap, VecDeque};
+use std::collections::{HashMap as StdHashMap, VecDeque};
 
 pub use settle::{RequiredKs, Resolve};
 
@@ -191,7 +192,7 @@ impl Ord for InOrder {
 }
 
 /// A status not yet settled.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 struct Open {
     id_time_ms: i64,
     truth: Option<Visibility>,
@@ -221,6 +222,14 @@ struct Kept {
     failed: bool,
     overflow: bool,
     complete: bool,
+    /// Once `complete`: how many requests of its cycle follow it, whether
+    /// each has a since_id, and the highest of their lower bounds. A status
+    /// above those bounds that this request owed in a cycle that failed or
+    /// overflowed is owed by the rest of the cycle alike, with the same
+    /// outcome: its walk skips them ([`Checker::walk`]).
+    rest: u32,
+    rest_since: bool,
+    rest_lower: Option<u128>,
 }
 
 /// A cursorless cycle while the baseline is found (`diff`'s `poller_views`).
@@ -237,6 +246,9 @@ struct Cursorless {
 #[derive(Debug, Default)]
 struct Poller {
     window: VecDeque<Kept>,
+    /// Each of `window`'s send times, beside it: where a walk starts is a
+    /// binary search over these (dense), not over the requests.
+    sent: VecDeque<i64>,
     /// The window's suffix minimum of lower bounds, as segments (first
     /// position counted from the poller's first request, value), values
     /// increasing: where a status lies below every later bound is a binary
@@ -344,13 +356,13 @@ pub struct Checker {
     /// Truth rows per visibility lateness ([`Streamed::lateness`]).
     lateness: HashMap<i64, u64>,
     /// Per poller, misses settled but not handed over: (key, cause).
-    waiting_misses: Vec<BinaryHeap<Reverse<(u128, crate::diff::Cause)>>>,
+    waiting_misses: Vec<queue::NearlySorted<(u128, crate::diff::Cause)>>,
     /// Leaks and late arrivals settled but not handed over.
-    waiting_found: BinaryHeap<Reverse<InOrder>>,
+    waiting_found: queue::NearlySorted<InOrder>,
     /// The place of the last finding handed over.
     found_handed_through: Option<(i64, bool, u128)>,
-    open: HashMap<u128, Open>,
-    by_key: BTreeSet<u128>,
+    /// The open statuses, by key.
+    open: ring::Ring,
     truth_through: Option<u128>,
     truth_rows: u64,
     polls: Vec<Poller>,
@@ -399,7 +411,7 @@ impl Checker {
             })
             .collect();
         let delays = delays::Delays::new(pollers.len(), interval_ms);
-        let waiting_misses = vec![BinaryHeap::new(); pollers.len()];
+        let waiting_misses = (0..pollers.len()).map(|_| Default::default()).collect();
         Checker {
             stats: vec![PollerStats::default(); pollers.len()],
             layout,
@@ -409,11 +421,10 @@ impl Checker {
             horizon_ms: HORIZON_MS,
             hand_over: false,
             waiting_misses,
-            waiting_found: BinaryHeap::new(),
+            waiting_found: Default::default(),
             found_handed_through: None,
             lateness: HashMap::default(),
-            open: HashMap::default(),
-            by_key: BTreeSet::new(),
+            open: ring::Ring::default(),
             truth_through: None,
             truth_rows: 0,
             polls,
@@ -459,10 +470,7 @@ impl Checker {
         if self.settled_max.is_some_and(|m| t.key <= m) {
             self.inexact(|| "a truth row below a settled status".into());
         }
-        let o = self
-            .open
-            .entry(t.key)
-            .or_insert_with(|| Open::new(t.id_time_ms));
+        let (o, _) = self.open.get_or_open(t.key, || Open::new(t.id_time_ms));
         *self
             .lateness
             .entry(t.visibility.visible_at_ms - t.id_time_ms)
@@ -470,7 +478,6 @@ impl Checker {
         o.truth = Some(t.visibility);
         o.expired = t.expired;
         o.unserved = t.unserved;
-        self.by_key.insert(t.key);
         self.truth_through = Some(t.key);
     }
 
@@ -571,16 +578,10 @@ impl Checker {
         for it in items {
             st.observations += 1;
             top = top.max(Some(it.key));
-            let o = match self.open.get_mut(&it.key) {
-                Some(o) => o,
-                None => {
-                    if self.settled_max.is_some_and(|m| it.key <= m) && self.inexact.is_none() {
-                        self.inexact = Some("a status returned below the settled ones".into());
-                    }
-                    self.by_key.insert(it.key);
-                    self.open.entry(it.key).or_insert(Open::new(it.id_time_ms))
-                }
-            };
+            let (o, opened) = self.open.get_or_open(it.key, || Open::new(it.id_time_ms));
+            if opened && self.settled_max.is_some_and(|m| it.key <= m) && self.inexact.is_none() {
+                self.inexact = Some("a status returned below the settled ones".into());
+            }
             if o.mask & bit != 0 {
                 dups_here += 1;
             } else {
@@ -680,6 +681,7 @@ impl Checker {
             while let Some(k) = p.window.front().filter(|k| k.complete && k.sent < limit) {
                 p.evicted_through = p.evicted_through.max(k.sent);
                 p.window.pop_front();
+                p.sent.pop_front();
                 p.dropped += 1;
             }
         }
@@ -693,9 +695,9 @@ impl Checker {
     /// (above every settled key, else the result is [`Streamed::inexact`]),
     /// so the misses below the lowest open key are final.
     pub fn misses_in_order(&mut self, out: &mut Vec<HandedMiss>) {
-        let below = self.by_key.first().copied();
+        let below = self.open.first_key();
         for (p, waiting) in self.waiting_misses.iter_mut().enumerate() {
-            while let Some(&Reverse((key, cause))) = waiting.peek() {
+            while let Some(&(key, cause)) = waiting.peek() {
                 if below.is_some_and(|b| key >= b) {
                     break;
                 }
@@ -719,7 +721,7 @@ impl Checker {
     /// such key are final. A finding that settles below one handed over
     /// (an ID time that is not its key's) makes the result inexact.
     pub fn findings_in_order(&mut self, out: &mut Vec<HandedFinding>) {
-        let lowest_open = self.by_key.first().copied();
+        let lowest_open = self.open.first_key();
         let above_settled = self.settled_max.map(|m| m.saturating_add(1));
         let Some(next) = lowest_open.into_iter().chain(above_settled).min() else {
             return;
@@ -730,7 +732,7 @@ impl Checker {
     /// Hands over the findings waiting with an ID time before `before_ms`
     /// (`None`: all), in order.
     fn hand_findings_before(&mut self, before_ms: Option<i64>, out: &mut Vec<HandedFinding>) {
-        while let Some(&Reverse(InOrder(f))) = self.waiting_found.peek() {
+        while let Some(&InOrder(f)) = self.waiting_found.peek() {
             if before_ms.is_some_and(|t| f.id_time_ms >= t) {
                 break;
             }
@@ -788,6 +790,7 @@ impl Poller {
             }
         }
         self.suffix_min.push((start, lower));
+        self.sent.push_back(r.sent_at_ms);
         self.window.push_back(Kept {
             sent: r.sent_at_ms,
             received: r.received_at_ms,
@@ -799,6 +802,9 @@ impl Poller {
             failed,
             overflow,
             complete: false,
+            rest: 0,
+            rest_since: true,
+            rest_lower: None,
         });
     }
 }
@@ -807,8 +813,13 @@ impl Poller {
 /// key (or each request's, without a page 0) added to the ticks'.
 fn close_cycle(p: &mut Poller, tick_tops: &mut Vec<(i64, u128)>) {
     let Some(c) = p.cycle else { return };
+    let (mut rest, mut since, mut lower) = (0u32, true, None);
     for k in p.window.iter_mut().rev().take_while(|k| k.cycle == c) {
         k.complete = true;
+        (k.rest, k.rest_since, k.rest_lower) = (rest, since, lower);
+        rest += 1;
+        since &= k.since_key.is_some();
+        lower = lower.max(k.lower);
     }
     p.closed_since = p.latest_since;
     match (p.page0, p.cycle_top) {

@@ -9,7 +9,6 @@ use crate::diff::{
 use crate::history::{History, IdTimes, TruthTable, Visibility};
 use since_id::id::{Id, Layout};
 use since_id::policy::smallest_k_catching;
-use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 /// When a status was visible: `diff`'s `Vis`.
@@ -100,19 +99,20 @@ impl Checker {
                 w
             }
         };
-        let ready: Vec<u128> = self.by_key.range(..=bound).copied().collect();
-        for key in ready {
-            if self.try_settle(key, finishing) {
-                self.by_key.remove(&key);
-                self.open.remove(&key);
+        for i in self.open.through(bound) {
+            let Some((key, &o)) = self.open.at(i) else {
+                continue;
+            };
+            if self.try_settle(key, &o, finishing) {
+                self.open.settle_at(i);
                 self.settled_max = self.settled_max.max(Some(key));
             }
         }
+        self.open.tidy();
     }
 
-    /// Judges status `key` if every walk is final; false to wait.
-    fn try_settle(&mut self, key: u128, finishing: bool) -> bool {
-        let o = self.open[&key].clone();
+    /// Judges open status `key`, `o`, if every walk is final; false to wait.
+    fn try_settle(&mut self, key: u128, o: &Open, finishing: bool) -> bool {
         let n = self.pollers.len();
         let all_bits = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
         let missing = if self.reference() == Reference::None {
@@ -131,13 +131,13 @@ impl Checker {
         let mut outcomes = Vec::new();
         if let (true, Some(vis)) = (missing != 0, vis) {
             for p in (0..n).filter(|p| missing & (1 << p) != 0) {
-                match self.walk(p, key, &o, vis, finishing) {
+                match self.walk(p, key, o, vis, finishing) {
                     Walk::Final(u) => outcomes.push((p, u)),
                     Walk::Open => return false,
                 }
             }
         }
-        self.record(key, &o, &outcomes);
+        self.record(key, o, &outcomes);
         true
     }
 
@@ -173,7 +173,7 @@ impl Checker {
                 Unowed::Miss(cause) => {
                     stats.count_miss(cause);
                     if self.hand_over {
-                        self.waiting_misses[p].push(Reverse((key, cause)));
+                        self.waiting_misses[p].push((key, cause));
                     } else {
                         self.other.push(OtherMiss {
                             status: name(&mut self.named),
@@ -215,7 +215,7 @@ impl Checker {
                 self.inexact =
                     Some("a leak settled before one handed over (an ID time not its key's)".into());
             }
-            self.waiting_found.push(Reverse(InOrder(f)));
+            self.waiting_found.push(InOrder(f));
         }
     }
 
@@ -241,7 +241,7 @@ impl Checker {
                 start.saturating_sub(poll.dropped) as usize
             })
         };
-        let mut j = w.partition_point(|k| k.sent <= start_after);
+        let mut j = poll.sent.partition_point(|&sent| sent <= start_after);
         let mut owed_any = false;
         let mut below_future_cursor_only = true;
         let mut causes: Option<Causes> = None;
@@ -284,6 +284,17 @@ impl Checker {
                 if c.clean {
                     ended = true;
                     break;
+                }
+                // The rest of the cycle owes it alike (`Kept::rest`): each
+                // request would change nothing, unless its visibility ended
+                // there (which only grows with the send time).
+                if k.rest > 0 && k.rest_since && k.rest_lower.is_none_or(|m| key > m) {
+                    let last = j - 1 + k.rest as usize;
+                    if vis.ended_by(w[last].sent) {
+                        ended = true;
+                        break;
+                    }
+                    j = last + 1;
                 }
             } else if j > passed {
                 ended = true;
@@ -350,7 +361,7 @@ impl Checker {
             vec![None; self.pollers.len()]
         };
         let mut last_misses = Vec::new();
-        self.by_key.clear();
+        self.open = super::ring::Ring::default();
         self.misses_in_order(&mut last_misses);
         let mut last_findings = Vec::new();
         self.hand_findings_before(None, &mut last_findings);

@@ -2,7 +2,7 @@
 //! run read a chunk at a time, each chunk one range of a primary key, so
 //! that memory holds a chunk, not the run.
 
-use super::{REQUEST_COLUMNS, for_each_row, observation_at, read_error, request, truth};
+use super::{REQUEST_COLUMNS, for_each_row, read_error, request, truth};
 use crate::Error;
 use crate::rows::{ObservationRow, RequestRow, TruthRow};
 use rusqlite::Connection;
@@ -37,10 +37,13 @@ pub fn for_each_request_in_chunk<E: From<Error>>(
 /// The recorder writes a request's observations right after it, so rowid
 /// order is request order; a reader that relies on it checks each
 /// request's count of items.
+///
+/// The status ID is lent as the text's bytes, not checked as UTF-8: the
+/// reader parses them anyway (tens of millions of rows in a large run).
 pub fn for_each_observation_after<E: From<Error>>(
     conn: &Connection,
     after: i64,
-    mut f: impl FnMut(ObservationRow<&str>) -> Result<bool, E>,
+    mut f: impl FnMut(ObservationRow<&[u8]>) -> Result<bool, E>,
 ) -> Result<i64, E> {
     let mut st = conn
         .prepare_cached(
@@ -52,12 +55,22 @@ pub fn for_each_observation_after<E: From<Error>>(
     let mut last = after;
     while let Some(r) = rows.next().map_err(read_error)? {
         let rowid: i64 = r.get(0).map_err(read_error)?;
-        if !f(observation_at(r, 1).map_err(read_error)?)? {
+        if !f(observation_bytes(r).map_err(read_error)?)? {
             break;
         }
         last = rowid;
     }
     Ok(last)
+}
+
+/// An observation read from `rowid, request_id, position, status_id`, its
+/// ID as bytes.
+fn observation_bytes<'r>(r: &'r rusqlite::Row) -> rusqlite::Result<ObservationRow<&'r [u8]>> {
+    Ok(ObservationRow {
+        request_id: r.get(1)?,
+        position: r.get(2)?,
+        status_id: r.get_ref(3)?.as_bytes()?,
+    })
 }
 
 /// Lends up to `limit` truth rows of run `run_id` whose ID text sorts after
@@ -77,6 +90,18 @@ pub fn for_each_truth_after<E: From<Error>>(
         rusqlite::params![run_id, after.unwrap_or(""), limit as i64],
         |r| f(truth(r).map_err(read_error)?),
     )
+}
+
+/// The rows of `observations` run `run_id`'s requests returned (their item
+/// counts, summed): what a streaming reader will read, known without
+/// counting `statuses` or `truth` (a scan of each, [`super::table_sizes`]).
+pub fn items_of_run(conn: &Connection, run_id: i64) -> Result<i64, Error> {
+    conn.query_row(
+        "SELECT coalesce(sum(items), 0) FROM requests WHERE run_id = ?1",
+        [run_id],
+        |r| r.get(0),
+    )
+    .map_err(read_error)
 }
 
 /// Whether run `run_id` has a row in side table `table` (a table absent

@@ -166,15 +166,21 @@ pub struct HistoryBuilder {
 }
 
 pub(crate) fn parse_key(text: &str) -> Result<u128, String> {
-    let b = text.as_bytes();
+    parse_key_bytes(text.as_bytes())
+}
+
+/// [`parse_key`] of a text's bytes (read as UTF-8 only when they are not
+/// 32 hex digits).
+pub(crate) fn parse_key_bytes(b: &[u8]) -> Result<u128, String> {
     if b.len() == 32
         && let (Some(hi), Some(lo)) = (hex16(&b[..16]), hex16(&b[16..]))
     {
         return Ok(u128::from(hi) << 64 | u128::from(lo));
     }
     // Anything else (a sign, say), as `from_str_radix` reads it.
+    let text = String::from_utf8_lossy(b);
     (text.len() == 32)
-        .then(|| u128::from_str_radix(text, 16).ok())
+        .then(|| u128::from_str_radix(&text, 16).ok())
         .flatten()
         .ok_or_else(|| format!("malformed sort key '{text}': expected 32 hex digits"))
 }

@@ -15,7 +15,7 @@
 //! instead ([`Streaming::GaveUp`]).
 
 use crate::diff::Analysis;
-use crate::history_builder::parse_key;
+use crate::history_builder::{parse_key, parse_key_bytes};
 use crate::load::{LoadError, Loaded, Totals};
 use crate::spill::Spill;
 use crate::stream::{Checker, Item, RequiredKs, StreamRequest, TruthRow};
@@ -63,9 +63,9 @@ fn read_truth(path: &str, run_id: i64, tx: SyncSender<TruthChunk>) {
         let mut rows = Vec::with_capacity(TRUTH_CHUNK);
         let after = last.clone();
         let read =
-            rundb::read::for_each_truth_after(&conn, run_id, Some(&after), TRUTH_CHUNK, |t| {
+            rundb::read::for_each_truth_key_after(&conn, run_id, Some(&after), TRUTH_CHUNK, |t| {
                 rows.push(TruthRow {
-                    key: parse_key(t.id_key).map_err(LoadError)?,
+                    key: parse_key_bytes(t.id_key).map_err(LoadError)?,
                     id_time_ms: t.id_time_ms,
                     visibility: crate::history::Visibility {
                         visible_at_ms: t.visible_at_ms,

@@ -253,7 +253,8 @@ fn run(args: &AnalyzeArgs) -> Result<(), String> {
         // Streamed, not built as one string: a run with millions of misses
         // prints hundreds of MB of JSON.
         use std::io::Write;
-        let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+        // In large writes: the hour at 3,000/s prints 1.3 GB.
+        let mut stdout = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
         serde_json::to_writer_pretty(&mut stdout, &out).map_err(|e| e.to_string())?;
         writeln!(stdout)
             .and_then(|_| stdout.flush())

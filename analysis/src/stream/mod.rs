@@ -285,6 +285,17 @@ struct Poller {
     baseline: Vec<(i64, u128)>,
 }
 
+/// Where settling resumes: at the ring's `version`, the positions tried
+/// that wait (ascending), and the first position not tried yet. A status
+/// that waited is tried again at each call, as one never tried; the
+/// positions between that settled are not visited again.
+#[derive(Debug, Default)]
+struct Resume {
+    version: u64,
+    waiting: Vec<usize>,
+    from: usize,
+}
+
 /// A finding kept until the end (without [`Checker::hand_over`]), when
 /// the ticks are known: its name and what it is.
 #[derive(Clone, Copy, Debug)]
@@ -363,6 +374,8 @@ pub struct Checker {
     found_handed_through: Option<(i64, bool, u128)>,
     /// The open statuses, by key.
     open: ring::Ring,
+    /// Where [`Checker::settle_ready`] resumes.
+    resume: Resume,
     truth_through: Option<u128>,
     truth_rows: u64,
     polls: Vec<Poller>,
@@ -425,6 +438,7 @@ impl Checker {
             found_handed_through: None,
             lateness: HashMap::default(),
             open: ring::Ring::default(),
+            resume: Resume::default(),
             truth_through: None,
             truth_rows: 0,
             polls,

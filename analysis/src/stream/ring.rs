@@ -25,6 +25,10 @@ pub(super) struct Ring {
     live: usize,
     /// Where the last search ended: the next starts there.
     finger: usize,
+    /// Changes whenever an open status's position changes or one opens
+    /// below the last (a compaction, an insertion, a revival): positions
+    /// kept across it name other statuses.
+    version: u64,
 }
 
 /// Tombstones allowed beyond the open statuses before a compaction.
@@ -34,6 +38,13 @@ impl Ring {
     /// Open statuses.
     pub(super) fn len(&self) -> usize {
         self.live
+    }
+
+    /// See [`Ring::version`]'s field: positions taken from [`Ring::through`]
+    /// stay those of the same statuses, and no status opens below the
+    /// last, while it is unchanged.
+    pub(super) fn version(&self) -> u64 {
+        self.version
     }
 
     /// The lowest open key.
@@ -100,7 +111,8 @@ impl Ring {
         open: impl FnOnce() -> Open,
     ) -> (&mut Open, bool) {
         let i = self.lower_bound(key);
-        if i == self.keys.len() {
+        let appended = i == self.keys.len();
+        if appended {
             self.keys.push(key);
             self.vals.push(None);
         } else if self.keys[i] != key {
@@ -111,6 +123,7 @@ impl Ring {
         let v = &mut self.vals[i];
         let opened = v.is_none();
         self.live += opened as usize;
+        self.version += (opened && !appended) as u64;
         (v.get_or_insert_with(open), opened)
     }
 
@@ -159,6 +172,7 @@ impl Ring {
         }
         self.start = 0;
         self.finger = 0;
+        self.version += 1;
     }
 }
 

@@ -78,37 +78,60 @@ impl Checker {
     }
 
     /// Settles every open status whose fate later requests cannot change
-    /// (the module docs); with `finishing`, every open status.
+    /// (the module docs); with `finishing`, every open status. They are
+    /// tried in key order: those that waited at the last call, then those
+    /// not tried yet ([`super::Resume`]), not every position again.
     pub(super) fn settle_ready(&mut self, finishing: bool) {
-        let bound = if finishing {
-            u128::MAX
-        } else {
-            let mut w = u128::MAX;
-            for p in &self.polls {
-                match p.closed_since {
-                    Some(Some(l)) => w = w.min(l),
-                    _ => return,
-                }
-            }
-            if self.has_truth {
-                match self.truth_through {
-                    Some(t) => w.min(t),
-                    None => return,
-                }
-            } else {
-                w
-            }
+        let Some(bound) = self.settle_bound(finishing) else {
+            return;
         };
-        for i in self.open.through(bound) {
+        let range = self.open.through(bound);
+        let mut r = std::mem::take(&mut self.resume);
+        if r.version != self.open.version() {
+            r = super::Resume {
+                version: self.open.version(),
+                waiting: Vec::new(),
+                from: range.start,
+            };
+        }
+        let tried = std::mem::take(&mut r.waiting);
+        let new = r.from.max(range.start)..range.end.max(r.from);
+        for i in tried.into_iter().chain(new) {
             let Some((key, &o)) = self.open.at(i) else {
                 continue;
             };
-            if self.try_settle(key, &o, finishing) {
+            if key <= bound && self.try_settle(key, &o, finishing) {
                 self.open.settle_at(i);
                 self.settled_max = self.settled_max.max(Some(key));
+            } else {
+                r.waiting.push(i);
             }
         }
+        r.from = r.from.max(range.end);
+        // A compaction moves the positions: the next call starts afresh.
         self.open.tidy();
+        self.resume = r;
+    }
+
+    /// The key through which open statuses may settle: every poller's
+    /// cursor of its last closed cycle, and the truth read (`None`: none
+    /// may yet); with `finishing`, all.
+    fn settle_bound(&self, finishing: bool) -> Option<u128> {
+        if finishing {
+            return Some(u128::MAX);
+        }
+        let mut w = u128::MAX;
+        for p in &self.polls {
+            match p.closed_since {
+                Some(Some(l)) => w = w.min(l),
+                _ => return None,
+            }
+        }
+        if self.has_truth {
+            self.truth_through.map(|t| w.min(t))
+        } else {
+            Some(w)
+        }
     }
 
     /// Judges open status `key`, `o`, if every walk is final; false to wait.

@@ -626,6 +626,6 @@ pub fn sweep_run(path: &Path) -> Result<Option<SweepRunRow>, Error> {
 
 mod stream;
 pub use stream::{
-    for_each_observation_after, for_each_request_in_chunk, for_each_truth_after, has_rows_of_run,
-    items_of_run,
+    TruthKeyRow, for_each_observation_after, for_each_request_in_chunk, for_each_truth_key_after,
+    has_rows_of_run, items_of_run,
 };

@@ -2,9 +2,9 @@
 //! run read a chunk at a time, each chunk one range of a primary key, so
 //! that memory holds a chunk, not the run.
 
-use super::{REQUEST_COLUMNS, for_each_row, read_error, request, truth};
+use super::{REQUEST_COLUMNS, for_each_row, read_error, request};
 use crate::Error;
-use crate::rows::{ObservationRow, RequestRow, TruthRow};
+use crate::rows::{ObservationRow, RequestRow};
 use rusqlite::Connection;
 
 /// Lends up to `limit` requests of run `run_id` with an id above `after` to
@@ -73,23 +73,45 @@ fn observation_bytes<'r>(r: &'r rusqlite::Row) -> rusqlite::Result<ObservationRo
     })
 }
 
+/// What a checker that streams reads of a truth row ([`TruthRow`] without
+/// `posted_at_ms` and `origin`), its sort key as the text's bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TruthKeyRow<'r> {
+    pub id: &'r str,
+    pub id_key: &'r [u8],
+    pub id_time_ms: i64,
+    pub visible_at_ms: i64,
+    pub deleted_at_ms: Option<i64>,
+}
+
 /// Lends up to `limit` truth rows of run `run_id` whose ID text sorts after
 /// `after` (from the first with `None`) to `f`, in the table's order (by ID
-/// text): one range of the primary key per call.
-pub fn for_each_truth_after<E: From<Error>>(
+/// text): one range of the primary key per call. Only the columns a
+/// checker reads: a large run has tens of millions of rows.
+pub fn for_each_truth_key_after<E: From<Error>>(
     conn: &Connection,
     run_id: i64,
     after: Option<&str>,
     limit: usize,
-    mut f: impl FnMut(TruthRow<&str>) -> Result<(), E>,
+    mut f: impl FnMut(TruthKeyRow<'_>) -> Result<(), E>,
 ) -> Result<(), E> {
     for_each_row(
         conn,
-        "SELECT id, id_key, id_time_ms, posted_at_ms, visible_at_ms, deleted_at_ms, origin
+        "SELECT id, id_key, id_time_ms, visible_at_ms, deleted_at_ms
          FROM truth WHERE run_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
         rusqlite::params![run_id, after.unwrap_or(""), limit as i64],
-        |r| f(truth(r).map_err(read_error)?),
+        |r| f(truth_key(r).map_err(read_error)?),
     )
+}
+
+fn truth_key<'r>(r: &'r rusqlite::Row) -> rusqlite::Result<TruthKeyRow<'r>> {
+    Ok(TruthKeyRow {
+        id: r.get_ref(0)?.as_str()?,
+        id_key: r.get_ref(1)?.as_bytes()?,
+        id_time_ms: r.get(2)?,
+        visible_at_ms: r.get(3)?,
+        deleted_at_ms: r.get(4)?,
+    })
 }
 
 /// The rows of `observations` run `run_id`'s requests returned (their item

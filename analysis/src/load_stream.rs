@@ -132,7 +132,10 @@ impl TruthFeed {
 enum Fed {
     Truth(TruthRow),
     TruthThrough(u128),
-    Request(StreamRequest, Vec<Item>),
+    /// Boxed: a batch can hold a million truth rows (the statuses written
+    /// before the pollers began, all needed by their first page), each
+    /// as large as the largest variant.
+    Request(Box<(StreamRequest, Vec<Item>)>),
 }
 
 impl Fed {
@@ -140,7 +143,7 @@ impl Fed {
         match self {
             Fed::Truth(t) => c.truth(t),
             Fed::TruthThrough(k) => c.truth_done_through(k),
-            Fed::Request(r, items) => c.request(r, items),
+            Fed::Request(r) => c.request(r.0, r.1),
         }
     }
 }
@@ -416,7 +419,7 @@ impl TimeOrder {
             if let Some(want) = Checker::truth_wanted(&read.r, &read.items) {
                 reader.truth.through(out, want)?;
             }
-            out.push(Fed::Request(read.r, read.items));
+            out.push(Fed::Request(Box::new((read.r, read.items))));
         }
         Ok(())
     }

@@ -73,7 +73,7 @@ fn observation_bytes<'r>(r: &'r rusqlite::Row) -> rusqlite::Result<ObservationRo
     })
 }
 
-/// What a checker that streams reads of a truth row ([`TruthRow`] without
+/// What a checker that streams reads of a truth row ([`crate::TruthRow`] without
 /// `posted_at_ms` and `origin`), its sort key as the text's bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TruthKeyRow<'r> {

@@ -383,9 +383,9 @@ fn watch_takes_the_password_from_pgpassword_or_its_file_and_never_shows_it() {
 }
 
 /// Waits until watch's slot `name` has read the log past where it ends now
-/// (its confirmed position passes the current WAL position): every
-/// transaction committed before is in the truth, and the table's partitions
-/// were listed after it.
+/// (its confirmed position, which watch moves once what it read is stored,
+/// passes the current WAL position): every transaction committed before is
+/// in the truth, and the table's partitions were listed after it.
 fn wait_read_past_now(db: &TheirDb, client: &tokio_postgres::Client, name: &str) {
     let lsn: String = db
         .runtime

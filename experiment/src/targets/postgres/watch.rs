@@ -5,8 +5,12 @@
 //! dropped at the end; a slot watch did not make is never dropped. The
 //! session is read-only (`SET SESSION CHARACTERISTICS AS TRANSACTION READ
 //! ONLY`), its commit times in UTC, as the decoder reads them.
+//!
+//! The slot is peeked, not consumed, and confirmed only up to a state
+//! committed to run.db ([`Slot::peeking`]): a resumed watch reads it from
+//! where its state ends (`watch_state`'s `log`, `{"lsn": "0/16B3748"}`).
 
-use super::decode::{Decoder, parse_table};
+use super::decode::{Decoder, lsn, lsn_text, parse_table};
 use super::slot::{self, BATCH, Slot, check_name};
 use super::{own, quote_ident};
 use crate::logtruth::Counts;
@@ -27,8 +31,9 @@ pub(super) struct Checked {
     create: bool,
     /// `--max-slot-lag`: the most WAL the slot may keep, in bytes.
     max_lag: Option<u64>,
-    /// A watch resumed: the slot is read from its confirmed position.
-    resume: bool,
+    /// A watch resumed: the slot is read from where its state ends (`None`
+    /// inside: a state without a position, from the slot's confirmed one).
+    resume: Option<Option<u64>>,
 }
 
 /// The slot read, and whether watch made it (then it drops it).
@@ -70,8 +75,22 @@ pub(super) fn check(url: &str, args: &WatchArgs) -> Result<Checked, String> {
         slot,
         create: args.create_slot,
         max_lag: args.max_slot_lag.as_deref().map(parse_size).transpose()?,
-        resume: args.resume.is_some(),
+        resume: args.resume.as_ref().map(saved_lsn).transpose()?,
     })
+}
+
+/// Where a resumed state's log ends: `{"lsn": "X/Y"}` (`None`: a state
+/// stored before watch kept one).
+fn saved_lsn(r: &crate::logtruth::source::Resumed) -> Result<Option<u64>, String> {
+    match r.state["log"]["lsn"].as_str() {
+        None => Ok(None),
+        Some(text) => lsn(text).map(Some).ok_or_else(|| {
+            format!(
+                "watch run {}: a bad LSN '{text}' in its stored state",
+                r.run_id
+            )
+        }),
+    }
 }
 
 /// Connects, checks the table's key column, and opens (or makes) the slot.
@@ -113,8 +132,9 @@ pub(super) async fn open(c: Checked, key: String) -> Result<WatchOpened, String>
         }
         (Slot::create(client, &name).await?, true)
     } else {
-        (Slot::open(client, &name, !resume).await?, false)
+        (Slot::open(client, &name, resume.is_none()).await?, false)
     };
+    let slot = slot.peeking(resume.flatten()).await?;
     Ok(WatchOpened {
         source: Box::new(Source {
             slot,
@@ -231,6 +251,21 @@ impl WatchSource for Source {
         Box::pin(async move {
             tokio::time::sleep(period).await;
             Ok(())
+        })
+    }
+
+    /// `{"lsn": "X/Y"}`: the transactions committed up to X/Y were handed on.
+    fn position(&self) -> serde_json::Value {
+        serde_json::json!({"lsn": self.slot.covered().map(lsn_text)})
+    }
+
+    /// Confirms the slot up to the position of a committed state.
+    fn confirm<'a>(&'a mut self, position: &'a serde_json::Value) -> Boxed<'a, Result<(), String>> {
+        Box::pin(async move {
+            match position["lsn"].as_str().and_then(lsn) {
+                Some(at) => self.slot.confirm(at).await,
+                None => Ok(()),
+            }
         })
     }
 

@@ -295,6 +295,80 @@ fn a_slot_watch_makes_is_dropped_and_bad_input_is_one_line_a_slot_in_use_among_i
     assert_eq!(names, ["busy", "other_plugin", "physical"]);
 }
 
+/// A `--create-slot` watch killed (SIGKILL) cannot drop its slot: the next
+/// `--create-slot` watch with the same flags and `--db` drops it, saying
+/// so in one line, and makes it again; a slot another live watch made is
+/// refused, as any slot that exists.
+#[test]
+fn a_slot_a_killed_watch_made_is_dropped_by_the_next_and_a_live_ones_is_not() {
+    let db = TheirDb::start();
+    let dir = temp_dir("watch-made-killed");
+    let run_db = dir.join("watch.db");
+    let run_db = run_db.to_str().unwrap();
+    let admin = db.session();
+    exec(
+        &db,
+        &admin,
+        "CREATE TABLE outbox (id bigint PRIMARY KEY, body text)",
+    );
+    let target = db.target();
+    let args = |slot: &'static str, db_file: &str| -> Vec<String> {
+        [
+            "watch",
+            "--target",
+            &target,
+            "--table",
+            "outbox",
+            "--slot",
+            slot,
+            "--create-slot",
+            "--db",
+            db_file,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let killed = args("made_then_killed", run_db);
+    let (mut child, _stderr) = start_watch(&common::strs(&killed));
+    common::signal(&child, "-KILL");
+    child.wait().unwrap();
+    assert_eq!(
+        slot_names(&db, &admin),
+        ["made_then_killed"],
+        "a killed watch leaves its slot"
+    );
+    let mut again = killed.clone();
+    again.extend(["--duration".to_string(), "300ms".to_string()]);
+    let (code, stdout, stderr) = watch(&common::strs(&again));
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stderr.lines().next().is_some_and(|l| l.starts_with(
+            "watch: dropped replication slot 'made_then_killed', made by watch run 1 of"
+        ) && l
+            .ends_with("and left when that watch was killed; making it again")),
+        "{stderr}"
+    );
+    assert!(
+        slot_names(&db, &admin).is_empty(),
+        "the slot made again is dropped at the end"
+    );
+
+    // A watch that made its slot and still runs, last in its --db: a
+    // second one with its flags waits for the first's session, then
+    // refuses the slot in one line.
+    let other_db = dir.join("other.db");
+    let live = args("made_and_live", other_db.to_str().unwrap());
+    let running = start_watch(&common::strs(&live));
+    common::assert_refused(
+        watch(&common::strs(&live)),
+        "replication slot 'made_and_live' exists already",
+        "a live watch's slot",
+    );
+    let (code, stdout, stderr) = stop_watch(running);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(slot_names(&db, &admin).is_empty());
+}
+
 /// A role that must give its password: watch takes it from PGPASSWORD or
 /// from `--token-file` (which wins), refuses a wrong one in one line, and
 /// never shows or stores it.

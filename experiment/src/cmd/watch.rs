@@ -17,6 +17,7 @@ pub use crate::logtruth::watch::Watched;
 /// made dropped.
 pub fn watch_command(mut args: WatchArgs) -> Result<Watched, String> {
     args.resume = crate::logtruth::watch::resumable(&args)?;
+    args.killed = crate::logtruth::watch::killed(&args)?;
     let target = check(&args)?;
     crate::logtruth::watch::watch(args, target)
 }

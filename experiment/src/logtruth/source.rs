@@ -244,6 +244,11 @@ pub struct WatchArgs {
     /// the source opens.
     #[arg(skip)]
     pub resume: Option<Resumed>,
+    /// The last run of `--db` with these flags, if it was killed (it never
+    /// recorded its end): a slot it made (`--create-slot`) it could not
+    /// drop (`logtruth::watch::killed`).
+    #[arg(skip)]
+    pub killed: Option<Killed>,
 }
 
 /// A watch run to continue: its id and its `watch_state`.
@@ -251,4 +256,11 @@ pub struct WatchArgs {
 pub struct Resumed {
     pub run_id: i64,
     pub state: serde_json::Value,
+}
+
+/// A watch run that was killed: its id and its `runs.config`.
+#[derive(Clone, Debug)]
+pub struct Killed {
+    pub run_id: i64,
+    pub config: serde_json::Value,
 }

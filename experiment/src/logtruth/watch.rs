@@ -42,7 +42,7 @@
 //! continues (`resumed_from`).
 
 use crate::clock::now_ms;
-use crate::logtruth::source::{Resumed, WatchArgs, WatchOpened, WatchOpening, WatchSource};
+use crate::logtruth::source::{Killed, Resumed, WatchArgs, WatchOpened, WatchOpening, WatchSource};
 use crate::logtruth::tail::{Tail, parse_delivered};
 use crate::record::{RecordSender, Recorder, RunRow};
 use crate::session::Shutdown;
@@ -109,6 +109,25 @@ pub fn resumable(args: &WatchArgs) -> Result<Option<Resumed>, String> {
             _ => return Ok(None),
         }
     }
+}
+
+/// The last run of `--db`, when it is a watch with these flags that never
+/// recorded its end (killed: SIGKILL, a crash): `--create-slot`'s slot it
+/// made may still be there ([`Killed`]).
+pub fn killed(args: &WatchArgs) -> Result<Option<Killed>, String> {
+    if !args.create_slot || !args.db.exists() {
+        return Ok(None);
+    }
+    let conn = rundb::read::open(&args.db)?;
+    let Some(&last) = rundb::read::run_ids(&conn)?.last() else {
+        return Ok(None);
+    };
+    Ok(same_watch(&conn, args, last)?
+        .filter(|(run, _)| run.ended_at_ms.is_none())
+        .map(|(run, config)| Killed {
+            run_id: run.id,
+            config,
+        }))
 }
 
 /// Run `id` of `conn` and its `runs.config`, when it is a watch with the

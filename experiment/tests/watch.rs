@@ -332,10 +332,16 @@ fn a_slot_a_killed_watch_made_is_dropped_by_the_next_and_a_live_ones_is_not() {
     let (mut child, _stderr) = start_watch(&common::strs(&killed));
     common::signal(&child, "-KILL");
     child.wait().unwrap();
+    // The server drops the killed watch's temporary copy once it sees the
+    // session end, which may take a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while slot_names(&db, &admin).len() > 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     assert_eq!(
         slot_names(&db, &admin),
         ["made_then_killed"],
-        "a killed watch leaves its slot"
+        "a killed watch leaves its slot, not its copy"
     );
     let mut again = killed.clone();
     again.extend(["--duration".to_string(), "300ms".to_string()]);
@@ -555,4 +561,93 @@ fn watch_judges_a_partitioned_table_as_its_root_and_a_dropped_partitions_unread_
     assert!(stdout.contains("0 lost, 1 expired"), "{stdout}");
     // The slot watch made is gone.
     assert!(slot_names(&db, &admin).is_empty());
+}
+
+/// watch consumes a temporary copy of their slot, made on its own session
+/// and named after it (`theirs_watch_PID`), and leaves their slot free and
+/// unconsumed between its stored states; with no free slot for the copy
+/// (`max_replication_slots`) it peeks at their slot instead, saying so in
+/// one line, and judges alike.
+#[test]
+fn watch_reads_a_temporary_copy_of_their_slot_or_peeks_when_no_slot_is_free() {
+    let db = TheirDb::start();
+    let dir = temp_dir("watch-copy");
+    let admin = db.session();
+    for sql in [
+        "CREATE TABLE outbox (id bigint PRIMARY KEY, body text)",
+        "SELECT pg_create_logical_replication_slot('theirs', 'test_decoding')",
+    ] {
+        exec(&db, &admin, sql);
+    }
+    let target = db.target();
+    let run = |db_file: &str, extra: &[&str]| {
+        let mut args = vec![
+            "watch", "--target", &target, "--table", "outbox", "--slot", "theirs", "--db", db_file,
+        ];
+        args.extend_from_slice(extra);
+        args.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let first = dir.join("copy.db");
+    let running = start_watch(&common::strs(&run(first.to_str().unwrap(), &[])));
+    let copies: Vec<(String, bool, bool)> = db
+        .runtime
+        .block_on(admin.query(
+            "SELECT slot_name::text, temporary, slot_name = 'theirs_watch_' || active_pid \
+             FROM pg_replication_slots WHERE slot_name <> 'theirs'",
+            &[],
+        ))
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    assert!(copies[0].1 && copies[0].2, "{copies:?}");
+    exec(&db, &admin, "INSERT INTO outbox VALUES (1, 'a'), (2, 'b')");
+    let (code, stdout, stderr) = stop_watch(running);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("2 rows of public.outbox committed"),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("no free replication slot"), "{stderr}");
+    assert_eq!(slots(&db, &admin), [("theirs".to_string(), false)]);
+
+    // Every slot taken: watch peeks, in one line, and still reads what
+    // commits (row 3, committed before it started, was skipped: the truth
+    // starts at watch's start).
+    for n in 1..=7 {
+        exec(
+            &db,
+            &admin,
+            &format!("SELECT pg_create_logical_replication_slot('filler_{n}', 'test_decoding')"),
+        );
+    }
+    exec(&db, &admin, "INSERT INTO outbox VALUES (3, 'c')");
+    let second = dir.join("peek.db");
+    let running = start_watch(&common::strs(&run(second.to_str().unwrap(), &[])));
+    exec(&db, &admin, "INSERT INTO outbox VALUES (4, 'd')");
+    let (code, stdout, stderr) = stop_watch(running);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("1 rows of public.outbox committed"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = watch(&common::strs(&run(
+        dir.join("peek2.db").to_str().unwrap(),
+        &["--duration", "300ms"],
+    )));
+    assert_eq!(code, 0, "{stderr}");
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("no free replication slot"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].starts_with(
+            "watch: no free replication slot for a temporary copy of 'theirs' \
+             (max_replication_slots): peeking at it instead"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(slots(&db, &admin).len(), 8);
 }

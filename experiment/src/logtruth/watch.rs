@@ -60,8 +60,9 @@ pub const PERIOD: Duration = Duration::from_millis(200);
 
 /// How often the checker's state and open rows are written to run.db: a
 /// watch killed without its last write resumes from the one before, and
-/// its log (a slot) is confirmed this often, so a peek reads again at most
-/// about this much log.
+/// its log (a slot) is confirmed this often, so the slot keeps about this
+/// much log more than a consumed one, and a peek (a slot watch could not
+/// copy) reads again at most about this much.
 pub const CHECKPOINT: Duration = Duration::from_secs(10);
 
 /// What watch found: one line a consumer, and whether any lost a row.

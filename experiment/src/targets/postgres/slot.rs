@@ -11,12 +11,18 @@
 //! `experiment watch` reads a slot on the user's own database instead: one
 //! the user made ([`Slot::open`], checked in `pg_replication_slots` first:
 //! its plugin, its database, whether another consumer holds it), or one
-//! it makes and drops itself. Watch does not consume as it reads
-//! ([`Slot::peeking`]): it peeks (`pg_logical_slot_peek_changes`, which
-//! leaves the slot where it was) and confirms the slot
-//! (`pg_replication_slot_advance`) only up to a position whose rows are in
-//! a state committed to run.db ([`Slot::confirm`]), so that a watch killed
-//! at any moment finds in the slot everything its last state lacks.
+//! it makes and drops itself. Watch does not consume that slot as it reads
+//! ([`Slot::watched`]): it consumes a temporary copy of it
+//! (`pg_copy_logical_replication_slot`, made on the session that reads it,
+//! dropped by the server when that session ends, a killed watch's too) and
+//! confirms the slot itself (`pg_replication_slot_advance`) only up to a
+//! position whose rows are in a state committed to run.db
+//! ([`Slot::confirm`]), so that a watch killed at any moment finds in the
+//! slot everything its last state lacks. When the server has no free slot
+//! for the copy (`max_replication_slots`), watch peeks at the slot instead
+//! (`pg_logical_slot_peek_changes`, which leaves the slot where it was):
+//! as exact, but each peek decodes again what was read since the last
+//! confirmation.
 
 use super::decode::{Decoder, lsn, lsn_text};
 use crate::servers::postgres::db_error;
@@ -52,11 +58,16 @@ pub struct Slot {
     gone: AtomicBool,
     /// `None`: the slot is consumed as it is read (the judge's own slot).
     peek: Option<Peek>,
+    /// The temporary copy of the slot that is consumed in its place (a
+    /// watched slot's, [`Slot::watched`]); `None` with `peek`: the slot is
+    /// peeked.
+    copy: Option<String>,
 }
 
-/// A slot read without consuming it ([`Slot::peeking`]): each peek decodes
-/// from the slot's confirmed position again, so what was handed on since is
-/// returned again until the slot is confirmed past it.
+/// A slot read without consuming it ([`Slot::watched`]): through its
+/// temporary copy, or peeked. Each peek decodes from the slot's confirmed
+/// position again, so what was handed on since is returned again until the
+/// slot is confirmed past it; the copy starts at that position too, once.
 #[derive(Clone, Copy, Debug)]
 struct Peek {
     /// Every transaction whose commit ends at or before this WAL position
@@ -128,6 +139,7 @@ impl Slot {
             name: name.into(),
             gone: AtomicBool::new(false),
             peek: None,
+            copy: None,
         })
     }
 
@@ -193,6 +205,7 @@ impl Slot {
             name: name.into(),
             gone: AtomicBool::new(false),
             peek: None,
+            copy: None,
         })
     }
 
@@ -204,16 +217,67 @@ impl Slot {
             name: name.into(),
             gone: AtomicBool::new(false),
             peek: None,
+            copy: None,
         }
     }
 
-    /// Reads the slot without consuming it from now on: rows are peeked,
-    /// and the slot moves only at [`Slot::confirm`]. `from` is where a
-    /// resumed watch's state ends (a WAL position: the transactions
+    /// Reads the slot without consuming it from now on: through a
+    /// temporary copy of it, consumed, or (no free slot for the copy)
+    /// peeked, and the slot moves only at [`Slot::confirm`]. `from` is
+    /// where a resumed watch's state ends (a WAL position: the transactions
     /// committed up to it were taken, the slot still holds those after);
     /// `None`, a new watch: from the slot's confirmed position. A slot
     /// confirmed past `from` lost what the state lacks: refused.
-    pub async fn peeking(mut self, from: Option<u64>) -> Result<Slot, String> {
+    ///
+    /// The copy (`pg_copy_logical_replication_slot(src, dst, true)`,
+    /// PostgreSQL manual, 9.28.6) is made on this session, which alone may
+    /// use it, and starts at the slot's confirmed position; the server
+    /// drops it when the session ends. Its name, [`copy_name`], holds this
+    /// session's server process id, which no other live session has.
+    pub async fn watched(self, from: Option<u64>) -> Result<Slot, String> {
+        let mut slot = self.peeking(from).await?;
+        let pid: i32 = slot
+            .client
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .map_err(|e| db_error(&e))?
+            .get(0);
+        let copy = copy_name(&slot.name, pid);
+        let made = slot
+            .client
+            .query_one(
+                "SELECT slot_name::text FROM pg_copy_logical_replication_slot($1, $2, true)",
+                &[&slot.name, &copy],
+            )
+            .await;
+        match made {
+            Ok(_) => slot.copy = Some(copy),
+            Err(e)
+                if e.code()
+                    == Some(&tokio_postgres::error::SqlState::CONFIGURATION_LIMIT_EXCEEDED) =>
+            {
+                eprintln!(
+                    "watch: no free replication slot for a temporary copy of '{}' \
+                     (max_replication_slots): peeking at it instead, which makes the server \
+                     decode again, every drain, what was read since the last stored state \
+                     (about twice to four times its CPU a commit)",
+                    slot.name
+                );
+            }
+            Err(e) => {
+                return Err(format!(
+                    "cannot copy the replication slot '{}' to '{copy}': {}",
+                    slot.name,
+                    db_error(&e)
+                ));
+            }
+        }
+        Ok(slot)
+    }
+
+    /// The slot peeked from its confirmed position, or `from`
+    /// ([`Slot::watched`]).
+    async fn peeking(mut self, from: Option<u64>) -> Result<Slot, String> {
         let confirmed: Option<String> = self
             .client
             .query_opt(
@@ -320,24 +384,40 @@ impl Slot {
         decoder: &mut Decoder,
         upto: &str,
     ) -> Result<(Vec<LogTruthRow>, bool), String> {
-        if let Some(peek) = self.peek {
+        if let (Some(peek), None) = (self.peek, &self.copy) {
             return self.peek_batch(decoder, upto, peek).await;
         }
+        let read = self.copy.as_deref().unwrap_or(&self.name);
         let rows = self
             .client
             .query(
                 "SELECT lsn::text, data FROM pg_logical_slot_get_changes($1, $2::text::pg_lsn, $3, \
                  'include-xids', 'on', 'include-timestamp', 'on', 'skip-empty-xacts', 'on')",
-                &[&self.name, &upto, &BATCH],
+                &[&read, &upto, &BATCH],
             )
             .await
             .map_err(|e| self.read_error(e))?;
         let full = rows.len() >= BATCH as usize;
+        let rows: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        let mut start = 0;
+        if let Some(peek) = self.peek.as_mut() {
+            // A copy: its first transactions, those whose COMMIT ends at or
+            // before `covered` (a resumed watch's state holds them), are
+            // skipped, as a peek does; the rest move `covered`.
+            for (n, (at, data)) in rows.iter().enumerate() {
+                if data.starts_with("COMMIT") {
+                    let at = lsn(at).ok_or_else(|| format!("a bad LSN '{at}' in the slot"))?;
+                    if at <= peek.covered {
+                        start = n + 1;
+                    } else {
+                        peek.covered = at;
+                    }
+                }
+            }
+        }
         let mut out = Vec::new();
-        for row in rows {
-            let lsn: String = row.get(0);
-            let data: String = row.get(1);
-            out.extend(decoder.feed(&lsn, &data)?);
+        for (lsn, data) in &rows[start..] {
+            out.extend(decoder.feed(lsn, data)?);
         }
         Ok((out, full))
     }
@@ -491,8 +571,29 @@ impl Slot {
         Ok((row.get(0), row.get(1)))
     }
 
-    /// Drops the slot: the server keeps no WAL for it any more.
-    pub async fn drop_slot(self) -> Result<(), String> {
+    /// Drops the temporary copy, if any, at once (the server would when the
+    /// session ends, but not before the next look at its slots).
+    pub async fn drop_copy(&mut self) -> Result<(), String> {
+        let Some(copy) = self.copy.take() else {
+            return Ok(());
+        };
+        self.client
+            .execute("SELECT pg_drop_replication_slot($1)", &[&copy])
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                format!(
+                    "cannot drop the replication slot '{copy}' (watch's copy of '{}'): {}",
+                    self.name,
+                    db_error(&e)
+                )
+            })
+    }
+
+    /// Drops the slot (and its copy): the server keeps no WAL for it any
+    /// more.
+    pub async fn drop_slot(mut self) -> Result<(), String> {
+        self.drop_copy().await?;
         self.client
             .execute("SELECT pg_drop_replication_slot($1)", &[&self.name])
             .await
@@ -505,6 +606,16 @@ impl Slot {
                 )
             })
     }
+}
+
+/// The name of watch's temporary copy of slot `name`, made by server
+/// process `pid`: `NAME_watch_PID`, `NAME` cut so that it fits in the 63
+/// characters of a slot name.
+pub fn copy_name(name: &str, pid: i32) -> String {
+    let tail = format!("_watch_{pid}");
+    let keep = name.len().min(63usize.saturating_sub(tail.len()));
+    // A slot name is ASCII (`check_name`): any cut is a character boundary.
+    format!("{}{tail}", &name[..keep])
 }
 
 /// A slot as `pg_replication_slots` shows it.

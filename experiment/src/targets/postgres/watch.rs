@@ -6,9 +6,11 @@
 //! session is read-only (`SET SESSION CHARACTERISTICS AS TRANSACTION READ
 //! ONLY`), its commit times in UTC, as the decoder reads them.
 //!
-//! The slot is peeked, not consumed, and confirmed only up to a state
-//! committed to run.db ([`Slot::peeking`]): a resumed watch reads it from
-//! where its state ends (`watch_state`'s `log`, `{"lsn": "0/16B3748"}`).
+//! The slot is not consumed: a temporary copy of it is (peeked when the
+//! server has no free slot for one), and the slot is confirmed only up to a
+//! state committed to run.db ([`Slot::watched`]): a resumed watch reads it
+//! from where its state ends (`watch_state`'s `log`, `{"lsn": "0/16B3748"}`).
+//! The same holds for a slot watch made, so that its code is the same.
 //! A slot watch made stays when watch is killed (SIGKILL, a crash): the
 //! session that made it holds an advisory lock on its name
 //! (`pg_advisory_lock`, PostgreSQL manual, "Advisory Lock Functions"),
@@ -215,7 +217,7 @@ pub(super) async fn open(c: Checked, key: String) -> Result<WatchOpened, String>
     } else {
         (Slot::open(client, &name, resume.is_none()).await?, false)
     };
-    let slot = slot.peeking(resume.flatten()).await?;
+    let slot = slot.watched(resume.flatten()).await?;
     Ok(WatchOpened {
         source: Box::new(Source {
             slot,
@@ -308,12 +310,13 @@ impl Source {
         self.status
     }
 
-    /// Drops the slot if watch made it; leaves the user's.
-    pub(super) async fn release(self) -> Result<(), String> {
+    /// Drops the slot if watch made it; leaves the user's. The temporary
+    /// copy read is dropped either way.
+    pub(super) async fn release(mut self) -> Result<(), String> {
         if self.made {
             self.slot.drop_slot().await
         } else {
-            Ok(())
+            self.slot.drop_copy().await
         }
     }
 }

@@ -295,6 +295,86 @@ fn a_slot_watch_makes_is_dropped_and_bad_input_is_one_line_a_slot_in_use_among_i
     assert_eq!(names, ["busy", "other_plugin", "physical"]);
 }
 
+/// A `--create-slot` watch killed (SIGKILL) cannot drop its slot: the next
+/// `--create-slot` watch with the same flags and `--db` drops it, saying
+/// so in one line, and makes it again; a slot another live watch made is
+/// refused, as any slot that exists.
+#[test]
+fn a_slot_a_killed_watch_made_is_dropped_by_the_next_and_a_live_ones_is_not() {
+    let db = TheirDb::start();
+    let dir = temp_dir("watch-made-killed");
+    let run_db = dir.join("watch.db");
+    let run_db = run_db.to_str().unwrap();
+    let admin = db.session();
+    exec(
+        &db,
+        &admin,
+        "CREATE TABLE outbox (id bigint PRIMARY KEY, body text)",
+    );
+    let target = db.target();
+    let args = |slot: &'static str, db_file: &str| -> Vec<String> {
+        [
+            "watch",
+            "--target",
+            &target,
+            "--table",
+            "outbox",
+            "--slot",
+            slot,
+            "--create-slot",
+            "--db",
+            db_file,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let killed = args("made_then_killed", run_db);
+    let (mut child, _stderr) = start_watch(&common::strs(&killed));
+    common::signal(&child, "-KILL");
+    child.wait().unwrap();
+    // The server drops the killed watch's temporary copy once it sees the
+    // session end, which may take a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while slot_names(&db, &admin).len() > 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(
+        slot_names(&db, &admin),
+        ["made_then_killed"],
+        "a killed watch leaves its slot, not its copy"
+    );
+    let mut again = killed.clone();
+    again.extend(["--duration".to_string(), "300ms".to_string()]);
+    let (code, stdout, stderr) = watch(&common::strs(&again));
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stderr.lines().next().is_some_and(|l| l.starts_with(
+            "watch: dropped replication slot 'made_then_killed', made by watch run 1 of"
+        ) && l
+            .ends_with("and left when that watch was killed; making it again")),
+        "{stderr}"
+    );
+    assert!(
+        slot_names(&db, &admin).is_empty(),
+        "the slot made again is dropped at the end"
+    );
+
+    // A watch that made its slot and still runs, last in its --db: a
+    // second one with its flags waits for the first's session, then
+    // refuses the slot in one line.
+    let other_db = dir.join("other.db");
+    let live = args("made_and_live", other_db.to_str().unwrap());
+    let running = start_watch(&common::strs(&live));
+    common::assert_refused(
+        watch(&common::strs(&live)),
+        "replication slot 'made_and_live' exists already",
+        "a live watch's slot",
+    );
+    let (code, stdout, stderr) = stop_watch(running);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(slot_names(&db, &admin).is_empty());
+}
+
 /// A role that must give its password: watch takes it from PGPASSWORD or
 /// from `--token-file` (which wins), refuses a wrong one in one line, and
 /// never shows or stores it.
@@ -383,9 +463,9 @@ fn watch_takes_the_password_from_pgpassword_or_its_file_and_never_shows_it() {
 }
 
 /// Waits until watch's slot `name` has read the log past where it ends now
-/// (its confirmed position passes the current WAL position): every
-/// transaction committed before is in the truth, and the table's partitions
-/// were listed after it.
+/// (its confirmed position, which watch moves once what it read is stored,
+/// passes the current WAL position): every transaction committed before is
+/// in the truth, and the table's partitions were listed after it.
 fn wait_read_past_now(db: &TheirDb, client: &tokio_postgres::Client, name: &str) {
     let lsn: String = db
         .runtime
@@ -481,4 +561,93 @@ fn watch_judges_a_partitioned_table_as_its_root_and_a_dropped_partitions_unread_
     assert!(stdout.contains("0 lost, 1 expired"), "{stdout}");
     // The slot watch made is gone.
     assert!(slot_names(&db, &admin).is_empty());
+}
+
+/// watch consumes a temporary copy of their slot, made on its own session
+/// and named after it (`theirs_watch_PID`), and leaves their slot free and
+/// unconsumed between its stored states; with no free slot for the copy
+/// (`max_replication_slots`) it peeks at their slot instead, saying so in
+/// one line, and judges alike.
+#[test]
+fn watch_reads_a_temporary_copy_of_their_slot_or_peeks_when_no_slot_is_free() {
+    let db = TheirDb::start();
+    let dir = temp_dir("watch-copy");
+    let admin = db.session();
+    for sql in [
+        "CREATE TABLE outbox (id bigint PRIMARY KEY, body text)",
+        "SELECT pg_create_logical_replication_slot('theirs', 'test_decoding')",
+    ] {
+        exec(&db, &admin, sql);
+    }
+    let target = db.target();
+    let run = |db_file: &str, extra: &[&str]| {
+        let mut args = vec![
+            "watch", "--target", &target, "--table", "outbox", "--slot", "theirs", "--db", db_file,
+        ];
+        args.extend_from_slice(extra);
+        args.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let first = dir.join("copy.db");
+    let running = start_watch(&common::strs(&run(first.to_str().unwrap(), &[])));
+    let copies: Vec<(String, bool, bool)> = db
+        .runtime
+        .block_on(admin.query(
+            "SELECT slot_name::text, temporary, slot_name = 'theirs_watch_' || active_pid \
+             FROM pg_replication_slots WHERE slot_name <> 'theirs'",
+            &[],
+        ))
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    assert!(copies[0].1 && copies[0].2, "{copies:?}");
+    exec(&db, &admin, "INSERT INTO outbox VALUES (1, 'a'), (2, 'b')");
+    let (code, stdout, stderr) = stop_watch(running);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("2 rows of public.outbox committed"),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("no free replication slot"), "{stderr}");
+    assert_eq!(slots(&db, &admin), [("theirs".to_string(), false)]);
+
+    // Every slot taken: watch peeks, in one line, and still reads what
+    // commits (row 3, committed before it started, was skipped: the truth
+    // starts at watch's start).
+    for n in 1..=7 {
+        exec(
+            &db,
+            &admin,
+            &format!("SELECT pg_create_logical_replication_slot('filler_{n}', 'test_decoding')"),
+        );
+    }
+    exec(&db, &admin, "INSERT INTO outbox VALUES (3, 'c')");
+    let second = dir.join("peek.db");
+    let running = start_watch(&common::strs(&run(second.to_str().unwrap(), &[])));
+    exec(&db, &admin, "INSERT INTO outbox VALUES (4, 'd')");
+    let (code, stdout, stderr) = stop_watch(running);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("1 rows of public.outbox committed"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = watch(&common::strs(&run(
+        dir.join("peek2.db").to_str().unwrap(),
+        &["--duration", "300ms"],
+    )));
+    assert_eq!(code, 0, "{stderr}");
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("no free replication slot"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].starts_with(
+            "watch: no free replication slot for a temporary copy of 'theirs' \
+             (max_replication_slots): peeking at it instead"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(slots(&db, &admin).len(), 8);
 }

@@ -196,14 +196,97 @@ fn watch_reads_their_binlog_and_judges_their_naive_relay_as_its_own_file_says() 
         sql(&server, "app", "SELECT id FROM outbox ORDER BY id"),
         "0\n1\n2\n"
     );
-    // Started again with the same flags and --db, a MariaDB watch does not
-    // resume (no binlog position kept): one line, exit 2, no run added.
-    let again = common::watch(&args);
-    common::assert_refused(again, "a MariaDB watch does not resume", "resume");
-    let runs: i64 = conn
-        .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+    // Started again with the same flags and --db, watch resumes run 1 from
+    // the binlog position its state holds: nothing committed since, key 1
+    // still lost.
+    let mut again = args.to_vec();
+    again.extend(["--duration", "300ms"]);
+    let (code, stdout, stderr) = common::watch(&again);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("(ended: duration): 2 rows of app.outbox committed in 0 transactions"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("relay: invalid (lost 1 committed rows;"),
+        "{stdout}"
+    );
+    let resumed: String = conn
+        .query_row("SELECT config FROM runs WHERE id = 2", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(runs, 1);
+    let resumed: serde_json::Value = serde_json::from_str(&resumed).unwrap();
+    assert_eq!(resumed["resumed_from"], 1);
+}
+
+#[test]
+fn a_watch_killed_while_rows_commit_resumes_judging_each_row_exactly_once() {
+    let dir = temp_dir("watch-mariadb-killed");
+    let server = start(&BINLOG);
+    let (out, run_db) = (dir.join("writers.csv"), dir.join("watch.db"));
+    sql(&server, "", "CREATE DATABASE app");
+    sql(
+        &server,
+        "app",
+        "CREATE TABLE outbox (body text, id bigint PRIMARY KEY) ENGINE=InnoDB",
+    );
+    let args: Vec<String> = [
+        "watch",
+        "--target",
+        &target(&server),
+        "--table",
+        "outbox",
+        "--delivered",
+        &format!("writers={}", out.display()),
+        "--settle-after",
+        "0s",
+        "--db",
+        run_db.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec();
+    let commit = |key: i64| {
+        sql(
+            &server,
+            "app",
+            &format!("INSERT INTO outbox VALUES ('x', {key})"),
+        );
+    };
+    // The killed watch's dump stays registered until the server sees its
+    // connection gone, and watch refuses an id a replica holds.
+    let gone = || {
+        !sql(&server, "", "SHOW SLAVE HOSTS")
+            .lines()
+            .any(|l| l.starts_with("1734921553\t"))
+    };
+    let run = common::kill_and_resume(&args, &run_db, &out, &commit, &gone);
+    let (code, stdout, stderr) = &run.outcome;
+    let n = run.committed;
+    assert_eq!(*code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "writers: valid (delivered every committed row up to the highest key it \
+             delivered; {n} of {n} committed rows delivered, 0 lost, 0 not reached, \
+             0 duplicated, 0 out of commit order)"
+        )),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("never committed"), "{stdout}");
+    // The resumed watch read exactly the transactions its state lacked,
+    // from the binlog position the state holds.
+    assert!(
+        stdout.contains(&format!(
+            "{n} rows of app.outbox committed in {} transactions while it watched",
+            n - run.stored
+        )),
+        "the killed watch stored {} rows\n{stdout}",
+        run.stored
+    );
+    let state = common::watch_state(&run_db, 2).unwrap();
+    assert_eq!(state["checker"]["committed"], n);
+    assert!(
+        state["log"]["file"].is_string() && state["log"]["pos"].is_u64(),
+        "{state}"
+    );
 }
 
 #[test]

@@ -3,36 +3,13 @@
 //! the user's own (left as it was). The user's database is a throwaway
 //! cluster with `wal_level = logical`, as in `tests/watch.rs`.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod common;
 use common::their_db::TheirDb;
-use common::{assert_refused, start_watch, stop_watch, temp_dir, wait_watch, watch};
-
-/// A loopback port free a moment ago.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `GET path` on `addr` over HTTP/1.0: (the response's head, its body), or
-/// `None` when nothing answers yet.
-fn http_get(addr: &str, path: &str) -> Option<(String, String)> {
-    let mut stream = TcpStream::connect(addr).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    Some((head.to_string(), body.to_string()))
-}
+use common::{
+    assert_refused, free_port, http_get, poll, start_watch, stop_watch, temp_dir, wait_watch, watch,
+};
 
 /// `text` percent-encoded for a URL's query.
 fn encode(text: &str) -> String {
@@ -119,20 +96,6 @@ impl Prometheus {
             return None;
         }
         Some(result[0]["value"][1].as_str()?.to_string())
-    }
-}
-
-/// Calls `probe` every 200 ms until it returns something or `limit` passes.
-fn poll<T>(limit: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
-    let until = Instant::now() + limit;
-    loop {
-        if let Some(found) = probe() {
-            return Some(found);
-        }
-        if Instant::now() > until {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(200));
     }
 }
 

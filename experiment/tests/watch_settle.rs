@@ -2,11 +2,13 @@
 //! delivered settle and leave run.db (only the lost and the unsettled stay),
 //! while the verdict's counts stay those of the whole run; a watch stopped
 //! and started again with the same flags resumes from its slot's confirmed
-//! position and its stored state, missing and counting twice nothing.
+//! position and its stored state, missing and counting twice nothing; and
+//! so does a watch killed (SIGKILL) while writers commit, which never wrote
+//! its last state.
 
 mod common;
 use common::their_db::TheirDb;
-use common::{append_ids, start_watch, stop_watch, strs, temp_dir};
+use common::{append_ids, kill_and_resume, start_watch, stop_watch, strs, temp_dir};
 
 /// Commits keys `keys`, one transaction each, on `client`.
 fn commit(db: &TheirDb, client: &tokio_postgres::Client, keys: impl Iterator<Item = i64>) {
@@ -168,4 +170,69 @@ fn a_watch_stopped_and_started_again_resumes_and_counts_every_row_once() {
     let config: serde_json::Value = serde_json::from_str(&config).unwrap();
     assert_eq!(config["resumed_from"], 1);
     assert_eq!(state["checker"]["committed"], 300);
+}
+
+#[test]
+fn a_watch_killed_while_rows_commit_resumes_judging_each_row_exactly_once() {
+    let db = TheirDb::start();
+    let dir = temp_dir("watch-killed");
+    let (out, run_db) = (dir.join("writers.csv"), dir.join("watch.db"));
+    let admin = db.session();
+    their_outbox(&db, &admin);
+    let writer = db.session();
+    let commit = |key: i64| db.exec(&writer, &format!("INSERT INTO outbox VALUES ({key}, 'x')"));
+    // The killed watch's backend may still hold the slot for a moment
+    // (the call it was in ends when the server sees the connection gone).
+    let free = || {
+        let active: bool = db
+            .runtime
+            .block_on(admin.query_one(
+                "SELECT active FROM pg_replication_slots WHERE slot_name = 'theirs'",
+                &[],
+            ))
+            .unwrap()
+            .get(0);
+        !active
+    };
+    let run = kill_and_resume(
+        &watch_args(&db, &out, &run_db),
+        &run_db,
+        &out,
+        &commit,
+        &free,
+    );
+    let (code, stdout, stderr) = &run.outcome;
+    let n = run.committed;
+    assert_eq!(*code, 0, "{stdout}\n{stderr}");
+    // Every row the writers committed, judged once: as many committed and
+    // delivered as their own account, none the log never committed, none
+    // twice.
+    assert!(
+        stdout.contains(&format!(
+            "writers: valid (delivered every committed row up to the highest key it \
+             delivered; {n} of {n} committed rows delivered, 0 lost, 0 not reached, \
+             0 duplicated, 0 out of commit order)"
+        )),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("never committed"), "{stdout}");
+    // The resumed watch decoded exactly the transactions its state lacked:
+    // none the killed watch's stored state held, none it read and lost.
+    assert!(
+        stdout.contains(&format!(
+            "{n} rows of public.outbox committed in {} transactions while it watched",
+            n - run.stored
+        )),
+        "the killed watch stored {} rows\n{stdout}",
+        run.stored
+    );
+    let state = common::watch_state(&run_db, 2).unwrap();
+    assert_eq!(state["checker"]["committed"], n);
+    assert!(state["log"]["lsn"].is_string(), "{state}");
+    let conn = rusqlite::Connection::open(&run_db).unwrap();
+    let config: String = conn
+        .query_row("SELECT config FROM runs WHERE id = 2", [], |r| r.get(0))
+        .unwrap();
+    let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    assert_eq!(config["resumed_from"], 1);
 }

@@ -140,7 +140,7 @@ pub fn families(judged: &Judged, slot: Option<SlotStatus>) -> Vec<Family> {
         });
         out.push(Family {
             name: "snowleak_slot_read_position_bytes",
-            help: "The slot's confirmed_flush_lsn as a number: up to where watch read the log.",
+            help: "The slot's confirmed_flush_lsn as a number: up to where watch read the log and stored what it read.",
             kind: Kind::Gauge,
             samples: vec![(Vec::new(), s.position as f64)],
         });

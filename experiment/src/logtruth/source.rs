@@ -111,6 +111,16 @@ pub trait WatchSource {
     /// Waits `period` before the next drain, reading the log meanwhile if
     /// its events come as the server writes them.
     fn wait(&mut self, period: Duration) -> Boxed<'_, Result<(), String>>;
+    /// Where the rows handed to `drain` so far end in the log: every row of
+    /// the log before it was handed on, none after (JSON, the source's own;
+    /// `watch_state`'s `log`, docs/rundb.md). A watch resumed from a state
+    /// reads the log from there.
+    fn position(&self) -> serde_json::Value;
+    /// Tells the log that a state holding everything before `position` (an
+    /// earlier [`WatchSource::position`]) is committed to run.db: a slot
+    /// is confirmed up to there (what it keeps before is released); a log
+    /// read without a slot keeps nothing for watch, and does nothing.
+    fn confirm<'a>(&'a mut self, position: &'a serde_json::Value) -> Boxed<'a, Result<(), String>>;
     /// Lets go of the log: a slot watch made is dropped, a dump closed.
     fn release(self: Box<Self>) -> Boxed<'static, Result<(), String>>;
     /// A slot's status at its last drain (none for a log without a slot).
@@ -234,6 +244,11 @@ pub struct WatchArgs {
     /// the source opens.
     #[arg(skip)]
     pub resume: Option<Resumed>,
+    /// The last run of `--db` with these flags, if it was killed (it never
+    /// recorded its end): a slot it made (`--create-slot`) it could not
+    /// drop (`logtruth::watch::killed`).
+    #[arg(skip)]
+    pub killed: Option<Killed>,
 }
 
 /// A watch run to continue: its id and its `watch_state`.
@@ -241,4 +256,11 @@ pub struct WatchArgs {
 pub struct Resumed {
     pub run_id: i64,
     pub state: serde_json::Value,
+}
+
+/// A watch run that was killed: its id and its `runs.config`.
+#[derive(Clone, Debug)]
+pub struct Killed {
+    pub run_id: i64,
+    pub config: serde_json::Value,
 }

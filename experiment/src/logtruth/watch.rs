@@ -29,15 +29,20 @@
 //! line on stderr and `/metrics` ([`super::metrics`]), and a slot's
 //! retained WAL is held under `--max-slot-lag`.
 //!
-//! Started again with the same `--db`, `--target`, `--table`, `--key`,
-//! `--delivered` and `--slot` (not `--create-slot`: that slot is dropped at
-//! the end), watch resumes the last such run ([`resumable`]): its checker,
-//! each file from where it had read, the slot from its confirmed position,
-//! into a new run that names the one it continues (`resumed_from`). A
-//! MariaDB watch is not resumed (its source refuses in one line).
+//! Each state written holds where the log rows the checker took end
+//! ([`WatchSource::position`]); once the recorder says it is committed, the
+//! source is told ([`WatchSource::confirm`]: a slot is confirmed up to
+//! there, never further), so the log still holds whatever the last
+//! committed state lacks, however watch ends. Started again with the same
+//! `--db`, `--target`, `--table`, `--key`, `--delivered` and `--slot` or
+//! `--server-id` (not `--create-slot`: that slot is dropped at the end),
+//! watch resumes the last such run ([`resumable`]): its checker, each file
+//! from where it had read, the log from where the state ends (what the
+//! state holds is not read again), into a new run that names the one it
+//! continues (`resumed_from`).
 
 use crate::clock::now_ms;
-use crate::logtruth::source::{Resumed, WatchArgs, WatchOpened, WatchOpening, WatchSource};
+use crate::logtruth::source::{Killed, Resumed, WatchArgs, WatchOpened, WatchOpening, WatchSource};
 use crate::logtruth::tail::{Tail, parse_delivered};
 use crate::record::{RecordSender, Recorder, RunRow};
 use crate::session::Shutdown;
@@ -45,6 +50,7 @@ use analysis::settle::Checker;
 use rundb::{LogTruthRow, WatchStateRow};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
 /// How often the files are read and the log drained (a slot every
@@ -53,7 +59,10 @@ use std::time::{Duration, Instant};
 pub const PERIOD: Duration = Duration::from_millis(200);
 
 /// How often the checker's state and open rows are written to run.db: a
-/// watch killed without its last write resumes from the one before.
+/// watch killed without its last write resumes from the one before, and
+/// its log (a slot) is confirmed this often, so the slot keeps about this
+/// much log more than a consumed one, and a peek (a slot watch could not
+/// copy) reads again at most about this much.
 pub const CHECKPOINT: Duration = Duration::from_secs(10);
 
 /// What watch found: one line a consumer, and whether any lost a row.
@@ -64,38 +73,79 @@ pub struct Watched {
 
 /// The last run of `--db` this watch continues, if any: a watch run with
 /// the same target, table, key, consumers and slot that stored its state.
+/// A run killed before it stored one holds nothing more than the run it
+/// resumed (its log was confirmed only past a stored state): that run's
+/// state is taken, and so on back.
 pub fn resumable(args: &WatchArgs) -> Result<Option<Resumed>, String> {
     if args.create_slot || !args.db.exists() {
         return Ok(None);
     }
     let conn = rundb::read::open(&args.db)?;
-    let Some(&id) = rundb::read::run_ids(&conn)?.last() else {
+    let Some(&last) = rundb::read::run_ids(&conn)?.last() else {
         return Ok(None);
     };
-    let Some(run) = rundb::read::run(&conn, id)? else {
+    let mut id = last;
+    loop {
+        let Some((run, config)) = same_watch(&conn, args, id)? else {
+            return Ok(None);
+        };
+        if let Some(row) = rundb::read::side_rows::<WatchStateRow>(&conn, run.id)?
+            .into_iter()
+            .next()
+        {
+            let state = serde_json::from_str(&row.state).map_err(|e| {
+                format!(
+                    "{}: run {}: unreadable watch_state: {e}",
+                    args.db.display(),
+                    run.id
+                )
+            })?;
+            return Ok(Some(Resumed {
+                run_id: run.id,
+                state,
+            }));
+        }
+        match config["resumed_from"].as_i64() {
+            Some(earlier) if earlier < id => id = earlier,
+            _ => return Ok(None),
+        }
+    }
+}
+
+/// The last run of `--db`, when it is a watch with these flags that never
+/// recorded its end (killed: SIGKILL, a crash): `--create-slot`'s slot it
+/// made may still be there ([`Killed`]).
+pub fn killed(args: &WatchArgs) -> Result<Option<Killed>, String> {
+    if !args.create_slot || !args.db.exists() {
+        return Ok(None);
+    }
+    let conn = rundb::read::open(&args.db)?;
+    let Some(&last) = rundb::read::run_ids(&conn)?.last() else {
+        return Ok(None);
+    };
+    Ok(same_watch(&conn, args, last)?
+        .filter(|(run, _)| run.ended_at_ms.is_none())
+        .map(|(run, config)| Killed {
+            run_id: run.id,
+            config,
+        }))
+}
+
+/// Run `id` of `conn` and its `runs.config`, when it is a watch with the
+/// flags of `args` ([`identity`]).
+fn same_watch(
+    conn: &rusqlite::Connection,
+    args: &WatchArgs,
+    id: i64,
+) -> Result<Option<(RunRow, serde_json::Value)>, String> {
+    let Some(run) = rundb::read::run(conn, id)? else {
         return Ok(None);
     };
     let config: serde_json::Value = serde_json::from_str(&run.config).unwrap_or_default();
     if identity(args) != config["identity"] {
         return Ok(None);
     }
-    let Some(row) = rundb::read::side_rows::<WatchStateRow>(&conn, run.id)?
-        .into_iter()
-        .next()
-    else {
-        return Ok(None);
-    };
-    let state = serde_json::from_str(&row.state).map_err(|e| {
-        format!(
-            "{}: run {}: unreadable watch_state: {e}",
-            args.db.display(),
-            run.id
-        )
-    })?;
-    Ok(Some(Resumed {
-        run_id: run.id,
-        state,
-    }))
+    Ok(Some((run, config)))
 }
 
 /// What makes two watch runs one watch resumed: the flags that say what is
@@ -171,6 +221,7 @@ pub fn watch(args: WatchArgs, target: WatchOpening) -> Result<Watched, String> {
         live,
         saved: None,
         pending: Vec::new(),
+        confirming: None,
     };
     let (ended, outcome) = runtime.block_on(follow(
         source.as_mut(),
@@ -178,11 +229,18 @@ pub fn watch(args: WatchArgs, target: WatchOpening) -> Result<Watched, String> {
         args.duration.map(Duration::from_millis),
         shutdown.requested.clone(),
     ));
-    w.checkpoint();
+    // The last state, and the log confirmed up to it once it is committed.
+    w.checkpoint(&*source);
+    let confirmed = match w.confirming.take() {
+        Some((position, committed)) if committed.recv().is_ok() => {
+            runtime.block_on(source.confirm(&position))
+        }
+        _ => Ok(()),
+    };
     let counts = source.counts().clone();
     let released = runtime.block_on(source.release());
     drop(sender);
-    let failure = outcome.err().or(released.err());
+    let failure = outcome.err().or(confirmed.err()).or(released.err());
     let finished = recorder.finish(now_ms(), failure.is_none(), ended);
     drop(shutdown);
     if let Some(m) = failure {
@@ -278,6 +336,8 @@ fn run_row(
 struct Saved<'a> {
     checker: &'a Checker,
     files: Vec<serde_json::Value>,
+    /// Where the log rows the checker took end ([`WatchSource::position`]).
+    log: serde_json::Value,
 }
 
 /// What a running watch holds: the checker, the files, where run.db is
@@ -291,13 +351,19 @@ struct Watching<'a> {
     /// Lines read since the log was last read to its end: the checker
     /// takes them after the log rows committed before them.
     pending: Vec<rundb::DeliveryRow>,
+    /// The log's position the last state written holds, and the
+    /// recorder's word that it is committed: then the log is confirmed up
+    /// to there, never before (a watch killed meanwhile resumes from the
+    /// state before, and its log still holds what came after that).
+    confirming: Option<(serde_json::Value, Receiver<()>)>,
 }
 
 impl Watching<'_> {
-    /// Writes the checker's state, the files' positions and the open rows
-    /// to run.db (when no line read waits for the log: the positions are
-    /// then those of the lines the checker took).
-    fn checkpoint(&mut self) {
+    /// Writes the checker's state, the files' positions, the log's position
+    /// and the open rows to run.db (when no line read waits for the log:
+    /// the positions are then those of the lines and log rows the checker
+    /// took), and asks the recorder to say when they are committed.
+    fn checkpoint(&mut self, source: &dyn WatchSource) {
         if !self.pending.is_empty() {
             return;
         }
@@ -312,9 +378,11 @@ impl Watching<'_> {
             .collect();
         // Written straight to text: a JSON tree of the checker first would
         // take several times its size for a moment every checkpoint.
+        let log = source.position();
         let state = serde_json::to_string(&Saved {
             checker: &self.checker,
             files,
+            log: log.clone(),
         })
         .expect("the state serializes");
         self.sender.replace_side(self.checker.open_truth());
@@ -322,6 +390,9 @@ impl Watching<'_> {
             at_ms: now_ms(),
             state,
         }]);
+        // A state not yet committed is overtaken: the recorder commits in
+        // order, so this one's word comes after it.
+        self.confirming = Some((log, self.sender.committed()));
     }
 
     /// The live view when due, the state when [`CHECKPOINT`] has passed.
@@ -329,7 +400,22 @@ impl Watching<'_> {
         let checker = &self.checker;
         self.live.tick(|| checker.judged(), source.slot_status());
         if self.saved.is_none_or(|at| at.elapsed() >= CHECKPOINT) {
-            self.checkpoint();
+            self.checkpoint(source);
+        }
+    }
+
+    /// The log's position of the last state written, once the recorder
+    /// says it is committed (once). A recorder that failed never says so:
+    /// the run then ends with its error, the log unconfirmed.
+    fn committed(&mut self) -> Option<serde_json::Value> {
+        let (_, committed) = self.confirming.as_ref()?;
+        match committed.try_recv() {
+            Ok(()) => self.confirming.take().map(|(position, _)| position),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => {
+                self.confirming = None;
+                None
+            }
         }
     }
 }
@@ -373,18 +459,22 @@ async fn follow(
             }
             Err(m) => Err(m),
         };
+        // The rows a failed drain read are the checker's all the same: the
+        // source's position already counts them.
+        w.checker.log(&truth);
         match read {
-            Ok(drained) => {
-                w.checker.log(&truth);
-                if drained {
-                    w.checker.deliver(&std::mem::take(&mut w.pending));
-                }
-            }
+            Ok(true) => w.checker.deliver(&std::mem::take(&mut w.pending)),
+            Ok(false) => {}
             Err(m) => return ("failed", Err(m)),
         }
-        match ended {
-            Some(reason) => return (reason, Ok(())),
-            None => w.tick(source),
+        if let Some(reason) = ended {
+            return (reason, Ok(()));
+        }
+        w.tick(source);
+        if let Some(position) = w.committed()
+            && let Err(m) = source.confirm(&position).await
+        {
+            return ("failed", Err(m));
         }
     }
 }

@@ -72,6 +72,9 @@ enum Record {
     Config(String),
     /// `runs.config`'s `machine_load` (JSON), set into the stored config.
     MachineLoad(String),
+    /// Commit now, then say so on the channel: everything sent before is
+    /// in the database ([`RecordSender::committed`]).
+    Committed(SyncSender<()>),
     Finish {
         ended_at_ms: i64,
         complete: bool,
@@ -204,6 +207,18 @@ impl RecordSender {
     /// (one transaction): `experiment watch`'s open rows and state.
     pub fn replace_side<T: SideTable>(&self, rows: Vec<T>) {
         self.send(Record::ReplaceSide(Box::new(rows)));
+    }
+
+    /// A receiver that gets `()` once every record sent before this call is
+    /// committed to the database: the writer commits at once when it reaches
+    /// this record. A writer that failed first drops the sender instead, so
+    /// the receiver reports it disconnected and never `()`.
+    /// `experiment watch` advances its slot only past what a committed state
+    /// holds.
+    pub fn committed(&self) -> Receiver<()> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.send(Record::Committed(tx));
+        rx
     }
 
     /// Replaces the run's stored configuration (`runs.config`) with one that
@@ -588,6 +603,10 @@ impl Writer {
                 analysis::machine::CONFIG_KEY,
                 &json,
             )?,
+            Record::Committed(tx) => {
+                self.commit()?;
+                let _ = tx.send(());
+            }
             Record::Finish { .. } => {}
         }
         Ok(())
@@ -830,6 +849,54 @@ pub(crate) mod tests {
             .query_row("SELECT config FROM runs", [], |r| r.get(0))
             .unwrap();
         assert_eq!(config, "{\"end\":1}");
+    }
+
+    /// `experiment watch` advances its slot only past a committed state:
+    /// `committed()` answers once what was sent before is in the database,
+    /// for another connection to read, the run still going; a writer that
+    /// failed never answers.
+    #[test]
+    fn committed_answers_once_what_was_sent_before_is_committed() {
+        let path = temp_db("committed");
+        let rec = Recorder::create(&path, &run_info(), &naive()).unwrap();
+        let tx = rec.sender();
+        tx.replace_side(vec![rundb::WatchStateRow {
+            at_ms: 1,
+            state: "{}".into(),
+        }]);
+        let committed = tx.committed();
+        committed
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the writer commits and answers");
+        let reader = Connection::open(&path).unwrap();
+        let at: i64 = reader
+            .query_row("SELECT at_ms FROM watch_state", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(at, 1);
+        rec.finish(5, true, "duration").unwrap();
+
+        // A writer that fails drops the answer: the receiver is told so.
+        let path = temp_db("committed-failed");
+        let conn = open_database(&path).unwrap();
+        let pages: i64 = conn
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .unwrap();
+        conn.pragma_update(None, "max_page_count", pages + 4)
+            .unwrap();
+        let pollers = naive();
+        let rec = Recorder::start(conn, &path, &run_info(), &pollers).unwrap();
+        let tx = rec.sender();
+        tx.request(RequestRecord {
+            poller: 0,
+            items: (0..20_000).map(status).collect(),
+            ..RequestRecord::default()
+        });
+        let committed = tx.committed();
+        assert!(
+            committed.recv_timeout(Duration::from_secs(60)).is_err(),
+            "no answer from a writer that failed"
+        );
+        assert!(rec.finish(5, true, "duration").is_err());
     }
 
     #[test]

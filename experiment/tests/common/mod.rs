@@ -384,3 +384,160 @@ pub fn judge_naive_and_junk(
         outcome,
     }
 }
+
+/// A loopback port free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET path` on `addr` over HTTP/1.0: (the response's head, its body), or
+/// `None` when nothing answers yet.
+pub fn http_get(addr: &str, path: &str) -> Option<(String, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    Some((head.to_string(), body.to_string()))
+}
+
+/// Calls `probe` every 200 ms until it returns something or `limit` passes.
+pub fn poll<T>(limit: std::time::Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        if let Some(found) = probe() {
+            return Some(found);
+        }
+        if std::time::Instant::now() > until {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// The value of the unlabelled metric `name` that watch serves on `addr`
+/// (`--metrics`), once it serves one.
+pub fn metric(addr: &str, name: &str) -> Option<i64> {
+    let (_, body) = http_get(addr, "/metrics")?;
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as i64)
+}
+
+/// The `watch_state` run `run` of `run_db` stored last (committed), if any.
+pub fn watch_state(run_db: &std::path::Path, run: i64) -> Option<serde_json::Value> {
+    use rusqlite::OptionalExtension;
+    let conn = rusqlite::Connection::open(run_db).ok()?;
+    let state: Option<String> = conn
+        .query_row(
+            "SELECT state FROM watch_state WHERE run_id = ?1",
+            [run],
+            |r| r.get(0),
+        )
+        .optional()
+        .ok()?;
+    serde_json::from_str(&state?).ok()
+}
+
+/// What [`kill_and_resume`] saw: the rows the writer committed (keys 1 to
+/// `committed`), the rows the killed watch's last stored state held
+/// (`stored`), and the resumed watch's (exit code, stdout, stderr).
+pub struct KilledAndResumed {
+    pub committed: i64,
+    pub stored: i64,
+    pub outcome: (i32, String, String),
+}
+
+/// A watch killed and started again (issue 52, item 3), with a writer
+/// committing keys 1, 2, 3... one a transaction (`commit(k)`) and
+/// appending each to its own file `out` once committed (a consumer that
+/// delivers every row) throughout. `args` is watch's command line on an
+/// empty `run_db`, `--delivered` naming `out`; `gone()` says whether the
+/// killed watch's sessions have left the server (it holds no slot, no
+/// dump), a condition polled before the second start.
+///
+/// Watch starts, the writer starts; once run.db holds a state of at least
+/// 50 rows and watch has read 50 rows past its last state (its `/metrics`),
+/// watch is killed (SIGKILL, no last write) while the writer commits on;
+/// 50 rows later, with nobody watching, watch starts again with the same
+/// flags, reads 50 rows more and is stopped (Ctrl-C) after the writer.
+pub fn kill_and_resume(
+    args: &[String],
+    run_db: &std::path::Path,
+    out: &std::path::Path,
+    commit: &(dyn Fn(i64) + Sync),
+    gone: &dyn Fn() -> bool,
+) -> KilledAndResumed {
+    use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+    use std::time::Duration;
+    let limit = Duration::from_secs(120);
+    let with_metrics = |addr: &str| -> Vec<String> {
+        let mut all = args.to_vec();
+        all.extend(["--metrics".to_string(), addr.to_string()]);
+        all
+    };
+    let (stop, written) = (AtomicBool::new(false), AtomicI64::new(0));
+    let written_past = |n: i64| {
+        poll(limit, || {
+            (written.load(Ordering::SeqCst) >= n).then_some(())
+        })
+        .expect("the writer commits")
+    };
+    std::thread::scope(|scope| {
+        let first_addr = format!("127.0.0.1:{}", free_port());
+        let first = start_watch(&strs(&with_metrics(&first_addr)));
+        let writer = scope.spawn(|| {
+            let mut key = 0;
+            while !stop.load(Ordering::SeqCst) {
+                key += 1;
+                commit(key);
+                append_ids(out, &[key]);
+                written.store(key, Ordering::SeqCst);
+                // Pacing, not synchronisation: a few hundred rows a second.
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            key
+        });
+        // A committed state of 50 rows or more, and 50 rows read past it.
+        poll(limit, || {
+            let stored = watch_state(run_db, 1)?["checker"]["committed"].as_i64()?;
+            let read = metric(&first_addr, "snowleak_rows_committed_total")?;
+            (stored >= 50 && read >= stored + 50).then_some(())
+        })
+        .expect("the first watch stores a state and reads past it");
+        signal(&first.0, "-KILL");
+        let (mut child, _) = first;
+        child.wait().unwrap();
+        // Nobody watches while 50 more rows commit.
+        written_past(written.load(Ordering::SeqCst) + 50);
+        poll(limit, || gone().then_some(())).expect("the killed watch's sessions end");
+        let stored = watch_state(run_db, 1)
+            .and_then(|s| s["checker"]["committed"].as_i64())
+            .expect("the killed watch stored a state");
+        let second_addr = format!("127.0.0.1:{}", free_port());
+        let second = start_watch(&strs(&with_metrics(&second_addr)));
+        let at_start = written.load(Ordering::SeqCst);
+        poll(limit, || {
+            let read = metric(&second_addr, "snowleak_rows_committed_total")?;
+            (read >= at_start + 50).then_some(())
+        })
+        .expect("the resumed watch reads on");
+        stop.store(true, Ordering::SeqCst);
+        let committed = writer.join().unwrap();
+        let outcome = stop_watch(second);
+        KilledAndResumed {
+            committed,
+            stored,
+            outcome,
+        }
+    })
+}

@@ -11,7 +11,9 @@ use rusqlite::{Row, Statement, params};
 pub struct WatchStateRow {
     /// When it was written, ms since the epoch.
     pub at_ms: i64,
-    /// JSON: `{"checker": ..., "files": [{"name", "offset", "lines"}]}`.
+    /// JSON: `{"checker": ..., "files": [{"name", "offset", "lines"}],
+    /// "log": ...}` (`log`: where in the log the rows the checker took end,
+    /// as the source writes it; docs/rundb.md).
     pub state: String,
 }
 

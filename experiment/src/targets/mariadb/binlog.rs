@@ -214,6 +214,13 @@ impl Decoder {
         format!("{}.{}", self.schema, self.table)
     }
 
+    /// No group is open: the events read so far end with a commit (or lie
+    /// outside any transaction), so a reader that starts again right after
+    /// the last one misses no part of a transaction and reads none twice.
+    pub fn between(&self) -> bool {
+        self.open.gtid.is_none() && self.open.changes.is_empty()
+    }
+
     /// Whether rows of table id `table_id` are wanted (the judged table's):
     /// the reader converts only those rows' values.
     pub fn wants(&self, table_id: u64) -> bool {
@@ -541,6 +548,52 @@ mod tests {
             })
         ));
         assert_eq!(gtid_event(&data[..10], 3), None, "too short: not read");
+    }
+
+    #[test]
+    fn between_transactions_only_after_a_commit_or_outside_any_group() {
+        let mut d = Decoder::new("app", "outbox", "id");
+        let steps = [
+            (
+                Event::Rotate {
+                    file: "binlog.000001".into(),
+                },
+                true,
+            ),
+            (Event::Other, true),
+            (gtid(2), false),
+            (map(70, "outbox", &["id"]), false),
+            (rows(70, Op::Insert, &[&[Some("1")]]), false),
+            (
+                Event::Xid {
+                    at_s: 1,
+                    log_pos: 500,
+                },
+                true,
+            ),
+            (
+                Event::Gtid {
+                    domain: 0,
+                    server: 1,
+                    seq: 3,
+                    standalone: true,
+                },
+                false,
+            ),
+            (
+                Event::Query {
+                    sql: "CREATE TABLE t (id int)".into(),
+                    schema: "app".into(),
+                    at_s: 1,
+                    log_pos: 700,
+                },
+                true,
+            ),
+        ];
+        for (i, (event, between)) in steps.into_iter().enumerate() {
+            d.feed(event, 0).unwrap();
+            assert_eq!(d.between(), between, "after event {i}");
+        }
     }
 
     #[test]

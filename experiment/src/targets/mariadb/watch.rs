@@ -1,6 +1,9 @@
 //! watch's MariaDB source: the user's binary log, read as a replica reads it
 //! (dump.rs, registered as `--server-id N`) from where the log ends
-//! as watch starts (`SHOW MASTER STATUS`), decoded by binlog.rs.
+//! as watch starts (`SHOW MASTER STATUS`), decoded by binlog.rs. Its
+//! position (`watch_state`'s `log`) is the binlog file and offset after the
+//! last event of the last transaction handed on: a resumed watch dumps from
+//! there.
 //!
 //! What the server must have (MariaDB KB "Replication and Binary Log System
 //! Variables"), checked first, each refused by name: `log_bin` on,
@@ -14,7 +17,7 @@
 //! `--token-file`.
 
 use super::binlog::{Decoder, parse_table};
-use super::dump::{Dump, Start};
+use super::dump::{Dump, Position, Start};
 use super::server::db_error;
 use super::{own, quote_ident};
 use crate::logtruth::Counts;
@@ -42,6 +45,8 @@ pub(super) struct Checked {
     schema: String,
     table: String,
     server_id: u32,
+    /// A watch resumed: where the state it resumes had read the log to.
+    resume_at: Option<Position>,
 }
 
 /// The binlog being read, and its decoder.
@@ -50,6 +55,12 @@ pub(super) struct Source {
     decoder: Decoder,
     /// Truth rows read between drains, handed on at the next drain.
     pending: Vec<LogTruthRow>,
+    /// The end of the last event read after which no group was open: the
+    /// rows of the log before it are in `pending` or were handed on.
+    read_to: Position,
+    /// The same, of the rows handed on by [`Source::drain`]: the position
+    /// a state of the checker holds (`watch_state`'s `log`).
+    handed_to: Position,
     /// The id the reader registered with, for the message when the server
     /// ends its dump.
     server_id: u32,
@@ -80,14 +91,18 @@ pub(super) fn check(url: &str, args: &WatchArgs) -> Result<Checked, String> {
             args.table
         ));
     }
-    if let Some(r) = &args.resume {
-        return Err(format!(
-            "{} holds watch run {} of this table: a MariaDB watch does not resume (watch \
-             keeps no binlog position); give another --db to start a new one",
-            args.db.display(),
-            r.run_id
-        ));
-    }
+    // A watch resumed reads the binlog from where its state ends.
+    let resume_at = match &args.resume {
+        Some(r) => Some(position(&r.state["log"]).ok_or_else(|| {
+            format!(
+                "{}: watch run {} of this table stored no binlog position (an older \
+                 watch's): give another --db to start a new one",
+                args.db.display(),
+                r.run_id
+            )
+        })?),
+        None => None,
+    };
     let server_id = args.server_id.unwrap_or(DEFAULT_SERVER_ID);
     if server_id == 0 {
         return Err("--server-id 0 is refused by a primary: give 1 to 4294967295".into());
@@ -98,6 +113,16 @@ pub(super) fn check(url: &str, args: &WatchArgs) -> Result<Checked, String> {
         schema,
         table,
         server_id,
+        resume_at,
+    })
+}
+
+/// A binlog position as `watch_state`'s `log` holds it: `{"file": F,
+/// "pos": N}`.
+fn position(log: &serde_json::Value) -> Option<Position> {
+    Some(Position {
+        file: log["file"].as_str()?.to_string(),
+        pos: log["pos"].as_u64()?,
     })
 }
 
@@ -111,6 +136,7 @@ pub(super) async fn open(c: Checked, key: String) -> Result<WatchOpened, String>
         schema,
         table,
         server_id,
+        resume_at,
     } = c;
     let conn = tokio::time::timeout(
         Duration::from_millis(CONNECT_TIMEOUT_MS),
@@ -136,10 +162,16 @@ pub(super) async fn open(c: Checked, key: String) -> Result<WatchOpened, String>
     };
     let _ = conn.disconnect().await;
     checked?;
-    let dump = Dump::open_with(opts, server_id, Start::End).await?;
+    let start = match resume_at {
+        Some(at) => Start::At(at),
+        None => Start::End,
+    };
+    let dump = Dump::open_with(opts, server_id, start).await?;
     let start = format!("{}:{}", dump.at.file, dump.at.pos);
     Ok(WatchOpened {
         source: Box::new(Source {
+            read_to: dump.at.clone(),
+            handed_to: dump.at.clone(),
             dump,
             decoder: Decoder::new(&schema, &table, key),
             pending: Vec::new(),
@@ -225,15 +257,20 @@ impl Source {
                 .decoder
                 .feed(event.map_err(|m| self.ended(m))?, self.dump.stamp_ms())?;
             self.pending.extend(rows);
+            if self.decoder.between() {
+                self.read_to = self.dump.at.clone();
+            }
         }
         Ok(())
     }
 
     /// Reads the binlog up to where the server says it ends now, its truth
-    /// rows added to `into`; it always does (`true`).
+    /// rows added to `into`; it always does (`true`). What it handed on
+    /// ends at [`Source::handed_to`], moved at each commit read.
     pub(super) async fn drain(&mut self, into: &mut Vec<LogTruthRow>) -> Result<bool, String> {
         let end = self.dump.end().await?;
         into.append(&mut self.pending);
+        self.handed_to = self.read_to.clone();
         while self.dump.at < end {
             let event = tokio::time::timeout(STALL, self.dump.next(&self.decoder))
                 .await
@@ -248,6 +285,10 @@ impl Source {
                 })?
                 .map_err(|m| self.ended(m))?;
             into.extend(self.decoder.feed(event, self.dump.stamp_ms())?);
+            if self.decoder.between() {
+                self.read_to = self.dump.at.clone();
+                self.handed_to = self.read_to.clone();
+            }
         }
         Ok(true)
     }
@@ -283,6 +324,22 @@ impl WatchSource for Source {
     /// the drain came).
     fn wait(&mut self, period: Duration) -> Boxed<'_, Result<(), String>> {
         Box::pin(self.read_for(period))
+    }
+
+    /// The binlog file and offset the rows handed on end at: a watch
+    /// resumed dumps from there (the event after a commit is the next
+    /// transaction's first).
+    fn position(&self) -> serde_json::Value {
+        serde_json::json!({"file": self.handed_to.file, "pos": self.handed_to.pos})
+    }
+
+    /// The server keeps its binlogs by its own expiry, whatever a replica
+    /// read: nothing to confirm.
+    fn confirm<'a>(
+        &'a mut self,
+        _position: &'a serde_json::Value,
+    ) -> Boxed<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
     }
 
     fn release(self: Box<Self>) -> Boxed<'static, Result<(), String>> {

@@ -182,6 +182,24 @@ fn value(s: &str) -> Option<(Option<String>, &str)> {
     Some(((token != "null").then(|| token.to_string()), &s[end..]))
 }
 
+/// A `pg_lsn` as PostgreSQL writes it (`16/B374D848`: the high and low 32
+/// bits of the 64-bit WAL position in hexadecimal, PostgreSQL manual, "pg_lsn
+/// Type") as a number, which orders positions.
+pub fn lsn(text: &str) -> Option<u64> {
+    let (high, low) = text.trim().split_once('/')?;
+    let part = |p: &str| {
+        (!p.is_empty() && p.len() <= 8)
+            .then(|| u32::from_str_radix(p, 16).ok())
+            .flatten()
+    };
+    Some((u64::from(part(high)?) << 32) | u64::from(part(low)?))
+}
+
+/// A WAL position as PostgreSQL writes a `pg_lsn` (the inverse of [`lsn`]).
+pub fn lsn_text(at: u64) -> String {
+    format!("{:X}/{:X}", at >> 32, at & 0xFFFF_FFFF)
+}
+
 /// `2026-11-26 20:30:31.123456+00` (ISO, as `timestamptz_to_str` writes,
 /// offset in hours, maybe `:MM`) in ms since the epoch, rounded down.
 pub fn timestamp_ms(text: &str) -> Option<i64> {
@@ -444,6 +462,21 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_lsn_reads_as_its_number_and_back() {
+        assert_eq!(lsn("0/0"), Some(0));
+        assert_eq!(lsn("16/B374D848"), Some(0x16_B374_D848));
+        assert_eq!(lsn("FFFFFFFF/FFFFFFFF"), Some(u64::MAX));
+        assert_eq!(lsn_text(0x16_B374_D848), "16/B374D848");
+        assert_eq!(lsn_text(0), "0/0");
+        // Positions order as numbers, not as text.
+        assert!(lsn("0/9").unwrap() < lsn("0/10").unwrap());
+        assert!(lsn("1/0").unwrap() > lsn("0/FFFFFFFF").unwrap());
+        for bad in ["", "0", "0/", "/1", "G/1", "0/1/2", "100000000/0"] {
+            assert_eq!(lsn(bad), None, "{bad}");
+        }
+    }
 
     fn change(line: &str) -> Change {
         match parse_line(line).unwrap() {

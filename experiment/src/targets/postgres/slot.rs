@@ -11,9 +11,20 @@
 //! `experiment watch` reads a slot on the user's own database instead: one
 //! the user made ([`Slot::open`], checked in `pg_replication_slots` first:
 //! its plugin, its database, whether another consumer holds it), or one
-//! it makes and drops itself.
+//! it makes and drops itself. Watch does not consume that slot as it reads
+//! ([`Slot::watched`]): it consumes a temporary copy of it
+//! (`pg_copy_logical_replication_slot`, made on the session that reads it,
+//! dropped by the server when that session ends, a killed watch's too) and
+//! confirms the slot itself (`pg_replication_slot_advance`) only up to a
+//! position whose rows are in a state committed to run.db
+//! ([`Slot::confirm`]), so that a watch killed at any moment finds in the
+//! slot everything its last state lacks. When the server has no free slot
+//! for the copy (`max_replication_slots`), watch peeks at the slot instead
+//! (`pg_logical_slot_peek_changes`, which leaves the slot where it was):
+//! as exact, but each peek decodes again what was read since the last
+//! confirmation.
 
-use super::decode::Decoder;
+use super::decode::{Decoder, lsn, lsn_text};
 use crate::servers::postgres::db_error;
 use rundb::LogTruthRow;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,6 +56,30 @@ pub struct Slot {
     /// backend): the connection is as good as closed, though the client may
     /// not have seen the socket close yet.
     gone: AtomicBool,
+    /// `None`: the slot is consumed as it is read (the judge's own slot).
+    peek: Option<Peek>,
+    /// The temporary copy of the slot that is consumed in its place (a
+    /// watched slot's, [`Slot::watched`]); `None` with `peek`: the slot is
+    /// peeked.
+    copy: Option<String>,
+}
+
+/// A slot read without consuming it ([`Slot::watched`]): through its
+/// temporary copy, or peeked. Each peek decodes from the slot's confirmed
+/// position again, so what was handed on since is returned again until the
+/// slot is confirmed past it; the copy starts at that position too, once.
+#[derive(Clone, Copy, Debug)]
+struct Peek {
+    /// Every transaction whose commit ends at or before this WAL position
+    /// was handed on, and no other: a peek skips them (by the end of their
+    /// COMMIT, the LSN test_decoding gives its COMMIT row).
+    covered: u64,
+    /// The slot's `confirmed_flush_lsn`, as watch last set or read it.
+    confirmed: u64,
+    /// How many rows a peek returns before its first transaction not
+    /// handed on yet (learnt from each peek; 0 after a confirmation, then
+    /// learnt again): a batch asks for that many more than [`BATCH`].
+    prefix: i64,
 }
 
 /// Whether `e` says the server went away: the connection closed, or the
@@ -103,6 +138,8 @@ impl Slot {
             client,
             name: name.into(),
             gone: AtomicBool::new(false),
+            peek: None,
+            copy: None,
         })
     }
 
@@ -167,6 +204,8 @@ impl Slot {
             client,
             name: name.into(),
             gone: AtomicBool::new(false),
+            peek: None,
+            copy: None,
         })
     }
 
@@ -177,7 +216,143 @@ impl Slot {
             client,
             name: name.into(),
             gone: AtomicBool::new(false),
+            peek: None,
+            copy: None,
         }
+    }
+
+    /// Reads the slot without consuming it from now on: through a
+    /// temporary copy of it, consumed, or (no free slot for the copy)
+    /// peeked, and the slot moves only at [`Slot::confirm`]. `from` is
+    /// where a resumed watch's state ends (a WAL position: the transactions
+    /// committed up to it were taken, the slot still holds those after);
+    /// `None`, a new watch: from the slot's confirmed position. A slot
+    /// confirmed past `from` lost what the state lacks: refused.
+    ///
+    /// The copy (`pg_copy_logical_replication_slot(src, dst, true)`,
+    /// PostgreSQL manual, 9.28.6) is made on this session, which alone may
+    /// use it, and starts at the slot's confirmed position; the server
+    /// drops it when the session ends. Its name, [`copy_name`], holds this
+    /// session's server process id, which no other live session has.
+    pub async fn watched(self, from: Option<u64>) -> Result<Slot, String> {
+        let mut slot = self.peeking(from).await?;
+        let pid: i32 = slot
+            .client
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .map_err(|e| db_error(&e))?
+            .get(0);
+        let copy = copy_name(&slot.name, pid);
+        let made = slot
+            .client
+            .query_one(
+                "SELECT slot_name::text FROM pg_copy_logical_replication_slot($1, $2, true)",
+                &[&slot.name, &copy],
+            )
+            .await;
+        match made {
+            Ok(_) => slot.copy = Some(copy),
+            Err(e)
+                if e.code()
+                    == Some(&tokio_postgres::error::SqlState::CONFIGURATION_LIMIT_EXCEEDED) =>
+            {
+                eprintln!(
+                    "watch: no free replication slot for a temporary copy of '{}' \
+                     (max_replication_slots): peeking at it instead, which makes the server \
+                     decode again, every drain, what was read since the last stored state \
+                     (about twice to four times its CPU a commit)",
+                    slot.name
+                );
+            }
+            Err(e) => {
+                return Err(format!(
+                    "cannot copy the replication slot '{}' to '{copy}': {}",
+                    slot.name,
+                    db_error(&e)
+                ));
+            }
+        }
+        Ok(slot)
+    }
+
+    /// The slot peeked from its confirmed position, or `from`
+    /// ([`Slot::watched`]).
+    async fn peeking(mut self, from: Option<u64>) -> Result<Slot, String> {
+        let confirmed: Option<String> = self
+            .client
+            .query_opt(
+                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+                &[&self.name],
+            )
+            .await
+            .map_err(|e| format!("cannot read pg_replication_slots: {}", db_error(&e)))?
+            .ok_or_else(|| format!("the replication slot '{}' is gone", self.name))?
+            .get(0);
+        let confirmed = confirmed.as_deref().and_then(lsn).ok_or_else(|| {
+            format!(
+                "the replication slot '{}' has no confirmed position",
+                self.name
+            )
+        })?;
+        let covered = match from {
+            Some(from) if confirmed > from => {
+                return Err(format!(
+                    "replication slot '{}' was confirmed up to {}, past {} where the \
+                     stored state of watch ends: what committed between is gone from it \
+                     (read by another consumer?); give another --db to start anew",
+                    self.name,
+                    lsn_text(confirmed),
+                    lsn_text(from)
+                ));
+            }
+            Some(from) => from,
+            None => confirmed,
+        };
+        self.peek = Some(Peek {
+            covered,
+            confirmed,
+            prefix: 0,
+        });
+        Ok(self)
+    }
+
+    /// Where the transactions handed on end (a peeked slot's): the WAL
+    /// position a state of them holds.
+    pub fn covered(&self) -> Option<u64> {
+        self.peek.map(|p| p.covered)
+    }
+
+    /// Confirms a peeked slot up to `at` (`pg_replication_slot_advance`,
+    /// PostgreSQL manual, 9.28.6: the server may then drop the WAL before
+    /// it, and a peek starts there), once the rows before `at` are in a
+    /// committed state. Nothing when the slot is there already (the
+    /// function refuses to move a slot back).
+    pub async fn confirm(&mut self, at: u64) -> Result<(), String> {
+        let Some(peek) = self.peek.as_mut() else {
+            return Ok(());
+        };
+        if at <= peek.confirmed {
+            return Ok(());
+        }
+        let reached: String = self
+            .client
+            .query_one(
+                "SELECT end_lsn::text FROM pg_replication_slot_advance($1, $2::text::pg_lsn)",
+                &[&self.name, &lsn_text(at)],
+            )
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot confirm the replication slot '{}' up to {}: {}",
+                    self.name,
+                    lsn_text(at),
+                    db_error(&e)
+                )
+            })?
+            .get(0);
+        peek.confirmed = lsn(&reached).unwrap_or(at);
+        peek.prefix = 0;
+        Ok(())
     }
 
     /// Whether its connection closed, or a call failed because the server
@@ -205,27 +380,101 @@ impl Slot {
     /// through `decoder`: the truth rows of the transactions it completed,
     /// and whether the batch was full (so more may wait).
     async fn drain_batch(
-        &self,
+        &mut self,
         decoder: &mut Decoder,
         upto: &str,
     ) -> Result<(Vec<LogTruthRow>, bool), String> {
+        if let (Some(peek), None) = (self.peek, &self.copy) {
+            return self.peek_batch(decoder, upto, peek).await;
+        }
+        let read = self.copy.as_deref().unwrap_or(&self.name);
         let rows = self
             .client
             .query(
                 "SELECT lsn::text, data FROM pg_logical_slot_get_changes($1, $2::text::pg_lsn, $3, \
                  'include-xids', 'on', 'include-timestamp', 'on', 'skip-empty-xacts', 'on')",
-                &[&self.name, &upto, &BATCH],
+                &[&read, &upto, &BATCH],
             )
             .await
             .map_err(|e| self.read_error(e))?;
         let full = rows.len() >= BATCH as usize;
+        let rows: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        let mut start = 0;
+        if let Some(peek) = self.peek.as_mut() {
+            // A copy: its first transactions, those whose COMMIT ends at or
+            // before `covered` (a resumed watch's state holds them), are
+            // skipped, as a peek does; the rest move `covered`.
+            for (n, (at, data)) in rows.iter().enumerate() {
+                if data.starts_with("COMMIT") {
+                    let at = lsn(at).ok_or_else(|| format!("a bad LSN '{at}' in the slot"))?;
+                    if at <= peek.covered {
+                        start = n + 1;
+                    } else {
+                        peek.covered = at;
+                    }
+                }
+            }
+        }
         let mut out = Vec::new();
-        for row in rows {
-            let lsn: String = row.get(0);
-            let data: String = row.get(1);
-            out.extend(decoder.feed(&lsn, &data)?);
+        for (lsn, data) in &rows[start..] {
+            out.extend(decoder.feed(lsn, data)?);
         }
         Ok((out, full))
+    }
+
+    /// [`Slot::drain_batch`] of a peeked slot. A peek returns the
+    /// transactions from the slot's confirmed position on, in commit order,
+    /// each whole (test_decoding writes a transaction's rows at its
+    /// commit), so those already handed on are its first rows: the server
+    /// drops them (up to the last COMMIT row at or before `covered`) and
+    /// sends the rest, and is asked for [`BATCH`] rows beyond them.
+    async fn peek_batch(
+        &mut self,
+        decoder: &mut Decoder,
+        upto: &str,
+        peek: Peek,
+    ) -> Result<(Vec<LogTruthRow>, bool), String> {
+        let asked = i32::try_from(peek.prefix.saturating_add(i64::from(BATCH))).unwrap_or(i32::MAX);
+        // The CTE, named twice, is computed once (PostgreSQL manual,
+        // "WITH Queries"); WITH ORDINALITY numbers the rows in the order
+        // the function returns them ("Table Functions").
+        let rows = self
+            .client
+            .query(
+                "WITH c AS (SELECT t.lsn, t.data, t.n \
+                   FROM pg_logical_slot_peek_changes($1, $2::text::pg_lsn, $3, \
+                   'include-xids', 'on', 'include-timestamp', 'on', 'skip-empty-xacts', 'on') \
+                   WITH ORDINALITY AS t(lsn, xid, data, n)), \
+                 s AS (SELECT count(*) AS total, coalesce(max(n) FILTER (WHERE \
+                   data LIKE 'COMMIT %' AND lsn <= $4::text::pg_lsn), 0) AS skip FROM c) \
+                 SELECT s.total, c.lsn::text, c.data FROM s LEFT JOIN c ON c.n > s.skip \
+                 ORDER BY c.n",
+                &[&self.name, &upto, &asked, &lsn_text(peek.covered)],
+            )
+            .await
+            .map_err(|e| self.read_error(e))?;
+        let total: i64 = rows.first().map_or(0, |r| r.get(0));
+        let mut out = Vec::new();
+        let mut covered = peek.covered;
+        for row in rows {
+            let (Some(at), Some(data)) = (
+                row.get::<_, Option<String>>(1),
+                row.get::<_, Option<String>>(2),
+            ) else {
+                continue;
+            };
+            out.extend(decoder.feed(&at, &data)?);
+            if data.starts_with("COMMIT") {
+                covered =
+                    covered.max(lsn(&at).ok_or_else(|| format!("a bad LSN '{at}' in the slot"))?);
+            }
+        }
+        self.peek = Some(Peek {
+            covered,
+            prefix: total,
+            ..peek
+        });
+        Ok((out, total >= i64::from(asked)))
     }
 
     /// Takes batches from the slot until one is not full, handing each
@@ -240,15 +489,18 @@ impl Slot {
     /// and the leaves no longer listed expire there (module docs of
     /// [`super::decode`]).
     pub async fn drain_all(
-        &self,
+        &mut self,
         decoder: &mut Decoder,
         mut record: impl FnMut(Vec<LogTruthRow>),
     ) -> Result<(), String> {
         let read = |e: tokio_postgres::Error| self.read_error(e);
+        // The flushed end: decoding reads no further (the SQL functions
+        // stop at the WAL flushed when called, `GetFlushRecPtr`), so a
+        // drain that reaches it has read every transaction before it.
         let end = self
             .client
             .query_one(
-                "SELECT pg_current_wal_lsn()::text, \
+                "SELECT pg_current_wal_flush_lsn()::text, \
                  (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
                 &[],
             )
@@ -279,6 +531,11 @@ impl Slot {
             if !full {
                 break;
             }
+        }
+        // Read to `upto`: a transaction whose commit ends later starts
+        // after it (one that straddles it was read, and ends `covered`).
+        if let (Some(peek), Some(upto)) = (self.peek.as_mut(), lsn(&upto)) {
+            peek.covered = peek.covered.max(upto);
         }
         if !gone.is_empty() {
             let rows = decoder.expire_leaves(&gone, &upto);
@@ -314,8 +571,29 @@ impl Slot {
         Ok((row.get(0), row.get(1)))
     }
 
-    /// Drops the slot: the server keeps no WAL for it any more.
-    pub async fn drop_slot(self) -> Result<(), String> {
+    /// Drops the temporary copy, if any, at once (the server would when the
+    /// session ends, but not before the next look at its slots).
+    pub async fn drop_copy(&mut self) -> Result<(), String> {
+        let Some(copy) = self.copy.take() else {
+            return Ok(());
+        };
+        self.client
+            .execute("SELECT pg_drop_replication_slot($1)", &[&copy])
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                format!(
+                    "cannot drop the replication slot '{copy}' (watch's copy of '{}'): {}",
+                    self.name,
+                    db_error(&e)
+                )
+            })
+    }
+
+    /// Drops the slot (and its copy): the server keeps no WAL for it any
+    /// more.
+    pub async fn drop_slot(mut self) -> Result<(), String> {
+        self.drop_copy().await?;
         self.client
             .execute("SELECT pg_drop_replication_slot($1)", &[&self.name])
             .await
@@ -328,6 +606,16 @@ impl Slot {
                 )
             })
     }
+}
+
+/// The name of watch's temporary copy of slot `name`, made by server
+/// process `pid`: `NAME_watch_PID`, `NAME` cut so that it fits in the 63
+/// characters of a slot name.
+pub fn copy_name(name: &str, pid: i32) -> String {
+    let tail = format!("_watch_{pid}");
+    let keep = name.len().min(63usize.saturating_sub(tail.len()));
+    // A slot name is ASCII (`check_name`): any cut is a character boundary.
+    format!("{}{tail}", &name[..keep])
 }
 
 /// A slot as `pg_replication_slots` shows it.

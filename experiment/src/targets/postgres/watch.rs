@@ -5,8 +5,20 @@
 //! dropped at the end; a slot watch did not make is never dropped. The
 //! session is read-only (`SET SESSION CHARACTERISTICS AS TRANSACTION READ
 //! ONLY`), its commit times in UTC, as the decoder reads them.
+//!
+//! The slot is not consumed: a temporary copy of it is (peeked when the
+//! server has no free slot for one), and the slot is confirmed only up to a
+//! state committed to run.db ([`Slot::watched`]): a resumed watch reads it
+//! from where its state ends (`watch_state`'s `log`, `{"lsn": "0/16B3748"}`).
+//! The same holds for a slot watch made, so that its code is the same.
+//! A slot watch made stays when watch is killed (SIGKILL, a crash): the
+//! session that made it holds an advisory lock on its name
+//! (`pg_advisory_lock`, PostgreSQL manual, "Advisory Lock Functions"),
+//! which the server releases with the session, so the next `--create-slot`
+//! watch with the same flags and `--db` tells a slot left by a killed watch
+//! from one another watch still reads, and drops it.
 
-use super::decode::{Decoder, parse_table};
+use super::decode::{Decoder, lsn, lsn_text, parse_table};
 use super::slot::{self, BATCH, Slot, check_name};
 use super::{own, quote_ident};
 use crate::logtruth::Counts;
@@ -27,8 +39,14 @@ pub(super) struct Checked {
     create: bool,
     /// `--max-slot-lag`: the most WAL the slot may keep, in bytes.
     max_lag: Option<u64>,
-    /// A watch resumed: the slot is read from its confirmed position.
-    resume: bool,
+    /// A watch resumed: the slot is read from where its state ends (`None`
+    /// inside: a state without a position, from the slot's confirmed one).
+    resume: Option<Option<u64>>,
+    /// `--create-slot`, the last watch of `--db` with these flags killed:
+    /// its id, if it made the slot.
+    killed: Option<i64>,
+    /// `--db`, for the message when a slot it left is dropped.
+    db: std::path::PathBuf,
 }
 
 /// The slot read, and whether watch made it (then it drops it).
@@ -70,8 +88,68 @@ pub(super) fn check(url: &str, args: &WatchArgs) -> Result<Checked, String> {
         slot,
         create: args.create_slot,
         max_lag: args.max_slot_lag.as_deref().map(parse_size).transpose()?,
-        resume: args.resume.is_some(),
+        resume: args.resume.as_ref().map(saved_lsn).transpose()?,
+        killed: args
+            .killed
+            .as_ref()
+            .filter(|k| k.config["slot_made"] == true)
+            .map(|k| k.run_id),
+        db: args.db.clone(),
     })
+}
+
+/// Where a resumed state's log ends: `{"lsn": "X/Y"}` (`None`: a state
+/// stored before watch kept one).
+fn saved_lsn(r: &crate::logtruth::source::Resumed) -> Result<Option<u64>, String> {
+    match r.state["log"]["lsn"].as_str() {
+        None => Ok(None),
+        Some(text) => lsn(text).map(Some).ok_or_else(|| {
+            format!(
+                "watch run {}: a bad LSN '{text}' in its stored state",
+                r.run_id
+            )
+        }),
+    }
+}
+
+/// Takes the advisory lock of slot `name` for the session (held to its
+/// end: the slot's maker is alive), waiting at most [`LOCK_WAIT`] for a
+/// session that holds it to end (that of a watch just killed, which the
+/// server ends once it sees the connection closed); whether it got it.
+async fn lock(client: &tokio_postgres::Client, name: &str) -> Result<bool, String> {
+    client
+        .batch_execute(&format!("SET lock_timeout = {}", LOCK_WAIT.as_millis()))
+        .await
+        .map_err(|e| db_error(&e))?;
+    let taken = client
+        .query_one("SELECT pg_advisory_lock($1)", &[&lock_key(name)])
+        .await;
+    client
+        .batch_execute("RESET lock_timeout")
+        .await
+        .map_err(|e| db_error(&e))?;
+    match taken {
+        Ok(_) => Ok(true),
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
+            Ok(false)
+        }
+        Err(e) => Err(db_error(&e)),
+    }
+}
+
+/// How long `--create-slot` waits for the advisory lock of its slot's name.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The advisory lock the session of a watch that made its slot holds: a
+/// number of the slot's name (FNV-1a, 64 bits, of `snowleak watch slot
+/// NAME`), the same in every watch.
+fn lock_key(slot: &str) -> i64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in b"snowleak watch slot ".iter().chain(slot.as_bytes()) {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash as i64
 }
 
 /// Connects, checks the table's key column, and opens (or makes) the slot.
@@ -86,6 +164,8 @@ pub(super) async fn open(c: Checked, key: String) -> Result<WatchOpened, String>
         create,
         max_lag,
         resume,
+        killed,
+        db,
     } = c;
     let client = connect(&config)
         .await
@@ -105,16 +185,39 @@ pub(super) async fn open(c: Checked, key: String) -> Result<WatchOpened, String>
         .await
         .map_err(|e| format!("table {schema}.{table}, key column {key}: {}", db_error(&e)))?;
     let (slot, made) = if create {
+        let free = lock(&client, &name).await?;
         if slot::exists(&client, &name).await? {
-            return Err(format!(
-                "replication slot '{name}' exists already: watch drops only a slot it made; \
-                 to read that one, leave out --create-slot"
-            ));
+            match killed {
+                Some(run) if free => {
+                    client
+                        .execute("SELECT pg_drop_replication_slot($1)", &[&name])
+                        .await
+                        .map_err(|e| {
+                            format!(
+                                "cannot drop the replication slot '{name}' that killed watch \
+                                 run {run} left: {}",
+                                db_error(&e)
+                            )
+                        })?;
+                    eprintln!(
+                        "watch: dropped replication slot '{name}', made by watch run {run} of \
+                         {} and left when that watch was killed; making it again",
+                        db.display()
+                    );
+                }
+                _ => {
+                    return Err(format!(
+                        "replication slot '{name}' exists already: watch drops only a slot it \
+                         made; to read that one, leave out --create-slot"
+                    ));
+                }
+            }
         }
         (Slot::create(client, &name).await?, true)
     } else {
-        (Slot::open(client, &name, !resume).await?, false)
+        (Slot::open(client, &name, resume.is_none()).await?, false)
     };
+    let slot = slot.watched(resume.flatten()).await?;
     Ok(WatchOpened {
         source: Box::new(Source {
             slot,
@@ -207,12 +310,13 @@ impl Source {
         self.status
     }
 
-    /// Drops the slot if watch made it; leaves the user's.
-    pub(super) async fn release(self) -> Result<(), String> {
+    /// Drops the slot if watch made it; leaves the user's. The temporary
+    /// copy read is dropped either way.
+    pub(super) async fn release(mut self) -> Result<(), String> {
         if self.made {
             self.slot.drop_slot().await
         } else {
-            Ok(())
+            self.slot.drop_copy().await
         }
     }
 }
@@ -231,6 +335,21 @@ impl WatchSource for Source {
         Box::pin(async move {
             tokio::time::sleep(period).await;
             Ok(())
+        })
+    }
+
+    /// `{"lsn": "X/Y"}`: the transactions committed up to X/Y were handed on.
+    fn position(&self) -> serde_json::Value {
+        serde_json::json!({"lsn": self.slot.covered().map(lsn_text)})
+    }
+
+    /// Confirms the slot up to the position of a committed state.
+    fn confirm<'a>(&'a mut self, position: &'a serde_json::Value) -> Boxed<'a, Result<(), String>> {
+        Box::pin(async move {
+            match position["lsn"].as_str().and_then(lsn) {
+                Some(at) => self.slot.confirm(at).await,
+                None => Ok(()),
+            }
         })
     }
 

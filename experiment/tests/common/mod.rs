@@ -457,6 +457,36 @@ pub struct KilledAndResumed {
     pub outcome: (i32, String, String),
 }
 
+impl KilledAndResumed {
+    /// Asserts that the resumed watch judged every row the writer committed
+    /// once (all delivered, none the log never committed, none twice) and
+    /// decoded exactly the transactions of `table` its killed run's stored
+    /// state lacked; returns the resumed run's stdout.
+    pub fn assert_judged_once(&self, table: &str) -> &str {
+        let (code, stdout, stderr) = &self.outcome;
+        let n = self.committed;
+        assert_eq!(*code, 0, "{stdout}\n{stderr}");
+        assert!(
+            stdout.contains(&format!(
+                "writers: valid (delivered every committed row up to the highest key it \
+                 delivered; {n} of {n} committed rows delivered, 0 lost, 0 not reached, \
+                 0 duplicated, 0 out of commit order)"
+            )),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("never committed"), "{stdout}");
+        assert!(
+            stdout.contains(&format!(
+                "{n} rows of {table} committed in {} transactions while it watched",
+                n - self.stored
+            )),
+            "the killed watch stored {} rows\n{stdout}",
+            self.stored
+        );
+        stdout
+    }
+}
+
 /// A watch killed and started again (issue 52, item 3), with a writer
 /// committing keys 1, 2, 3... one a transaction (`commit(k)`) and
 /// appending each to its own file `out` once committed (a consumer that

@@ -38,6 +38,7 @@
 //! DDL itself is never decoded (PostgreSQL manual, "Logical Replication
 //! Restrictions").
 
+use super::live::LiveKeys;
 use crate::logtruth::Counts;
 use crate::logtruth::names::POSTGRES;
 use rundb::LogTruthRow;
@@ -239,7 +240,7 @@ pub struct Decoder {
     /// The relations whose changes are the table's: the table itself, and
     /// every leaf partition of it ever listed. Each holds the keys its
     /// committed rows have now (what a TRUNCATE or a dropped leaf expires).
-    places: HashMap<(String, String), HashSet<String>>,
+    places: HashMap<(String, String), LiveKeys>,
     /// When each leaf was last listed: the earliest a leaf no longer listed
     /// can have gone.
     listed_ms: HashMap<Relation, i64>,
@@ -255,7 +256,7 @@ pub type Relation = (String, String);
 impl Decoder {
     pub fn new(schema: &str, table: &str, key: &str) -> Decoder {
         let mut places = HashMap::new();
-        places.insert((schema.to_string(), table.to_string()), HashSet::new());
+        places.insert((schema.to_string(), table.to_string()), LiveKeys::default());
         Decoder {
             schema: schema.into(),
             table: table.into(),
@@ -300,9 +301,7 @@ impl Decoder {
         for leaf in leaves {
             let at_ms = self.listed_ms.remove(leaf).unwrap_or(0);
             if let Some(live) = self.places.remove(leaf) {
-                let mut live: Vec<String> = live.into_iter().collect();
-                live.sort();
-                for key in live {
+                for key in live.sorted() {
                     rows.push(self.row(key, 0, lsn, at_ms, "expire"));
                 }
             }
@@ -356,8 +355,7 @@ impl Decoder {
                 // Emptied in this transaction: each row still there expires at its commit.
                 for place in tables {
                     if let Some(live) = self.places.get(&place) {
-                        let mut keys: Vec<String> = live.iter().cloned().collect();
-                        keys.sort();
+                        let keys = live.sorted();
                         self.pending
                             .extend(keys.into_iter().map(|k| (k, "expire", place.clone())));
                     }
@@ -449,7 +447,7 @@ impl Decoder {
             }
             if let Some(live) = self.places.get_mut(place) {
                 if *op == "insert" {
-                    live.insert(key.clone());
+                    live.insert(key);
                 } else {
                     live.remove(key);
                 }

@@ -239,7 +239,9 @@ fi
 last=$(cat "$dir/cursor" 2>/dev/null || echo 0)
 while :; do
   done_=0; [ -e "$dir/writers.done" ] && done_=1
-  rows=$(q "SELECT id FROM outbox WHERE id > $last ORDER BY id")
+  # A query that fails (the server restarting) is asked again: read as
+  # "nothing new", it would end the relay before it read the last rows.
+  rows=$(q "SELECT id FROM outbox WHERE id > $last ORDER BY id") || continue
   for id in $rows; do
     echo "$last" > "$dir/cursor"
     echo "$id" >> "$dir/relay.txt"

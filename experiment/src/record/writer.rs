@@ -876,21 +876,7 @@ pub(crate) mod tests {
         rec.finish(5, true, "duration").unwrap();
 
         // A writer that fails drops the answer: the receiver is told so.
-        let path = temp_db("committed-failed");
-        let conn = open_database(&path).unwrap();
-        let pages: i64 = conn
-            .query_row("PRAGMA page_count", [], |r| r.get(0))
-            .unwrap();
-        conn.pragma_update(None, "max_page_count", pages + 4)
-            .unwrap();
-        let pollers = naive();
-        let rec = Recorder::start(conn, &path, &run_info(), &pollers).unwrap();
-        let tx = rec.sender();
-        tx.request(RequestRecord {
-            poller: 0,
-            items: (0..20_000).map(status).collect(),
-            ..RequestRecord::default()
-        });
+        let (_path, rec, tx) = filling_recorder("committed-failed");
         let committed = tx.committed();
         assert!(
             committed.recv_timeout(Duration::from_secs(60)).is_err(),
@@ -899,25 +885,30 @@ pub(crate) mod tests {
         assert!(rec.finish(5, true, "duration").is_err());
     }
 
-    #[test]
-    fn a_full_disk_ends_the_run_with_a_clear_error_and_keeps_what_was_committed() {
-        let path = temp_db("full");
+    /// A recorder on a file capped a few pages above its size (SQLite then
+    /// answers SQLITE_FULL, exactly as it does when the disk fills up), sent
+    /// a request too big for it.
+    fn filling_recorder(name: &str) -> (TempDb, Recorder, RecordSender) {
+        let path = temp_db(name);
         let conn = open_database(&path).unwrap();
-        // Cap the file a few pages above its size: SQLite then answers SQLITE_FULL,
-        // exactly as it does when the disk fills up.
         let pages: i64 = conn
             .query_row("PRAGMA page_count", [], |r| r.get(0))
             .unwrap();
         conn.pragma_update(None, "max_page_count", pages + 4)
             .unwrap();
-        let pollers = naive();
-        let rec = Recorder::start(conn, &path, &run_info(), &pollers).unwrap();
+        let rec = Recorder::start(conn, &path, &run_info(), &naive()).unwrap();
         let tx = rec.sender();
         tx.request(RequestRecord {
             poller: 0,
             items: (0..20_000).map(status).collect(),
             ..RequestRecord::default()
         });
+        (path, rec, tx)
+    }
+
+    #[test]
+    fn a_full_disk_ends_the_run_with_a_clear_error_and_keeps_what_was_committed() {
+        let (path, rec, tx) = filling_recorder("full");
         let err = rec.finish(5, true, "duration").unwrap_err();
         assert!(err.contains("full"), "{err}");
         assert_eq!(err.lines().count(), 1);

@@ -479,10 +479,13 @@ where
         } else {
             k_colour(i)
         };
+        let mut marked = MarkedCells::new(radius as u32);
+        let coord = chart.as_coord_spec().clone();
         chart
             .draw_series(
                 d.leak_points(&failed)
                     .filter(|l| label_of(l.2) == Some(i))
+                    .filter(|l| marked.first(coord.translate(&(l.0, l.1))))
                     .map(|l| Circle::new((l.0, l.1), radius, c.mix(0.8).filled())),
             )?
             .label(label.to_string())
@@ -501,6 +504,47 @@ where
             .draw()?;
     }
     Ok(())
+}
+
+/// The cells of a plot's grid, `cell` pixels square, that a series has
+/// marked. A mark is drawn once per cell: a second one there would cover
+/// the first (marks are wider than a cell), and a run at 3,000/s has a
+/// million leaks an hour, which as one SVG element each made 90.8 MB
+/// (docs/benchmarks.md). The title still counts every leak. Memory: one
+/// bit per cell of the image, whatever the number of leaks.
+struct MarkedCells {
+    cell: u32,
+    columns: usize,
+    bits: Vec<u64>,
+}
+
+impl MarkedCells {
+    fn new(cell: u32) -> MarkedCells {
+        let cell = cell.max(1);
+        let columns = SIZE.0.div_ceil(cell) as usize;
+        let rows = SIZE.1.div_ceil(cell) as usize;
+        MarkedCells {
+            cell,
+            columns,
+            bits: vec![0; (columns * rows).div_ceil(64)],
+        }
+    }
+
+    /// Whether `at` (pixels) is the first mark of its cell; marks it.
+    /// A point outside the image is always drawn (the backend clips it).
+    fn first(&mut self, at: (i32, i32)) -> bool {
+        let (Ok(x), Ok(y)) = (u32::try_from(at.0), u32::try_from(at.1)) else {
+            return true;
+        };
+        if x >= SIZE.0 || y >= SIZE.1 {
+            return true;
+        }
+        let i = (y / self.cell) as usize * self.columns + (x / self.cell) as usize;
+        let (word, bit) = (i / 64, 1u64 << (i % 64));
+        let first = self.bits[word] & bit == 0;
+        self.bits[word] |= bit;
+        first
+    }
 }
 
 fn lateness_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &PlotData) -> R
@@ -673,7 +717,31 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::{cdf_points, counted};
+    use super::{MarkedCells, SIZE, cdf_points, counted};
+
+    /// A mark is drawn once per cell and per series, wherever the cell is;
+    /// a point off the image is left to the backend to clip.
+    #[test]
+    fn a_cell_is_marked_once() {
+        let mut cells = MarkedCells::new(3);
+        assert!(cells.first((10, 10)));
+        assert!(!cells.first((10, 10)));
+        assert!(!cells.first((11, 9)), "same 3-px cell (9..12, 9..12)");
+        assert!(cells.first((12, 10)), "the next cell");
+        let last = (SIZE.0 as i32 - 1, SIZE.1 as i32 - 1);
+        assert!(cells.first(last));
+        assert!(!cells.first(last));
+        for off in [(-1, 5), (5, -1), (SIZE.0 as i32, 5), (5, SIZE.1 as i32)] {
+            assert!(cells.first(off) && cells.first(off), "{off:?}");
+        }
+        let mut all = MarkedCells::new(1);
+        let drawn = (0..SIZE.0 as i32)
+            .flat_map(|x| (0..SIZE.1 as i32).map(move |y| (x, y)))
+            .chain([(0, 0), (7, 7)])
+            .filter(|&p| all.first(p))
+            .count();
+        assert_eq!(drawn, (SIZE.0 * SIZE.1) as usize, "every pixel once");
+    }
 
     /// The points from counts are those of the sorted values themselves:
     /// rank `i` when a multiple of the step, and the last.

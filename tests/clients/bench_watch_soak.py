@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
 """watch for weeks (issue 52, item 3): memory and run.db stay flat.
 
-    python3 tests/clients/bench_watch_soak.py EXPERIMENT [MINUTES] [RATE] [SAMPLE_S]
+    python3 tests/clients/bench_watch_soak.py EXPERIMENT [MINUTES] [RATE] [SAMPLE_S] [LOG]
 
-One throwaway cluster, set up as `experiment judge --log postgres` sets up its
-own (wal_level=logical, track_commit_timestamp=on, a Unix socket only), with a
-BIGSERIAL outbox. Three psycopg writers insert one row per transaction at RATE
+LOG is `postgres` (the default) or `mariadb`. For postgres: one throwaway
+cluster, set up as `experiment judge --log postgres` sets up its own
+(wal_level=logical, track_commit_timestamp=on, a Unix socket only), with a
+BIGSERIAL outbox, watched through a slot watch makes (`--create-slot`). For
+mariadb: one throwaway MariaDB as bench_binlog_cost.py starts it (the binary
+log in ROW format, a Unix socket only), with an AUTO_INCREMENT outbox,
+watched as a replica (`--server-id`). Three writers (psycopg or PyMySQL)
+insert one row per transaction at RATE
 commits a second in all (default 300), each appending the id it committed to
 `writers.csv` after its COMMIT (the writers' own account: a consumer that
 delivers every row). A naive relay reads `id > highest read ORDER BY id` every
 100 ms into `naive.csv` (it loses the rows that commit behind a higher id).
-EXPERIMENT (a release `experiment`) watches the outbox through a slot it makes
-(`--create-slot`), judging both files, for MINUTES (default 60). Every SAMPLE_S
+EXPERIMENT (a release `experiment`) watches the outbox, judging both files,
+for MINUTES (default 60). Every SAMPLE_S
 seconds (default 60) the table gets a line: minutes, commits so far, watch's
 RSS (VmRSS of /proc/PID/status), run.db's size (the file and its -wal), and
 the rows of `log_truth` (watch's open rows). At the end watch is stopped
@@ -27,20 +32,89 @@ import sys
 import threading
 import time
 
-import psycopg
+import tempfile
 
-# The throwaway cluster as the cost benchmark starts it.
+import psycopg
+import pymysql
+
+# The throwaway servers as the cost benchmarks start them.
+from bench_binlog_cost import start_server as start_mariadb
 from bench_log_cost import run_as_postgres, start_cluster
 
 WRITERS = 3
 
 
-def writer(url, rate, stop, counts, n, out, lock):
+class Postgres:
+    """The cluster, its outbox, and how watch reads it."""
+
+    def __init__(self):
+        self.bin_dir, self.tmp, self.data, self.url = start_cluster("snowleak-soak-")
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE outbox (id BIGSERIAL PRIMARY KEY, payload text NOT NULL)")
+
+    def watch_args(self):
+        return ["--target", f"postgres:{self.url}", "--table", "outbox", "--slot", "soak",
+                "--create-slot"]
+
+    def connect(self):
+        return psycopg.connect(self.url, autocommit=True)
+
+    @staticmethod
+    def insert(conn):
+        return conn.execute("INSERT INTO outbox (payload) VALUES ('x') RETURNING id").fetchone()[0]
+
+    @staticmethod
+    def ids_above(conn, last):
+        return [r[0] for r in conn.execute("SELECT id FROM outbox WHERE id > %s ORDER BY id", (last,))]
+
+    def stop(self):
+        run_as_postgres([f"{self.bin_dir}/pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop"])
+
+
+class Mariadb:
+    """The server, its outbox, and how watch reads it."""
+
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="snowleak-soak-")
+        self.server, self.socket = start_mariadb(self.tmp)
+        conn = pymysql.connect(unix_socket=self.socket, user="root", autocommit=True)
+        with conn.cursor() as cur:
+            cur.execute("CREATE DATABASE app")
+            cur.execute("CREATE TABLE app.outbox (id bigint AUTO_INCREMENT PRIMARY KEY, "
+                        "payload text NOT NULL) ENGINE=InnoDB")
+        conn.close()
+
+    def watch_args(self):
+        url = f"mysql://root@localhost/app?socket={self.socket}"
+        return ["--target", f"mariadb:{url}", "--table", "app.outbox", "--server-id", "4243"]
+
+    def connect(self):
+        return pymysql.connect(unix_socket=self.socket, user="root", database="app", autocommit=True)
+
+    @staticmethod
+    def insert(conn):
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO outbox (payload) VALUES ('x')")
+            return cur.lastrowid
+
+    @staticmethod
+    def ids_above(conn, last):
+        with conn.cursor() as cur:
+            cur.execute("SELECT id FROM outbox WHERE id > %s ORDER BY id", (last,))
+            return [r[0] for r in cur.fetchall()]
+
+    def stop(self):
+        self.server.terminate()
+        self.server.wait()
+
+
+def writer(db, rate, stop, counts, n, out, lock):
     """Commits `rate` rows a second, paced on the clock, each id appended after its COMMIT."""
     period, due = 1.0 / rate, time.monotonic()
-    with psycopg.connect(url, autocommit=True) as conn:
+    conn = db.connect()
+    with conn:
         while not stop.is_set():
-            (ident,) = conn.execute("INSERT INTO outbox (payload) VALUES ('x') RETURNING id").fetchone()
+            ident = db.insert(conn)
             with lock:
                 out.write(f"{ident}\n")
                 out.flush()
@@ -51,16 +125,17 @@ def writer(url, rate, stop, counts, n, out, lock):
                 time.sleep(pause)
 
 
-def relay(url, stop, path):
+def relay(db, stop, path):
     """The naive relay: every row above the highest id read, every 100 ms."""
     last = 0
-    with psycopg.connect(url, autocommit=True) as conn, open(path, "a") as out:
+    conn = db.connect()
+    with conn, open(path, "a") as out:
         while not stop.wait(0.1):
-            rows = conn.execute("SELECT id FROM outbox WHERE id > %s ORDER BY id", (last,)).fetchall()
-            if rows:
-                out.write("".join(f"{r[0]}\n" for r in rows))
+            ids = db.ids_above(conn, last)
+            if ids:
+                out.write("".join(f"{i}\n" for i in ids))
                 out.flush()
-                last = rows[-1][0]
+                last = ids[-1]
 
 
 def rss_mib(pid):
@@ -93,30 +168,38 @@ def main():
     minutes = float(sys.argv[2]) if len(sys.argv) > 2 else 60.0
     rate = float(sys.argv[3]) if len(sys.argv) > 3 else 300.0
     sample_s = float(sys.argv[4]) if len(sys.argv) > 4 else 60.0
-    bin_dir, tmp, data, url = start_cluster("snowleak-soak-")
+    log = sys.argv[5] if len(sys.argv) > 5 else "postgres"
+    if log not in ("postgres", "mariadb"):
+        sys.exit(f"LOG is postgres or mariadb, not {log}")
+    db = Postgres() if log == "postgres" else Mariadb()
+    tmp = db.tmp
     run_db = os.path.join(tmp, "watch.db")
     own, naive = os.path.join(tmp, "writers.csv"), os.path.join(tmp, "naive.csv")
     watch = None
     try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("CREATE TABLE outbox (id BIGSERIAL PRIMARY KEY, payload text NOT NULL)")
         open(own, "w").close()
         open(naive, "w").close()
         watch = subprocess.Popen(
-            [experiment, "watch", "--target", f"postgres:{url}", "--table", "outbox",
-             "--slot", "soak", "--create-slot", "--delivered", f"writers={own}",
-             "--delivered", f"naive={naive}", "--db", run_db],
+            [experiment, "watch"] + db.watch_args()
+            + ["--delivered", f"writers={own}", "--delivered", f"naive={naive}", "--db", run_db],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        # Its banner says the slot is made: the truth starts there.
-        banner = watch.stderr.readline()
-        print(banner.strip(), flush=True)
+        # Its banner says where the truth starts (the slot made, the dump read).
+        seen = []
+        for line in watch.stderr:
+            seen.append(line)
+            if line.startswith("watching "):
+                break
+        else:
+            watch.wait()
+            sys.exit(f"experiment watch ended before it watched: {''.join(seen).strip()}")
+        print("".join(seen).strip(), flush=True)
         threading.Thread(target=lambda: [None for _ in watch.stderr], daemon=True).start()
         stop, lock = threading.Event(), threading.Lock()
         counts = [0] * WRITERS
         with open(own, "a") as out:
-            threads = [threading.Thread(target=writer, args=(url, rate / WRITERS, stop, counts, n, out, lock))
+            threads = [threading.Thread(target=writer, args=(db, rate / WRITERS, stop, counts, n, out, lock))
                        for n in range(WRITERS)]
-            threads.append(threading.Thread(target=relay, args=(url, stop, naive)))
+            threads.append(threading.Thread(target=relay, args=(db, stop, naive)))
             for t in threads:
                 t.start()
             start = time.monotonic()
@@ -141,7 +224,7 @@ def main():
     finally:
         if watch and watch.poll() is None:
             watch.kill()
-        run_as_postgres([f"{bin_dir}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"])
+        db.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -15,6 +15,7 @@
 //! runs what [`sweep_of`] says of the target.
 
 pub mod api;
+mod live_keys;
 pub mod mariadb;
 pub mod misskey_ftt;
 pub mod postgres;

@@ -47,6 +47,7 @@
 
 use super::ddl::{self, Clause, Ddl};
 use crate::logtruth::Counts;
+use crate::targets::live_keys::LiveKeys;
 use rundb::LogTruthRow;
 use std::collections::HashMap;
 
@@ -156,25 +157,16 @@ struct Open {
     changes: Vec<Change>,
 }
 
-/// A live key: the truth `seq` of the insert that made it live (the order
-/// a TRUNCATE deletes in) and how many rows hold it (a key column without
-/// a unique index may repeat).
-#[derive(Clone, Copy, Debug)]
-struct Live {
-    since: i64,
-    rows: u64,
-}
-
 /// Reads the events, in order, into the truth of one table.
 ///
 /// Memory: one entry per table id of the judged table (a table's id changes
 /// only when the server reopens it, and an ALTER forgets them), the judged
 /// table's keys of the one open transaction (the binlog writes transactions
 /// whole, never interleaved): a transaction of n rows of the table holds n
-/// keys until its commit; and one entry per live key of the table (a key
-/// inserted in the truth and not deleted since), for TRUNCATE: an outbox
-/// whose relay deletes what it published holds few, a table that only grows
-/// holds every key inserted since the reader started.
+/// keys until its commit; and the table's live keys (inserted in the truth
+/// and not deleted since), for TRUNCATE: an outbox whose relay deletes what
+/// it published holds few, and a table that only grows holds ranges of
+/// consecutive integer keys ([`LiveKeys`]), not one entry per row.
 #[derive(Debug)]
 pub struct Decoder {
     schema: String,
@@ -186,7 +178,7 @@ pub struct Decoder {
     /// depends on its key column, and the table cannot be dropped or
     /// renamed under it.
     seen: bool,
-    live: HashMap<String, Live>,
+    live: LiveKeys,
     file: String,
     open: Open,
     next_seq: i64,
@@ -201,7 +193,7 @@ impl Decoder {
             key: key.into(),
             key_at: HashMap::new(),
             seen: false,
-            live: HashMap::new(),
+            live: LiveKeys::default(),
             file: String::new(),
             open: Open::default(),
             next_seq: 0,
@@ -451,35 +443,22 @@ impl Decoder {
                 op: op.into(),
                 read_ms: Some(read_ms),
             });
-            seq
         };
         for change in open.changes {
             match change {
                 Change::Insert(key) => {
-                    let seq = row(key.clone(), "insert", &mut self.next_seq);
-                    self.live
-                        .entry(key)
-                        .or_insert(Live {
-                            since: seq,
-                            rows: 0,
-                        })
-                        .rows += 1;
+                    self.live.insert(&key);
+                    row(key, "insert", &mut self.next_seq);
                 }
                 Change::Delete(key) => {
-                    if let Some(live) = self.live.get_mut(&key) {
-                        live.rows -= 1;
-                        if live.rows == 0 {
-                            self.live.remove(&key);
-                        }
-                    }
+                    self.live.remove(&key);
                     row(key, "delete", &mut self.next_seq);
                 }
                 Change::Truncate => {
-                    let mut keys: Vec<(String, Live)> = self.live.drain().collect();
-                    keys.sort_by_key(|(_, live)| live.since);
-                    // Emptied, as a dropped partition is: each row expires
-                    // (analysis::consumers), it is not deleted one by one.
-                    for (key, _) in keys {
+                    // Emptied, as a dropped partition is: each key expires
+                    // (analysis::consumers), in key order as PostgreSQL's
+                    // decoder writes them; not deleted one by one.
+                    for key in self.live.take_sorted() {
                         row(key, "expire", &mut self.next_seq);
                     }
                 }
@@ -873,7 +852,7 @@ mod tests {
     }
 
     #[test]
-    fn a_truncate_of_the_table_expires_every_live_key_in_commit_order() {
+    fn a_truncate_of_the_table_expires_every_live_key_in_key_order() {
         let mut d = Decoder::new("app", "outbox", "id");
         let mut events = first_insert("binlog.000001", &[&[Some("3"), None], &[Some("1"), None]]);
         events.extend([
@@ -907,7 +886,7 @@ mod tests {
                 ("2", "insert", 2, "binlog.000001:200 GTID 0-1-2"),
                 ("3", "delete", 2, "binlog.000001:200 GTID 0-1-2"),
                 ("2", "delete", 2, "binlog.000001:200 GTID 0-1-2"),
-                // Live at the TRUNCATE: 1 (committed first), then 2 (one row left).
+                // Live at the TRUNCATE: 1, then 2 (one row left), sorted as text.
                 ("1", "expire", 500, "binlog.000001:500 GTID 0-1-500"),
                 ("2", "expire", 500, "binlog.000001:500 GTID 0-1-500"),
                 ("4", "insert", 6, "binlog.000001:600 GTID 0-1-6"),

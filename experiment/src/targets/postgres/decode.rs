@@ -38,9 +38,9 @@
 //! DDL itself is never decoded (PostgreSQL manual, "Logical Replication
 //! Restrictions").
 
-use super::live::LiveKeys;
 use crate::logtruth::Counts;
 use crate::logtruth::names::POSTGRES;
+use crate::targets::live_keys::LiveKeys;
 use rundb::LogTruthRow;
 use std::collections::{HashMap, HashSet};
 

@@ -8,7 +8,6 @@ pub mod decode;
 pub mod driver;
 pub mod http;
 mod judge;
-mod live;
 pub mod log;
 pub mod options;
 pub mod own;

@@ -6,13 +6,23 @@
 //! page is well-formed XML, so that a strict parser reads it.
 //!
 //! Bounded: at most [`MAX_ROWS`] leaks and other misses are listed, with
-//! how many were left out; the counts in the pollers' table are complete.
+//! how many were left out ([`Listed`]); the counts in the pollers' table are
+//! complete. The object it is drawn from holds only the rows listed
+//! (`json::Output::listing_at_most`), so the page of a run with a million
+//! leaks is built in the memory of a thousand.
 
 use serde_json::Value;
 use std::fmt::Write;
 
 /// The most rows a list (leaks, other misses) shows.
 pub const MAX_ROWS: usize = 1000;
+
+/// How many leaks and other misses the run has: the report object lists
+/// only the first [`MAX_ROWS`].
+pub struct Listed {
+    pub leaks: usize,
+    pub other_misses: usize,
+}
 
 /// Escapes text for HTML (and XML) element content and attribute values.
 pub fn escape(text: &str) -> String {
@@ -41,9 +51,9 @@ fn cell(v: &Value) -> String {
     }
 }
 
-/// A table of `rows` (JSON objects) with `columns` (key, heading), at most
-/// [`MAX_ROWS`] rows, saying how many were left out.
-fn table(out: &mut String, rows: &[Value], columns: &[(&str, &str)]) {
+/// A table of `rows` (JSON objects, the first of `total`) with `columns`
+/// (key, heading), at most [`MAX_ROWS`] rows, saying how many were left out.
+fn table(out: &mut String, rows: &[Value], total: usize, columns: &[(&str, &str)]) {
     out.push_str("<table>\n<tr>");
     for (_, heading) in columns {
         let _ = write!(out, "<th>{}</th>", escape(heading));
@@ -57,11 +67,12 @@ fn table(out: &mut String, rows: &[Value], columns: &[(&str, &str)]) {
         out.push_str("</tr>\n");
     }
     out.push_str("</table>\n");
-    if rows.len() > MAX_ROWS {
+    let shown = rows.len().min(MAX_ROWS);
+    if total > shown {
         let _ = writeln!(
             out,
             "<p>{} more not listed here (`analyze --json` lists every one).</p>",
-            rows.len() - MAX_ROWS
+            total - shown
         );
     }
 }
@@ -74,9 +85,9 @@ pub fn inline_svg(svg: &str) -> &str {
     }
 }
 
-/// The page: `report` is the `--json` object, `plots` the (title, SVG text)
-/// of each plot drawn.
-pub fn render(report: &Value, plots: &[(String, String)]) -> String {
+/// The page: `report` is the `--json` object (its lists cut as
+/// [`Listed`] says), `plots` the (title, SVG text) of each plot drawn.
+pub fn render(report: &Value, listed: &Listed, plots: &[(String, String)]) -> String {
     let mut out = String::new();
     head(&mut out, report);
 
@@ -98,6 +109,7 @@ pub fn render(report: &Value, plots: &[(String, String)]) -> String {
     table(
         &mut out,
         pollers,
+        pollers.len(),
         &[
             ("name", "poller"),
             ("policy", "policy"),
@@ -121,7 +133,7 @@ pub fn render(report: &Value, plots: &[(String, String)]) -> String {
     }
 
     let leaks = report["leaks"].as_array().unwrap_or(&empty);
-    let _ = writeln!(out, "<h2>Leaks ({})</h2>", leaks.len());
+    let _ = writeln!(out, "<h2>Leaks ({})</h2>", listed.leaks);
     out.push_str(
         "<p>id_skew_ms = ts(highest ID any poller had returned before the status became \
          visible) - ts(status); required_k_ms = the smallest k sure to have caught it.</p>\n",
@@ -129,6 +141,7 @@ pub fn render(report: &Value, plots: &[(String, String)]) -> String {
     table(
         &mut out,
         leaks,
+        listed.leaks,
         &[
             ("id", "status"),
             ("id_time", "ID time"),
@@ -143,11 +156,12 @@ pub fn render(report: &Value, plots: &[(String, String)]) -> String {
     let _ = writeln!(
         out,
         "<h2>Other misses ({}): errors, cut off windows, unexplained</h2>",
-        others.len()
+        listed.other_misses
     );
     table(
         &mut out,
         others,
+        listed.other_misses,
         &[("id", "status"), ("poller", "poller"), ("cause", "cause")],
     );
 
@@ -158,7 +172,12 @@ pub fn render(report: &Value, plots: &[(String, String)]) -> String {
             "<h2>Expired ({}): dropped by the retention job before the poller read them</h2>",
             expired.len()
         );
-        table(&mut out, expired, &[("id", "status"), ("poller", "poller")]);
+        table(
+            &mut out,
+            expired,
+            expired.len(),
+            &[("id", "status"), ("poller", "poller")],
+        );
     }
     ftt_section(&mut out, &report["ftt"]);
 
@@ -266,6 +285,7 @@ fn ftt_section(out: &mut String, ftt: &Value) {
             table(
                 out,
                 &rows,
+                rows.len(),
                 &[
                     ("id", "note"),
                     ("fate", "fate"),
@@ -299,13 +319,18 @@ mod tests {
             .map(|n| serde_json::json!({"id": n.to_string(), "poller": "p", "cause": "error"}))
             .collect();
         let mut out = String::new();
-        table(&mut out, &rows, &[("id", "status")]);
+        table(&mut out, &rows, rows.len(), &[("id", "status")]);
         assert_eq!(
             out.matches("<tr>").count(),
             MAX_ROWS + 1,
             "the heading and MAX_ROWS rows"
         );
         assert!(out.contains("5 more not listed here"));
+        // Rows already cut to MAX_ROWS, of a run with more.
+        let mut out = String::new();
+        table(&mut out, &rows[..MAX_ROWS], 963_231, &[("id", "status")]);
+        assert_eq!(out.matches("<tr>").count(), MAX_ROWS + 1);
+        assert!(out.contains("962231 more not listed here"), "{out}");
     }
 
     #[test]

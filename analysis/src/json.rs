@@ -43,6 +43,17 @@ pub struct Output<'a> {
     pub not_computed: Vec<&'static str>,
 }
 
+impl Output<'_> {
+    /// The same report listing at most `rows` leaks and `rows` other
+    /// misses: what `--html` shows, without holding a million of them as
+    /// JSON values.
+    pub fn listing_at_most(mut self, rows: usize) -> Self {
+        self.leaks.at_most = rows;
+        self.other_misses.at_most = rows;
+        self
+    }
+}
+
 /// The figures a run judged streaming leaves out (`Output::not_computed`).
 pub const NOT_STREAMED: [&str; 1] = ["oracle"];
 
@@ -242,6 +253,8 @@ pub struct LeakReport {
 pub struct Leaks<'a> {
     loaded: &'a Loaded,
     analysis: &'a Analysis,
+    /// Write only the first ones (`--html` lists at most a thousand).
+    at_most: usize,
 }
 
 impl Serialize for Leaks<'_> {
@@ -249,7 +262,7 @@ impl Serialize for Leaks<'_> {
         use serde::ser::{Error, SerializeSeq};
         let loaded = self.loaded;
         let mut seq = serializer.serialize_seq(None)?;
-        for leak in loaded.leaks(self.analysis) {
+        for leak in loaded.leaks(self.analysis).take(self.at_most) {
             let leak =
                 leak.map_err(|e| S::Error::custom(format!("cannot read the leaks back: {e}")))?;
             let i = &leak.finding;
@@ -282,13 +295,15 @@ pub struct OtherMissReport<'a> {
 pub struct OtherMisses<'a> {
     loaded: &'a Loaded,
     analysis: &'a Analysis,
+    /// As [`Leaks::at_most`].
+    at_most: usize,
 }
 
 impl Serialize for OtherMisses<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::{Error, SerializeSeq};
         let mut seq = serializer.serialize_seq(None)?;
-        for m in self.loaded.other_misses(self.analysis) {
+        for m in self.loaded.other_misses(self.analysis).take(self.at_most) {
             let m = m.map_err(|e| S::Error::custom(format!("cannot read the misses back: {e}")))?;
             seq.serialize_element(&OtherMissReport {
                 id: m.id,
@@ -380,10 +395,12 @@ pub fn build<'a>(
     let leaks = Leaks {
         loaded,
         analysis: a,
+        at_most: usize::MAX,
     };
     let other_misses = OtherMisses {
         loaded,
         analysis: a,
+        at_most: usize::MAX,
     };
     let future_ids = a
         .future_ids

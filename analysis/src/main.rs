@@ -386,8 +386,16 @@ fn write_html(
     plots: &[String],
     lost: Option<&[ftt::Lost]>,
 ) -> Result<(), String> {
-    let report = serde_json::to_value(json::build(loaded, analysis, plots, lost))
-        .map_err(|e| e.to_string())?;
+    let report = serde_json::to_value(
+        json::build(loaded, analysis, plots, lost).listing_at_most(html::MAX_ROWS),
+    )
+    .map_err(|e| e.to_string())?;
+    // The totals, counted as the lists are read (from disk for a run
+    // judged streaming), none of them held.
+    let listed = html::Listed {
+        leaks: count(loaded.leaks(analysis), "leaks")?,
+        other_misses: count(loaded.other_misses(analysis), "misses")?,
+    };
     let svgs: Vec<(String, String)> = plots
         .iter()
         .filter(|p| p.ends_with(".svg"))
@@ -399,9 +407,22 @@ fn write_html(
             Some((title, std::fs::read_to_string(p).ok()?))
         })
         .collect();
-    std::fs::write(path, html::render(&report, &svgs))
+    std::fs::write(path, html::render(&report, &listed, &svgs))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(())
+}
+
+/// How many items `items` reads, or the first error reading them back.
+fn count<T, E: std::fmt::Display>(
+    items: impl Iterator<Item = Result<T, E>>,
+    what: &str,
+) -> Result<usize, String> {
+    let mut n = 0;
+    for item in items {
+        item.map_err(|e| format!("cannot read the {what} back: {e}"))?;
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// A run of `experiment judge --log postgres` (or `mariadb`): each

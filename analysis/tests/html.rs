@@ -81,6 +81,8 @@ fn the_html_report_says_what_the_json_says_and_stands_alone() {
         assert!(html.contains(&format!("<td>{}</td>", leak["id"].as_str().unwrap())));
     }
     assert!(html.contains(&format!("<h2>Leaks ({})</h2>", leaks.len())));
+    let others = json["other_misses"].as_array().unwrap().len();
+    assert!(html.contains(&format!("<h2>Other misses ({others}):")));
     // The plots are inline, the hostile name is text, nothing is fetched.
     assert!(html.matches("<svg").count() >= 2, "the plots are inline");
     assert!(!html.contains("<script"), "the poller's name was escaped");

@@ -115,6 +115,18 @@ def total(counts):
         return sum(counts)
 
 
+def await_banner(watch):
+    """Reads watch's stderr up to its banner ("watching ...": the truth
+    starts there); returns the lines read, or exits with them if watch ended first."""
+    seen = []
+    for line in watch.stderr:
+        seen.append(line)
+        if line.startswith("watching "):
+            return seen
+    watch.wait()
+    sys.exit(f"experiment watch ended before it watched: {''.join(seen).strip()}")
+
+
 def with_reader(experiment, socket, db, phase_s, counts):
     """One phase with `experiment watch`: its commits per second and the
     reader's CPU seconds; checks the truth rows it recorded."""
@@ -125,14 +137,7 @@ def with_reader(experiment, socket, db, phase_s, counts):
          # Every row stays in log_truth (counted below): none settles within the phase.
          "--settle-after", "1h"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    seen = []
-    for line in watch.stderr:
-        seen.append(line)
-        if line.startswith("watching "):
-            break
-    else:
-        watch.wait()
-        sys.exit(f"experiment watch ended before it watched: {''.join(seen).strip()}")
+    await_banner(watch)
     before, start = total(counts), time.monotonic()
     time.sleep(phase_s)
     phase_commits = total(counts) - before

@@ -38,7 +38,7 @@ import psycopg
 import pymysql
 
 # The throwaway servers as the cost benchmarks start them.
-from bench_binlog_cost import start_server as start_mariadb
+from bench_binlog_cost import await_banner, start_server as start_mariadb
 from bench_log_cost import run_as_postgres, start_cluster
 
 WRITERS = 3
@@ -184,15 +184,7 @@ def main():
             + ["--delivered", f"writers={own}", "--delivered", f"naive={naive}", "--db", run_db],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # Its banner says where the truth starts (the slot made, the dump read).
-        seen = []
-        for line in watch.stderr:
-            seen.append(line)
-            if line.startswith("watching "):
-                break
-        else:
-            watch.wait()
-            sys.exit(f"experiment watch ended before it watched: {''.join(seen).strip()}")
-        print("".join(seen).strip(), flush=True)
+        print("".join(await_banner(watch)).strip(), flush=True)
         threading.Thread(target=lambda: [None for _ in watch.stderr], daemon=True).start()
         stop, lock = threading.Event(), threading.Lock()
         counts = [0] * WRITERS

@@ -525,7 +525,11 @@ impl Writer {
         self.in_transaction = false;
         self.conn
             .execute_batch("COMMIT")
-            .map_err(|e| format!("cannot write the run database: {e}"))
+            .map_err(|e| format!("cannot write the run database: {e}"))?;
+        if let Some(checkpointer) = &self.checkpointer {
+            checkpointer.empty_wal_if_over(&self.conn);
+        }
+        Ok(())
     }
 
     /// Inserts a request of one of the run's pollers, the statuses first

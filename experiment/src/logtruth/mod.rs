@@ -22,6 +22,7 @@
 //! `targets/mariadb/` (`dump.rs`, `binlog.rs`, `ddl.rs`).
 
 pub mod judge;
+pub mod live_keys;
 pub mod metrics;
 pub mod names;
 pub mod nemesis;

@@ -15,7 +15,6 @@
 //! runs what [`sweep_of`] says of the target.
 
 pub mod api;
-mod live_keys;
 pub mod mariadb;
 pub mod misskey_ftt;
 pub mod postgres;

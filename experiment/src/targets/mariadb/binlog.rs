@@ -47,7 +47,7 @@
 
 use super::ddl::{self, Clause, Ddl};
 use crate::logtruth::Counts;
-use crate::targets::live_keys::LiveKeys;
+use crate::logtruth::live_keys::LiveKeys;
 use rundb::LogTruthRow;
 use std::collections::HashMap;
 

@@ -39,8 +39,8 @@
 //! Restrictions").
 
 use crate::logtruth::Counts;
+use crate::logtruth::live_keys::LiveKeys;
 use crate::logtruth::names::POSTGRES;
-use crate::targets::live_keys::LiveKeys;
 use rundb::LogTruthRow;
 use std::collections::{HashMap, HashSet};
 

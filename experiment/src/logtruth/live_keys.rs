@@ -1,7 +1,7 @@
 //! The keys a table's committed rows have now, as a log decoder must know
 //! them to expire what a TRUNCATE or a dropped partition takes
-//! (PostgreSQL's [`super::postgres::decode::Decoder`], MariaDB's
-//! [`super::mariadb::binlog::Decoder`]).
+//! (PostgreSQL's [`crate::targets::postgres::decode::Decoder`], MariaDB's
+//! [`crate::targets::mariadb::binlog::Decoder`]).
 //!
 //! A watch reads a production table for weeks: a set of every live key
 //! grew by about 90 bytes a row (a soak at 300 commits a second,

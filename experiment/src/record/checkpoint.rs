@@ -120,13 +120,26 @@ fn past_limit(frames: i64, page: i64, limit: u64) -> bool {
     frames.max(0) as u64 * page.max(0) as u64 > limit
 }
 
-/// A truncating checkpoint: every frame folded and the WAL emptied, waiting
-/// (`conn`'s busy timeout) for readers and any other writer. Whether it was
-/// emptied.
+/// A truncating checkpoint: every frame folded and the WAL emptied, if
+/// nothing stands in the way now. It does not wait: a reader of the run
+/// (`analyze --follow`), another run writing the same file, or the
+/// checkpointer's fold under way would hold the writer for its busy
+/// timeout at every commit, and the pollers behind it; then the WAL is
+/// emptied after a later commit. Whether it was emptied; `conn`'s busy
+/// timeout is as it was.
 pub fn empty_wal(conn: &Connection) -> rusqlite::Result<bool> {
-    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
-        r.get::<_, i64>(0).map(|busy| busy == 0)
-    })
+    let waits_ms: i64 = conn.query_row("PRAGMA busy_timeout", [], |r| r.get(0))?;
+    conn.busy_timeout(Duration::ZERO)?;
+    let emptied = conn
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            r.get::<_, i64>(0).map(|busy| busy == 0)
+        })
+        .or_else(|e| match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy) => Ok(false),
+            _ => Err(e),
+        });
+    conn.busy_timeout(Duration::from_millis(waits_ms.max(0) as u64))?;
+    emptied
 }
 
 #[cfg(test)]
@@ -200,6 +213,44 @@ mod tests {
             .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
             .unwrap();
         assert_eq!(rows, 1000, "nothing committed is lost");
+    }
+
+    /// With a reader in the way, the writer is not held: its busy handler
+    /// is never called, the WAL stays for a later commit, and its busy
+    /// timeout is as it was.
+    #[test]
+    fn a_reader_in_the_way_does_not_hold_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.db");
+        let mut writer = written(&path, 100);
+        let reader = Connection::open(&path).unwrap();
+        reader.execute_batch("BEGIN").unwrap();
+        let _: i64 = reader
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        writer
+            .execute("INSERT INTO t VALUES (zeroblob(1000))", [])
+            .unwrap();
+        static CALLED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        fn count(_: i32) -> bool {
+            CALLED.fetch_add(1, Ordering::Relaxed);
+            false
+        }
+        writer.busy_timeout(Duration::from_secs(10)).unwrap();
+        assert!(!empty_wal(&writer).unwrap(), "the reader stands in the way");
+        let waits: i64 = writer
+            .query_row("PRAGMA busy_timeout", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(waits, 10_000, "the writer's busy timeout is as it was");
+        writer.busy_handler(Some(count)).unwrap();
+        assert!(!empty_wal(&writer).unwrap());
+        assert_eq!(CALLED.load(Ordering::Relaxed), 0, "it never waited");
+        assert!(
+            std::fs::metadata(path.with_extension("db-wal"))
+                .unwrap()
+                .len()
+                > 0
+        );
     }
 
     #[test]

@@ -21,6 +21,10 @@ pub struct PollerLoss {
     pub lost: u64,
     pub leaks: u64,
     pub verdict: String,
+    /// `lost` by the half of the run's time the rows became visible in
+    /// ([`crate::halves`]); absent in results judged before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_halves: Option<[u64; 2]>,
 }
 
 /// One run of a campaign, judged.
@@ -35,6 +39,10 @@ pub struct RunResult {
     pub target: String,
     /// Rows (notes) the target committed: the truth.
     pub rows: u64,
+    /// `rows` by the half of the run's time they became visible in
+    /// ([`crate::halves`]); absent in results judged before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_halves: Option<[u64; 2]>,
     pub pollers: Vec<PollerLoss>,
     /// Why its figures are not to be trusted as they stand (the machine's
     /// load, [`MachineLoad::flags`]); empty when they are.
@@ -77,6 +85,7 @@ pub fn judge_run(path: &Path, combination: &str, seed: u64) -> Result<RunResult,
         .ok_or_else(|| format!("{}: no run", path.display()))?;
     let loaded = crate::load::load(&conn, run_id).map_err(|e| e.to_string())?;
     let a = analyze(&loaded.history);
+    let halves = crate::halves::of(&loaded.history, &a);
     let rows = loaded
         .history
         .truth
@@ -87,11 +96,13 @@ pub fn judge_run(path: &Path, combination: &str, seed: u64) -> Result<RunResult,
         .iter()
         .zip(&a.pollers)
         .zip(&a.verdicts)
-        .map(|((p, s), v)| PollerLoss {
+        .enumerate()
+        .map(|(i, ((p, s), v))| PollerLoss {
             poller: p.name.clone(),
             lost: s.missed() + s.expired,
             leaks: s.leaks,
             verdict: v.as_str().to_string(),
+            lost_halves: halves.as_ref().map(|h| h.lost[i]),
         })
         .collect();
     let writers = loaded.machine_load().and_then(|m| m.writers);
@@ -101,6 +112,7 @@ pub fn judge_run(path: &Path, combination: &str, seed: u64) -> Result<RunResult,
         db: path.display().to_string(),
         target: loaded.run.target.clone(),
         rows,
+        rows_halves: halves.as_ref().map(|h| h.rows),
         pollers,
         flags: loaded
             .machine_load()
@@ -166,6 +178,10 @@ pub struct Summary {
     /// Whether the loss drifted over the campaign's time ([`Drift`]);
     /// `None` with fewer than 4 runs that lost anything in their cell.
     pub drift: Option<Drift>,
+    /// Each cell's second half against its first, paired by run
+    /// ([`halves`]); empty when the results do not split by half.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub halves: Vec<Comparison>,
 }
 
 /// The loss against the campaign's time: Spearman's rank correlation of
@@ -255,7 +271,9 @@ pub fn summarize_with(results: &[RunResult], margin: Option<f64>) -> Summary {
     let first = results.first().map_or("", |r| r.combination.as_str());
     let comparisons = compare(first, &rows, &scales, margin);
     let drift = drift(results, &rows);
+    let halves = halves(results, &rows, &scales, margin);
     Summary {
+        halves,
         rows,
         writers,
         runs: results.len(),
@@ -505,6 +523,51 @@ fn compare(first: &str, rows: &[Row], scales: &[f64], margin: Option<f64>) -> Ve
     out
 }
 
+/// Each cell's second half against its first ([`crate::halves`]): the
+/// paired t over its runs of each run's loss rate in the second half of
+/// its time minus its rate in the first (design `halves`). A run's loss
+/// that grows or shrinks within it, a warm-up or tables that slow the
+/// server as they grow, shows here where a mean over whole runs hides it.
+/// The variance of the mean difference is at least the Poisson variance of
+/// the cell's lost rows (at least one), as for two pollers of one run. Only
+/// cells whose every run splits by half; none for results judged before
+/// the halves were kept.
+fn halves(results: &[RunResult], rows: &[Row], scales: &[f64], margin: Option<f64>) -> Vec<Comparison> {
+    let mut out = Vec::new();
+    for (row, &scale) in rows.iter().zip(scales) {
+        let split: Option<Vec<([u64; 2], [u64; 2])>> = results
+            .iter()
+            .filter(|r| r.combination == row.combination)
+            .filter_map(|r| {
+                let p = r.pollers.iter().find(|p| p.poller == row.poller)?;
+                Some(p.lost_halves.zip(r.rows_halves))
+            })
+            .collect();
+        let Some(split) = split.filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        let rate = |lost: u64, n: u64| lost as f64 * scale / n.max(1) as f64;
+        let second: Vec<f64> = split.iter().map(|(l, n)| rate(l[1], n[1])).collect();
+        let first: Vec<f64> = split.iter().map(|(l, n)| rate(l[0], n[0])).collect();
+        let lost: u64 = split.iter().map(|(l, _)| l[0] + l[1]).sum();
+        let half_rows: u64 = split.iter().map(|(_, n)| (n[0] + n[1]) / 2).sum();
+        let floor = lost.max(1) as f64 * (scale / half_rows.max(1) as f64).powi(2);
+        let d = crate::interval::paired(&second, &first, floor);
+        out.push(Comparison {
+            combination: row.combination.clone(),
+            poller: row.poller.clone(),
+            against_combination: row.combination.clone(),
+            against_poller: row.poller.clone(),
+            design: "halves".into(),
+            finding: finding(d.as_ref(), margin).into(),
+            difference: d,
+            runs: split.len(),
+            against_runs: split.len(),
+        });
+    }
+    out
+}
+
 /// What a comparison shows: `equivalent` when its 90 % interval lies inside
 /// the margin, `differs` when p < 0.05, else `inconclusive` (so with no
 /// margin, "no difference" is never claimed).
@@ -642,7 +705,25 @@ fn interval(r: &Rate) -> String {
 /// many comparisons there were (at 5 % each, about one in twenty differs
 /// by chance alone) and the margin. Empty without comparisons.
 fn render_comparisons(s: &Summary, unit: &str, cw: usize, pw: usize) -> String {
-    let cs = &s.comparisons;
+    let heading = format!(
+        "against the reference ({unit}): the difference with its 95% interval and p value"
+    );
+    let halves = format!(
+        "the halves ({unit}): each cell's second half against its first, paired by run, with its 95% interval and p value"
+    );
+    comparison_table(&s.comparisons, &heading, s.margin, cw, pw)
+        + &comparison_table(&s.halves, &halves, s.margin, cw, pw)
+}
+
+/// One table of [`render_comparisons`] under `heading`, with the count of
+/// its comparisons and the margin; empty without comparisons.
+fn comparison_table(
+    cs: &[Comparison],
+    heading: &str,
+    margin: Option<f64>,
+    cw: usize,
+    pw: usize,
+) -> String {
     if cs.is_empty() {
         return String::new();
     }
@@ -653,7 +734,7 @@ fn render_comparisons(s: &Summary, unit: &str, cw: usize, pw: usize) -> String {
         .max()
         .unwrap_or(7);
     let mut o = format!(
-        "\nagainst the reference ({unit}): the difference with its 95% interval and p value\n{:cw$}  {:pw$}  {:aw$}  {:11} {:>10} {:>20} {:>7}  {:12} {:>6}\n",
+        "\n{heading}\n{:cw$}  {:pw$}  {:aw$}  {:11} {:>10} {:>20} {:>7}  {:12} {:>6}\n",
         "combination",
         "poller",
         "against",
@@ -689,10 +770,10 @@ fn render_comparisons(s: &Summary, unit: &str, cw: usize, pw: usize) -> String {
             ci,
             p,
             c.finding,
-            if c.design == "paired" {
-                c.runs.to_string()
-            } else {
+            if c.design == "independent" {
                 format!("{}+{}", c.runs, c.against_runs)
+            } else {
+                c.runs.to_string()
             }
         ));
     }
@@ -701,7 +782,7 @@ fn render_comparisons(s: &Summary, unit: &str, cw: usize, pw: usize) -> String {
         cs.len(),
         if cs.len() == 1 { "" } else { "s" },
         cs.len() as f64 * 0.05,
-        match s.margin {
+        match margin {
             Some(m) =>
                 format!("equivalent: the 90% interval inside +-{m} (stated before the runs)"),
             None =>
@@ -713,10 +794,10 @@ fn render_comparisons(s: &Summary, unit: &str, cw: usize, pw: usize) -> String {
 
 /// A comparison's reference as the table names it.
 fn against(c: &Comparison) -> &str {
-    if c.design == "paired" {
-        &c.against_poller
-    } else {
-        &c.against_combination
+    match c.design.as_str() {
+        "paired" => &c.against_poller,
+        "halves" => "first half",
+        _ => &c.against_combination,
     }
 }
 
@@ -731,6 +812,7 @@ mod tests {
             db: String::new(),
             target: "postgres".into(),
             rows,
+            rows_halves: None,
             pollers: ["naive", "compensated:k=1s"]
                 .iter()
                 .zip(lost)
@@ -739,6 +821,7 @@ mod tests {
                     lost,
                     leaks: lost,
                     verdict: "valid".into(),
+                    lost_halves: None,
                 })
                 .collect(),
             flags: if flagged {
@@ -1112,6 +1195,48 @@ mod tests {
         let s = summarize(&results);
         assert_eq!((s.writers.len(), s.latency_outliers.len()), (0, 0));
         assert!(!render(&s).contains("commit p50"));
+    }
+
+    /// A cell whose runs lose more in their second half than in their
+    /// first differs from it; one whose halves lose alike does not; results
+    /// kept before the halves print no halves at all.
+    #[test]
+    fn each_cells_second_half_is_compared_with_its_first() {
+        let split = |r: &mut RunResult, naive: [u64; 2], compensated: [u64; 2]| {
+            r.rows_halves = Some([50_000, 50_000]);
+            r.pollers[0].lost_halves = Some(naive);
+            r.pollers[1].lost_halves = Some(compensated);
+        };
+        let mut results: Vec<RunResult> = (1..=10)
+            .map(|seed| {
+                let extra = seed % 3;
+                let mut r = run("", seed, [12 + extra, 4 + extra], 100_000, false);
+                split(&mut r, [2, 10 + extra], [2, 2 + extra]);
+                r
+            })
+            .collect();
+        let s = summarize_with(&results, Some(3.0));
+        let naive = s.halves.iter().find(|c| c.poller == "naive").unwrap();
+        let d = naive.difference.as_ref().unwrap();
+        // Per 100,000 rows: (10 + extra - 2) per 50,000 rows a half.
+        assert!((d.difference - 2.0 * 9.0).abs() < 1e-9, "{d:?}");
+        assert_eq!((naive.finding.as_str(), naive.runs), ("differs", 10));
+        let compensated = s.halves.iter().find(|c| c.poller != "naive").unwrap();
+        assert_ne!(compensated.finding, "differs", "{compensated:?}");
+        let text = render(&s);
+        assert!(
+            text.contains("the halves (per 100,000 rows): each cell's second half against its first"),
+            "{text}"
+        );
+        assert!(
+            text.lines().any(|l| l.starts_with("-") && l.contains("naive") && l.contains("first half") && l.contains("halves") && l.contains("differs")),
+            "{text}"
+        );
+        // One run without halves: its cell prints none.
+        results[3].rows_halves = None;
+        assert!(summarize(&results).halves.is_empty());
+        let before = run("", 1, [3, 0], 1_000, false);
+        assert!(!render(&summarize(&[before.clone(), before])).contains("the halves"));
     }
 
     #[test]

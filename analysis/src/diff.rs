@@ -1328,4 +1328,4 @@ fn classify(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -15,6 +15,7 @@
 //!   [`sweep_plot`]: its frontier and lateness survival plots.
 //! - [`campaign`]: `experiment sweep --target postgres|mariadb|misskey-ftt`: each run's
 //!   database judged, the loss over runs per combination and poller.
+//! - [`halves`]: a run cut at the middle of its time, its rows and each poller's lost rows by half.
 //! - [`delivered`]: `--delivered`: a consumer judged from the IDs it delivered.
 //! - [`consumers`]: a consumer's verdict against the truth of PostgreSQL's log (`judge --log postgres`);
 //!   [`settle`]: the same judge kept up to date row by row in flat memory (`experiment watch`).
@@ -33,6 +34,7 @@ pub mod delivered;
 pub mod delivery;
 pub mod diff;
 pub mod ftt;
+pub mod halves;
 pub mod history;
 pub mod history_builder;
 pub mod html;

@@ -9,8 +9,8 @@ use crate::history::{IdTimes, PollerSpec, Status, TruthTable};
 use crate::synth::{SimSpec, SynthRequest, SynthTruth, simulate};
 use proptest::prelude::*;
 
-struct B {
-    h: History,
+pub(crate) struct B {
+    pub(crate) h: History,
 }
 
 fn key(t: i64) -> u128 {
@@ -91,7 +91,7 @@ impl B {
 
 /// naive (0) and compensated k=1s (1); `a` at 1900, `b` at 2500, and the late
 /// `x`, ID time 2400, visible only at 3100, below naive's cursor (b).
-fn late_item_history(truth: bool) -> (B, u32, u32, u32) {
+pub(crate) fn late_item_history(truth: bool) -> (B, u32, u32, u32) {
     let mut b = B::new(&[("naive", None), ("compensated:k=1s", Some(1000))], truth);
     let a = b.status(1900, 1900, None);
     let bb = b.status(2500, 2500, None);
@@ -562,7 +562,7 @@ fn percentiles_are_nearest_rank() {
 }
 
 /// Builds a History straight from a simulated run (what the loader would produce).
-fn history_of(spec: &SimSpec, requests: &[SynthRequest], truth: &[SynthTruth]) -> History {
+pub(crate) fn history_of(spec: &SimSpec, requests: &[SynthRequest], truth: &[SynthTruth]) -> History {
     let layout: since_id::id::Layout = "mastodon".parse().unwrap();
     let mut index = HashMap::default();
     let mut statuses = Vec::new();

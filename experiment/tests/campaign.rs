@@ -63,6 +63,13 @@ fn a_postgres_campaign_keeps_every_runs_database_and_sums_up_each_combination_an
     for r in runs {
         assert!(r["rows"].as_u64().unwrap() > 0, "{r}");
         assert!(r["flags"].is_array(), "{r}");
+        // Each run split by the half of its time (docs/campaigns.md, "The
+        // halves of a run"): the halves add up to the run.
+        let sum = |v: &Value| v[0].as_u64().unwrap() + v[1].as_u64().unwrap();
+        assert_eq!(sum(&r["rows_halves"]), r["rows"].as_u64().unwrap(), "{r}");
+        for p in r["pollers"].as_array().unwrap() {
+            assert_eq!(sum(&p["lost_halves"]), p["lost"].as_u64().unwrap(), "{r}");
+        }
     }
     // The runs ran interleaved in the plan's seeded order (--order-seed 2
     // runs places 0, 2, 3, 1: the plan's `order`, as `sweep --plan` gives
@@ -134,6 +141,10 @@ fn a_postgres_campaign_keeps_every_runs_database_and_sums_up_each_combination_an
         ],
         "{summary}"
     );
+    // Each cell's second half against its first, over its two runs.
+    let halves = summary["halves"].as_array().unwrap();
+    assert_eq!(halves.len(), rows.len(), "{summary}");
+    assert!(halves.iter().all(|c| c["design"] == "halves" && c["runs"] == 2), "{summary}");
     // Two runs a side: each difference has its interval, p value and finding.
     for c in comparisons {
         let d = &c["difference"];

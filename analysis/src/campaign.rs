@@ -179,7 +179,7 @@ pub struct Summary {
     /// `None` with fewer than 4 runs that lost anything in their cell.
     pub drift: Option<Drift>,
     /// Each cell's second half against its first, paired by run
-    /// ([`halves`]); empty when the results do not split by half.
+    /// ([`crate::halves`]); empty when the results do not split by half.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub halves: Vec<Comparison>,
 }
@@ -532,7 +532,12 @@ fn compare(first: &str, rows: &[Row], scales: &[f64], margin: Option<f64>) -> Ve
 /// the cell's lost rows (at least one), as for two pollers of one run. Only
 /// cells whose every run splits by half; none for results judged before
 /// the halves were kept.
-fn halves(results: &[RunResult], rows: &[Row], scales: &[f64], margin: Option<f64>) -> Vec<Comparison> {
+fn halves(
+    results: &[RunResult],
+    rows: &[Row],
+    scales: &[f64],
+    margin: Option<f64>,
+) -> Vec<Comparison> {
     let mut out = Vec::new();
     for (row, &scale) in rows.iter().zip(scales) {
         let split: Option<Vec<([u64; 2], [u64; 2])>> = results
@@ -705,9 +710,8 @@ fn interval(r: &Rate) -> String {
 /// many comparisons there were (at 5 % each, about one in twenty differs
 /// by chance alone) and the margin. Empty without comparisons.
 fn render_comparisons(s: &Summary, unit: &str, cw: usize, pw: usize) -> String {
-    let heading = format!(
-        "against the reference ({unit}): the difference with its 95% interval and p value"
-    );
+    let heading =
+        format!("against the reference ({unit}): the difference with its 95% interval and p value");
     let halves = format!(
         "the halves ({unit}): each cell's second half against its first, paired by run, with its 95% interval and p value"
     );
@@ -1225,11 +1229,17 @@ mod tests {
         assert_ne!(compensated.finding, "differs", "{compensated:?}");
         let text = render(&s);
         assert!(
-            text.contains("the halves (per 100,000 rows): each cell's second half against its first"),
+            text.contains(
+                "the halves (per 100,000 rows): each cell's second half against its first"
+            ),
             "{text}"
         );
         assert!(
-            text.lines().any(|l| l.starts_with("-") && l.contains("naive") && l.contains("first half") && l.contains("halves") && l.contains("differs")),
+            text.lines().any(|l| l.starts_with("-")
+                && l.contains("naive")
+                && l.contains("first half")
+                && l.contains("halves")
+                && l.contains("differs")),
             "{text}"
         );
         // One run without halves: its cell prints none.

@@ -144,7 +144,12 @@ fn a_postgres_campaign_keeps_every_runs_database_and_sums_up_each_combination_an
     // Each cell's second half against its first, over its two runs.
     let halves = summary["halves"].as_array().unwrap();
     assert_eq!(halves.len(), rows.len(), "{summary}");
-    assert!(halves.iter().all(|c| c["design"] == "halves" && c["runs"] == 2), "{summary}");
+    assert!(
+        halves
+            .iter()
+            .all(|c| c["design"] == "halves" && c["runs"] == 2),
+        "{summary}"
+    );
     // Two runs a side: each difference has its interval, p value and finding.
     for c in comparisons {
         let d = &c["difference"];

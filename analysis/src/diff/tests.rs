@@ -562,7 +562,11 @@ fn percentiles_are_nearest_rank() {
 }
 
 /// Builds a History straight from a simulated run (what the loader would produce).
-pub(crate) fn history_of(spec: &SimSpec, requests: &[SynthRequest], truth: &[SynthTruth]) -> History {
+pub(crate) fn history_of(
+    spec: &SimSpec,
+    requests: &[SynthRequest],
+    truth: &[SynthTruth],
+) -> History {
     let layout: since_id::id::Layout = "mastodon".parse().unwrap();
     let mut index = HashMap::default();
     let mut statuses = Vec::new();

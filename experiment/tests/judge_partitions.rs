@@ -224,9 +224,14 @@ fn rows_of_a_partition_detached_or_dropped_before_the_relay_read_them_expire_and
 /// on the first start only: it writes until the relay has started a third
 /// time and 100 rows committed, appending each key whose COMMIT returned (a
 /// failed one, while the server restarts, is tried again); each start noted.
+///
+/// Each query has 10 s (coreutils' `timeout`): a connection that hangs
+/// across the restart is given up and asked again rather than holding the
+/// relay to the end of the run; psql's errors go to `psql.err`, which the
+/// test prints when it fails.
 const RESTARTED: &str = r#"set -u
 dir=$1
-q() { psql -X -q -At -c "$1" 2>/dev/null; }
+q() { timeout 10 psql -X -q -At -c "$1" 2>>"$dir/psql.err"; }
 echo "${SNOWLEAK_START:-unset}" >> "$dir/starts"
 if [ "${SNOWLEAK_START:-0}" = 0 ]; then
   q "CREATE TABLE outbox (id bigserial PRIMARY KEY, body text)"
@@ -291,12 +296,16 @@ fn a_relay_killed_twice_and_a_server_restart_keep_at_least_once_and_each_fault_i
         "{unseen:?}"
     );
     let c = consumer(&db, "relay");
+    let errors = std::fs::read_to_string(dir.join("psql.err")).unwrap_or_default();
     assert_eq!(c["lost"].as_array().unwrap().len(), 0, "{c}");
     assert_eq!(c["verdict"], "valid", "{c}");
     assert_eq!(c["promise"], "at-least-once");
     // Each kill redelivers the last key the relay had delivered; nothing
     // else is delivered twice.
-    assert_eq!(c["redelivered"]["count"], 2, "{c}");
+    assert_eq!(
+        c["redelivered"]["count"], 2,
+        "{c}\nthe relay's psql:\n{errors}"
+    );
     assert_eq!(c["duplicates"]["count"], 0, "{c}");
     let conn = Connection::open(&db).unwrap();
     let config: String = conn

@@ -430,6 +430,12 @@ fn settings(label: &str) -> Vec<(&str, &str)> {
 ///   other key as in the cell. One key moves at a time, so a difference is
 ///   that key's, and the first value is the baseline (list the control
 ///   first: `--vary limit=200,1000`). Other runs: an independent design.
+/// - across combinations, for a poller in a set of several (a key of
+///   [`POLLER_SETS`], `poller=naive+xmin`): the same poller at each largest
+///   smaller set of that key that still holds it ([`fewer_beside`]), unless
+///   the rule above already named that cell. So a plan that varies one set
+///   (`--vary poller=none,naive,xmin,naive+xmin`) compares naive beside xmin
+///   with naive alone, which the set's first value, `none`, cannot.
 /// - within a combination, each poller against the combination's first
 ///   poller (the first `--poller`): the same runs, paired by seed.
 ///
@@ -454,6 +460,21 @@ fn compare(first: &str, rows: &[Row], scales: &[f64], margin: Option<f64>) -> Ve
         let r = &rows[i].lost;
         r.lost.max(1) as f64 * (scales[i] / r.rows.max(1) as f64).powi(2)
     };
+    // Row i against row j, the same poller in another combination: other runs.
+    let across = |i: usize, j: usize| {
+        let d = crate::interval::welch(&rates(i), &rates(j), floor(i), floor(j));
+        Comparison {
+            combination: rows[i].combination.clone(),
+            poller: rows[i].poller.clone(),
+            against_combination: rows[j].combination.clone(),
+            against_poller: rows[j].poller.clone(),
+            design: "independent".into(),
+            finding: finding(d.as_ref(), margin).into(),
+            difference: d,
+            runs: rows[i].runs.len(),
+            against_runs: rows[j].runs.len(),
+        }
+    };
     let mut out = Vec::new();
     for (i, row) in rows.iter().enumerate() {
         let cell = settings(&row.combination);
@@ -471,21 +492,22 @@ fn compare(first: &str, rows: &[Row], scales: &[f64], margin: Option<f64>) -> Ve
                 .map(|(m, &(kk, v))| format!("{kk}={}", if m == k { first_value } else { v }))
                 .collect::<Vec<_>>()
                 .join(",");
-            let Some(j) = find(&reference, &row.poller) else {
-                continue;
-            };
-            let d = crate::interval::welch(&rates(i), &rates(j), floor(i), floor(j));
-            out.push(Comparison {
-                combination: row.combination.clone(),
-                poller: row.poller.clone(),
-                against_combination: reference,
-                against_poller: row.poller.clone(),
-                design: "independent".into(),
-                finding: finding(d.as_ref(), margin).into(),
-                difference: d,
-                runs: rows[i].runs.len(),
-                against_runs: rows[j].runs.len(),
-            });
+            if let Some(j) = find(&reference, &row.poller) {
+                out.push(across(i, j));
+            }
+        }
+        // A poller in a set (`poller=naive+xmin`): against the same poller
+        // in each largest smaller set of that key that still holds it, the
+        // other keys as in the cell (naive beside xmin against naive alone),
+        // where the rule above finds none (the first value, `none`, has no row).
+        for j in fewer_beside(rows, i) {
+            if !out.iter().any(|c: &Comparison| {
+                c.combination == row.combination
+                    && c.poller == row.poller
+                    && c.against_combination == rows[j].combination
+            }) {
+                out.push(across(i, j));
+            }
         }
         // Within the combination: against its first poller, run by run.
         let Some(j) = rows.iter().position(|r| r.combination == row.combination) else {
@@ -519,6 +541,58 @@ fn compare(first: &str, rows: &[Row], scales: &[f64], margin: Option<f64>) -> Ve
             runs: a.len(),
             against_runs: b.len(),
         });
+    }
+    out
+}
+
+/// The keys whose values are sets of pollers, `+` joining the pollers of a run.
+const POLLER_SETS: [&str; 2] = ["poller", "id-poller"];
+
+/// The rows of row i's poller beside fewer pollers: for each key of
+/// [`POLLER_SETS`] whose value in row i's combination is a set of several
+/// pollers, the rows of the same poller whose combination differs only in
+/// that key, at a smaller set that still holds the poller, and the largest
+/// such (no other between them): what the other pollers of the set add.
+fn fewer_beside(rows: &[Row], i: usize) -> Vec<usize> {
+    let cell = settings(&rows[i].combination);
+    let members = |set: &str| set.split('+').map(str::to_string).collect::<Vec<_>>();
+    let mut out = Vec::new();
+    for (k, &(key, value)) in cell.iter().enumerate() {
+        let set = members(value);
+        if !POLLER_SETS.contains(&key) || set.len() < 2 {
+            continue;
+        }
+        // Each candidate: its row and its set, a proper subset holding the poller.
+        let smaller: Vec<(usize, Vec<String>)> = rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.poller == rows[i].poller)
+            .filter_map(|(j, r)| {
+                let other = settings(&r.combination);
+                let same_elsewhere = other.len() == cell.len()
+                    && other
+                        .iter()
+                        .zip(&cell)
+                        .enumerate()
+                        .all(|(m, (a, b))| a.0 == b.0 && (m == k || a.1 == b.1));
+                let sub = members(other.get(k)?.1);
+                (same_elsewhere
+                    && sub.len() < set.len()
+                    && sub.contains(&rows[i].poller)
+                    && sub.iter().all(|p| set.contains(p)))
+                .then_some((j, sub))
+            })
+            .collect();
+        out.extend(
+            smaller
+                .iter()
+                .filter(|(_, sub)| {
+                    !smaller
+                        .iter()
+                        .any(|(_, s)| s.len() > sub.len() && sub.iter().all(|p| s.contains(p)))
+                })
+                .map(|&(j, _)| j),
+        );
     }
     out
 }
@@ -942,6 +1016,68 @@ mod tests {
             ]
         );
         assert_eq!(s.writers.len(), 4, "the writers alone have their line");
+    }
+
+    /// One key of poller sets (F3's plan, docs/campaigns.md): a poller in a
+    /// set is compared with the same poller in the largest smaller set that
+    /// holds it, other keys as in the cell; never with a set that lacks it,
+    /// and once, however many rules name the cell.
+    #[test]
+    fn a_poller_in_a_set_is_compared_with_it_beside_fewer() {
+        let mut results = Vec::new();
+        for interval in ["50ms", "1s"] {
+            for set in ["none", "naive", "xmin+cure", "naive+xmin+cure"] {
+                for seed in 1..=3 {
+                    let mut r = run(
+                        &format!("poller={set},interval={interval}"),
+                        seed,
+                        [seed, 0],
+                        100_000,
+                        false,
+                    );
+                    let members: Vec<&str> = set.split('+').filter(|p| *p != "none").collect();
+                    r.pollers = members
+                        .iter()
+                        .map(|p| PollerLoss {
+                            poller: p.to_string(),
+                            ..r.pollers[0].clone()
+                        })
+                        .collect();
+                    results.push(r);
+                }
+            }
+        }
+        let s = summarize(&results);
+        let against = |combination: &str, poller: &str| -> Vec<String> {
+            s.comparisons
+                .iter()
+                .filter(|c| {
+                    c.design == "independent" && c.combination == combination && c.poller == poller
+                })
+                .map(|c| c.against_combination.clone())
+                .collect()
+        };
+        assert_eq!(
+            against("poller=naive+xmin+cure,interval=1s", "naive"),
+            [
+                "poller=naive+xmin+cure,interval=50ms",
+                "poller=naive,interval=1s"
+            ]
+        );
+        assert_eq!(
+            against("poller=naive+xmin+cure,interval=50ms", "cure"),
+            ["poller=xmin+cure,interval=50ms"]
+        );
+        assert_eq!(
+            against("poller=naive,interval=50ms", "naive"),
+            Vec::<String>::new(),
+            "alone, and the first value has no row"
+        );
+        assert_eq!(
+            against("poller=xmin+cure,interval=50ms", "xmin"),
+            Vec::<String>::new(),
+            "no smaller set holds xmin"
+        );
     }
 
     /// Two keys varied: each cell is compared with the cell one key back at

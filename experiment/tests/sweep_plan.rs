@@ -546,3 +546,81 @@ fn the_kept_runs_make_the_merges_table_again(dir: &Path, scratch: &Path) {
         "not a file of `sweep merge --keep`",
     );
 }
+
+/// A campaign merged in two sittings, the first sitting's databases lost
+/// with its machine: `sweep merge --keep FILE` carries over the runs FILE
+/// kept before, so one file and one summary hold them all; a file of
+/// another plan refuses the merge and is left as it was.
+#[test]
+fn a_kept_file_carries_over_the_runs_whose_databases_are_gone() {
+    let scratch = common::temp_dir("sweep-plan-carried");
+    let (dir, other) = (scratch.join("plan"), scratch.join("other"));
+    let kept = scratch.join("kept.json");
+    let (d, f) = (dir.to_str().unwrap(), kept.to_str().unwrap());
+    for (at, seeds) in [(&dir, "1-2"), (&other, "3")] {
+        let o = experiment(&[
+            "sweep",
+            "--target",
+            "postgres",
+            "--write-rate",
+            "100",
+            "--seeds",
+            seeds,
+            "--duration",
+            "2s",
+            "--plan",
+            at.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let ran = |index: usize| {
+        let o = run(&dir, index);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    ran(0);
+    let first = experiment(&["sweep", "merge", d, "--keep", f]);
+    assert_eq!(
+        first.status.code(),
+        Some(1),
+        "run 1 is missing: {}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    std::fs::remove_dir_all(dir.join("runs")).unwrap();
+    ran(1);
+    let second = experiment(&["sweep", "merge", d, "--keep", f, "--json"]);
+    assert!(
+        second.status.success(),
+        "run 0 kept before, run 1 in the directory: {}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let v: Value = serde_json::from_slice(&second.stdout).unwrap();
+    assert_eq!(v["summary"]["runs"], 2, "{v}");
+    let text = std::fs::read_to_string(&kept).unwrap();
+    let k: Value = serde_json::from_str(&text).unwrap();
+    let runs = k["runs"].as_array().unwrap();
+    let indices: Vec<u64> = runs.iter().map(|r| r["index"].as_u64().unwrap()).collect();
+    assert_eq!(indices, [0, 1]);
+    assert!(
+        runs.iter()
+            .all(|r| r["db_sha256"].as_str().unwrap().len() == 64)
+    );
+    let report = experiment(&["sweep", "report", f, "--json"]);
+    assert!(
+        report.status.success(),
+        "every run of the plan is in the file"
+    );
+    let r: Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(
+        r["summary"], v["summary"],
+        "the file's summary is the merge's"
+    );
+    one_line_exit_2(
+        &experiment(&["sweep", "merge", other.to_str().unwrap(), "--keep", f]),
+        "keeps the runs of plan",
+    );
+    assert_eq!(
+        std::fs::read_to_string(&kept).unwrap(),
+        text,
+        "the file is left as it was"
+    );
+}

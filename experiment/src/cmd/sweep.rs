@@ -266,7 +266,9 @@ pub enum SweepAction {
         json: bool,
         /// Also write each finished run's summary (its record, its judged
         /// result, its database's SHA-256) to FILE, for `sweep report`: a
-        /// campaign plan's tables made again without the databases.
+        /// campaign plan's tables made again without the databases. An
+        /// existing FILE of the same plan keeps the runs whose databases
+        /// are gone, and the summary counts them.
         #[arg(long, value_name = "FILE")]
         keep: Option<std::path::PathBuf>,
     },

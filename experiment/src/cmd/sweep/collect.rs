@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 /// Merges the runs of the plan in `dir`; exit status 0 when every run
 /// finished, 1 when some are missing or failed (the summary still
 /// printed, over those that finished). With `keep`, a campaign's finished
-/// runs are also written there (`report.rs`).
+/// runs are also written there, with those the file kept before whose
+/// databases are gone, and the summary is over them all (`report.rs`).
 pub fn merge_command(dir: &Path, json: bool, keep: Option<&Path>) -> Result<u8, String> {
     let plan = files::read_plan(dir)?;
     let shown = dir.display().to_string();
@@ -37,12 +38,20 @@ pub fn merge_command(dir: &Path, json: bool, keep: Option<&Path>) -> Result<u8, 
             merge::merge_virtual(&plan, &shown, &c)
         }
         _ => {
-            let c = collect(dir, &plan, |path, run, _| {
+            let mut c = collect(dir, &plan, |path, run, _| {
                 bar.inc(1);
                 analysis::campaign::judge_run(path, &run.combination, run.seed)
             })?;
             if let Some(path) = keep {
-                super::report::keep(path, &plan, dir, &c)?;
+                let carried = super::report::carried(path, &plan, &c)?;
+                super::report::keep(path, &plan, dir, &c, carried.clone())?;
+                // The summary is the kept file's: a run kept before counts
+                // as finished, whatever a later attempt left.
+                for r in carried {
+                    c.failed.retain(|(index, _, _)| *index != r.index);
+                    c.partial.retain(|(index, _)| *index != r.index);
+                    c.done.push((r.index, r.record, r.result));
+                }
             }
             merge::merge_campaign(&plan, &shown, &c)
         }

@@ -33,7 +33,7 @@ pub struct Kept {
 }
 
 /// One finished run: what its database says of it, judged.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct KeptRun {
     pub index: usize,
     pub record: RunRecord,
@@ -42,9 +42,45 @@ pub struct KeptRun {
     pub db_sha256: String,
 }
 
-/// Writes the finished runs of `c` (of `plan`, in `dir`) to `path`.
-pub fn keep(path: &Path, plan: &Plan, dir: &Path, c: &Collected<RunResult>) -> Result<(), String> {
-    let mut runs = Vec::with_capacity(c.done.len());
+/// The runs a kept file at `path` already holds for `plan` whose databases
+/// `c` (the runs directory) no longer has: the merge carries them over, so
+/// that one file grows over a campaign whose databases were judged on
+/// another machine, or lost with it, and a run made again replaces its old
+/// summary. None when there is no file yet; a file of another plan refuses
+/// the merge (one plan a file).
+pub fn carried(path: &Path, plan: &Plan, c: &Collected<RunResult>) -> Result<Vec<KeptRun>, String> {
+    if !path
+        .try_exists()
+        .map_err(|e| format!("{}: {e}", path.display()))?
+    {
+        return Ok(Vec::new());
+    }
+    let kept = read(path)?;
+    if kept.plan.id != plan.id {
+        return Err(format!(
+            "{}: it keeps the runs of plan {}, not of this plan {}: keep each plan's runs in a file of its own",
+            path.display(),
+            plan::short(&kept.plan.id),
+            plan::short(&plan.id)
+        ));
+    }
+    Ok(kept
+        .runs
+        .into_iter()
+        .filter(|r| !c.done.iter().any(|(index, _, _)| *index == r.index))
+        .collect())
+}
+
+/// Writes the finished runs of `c` (of `plan`, in `dir`) to `path`, with
+/// those `carried` from the file before.
+pub fn keep(
+    path: &Path,
+    plan: &Plan,
+    dir: &Path,
+    c: &Collected<RunResult>,
+    carried: Vec<KeptRun>,
+) -> Result<(), String> {
+    let mut runs = carried;
     for (index, record, result) in &c.done {
         let db = super::files::runs_dir(dir).join(format!("{index}.db"));
         runs.push(KeptRun {

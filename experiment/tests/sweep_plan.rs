@@ -42,6 +42,16 @@ fn plan(dir: &Path, more: &[&str]) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
+/// A PostgreSQL campaign of small runs (100 rows/s) planned in `dir`.
+fn plan_postgres(dir: &Path, seeds: &str, duration: &str, more: &[&str]) {
+    let mut args = vec!["sweep", "--target", "postgres", "--write-rate", "100"];
+    args.extend(["--seeds", seeds, "--duration", duration]);
+    args.extend_from_slice(more);
+    args.extend(["--plan", dir.to_str().unwrap()]);
+    let o = experiment(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 fn run(dir: &Path, index: usize) -> Output {
     experiment(&[
         "sweep",
@@ -415,22 +425,7 @@ fn runs_on_two_machines_get_their_means_and_a_test_of_the_machine() {
 fn a_planned_postgres_run_is_kept_and_merged_as_a_campaign_run() {
     let scratch = common::temp_dir("sweep-plan-postgres");
     let dir = scratch.join("plan");
-    let o = experiment(&[
-        "sweep",
-        "--target",
-        "postgres",
-        "--write-rate",
-        "100",
-        "--seeds",
-        "1",
-        "--duration",
-        "3s",
-        "--equivalence-margin",
-        "2.5",
-        "--plan",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    plan_postgres(&dir, "1", "3s", &["--equivalence-margin", "2.5"]);
     let p: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("plan.json")).unwrap()).unwrap();
     assert_eq!(
@@ -557,22 +552,8 @@ fn a_kept_file_carries_over_the_runs_whose_databases_are_gone() {
     let (dir, other) = (scratch.join("plan"), scratch.join("other"));
     let kept = scratch.join("kept.json");
     let (d, f) = (dir.to_str().unwrap(), kept.to_str().unwrap());
-    for (at, seeds) in [(&dir, "1-2"), (&other, "3")] {
-        let o = experiment(&[
-            "sweep",
-            "--target",
-            "postgres",
-            "--write-rate",
-            "100",
-            "--seeds",
-            seeds,
-            "--duration",
-            "2s",
-            "--plan",
-            at.to_str().unwrap(),
-        ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
+    plan_postgres(&dir, "1-2", "2s", &[]);
+    plan_postgres(&other, "3", "2s", &[]);
     let ran = |index: usize| {
         let o = run(&dir, index);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -486,12 +486,7 @@ fn compare(first: &str, rows: &[Row], scales: &[f64], margin: Option<f64>) -> Ve
             if value == first_value {
                 continue;
             }
-            let reference = cell
-                .iter()
-                .enumerate()
-                .map(|(m, &(kk, v))| format!("{kk}={}", if m == k { first_value } else { v }))
-                .collect::<Vec<_>>()
-                .join(",");
+            let reference = relabel(&cell, k, first_value);
             if let Some(j) = find(&reference, &row.poller) {
                 out.push(across(i, j));
             }
@@ -545,6 +540,15 @@ fn compare(first: &str, rows: &[Row], scales: &[f64], margin: Option<f64>) -> Ve
     out
 }
 
+/// A combination's label with its `k`th key at `value`, the others as in `cell`.
+fn relabel(cell: &[(&str, &str)], k: usize, value: &str) -> String {
+    cell.iter()
+        .enumerate()
+        .map(|(m, &(key, v))| format!("{key}={}", if m == k { value } else { v }))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// The keys whose values are sets of pollers, `+` joining the pollers of a run.
 const POLLER_SETS: [&str; 2] = ["poller", "id-poller"];
 
@@ -568,14 +572,9 @@ fn fewer_beside(rows: &[Row], i: usize) -> Vec<usize> {
             .enumerate()
             .filter(|(_, r)| r.poller == rows[i].poller)
             .filter_map(|(j, r)| {
-                let other = settings(&r.combination);
-                let same_elsewhere = other.len() == cell.len()
-                    && other
-                        .iter()
-                        .zip(&cell)
-                        .enumerate()
-                        .all(|(m, (a, b))| a.0 == b.0 && (m == k || a.1 == b.1));
-                let sub = members(other.get(k)?.1);
+                let (_, value) = *settings(&r.combination).get(k)?;
+                let same_elsewhere = r.combination == relabel(&cell, k, value);
+                let sub = members(value);
                 (same_elsewhere
                     && sub.len() < set.len()
                     && sub.contains(&rows[i].poller)

@@ -9,6 +9,7 @@
 use crate::diff::analyze;
 use crate::interval::{Difference, Rate};
 use crate::machine::MachineLoad;
+use crate::ticks::AtTicks;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -62,6 +63,11 @@ pub struct RunResult {
     /// ([`crate::machine::LockWaits`]); `None` where it counts none
     /// (PostgreSQL) or the run did not read them.
     pub lock_waits: Option<u64>,
+    /// The writers' transactions in flight at the first poller's ticks
+    /// against any instant ([`crate::ticks`]); absent without writers'
+    /// brackets, and in results judged before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_ticks: Option<AtTicks>,
 }
 
 /// The unit a target's loss is counted per: 1,000 notes for misskey-ftt
@@ -106,6 +112,20 @@ pub fn judge_run(path: &Path, combination: &str, seed: u64) -> Result<RunResult,
         })
         .collect();
     let writers = loaded.machine_load().and_then(|m| m.writers);
+    let brackets: Vec<(i64, i64)> =
+        rundb::read::side_rows::<rundb::WriterBracketRow>(&conn, run_id)
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|b| (b.xact_start_ms, b.commit_returned_ms))
+            .collect();
+    // Every poller ticks on one cadence: the first one's ticks are the run's.
+    let ticks: Vec<i64> = loaded
+        .history
+        .requests
+        .iter()
+        .filter(|r| r.poller == 0 && r.page == 0)
+        .map(|r| r.sent_at_ms)
+        .collect();
     Ok(RunResult {
         combination: combination.to_string(),
         seed,
@@ -123,6 +143,7 @@ pub fn judge_run(path: &Path, combination: &str, seed: u64) -> Result<RunResult,
         commit_p50_ms: writers.as_ref().and_then(|w| w.commit_p50_ms),
         commit_p99_ms: writers.as_ref().and_then(|w| w.commit_p99_ms),
         lock_waits: writers.as_ref().and_then(|w| w.lock_waits).map(|l| l.waits),
+        at_ticks: crate::ticks::at_ticks(&brackets, &ticks),
     })
 }
 
@@ -297,11 +318,18 @@ pub struct CellWriters {
     pub commit_p99_ms: Option<i64>,
     /// `None` where the server counts none (PostgreSQL).
     pub lock_waits: Option<u64>,
+    /// The mean latency of the transactions in flight at a tick, and of the
+    /// one in flight at any instant ([`crate::ticks::AtTicks`]), ms: medians
+    /// over the runs that have them, `tick_runs` (fewer than `runs` where
+    /// some results were kept before they existed).
+    pub at_ticks_ms: Option<f64>,
+    pub any_time_ms: Option<f64>,
+    pub tick_runs: usize,
 }
 
 /// The upper median of `values` (sorted here), `None` without any.
-fn median<T: Ord + Copy>(mut values: Vec<T>) -> Option<T> {
-    values.sort_unstable();
+fn median<T: PartialOrd + Copy>(mut values: Vec<T>) -> Option<T> {
+    values.sort_unstable_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     values.get(values.len() / 2).copied()
 }
 
@@ -326,6 +354,17 @@ fn writers(results: &[RunResult]) -> Vec<CellWriters> {
             commit_p50_ms: median(runs.iter().filter_map(|r| r.commit_p50_ms).collect()),
             commit_p99_ms: median(runs.iter().filter_map(|r| r.commit_p99_ms).collect()),
             lock_waits: median(runs.iter().filter_map(|r| r.lock_waits).collect()),
+            at_ticks_ms: median(
+                runs.iter()
+                    .filter_map(|r| r.at_ticks?.at_ticks_ms)
+                    .collect(),
+            ),
+            any_time_ms: median(
+                runs.iter()
+                    .filter_map(|r| Some(r.at_ticks?.any_time_ms))
+                    .collect(),
+            ),
+            tick_runs: runs.iter().filter(|r| r.at_ticks.is_some()).count(),
         });
     }
     cells
@@ -745,13 +784,19 @@ fn render_writers(s: &Summary, cw: usize) -> String {
         return String::new();
     }
     let ms = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| format!("{v} ms"));
+    // A tick figure over fewer runs than the line's says over how many.
+    let tenths = |v: Option<f64>, c: &CellWriters| match v {
+        None => "-".to_string(),
+        Some(v) if c.tick_runs < c.runs => format!("{v:.1} ms ({})", c.tick_runs),
+        Some(v) => format!("{v:.1} ms"),
+    };
     let mut o = format!(
-        "{:cw$}  {:>5} {:>10} {:>10} {:>10}   (the writers, median over the runs: commit latency from the transaction's start to COMMIT returned; the server's row lock waits in a run, - where it counts none)\n",
-        "writers", "runs", "commit p50", "commit p99", "lock waits"
+        "{:cw$}  {:>5} {:>10} {:>10} {:>10} {:>12} {:>12}   (the writers, median over the runs: commit latency from the transaction's start to COMMIT returned; the server's row lock waits in a run, - where it counts none; the mean latency of the transactions in flight at a poller's tick, and of the one in flight at any instant, sum(L^2)/sum(L), over (n) runs where fewer have them)\n",
+        "writers", "runs", "commit p50", "commit p99", "lock waits", "at a tick", "any time"
     );
     for c in &s.writers {
         o.push_str(&format!(
-            "{:cw$}  {:>5} {:>10} {:>10} {:>10}\n",
+            "{:cw$}  {:>5} {:>10} {:>10} {:>10} {:>12} {:>12}\n",
             if c.combination.is_empty() {
                 "-"
             } else {
@@ -762,6 +807,8 @@ fn render_writers(s: &Summary, cw: usize) -> String {
             ms(c.commit_p99_ms),
             c.lock_waits
                 .map_or_else(|| "-".to_string(), |w| w.to_string()),
+            tenths(c.at_ticks_ms, c),
+            tenths(c.any_time_ms, c),
         ));
     }
     o
@@ -911,6 +958,7 @@ mod tests {
             commit_p50_ms: Some(5),
             commit_p99_ms: Some(40),
             lock_waits: None,
+            at_ticks: None,
         }
     }
 
@@ -1270,6 +1318,17 @@ mod tests {
             r.commit_p99_ms = Some(p99);
             r.lock_waits = waits;
         }
+        // The writers at the ticks: the medians over the runs that have
+        // them (2.0 of 1.0, 2.0, 3.5; 1.5 of 1.2, 1.5, 1.5, 1.6).
+        let at = [Some(1.0), Some(3.5), None, Some(2.0), None];
+        let any = [1.2, 1.5, 1.6, 1.5, 0.0];
+        for (i, r) in results.iter_mut().enumerate().take(4) {
+            r.at_ticks = Some(AtTicks {
+                in_flight: u64::from(at[i].is_some()),
+                at_ticks_ms: at[i],
+                any_time_ms: any[i],
+            });
+        }
         // A control cell: the writers alone (`--no-pollers`), no loss row.
         let mut alone = run("no-pollers", 1, [0, 0], 100_000, false);
         alone.pollers.clear();
@@ -1286,6 +1345,9 @@ mod tests {
                     commit_p99_ms: Some(40),
                     // The median of the runs that counted them (1, 4, 7, 9).
                     lock_waits: Some(7),
+                    at_ticks_ms: Some(2.0),
+                    any_time_ms: Some(1.5),
+                    tick_runs: 4,
                 },
                 CellWriters {
                     combination: "no-pollers".into(),
@@ -1293,6 +1355,9 @@ mod tests {
                     commit_p50_ms: Some(5),
                     commit_p99_ms: Some(12),
                     lock_waits: None,
+                    at_ticks_ms: None,
+                    any_time_ms: None,
+                    tick_runs: 0,
                 }
             ]
         );
@@ -1319,11 +1384,15 @@ mod tests {
         );
         assert!(text.lines().nth(1).unwrap().ends_with("1.00"), "{text}");
         assert!(
-            text.contains("\n-                5       5 ms      40 ms          7\n"),
+            text.contains(
+                "\n-                5       5 ms      40 ms          7   2.0 ms (4)   1.5 ms (4)\n"
+            ),
             "{text}"
         );
         assert!(
-            text.contains("\nno-pollers       1       5 ms      12 ms          -\n"),
+            text.contains(
+                "\nno-pollers       1       5 ms      12 ms          -            -            -\n"
+            ),
             "{text}"
         );
         // A target without writers' brackets: no writers' lines.

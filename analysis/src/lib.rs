@@ -16,6 +16,7 @@
 //! - [`campaign`]: `experiment sweep --target postgres|mariadb|misskey-ftt`: each run's
 //!   database judged, the loss over runs per combination and poller.
 //! - [`halves`]: a run cut at the middle of its time, its rows and each poller's lost rows by half.
+//! - [`ticks`]: the writers' transactions in flight at the pollers' ticks, against any instant.
 //! - [`delivered`]: `--delivered`: a consumer judged from the IDs it delivered.
 //! - [`consumers`]: a consumer's verdict against the truth of PostgreSQL's log (`judge --log postgres`);
 //!   [`settle`]: the same judge kept up to date row by row in flat memory (`experiment watch`).
@@ -53,3 +54,4 @@ pub mod stream;
 pub mod sweep;
 pub mod sweep_plot;
 pub mod synth;
+pub mod ticks;

@@ -456,6 +456,27 @@ fn a_planned_postgres_run_is_kept_and_merged_as_a_campaign_run() {
     assert_eq!(v["schema"], 3);
     assert!(v["runs"][0]["rows"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(v["run_machines"][0]["index"], 0);
+    // The writers at the ticks (docs/campaigns.md), as SQL over the run's
+    // own brackets and its first poller's page-0 requests says.
+    let (in_flight, any_time): (i64, f64) = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT (SELECT count(*) FROM writer_brackets b WHERE EXISTS (SELECT 1 FROM requests r
+                     WHERE r.poller_id = (SELECT min(id) FROM pollers) AND r.page = 0
+                     AND r.sent_at_ms >= b.xact_start_ms AND r.sent_at_ms < b.commit_returned_ms)),
+                    (SELECT 1.0 * sum((commit_returned_ms - xact_start_ms) * (commit_returned_ms - xact_start_ms))
+                     / sum(commit_returned_ms - xact_start_ms) FROM writer_brackets)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let t = &v["runs"][0]["at_ticks"];
+    assert_eq!(t["in_flight"].as_i64(), Some(in_flight), "{v}");
+    assert!(
+        (t["any_time_ms"].as_f64().unwrap() - any_time).abs() < 1e-9,
+        "{v}"
+    );
+    assert_eq!(t["at_ticks_ms"].is_null(), in_flight == 0, "{v}");
     let remaining: Vec<String> = std::fs::read_dir(dir.join("runs"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

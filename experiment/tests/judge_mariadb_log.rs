@@ -172,11 +172,12 @@ fn an_alter_that_drops_the_key_column_is_one_line_and_exit_2() {
 }
 
 /// A relay that stores its cursor one key behind the last it delivered (so
-/// a restart redelivers exactly that key), its writer started detached on
-/// the first start only: it writes until the relay has started a third
-/// time and 100 rows committed, appending each key whose COMMIT returned
-/// (a failed one, while the server restarts, is tried again); each start
-/// noted.
+/// a restart redelivers exactly that key), written aside and renamed so a
+/// kill never leaves it empty (as in `judge_partitions.rs`), its writer
+/// started detached on the first start only: it writes until the relay has
+/// started a third time and 100 rows committed, appending each key whose
+/// COMMIT returned (a failed one, while the server restarts, is tried
+/// again); each start noted.
 const RESTARTED: &str = r#"set -u
 dir=$1
 m() { mariadb -N -B -S "$MYSQL_UNIX_PORT" -u root "$MYSQL_DATABASE" -e "$1" 2>/dev/null; }
@@ -197,7 +198,7 @@ while :; do
   # "nothing new", it would end the relay before it read the last rows.
   rows=$(m "SELECT id FROM outbox WHERE id > $last ORDER BY id") || continue
   for id in $rows; do
-    echo "$last" > "$dir/cursor"
+    echo "$last" > "$dir/cursor.new" && mv "$dir/cursor.new" "$dir/cursor"
     echo "$id" >> "$dir/relay.txt"
     last=$id
   done

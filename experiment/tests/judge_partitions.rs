@@ -220,7 +220,10 @@ fn rows_of_a_partition_detached_or_dropped_before_the_relay_read_them_expire_and
 }
 
 /// A relay that stores its cursor one key behind the last it delivered
-/// (so a restart redelivers exactly that key), its writer started detached
+/// (so a restart redelivers exactly that key), written aside and renamed:
+/// a kill between `>` truncating the file and `echo` writing it would
+/// otherwise leave an empty cursor and a relay that asks `id >  ORDER BY`
+/// for the rest of the run (seen once in CI). Its writer started detached
 /// on the first start only: it writes until the relay has started a third
 /// time and 100 rows committed, appending each key whose COMMIT returned (a
 /// failed one, while the server restarts, is tried again); each start noted.
@@ -248,7 +251,7 @@ while :; do
   # "nothing new", it would end the relay before it read the last rows.
   rows=$(q "SELECT id FROM outbox WHERE id > $last ORDER BY id") || continue
   for id in $rows; do
-    echo "$last" > "$dir/cursor"
+    echo "$last" > "$dir/cursor.new" && mv "$dir/cursor.new" "$dir/cursor"
     echo "$id" >> "$dir/relay.txt"
     last=$id
   done

@@ -171,10 +171,10 @@ fn an_alter_that_drops_the_key_column_is_one_line_and_exit_2() {
     );
 }
 
-/// A relay that stores its cursor one key behind the last it delivered (so
-/// a restart redelivers exactly that key), written aside and renamed so a
-/// kill never leaves it empty (as in `judge_partitions.rs`), its writer
-/// started detached on the first start only: it writes until the relay has
+/// A relay whose cursor is the key before the last one it delivered, read
+/// back from its own output at each start (so a restart redelivers exactly
+/// that key; its output is its only state, as in `judge_partitions.rs`),
+/// its writer started detached on the first start only: it writes until the relay has
 /// started a third time and 100 rows committed, appending each key whose
 /// COMMIT returned (a failed one, while the server restarts, is tried
 /// again); each start noted.
@@ -191,14 +191,13 @@ if [ "${SNOWLEAK_START:-0}" = 0 ]; then
         && echo "$id" >> "$0/committed" && i=$((i + 1))
     done; touch "$0/writers.done"' "$dir" > /dev/null 2>&1 &
 fi
-last=$(cat "$dir/cursor" 2>/dev/null || echo 0)
+last=$(awk '{ before = key; key = $0 } END { print before + 0 }' "$dir/relay.txt" 2>/dev/null || echo 0)
 while :; do
   done_=0; [ -e "$dir/writers.done" ] && done_=1
   # A query that fails (the server restarting) is asked again: read as
   # "nothing new", it would end the relay before it read the last rows.
   rows=$(m "SELECT id FROM outbox WHERE id > $last ORDER BY id") || continue
   for id in $rows; do
-    echo "$last" > "$dir/cursor.new" && mv "$dir/cursor.new" "$dir/cursor"
     echo "$id" >> "$dir/relay.txt"
     last=$id
   done

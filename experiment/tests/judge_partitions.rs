@@ -219,11 +219,13 @@ fn rows_of_a_partition_detached_or_dropped_before_the_relay_read_them_expire_and
     );
 }
 
-/// A relay that stores its cursor one key behind the last it delivered
-/// (so a restart redelivers exactly that key), written aside and renamed:
-/// a kill between `>` truncating the file and `echo` writing it would
-/// otherwise leave an empty cursor and a relay that asks `id >  ORDER BY`
-/// for the rest of the run (seen once in CI). Its writer started detached
+/// A relay whose cursor is the key before the last one it delivered, read
+/// back from its own output at each start (so a restart redelivers exactly
+/// that key). Its output is its only state: each key is one append, so a
+/// kill at any instant leaves the cursor and what was delivered agreeing.
+/// (A cursor file beside it, written at each key, broke this once in CI: a
+/// kill after `>` truncated it left it empty, and the relay asked
+/// `id >  ORDER BY` for the rest of the run.) Its writer started detached
 /// on the first start only: it writes until the relay has started a third
 /// time and 100 rows committed, appending each key whose COMMIT returned (a
 /// failed one, while the server restarts, is tried again); each start noted.
@@ -244,14 +246,13 @@ if [ "${SNOWLEAK_START:-0}" = 0 ]; then
         && [ -n "$id" ] && echo "$id" >> "$0/committed" && i=$((i + 1))
     done; touch "$0/writers.done"' "$dir" > /dev/null 2>&1 &
 fi
-last=$(cat "$dir/cursor" 2>/dev/null || echo 0)
+last=$(awk '{ before = key; key = $0 } END { print before + 0 }' "$dir/relay.txt" 2>/dev/null || echo 0)
 while :; do
   done_=0; [ -e "$dir/writers.done" ] && done_=1
   # A query that fails (the server restarting) is asked again: read as
   # "nothing new", it would end the relay before it read the last rows.
   rows=$(q "SELECT id FROM outbox WHERE id > $last ORDER BY id") || continue
   for id in $rows; do
-    echo "$last" > "$dir/cursor.new" && mv "$dir/cursor.new" "$dir/cursor"
     echo "$id" >> "$dir/relay.txt"
     last=$id
   done

@@ -67,12 +67,14 @@ fn a_server_left_by_a_dead_process_is_swept() {
     // Pretend its owner died: a pid that cannot exist (above pid_max).
     let rest = name.strip_prefix("snowleak-mariadbd-").unwrap();
     let dir = std::env::temp_dir().join(format!("snowleak-mariadbd-4294967295-{rest}"));
-    std::fs::rename(server.dir(), &dir).unwrap();
-    let pid: i32 = std::fs::read_to_string(dir.join("mariadbd.pid"))
+    // The pid is read before the rename: once renamed, another test's
+    // server start may sweep the directory at any moment.
+    let pid: i32 = std::fs::read_to_string(server.dir().join("mariadbd.pid"))
         .unwrap()
         .trim()
         .parse()
         .unwrap();
+    std::fs::rename(server.dir(), &dir).unwrap();
     // The handle's child is reaped by nobody now; the sweep must kill it.
     std::mem::forget(server);
     sweep_stale();

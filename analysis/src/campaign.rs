@@ -7,7 +7,7 @@
 //! flagged for the machine's load ([`crate::machine`]).
 
 use crate::diff::analyze;
-use crate::interval::{Difference, Rate};
+use crate::interval::{Difference, Rate, median};
 use crate::machine::MachineLoad;
 use crate::ticks::AtTicks;
 use serde::{Deserialize, Serialize};
@@ -175,7 +175,7 @@ pub struct LatencyOutlier {
     pub combination: String,
     pub seed: u64,
     pub commit_p99_ms: i64,
-    pub cell_p99_ms: i64,
+    pub cell_p99_ms: f64,
 }
 
 /// The summary of a campaign.
@@ -306,18 +306,19 @@ pub fn summarize_with(results: &[RunResult], margin: Option<f64>) -> Summary {
     }
 }
 
-/// One combination's writers over its runs: the medians of the runs'
-/// commit latency (from the transaction's start to COMMIT returned) and
-/// row lock waits, over the runs that have them.
+/// One combination's writers over its runs: the medians
+/// ([`crate::interval::median`]) of the runs' commit latency (from the
+/// transaction's start to COMMIT returned) and row lock waits, over the
+/// runs that have them.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CellWriters {
     pub combination: String,
     /// The runs with the writers' latency.
     pub runs: usize,
-    pub commit_p50_ms: Option<i64>,
-    pub commit_p99_ms: Option<i64>,
+    pub commit_p50_ms: Option<f64>,
+    pub commit_p99_ms: Option<f64>,
     /// `None` where the server counts none (PostgreSQL).
-    pub lock_waits: Option<u64>,
+    pub lock_waits: Option<f64>,
     /// The mean latency of the transactions in flight at a tick, and of the
     /// one in flight at any instant ([`crate::ticks::AtTicks`]), ms: medians
     /// over the runs that have them, `tick_runs` (fewer than `runs` where
@@ -325,12 +326,6 @@ pub struct CellWriters {
     pub at_ticks_ms: Option<f64>,
     pub any_time_ms: Option<f64>,
     pub tick_runs: usize,
-}
-
-/// The upper median of `values` (sorted here), `None` without any.
-fn median<T: PartialOrd + Copy>(mut values: Vec<T>) -> Option<T> {
-    values.sort_unstable_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    values.get(values.len() / 2).copied()
 }
 
 /// Each combination's [`CellWriters`], in the order the runs name them;
@@ -351,19 +346,11 @@ fn writers(results: &[RunResult]) -> Vec<CellWriters> {
         cells.push(CellWriters {
             combination: r.combination.clone(),
             runs: runs.len(),
-            commit_p50_ms: median(runs.iter().filter_map(|r| r.commit_p50_ms).collect()),
-            commit_p99_ms: median(runs.iter().filter_map(|r| r.commit_p99_ms).collect()),
-            lock_waits: median(runs.iter().filter_map(|r| r.lock_waits).collect()),
-            at_ticks_ms: median(
-                runs.iter()
-                    .filter_map(|r| r.at_ticks?.at_ticks_ms)
-                    .collect(),
-            ),
-            any_time_ms: median(
-                runs.iter()
-                    .filter_map(|r| Some(r.at_ticks?.any_time_ms))
-                    .collect(),
-            ),
+            commit_p50_ms: median(runs.iter().filter_map(|r| Some(r.commit_p50_ms? as f64))),
+            commit_p99_ms: median(runs.iter().filter_map(|r| Some(r.commit_p99_ms? as f64))),
+            lock_waits: median(runs.iter().filter_map(|r| Some(r.lock_waits? as f64))),
+            at_ticks_ms: median(runs.iter().filter_map(|r| r.at_ticks?.at_ticks_ms)),
+            any_time_ms: median(runs.iter().filter_map(|r| Some(r.at_ticks?.any_time_ms))),
             tick_runs: runs.iter().filter(|r| r.at_ticks.is_some()).count(),
         });
     }
@@ -396,7 +383,7 @@ fn latency(results: &[RunResult], cells: &[CellWriters], rows: &mut [Row]) -> Ve
         };
         for r in results.iter().filter(|r| r.combination == cell.combination) {
             if let Some(p99) = r.commit_p99_ms
-                && (p99 > 2 * median || 2 * p99 < median)
+                && (p99 as f64 > 2.0 * median || 2.0 * (p99 as f64) < median)
             {
                 outliers.push(LatencyOutlier {
                     combination: r.combination.clone(),
@@ -783,7 +770,8 @@ fn render_writers(s: &Summary, cw: usize) -> String {
     if s.writers.is_empty() {
         return String::new();
     }
-    let ms = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| format!("{v} ms"));
+    // A median of an even count may end in .5; a whole one prints whole.
+    let ms = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v} ms"));
     // A tick figure over fewer runs than the line's says over how many.
     let tenths = |v: Option<f64>, c: &CellWriters| match v {
         None => "-".to_string(),
@@ -962,16 +950,23 @@ mod tests {
         }
     }
 
+    /// One median in a report: the loss's and the writers' alike.
     #[test]
     fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
-        let results: Vec<RunResult> = [4, 1, 3, 2]
+        let results: Vec<RunResult> = [(4, 10), (1, 40), (3, 20), (2, 31)]
             .iter()
             .zip(1..)
-            .map(|(&lost, seed)| run("", seed, [lost, 0], 100_000, false))
+            .map(|(&(lost, p99), seed)| RunResult {
+                commit_p99_ms: Some(p99),
+                ..run("", seed, [lost, 0], 100_000, false)
+            })
             .collect();
-        let o = &summarize(&results).rows[0].lost;
+        let s = summarize(&results);
+        let o = &s.rows[0].lost;
         assert_eq!((o.min, o.median, o.max, o.runs), (1.0, 2.5, 4.0, 4));
         assert_eq!((o.rate, o.lost, o.rows), (2.5, 10, 400_000));
+        assert_eq!(s.writers[0].commit_p99_ms, Some(25.5));
+        assert!(render(&s).contains("5 ms    25.5 ms"), "{}", render(&s));
     }
 
     #[test]
@@ -1341,10 +1336,11 @@ mod tests {
                 CellWriters {
                     combination: String::new(),
                     runs: 5,
-                    commit_p50_ms: Some(5),
-                    commit_p99_ms: Some(40),
-                    // The median of the runs that counted them (1, 4, 7, 9).
-                    lock_waits: Some(7),
+                    commit_p50_ms: Some(5.0),
+                    commit_p99_ms: Some(40.0),
+                    // The median of the runs that counted them (1, 4, 7,
+                    // 9): the mean of the middle two.
+                    lock_waits: Some(5.5),
                     at_ticks_ms: Some(2.0),
                     any_time_ms: Some(1.5),
                     tick_runs: 4,
@@ -1352,8 +1348,8 @@ mod tests {
                 CellWriters {
                     combination: "no-pollers".into(),
                     runs: 1,
-                    commit_p50_ms: Some(5),
-                    commit_p99_ms: Some(12),
+                    commit_p50_ms: Some(5.0),
+                    commit_p99_ms: Some(12.0),
                     lock_waits: None,
                     at_ticks_ms: None,
                     any_time_ms: None,
@@ -1373,7 +1369,7 @@ mod tests {
                 combination: String::new(),
                 seed: 5,
                 commit_p99_ms: 200,
-                cell_p99_ms: 40,
+                cell_p99_ms: 40.0,
             }],
             "one line per run, not per poller"
         );
@@ -1385,7 +1381,7 @@ mod tests {
         assert!(text.lines().nth(1).unwrap().ends_with("1.00"), "{text}");
         assert!(
             text.contains(
-                "\n-                5       5 ms      40 ms          7   2.0 ms (4)   1.5 ms (4)\n"
+                "\n-                5       5 ms      40 ms        5.5   2.0 ms (4)   1.5 ms (4)\n"
             ),
             "{text}"
         );

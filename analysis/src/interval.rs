@@ -134,20 +134,31 @@ pub struct Rate {
     pub runs: usize,
 }
 
-/// The min, median and max of `values` (0s when empty).
-fn spread(values: &[f64]) -> (f64, f64, f64) {
-    let n = values.len();
+/// The median of `values`: the middle one, or the mean of the middle two
+/// when their count is even; `None` without any. The one median of every
+/// report (a cell's loss, its writers' latency).
+pub fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let mut sorted: Vec<f64> = values.into_iter().collect();
+    let n = sorted.len();
     if n == 0 {
-        return (0.0, 0.0, 0.0);
+        return None;
     }
-    let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
-    let median = if n % 2 == 1 {
+    Some(if n % 2 == 1 {
         sorted[n / 2]
     } else {
         (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    })
+}
+
+/// The min, [`median`] and max of `values` (0s when empty).
+fn spread(values: &[f64]) -> (f64, f64, f64) {
+    let Some(median) = median(values.iter().copied()) else {
+        return (0.0, 0.0, 0.0);
     };
-    (sorted[0], median, sorted[n - 1])
+    let lowest = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let highest = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (lowest, median, highest)
 }
 
 /// The loss rate of a cell's runs, each `(lost, rows)`, per `scale` rows,

@@ -174,10 +174,10 @@ fn an_alter_that_drops_the_key_column_is_one_line_and_exit_2() {
 /// A relay whose cursor is the key before the last one it delivered, read
 /// back from its own output at each start (so a restart redelivers exactly
 /// that key; its output is its only state, as in `judge_partitions.rs`),
-/// its writer started detached on the first start only: it writes until the relay has
-/// started a third time and 100 rows committed, appending each key whose
-/// COMMIT returned (a failed one, while the server restarts, is tried
-/// again); each start noted.
+/// its writer started detached on the first start only: it writes until
+/// the relay has started a third time and 100 rows committed, appending
+/// each key whose COMMIT returned (a failed one, while the server restarts,
+/// is tried again); each start noted.
 const RESTARTED: &str = r#"set -u
 dir=$1
 m() { mariadb -N -B -S "$MYSQL_UNIX_PORT" -u root "$MYSQL_DATABASE" -e "$1" 2>/dev/null; }

@@ -3,9 +3,12 @@
 //! `osrelease`, proc(5)), the name the scheduler knows its node by
 //! (`SLURMD_NODENAME` in a Slurm task, srun(1)/sbatch(1); `NODE_NAME` in the
 //! Kubernetes Job the plan writes, from the downward API's `spec.nodeName`),
-//! its CPU model (`/proc/cpuinfo`), its cores (those this process may use)
-//! and the load average when the run started (`/proc/loadavg`). The parsers
-//! are pure; [`Machine::here`] reads the system.
+//! its CPU model (`/proc/cpuinfo`), its cores (those this process may use),
+//! the load average when the run started (`/proc/loadavg`) and the boot's
+//! id (`/proc/sys/kernel/random/boot_id`, a random UUID drawn at each boot:
+//! proc_sys_kernel(5)), which tells a machine restarted or replaced under
+//! the same name from the same one. The parsers are pure; [`Machine::here`]
+//! reads the system.
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +24,10 @@ pub struct Machine {
     pub kernel: String,
     /// The 1-, 5- and 15-minute load averages when the run started.
     pub load_at_start: [f64; 3],
+    /// The boot's id; empty where the kernel has none, and in the records
+    /// of runs made before it was recorded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub boot_id: String,
 }
 
 /// The CPU model of `/proc/cpuinfo`'s text: its first `model name` (x86),
@@ -83,6 +90,7 @@ impl Machine {
             cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
             kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
             load_at_start: load_averages(&read("/proc/loadavg")).unwrap_or([0.0; 3]),
+            boot_id: read("/proc/sys/kernel/random/boot_id").trim().to_string(),
             host,
         }
     }

@@ -15,7 +15,7 @@ use super::store::RunRecord;
 use analysis::campaign::{RunResult, Summary};
 use analysis::sweep::{PollerSummary, SeedResult};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What the runs directory holds for a plan.
 pub struct Collected<R> {
@@ -50,6 +50,10 @@ pub struct MachineRuns {
     pub runs: Vec<usize>,
     /// The highest 1-minute load average at the start of its runs.
     pub max_load_at_start: f64,
+    /// How many boots its runs ran in (distinct boot ids; 0 where none was
+    /// recorded): more than one, and the machine restarted, or another took
+    /// its name, between them.
+    pub boots: usize,
     #[serde(skip)]
     pub machine: Machine,
 }
@@ -228,7 +232,14 @@ fn effect(combination: &str, poller: &str, unit: &str, runs: &[(String, f64)]) -
 /// The machines of the finished runs, by node, each with its runs.
 fn machines<R>(c: &Collected<R>) -> Vec<MachineRuns> {
     let mut by: BTreeMap<String, MachineRuns> = BTreeMap::new();
+    let mut boots: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for (index, record, _) in &c.done {
+        if !record.machine.boot_id.is_empty() {
+            boots
+                .entry(record.machine.node.as_str())
+                .or_default()
+                .insert(record.machine.boot_id.as_str());
+        }
         let m = by
             .entry(record.machine.node.clone())
             .or_insert_with(|| MachineRuns {
@@ -240,6 +251,7 @@ fn machines<R>(c: &Collected<R>) -> Vec<MachineRuns> {
                 machine: record.machine.clone(),
                 runs: Vec::new(),
                 max_load_at_start: 0.0,
+                boots: 0,
             });
         m.runs.push(*index);
         m.max_load_at_start = m.max_load_at_start.max(record.machine.load_at_start[0]);
@@ -247,8 +259,26 @@ fn machines<R>(c: &Collected<R>) -> Vec<MachineRuns> {
     let mut out: Vec<MachineRuns> = by.into_values().collect();
     for m in &mut out {
         m.runs.sort_unstable();
+        m.boots = boots.get(m.node.as_str()).map_or(0, BTreeSet::len);
     }
     out
+}
+
+/// One machine's line under the summary: what it is, which runs it ran, the
+/// highest load at their starts, and the boots they spanned where recorded.
+fn machine_line(m: &MachineRuns) -> String {
+    let boots = match m.boots {
+        0 => String::new(),
+        1 => ", one boot".into(),
+        n => format!(", {n} boots (restarted or replaced between its runs)"),
+    };
+    format!(
+        "  {}: {} run(s) ({}), load at most {:.2}{boots}\n",
+        m.machine.describe(),
+        m.runs.len(),
+        ranges(&m.runs),
+        m.max_load_at_start
+    )
 }
 
 /// The runs that did not finish, in index order.
@@ -333,13 +363,7 @@ fn tail(
 ) -> String {
     let mut o = String::from("machines (load average when a run started):\n");
     for m in machines {
-        o.push_str(&format!(
-            "  {}: {} run(s) ({}), load at most {:.2}\n",
-            m.machine.describe(),
-            m.runs.len(),
-            ranges(&m.runs),
-            m.max_load_at_start
-        ));
+        o.push_str(&machine_line(m));
     }
     if !effects.is_empty() {
         o.push_str(&format!(
@@ -702,6 +726,60 @@ mod tests {
         assert_eq!(e.means.len(), 2);
         assert_eq!((e.means[0].node.as_str(), e.means[0].mean), ("a", 1.05));
         assert!(effect("", "naive", "u", &[("a".into(), 1.0), ("a".into(), 2.0)]).is_none());
+    }
+
+    #[test]
+    fn a_machine_s_runs_are_counted_by_boot_where_recorded() {
+        let record = |index: usize, node: &str, boot: &str| {
+            let machine = Machine {
+                node: node.into(),
+                host: node.into(),
+                cpu_model: "cpu".into(),
+                cores: 2,
+                kernel: "6.1".into(),
+                load_at_start: [0.5, 0.0, 0.0],
+                boot_id: boot.into(),
+            };
+            let r = RunRecord {
+                plan: "p".into(),
+                index,
+                combination: String::new(),
+                seed: index as u64 + 1,
+                experiment: "0".into(),
+                machine,
+                started_at_ms: 0,
+                ended_at_ms: 1,
+                job: None,
+            };
+            (index, r, ())
+        };
+        let c = Collected {
+            done: vec![
+                record(0, "vm", "a"),
+                record(1, "vm", "b"),
+                record(2, "vm", "a"),
+                record(3, "n1", "c"),
+                record(4, "old", ""),
+            ],
+            failed: vec![],
+            partial: vec![],
+            rerun_at: None,
+        };
+        let m = machines(&c);
+        let boots: Vec<(&str, usize)> = m.iter().map(|m| (m.node.as_str(), m.boots)).collect();
+        assert_eq!(boots, [("n1", 1), ("old", 0), ("vm", 2)]);
+        assert_eq!(
+            machine_line(&m[2]),
+            "  vm: cpu, 2 cores, Linux 6.1: 3 run(s) (0-2), load at most 0.50, 2 boots (restarted or replaced between its runs)\n"
+        );
+        assert!(machine_line(&m[0]).ends_with("load at most 0.50, one boot\n"));
+        // A record made before boots were recorded prints as it did.
+        assert!(machine_line(&m[1]).ends_with("load at most 0.50\n"));
+        let old: Machine = serde_json::from_str(
+            r#"{"node":"vm","host":"vm","cpu_model":"c","cores":2,"kernel":"k","load_at_start":[0,0,0]}"#,
+        )
+        .unwrap();
+        assert_eq!(old.boot_id, "");
     }
 
     #[test]

@@ -179,12 +179,16 @@ fn a_virtual_plan_run_in_any_order_merges_into_the_one_machine_summary_byte_for_
         );
     }
     assert!(machine["cores"].as_u64().unwrap() >= 1);
+    // Each run read the kernel's boot id; all eight ran in this boot.
+    assert_eq!(machine["boots"], 1, "{machine}");
     assert_eq!(v["run_machines"].as_array().unwrap().len(), 8);
     assert_eq!(v["cells"][0]["machines"][0], machine["node"]);
     // One machine: no test of whether the machine matters.
     assert_eq!(v["machine_effect"], Value::Array(Vec::new()));
     let text = String::from_utf8(merge(&dir, false).stdout).unwrap();
     assert!(text.lines().nth(1).unwrap().ends_with("machines"), "{text}");
+    assert!(text.contains("8 run(s) (0-7), load at most "), "{text}");
+    assert!(text.contains(", one boot\n"), "{text}");
 }
 
 #[test]

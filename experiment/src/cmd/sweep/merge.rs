@@ -54,6 +54,9 @@ pub struct MachineRuns {
     /// recorded): more than one, and the machine restarted, or another took
     /// its name, between them.
     pub boots: usize,
+    /// How many of its runs recorded a boot id (older records have none), so
+    /// that one boot among some of its runs is not read as one for all.
+    pub runs_with_boot: usize,
     #[serde(skip)]
     pub machine: Machine,
 }
@@ -252,8 +255,10 @@ fn machines<R>(c: &Collected<R>) -> Vec<MachineRuns> {
                 runs: Vec::new(),
                 max_load_at_start: 0.0,
                 boots: 0,
+                runs_with_boot: 0,
             });
         m.runs.push(*index);
+        m.runs_with_boot += usize::from(!record.machine.boot_id.is_empty());
         m.max_load_at_start = m.max_load_at_start.max(record.machine.load_at_start[0]);
     }
     let mut out: Vec<MachineRuns> = by.into_values().collect();
@@ -271,6 +276,11 @@ fn machine_line(m: &MachineRuns) -> String {
         0 => String::new(),
         1 => ", one boot".into(),
         n => format!(", {n} boots (restarted or replaced between its runs)"),
+    };
+    let boots = if m.boots > 0 && m.runs_with_boot < m.runs.len() {
+        format!("{boots} among the {} of its runs that recorded one", m.runs_with_boot)
+    } else {
+        boots
     };
     format!(
         "  {}: {} run(s) ({}), load at most {:.2}{boots}\n",
@@ -760,6 +770,8 @@ mod tests {
                 record(2, "vm", "a"),
                 record(3, "n1", "c"),
                 record(4, "old", ""),
+                record(5, "mixed", ""),
+                record(6, "mixed", "d"),
             ],
             failed: vec![],
             partial: vec![],
@@ -767,7 +779,11 @@ mod tests {
         };
         let m = machines(&c);
         let boots: Vec<(&str, usize)> = m.iter().map(|m| (m.node.as_str(), m.boots)).collect();
-        assert_eq!(boots, [("n1", 1), ("old", 0), ("vm", 2)]);
+        assert_eq!(boots, [("mixed", 1), ("n1", 1), ("old", 0), ("vm", 2)]);
+        // One boot among some of its runs is not said of them all.
+        assert!(machine_line(&m[0])
+            .ends_with("load at most 0.50, one boot among the 1 of its runs that recorded one\n"));
+        let m = &m[1..];
         assert_eq!(
             machine_line(&m[2]),
             "  vm: cpu, 2 cores, Linux 6.1: 3 run(s) (0-2), load at most 0.50, 2 boots (restarted or replaced between its runs)\n"

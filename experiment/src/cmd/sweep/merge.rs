@@ -278,7 +278,10 @@ fn machine_line(m: &MachineRuns) -> String {
         n => format!(", {n} boots (restarted or replaced between its runs)"),
     };
     let boots = if m.boots > 0 && m.runs_with_boot < m.runs.len() {
-        format!("{boots} among the {} of its runs that recorded one", m.runs_with_boot)
+        format!(
+            "{boots} among the {} of its runs that recorded one",
+            m.runs_with_boot
+        )
     } else {
         boots
     };
@@ -781,8 +784,11 @@ mod tests {
         let boots: Vec<(&str, usize)> = m.iter().map(|m| (m.node.as_str(), m.boots)).collect();
         assert_eq!(boots, [("mixed", 1), ("n1", 1), ("old", 0), ("vm", 2)]);
         // One boot among some of its runs is not said of them all.
-        assert!(machine_line(&m[0])
-            .ends_with("load at most 0.50, one boot among the 1 of its runs that recorded one\n"));
+        assert!(
+            machine_line(&m[0]).ends_with(
+                "load at most 0.50, one boot among the 1 of its runs that recorded one\n"
+            )
+        );
         let m = &m[1..];
         assert_eq!(
             machine_line(&m[2]),

@@ -208,7 +208,8 @@ pub struct Summary {
 /// The loss against the campaign's time: Spearman's rank correlation of
 /// each run's start with its loss relative to its cells (the mean over its
 /// pollers of the run's rate over its cell's rate; cells that lost nothing
-/// left out), and the correlation's two-sided p value. A campaign whose
+/// left out), and the correlation's two-sided p value (exact over up to 9
+/// runs, [`crate::interval::spearman_p`]). A campaign whose
 /// later runs lose more (or less) than its earlier ones, whatever their
 /// cell, has something besides the cells moving its figures: a machine
 /// that grew busier, a build that changed, the night.
@@ -426,10 +427,9 @@ fn drift(results: &[RunResult], rows: &[Row]) -> Option<Drift> {
         return None;
     }
     let (x, y): (Vec<f64>, Vec<f64>) = points.into_iter().unzip();
-    let rho = crate::interval::spearman(&x, &y);
     Some(Drift {
-        rho,
-        p: crate::interval::correlation_p(rho, n),
+        rho: crate::interval::spearman(&x, &y),
+        p: crate::interval::spearman_p(&x, &y),
         runs: n,
     })
 }

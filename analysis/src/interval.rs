@@ -384,6 +384,62 @@ pub fn spearman(x: &[f64], y: &[f64]) -> f64 {
     }
 }
 
+/// Up to this many points [`spearman_p`] counts every ordering (9! =
+/// 362,880 of them, each a pass over 9 ranks); from 10 on, Student's t.
+const SPEARMAN_EXACT_UP_TO: usize = 9;
+
+/// The two-sided p value of Spearman's rho of `x` and `y` (the same length,
+/// at least 3) being zero. Up to 9 points it is exact: the share of the
+/// orderings of `y`'s ranks whose |rho| is at least the observed one, ties
+/// kept as mid-ranks (so 4 points in perfect order give 2/24, not 0); from
+/// 10 on, [`correlation_p`]'s t approximation, which holds from about 10
+/// points (Zar, "Significance testing of the Spearman rank correlation
+/// coefficient", JASA 67, 1972).
+pub fn spearman_p(x: &[f64], y: &[f64]) -> f64 {
+    let n = x.len();
+    let observed = spearman(x, y);
+    if n > SPEARMAN_EXACT_UP_TO {
+        return correlation_p(observed, n);
+    }
+    let rx = ranks(x);
+    let mut ry = ranks(y);
+    // Pearson's r of two rank vectors whose sums of squares are fixed under
+    // reordering: compare sum(rx·ry) only, against the observed rho mapped
+    // back to it, with a tolerance for rounding.
+    let (mx, vx) = mean_var(&rx);
+    let (my, vy) = mean_var(&ry);
+    let scale = ((n - 1) as f64) * (vx * vy).sqrt();
+    if scale == 0.0 {
+        return 1.0;
+    }
+    let centre = n as f64 * mx * my;
+    let bound = observed.abs() * scale - 1e-9 * scale.max(1.0);
+    let (mut extreme, mut total) = (0u64, 0u64);
+    let mut count = |ry: &[f64]| {
+        let sxy: f64 = rx.iter().zip(ry).map(|(a, b)| a * b).sum::<f64>() - centre;
+        total += 1;
+        if sxy.abs() >= bound {
+            extreme += 1;
+        }
+    };
+    // Heap's algorithm, iteratively: every ordering of `ry` once.
+    let mut c = vec![0usize; n];
+    count(&ry);
+    let mut i = 1;
+    while i < n {
+        if c[i] < i {
+            ry.swap(if i % 2 == 0 { 0 } else { c[i] }, i);
+            count(&ry);
+            c[i] += 1;
+            i = 1;
+        } else {
+            c[i] = 0;
+            i += 1;
+        }
+    }
+    extreme as f64 / total as f64
+}
+
 /// The two-sided p value of a correlation `r` over `n` (> 2) points being
 /// zero: Student's t with `n - 2` degrees of freedom,
 /// `t = r · sqrt((n - 2) / (1 - r²))` (for Spearman's rho an approximation
@@ -572,6 +628,48 @@ mod tests {
         // r 0.5 over 12 points: t = 0.5 · sqrt(10 / 0.75) = 1.826, p = 0.098.
         assert!((correlation_p(0.5, 12) - 0.098).abs() < 0.001);
         assert_eq!(correlation_p(1.0, 5), 0.0);
+    }
+
+    /// Few points: the exact share of orderings, where the t approximation
+    /// would call a perfect order of 4 points certain.
+    #[test]
+    fn spearman_p_is_exact_up_to_nine_points() {
+        let up = [1.0, 2.0, 3.0, 4.0];
+        // 2 of the 24 orderings of 4 ranks have |rho| = 1.
+        assert!((spearman_p(&up, &[3.0, 5.0, 8.0, 9.0]) - 2.0 / 24.0).abs() < 1e-12);
+        assert!((spearman_p(&up, &[9.0, 8.0, 5.0, 3.0]) - 2.0 / 24.0).abs() < 1e-12);
+        // 5 points: 2 of 120 with |rho| = 1; rho 0.9 (one adjacent swap) is
+        // reached by the identity, the 4 adjacent swaps and their 5 mirrors:
+        // 10 of 120 (0.083, the tables' two-sided value).
+        let five = [1.0, 2.0, 3.0, 4.0, 5.0];
+        assert!((spearman_p(&five, &five) - 2.0 / 120.0).abs() < 1e-12);
+        assert!((spearman_p(&five, &[2.0, 1.0, 3.0, 4.0, 5.0]) - 10.0 / 120.0).abs() < 1e-12);
+        // No association at all: every ordering is at least as extreme.
+        assert_eq!(spearman_p(&five, &[3.0, 3.0, 3.0, 3.0, 3.0]), 1.0);
+        // Ties stay mid-ranks: y = (1, 1, 2, 2) against x in order has rho
+        // 0.894; of the 24 orderings 8 reach it (either pair of tied ranks
+        // at either end, each 2 · 2 ways).
+        assert!((spearman_p(&up, &[1.0, 1.0, 2.0, 2.0]) - 8.0 / 24.0).abs() < 1e-12);
+        // From 10 points on, the t approximation.
+        let ten: Vec<f64> = (0..10).map(f64::from).collect();
+        let y: Vec<f64> = [1, 0, 2, 4, 3, 5, 7, 6, 9, 8].map(f64::from).to_vec();
+        assert_eq!(spearman_p(&ten, &y), correlation_p(spearman(&ten, &y), 10));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// The exact p is a share of orderings: at least 2/n! (the observed
+        /// ordering and its mirror reach any rho), at most 1, and no larger
+        /// for a stronger rank order of the same x.
+        #[test]
+        fn spearman_p_is_a_share_of_orderings(y in prop::collection::vec(0u8..6, 4..8)) {
+            let x: Vec<f64> = (0..y.len()).map(|i| i as f64).collect();
+            let y: Vec<f64> = y.into_iter().map(f64::from).collect();
+            let p = spearman_p(&x, &y);
+            let orderings: f64 = (1..=y.len()).map(|i| i as f64).product();
+            prop_assert!(p <= 1.0 && p * orderings >= 1.0 - 1e-9, "{p}");
+            prop_assert!(spearman_p(&x, &x) <= p + 1e-12);
+        }
     }
 
     proptest! {
